@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# test.sh runs every test layer: unit and integration tests (go test ./..., the
+# ones needing root skip themselves otherwise) and the e2e tests on the lab.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+export PATH=$ROOT/_output/bin:$ROOT/_output/tools:$ROOT/_output/cni/bin:$PATH
+export KUBEBUILDER_ASSETS=$ROOT/_output/bin
+export ANTREA_BIN=$ROOT/bin
+# Packages run one at a time: integration tests start OVS instances and control
+# planes, and this machine has two cores.
+go test -count=1 -p 1 -timeout 40m ./...
