@@ -1,0 +1,100 @@
+package testpod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"antrea.io/antrea/pkg/version"
+)
+
+// defaultPorts are served over TCP and UDP when serve is given no port at all,
+// the ports of the upstream NetworkPolicy test matrix.
+var defaultPorts = []int{80, 81}
+
+// Main runs the antrea-testpod command line and returns the process exit
+// status: for connect, the verdict's ExitCode; ExitCodeError on bad usage.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	exit := 0
+	root := &cobra.Command{
+		Use:           "antrea-testpod",
+		Short:         "Test pod program: serve TCP/UDP answering with a name, or probe an address",
+		Version:       version.String("antrea-testpod"),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(serveCommand(ctx), connectCommand(ctx, stdout, &exit))
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(stderr, "antrea-testpod:", err)
+		return ExitCodeError
+	}
+	return exit
+}
+
+func serveCommand(ctx context.Context) *cobra.Command {
+	var cfg ServeConfig
+	cmd := &cobra.Command{
+		Use:   "serve --name NAME [--tcp PORTS] [--udp PORTS]",
+		Short: "Answer every TCP connection and UDP datagram with NAME (TCP and UDP 80,81 when no port is given)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Name == "" {
+				cfg.Name = os.Getenv("POD_NAME")
+			}
+			if cfg.Name == "" {
+				h, err := os.Hostname()
+				if err != nil {
+					return fmt.Errorf("serve: no --name and no hostname: %w", err)
+				}
+				cfg.Name = h
+			}
+			if !cmd.Flags().Changed("tcp") && !cmd.Flags().Changed("udp") {
+				cfg.TCPPorts, cfg.UDPPorts = defaultPorts, defaultPorts
+			}
+			ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return Serve(ctx, cfg)
+		},
+	}
+	cmd.Flags().StringVar(&cfg.Name, "name", "", "name to answer with (default $POD_NAME, else the hostname)")
+	cmd.Flags().IntSliceVar(&cfg.TCPPorts, "tcp", nil, "TCP ports to serve, comma-separated")
+	cmd.Flags().IntSliceVar(&cfg.UDPPorts, "udp", nil, "UDP ports to serve, comma-separated")
+	cmd.Flags().StringVar(&cfg.Host, "host", "", "address to bind (default every address)")
+	return cmd
+}
+
+func connectCommand(ctx context.Context, stdout io.Writer, exit *int) *cobra.Command {
+	cfg := ConnectConfig{Protocol: "tcp", Timeout: time.Second}
+	cmd := &cobra.Command{
+		Use:   "connect --to HOST:PORT [--protocol tcp|udp] [--timeout 1s]",
+		Short: "Probe HOST:PORT; print connected/refused/timeout (+ the answering name); exit 0/1/2 (3: could not probe)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.To == "" {
+				return errors.New("connect: --to HOST:PORT is required")
+			}
+			res, err := Connect(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, res.String())
+			*exit = res.Verdict.ExitCode()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfg.Protocol, "protocol", cfg.Protocol, "tcp or udp")
+	cmd.Flags().StringVar(&cfg.To, "to", "", "HOST:PORT to probe")
+	cmd.Flags().DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "how long to wait for an answer")
+	return cmd
+}

@@ -1,0 +1,132 @@
+// Package testpod is the lab's test pod program, in the spirit of agnhost: a
+// server that answers every TCP connection and every UDP datagram on its
+// ports with its name, and a client that probes one address and reports a
+// one-word verdict. The lab runs the server as the process of image-only
+// containers; e2e and conformance tests run the client inside pod netns.
+package testpod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// ServeConfig says what the server answers and where.
+type ServeConfig struct {
+	// Name is what the server answers with, so a client can see who answered.
+	Name string
+	// TCPPorts and UDPPorts are the ports served on every address.
+	TCPPorts []int
+	UDPPorts []int
+	// Host is the address to bind; empty means every address.
+	Host string
+	// Ready, if set, is closed once every port is bound.
+	Ready chan<- struct{}
+}
+
+// Serve binds every configured port and answers until ctx is cancelled. It
+// fails at once if a port cannot be bound.
+func Serve(ctx context.Context, cfg ServeConfig) error {
+	if cfg.Name == "" {
+		return errors.New("testpod: serve needs a name")
+	}
+	if len(cfg.TCPPorts)+len(cfg.UDPPorts) == 0 {
+		return fmt.Errorf("testpod: serve %s: no ports", cfg.Name)
+	}
+	reply := []byte(cfg.Name + "\n")
+	var listeners []net.Listener
+	var conns []net.PacketConn
+	closeAll := func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+	var lc net.ListenConfig
+	for _, p := range cfg.TCPPorts {
+		l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(p)))
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("testpod: serve %s: listen tcp port %d: %w", cfg.Name, p, err)
+		}
+		listeners = append(listeners, l)
+	}
+	for _, p := range cfg.UDPPorts {
+		c, err := lc.ListenPacket(ctx, "udp", net.JoinHostPort(cfg.Host, strconv.Itoa(p)))
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("testpod: serve %s: listen udp port %d: %w", cfg.Name, p, err)
+		}
+		conns = append(conns, c)
+	}
+	klog.InfoS("Serving", "name", cfg.Name, "tcp", cfg.TCPPorts, "udp", cfg.UDPPorts)
+	if cfg.Ready != nil {
+		close(cfg.Ready)
+	}
+
+	var wg sync.WaitGroup
+	for _, l := range listeners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serveTCP(l, reply)
+		}()
+	}
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serveUDP(c, reply)
+		}()
+	}
+	<-ctx.Done()
+	// Closing the sockets ends the accept and read loops.
+	closeAll()
+	wg.Wait()
+	return nil
+}
+
+func serveTCP(l net.Listener, reply []byte) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Transient accept errors (e.g. EMFILE) must not end the server.
+			klog.ErrorS(err, "Accept failed", "address", l.Addr())
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go func() {
+			defer c.Close()
+			_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			_, _ = c.Write(reply)
+		}()
+	}
+}
+
+func serveUDP(c net.PacketConn, reply []byte) {
+	buf := make([]byte, 64*1024)
+	for {
+		_, from, err := c.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			klog.ErrorS(err, "UDP read failed", "address", c.LocalAddr())
+			continue
+		}
+		if _, err := c.WriteTo(reply, from); err != nil {
+			klog.ErrorS(err, "UDP reply failed", "address", c.LocalAddr(), "to", from)
+		}
+	}
+}
