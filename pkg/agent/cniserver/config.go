@@ -1,0 +1,137 @@
+package cniserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"antrea.io/antrea/pkg/cni"
+)
+
+// Defaults of Config.
+const (
+	// DefaultNetworkName names the CNI network (and the IPAM store directory).
+	DefaultNetworkName = "antrea"
+	// DefaultIPAMDataDir is where host-local reservations are kept.
+	DefaultIPAMDataDir = "/var/lib/antrea/ipam"
+	// DefaultReadyTimeout bounds how long ADD waits for the agent to be ready
+	// before answering "try again later" (the runtime retries).
+	DefaultReadyTimeout = 30 * time.Second
+	// DefaultMTU is the pod MTU when none is configured: a 1500-byte underlay
+	// minus the Geneve overhead Antrea reserves (50 bytes).
+	DefaultMTU = 1450
+	// ConfListName is the file WriteConfList writes; "10-" sorts it first.
+	ConfListName = "10-antrea.conflist"
+	// PluginType is the "type" of the plugin in the conflist: the binary name
+	// the runtime looks up in its CNI path is "antrea".
+	PluginType = "antrea"
+	// ConfListCNIVersion is the cniVersion of the written conflist.
+	ConfListCNIVersion = "1.1.0"
+)
+
+// Config is the node-level configuration of the CNIServer.
+type Config struct {
+	// SocketPath is the unix socket the gRPC CNI API is served on
+	// (cni.DefaultAgentSocket when empty).
+	SocketPath string
+	// NodeName is the node this agent runs on (logs, errors).
+	NodeName string
+	// PodCIDRs are the node's pod CIDRs (from its Node object), at most one
+	// per IP family. The first address of each is the gateway (antrea-gw0).
+	PodCIDRs []*net.IPNet
+	// MTU of the pod interfaces (DefaultMTU when zero).
+	MTU int
+	// DNS is put in every CNI result unless the network configuration has its own.
+	DNS types.DNS
+	// IPAMDataDir holds the host-local reservations (DefaultIPAMDataDir when empty).
+	IPAMDataDir string
+	// NetworkName names the CNI network (DefaultNetworkName when empty).
+	NetworkName string
+	// ReadyTimeout bounds ADD's wait for readiness (DefaultReadyTimeout when zero).
+	ReadyTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.SocketPath == "" {
+		c.SocketPath = cni.DefaultAgentSocket
+	}
+	if c.MTU == 0 {
+		c.MTU = DefaultMTU
+	}
+	if c.IPAMDataDir == "" {
+		c.IPAMDataDir = DefaultIPAMDataDir
+	}
+	if c.NetworkName == "" {
+		c.NetworkName = DefaultNetworkName
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
+	}
+}
+
+// confList is the on-disk form of a CNI network configuration list.
+type confList struct {
+	CNIVersion string           `json:"cniVersion"`
+	Name       string           `json:"name"`
+	Plugins    []map[string]any `json:"plugins"`
+}
+
+// ConfList returns the node's CNI network configuration list.
+func (s *Server) ConfList() ([]byte, error) {
+	plugin := map[string]any{
+		"type": PluginType,
+		// The agent does the IPAM itself; the section documents it for
+		// readers of the file and for tools that expect one.
+		"ipam": map[string]any{"type": "host-local"},
+	}
+	if s.cfg.SocketPath != cni.DefaultAgentSocket {
+		plugin["agentSocket"] = s.cfg.SocketPath
+	}
+	if len(s.cfg.DNS.Nameservers) > 0 || len(s.cfg.DNS.Search) > 0 || s.cfg.DNS.Domain != "" {
+		plugin["dns"] = s.cfg.DNS
+	}
+	return json.MarshalIndent(confList{
+		CNIVersion: ConfListCNIVersion,
+		Name:       s.cfg.NetworkName,
+		Plugins:    []map[string]any{plugin},
+	}, "", "  ")
+}
+
+// WriteConfList writes ConfListName into dir (the runtime's CNI config
+// directory, e.g. /etc/cni/net.d) atomically, so that a runtime reading the
+// directory never sees half a file.
+func (s *Server) WriteConfList(dir string) error {
+	data, err := s.ConfList()
+	if err != nil {
+		return fmt.Errorf("encode the CNI conflist: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create CNI config directory %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".antrea-conflist-*")
+	if err != nil {
+		return fmt.Errorf("write CNI conflist in %s: %w", dir, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write CNI conflist %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("chmod CNI conflist %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close CNI conflist %s: %w", tmp.Name(), err)
+	}
+	dst := filepath.Join(dir, ConfListName)
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("install CNI conflist %s: %w", dst, err)
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package cniserver
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ip"
+	"github.com/containernetworking/plugins/pkg/ipam"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/safchain/ethtool"
+	"github.com/vishvananda/netlink"
+)
+
+const (
+	// hostIfPrefixLen and hostIfHashLen make host-side names of at most
+	// IFNAMSIZ-1 = 15 bytes: 8 bytes of the pod name, '-', 6 hex digits.
+	hostIfPrefixLen = 8
+	hostIfHashLen   = 6
+	// txChecksumFeature is the ethtool feature behind "ethtool -K eth0 tx off":
+	// with the netdev datapath, packets a pod sends with checksum offload
+	// reach OVS without a checksum and TCP fails (ENVIRONMENT.md).
+	txChecksumFeature = "tx-checksum-ip-generic"
+)
+
+// hostInterfaceName derives the host-side veth name (also the OVS port name)
+// from the pod and the container, as upstream does: readable (the pod name's
+// head) and unique (a hash of namespace, name and container ID, so that a new
+// sandbox of the same pod gets a new name). DEL can derive it again from its
+// arguments when nothing else remembers it.
+func hostInterfaceName(podNamespace, podName, containerID string) string {
+	sum := sha1.Sum([]byte(podNamespace + "/" + podName + "/" + containerID))
+	prefix := podName
+	if len(prefix) > hostIfPrefixLen {
+		prefix = prefix[:hostIfPrefixLen]
+	}
+	prefix = strings.Map(func(r rune) rune {
+		if r == '/' || r == ':' || r <= ' ' || r > '~' {
+			return '_'
+		}
+		return r
+	}, prefix)
+	if prefix == "" {
+		prefix = "pod"
+	}
+	return prefix + "-" + hex.EncodeToString(sum[:])[:hostIfHashLen]
+}
+
+// podInterface is what setupPodInterface made.
+type podInterface struct {
+	hostName string
+	hostMAC  net.HardwareAddr
+	podMAC   net.HardwareAddr
+}
+
+// setupPodInterface creates the veth pair (pod end named ifName inside the
+// pod netns, host end hostName in the agent's netns), turns off the pod end's
+// TX checksum offload, sets addresses and routes in the pod and ARP/IPv6 off
+// on the host end.
+func setupPodInterface(netnsPath, ifName, hostName string, mtu int, ips []*current.IPConfig, routes []*types.Route) (*podInterface, error) {
+	res := &current.Result{Interfaces: []*current.Interface{{Name: ifName}}}
+	for _, ipc := range ips {
+		c := *ipc
+		c.Interface = current.Int(0)
+		res.IPs = append(res.IPs, &c)
+	}
+	res.Routes = routes
+	var out podInterface
+	err := ns.WithNetNSPath(netnsPath, func(hostNS ns.NetNS) error {
+		hostIf, contIf, err := ip.SetupVethWithName(ifName, hostName, mtu, "", hostNS)
+		if err != nil {
+			return fmt.Errorf("create veth pair %s (pod) / %s (host): %w", ifName, hostName, err)
+		}
+		out.hostName, out.hostMAC, out.podMAC = hostIf.Name, hostIf.HardwareAddr, contIf.HardwareAddr
+		if err := disableTXChecksum(ifName); err != nil {
+			return err
+		}
+		if err := ipam.ConfigureIface(ifName, res); err != nil {
+			return fmt.Errorf("configure addresses and routes of %s: %w", ifName, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return &out, fmt.Errorf("in netns %s: %w", netnsPath, err)
+	}
+	if err := configureHostSide(hostName); err != nil {
+		return &out, err
+	}
+	return &out, nil
+}
+
+func disableTXChecksum(ifName string) error {
+	e, err := ethtool.NewEthtool()
+	if err != nil {
+		return fmt.Errorf("open ethtool: %w", err)
+	}
+	defer e.Close()
+	if err := e.Change(ifName, map[string]bool{txChecksumFeature: false}); err != nil {
+		return fmt.Errorf("turn off %s on %s: %w", txChecksumFeature, ifName, err)
+	}
+	return nil
+}
+
+// configureHostSide stops the node kernel from answering ARP on the host end
+// (it would answer for node-local addresses such as the gateway before OVS
+// does) and from speaking IPv6 there: the port belongs to OVS.
+func configureHostSide(hostName string) error {
+	link, err := netlink.LinkByName(hostName)
+	if err != nil {
+		return fmt.Errorf("find host veth %s: %w", hostName, err)
+	}
+	if err := netlink.LinkSetARPOff(link); err != nil {
+		return fmt.Errorf("arp off on host veth %s: %w", hostName, err)
+	}
+	p := fmt.Sprintf("/proc/sys/net/ipv6/conf/%s/disable_ipv6", hostName)
+	if err := os.WriteFile(p, []byte("1"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("disable IPv6 on host veth %s: %w", hostName, err)
+	}
+	return nil
+}
+
+// deleteHostInterface deletes the host end of a pod's veth pair (which takes
+// the pod end with it); a missing link is not an error.
+func deleteHostInterface(hostName string) error {
+	link, err := netlink.LinkByName(hostName)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil
+		}
+		return fmt.Errorf("find host veth %s: %w", hostName, err)
+	}
+	if err := netlink.LinkDel(link); err != nil {
+		return fmt.Errorf("delete host veth %s: %w", hostName, err)
+	}
+	return nil
+}
+
+// hostInterfaceProblem says what is wrong with the host end ("" if nothing).
+func hostInterfaceProblem(hostName string) string {
+	link, err := netlink.LinkByName(hostName)
+	if err != nil {
+		return fmt.Sprintf("host veth %s is missing", hostName)
+	}
+	if link.Attrs().Flags&net.FlagUp == 0 {
+		return fmt.Sprintf("host veth %s is down", hostName)
+	}
+	return ""
+}
+
+// podInterfaceProblems lists what is wrong with the pod end: missing link,
+// addresses or default routes.
+func podInterfaceProblems(netnsPath, ifName string, ips []net.IP, gateways []net.IP) []string {
+	var problems []string
+	err := ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
+		link, err := netlink.LinkByName(ifName)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("interface %s is missing in the pod", ifName))
+			return nil
+		}
+		if link.Attrs().Flags&net.FlagUp == 0 {
+			problems = append(problems, fmt.Sprintf("interface %s is down", ifName))
+		}
+		addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
+		if err != nil {
+			return fmt.Errorf("list addresses of %s: %w", ifName, err)
+		}
+		for _, want := range ips {
+			found := false
+			for _, a := range addrs {
+				if a.IP.Equal(want) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				problems = append(problems, fmt.Sprintf("address %s is missing on %s", want, ifName))
+			}
+		}
+		routes, err := netlink.RouteList(link, netlink.FAMILY_ALL)
+		if err != nil {
+			return fmt.Errorf("list routes of %s: %w", ifName, err)
+		}
+		for _, gw := range gateways {
+			found := false
+			for _, r := range routes {
+				if (r.Dst == nil || isDefault(r.Dst)) && r.Gw.Equal(gw) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				problems = append(problems, fmt.Sprintf("default route via %s is missing on %s", gw, ifName))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("cannot inspect netns %s: %v", netnsPath, err))
+	}
+	return problems
+}
+
+func isDefault(n *net.IPNet) bool {
+	ones, _ := n.Mask.Size()
+	return ones == 0
+}
