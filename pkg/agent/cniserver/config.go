@@ -54,6 +54,10 @@ type Config struct {
 	NetworkName string
 	// ReadyTimeout bounds ADD's wait for readiness (DefaultReadyTimeout when zero).
 	ReadyTimeout time.Duration
+	// HostNetNS is the path of the network namespace where host-side veth
+	// ends go, which must be where ovs-vswitchd runs; empty means the agent's
+	// own namespace (the normal case: the agent runs in the node's netns).
+	HostNetNS string
 }
 
 func (c *Config) setDefaults() {

@@ -63,7 +63,7 @@ type podInterface struct {
 // pod netns, host end hostName in the agent's netns), turns off the pod end's
 // TX checksum offload, sets addresses and routes in the pod and ARP/IPv6 off
 // on the host end.
-func setupPodInterface(netnsPath, ifName, hostName string, mtu int, ips []*current.IPConfig, routes []*types.Route) (*podInterface, error) {
+func setupPodInterface(hostNetNS, netnsPath, ifName, hostName string, mtu int, ips []*current.IPConfig, routes []*types.Route) (*podInterface, error) {
 	res := &current.Result{Interfaces: []*current.Interface{{Name: ifName}}}
 	for _, ipc := range ips {
 		c := *ipc
@@ -72,7 +72,18 @@ func setupPodInterface(netnsPath, ifName, hostName string, mtu int, ips []*curre
 	}
 	res.Routes = routes
 	var out podInterface
-	err := ns.WithNetNSPath(netnsPath, func(hostNS ns.NetNS) error {
+	// The callback runs in the pod netns and is given the namespace the
+	// call came from, which is the host side unless hostNetNS says otherwise.
+	err := ns.WithNetNSPath(netnsPath, func(origNS ns.NetNS) error {
+		hostNS := origNS
+		if hostNetNS != "" {
+			h, err := ns.GetNS(hostNetNS)
+			if err != nil {
+				return fmt.Errorf("open host netns %s: %w", hostNetNS, err)
+			}
+			defer h.Close()
+			hostNS = h
+		}
 		hostIf, contIf, err := ip.SetupVethWithName(ifName, hostName, mtu, "", hostNS)
 		if err != nil {
 			return fmt.Errorf("create veth pair %s (pod) / %s (host): %w", ifName, hostName, err)
@@ -89,10 +100,18 @@ func setupPodInterface(netnsPath, ifName, hostName string, mtu int, ips []*curre
 	if err != nil {
 		return &out, fmt.Errorf("in netns %s: %w", netnsPath, err)
 	}
-	if err := configureHostSide(hostName); err != nil {
+	if err := inNetNS(hostNetNS, func() error { return configureHostSide(hostName) }); err != nil {
 		return &out, err
 	}
 	return &out, nil
+}
+
+// inNetNS runs fn in the netns at path, or right here when path is empty.
+func inNetNS(path string, fn func() error) error {
+	if path == "" {
+		return fn()
+	}
+	return ns.WithNetNSPath(path, func(ns.NetNS) error { return fn() })
 }
 
 func disableTXChecksum(ifName string) error {

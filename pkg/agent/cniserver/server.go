@@ -380,7 +380,7 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	}
 	a.IPs = ips
 
-	pi, err := setupPodInterface(r.Netns, r.IfName, a.HostIfName, s.cfg.MTU, ips, defaultRoutes(ips))
+	pi, err := setupPodInterface(s.cfg.HostNetNS, r.Netns, r.IfName, a.HostIfName, s.cfg.MTU, ips, defaultRoutes(ips))
 	if err == nil {
 		err = s.step(stepInterface)
 	}
@@ -531,7 +531,7 @@ func (s *Server) teardown(ctx context.Context, r *request, a *Attachment) error 
 				errs = append(errs, fmt.Errorf("delete OVS port %s: %w", a.HostIfName, err))
 			}
 		}
-		if err := deleteHostInterface(a.HostIfName); err != nil {
+		if err := inNetNS(s.cfg.HostNetNS, func() error { return deleteHostInterface(a.HostIfName) }); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -563,8 +563,12 @@ func (s *Server) check(ctx context.Context, req *cnipb.CniCmdRequest) error {
 	if _, err := s.ipam.Check(ctx, owner); err != nil {
 		problems = append(problems, fmt.Sprintf("IP allocation: %v", err))
 	}
-	if p := hostInterfaceProblem(a.HostIfName); p != "" {
-		problems = append(problems, p)
+	var hostProblem string
+	if err := inNetNS(s.cfg.HostNetNS, func() error { hostProblem = hostInterfaceProblem(a.HostIfName); return nil }); err != nil {
+		problems = append(problems, fmt.Sprintf("cannot inspect host netns %s: %v", s.cfg.HostNetNS, err))
+	}
+	if hostProblem != "" {
+		problems = append(problems, hostProblem)
 	}
 	var gws []net.IP
 	for _, c := range a.IPs {
