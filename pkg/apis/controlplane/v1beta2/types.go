@@ -1,0 +1,232 @@
+package v1beta2
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// PodReference names a Pod by namespace and name.
+type PodReference struct {
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// NodeReference names a Node.
+type NodeReference struct {
+	Name string `json:"name,omitempty"`
+}
+
+// NamedPort is a container port with its name.
+type NamedPort struct {
+	Port     int32    `json:"port,omitempty"`
+	Name     string   `json:"name,omitempty"`
+	Protocol Protocol `json:"protocol,omitempty"`
+}
+
+// GroupMember is one endpoint of a group: a Pod (or Node) with its IPs and ports.
+type GroupMember struct {
+	Pod   *PodReference  `json:"pod,omitempty"`
+	Node  *NodeReference `json:"node,omitempty"`
+	IPs   []IPAddress    `json:"ips,omitempty"`
+	Ports []NamedPort    `json:"ports,omitempty"`
+}
+
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:onlyVerbs=list,get,watch
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// AppliedToGroup is the set of members a policy (or rule) applies to.
+type AppliedToGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	GroupMembers      []GroupMember `json:"groupMembers,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// AppliedToGroupPatch carries the members added to and removed from an AppliedToGroup.
+type AppliedToGroupPatch struct {
+	metav1.TypeMeta     `json:",inline"`
+	metav1.ObjectMeta   `json:"metadata,omitempty"`
+	AddedGroupMembers   []GroupMember `json:"addedGroupMembers,omitempty"`
+	RemovedGroupMembers []GroupMember `json:"removedGroupMembers,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// AppliedToGroupList is a list of AppliedToGroups.
+type AppliedToGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AppliedToGroup `json:"items"`
+}
+
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:onlyVerbs=list,get,watch
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// AddressGroup is the set of addresses a rule's peer selects.
+type AddressGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	GroupMembers      []GroupMember `json:"groupMembers,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// AddressGroupPatch carries the members added to and removed from an AddressGroup.
+type AddressGroupPatch struct {
+	metav1.TypeMeta     `json:",inline"`
+	metav1.ObjectMeta   `json:"metadata,omitempty"`
+	AddedGroupMembers   []GroupMember `json:"addedGroupMembers,omitempty"`
+	RemovedGroupMembers []GroupMember `json:"removedGroupMembers,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// AddressGroupList is a list of AddressGroups.
+type AddressGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AddressGroup `json:"items"`
+}
+
+// NetworkPolicyType says which kind of user policy an internal policy comes from.
+type NetworkPolicyType string
+
+// The user-facing policy kinds an internal NetworkPolicy can be computed from.
+const (
+	K8sNetworkPolicy           NetworkPolicyType = "K8sNetworkPolicy"
+	AntreaClusterNetworkPolicy NetworkPolicyType = "AntreaClusterNetworkPolicy"
+	AntreaNetworkPolicy        NetworkPolicyType = "AntreaNetworkPolicy"
+)
+
+// NetworkPolicyReference points back to the user's policy.
+type NetworkPolicyReference struct {
+	Type      NetworkPolicyType `json:"type,omitempty"`
+	Namespace string            `json:"namespace,omitempty"`
+	Name      string            `json:"name,omitempty"`
+	UID       types.UID         `json:"uid,omitempty"`
+}
+
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:onlyVerbs=list,get,watch
+// +genclient:method=UpdateStatus,verb=create,subresource=status,input=NetworkPolicyStatus,result=NetworkPolicyStatus
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NetworkPolicy is the computed form of a user policy; metadata.generation
+// increases whenever its content changes.
+type NetworkPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Rules             []NetworkPolicyRule     `json:"rules,omitempty"`
+	AppliedToGroups   []string                `json:"appliedToGroups,omitempty"`
+	Priority          *float64                `json:"priority,omitempty"`
+	TierPriority      *int32                  `json:"tierPriority,omitempty"`
+	SourceRef         *NetworkPolicyReference `json:"sourceRef,omitempty"`
+	AppliedToPerRule  bool                    `json:"appliedToPerRule,omitempty"`
+}
+
+// Direction of a rule.
+type Direction string
+
+// Rule directions.
+const (
+	DirectionIn  Direction = "In"
+	DirectionOut Direction = "Out"
+)
+
+// RuleAction is what a rule does with matching traffic.
+type RuleAction string
+
+// Rule actions; K8s NetworkPolicy rules are always Allow.
+const (
+	RuleActionAllow  RuleAction = "Allow"
+	RuleActionDrop   RuleAction = "Drop"
+	RuleActionReject RuleAction = "Reject"
+	RuleActionPass   RuleAction = "Pass"
+)
+
+// NetworkPolicyRule is one rule of a policy.
+type NetworkPolicyRule struct {
+	Direction       Direction         `json:"direction"`
+	From            NetworkPolicyPeer `json:"from,omitempty"`
+	To              NetworkPolicyPeer `json:"to,omitempty"`
+	Services        []Service         `json:"services,omitempty"`
+	Priority        int32             `json:"priority,omitempty"`
+	Action          *RuleAction       `json:"action,omitempty"`
+	EnableLogging   bool              `json:"enableLogging,omitempty"`
+	AppliedToGroups []string          `json:"appliedToGroups,omitempty"`
+	Name            string            `json:"name,omitempty"`
+}
+
+// NetworkPolicyPeer selects the other side of a rule.
+type NetworkPolicyPeer struct {
+	AddressGroups []string  `json:"addressGroups,omitempty"`
+	IPBlocks      []IPBlock `json:"ipBlocks,omitempty"`
+}
+
+// IPBlock is a CIDR with optional exceptions.
+type IPBlock struct {
+	CIDR   IPNet   `json:"cidr"`
+	Except []IPNet `json:"except,omitempty"`
+}
+
+// IPAddress is an IPv4 or IPv6 address in network byte order (base64 in JSON).
+type IPAddress []byte
+
+// IPNet is an address with a prefix length.
+type IPNet struct {
+	IP           IPAddress `json:"ip,omitempty"`
+	PrefixLength int32     `json:"prefixLength,omitempty"`
+}
+
+// Protocol is an L4 protocol name.
+type Protocol string
+
+// Supported protocols.
+const (
+	ProtocolTCP  Protocol = "TCP"
+	ProtocolUDP  Protocol = "UDP"
+	ProtocolSCTP Protocol = "SCTP"
+	ProtocolICMP Protocol = "ICMP"
+)
+
+// Service is a protocol and a port (number or name) or port range.
+type Service struct {
+	Protocol *Protocol           `json:"protocol,omitempty"`
+	Port     *intstr.IntOrString `json:"port,omitempty"`
+	EndPort  *int32              `json:"endPort,omitempty"`
+	ICMPType *int32              `json:"icmpType,omitempty"`
+	ICMPCode *int32              `json:"icmpCode,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NetworkPolicyList is a list of NetworkPolicies.
+type NetworkPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NetworkPolicy `json:"items"`
+}
+
+// NetworkPolicyNodeStatus is one node's realization of a policy.
+type NetworkPolicyNodeStatus struct {
+	NodeName           string `json:"nodeName,omitempty"`
+	Generation         int64  `json:"generation,omitempty"`
+	RealizationFailure bool   `json:"realizationFailure,omitempty"`
+	Message            string `json:"message,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NetworkPolicyStatus is what an agent posts to networkpolicies/{name}/status.
+type NetworkPolicyStatus struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Nodes             []NetworkPolicyNodeStatus `json:"nodes,omitempty"`
+}

@@ -1,0 +1,277 @@
+package storage
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"antrea.io/antrea/pkg/apis/controlplane"
+	"antrea.io/antrea/pkg/controller/types"
+)
+
+// Index names offered by the stores.
+const (
+	// SelectorIndex indexes groups by their selector's NormalizedName.
+	SelectorIndex = "selector"
+	// AppliedToGroupIndex indexes NetworkPolicies by the AppliedToGroups they use.
+	AppliedToGroupIndex = "appliedToGroup"
+	// AddressGroupIndex indexes NetworkPolicies by the AddressGroups they use.
+	AddressGroupIndex = "addressGroup"
+)
+
+func objectMeta(name string, uid string, rv uint64) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, UID: typesUID(uid), ResourceVersion: strconv.FormatUint(rv, 10)}
+}
+
+// ---- AddressGroup ----
+
+type addressGroupResource struct{}
+
+// NewAddressGroupStore returns the store of AddressGroups; it holds
+// *types.AddressGroup. Every Node in the span gets all members.
+func NewAddressGroupStore(opts ...Options) Interface {
+	return newStore(addressGroupResource{}, cache.Indexers{SelectorIndex: selectorIndexFunc}, firstOptions(opts))
+}
+
+func (addressGroupResource) groupResource() schema.GroupResource {
+	return controlplane.Resource("addressgroups")
+}
+
+func (addressGroupResource) key(obj any) (string, error) {
+	g, ok := obj.(*types.AddressGroup)
+	if !ok {
+		return "", fmt.Errorf("addressgroups store got %T, want *types.AddressGroup", obj)
+	}
+	return g.Name, nil
+}
+
+func (addressGroupResource) inSpan(obj any, node string) bool {
+	return obj.(*types.AddressGroup).Has(node)
+}
+
+func (addressGroupResource) view(obj any, _ string, rv uint64) runtime.Object {
+	g := obj.(*types.AddressGroup)
+	return &controlplane.AddressGroup{ObjectMeta: objectMeta(g.Name, string(g.UID), rv), GroupMembers: g.GroupMembers.Items()}
+}
+
+func (addressGroupResource) prepare(prev, cur any, rv uint64) any {
+	p, c := prev.(*types.AddressGroup), cur.(*types.AddressGroup)
+	added, removed := c.GroupMembers.Difference(p.GroupMembers), p.GroupMembers.Difference(c.GroupMembers)
+	if len(added) == 0 && len(removed) == 0 {
+		return nil
+	}
+	return &controlplane.AddressGroupPatch{
+		ObjectMeta:          objectMeta(c.Name, string(c.UID), rv),
+		AddedGroupMembers:   added.Items(),
+		RemovedGroupMembers: removed.Items(),
+	}
+}
+
+func (addressGroupResource) modified(prepared any, _ string) runtime.Object {
+	if prepared == nil {
+		return nil
+	}
+	return prepared.(*controlplane.AddressGroupPatch)
+}
+
+func (addressGroupResource) empty() runtime.Object { return &controlplane.AddressGroup{} }
+
+// ---- AppliedToGroup ----
+
+type appliedToGroupResource struct{}
+
+// NewAppliedToGroupStore returns the store of AppliedToGroups; it holds
+// *types.AppliedToGroup. A Node sees only the members on it.
+func NewAppliedToGroupStore(opts ...Options) Interface {
+	return newStore(appliedToGroupResource{}, cache.Indexers{SelectorIndex: selectorIndexFunc}, firstOptions(opts))
+}
+
+func (appliedToGroupResource) groupResource() schema.GroupResource {
+	return controlplane.Resource("appliedtogroups")
+}
+
+func (appliedToGroupResource) key(obj any) (string, error) {
+	g, ok := obj.(*types.AppliedToGroup)
+	if !ok {
+		return "", fmt.Errorf("appliedtogroups store got %T, want *types.AppliedToGroup", obj)
+	}
+	return g.Name, nil
+}
+
+func (appliedToGroupResource) inSpan(obj any, node string) bool {
+	return obj.(*types.AppliedToGroup).Has(node)
+}
+
+// membersOn returns the members on a Node, or on every Node for "".
+func membersOn(g *types.AppliedToGroup, node string) controlplane.GroupMemberSet {
+	if node != "" {
+		return g.GroupMemberByNode[node]
+	}
+	all := controlplane.GroupMemberSet{}
+	for _, s := range g.GroupMemberByNode {
+		for k, m := range s {
+			all[k] = m
+		}
+	}
+	return all
+}
+
+func (appliedToGroupResource) view(obj any, node string, rv uint64) runtime.Object {
+	g := obj.(*types.AppliedToGroup)
+	return &controlplane.AppliedToGroup{ObjectMeta: objectMeta(g.Name, string(g.UID), rv), GroupMembers: membersOn(g, node).Items()}
+}
+
+// appliedToGroupChange holds the patch of every Node whose members changed,
+// and the patch of watchers without a Node ("").
+type appliedToGroupChange map[string]*controlplane.AppliedToGroupPatch
+
+func (appliedToGroupResource) prepare(prev, cur any, rv uint64) any {
+	p, c := prev.(*types.AppliedToGroup), cur.(*types.AppliedToGroup)
+	change := appliedToGroupChange{}
+	allAdded, allRemoved := controlplane.GroupMemberSet{}, controlplane.GroupMemberSet{}
+	diff := func(node string) {
+		if _, done := change[node]; done {
+			return
+		}
+		was, is := p.GroupMemberByNode[node], c.GroupMemberByNode[node]
+		added, removed := is.Difference(was), was.Difference(is)
+		if len(added) == 0 && len(removed) == 0 {
+			return
+		}
+		change[node] = &controlplane.AppliedToGroupPatch{
+			ObjectMeta:          objectMeta(c.Name, string(c.UID), rv),
+			AddedGroupMembers:   added.Items(),
+			RemovedGroupMembers: removed.Items(),
+		}
+		allAdded, allRemoved = allAdded.Union(added), allRemoved.Union(removed)
+	}
+	for node := range p.GroupMemberByNode {
+		diff(node)
+	}
+	for node := range c.GroupMemberByNode {
+		diff(node)
+	}
+	if len(change) == 0 {
+		return nil
+	}
+	// A member that moved between Nodes is no change for a cluster-wide reader.
+	added, removed := allAdded.Difference(allRemoved), allRemoved.Difference(allAdded)
+	if len(added) > 0 || len(removed) > 0 {
+		change[""] = &controlplane.AppliedToGroupPatch{
+			ObjectMeta:          objectMeta(c.Name, string(c.UID), rv),
+			AddedGroupMembers:   added.Items(),
+			RemovedGroupMembers: removed.Items(),
+		}
+	}
+	return change
+}
+
+func (appliedToGroupResource) modified(prepared any, node string) runtime.Object {
+	if prepared == nil {
+		return nil
+	}
+	if p, ok := prepared.(appliedToGroupChange)[node]; ok {
+		return p
+	}
+	return nil
+}
+
+func (appliedToGroupResource) empty() runtime.Object { return &controlplane.AppliedToGroup{} }
+
+func selectorIndexFunc(obj any) ([]string, error) {
+	var sel *types.GroupSelector
+	switch g := obj.(type) {
+	case *types.AddressGroup:
+		sel = g.Selector
+	case *types.AppliedToGroup:
+		sel = g.Selector
+	}
+	if sel == nil {
+		return nil, nil
+	}
+	return []string{sel.NormalizedName}, nil
+}
+
+// ---- NetworkPolicy ----
+
+type networkPolicyResource struct{}
+
+// NewNetworkPolicyStore returns the store of internal NetworkPolicies; it
+// holds *types.NetworkPolicy, indexed by AppliedToGroupIndex and AddressGroupIndex.
+func NewNetworkPolicyStore(opts ...Options) Interface {
+	return newStore(networkPolicyResource{}, cache.Indexers{
+		AppliedToGroupIndex: func(obj any) ([]string, error) {
+			return obj.(*types.NetworkPolicy).GetAppliedToGroups().UnsortedList(), nil
+		},
+		AddressGroupIndex: func(obj any) ([]string, error) {
+			return obj.(*types.NetworkPolicy).GetAddressGroups().UnsortedList(), nil
+		},
+	}, firstOptions(opts))
+}
+
+func (networkPolicyResource) groupResource() schema.GroupResource {
+	return controlplane.Resource("networkpolicies")
+}
+
+func (networkPolicyResource) key(obj any) (string, error) {
+	p, ok := obj.(*types.NetworkPolicy)
+	if !ok {
+		return "", fmt.Errorf("networkpolicies store got %T, want *types.NetworkPolicy", obj)
+	}
+	return p.Name, nil
+}
+
+func (networkPolicyResource) inSpan(obj any, node string) bool {
+	return obj.(*types.NetworkPolicy).Has(node)
+}
+
+func (networkPolicyResource) view(obj any, _ string, rv uint64) runtime.Object {
+	p := obj.(*types.NetworkPolicy)
+	meta := objectMeta(p.Name, string(p.UID), rv)
+	meta.Generation = p.Generation
+	return &controlplane.NetworkPolicy{
+		ObjectMeta:       meta,
+		Rules:            p.Rules,
+		AppliedToGroups:  p.AppliedToGroups,
+		Priority:         p.Priority,
+		TierPriority:     p.TierPriority,
+		SourceRef:        p.SourceRef,
+		AppliedToPerRule: p.AppliedToPerRule,
+	}
+}
+
+func (r networkPolicyResource) prepare(prev, cur any, rv uint64) any {
+	p, c := prev.(*types.NetworkPolicy), cur.(*types.NetworkPolicy)
+	// A change of span alone concerns only the Nodes entering or leaving it.
+	if p.Generation == c.Generation && p.UID == c.UID && p.AppliedToPerRule == c.AppliedToPerRule &&
+		reflect.DeepEqual(p.Rules, c.Rules) && reflect.DeepEqual(p.AppliedToGroups, c.AppliedToGroups) &&
+		reflect.DeepEqual(p.Priority, c.Priority) && reflect.DeepEqual(p.TierPriority, c.TierPriority) &&
+		reflect.DeepEqual(p.SourceRef, c.SourceRef) {
+		return nil
+	}
+	return r.view(c, "", rv)
+}
+
+func (networkPolicyResource) modified(prepared any, _ string) runtime.Object {
+	if prepared == nil {
+		return nil
+	}
+	return prepared.(*controlplane.NetworkPolicy)
+}
+
+func (networkPolicyResource) empty() runtime.Object { return &controlplane.NetworkPolicy{} }
+
+func firstOptions(opts []Options) Options {
+	if len(opts) > 0 {
+		return opts[0]
+	}
+	return Options{}
+}
+
+func typesUID(uid string) k8stypes.UID { return k8stypes.UID(uid) }

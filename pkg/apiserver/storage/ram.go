@@ -1,0 +1,307 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// resource is what differs between the three stores: how objects are keyed,
+// which Nodes they span, how a Node sees them, and how a change becomes a patch.
+type resource interface {
+	// groupResource names the resource in errors.
+	groupResource() schema.GroupResource
+	// key returns the store key of a controller object, or an error for a
+	// value of the wrong type.
+	key(obj any) (string, error)
+	// inSpan reports whether the object spans the Node.
+	inSpan(obj any, node string) bool
+	// view is the controlplane object a Node ("" = everyone) sees.
+	view(obj any, node string, rv uint64) runtime.Object
+	// prepare precomputes, once per change, what modified() hands to watchers.
+	prepare(prev, cur any, rv uint64) any
+	// modified is the object of a MODIFIED event for a Node ("" = everyone),
+	// or nil when the change does not concern it.
+	modified(prepared any, node string) runtime.Object
+	// empty is the object carried by BOOKMARK events.
+	empty() runtime.Object
+}
+
+// Options tune a store; zero values pick the defaults.
+type Options struct {
+	// HistorySize is how many past changes are kept to resume watches.
+	HistorySize int
+	// WatcherBuffer is how many changes a watcher may lag behind before it is
+	// closed (its client then lists again).
+	WatcherBuffer int
+	// BookmarkInterval is how often a watcher that asked for bookmarks gets one.
+	BookmarkInterval time.Duration
+}
+
+const (
+	defaultHistorySize      = 10000
+	defaultWatcherBuffer    = 10000
+	defaultBookmarkInterval = time.Minute
+)
+
+// event is one change, kept in history and handed to every watcher.
+type event struct {
+	key       string
+	rv        uint64
+	prev, cur any
+	prepared  any
+}
+
+// store is the in-memory, indexed, watchable store shared by the resources.
+type store struct {
+	res  resource
+	opts Options
+
+	mu       sync.RWMutex
+	indexer  cache.Indexer
+	rvs      map[string]uint64
+	rv       uint64
+	history  []*event // ring buffer of the last HistorySize events
+	head     int      // index of the oldest event in history
+	count    int      // number of events in history
+	watchers map[int]*watcher
+	nextID   int
+}
+
+func newStore(res resource, indexers cache.Indexers, opts Options) *store {
+	if opts.HistorySize <= 0 {
+		opts.HistorySize = defaultHistorySize
+	}
+	if opts.WatcherBuffer <= 0 {
+		opts.WatcherBuffer = defaultWatcherBuffer
+	}
+	if opts.BookmarkInterval <= 0 {
+		opts.BookmarkInterval = defaultBookmarkInterval
+	}
+	s := &store{
+		res:      res,
+		opts:     opts,
+		rvs:      map[string]uint64{},
+		history:  make([]*event, opts.HistorySize),
+		watchers: map[int]*watcher{},
+	}
+	s.indexer = cache.NewIndexer(func(obj any) (string, error) { return res.key(obj) }, indexers)
+	return s
+}
+
+func (s *store) Create(obj any) error {
+	key, err := s.res.key(obj)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, exists, _ := s.indexer.GetByKey(key); exists {
+		return apierrors.NewAlreadyExists(s.res.groupResource(), key)
+	}
+	if err := s.indexer.Add(obj); err != nil {
+		return fmt.Errorf("adding %s %s to the store: %w", s.res.groupResource(), key, err)
+	}
+	s.record(key, nil, obj)
+	return nil
+}
+
+func (s *store) Update(obj any) error {
+	key, err := s.res.key(obj)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, exists, _ := s.indexer.GetByKey(key)
+	if !exists {
+		return apierrors.NewNotFound(s.res.groupResource(), key)
+	}
+	if err := s.indexer.Update(obj); err != nil {
+		return fmt.Errorf("updating %s %s in the store: %w", s.res.groupResource(), key, err)
+	}
+	s.record(key, prev, obj)
+	return nil
+}
+
+func (s *store) Delete(key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, exists, _ := s.indexer.GetByKey(key)
+	if !exists {
+		return apierrors.NewNotFound(s.res.groupResource(), key)
+	}
+	if err := s.indexer.Delete(prev); err != nil {
+		return fmt.Errorf("deleting %s %s from the store: %w", s.res.groupResource(), key, err)
+	}
+	s.record(key, prev, nil)
+	return nil
+}
+
+// record assigns the next resource version to a change, keeps it in history
+// and hands it to every watcher. Called with mu held, so that watchers see
+// changes in version order.
+func (s *store) record(key string, prev, cur any) {
+	s.rv++
+	e := &event{key: key, rv: s.rv, prev: prev, cur: cur}
+	if prev != nil && cur != nil {
+		e.prepared = s.res.prepare(prev, cur, s.rv)
+	}
+	if cur == nil {
+		delete(s.rvs, key)
+	} else {
+		s.rvs[key] = s.rv
+	}
+	idx := (s.head + s.count) % len(s.history)
+	s.history[idx] = e
+	if s.count < len(s.history) {
+		s.count++
+	} else {
+		s.head = (s.head + 1) % len(s.history)
+	}
+	for id, w := range s.watchers {
+		select {
+		case w.input <- e:
+		default:
+			// A watcher this far behind would hold back the writer; close it
+			// and let its client list again.
+			klog.InfoS("Closing a watcher that fell behind", "resource", s.res.groupResource(), "watcher", id, "buffer", s.opts.WatcherBuffer)
+			delete(s.watchers, id)
+			w.closeInput()
+		}
+	}
+}
+
+func (s *store) Get(key string) (any, bool, error) {
+	return s.indexer.GetByKey(key)
+}
+
+func (s *store) GetByIndex(indexName, indexKey string) ([]any, error) {
+	return s.indexer.ByIndex(indexName, indexKey)
+}
+
+func (s *store) List() []any {
+	return s.indexer.List()
+}
+
+func (s *store) ResourceVersion() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rv
+}
+
+func (s *store) GetWatchersNum() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.watchers)
+}
+
+func (s *store) ListObjects(sel *Selectors) ([]runtime.Object, uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	node, hasNode := sel.NodeName()
+	key := sel.key()
+	var objs []runtime.Object
+	for _, obj := range s.indexer.List() {
+		k, _ := s.res.key(obj)
+		if key != "" && k != key {
+			continue
+		}
+		if hasNode && !s.res.inSpan(obj, node) {
+			continue
+		}
+		objs = append(objs, s.res.view(obj, node, s.rvs[k]))
+	}
+	return objs, s.rv
+}
+
+func (s *store) GetObject(key string, sel *Selectors) (runtime.Object, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	obj, exists, _ := s.indexer.GetByKey(key)
+	if !exists {
+		return nil, false
+	}
+	node, hasNode := sel.NodeName()
+	if hasNode && !s.res.inSpan(obj, node) {
+		return nil, false
+	}
+	return s.res.view(obj, node, s.rvs[key]), true
+}
+
+func (s *store) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, error) {
+	var fromRV uint64
+	if opts.ResourceVersion != "" {
+		v, err := strconv.ParseUint(opts.ResourceVersion, 10, 64)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q: %v", opts.ResourceVersion, err))
+		}
+		fromRV = v
+	}
+	node, hasNode := opts.Selectors.NodeName()
+	w := &watcher{
+		res:       s.res,
+		node:      node,
+		hasNode:   hasNode,
+		key:       opts.Selectors.key(),
+		bookmarks: opts.AllowBookmarks,
+		interval:  s.opts.BookmarkInterval,
+		input:     make(chan *event, s.opts.WatcherBuffer),
+		result:    make(chan watch.Event),
+		done:      make(chan struct{}),
+	}
+
+	s.mu.Lock()
+	if fromRV == 0 {
+		for _, obj := range s.indexer.List() {
+			k, _ := s.res.key(obj)
+			if w.key != "" && k != w.key {
+				continue
+			}
+			if hasNode && !s.res.inSpan(obj, node) {
+				continue
+			}
+			w.initial = append(w.initial, watch.Event{Type: watch.Added, Object: s.res.view(obj, node, s.rvs[k])})
+		}
+		w.lastRV = s.rv
+	} else {
+		// Resuming needs every event after fromRV: it must not be older than the
+		// oldest one held, nor newer than the store (a client of a previous process).
+		oldest := s.rv - uint64(s.count) // the version just before the oldest held event
+		if fromRV < oldest || fromRV > s.rv {
+			s.mu.Unlock()
+			return nil, apierrors.NewResourceExpired(fmt.Sprintf("resourceVersion %d is too old or unknown (held: %d..%d)", fromRV, oldest, s.rv))
+		}
+		for i := 0; i < s.count; i++ {
+			e := s.history[(s.head+i)%len(s.history)]
+			if e.rv > fromRV {
+				w.replay = append(w.replay, e)
+			}
+		}
+		w.lastRV = fromRV
+	}
+	id := s.nextID
+	s.nextID++
+	s.watchers[id] = w
+	s.mu.Unlock()
+
+	w.stop = func() {
+		s.mu.Lock()
+		if _, ok := s.watchers[id]; ok {
+			delete(s.watchers, id)
+			w.closeInput()
+		}
+		s.mu.Unlock()
+	}
+	go w.run(ctx)
+	return w, nil
+}

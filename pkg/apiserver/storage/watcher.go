@@ -1,0 +1,138 @@
+package storage
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// watcher turns the store's changes into the events one selector sees.
+type watcher struct {
+	res       resource
+	node      string
+	hasNode   bool
+	key       string
+	bookmarks bool
+	interval  time.Duration
+
+	initial []watch.Event // ADDED events of a fresh watch
+	replay  []*event      // held changes of a resumed watch
+	lastRV  uint64        // version of the last change this watcher has gone through
+
+	input  chan *event
+	result chan watch.Event
+	done   chan struct{}
+
+	stop      func() // unregisters from the store
+	stopOnce  sync.Once
+	closeOnce sync.Once
+}
+
+var _ watch.Interface = &watcher{}
+
+// ResultChan is the stream of events.
+func (w *watcher) ResultChan() <-chan watch.Event { return w.result }
+
+// Stop ends the watch; the result channel is closed soon after.
+func (w *watcher) Stop() {
+	w.stopOnce.Do(func() {
+		w.stop()
+		close(w.done)
+	})
+}
+
+// closeInput is called by the store, with its lock held, when the watcher is
+// unregistered.
+func (w *watcher) closeInput() {
+	w.closeOnce.Do(func() { close(w.input) })
+}
+
+func (w *watcher) run(ctx context.Context) {
+	defer close(w.result)
+	defer w.stop()
+	send := func(ev watch.Event) bool {
+		select {
+		case w.result <- ev:
+			return true
+		case <-w.done:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for _, ev := range w.initial {
+		if !send(ev) {
+			return
+		}
+	}
+	w.initial = nil
+	for _, e := range w.replay {
+		if ev, ok := w.process(e); ok && !send(ev) {
+			return
+		}
+	}
+	w.replay = nil
+	var tick <-chan time.Time
+	if w.bookmarks {
+		// A bookmark right after the initial state tells the client which
+		// version it has reached even if nothing it sees changes for a while.
+		if !send(w.bookmark()) {
+			return
+		}
+		t := time.NewTicker(w.interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case e, ok := <-w.input:
+			if !ok {
+				return
+			}
+			if ev, ok := w.process(e); ok && !send(ev) {
+				return
+			}
+		case <-tick:
+			if !send(w.bookmark()) {
+				return
+			}
+		case <-w.done:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// process turns a change into this watcher's event, if it concerns it.
+func (w *watcher) process(e *event) (watch.Event, bool) {
+	w.lastRV = e.rv
+	if w.key != "" && e.key != w.key {
+		return watch.Event{}, false
+	}
+	was := e.prev != nil && (!w.hasNode || w.res.inSpan(e.prev, w.node))
+	is := e.cur != nil && (!w.hasNode || w.res.inSpan(e.cur, w.node))
+	switch {
+	case !was && is:
+		return watch.Event{Type: watch.Added, Object: w.res.view(e.cur, w.node, e.rv)}, true
+	case was && !is:
+		return watch.Event{Type: watch.Deleted, Object: w.res.view(e.prev, w.node, e.rv)}, true
+	case was && is:
+		if obj := w.res.modified(e.prepared, w.node); obj != nil {
+			return watch.Event{Type: watch.Modified, Object: obj}, true
+		}
+	}
+	return watch.Event{}, false
+}
+
+func (w *watcher) bookmark() watch.Event {
+	obj := w.res.empty()
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetResourceVersion(strconv.FormatUint(w.lastRV, 10))
+	}
+	return watch.Event{Type: watch.Bookmark, Object: obj}
+}

@@ -1,0 +1,166 @@
+// Package types holds the controller's internal policy objects: the computed
+// AppliedToGroups, AddressGroups and NetworkPolicies together with their span
+// (the Nodes that need them). The computation writes them into the API
+// server's stores (pkg/apiserver/storage); the stores turn them into the
+// controlplane objects and per-node patches each agent watches.
+package types
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"antrea.io/antrea/pkg/apis/controlplane"
+)
+
+// SpanMeta is the set of Nodes an object must reach.
+type SpanMeta struct {
+	// NodeNames are the Nodes whose agents receive the object.
+	NodeNames sets.Set[string]
+}
+
+// Has reports whether the span holds the Node.
+func (s *SpanMeta) Has(nodeName string) bool {
+	return s.NodeNames.Has(nodeName)
+}
+
+// Span is implemented by every object with a span, so the stores can filter
+// by node without knowing the concrete type.
+type Span interface {
+	Has(nodeName string) bool
+}
+
+// GroupSelector is the normalized selector a group is built from. Groups are
+// shared: two rules with selectors of the same NormalizedName use one group.
+type GroupSelector struct {
+	// Namespace restricts PodSelector to one Namespace; empty means cluster-wide.
+	Namespace string
+	// PodSelector selects Pods; nil means no Pod selection by label.
+	PodSelector labels.Selector
+	// NamespaceSelector selects Namespaces; nil when Namespace is set.
+	NamespaceSelector labels.Selector
+	// NormalizedName identifies the selector; use NewGroupSelector to fill it.
+	NormalizedName string
+}
+
+// NewGroupSelector builds a GroupSelector and its NormalizedName. The name
+// orders the parts the same way every time, so equal selectors get equal names.
+func NewGroupSelector(namespace string, podSelector, namespaceSelector labels.Selector) *GroupSelector {
+	gs := &GroupSelector{Namespace: namespace, PodSelector: podSelector, NamespaceSelector: namespaceSelector}
+	var parts []string
+	if namespace != "" {
+		parts = append(parts, "namespace="+namespace)
+	}
+	if namespaceSelector != nil {
+		parts = append(parts, "namespaceSelector="+namespaceSelector.String())
+	}
+	if podSelector != nil {
+		parts = append(parts, "podSelector="+podSelector.String())
+	}
+	gs.NormalizedName = strings.Join(parts, " And ")
+	return gs
+}
+
+// String is the NormalizedName.
+func (g *GroupSelector) String() string { return g.NormalizedName }
+
+// AppliedToGroup is the controller's form of an AppliedToGroup: its members
+// indexed by Node, so that each agent gets only its own members. Its span is
+// the set of Nodes with at least one member.
+type AppliedToGroup struct {
+	SpanMeta
+	// UID is a unique identifier of the group (usually derived from the selector).
+	UID k8stypes.UID
+	// Name is what policies reference and agents see; usually equal to UID.
+	Name string
+	// Selector is what the group's members are computed from.
+	Selector *GroupSelector
+	// GroupMemberByNode holds the members per Node name.
+	GroupMemberByNode map[string]controlplane.GroupMemberSet
+	// SyncError is set when the group could not be computed (not served).
+	SyncError error
+}
+
+// AddressGroup is the controller's form of an AddressGroup: every member,
+// sent to every Node in its span (the span of the policies that use it).
+type AddressGroup struct {
+	SpanMeta
+	// UID is a unique identifier of the group.
+	UID k8stypes.UID
+	// Name is what rules reference and agents see; usually equal to UID.
+	Name string
+	// Selector is what the group's members are computed from.
+	Selector *GroupSelector
+	// GroupMembers are all members of the group.
+	GroupMembers controlplane.GroupMemberSet
+}
+
+// NetworkPolicy is the controller's form of an internal NetworkPolicy. Its
+// span is the union of the spans of its AppliedToGroups.
+type NetworkPolicy struct {
+	SpanMeta
+	// UID identifies the policy; by convention the user policy's UID.
+	UID k8stypes.UID
+	// Name is what agents see; by convention equal to UID.
+	Name string
+	// Generation increases whenever Rules, AppliedToGroups or priorities change;
+	// agents report the generation they realized.
+	Generation int64
+	// SourceRef names the user policy.
+	SourceRef *controlplane.NetworkPolicyReference
+	// Rules of the policy.
+	Rules []controlplane.NetworkPolicyRule
+	// AppliedToGroups are the names of the groups the policy applies to.
+	AppliedToGroups []string
+	// Priority within the tier (Antrea-native policies).
+	Priority *float64
+	// TierPriority is the tier's priority (Antrea-native policies).
+	TierPriority *int32
+	// AppliedToPerRule is true when rules carry their own AppliedToGroups.
+	AppliedToPerRule bool
+	// SyncError is set when the policy could not be computed.
+	SyncError error
+}
+
+// GetAddressGroups returns the names of every AddressGroup the policy's rules
+// reference, sorted, so that stores can index policies by AddressGroup.
+func (p *NetworkPolicy) GetAddressGroups() sets.Set[string] {
+	s := sets.New[string]()
+	for i := range p.Rules {
+		s.Insert(p.Rules[i].From.AddressGroups...)
+		s.Insert(p.Rules[i].To.AddressGroups...)
+	}
+	return s
+}
+
+// GetAppliedToGroups returns the names of every AppliedToGroup the policy or
+// any of its rules references.
+func (p *NetworkPolicy) GetAppliedToGroups() sets.Set[string] {
+	s := sets.New(p.AppliedToGroups...)
+	for i := range p.Rules {
+		s.Insert(p.Rules[i].AppliedToGroups...)
+	}
+	return s
+}
+
+// String names the policy and its source for logs.
+func (p *NetworkPolicy) String() string {
+	if p.SourceRef == nil {
+		return p.Name
+	}
+	if p.SourceRef.Namespace == "" {
+		return fmt.Sprintf("%s:%s(%s)", p.SourceRef.Type, p.SourceRef.Name, p.Name)
+	}
+	return fmt.Sprintf("%s:%s/%s(%s)", p.SourceRef.Type, p.SourceRef.Namespace, p.SourceRef.Name, p.Name)
+}
+
+// SortedNodeNames returns the span as a sorted slice (for logs and tests).
+func (s *SpanMeta) SortedNodeNames() []string {
+	l := s.NodeNames.UnsortedList()
+	sort.Strings(l)
+	return l
+}
