@@ -1,0 +1,182 @@
+// Command antrea-lab runs a real multi-node Kubernetes cluster on this
+// machine, made of network namespaces: `up`, `down`, `status`, `exec`, `logs`.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/lab"
+	"antrea.io/antrea/pkg/lab/nodesim"
+	"antrea.io/antrea/pkg/version"
+)
+
+// exitError carries a command's exit code through cobra.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	root := newRootCommand()
+	err := root.Execute()
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "antrea-lab:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	opts := lab.DefaultOptions()
+	root := &cobra.Command{
+		Use:           "antrea-lab",
+		Short:         "A real multi-node Kubernetes cluster on this machine, in network namespaces",
+		Version:       version.String("antrea-lab"),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	root.PersistentFlags().AddGoFlagSet(klogFlags)
+	root.PersistentFlags().StringVar(&opts.Dir, "dir", opts.Dir, "lab directory: state, certificates, kubeconfig, logs")
+	root.PersistentFlags().StringVar(&opts.BinDir, "bin-dir", opts.BinDir, "directory of this project's binaries")
+	root.PersistentFlags().StringVar(&opts.KubeBinDir, "kube-bin-dir", opts.KubeBinDir, "directory of etcd and the Kubernetes binaries")
+	root.PersistentFlags().StringVar(&opts.CNIBinDir, "cni-bin-dir", opts.CNIBinDir, "directory of the reference CNI plugins")
+
+	root.AddCommand(upCommand(&opts), downCommand(&opts), statusCommand(&opts), execCommand(&opts),
+		logsCommand(&opts), nodesimCommand())
+	return root
+}
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+}
+
+func upCommand(opts *lab.Options) *cobra.Command {
+	var foreground bool
+	runtime := string(opts.Runtime)
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Bring up a lab and return once every node is Ready (the supervisor keeps running in the background)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Runtime = lab.NodeRuntime(runtime)
+			ctx, cancel := signalContext()
+			defer cancel()
+			if foreground {
+				return lab.Supervise(ctx, *opts, func(format string, args ...any) {
+					fmt.Fprintf(cmd.OutOrStdout(), lab.ProgressPrefix+format+"\n", args...)
+				})
+			}
+			return lab.Up(ctx, *opts, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().IntVar(&opts.Nodes, "nodes", opts.Nodes, "number of nodes")
+	cmd.Flags().StringVar(&opts.Encap, "encap", opts.Encap, "tunnel type between nodes: geneve or vxlan (Antrea runtime)")
+	cmd.Flags().StringVar(&runtime, "runtime", runtime, "how pods are networked: reference-cni (bridge + host-local) or antrea")
+	cmd.Flags().BoolVar(&foreground, "foreground", false, "be the supervisor: run until SIGINT/SIGTERM, then tear the lab down")
+	return cmd
+}
+
+func downCommand(opts *lab.Options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "down",
+		Short: "Stop the lab and remove every netns, veth, process and file it made",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return lab.Down(cmd.Context(), *opts, cmd.OutOrStdout())
+		},
+	}
+}
+
+func statusCommand(opts *lab.Options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the lab's components, nodes, kubeconfig and logs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return lab.Status(cmd.Context(), *opts, cmd.OutOrStdout())
+		},
+	}
+}
+
+func execCommand(opts *lab.Options) *cobra.Command {
+	var namespace string
+	cmd := &cobra.Command{
+		Use:   "exec -n NAMESPACE POD -- COMMAND [ARGS...]",
+		Short: "Run a command inside a pod's network namespace, passing its output and exit code through",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 {
+				return errors.New("usage: antrea-lab exec -n NAMESPACE POD -- COMMAND [ARGS...]")
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			code, err := lab.Exec(ctx, *opts, namespace, args[0], args[1:], os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitError{code: code}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "the pod's namespace")
+	return cmd
+}
+
+func logsCommand(opts *lab.Options) *cobra.Command {
+	var node string
+	cmd := &cobra.Command{
+		Use:   "logs COMPONENT [--node NODE]",
+		Short: "Print a component's log (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, supervisor, nodesim --node N)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return lab.Logs(*opts, args[0], node, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&node, "node", "", "node of a per-node component (node-1 or 1)")
+	return cmd
+}
+
+// nodesimCommand is run by the supervisor inside each node's netns.
+func nodesimCommand() *cobra.Command {
+	var configPath string
+	cmd := &cobra.Command{
+		Use:    "nodesim --config FILE",
+		Short:  "Run the node simulator of one lab node (started by the supervisor)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := os.ReadFile(configPath)
+			if err != nil {
+				return fmt.Errorf("read nodesim config: %w", err)
+			}
+			var cfg nodesim.Config
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				return fmt.Errorf("decode nodesim config %s: %w", configPath, err)
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			klog.InfoS("Starting node simulator", "node", cfg.NodeName, "version", version.String("antrea-lab"))
+			return nodesim.Run(ctx, cfg)
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "", "nodesim configuration (JSON of nodesim.Config)")
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}

@@ -1,0 +1,341 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// ProgressPrefix marks the supervisor's progress lines in its log, so that a
+// detached `up` can echo them while it waits.
+const ProgressPrefix = "antrea-lab: "
+
+// Up starts a supervisor in the background (`antrea-lab up --foreground` in
+// its own session, logging to logs/supervisor.log), echoes its progress and
+// returns once every node is Ready, or with the reason it failed.
+func Up(ctx context.Context, opts Options, out io.Writer) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if err := refuseIfRunning(opts); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(opts.logDir(), 0o755); err != nil {
+		return fmt.Errorf("create log dir %s: %w", opts.logDir(), err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the antrea-lab binary: %w", err)
+	}
+	logPath := opts.LogPath("supervisor", "")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("open supervisor log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(self, "up", "--foreground",
+		fmt.Sprintf("--nodes=%d", opts.Nodes), "--encap="+opts.Encap, "--runtime="+string(opts.Runtime),
+		"--dir="+opts.Dir, "--bin-dir="+opts.BinDir, "--kube-bin-dir="+opts.KubeBinDir, "--cni-bin-dir="+opts.CNIBinDir)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// A session of its own: the supervisor outlives this command and the
+	// terminal; `antrea-lab down` stops it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the lab supervisor: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	fmt.Fprintf(out, "%ssupervisor started (pid %d, log %s)\n", ProgressPrefix, cmd.Process.Pid, logPath)
+
+	follow, err := os.Open(logPath)
+	if err != nil {
+		return fmt.Errorf("read supervisor log: %w", err)
+	}
+	defer follow.Close()
+	reader := bufio.NewReader(follow)
+	var partial string
+	echo := func() {
+		for {
+			line, err := reader.ReadString('\n')
+			partial += line
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(partial, ProgressPrefix) {
+				fmt.Fprint(out, partial)
+			}
+			partial = ""
+		}
+	}
+	deadline := time.After(startTimeout + time.Minute)
+	for {
+		echo()
+		st, err := LoadState(opts.statePath())
+		if err == nil && st != nil && st.Supervisor.PID == cmd.Process.Pid {
+			switch st.Phase {
+			case PhaseReady:
+				fmt.Fprintln(out)
+				return Status(ctx, opts, out)
+			case PhaseFailed:
+				<-exited
+				echo()
+				return fmt.Errorf("the lab failed to start: %s (logs in %s)", st.Message, opts.logDir())
+			}
+		}
+		select {
+		case err := <-exited:
+			echo()
+			return fmt.Errorf("the lab supervisor exited before the lab was ready (%v); see %s", err, logPath)
+		case <-deadline:
+			return fmt.Errorf("the lab was not ready after %s; see %s, and run `antrea-lab down`", startTimeout+time.Minute, logPath)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Down stops a running lab (asking its supervisor for an orderly teardown
+// first) and removes every netns, veth, process and file of it, also when the
+// supervisor is gone.
+func Down(ctx context.Context, opts Options, out io.Writer) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	st, err := LoadState(opts.statePath())
+	if err != nil {
+		return err
+	}
+	leftover := labNetNS()
+	if st == nil && len(leftover) == 0 {
+		if _, err := os.Stat(opts.Dir); errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintln(out, "no lab is running")
+			return nil
+		}
+	}
+	if st != nil && st.Supervisor.Alive() {
+		fmt.Fprintf(out, "stopping the lab supervisor (pid %d)\n", st.Supervisor.PID)
+		st.Supervisor.terminate(60 * time.Second)
+		// It removed what it could; reread what is left.
+		if again, err := LoadState(opts.statePath()); err == nil {
+			st = again
+		}
+	} else if st != nil {
+		fmt.Fprintf(out, "the supervisor (pid %d) is gone; removing what its state file lists\n", st.Supervisor.PID)
+	}
+	cleanup(ctx, opts, st, false)
+	if rest := labNetNS(); len(rest) > 0 {
+		return fmt.Errorf("lab network namespaces remain: %s", strings.Join(rest, ", "))
+	}
+	fmt.Fprintln(out, "lab is down: no lab netns, process or file remains")
+	return nil
+}
+
+// hostClient is a client of the lab's API server through the relay.
+func hostClient(opts Options) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", opts.KubeconfigPath())
+	if err != nil {
+		return nil, fmt.Errorf("read lab kubeconfig %s: %w", opts.KubeconfigPath(), err)
+	}
+	cfg.Timeout = 5 * time.Second
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Status prints the lab's components, nodes and where to find things.
+func Status(ctx context.Context, opts Options, out io.Writer) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	st, err := LoadState(opts.statePath())
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		fmt.Fprintln(out, "no lab is running (start one with `antrea-lab up`)")
+		if rest := labNetNS(); len(rest) > 0 {
+			fmt.Fprintf(out, "leftover lab network namespaces: %s (run `antrea-lab down`)\n", strings.Join(rest, ", "))
+		}
+		return nil
+	}
+	alive := "running"
+	if !st.Supervisor.Alive() {
+		alive = "GONE (run `antrea-lab down` to clean up)"
+	}
+	fmt.Fprintf(out, "lab: phase %s, supervisor pid %d %s, %d nodes, runtime %s, encap %s\n",
+		st.Phase, st.Supervisor.PID, alive, st.Options.Nodes, st.Options.Runtime, st.Options.Encap)
+	if st.Message != "" {
+		fmt.Fprintf(out, "message: %s\n", st.Message)
+	}
+	if !st.ReadyAt.IsZero() {
+		fmt.Fprintf(out, "ready %.1fs after start (%s)\n", st.ReadyAt.Sub(st.StartedAt).Seconds(), st.StartedAt.Format(time.RFC3339))
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMPONENT\tNODE\tPID\tSTATE\tRSS\tLOG")
+	procs := append([]Process{st.Supervisor}, st.Processes...)
+	var total uint64
+	for _, p := range procs {
+		state := "alive"
+		if !p.Alive() {
+			state = "dead"
+		}
+		rss := p.RSSBytes()
+		total += rss
+		node := p.Node
+		if node == "" {
+			node = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%dMiB\t%s\n", p.Component, node, p.PID, state, rss>>20, p.Log)
+	}
+	pods := podProcesses()
+	var podRSS uint64
+	for _, p := range pods {
+		podRSS += p.RSSBytes()
+	}
+	tw.Flush()
+	fmt.Fprintf(out, "pod processes: %d (%d MiB); total RSS of the lab: %d MiB\n\n", len(pods), podRSS>>20, (total+podRSS)>>20)
+
+	if c, err := hostClient(opts); err == nil {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			fmt.Fprintf(out, "API server: unreachable through the relay: %v\n", err)
+		} else {
+			printNodes(out, nodes.Items)
+		}
+	}
+	fmt.Fprintf(out, "\nkubeconfig: export KUBECONFIG=%s\n", st.Kubeconfig)
+	fmt.Fprintf(out, "logs:       %s (antrea-lab logs COMPONENT [--node NODE])\n", opts.logDir())
+	fmt.Fprintf(out, "tear down:  antrea-lab down\n")
+	return nil
+}
+
+func printNodes(out io.Writer, nodes []corev1.Node) {
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATUS\tINTERNAL-IP\tPOD-CIDR\tAGE")
+	for _, n := range nodes {
+		status := "NotReady"
+		if nodeReady(&n) {
+			status = "Ready"
+		}
+		ip := ""
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				ip = a.Address
+			}
+		}
+		age := time.Since(n.CreationTimestamp.Time).Round(time.Second)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, status, ip, n.Spec.PodCIDR, age)
+	}
+	tw.Flush()
+}
+
+// podProcesses lists the processes living in pod namespaces of the lab.
+func podProcesses() []Process {
+	var out []Process
+	for _, n := range labNetNS() {
+		if strings.HasPrefix(n, PodNetNSPrefix) {
+			out = append(out, pidsInNetNS(n)...)
+		}
+	}
+	return out
+}
+
+// TotalRSS is the resident memory of every live process of the lab: the
+// supervisor, its daemons and the pods' processes.
+func TotalRSS(opts Options) (uint64, error) {
+	st, err := LoadState(opts.statePath())
+	if err != nil || st == nil {
+		return 0, err
+	}
+	var total uint64
+	for _, p := range append(append([]Process{st.Supervisor}, st.Processes...), podProcesses()...) {
+		total += p.RSSBytes()
+	}
+	return total, nil
+}
+
+// PodNetNS returns the name of a pod's netns, as its node simulator recorded it.
+func PodNetNS(ctx context.Context, opts Options, namespace, pod string) (string, error) {
+	c, err := hostClient(opts)
+	if err != nil {
+		return "", err
+	}
+	p, err := c.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("get pod %s/%s: %w", namespace, pod, err)
+	}
+	netns := p.Annotations[PodNetNSAnnotation]
+	if netns == "" {
+		return "", fmt.Errorf("pod %s/%s has no %s annotation yet (is it scheduled and started?)", namespace, pod, PodNetNSAnnotation)
+	}
+	if !strings.HasPrefix(netns, PodNetNSPrefix) || strings.ContainsAny(netns, "/\x00") {
+		return "", fmt.Errorf("pod %s/%s: annotation %s=%q is not a lab pod netns", namespace, pod, PodNetNSAnnotation, netns)
+	}
+	return netns, nil
+}
+
+// Exec runs argv inside the pod's netns, as `kubectl exec` would, with the
+// given stdio; our binaries (antrea-testpod) are on its PATH. It returns the
+// command's exit code.
+func Exec(ctx context.Context, opts Options, namespace, pod string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if len(argv) == 0 {
+		return 0, errors.New("exec: no command given")
+	}
+	netns, err := PodNetNS(ctx, opts, namespace, pod)
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", netns}, argv...)...)
+	cmd.Env = append(os.Environ(), "PATH="+opts.BinDir+":"+os.Getenv("PATH"))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	err = cmd.Run()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return exitErr.ExitCode(), nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("exec in pod %s/%s (netns %s): %w", namespace, pod, netns, err)
+	}
+	return 0, nil
+}
+
+// Logs copies a component's log to out. node selects the node of a per-node
+// component (a name like node-1, or just its number).
+func Logs(opts Options, component, node string, out io.Writer) error {
+	if node != "" && !strings.HasPrefix(node, "node-") {
+		node = "node-" + node
+	}
+	path := opts.LogPath(component, node)
+	f, err := os.Open(path)
+	if err != nil {
+		entries, _ := os.ReadDir(opts.logDir())
+		var names []string
+		for _, e := range entries {
+			if !e.IsDir() {
+				names = append(names, strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())))
+			}
+		}
+		return fmt.Errorf("no log for %s (available: %s): %w", filepath.Base(path), strings.Join(names, ", "), err)
+	}
+	defer f.Close()
+	_, err = io.Copy(out, f)
+	return err
+}

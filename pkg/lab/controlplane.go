@@ -1,0 +1,184 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"k8s.io/klog/v2"
+)
+
+// credentials are the PKI and the kubeconfig files of every lab user.
+type credentials struct {
+	pki   *pki
+	files pkiFiles
+	admin *keyPair
+	// kubeconfigs by user: "admin" (host, via the relay), "admin-in-lab",
+	// "controller-manager", "scheduler", "antrea-controller", "antrea-agent",
+	// and one per node name.
+	kubeconfigs map[string]string
+}
+
+func (s *supervisor) kubeconfigDir() string { return filepath.Join(s.opts.Dir, "kubeconfigs") }
+
+// writeCredentials makes the PKI and a kubeconfig per user. Components in
+// the cp netns reach the API server on its loopback; nodes on the underlay.
+func (s *supervisor) writeCredentials(nodes []NodeInfo) (*credentials, error) {
+	cpIP := controlPlaneIP()
+	p, err := newPKI(net.IP(cpIP.AsSlice()))
+	if err != nil {
+		return nil, err
+	}
+	files, err := p.write(s.opts.pkiDir())
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(s.kubeconfigDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("create kubeconfig dir: %w", err)
+	}
+	local := fmt.Sprintf("https://127.0.0.1:%d", APIServerPort)
+	underlay := "https://" + net.JoinHostPort(cpIP.String(), fmt.Sprint(APIServerPort))
+	c := &credentials{pki: p, files: files, kubeconfigs: map[string]string{}}
+	type user struct {
+		name, cn string
+		groups   []string
+		server   string
+		path     string
+	}
+	users := []user{
+		{name: "admin", cn: "kubernetes-admin", groups: []string{"system:masters"}, server: local, path: s.opts.KubeconfigPath()},
+		{name: "admin-in-lab", cn: "kubernetes-admin", groups: []string{"system:masters"}, server: underlay},
+		{name: "controller-manager", cn: "system:kube-controller-manager", server: local},
+		{name: "scheduler", cn: "system:kube-scheduler", server: local},
+		{name: "antrea-controller", cn: "antrea-controller", server: local},
+		{name: "antrea-agent", cn: "antrea-agent", server: underlay},
+	}
+	for _, n := range nodes {
+		users = append(users, user{name: n.Name, cn: "system:node:" + n.Name, groups: []string{"system:nodes"}, server: underlay})
+	}
+	for _, u := range users {
+		kp, err := p.CA.clientCert(u.cn, u.groups...)
+		if err != nil {
+			return nil, err
+		}
+		if u.name == "admin" {
+			c.admin = kp
+		}
+		path := u.path
+		if path == "" {
+			path = filepath.Join(s.kubeconfigDir(), u.name+".kubeconfig")
+		}
+		if err := writeKubeconfig(path, u.server, p.CA.CertPEM, kp); err != nil {
+			return nil, err
+		}
+		c.kubeconfigs[u.name] = path
+	}
+	return c, nil
+}
+
+// startControlPlane starts etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler in the cp netns, each waited for before the next.
+func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) error {
+	bin := func(name string) string { return filepath.Join(s.opts.KubeBinDir, name) }
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if _, err := os.Stat(bin(b)); err != nil {
+			return fmt.Errorf("%s is missing (run hack/install.sh): %w", bin(b), err)
+		}
+	}
+	s.logf("starting etcd")
+	etcd, err := s.startDaemon("etcd", "", ControlPlaneNetNS, bin("etcd"),
+		"--name=lab",
+		"--data-dir="+s.opts.etcdDir(),
+		"--listen-client-urls=http://127.0.0.1:2379",
+		"--advertise-client-urls=http://127.0.0.1:2379",
+		"--listen-peer-urls=http://127.0.0.1:2380",
+		"--initial-advertise-peer-urls=http://127.0.0.1:2380",
+		"--initial-cluster=lab=http://127.0.0.1:2380",
+		// The lab is disposable: no fsync makes it start and write fast on shared disks.
+		"--unsafe-no-fsync",
+		"--log-level=warn")
+	if err != nil {
+		return err
+	}
+	if err := etcd.waitUntil(ctx, "etcd health", func(ctx context.Context) bool {
+		return s.httpGetInNetNS(ctx, "http://127.0.0.1:2379/health") == nil
+	}); err != nil {
+		return err
+	}
+
+	s.logf("starting kube-apiserver (advertise %s, services %s)", controlPlaneIP(), ServiceCIDR)
+	f := c.files
+	apiserver, err := s.startDaemon("kube-apiserver", "", ControlPlaneNetNS, bin("kube-apiserver"),
+		"--etcd-servers=http://127.0.0.1:2379",
+		"--bind-address=0.0.0.0",
+		fmt.Sprintf("--secure-port=%d", APIServerPort),
+		"--advertise-address="+controlPlaneIP().String(),
+		"--service-cluster-ip-range="+ServiceCIDR,
+		"--tls-cert-file="+f.APIServerCert,
+		"--tls-private-key-file="+f.APIServerKey,
+		"--client-ca-file="+f.CACert,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+f.SAPub,
+		"--service-account-signing-key-file="+f.SAKey,
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--allow-privileged=true",
+		// Aggregated API servers (antrea-controller) authenticate the API
+		// server's proxied requests with the front-proxy client certificate.
+		"--requestheader-client-ca-file="+f.FrontProxyCACert,
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file="+f.ProxyClientCert,
+		"--proxy-client-key-file="+f.ProxyClientKey,
+		"--cert-dir="+filepath.Join(s.opts.Dir, "apiserver-certs"))
+	if err != nil {
+		return err
+	}
+	client, err := s.apiClient(c)
+	if err != nil {
+		return err
+	}
+	s.client = client
+	if err := apiserver.waitUntil(ctx, "kube-apiserver /readyz", func(ctx context.Context) bool {
+		_, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil
+	}); err != nil {
+		return err
+	}
+
+	s.logf("starting kube-controller-manager (podCIDRs from %s, /%d per node) and kube-scheduler", ClusterCIDR, NodeCIDRMaskSize)
+	cm := c.kubeconfigs["controller-manager"]
+	if _, err := s.startDaemon("kube-controller-manager", "", ControlPlaneNetNS, bin("kube-controller-manager"),
+		"--kubeconfig="+cm,
+		"--authentication-kubeconfig="+cm,
+		"--authorization-kubeconfig="+cm,
+		"--bind-address=127.0.0.1",
+		"--leader-elect=false",
+		"--allocate-node-cidrs=true",
+		"--cluster-cidr="+ClusterCIDR,
+		fmt.Sprintf("--node-cidr-mask-size=%d", NodeCIDRMaskSize),
+		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-account-private-key-file="+f.SAKey,
+		"--root-ca-file="+f.CACert,
+		"--use-service-account-credentials=true",
+		"--controllers=*",
+		"--cluster-signing-cert-file="+f.CACert,
+		"--cluster-signing-key-file="+f.CAKey); err != nil {
+		return err
+	}
+	sched := c.kubeconfigs["scheduler"]
+	if _, err := s.startDaemon("kube-scheduler", "", ControlPlaneNetNS, bin("kube-scheduler"),
+		"--kubeconfig="+sched,
+		"--authentication-kubeconfig="+sched,
+		"--authorization-kubeconfig="+sched,
+		"--bind-address=127.0.0.1",
+		"--leader-elect=false"); err != nil {
+		return err
+	}
+	klog.InfoS("Control plane started", "apiserver", controlPlaneIP().String())
+	return nil
+}

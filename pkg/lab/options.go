@@ -1,0 +1,178 @@
+// Package lab runs antrea-lab: a real multi-node Kubernetes cluster on one
+// machine, made of network namespaces. A control-plane netns holds etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler; one netns per
+// node holds that node's simulator (and later its OVS and antrea-agent); an
+// underlay netns holds the Linux bridge that joins them. The supervisor keeps
+// every daemon as its child, relays the API server to 127.0.0.1:6443 in the
+// root netns and records everything it made in a state file so that `down`
+// can remove it, also after a crash.
+package lab
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+)
+
+// Fixed names: one lab per machine. Everything the lab creates in the kernel
+// carries the "antrea-lab-" prefix, which `down` relies on.
+const (
+	NetNSPrefix       = "antrea-lab-"
+	UnderlayNetNS     = NetNSPrefix + "underlay"
+	ControlPlaneNetNS = NetNSPrefix + "cp"
+	PodNetNSPrefix    = NetNSPrefix + "pod-"
+	nodeNetNSPrefix   = NetNSPrefix + "node-"
+	underlayBridge    = "br-underlay"
+
+	// APIServerPort is the port of kube-apiserver in the cp netns and of the
+	// relay on the host's loopback.
+	APIServerPort = 6443
+	// ServiceCIDR and ClusterCIDR are the cluster's Service and Pod ranges.
+	ServiceCIDR = "10.96.0.0/16"
+	ClusterCIDR = "10.10.0.0/16"
+	// NodeCIDRMaskSize is the prefix length of each node's podCIDR.
+	NodeCIDRMaskSize = 24
+	// PodNetNSAnnotation is where the node simulator records a pod's netns name.
+	PodNetNSAnnotation = "lab.antrea.io/netns"
+)
+
+// underlayPrefix is the underlay subnet; .1 is unused (no host address: the
+// root netns is never touched), .2 is the control plane, .11+ are nodes.
+var underlayPrefix = netip.MustParsePrefix("172.30.0.0/24")
+
+// NodeRuntime selects what networks the pods of a node. It is the one switch
+// to flip when nodes move from the reference plugins to Antrea.
+type NodeRuntime string
+
+const (
+	// RuntimeReferenceCNI uses the reference bridge + host-local plugins; the
+	// node simulator writes their conflist and routes other nodes' podCIDRs.
+	RuntimeReferenceCNI NodeRuntime = "reference-cni"
+	// RuntimeAntrea runs a per-node OVS instance, antrea-agent and antrea-cni.
+	// Not available yet: the agent does not exist.
+	RuntimeAntrea NodeRuntime = "antrea"
+)
+
+// Options configure a lab.
+type Options struct {
+	// Nodes is the number of simulated nodes.
+	Nodes int `json:"nodes"`
+	// Encap is the tunnel type for the Antrea runtime: geneve or vxlan.
+	Encap string `json:"encap"`
+	// Runtime selects how pods are networked.
+	Runtime NodeRuntime `json:"runtime"`
+	// Dir holds the state file, certificates, kubeconfigs, logs and node data.
+	Dir string `json:"dir"`
+	// BinDir holds our binaries (antrea-lab, antrea-testpod, ...).
+	BinDir string `json:"binDir"`
+	// KubeBinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler.
+	KubeBinDir string `json:"kubeBinDir"`
+	// CNIBinDir holds the reference CNI plugins.
+	CNIBinDir string `json:"cniBinDir"`
+}
+
+// DefaultOptions derives the directories from where this binary lives:
+// bin/antrea-lab in a checkout uses _output/ of that checkout. ANTREA_LAB_DIR
+// overrides the lab directory.
+func DefaultOptions() Options {
+	root := repoRoot()
+	o := Options{
+		Nodes:      2,
+		Encap:      "geneve",
+		Runtime:    RuntimeReferenceCNI,
+		Dir:        filepath.Join(root, "_output", "lab"),
+		BinDir:     filepath.Join(root, "bin"),
+		KubeBinDir: filepath.Join(root, "_output", "bin"),
+		CNIBinDir:  filepath.Join(root, "_output", "cni", "bin"),
+	}
+	if d := os.Getenv("ANTREA_LAB_DIR"); d != "" {
+		o.Dir = d
+	}
+	return o
+}
+
+// repoRoot is the checkout this binary belongs to: the parent of bin/ when the
+// binary lives there, else the working directory.
+func repoRoot() string {
+	if exe, err := os.Executable(); err == nil {
+		dir := filepath.Dir(exe)
+		if filepath.Base(dir) == "bin" {
+			root := filepath.Dir(dir)
+			if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+				return root
+			}
+		}
+	}
+	wd, _ := os.Getwd()
+	return wd
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	if o.Nodes < 1 || o.Nodes > 50 {
+		return fmt.Errorf("--nodes must be between 1 and 50, got %d", o.Nodes)
+	}
+	switch o.Encap {
+	case "geneve", "vxlan":
+	default:
+		return fmt.Errorf("--encap must be geneve or vxlan, got %q", o.Encap)
+	}
+	switch o.Runtime {
+	case RuntimeReferenceCNI:
+	case RuntimeAntrea:
+		return fmt.Errorf("node runtime %q is not available yet (antrea-agent does not exist); use %q", o.Runtime, RuntimeReferenceCNI)
+	default:
+		return fmt.Errorf("unknown node runtime %q", o.Runtime)
+	}
+	for _, d := range []*string{&o.Dir, &o.BinDir, &o.KubeBinDir, &o.CNIBinDir} {
+		abs, err := filepath.Abs(*d)
+		if err != nil {
+			return err
+		}
+		*d = abs
+	}
+	return nil
+}
+
+// Paths of files under the lab directory.
+func (o Options) statePath() string          { return filepath.Join(o.Dir, "state.json") }
+func (o Options) logDir() string             { return filepath.Join(o.Dir, "logs") }
+func (o Options) pkiDir() string             { return filepath.Join(o.Dir, "pki") }
+func (o Options) etcdDir() string            { return filepath.Join(o.Dir, "etcd") }
+func (o Options) nodeDir(node string) string { return filepath.Join(o.Dir, "nodes", node) }
+
+// StatePath is the state file of the lab.
+func (o Options) StatePath() string { return o.statePath() }
+
+// KubeconfigPath is the host kubeconfig (server https://127.0.0.1:6443).
+func (o Options) KubeconfigPath() string { return filepath.Join(o.Dir, "kubeconfig") }
+
+// LogDir is where every component's log lives.
+func (o Options) LogDir() string { return o.logDir() }
+
+// LogPath is the log file of a component, per node when node is not empty.
+func (o Options) LogPath(component, node string) string {
+	name := component
+	if node != "" {
+		name += "-" + node
+	}
+	return filepath.Join(o.logDir(), name+".log")
+}
+
+// controlPlaneIP is the API server's address on the underlay.
+func controlPlaneIP() netip.Addr { return underlayPrefix.Addr().Next().Next() }
+
+// nodeIP is the underlay address of node i (1-based): 172.30.0.11, .12, ...
+func nodeIP(i int) netip.Addr {
+	a := underlayPrefix.Addr()
+	for range 10 + i {
+		a = a.Next()
+	}
+	return a
+}
+
+// NodeName is the Kubernetes name of node i (1-based).
+func NodeName(i int) string { return fmt.Sprintf("node-%d", i) }
+
+func nodeNetNS(i int) string { return fmt.Sprintf("%s%d", nodeNetNSPrefix, i) }

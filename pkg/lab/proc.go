@@ -1,0 +1,139 @@
+package lab
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// procStat is what the lab needs from /proc/PID/stat.
+type procStat struct {
+	state     byte
+	ppid      int
+	startTime uint64
+}
+
+func readProcStat(pid int) (procStat, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, err
+	}
+	// The command name may hold spaces and parentheses; fields start after the last ')'.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return procStat{}, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return procStat{}, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	start, _ := strconv.ParseUint(f[19], 10, 64)
+	return procStat{state: f[0][0], ppid: ppid, startTime: start}, nil
+}
+
+// processStartTime returns the start time of pid in clock ticks since boot.
+func processStartTime(pid int) uint64 {
+	st, err := readProcStat(pid)
+	if err != nil {
+		return 0
+	}
+	return st.startTime
+}
+
+// Alive tells whether the recorded process still runs. A zombie counts as
+// dead: PID 1 on these machines does not reap orphans, so an exited daemon
+// whose parent died stays <defunct> and kill -0 would still succeed.
+func (p Process) Alive() bool {
+	if p.PID <= 0 {
+		return false
+	}
+	st, err := readProcStat(p.PID)
+	if err != nil {
+		return false
+	}
+	if p.StartTime != 0 && st.startTime != p.StartTime {
+		return false // the PID was reused by another process
+	}
+	return st.state != 'Z' && st.state != 'X'
+}
+
+// RSSBytes is the resident set size of the process, 0 if it is gone.
+func (p Process) RSSBytes() uint64 {
+	if !p.Alive() {
+		return 0
+	}
+	return rssBytes(p.PID)
+}
+
+func rssBytes(pid int) uint64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseUint(f[0], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+// terminate sends SIGTERM to a recorded process, waits up to grace for it to
+// exit and then kills it. It only signals the PID when its start time matches
+// the record, so a reused PID is never hit.
+func (p Process) terminate(grace time.Duration) {
+	if !p.Alive() {
+		return
+	}
+	_ = syscall.Kill(p.PID, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if !p.Alive() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if p.Alive() {
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+}
+
+// pidsInNetNS lists the live processes whose network namespace is the named
+// one; `down` uses it to find pod processes that the lab did not start itself.
+func pidsInNetNS(netns string) []Process {
+	var target syscall.Stat_t
+	if err := syscall.Stat(netnsPath(netns), &target); err != nil {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []Process
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
+			continue
+		}
+		if st.Ino == target.Ino && st.Dev == target.Dev {
+			p := Process{Component: "netns-member", PID: pid, StartTime: processStartTime(pid), NetNS: netns}
+			if p.Alive() {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}

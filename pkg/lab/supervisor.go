@@ -1,0 +1,339 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+)
+
+// startTimeout bounds how long `up` waits for every node to become Ready.
+const startTimeout = 5 * time.Minute
+
+// supervisor owns a running lab: its daemons are its children.
+type supervisor struct {
+	opts  Options
+	store *stateStore
+
+	mu       sync.Mutex
+	daemons  []*daemon
+	stopping bool
+
+	dialer *netnsDialer
+	relay  *relay
+	client kubernetes.Interface
+	// logf reports progress to whoever started the lab.
+	logf func(format string, args ...any)
+}
+
+// Supervise brings the lab up and keeps it running until ctx ends, then tears
+// it down. It is `antrea-lab up --foreground`. progress receives one line per
+// step; ready is closed once every node is Ready.
+func Supervise(ctx context.Context, opts Options, progress func(format string, args ...any)) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	if err := refuseIfRunning(opts); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(opts.logDir(), 0o755); err != nil {
+		return fmt.Errorf("create log dir %s: %w", opts.logDir(), err)
+	}
+	pid := os.Getpid()
+	s := &supervisor{
+		opts: opts,
+		store: &stateStore{path: opts.statePath(), st: State{
+			Supervisor: Process{Component: "supervisor", PID: pid, StartTime: processStartTime(pid),
+				Log: opts.LogPath("supervisor", "")},
+			Phase:      PhaseStarting,
+			Options:    opts,
+			Kubeconfig: opts.KubeconfigPath(),
+			StartedAt:  time.Now(),
+		}},
+		logf: progress,
+	}
+	if err := s.store.update(func(*State) {}); err != nil {
+		return err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
+	err := s.start(startCtx)
+	cancel()
+	if err != nil {
+		_ = s.store.update(func(st *State) { st.Phase, st.Message = PhaseFailed, err.Error() })
+		progress("lab failed to start: %v", err)
+		s.teardown(true)
+		return err
+	}
+	st := s.store.snapshot()
+	progress("lab ready: %d nodes Ready %.1fs after start", len(st.Nodes), st.ReadyAt.Sub(st.StartedAt).Seconds())
+	<-ctx.Done()
+	progress("stopping the lab")
+	s.teardown(false)
+	return nil
+}
+
+// refuseIfRunning fails when a supervisor of this lab still runs, and removes
+// the leftovers of a dead one.
+func refuseIfRunning(opts Options) error {
+	st, err := LoadState(opts.statePath())
+	if err != nil {
+		return err
+	}
+	if st != nil && st.Supervisor.Alive() && st.Supervisor.PID != os.Getpid() {
+		return fmt.Errorf("a lab is already running (supervisor pid %d, phase %s, state %s); run `antrea-lab down` first",
+			st.Supervisor.PID, st.Phase, opts.statePath())
+	}
+	if st != nil || len(labNetNS()) > 0 {
+		klog.InfoS("Removing leftovers of a previous lab", "state", opts.statePath())
+		cleanup(context.Background(), opts, st, false)
+	}
+	return nil
+}
+
+func (s *supervisor) start(ctx context.Context) error {
+	s.logf("creating network namespaces: underlay %s, control plane %s, %d nodes", UnderlayNetNS, ControlPlaneNetNS, s.opts.Nodes)
+	topo := &topology{store: s.store}
+	nodes, err := topo.build(ctx, s.opts)
+	if err != nil {
+		return err
+	}
+	s.logf("making certificates and kubeconfigs")
+	creds, err := s.writeCredentials(nodes)
+	if err != nil {
+		return err
+	}
+	dialer, err := newNetNSDialer(ControlPlaneNetNS)
+	if err != nil {
+		return err
+	}
+	s.dialer = dialer
+	if err := s.startControlPlane(ctx, creds); err != nil {
+		return err
+	}
+	r, err := startRelay(fmt.Sprintf("127.0.0.1:%d", APIServerPort), net.JoinHostPort(controlPlaneIP().String(), fmt.Sprint(APIServerPort)), s.dialer)
+	if err != nil {
+		return err
+	}
+	s.relay = r
+	for _, n := range nodes {
+		s.logf("starting node %s (netns %s, underlay IP %s, runtime %s)", n.Name, n.NetNS, n.IP, s.opts.Runtime)
+		if err := s.startNode(n, creds); err != nil {
+			return err
+		}
+	}
+	s.logf("waiting for %d nodes to be Ready", len(nodes))
+	if err := s.waitNodesReady(ctx, len(nodes)); err != nil {
+		return err
+	}
+	return s.store.update(func(st *State) { st.Phase, st.ReadyAt = PhaseReady, time.Now() })
+}
+
+// daemonExited logs a daemon that ended while the lab was meant to run.
+func (s *supervisor) daemonExited(d *daemon) {
+	s.mu.Lock()
+	stopping := s.stopping
+	s.mu.Unlock()
+	if !stopping {
+		klog.ErrorS(d.err, "Daemon exited", "component", d.proc.Component, "node", d.proc.Node, "pid", d.proc.PID, "log", d.proc.Log)
+	}
+}
+
+// apiClient is a client of the API server that dials inside the cp netns, so
+// it works before (and without) the relay.
+func (s *supervisor) apiClient(creds *credentials) (kubernetes.Interface, error) {
+	cfg := &rest.Config{
+		Host: "https://" + net.JoinHostPort(controlPlaneIP().String(), fmt.Sprint(APIServerPort)),
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   creds.pki.CA.CertPEM,
+			CertData: creds.admin.CertPEM,
+			KeyData:  creds.admin.KeyPEM,
+		},
+		Dial:    s.dialer.DialContext,
+		Timeout: 10 * time.Second,
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("API server client: %w", err)
+	}
+	return c, nil
+}
+
+func (s *supervisor) waitNodesReady(ctx context.Context, want int) error {
+	var last string
+	for {
+		nodes, err := s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err == nil {
+			ready := 0
+			for _, n := range nodes.Items {
+				if nodeReady(&n) && n.Spec.PodCIDR != "" {
+					ready++
+				}
+			}
+			msg := fmt.Sprintf("%d/%d nodes Ready with a podCIDR", ready, want)
+			if msg != last {
+				klog.InfoS("Waiting for nodes", "ready", ready, "want", want)
+				last = msg
+			}
+			if ready == want {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for nodes to be Ready (%s): %w; see the nodesim logs in %s", last, ctx.Err(), s.opts.logDir())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	// Pods need the default ServiceAccount, which kube-controller-manager creates.
+	for {
+		_, err := s.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			klog.V(2).InfoS("Waiting for the default ServiceAccount", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for ServiceAccount default/default: %w", ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// teardown stops every daemon (newest first, so nodes go before the API
+// server) and removes everything the lab made. keepLogs leaves the logs of a
+// lab that failed to start for the user to read.
+func (s *supervisor) teardown(keepLogs bool) {
+	_ = s.store.update(func(st *State) { st.Phase = PhaseStopping })
+	s.mu.Lock()
+	s.stopping = true
+	daemons := append([]*daemon(nil), s.daemons...)
+	s.mu.Unlock()
+	if s.relay != nil {
+		_ = s.relay.Close()
+	}
+	for i := len(daemons) - 1; i >= 0; i-- {
+		d := daemons[i]
+		klog.InfoS("Stopping daemon", "component", d.proc.Component, "node", d.proc.Node, "pid", d.proc.PID)
+		d.stop(10 * time.Second)
+	}
+	if s.dialer != nil {
+		_ = s.dialer.Close()
+	}
+	st := s.store.snapshot()
+	cleanup(context.Background(), s.opts, &st, keepLogs)
+}
+
+// httpGetInNetNS is a plain HTTP GET dialed inside the cp netns (etcd health).
+func (s *supervisor) httpGetInNetNS(ctx context.Context, url string) error {
+	client := &http.Client{Transport: &http.Transport{DialContext: s.dialer.DialContext}, Timeout: 2 * time.Second}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// cleanup removes what a lab made: its processes (recorded ones, and any
+// process living in one of its namespaces), its namespaces (recorded ones and
+// any with the lab's prefix, which includes pod namespaces), the files it
+// recorded and its directory.
+func cleanup(ctx context.Context, opts Options, st *State, keepLogs bool) {
+	var netnsList []string
+	if st != nil {
+		for i := len(st.Processes) - 1; i >= 0; i-- {
+			st.Processes[i].terminate(5 * time.Second)
+		}
+		netnsList = append(netnsList, st.NetNS...)
+	}
+	seen := map[string]bool{}
+	for _, n := range netnsList {
+		seen[n] = true
+	}
+	// Pods' namespaces come first so their veths go before the nodes' bridges.
+	var all []string
+	for _, n := range labNetNS() {
+		if !seen[n] {
+			all = append(all, n)
+		}
+	}
+	for i := len(netnsList) - 1; i >= 0; i-- {
+		all = append(all, netnsList[i])
+	}
+	for _, n := range all {
+		for _, p := range pidsInNetNS(n) {
+			klog.InfoS("Stopping process left in a lab netns", "pid", p.PID, "netns", n)
+			p.terminate(2 * time.Second)
+		}
+	}
+	for _, n := range all {
+		if err := deleteNetNS(ctx, n); err != nil {
+			klog.ErrorS(err, "Could not delete lab netns", "netns", n)
+		}
+	}
+	if st != nil {
+		for _, f := range st.Files {
+			if err := os.RemoveAll(f); err != nil {
+				klog.ErrorS(err, "Could not remove lab file", "path", f)
+			}
+		}
+	}
+	removeLabDir(opts.Dir, keepLogs)
+}
+
+// removeLabDir removes the lab directory, or all but its logs.
+func removeLabDir(dir string, keepLogs bool) {
+	if dir == "" || filepath.Dir(dir) == dir {
+		return // never the root
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	for _, e := range entries {
+		if keepLogs && e.Name() == "logs" {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			klog.ErrorS(err, "Could not remove lab file", "path", filepath.Join(dir, e.Name()))
+		}
+	}
+	if !keepLogs {
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			klog.ErrorS(err, "Could not remove lab dir", "path", dir)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/klog/v2"
+)
+
+const netnsDir = "/var/run/netns"
+
+func netnsPath(name string) string { return filepath.Join(netnsDir, name) }
+
+// run runs a command (ip, sysctl, ...) and returns its error with its output.
+func run(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// topology creates the lab's namespaces and links, recording each in the
+// state before it is made so that a crash in between leaves nothing unknown.
+type topology struct {
+	store *stateStore
+}
+
+// addNetNS creates a network namespace with lo up.
+func (t *topology) addNetNS(ctx context.Context, name string) error {
+	if err := t.store.update(func(st *State) { st.NetNS = append(st.NetNS, name) }); err != nil {
+		return err
+	}
+	if err := run(ctx, "ip", "netns", "add", name); err != nil {
+		return fmt.Errorf("create netns %s: %w", name, err)
+	}
+	if err := run(ctx, "ip", "-n", name, "link", "set", "lo", "up"); err != nil {
+		return fmt.Errorf("set lo up in netns %s: %w", name, err)
+	}
+	return nil
+}
+
+// attach joins netns to the underlay bridge with a veth whose end in netns is
+// eth0 holding addr (CIDR form), and whose bridge end is bridgePort.
+func (t *topology) attach(ctx context.Context, netns, bridgePort, addr string) error {
+	v := Veth{Name: bridgePort, NetNS: UnderlayNetNS, Peer: "eth0", PeerNetNS: netns}
+	if err := t.store.update(func(st *State) { st.Veths = append(st.Veths, v) }); err != nil {
+		return err
+	}
+	steps := [][]string{
+		{"ip", "-n", UnderlayNetNS, "link", "add", bridgePort, "type", "veth", "peer", "name", "eth0", "netns", netns},
+		{"ip", "-n", UnderlayNetNS, "link", "set", bridgePort, "master", underlayBridge, "up"},
+		{"ip", "-n", netns, "addr", "add", addr, "dev", "eth0"},
+		{"ip", "-n", netns, "link", "set", "eth0", "up"},
+	}
+	for _, s := range steps {
+		if err := run(ctx, s[0], s[1:]...); err != nil {
+			return fmt.Errorf("attach netns %s to the underlay: %w", netns, err)
+		}
+	}
+	return nil
+}
+
+// build creates the underlay with its bridge, the control-plane netns and one
+// netns per node, each joined to the bridge.
+func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) {
+	if err := t.addNetNS(ctx, UnderlayNetNS); err != nil {
+		return nil, err
+	}
+	for _, s := range [][]string{
+		{"ip", "-n", UnderlayNetNS, "link", "add", underlayBridge, "type", "bridge"},
+		{"ip", "-n", UnderlayNetNS, "link", "set", underlayBridge, "up"},
+	} {
+		if err := run(ctx, s[0], s[1:]...); err != nil {
+			return nil, fmt.Errorf("create underlay bridge: %w", err)
+		}
+	}
+	if err := t.addNetNS(ctx, ControlPlaneNetNS); err != nil {
+		return nil, err
+	}
+	bits := underlayPrefix.Bits()
+	if err := t.attach(ctx, ControlPlaneNetNS, "v-cp", fmt.Sprintf("%s/%d", controlPlaneIP(), bits)); err != nil {
+		return nil, err
+	}
+	var nodes []NodeInfo
+	for i := 1; i <= opts.Nodes; i++ {
+		n := NodeInfo{Name: NodeName(i), NetNS: nodeNetNS(i), IP: nodeIP(i).String()}
+		if err := t.addNetNS(ctx, n.NetNS); err != nil {
+			return nil, err
+		}
+		if err := t.attach(ctx, n.NetNS, "v-"+n.Name, fmt.Sprintf("%s/%d", n.IP, bits)); err != nil {
+			return nil, err
+		}
+		// A node routes between its pods and the underlay.
+		if err := run(ctx, "ip", "netns", "exec", n.NetNS, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"); err != nil {
+			return nil, fmt.Errorf("enable forwarding in netns %s: %w", n.NetNS, err)
+		}
+		nodes = append(nodes, n)
+		if err := t.store.update(func(st *State) { st.Nodes = append(st.Nodes, n) }); err != nil {
+			return nil, err
+		}
+	}
+	klog.InfoS("Lab topology created", "underlay", underlayPrefix.String(), "controlPlane", controlPlaneIP().String(), "nodes", len(nodes))
+	return nodes, nil
+}
+
+// deleteNetNS removes a network namespace (and with it every link inside).
+func deleteNetNS(ctx context.Context, name string) error {
+	if _, err := os.Stat(netnsPath(name)); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := run(ctx, "ip", "netns", "del", name); err != nil {
+		return fmt.Errorf("delete netns %s: %w", name, err)
+	}
+	return nil
+}
+
+// labNetNS lists the existing namespaces with the lab's prefix: the ones the
+// supervisor made and the pods' ones the node simulators made.
+func labNetNS() []string {
+	entries, err := os.ReadDir(netnsDir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), NetNSPrefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
