@@ -24,10 +24,10 @@ const multipartMore uint16 = 1
 
 // Wildcards of requests.
 const (
-	PortAny  uint32 = 0xffffffff // OFPP_ANY
-	GroupAny uint32 = 0xffffffff // OFPG_ANY: no out_group filter
-	GroupAll uint32 = 0xfffffffc // OFPG_ALL: every group
-	TableAll uint8  = 0xff       // OFPTT_ALL
+	ofppAny   uint32 = 0xffffffff // OFPP_ANY
+	ofpgAny   uint32 = 0xffffffff // OFPG_ANY: no out_group filter
+	ofpgAll   uint32 = 0xfffffffc // OFPG_ALL: every group
+	AllTables uint8  = 0xff       // OFPTT_ALL: every table
 )
 
 // MultipartRequest is OFPT_MULTIPART_REQUEST with an encoded request body.
@@ -96,7 +96,7 @@ func (c *Conn) handleMultipart(h Header, body []byte) {
 
 // FlowStatsRequest selects flows for a flow stats (OFPMP_FLOW_DESC) request.
 type FlowStatsRequest struct {
-	// TableID, or TableAll.
+	// TableID, or AllTables.
 	TableID uint8
 	// OutPort and OutGroup filter by output; zero values mean any.
 	OutPort, OutGroup uint32
@@ -111,10 +111,10 @@ type FlowStatsRequest struct {
 func (r FlowStatsRequest) Encode() *MultipartRequest {
 	outPort, outGroup := r.OutPort, r.OutGroup
 	if outPort == 0 {
-		outPort = PortAny
+		outPort = ofppAny
 	}
 	if outGroup == 0 {
-		outGroup = GroupAny
+		outGroup = ofpgAny
 	}
 	b := make([]byte, 0, 40+len(r.Match)+8)
 	b = append(b, r.TableID, 0, 0, 0)
@@ -158,7 +158,7 @@ func (c *Conn) TableStatsRaw(ctx context.Context) ([]byte, error) {
 	return c.Multipart(ctx, &MultipartRequest{Type: MultipartTable})
 }
 
-// PortStatsRaw returns the port stats entries of a port (or PortAny).
+// PortStatsRaw returns the port stats entries of a port (0xffffffff for all).
 func (c *Conn) PortStatsRaw(ctx context.Context, port uint32) ([]byte, error) {
 	return c.Multipart(ctx, portOrGroupRequest(MultipartPortStats, port))
 }
@@ -166,17 +166,17 @@ func (c *Conn) PortStatsRaw(ctx context.Context, port uint32) ([]byte, error) {
 // PortDescRaw returns the ofp_port entries of every port.
 func (c *Conn) PortDescRaw(ctx context.Context) ([]byte, error) {
 	if c.version >= Version15 {
-		return c.Multipart(ctx, portOrGroupRequest(MultipartPortDesc, PortAny))
+		return c.Multipart(ctx, portOrGroupRequest(MultipartPortDesc, ofppAny))
 	}
 	return c.Multipart(ctx, &MultipartRequest{Type: MultipartPortDesc})
 }
 
-// GroupStatsRaw returns the group stats entries of a group (or GroupAll).
+// GroupStatsRaw returns the group stats entries of a group (0xfffffffc, OFPG_ALL, for all).
 func (c *Conn) GroupStatsRaw(ctx context.Context, group uint32) ([]byte, error) {
 	return c.Multipart(ctx, portOrGroupRequest(MultipartGroupStats, group))
 }
 
-// GroupDescRaw returns the group desc entries of a group (or GroupAll; 1.3
+// GroupDescRaw returns the group desc entries of a group (0xfffffffc for all; 1.3
 // always returns every group).
 func (c *Conn) GroupDescRaw(ctx context.Context, group uint32) ([]byte, error) {
 	if c.version >= Version15 {
