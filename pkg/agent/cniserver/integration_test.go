@@ -3,12 +3,15 @@ package cniserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
@@ -119,5 +122,245 @@ func TestAPodGetsEth0WithItsAddressPortAndFlowsAndDelRemovesThemAll(t *testing.T
 	}
 	if err := e.cni.DelNetworkList(ctx, e.list, p.rt); err != nil {
 		t.Errorf("second DEL: %v", err)
+	}
+}
+
+func TestAnAddThatFailsAtAnyStepIsRolledBackCompletely(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	e := newEnv(t, true)
+	for _, tc := range []struct {
+		step string
+		code cnipb.ErrorCode
+	}{
+		{stepIPAM, cnipb.ErrorCode_IPAM_FAILURE},
+		{stepInterface, cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE},
+		{stepOVSPort, cnipb.ErrorCode_OVS_PORT_FAILURE},
+		{stepOFPort, cnipb.ErrorCode_OVS_PORT_FAILURE},
+		{stepFlows, cnipb.ErrorCode_FLOW_INSTALL_FAILURE},
+	} {
+		t.Run("failing after "+tc.step, func(t *testing.T) {
+			e.srv.inject = func(step string) error {
+				if step == tc.step {
+					return fmt.Errorf("injected failure at %s", step)
+				}
+				return nil
+			}
+			defer func() { e.srv.inject = nil }()
+			p := e.newPod("fail-" + tc.step)
+			_, err := e.cni.AddNetworkList(ctxT(t), e.list, p.rt)
+			if err == nil || cniCode(err) != uint(tc.code) || !strings.Contains(err.Error(), "injected failure at "+tc.step) {
+				t.Fatalf("ADD = %v, want CNI error %d carrying the injected failure", err, tc.code)
+			}
+			if left := e.leftovers(); len(left) > 0 {
+				t.Errorf("after the failed ADD: %v", left)
+			}
+			if links := inPod(t, p, "ip", "-o", "link", "show"); strings.Contains(links, "eth0") {
+				t.Errorf("eth0 left in the pod: %s", links)
+			}
+			if n := len(e.srv.Attachments()); n != 0 {
+				t.Errorf("%d attachments recorded after a failed ADD", n)
+			}
+			// The same pod then comes up once the failure is gone.
+			e.srv.inject = nil
+			if _, err := e.cni.AddNetworkList(ctxT(t), e.list, p.rt); err != nil {
+				t.Fatalf("ADD after the failure is gone: %v", err)
+			}
+			if err := e.cni.DelNetworkList(ctxT(t), e.list, p.rt); err != nil {
+				t.Fatalf("DEL: %v", err)
+			}
+		})
+	}
+}
+
+func TestFiftyConcurrentAddsThenDelsLeaveNoIPVethPortOrFlowBehind(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	e := newEnv(t, true)
+	const n = 50
+	pods := make([]*pod, n)
+	for i := range pods {
+		pods[i] = e.newPod(fmt.Sprintf("load-%02d", i))
+	}
+	run := func(verb string, fn func(int, *pod) error) {
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i, p := range pods {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = fn(i, p)
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("%s of %s: %v", verb, pods[i].name, err)
+			}
+		}
+	}
+	ips := make([]string, n)
+	run("ADD", func(i int, p *pod) error {
+		r, err := e.cni.AddNetworkList(ctxT(t), e.list, p.rt)
+		if err != nil {
+			return err
+		}
+		res, err := current.NewResultFromResult(r)
+		if err != nil {
+			return err
+		}
+		ips[i] = res.IPs[0].Address.IP.String()
+		return nil
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	seen := map[string]bool{}
+	for i, ip := range ips {
+		if seen[ip] {
+			t.Errorf("address %s handed out twice (pod %s)", ip, pods[i].name)
+		}
+		seen[ip] = true
+	}
+	if ports, _ := e.ovs.Vsctl("list-ports", testBridge); len(strings.Fields(ports)) != n {
+		t.Errorf("%d OVS ports after %d ADDs", len(strings.Fields(ports)), n)
+	}
+	run("DEL", func(_ int, p *pod) error { return e.cni.DelNetworkList(ctxT(t), e.list, p.rt) })
+	if left := e.leftovers(); len(left) > 0 {
+		t.Errorf("after %d ADDs and DELs: %v", n, left)
+	}
+}
+
+func TestMalformedRequestsAreRejectedNamingTheField(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	e := newEnv(t, true)
+	p := e.newPod("bad")
+	for _, tc := range []struct {
+		name   string
+		change func(rt *libcni.RuntimeConf)
+		code   cnipb.ErrorCode
+		want   string
+	}{
+		{"a missing pod name", func(rt *libcni.RuntimeConf) { rt.Args = rt.Args[:2] }, cnipb.ErrorCode_INVALID_ENVIRONMENT_VARIABLES, "K8S_POD_NAME is missing"},
+		{"a missing pod namespace", func(rt *libcni.RuntimeConf) { rt.Args = [][2]string{{"K8S_POD_NAME", "x"}} }, cnipb.ErrorCode_INVALID_ENVIRONMENT_VARIABLES, "K8S_POD_NAMESPACE is missing"},
+		{"a netns that does not exist", func(rt *libcni.RuntimeConf) { rt.NetNS = "/var/run/netns/cnitest-none" }, cnipb.ErrorCode_INVALID_ENVIRONMENT_VARIABLES, "CNI_NETNS"},
+		// skel itself rejects this one before the request reaches the agent.
+		{"an interface name too long", func(rt *libcni.RuntimeConf) { rt.IfName = "eth0123456789abc" }, cnipb.ErrorCode_INVALID_ENVIRONMENT_VARIABLES, "interface name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := *p.rt
+			tc.change(&rt)
+			_, err := e.cni.AddNetworkList(ctxT(t), e.list, &rt)
+			if cniCode(err) != uint(tc.code) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ADD = %v, want CNI error %d naming %q", err, tc.code, tc.want)
+			}
+		})
+	}
+	t.Run("an unsupported cniVersion", func(t *testing.T) {
+		list, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"0.2.0","name":"antrea","plugins":[{"type":"antrea","agentSocket":"` + e.cfg.SocketPath + `"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.cni.AddNetworkList(ctxT(t), list, p.rt)
+		if cniCode(err) != uint(cnipb.ErrorCode_INCOMPATIBLE_CNI_VERSION) {
+			t.Errorf("ADD = %v, want CNI error 1", err)
+		}
+	})
+	if left := e.leftovers(); len(left) > 0 {
+		t.Errorf("after rejected requests: %v", left)
+	}
+}
+
+func TestDelSucceedsForAPodNeverAddedTwiceAndAfterItsNetnsIsGone(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	e := newEnv(t, true)
+	never := e.newPod("never")
+	if err := e.cni.DelNetworkList(ctxT(t), e.list, never.rt); err != nil {
+		t.Errorf("DEL of a pod never added: %v", err)
+	}
+	p := e.newPod("gone")
+	if _, err := e.cni.AddNetworkList(ctxT(t), e.list, p.rt); err != nil {
+		t.Fatal(err)
+	}
+	nsName := strings.TrimPrefix(p.netns, "/var/run/netns/")
+	if out, err := exec.Command("ip", "netns", "del", nsName).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns del: %v: %s", err, out)
+	}
+	for i := 0; i < 2; i++ {
+		if err := e.cni.DelNetworkList(ctxT(t), e.list, p.rt); err != nil {
+			t.Errorf("DEL %d after the netns is gone: %v", i+1, err)
+		}
+	}
+	if left := e.leftovers(); len(left) > 0 {
+		t.Errorf("after DEL: %v", left)
+	}
+}
+
+func TestARestartedServerRecoversItsPodsFromOVSAndItsAddressesFromDisk(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	e := newEnv(t, true)
+	p := e.newPod("survivor")
+	if _, err := e.cni.AddNetworkList(ctxT(t), e.list, p.rt); err != nil {
+		t.Fatal(err)
+	}
+	e.stopSrv()
+	e.startServer(true)
+	if err := e.cni.CheckNetworkList(ctxT(t), e.list, p.rt); err != nil {
+		t.Errorf("CHECK after a restart: %v", err)
+	}
+	// The address is still taken: a new pod gets the next one.
+	q := e.newPod("newcomer")
+	r, err := e.cni.AddNetworkList(ctxT(t), e.list, q.rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := current.NewResultFromResult(r)
+	if got := res.IPs[0].Address.IP.String(); got != "10.123.1.3" {
+		t.Errorf("new pod after restart got %s, want 10.123.1.3", got)
+	}
+	for _, pp := range []*pod{p, q} {
+		if err := e.cni.DelNetworkList(ctxT(t), e.list, pp.rt); err != nil {
+			t.Errorf("DEL %s: %v", pp.name, err)
+		}
+	}
+	if left := e.leftovers(); len(left) > 0 {
+		t.Errorf("after DEL: %v", left)
+	}
+}
+
+func TestStatusFollowsReadinessAndGCRemovesAttachmentsTheRuntimeNoLongerKnows(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	e := newEnv(t, false)
+	err := e.cni.GetStatusNetworkList(ctxT(t), e.list)
+	if cniCode(err) != uint(cnipb.ErrorCode_PLUGIN_NOT_AVAILABLE) {
+		t.Errorf("STATUS before ready = %v, want CNI error 50", err)
+	}
+	p, q := e.newPod("keep"), e.newPod("stale")
+	_, err = e.cni.AddNetworkList(ctxT(t), e.list, p.rt)
+	if cniCode(err) != uint(cnipb.ErrorCode_TRY_AGAIN_LATER) {
+		t.Errorf("ADD before ready = %v, want CNI error 11", err)
+	}
+	e.srv.SetReady()
+	if err := e.cni.GetStatusNetworkList(ctxT(t), e.list); err != nil {
+		t.Errorf("STATUS when ready: %v", err)
+	}
+	for _, pp := range []*pod{p, q} {
+		if _, err := e.cni.AddNetworkList(ctxT(t), e.list, pp.rt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = e.cni.GCNetworkList(ctxT(t), e.list, &libcni.GCArgs{ValidAttachments: []types.GCAttachment{{ContainerID: p.rt.ContainerID, IfName: "eth0"}}})
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if err := e.cni.CheckNetworkList(ctxT(t), e.list, p.rt); err != nil {
+		t.Errorf("CHECK of the valid pod after GC: %v", err)
+	}
+	if _, err := e.ports.GetPortData(ctxT(t), e.hostIfName(q)); err == nil {
+		t.Errorf("OVS port of the stale pod survived GC")
+	}
+	if err := e.cni.DelNetworkList(ctxT(t), e.list, p.rt); err != nil {
+		t.Fatal(err)
+	}
+	if left := e.leftovers(); len(left) > 0 {
+		t.Errorf("after GC and DEL: %v", left)
 	}
 }
