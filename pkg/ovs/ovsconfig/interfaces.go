@@ -203,6 +203,4 @@ type OVSBridgeClient interface {
 	GetExternalIDs(ctx context.Context) (map[string]string, error)
 	// SetExternalIDs merges keys into the bridge's external_ids.
 	SetExternalIDs(ctx context.Context, externalIDs map[string]string) error
-	// Close disconnects from ovsdb-server.
-	Close()
 }

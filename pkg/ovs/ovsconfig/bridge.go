@@ -1,0 +1,296 @@
+package ovsconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+	"k8s.io/klog/v2"
+)
+
+// ErrAlreadyExists is wrapped by errors about creating a port whose name is taken.
+var ErrAlreadyExists = errors.New("already exists")
+
+// bridgeProtocols are the OpenFlow versions the agent speaks: 1.5 for bundles
+// and packet-out matching, 1.3 for ovs-ofctl users' habits.
+func bridgeProtocols() []string { return []string{"OpenFlow13", "OpenFlow15"} }
+
+// isKnownInterfaceType says whether this client creates interfaces of type t;
+// anything else is refused before it reaches ovs-vswitchd, which would only
+// report it later in the interface's error column.
+func isKnownInterfaceType(t string) bool {
+	switch t {
+	case InterfaceTypeSystem, "system", InterfaceTypeInternal, "tap",
+		InterfaceTypeGeneve, InterfaceTypeVXLAN, "gre", "stt", InterfaceTypePatch:
+		return true
+	}
+	return false
+}
+
+// maxIfNameLen is IFNAMSIZ-1: the kernel's limit on a network device name.
+const maxIfNameLen = 15
+
+// OVSBridge implements OVSBridgeClient for one bridge over a Connection.
+type OVSBridge struct {
+	conn *Connection
+	cfg  BridgeConfig
+}
+
+var _ OVSBridgeClient = (*OVSBridge)(nil)
+
+// NewOVSBridge returns a client for the bridge cfg.Name; it does not create
+// the bridge (see Create).
+func NewOVSBridge(conn *Connection, cfg BridgeConfig) *OVSBridge {
+	if cfg.DatapathType == "" {
+		cfg.DatapathType = OVSDatapathSystem
+	}
+	return &OVSBridge{conn: conn, cfg: cfg}
+}
+
+// Connection returns the connection the bridge client uses.
+func (b *OVSBridge) Connection() *Connection { return b.conn }
+
+// GetBridgeName returns the bridge name.
+func (b *OVSBridge) GetBridgeName() string { return b.cfg.Name }
+
+// GetDatapathType returns the configured datapath type.
+func (b *OVSBridge) GetDatapathType() OVSDatapathType { return b.cfg.DatapathType }
+
+// GetOVSVersion returns ovs_version from the Open_vSwitch table.
+func (b *OVSBridge) GetOVSVersion(ctx context.Context) (string, error) {
+	return b.conn.GetOVSVersion(ctx)
+}
+
+func (b *OVSBridge) errNoBridge() error {
+	return fmt.Errorf("bridge %s %w", b.cfg.Name, ErrNotFound)
+}
+
+// bridge returns the bridge row from the cache, or nil when absent.
+func (b *OVSBridge) bridge(ctx context.Context) (*bridgeRow, error) {
+	var rows []bridgeRow
+	if err := b.conn.ovs.WhereCache(func(r *bridgeRow) bool { return r.Name == b.cfg.Name }).List(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("bridge %s: list: %w", b.cfg.Name, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return &rows[0], nil
+}
+
+// GetBridgeUUID returns the UUID of the bridge row.
+func (b *OVSBridge) GetBridgeUUID(ctx context.Context) (string, error) {
+	br, err := b.bridge(ctx)
+	if err != nil {
+		return "", err
+	}
+	if br == nil {
+		return "", b.errNoBridge()
+	}
+	return br.UUID, nil
+}
+
+func (b *OVSBridge) failMode() string {
+	if b.cfg.FailModeStandalone {
+		return "standalone"
+	}
+	return "secure"
+}
+
+// Create creates the bridge with its local internal port, or converges an
+// existing one to the configuration without replacing it.
+func (b *OVSBridge) Create(ctx context.Context) error {
+	what := "create bridge " + b.cfg.Name
+	return b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
+		br, err := b.bridge(ctx)
+		if err != nil {
+			return err
+		}
+		if br != nil {
+			return b.converge(ctx, br)
+		}
+		failMode := b.failMode()
+		ops, err := b.conn.ovs.Create(
+			&interfaceRow{UUID: "new_iface", Name: b.cfg.Name, Type: InterfaceTypeInternal},
+			&portRow{UUID: "new_port", Name: b.cfg.Name, Interfaces: []string{"new_iface"}},
+			&bridgeRow{
+				UUID:         "new_bridge",
+				Name:         b.cfg.Name,
+				Ports:        []string{"new_port"},
+				DatapathType: string(b.cfg.DatapathType),
+				Protocols:    bridgeProtocols(),
+				FailMode:     &failMode,
+				OtherConfig:  b.cfg.OtherConfig,
+				ExternalIDs:  b.cfg.ExternalIDs,
+			})
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		root, err := b.conn.root(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		mut, err := b.conn.ovs.Where(root).Mutate(root, model.Mutation{
+			Field: &root.Bridges, Mutator: ovsdb.MutateOperationInsert, Value: []string{"new_bridge"},
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if _, err := b.conn.transact(ctx, what, append(ops, mut...)); err != nil {
+			return err
+		}
+		klog.InfoS("Created OVS bridge", "bridge", b.cfg.Name, "datapathType", b.cfg.DatapathType)
+		return b.waitBridge(ctx, true)
+	})
+}
+
+// converge updates only the columns that differ, so a second bring-up writes
+// nothing and the bridge keeps its UUID and its flows.
+func (b *OVSBridge) converge(ctx context.Context, br *bridgeRow) error {
+	want := *br
+	var fields []interface{}
+	if want.DatapathType != string(b.cfg.DatapathType) {
+		want.DatapathType = string(b.cfg.DatapathType)
+		fields = append(fields, &want.DatapathType)
+	}
+	if !sameSet(want.Protocols, bridgeProtocols()) {
+		want.Protocols = bridgeProtocols()
+		fields = append(fields, &want.Protocols)
+	}
+	if fm := b.failMode(); want.FailMode == nil || *want.FailMode != fm {
+		want.FailMode = &fm
+		fields = append(fields, &want.FailMode)
+	}
+	if merged, changed := mergeMap(want.OtherConfig, b.cfg.OtherConfig); changed {
+		want.OtherConfig = merged
+		fields = append(fields, &want.OtherConfig)
+	}
+	if merged, changed := mergeMap(want.ExternalIDs, b.cfg.ExternalIDs); changed {
+		want.ExternalIDs = merged
+		fields = append(fields, &want.ExternalIDs)
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	what := "update bridge " + b.cfg.Name
+	ops, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Update(&want, fields...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if _, err := b.conn.transact(ctx, what, ops); err != nil {
+		return err
+	}
+	klog.InfoS("Updated OVS bridge", "bridge", b.cfg.Name, "columns", len(fields))
+	return nil
+}
+
+// waitBridge waits until the cache shows the bridge present (or absent).
+func (b *OVSBridge) waitBridge(ctx context.Context, present bool) error {
+	return waitFor(ctx, func() (bool, error) {
+		br, err := b.bridge(ctx)
+		return (br != nil) == present, err
+	})
+}
+
+// Delete deletes the bridge; its ports and interfaces go with it.
+func (b *OVSBridge) Delete(ctx context.Context) error {
+	what := "delete bridge " + b.cfg.Name
+	return b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
+		br, err := b.bridge(ctx)
+		if err != nil {
+			return err
+		}
+		if br == nil {
+			if retry {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", what, b.errNoBridge())
+		}
+		root, err := b.conn.root(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		ops, err := b.conn.ovs.Where(root).Mutate(root, model.Mutation{
+			Field: &root.Bridges, Mutator: ovsdb.MutateOperationDelete, Value: []string{br.UUID},
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		del, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Delete()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if _, err := b.conn.transact(ctx, what, append(ops, del...)); err != nil {
+			return err
+		}
+		klog.InfoS("Deleted OVS bridge", "bridge", b.cfg.Name)
+		return b.waitBridge(ctx, false)
+	})
+}
+
+// GetExternalIDs returns the bridge's external_ids.
+func (b *OVSBridge) GetExternalIDs(ctx context.Context) (map[string]string, error) {
+	br, err := b.bridge(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if br == nil {
+		return nil, b.errNoBridge()
+	}
+	return maps.Clone(br.ExternalIDs), nil
+}
+
+// SetExternalIDs merges keys into the bridge's external_ids.
+func (b *OVSBridge) SetExternalIDs(ctx context.Context, externalIDs map[string]string) error {
+	what := "set external_ids of bridge " + b.cfg.Name
+	return b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
+		br, err := b.bridge(ctx)
+		if err != nil {
+			return err
+		}
+		if br == nil {
+			return fmt.Errorf("%s: %w", what, b.errNoBridge())
+		}
+		merged, changed := mergeMap(br.ExternalIDs, externalIDs)
+		if !changed {
+			return nil
+		}
+		br.ExternalIDs = merged
+		ops, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Update(br, &br.ExternalIDs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		_, err = b.conn.transact(ctx, what, ops)
+		return err
+	})
+}
+
+// sameSet says whether a and b hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	as, bs := slices.Clone(a), slices.Clone(b)
+	slices.Sort(as)
+	slices.Sort(bs)
+	return slices.Equal(as, bs)
+}
+
+// mergeMap returns base with add's keys set, and whether anything changed.
+func mergeMap(base, add map[string]string) (map[string]string, bool) {
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]string{}
+	}
+	changed := false
+	for k, v := range add {
+		if old, ok := out[k]; !ok || old != v {
+			out[k] = v
+			changed = true
+		}
+	}
+	return out, changed
+}

@@ -1,0 +1,217 @@
+package ovsconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"syscall"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/stdr"
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+	"k8s.io/klog/v2"
+	"log"
+	"os"
+)
+
+const (
+	// reconnectInterval is how often a lost connection is retried. A constant
+	// back-off never gives up: libovsdb panics when its back-off stops.
+	reconnectInterval = 200 * time.Millisecond
+	// pollInterval is how often the monitored cache is polled while waiting
+	// for ovs-vswitchd to fill a column (ofport) or for our own write to be
+	// reflected.
+	pollInterval = 20 * time.Millisecond
+)
+
+// Connection is a monitored connection to one ovsdb-server. Several
+// OVSBridge values (br-int, br-phy) share one Connection.
+type Connection struct {
+	endpoint string
+	ovs      client.Client
+}
+
+// Connect opens a connection to the ovsdb-server at endpoint ("unix:PATH" or
+// "tcp:HOST:PORT"), monitors the Open_vSwitch, Bridge, Port and Interface
+// tables, and keeps reconnecting when the server goes away until Close.
+func Connect(ctx context.Context, endpoint string) (*Connection, error) {
+	dbModel, err := newClientDBModel()
+	if err != nil {
+		return nil, err
+	}
+	// libovsdb logs to stderr by default; our own structured logs say what
+	// matters. OVSCONFIG_DEBUG=1 shows libovsdb's messages (cache updates,
+	// transactions) when a monitor misbehaves.
+	libLog := logr.Discard()
+	if os.Getenv("OVSCONFIG_DEBUG") != "" {
+		libLog = stdr.New(log.New(os.Stderr, "libovsdb ", 0))
+		stdr.SetVerbosity(5)
+	}
+	ovs, err := client.NewOVSDBClient(dbModel,
+		client.WithEndpoint(endpoint),
+		client.WithLogger(&libLog),
+		client.WithReconnect(5*time.Second, backoff.NewConstantBackOff(reconnectInterval)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("OVSDB client for %s: %w", endpoint, err)
+	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	if err := ovs.Connect(ctx); err != nil {
+		return nil, fmt.Errorf("connect to ovsdb-server at %s: %w", endpoint, err)
+	}
+	// Columns are listed: a monitor without them asks for every column of the
+	// schema, and libovsdb then drops whole updates (ofport included) that
+	// carry a column our models do not have.
+	var tables []client.MonitorOption
+	for _, m := range []model.Model{&ovsRow{}, &bridgeRow{}, &portRow{}, &interfaceRow{}} {
+		tables = append(tables, client.WithTable(m, modelColumns(m)...))
+	}
+	if _, err := ovs.Monitor(ctx, ovs.NewMonitor(tables...)); err != nil {
+		ovs.Close()
+		return nil, fmt.Errorf("monitor ovsdb-server at %s: %w", endpoint, err)
+	}
+	klog.V(2).InfoS("Connected to ovsdb-server", "endpoint", endpoint)
+	return &Connection{endpoint: endpoint, ovs: ovs}, nil
+}
+
+// Endpoint is the ovsdb-server address this connection uses.
+func (c *Connection) Endpoint() string { return c.endpoint }
+
+// Connected says whether the connection is currently up.
+func (c *Connection) Connected() bool { return c.ovs.Connected() }
+
+// Close disconnects; the connection does not reconnect afterwards.
+func (c *Connection) Close() { c.ovs.Close() }
+
+// GetOVSVersion returns ovs_version from the Open_vSwitch table.
+func (c *Connection) GetOVSVersion(ctx context.Context) (string, error) {
+	root, err := c.root(ctx)
+	if err != nil {
+		return "", err
+	}
+	if root.OVSVersion == nil || *root.OVSVersion == "" {
+		return "", fmt.Errorf("Open_vSwitch table: ovs_version is not set (has ovs-vswitchd started?): %w", ErrNotFound)
+	}
+	return *root.OVSVersion, nil
+}
+
+// root returns the single row of the Open_vSwitch table.
+func (c *Connection) root(ctx context.Context) (*ovsRow, error) {
+	var rows []ovsRow
+	if err := c.ovs.List(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("list Open_vSwitch table: %w", err)
+	}
+	if len(rows) != 1 {
+		return nil, fmt.Errorf("Open_vSwitch table has %d rows, want 1 (run ovs-vsctl init): %w", len(rows), ErrNotFound)
+	}
+	return &rows[0], nil
+}
+
+// withDefaultTimeout bounds ctx by DefaultTimeout unless it already has a deadline.
+func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, DefaultTimeout)
+}
+
+// isConnectionError says whether err means the transaction may not have
+// reached ovsdb-server, or its answer was lost, because the connection broke.
+func (c *Connection) isConnectionError(err error) bool {
+	if errors.Is(err, client.ErrNotConnected) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	// rpc2 reports a closed connection with its own error values; whatever the
+	// value, a broken connection is what matters.
+	return !c.ovs.Connected()
+}
+
+// do runs attempt until it succeeds, fails for a reason other than a broken
+// connection, or ctx (bounded by DefaultTimeout) ends. retry tells attempt
+// that an earlier try may have been applied without us hearing the answer, so
+// it must check the database before writing again: that is what keeps a write
+// during an ovsdb-server restart from being lost or applied twice.
+func (c *Connection) do(ctx context.Context, what string, attempt func(ctx context.Context, retry bool) error) error {
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	for retry := false; ; retry = true {
+		err := attempt(ctx, retry)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || !c.isConnectionError(err) {
+			return err
+		}
+		klog.InfoS("OVSDB connection lost, retrying once reconnected", "operation", what, "endpoint", c.endpoint, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: ovsdb-server at %s did not come back: %w (last error: %v)", what, c.endpoint, ctx.Err(), err)
+		case <-time.After(reconnectInterval):
+		}
+	}
+}
+
+// transact sends ops in one transaction and turns failed operations into one
+// error prefixed with what.
+func (c *Connection) transact(ctx context.Context, what string, ops []ovsdb.Operation) ([]ovsdb.OperationResult, error) {
+	results, err := c.ovs.Transact(ctx, ops...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: transaction: %w", what, err)
+	}
+	opErrs, err := ovsdb.CheckOperationResults(results, ops)
+	if err != nil {
+		if len(opErrs) > 0 {
+			errs := make([]error, 0, len(opErrs))
+			for _, e := range opErrs {
+				errs = append(errs, e)
+			}
+			return nil, fmt.Errorf("%s: %w", what, errors.Join(errs...))
+		}
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return results, nil
+}
+
+// waitFor polls the monitored cache until cond holds or ctx ends; it is how
+// a caller reads its own write (the monitor update arrives after the
+// transaction's reply) and how it waits for ovs-vswitchd to fill a column.
+func waitFor(ctx context.Context, cond func() (bool, error)) error {
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
+
+// modelColumns returns pointers to the fields of model m (a pointer to one of
+// our row structs) that map to columns other than _uuid, as libovsdb's
+// WithTable wants them.
+func modelColumns(m model.Model) []interface{} {
+	v := reflect.ValueOf(m).Elem()
+	var fields []interface{}
+	for i := 0; i < v.NumField(); i++ {
+		if col := v.Type().Field(i).Tag.Get("ovsdb"); col != "" && col != "_uuid" {
+			fields = append(fields, v.Field(i).Addr().Interface())
+		}
+	}
+	return fields
+}

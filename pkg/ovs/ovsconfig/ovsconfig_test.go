@@ -1,0 +1,472 @@
+package ovsconfig
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"antrea.io/antrea/pkg/ovs/ovsinstance"
+)
+
+const nsPrefix = "ovsdb"
+
+// startOVS starts a private OVS instance and connects a client to it; both go
+// away when the test ends.
+func startOVS(t *testing.T) (*ovsinstance.Instance, *Connection) {
+	t.Helper()
+	in := ovsinstance.StartForTest(t, nsPrefix)
+	return in, connect(t, in)
+}
+
+func connect(t *testing.T, in *ovsinstance.Instance) *Connection {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := Connect(ctx, in.DBEndpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+func newBridge(t *testing.T, conn *Connection, name string) *OVSBridge {
+	t.Helper()
+	br := NewOVSBridge(conn, BridgeConfig{Name: name, DatapathType: OVSDatapathNetdev})
+	if err := br.Create(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	return br
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func vsctl(t *testing.T, in *ovsinstance.Instance, args ...string) string {
+	t.Helper()
+	out, err := in.Vsctl(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// addVeth creates a veth pair inside the instance's netns (where ovs-vswitchd
+// opens system ports); the netns removal deletes it.
+func addVeth(t *testing.T, in *ovsinstance.Instance, name, peer string) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"-n", in.NetNS(), "link", "add", name, "type", "veth", "peer", "name", peer},
+		{"-n", in.NetNS(), "link", "set", name, "up"},
+		{"-n", in.NetNS(), "link", "set", peer, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+}
+
+func TestBridgeCreateConvergesWithoutReplacingTheBridge(t *testing.T) {
+	in, conn := startOVS(t)
+	ctx := testCtx(t)
+	br := NewOVSBridge(conn, BridgeConfig{
+		Name: "br-int", DatapathType: OVSDatapathNetdev,
+		OtherConfig: map[string]string{"disable-in-band": "true"}, ExternalIDs: map[string]string{"owner": "antrea"},
+	})
+	if err := br.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	uuid1, err := br.GetBridgeUUID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for col, want := range map[string]string{
+		"datapath_type": "netdev", "fail_mode": "secure", "protocols": "[OpenFlow13, OpenFlow15]",
+		"other_config:disable-in-band": `"true"`, "external_ids:owner": "antrea", "_uuid": uuid1,
+	} {
+		if got := vsctl(t, in, "get", "bridge", "br-int", col); got != want {
+			t.Errorf("bridge column %s = %s, want %s", col, got, want)
+		}
+	}
+	// A drifted column is put back; the bridge keeps its UUID.
+	vsctl(t, in, "set", "bridge", "br-int", "fail_mode=standalone")
+	// Create reads the monitored cache; let the drift reach it first.
+	if err := waitFor(ctx, func() (bool, error) {
+		row, err := br.bridge(ctx)
+		return err == nil && row != nil && row.FailMode != nil && *row.FailMode == "standalone", err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := vsctl(t, in, "get", "bridge", "br-int", "fail_mode"); got != "secure" {
+		t.Errorf("fail_mode after second Create = %s, want secure", got)
+	}
+	if uuid2, _ := br.GetBridgeUUID(ctx); uuid2 != uuid1 {
+		t.Errorf("second Create replaced the bridge: uuid %s, want %s", uuid2, uuid1)
+	}
+	// The bridge's local internal port exists, as with ovs-vsctl add-br.
+	if out, err := in.Run("ip", "link", "show", "br-int"); err != nil {
+		t.Errorf("local port br-int should exist: %v %s", err, out)
+	}
+	if err := br.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out := vsctl(t, in, "list-br"); out != "" {
+		t.Errorf("bridges after Delete: %q, want none", out)
+	}
+}
+
+func TestEveryPortKindIsCreatedReadBackAndDeleted(t *testing.T) {
+	in, conn := startOVS(t)
+	ctx := testCtx(t)
+	br := newBridge(t, conn, "br-int")
+	addVeth(t, in, "pod1-host", "pod1-eth0")
+
+	tests := []struct {
+		name       string
+		create     func() (string, error)
+		port       string
+		wantOFPort int32 // 0: any positive number
+		wantType   string
+		wantCols   map[string]string
+	}{
+		{
+			name: "a veth end becomes a system port with its external_ids",
+			port: "pod1-host",
+			create: func() (string, error) {
+				return br.CreatePort(ctx, "pod1-host", map[string]string{"container-id": "c1"})
+			},
+			wantCols: map[string]string{
+				"interface:type": `""`, "port:external_ids:container-id": "c1",
+			},
+		},
+		{
+			name: "an internal port gets the requested MAC and OpenFlow port",
+			port: "gw0",
+			create: func() (string, error) {
+				return br.CreateInternalPort(ctx, "gw0", 2, "0a:00:00:00:00:02", nil)
+			},
+			wantOFPort: 2,
+			wantType:   "internal",
+			wantCols:   map[string]string{"interface:type": "internal", "interface:mac": `"0a:00:00:00:00:02"`},
+		},
+		{
+			name: "a flow-based Geneve tunnel gets remote_ip=flow and key=flow",
+			port: "tun-geneve",
+			create: func() (string, error) {
+				return br.CreateTunnelPort(ctx, TunnelConfig{Name: "tun-geneve", Type: GeneveTunnel, OFPortRequest: 1})
+			},
+			wantOFPort: 1,
+			wantType:   "geneve",
+			wantCols: map[string]string{
+				"interface:type": "geneve", "interface:options:remote_ip": "flow", "interface:options:key": "flow",
+			},
+		},
+		{
+			name: "a flow-based VXLAN tunnel carries the checksum option",
+			port: "tun-vxlan",
+			create: func() (string, error) {
+				return br.CreateTunnelPort(ctx, TunnelConfig{Name: "tun-vxlan", Type: VXLANTunnel, CSum: true})
+			},
+			wantType: "vxlan",
+			wantCols: map[string]string{
+				"interface:type": "vxlan", "interface:options:remote_ip": "flow", "interface:options:csum": `"true"`,
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			uuid, err := tc.create()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ofPort, err := br.GetOFPort(ctx, tc.port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ofPort <= 0 || (tc.wantOFPort != 0 && ofPort != tc.wantOFPort) {
+				t.Errorf("ofport = %d, want %d (0: any positive)", ofPort, tc.wantOFPort)
+			}
+			if got := vsctl(t, in, "get", "interface", tc.port, "ofport"); got != itoa(ofPort) {
+				t.Errorf("ovs-vsctl says ofport %s, client says %d", got, ofPort)
+			}
+			if got := vsctl(t, in, "get", "port", tc.port, "_uuid"); got != uuid {
+				t.Errorf("port uuid = %s, client returned %s", got, uuid)
+			}
+			for col, want := range tc.wantCols {
+				table, rest, _ := strings.Cut(col, ":")
+				if got := vsctl(t, in, "get", table, tc.port, rest); got != want {
+					t.Errorf("%s = %s, want %s", col, got, want)
+				}
+			}
+			data, err := br.GetPortData(ctx, tc.port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if data.UUID != uuid || data.OFPort != ofPort || data.IFType != tc.wantType || data.IFName != tc.port {
+				t.Errorf("GetPortData = %+v, want uuid %s ofport %d type %q", data, uuid, ofPort, tc.wantType)
+			}
+			if err := br.DeletePort(ctx, uuid); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := in.Vsctl("get", "port", tc.port, "_uuid"); err == nil {
+				t.Errorf("port %s still exists after DeletePort: %s", tc.port, out)
+			}
+			if out, err := in.Vsctl("get", "interface", tc.port, "_uuid"); err == nil {
+				t.Errorf("interface %s still exists after DeletePort: %s", tc.port, out)
+			}
+			if _, err := br.GetPortData(ctx, tc.port); !errors.Is(err, ErrNotFound) {
+				t.Errorf("GetPortData after delete: err = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+func TestMistakesAreAnsweredWithAnErrorNamingTheObject(t *testing.T) {
+	in, conn := startOVS(t)
+	ctx := testCtx(t)
+	br := newBridge(t, conn, "br-int")
+	missing := NewOVSBridge(conn, BridgeConfig{Name: "br-missing", DatapathType: OVSDatapathNetdev})
+	if _, err := br.CreateInternalPort(ctx, "dup0", 0, "", nil); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name     string
+		call     func() error
+		wantText string
+		wantIs   error
+	}{
+		{
+			name: "a bad port type names the port and the type",
+			call: func() error {
+				_, err := br.CreatePortWithConfig(ctx, PortConfig{Name: "p1", Type: "bogus"})
+				return err
+			},
+			wantText: `port p1: bad type "bogus"`,
+		},
+		{
+			name:     "a bad tunnel type names the port",
+			call:     func() error { _, err := br.CreateTunnelPort(ctx, TunnelConfig{Name: "t1", Type: "gre6"}); return err },
+			wantText: `port t1: bad tunnel type "gre6"`,
+		},
+		{
+			name:     "a port on a missing bridge names the bridge",
+			call:     func() error { _, err := missing.CreatePort(ctx, "p2", nil); return err },
+			wantText: "bridge br-missing not found",
+			wantIs:   ErrNotFound,
+		},
+		{
+			name:     "the OpenFlow port of a missing interface names it",
+			call:     func() error { _, err := br.GetOFPort(ctx, "nope0"); return err },
+			wantText: "interface nope0 not found",
+			wantIs:   ErrNotFound,
+		},
+		{
+			name: "a system port without a device reports ovs-vswitchd's reason",
+			call: func() error {
+				_, err := br.CreatePort(ctx, "ghost0", nil)
+				_, err2 := br.GetOFPort(ctx, "ghost0")
+				return errors.Join(err, err2)
+			},
+			wantText: "interface ghost0: ovs-vswitchd failed to add it (ofport -1): could not open network device ghost0",
+		},
+		{
+			name:     "a second port with a taken name is refused",
+			call:     func() error { _, err := br.CreateInternalPort(ctx, "dup0", 0, "", nil); return err },
+			wantText: "port dup0 already exists",
+			wantIs:   ErrAlreadyExists,
+		},
+		{
+			name:     "deleting a missing bridge names it",
+			call:     func() error { return missing.Delete(ctx) },
+			wantText: "bridge br-missing not found",
+			wantIs:   ErrNotFound,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if err == nil || !strings.Contains(err.Error(), tc.wantText) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.wantText)
+			}
+			if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
+				t.Errorf("err = %v, want errors.Is %v", err, tc.wantIs)
+			}
+		})
+	}
+	if out := vsctl(t, in, "list-ports", "br-int"); strings.Contains(out, "p1") {
+		t.Errorf("a refused port reached OVSDB: %s", out)
+	}
+}
+
+func TestExternalIDsSurviveAClientRestart(t *testing.T) {
+	in, conn := startOVS(t)
+	ctx := testCtx(t)
+	br := newBridge(t, conn, "br-int")
+	ids := map[string]string{"container-id": "abc", "pod-name": "web", "pod-namespace": "ns1", "ip-address": "10.0.0.5"}
+	uuid, err := br.CreateInternalPort(ctx, "pod-web", 0, "", ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+
+	br2 := NewOVSBridge(connect(t, in), BridgeConfig{Name: "br-int", DatapathType: OVSDatapathNetdev})
+	ports, err := br2.GetPortList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *OVSPortData
+	for i := range ports {
+		if ports[i].Name == "pod-web" {
+			found = &ports[i]
+		}
+	}
+	if found == nil {
+		t.Fatalf("port pod-web missing from %+v", ports)
+	}
+	if found.UUID != uuid {
+		t.Errorf("uuid = %s, want %s", found.UUID, uuid)
+	}
+	for k, v := range ids {
+		if found.ExternalIDs[k] != v {
+			t.Errorf("external_ids[%s] = %q, want %q", k, found.ExternalIDs[k], v)
+		}
+	}
+	if err := br2.SetPortExternalIDs(ctx, "pod-web", map[string]string{"container-id": "xyz"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := vsctl(t, in, "get", "port", "pod-web", "external_ids"); got != `{container-id=xyz}` {
+		t.Errorf("external_ids after SetPortExternalIDs = %s", got)
+	}
+}
+
+func TestOVSVersionComesFromTheOpenVSwitchTable(t *testing.T) {
+	in, conn := startOVS(t)
+	ctx := testCtx(t)
+	// ovs-ctl, not ovs-vswitchd, writes ovs_version at start; do what it does.
+	out, err := exec.Command("ovs-vswitchd", "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(strings.SplitN(string(out), "\n", 2)[0])
+	vsctl(t, in, "set", "Open_vSwitch", ".", "ovs_version="+fields[len(fields)-1])
+	var got string
+	if err := waitFor(ctx, func() (bool, error) {
+		v, err := conn.GetOVSVersion(ctx)
+		got = v
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("no ovs_version: %v", err)
+	}
+	want := strings.Trim(vsctl(t, in, "get", "Open_vSwitch", ".", "ovs_version"), `"`)
+	if got != want || !strings.HasPrefix(got, "3.") {
+		t.Errorf("version = %q, want %q (3.x)", got, want)
+	}
+}
+
+func TestInterfaceSettersWriteTheirColumns(t *testing.T) {
+	in, conn := startOVS(t)
+	ctx := testCtx(t)
+	br := newBridge(t, conn, "br-int")
+	if _, err := br.CreateTunnelPort(ctx, TunnelConfig{Name: "tun0", Type: GeneveTunnel}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := br.CreateInternalPort(ctx, "gw0", 0, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.SetInterfaceOptions(ctx, "tun0", map[string]string{"remote_ip": "flow", "key": "flow", "csum": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.SetInterfaceMTU(ctx, "gw0", 1450); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.SetInterfaceMAC(ctx, "gw0", "0a:00:00:00:00:09"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ table, row, col, want string }{
+		{"interface", "tun0", "options:csum", `"true"`},
+		{"interface", "gw0", "mtu_request", "1450"},
+		{"interface", "gw0", "mac", `"0a:00:00:00:00:09"`},
+	} {
+		if got := vsctl(t, in, "get", c.table, c.row, c.col); got != c.want {
+			t.Errorf("%s %s %s = %s, want %s", c.table, c.row, c.col, got, c.want)
+		}
+	}
+	if err := br.SetInterfaceMTU(ctx, "missing0", 1450); err == nil || !strings.Contains(err.Error(), "interface missing0 not found") {
+		t.Errorf("SetInterfaceMTU on a missing interface: err = %v", err)
+	}
+}
+
+func TestAWriteDuringAnOVSDBRestartIsAppliedOnceAfterReconnecting(t *testing.T) {
+	in, conn := startOVS(t)
+	ctx := testCtx(t)
+	br := newBridge(t, conn, "br-int")
+	before, err := br.CreateInternalPort(ctx, "before0", 0, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	in.StopDB()
+	done := make(chan error, 1)
+	var during string
+	go func() {
+		var err error
+		during, err = br.CreateInternalPort(ctx, "during0", 0, "", map[string]string{"k": "v"})
+		done <- err
+	}()
+	// The write must wait for the server, not fail at once.
+	select {
+	case err := <-done:
+		t.Fatalf("CreateInternalPort returned while ovsdb-server was down: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := in.StartDB(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("write issued during the outage: %v", err)
+	}
+	ports := vsctl(t, in, "list-ports", "br-int")
+	if strings.Count(ports, "during0") != 1 || !strings.Contains(ports, "before0") {
+		t.Errorf("ports after restart = %q, want before0 and during0 once", ports)
+	}
+	if got := vsctl(t, in, "get", "port", "during0", "_uuid"); got != during {
+		t.Errorf("during0 uuid = %s, client returned %s", got, during)
+	}
+	// The reconnected cache serves reads and the older port's identity is intact.
+	data, err := br.GetPortData(ctx, "before0")
+	if err != nil || data.UUID != before {
+		t.Errorf("GetPortData(before0) = %+v, %v; want uuid %s", data, err, before)
+	}
+	if _, err := br.GetOFPort(ctx, "during0"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestAWriteFailsWithAClearErrorWhenOVSDBStaysDown(t *testing.T) {
+	in, conn := startOVS(t)
+	br := newBridge(t, conn, "br-int")
+	in.StopDB()
+	t.Cleanup(func() { _ = in.StartDB(context.Background()) }) // let the client's Close find a server
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := br.CreateInternalPort(ctx, "late0", 0, "", nil)
+	if err == nil || !strings.Contains(err.Error(), "create port late0 on bridge br-int") {
+		t.Fatalf("err = %v, want an error naming the port and bridge", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want it to wrap the deadline", err)
+	}
+}
+
+func itoa(i int32) string { return strconv.Itoa(int(i)) }

@@ -1,0 +1,462 @@
+package ovsconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+	"k8s.io/klog/v2"
+)
+
+// CreatePort attaches an existing network device (type "", "system" in OVS).
+func (b *OVSBridge) CreatePort(ctx context.Context, name string, externalIDs map[string]string) (string, error) {
+	return b.CreatePortWithConfig(ctx, PortConfig{Name: name, Type: InterfaceTypeSystem, ExternalIDs: externalIDs})
+}
+
+// CreateInternalPort creates an internal port; mac may be "" and
+// ofPortRequest 0 to let OVS choose.
+func (b *OVSBridge) CreateInternalPort(ctx context.Context, name string, ofPortRequest int32, mac string, externalIDs map[string]string) (string, error) {
+	return b.CreatePortWithConfig(ctx, PortConfig{
+		Name: name, Type: InterfaceTypeInternal, OFPortRequest: ofPortRequest, MAC: mac, ExternalIDs: externalIDs,
+	})
+}
+
+// TunnelOptions returns the Interface options of a tunnel: "flow" for the
+// remote IP and key unless fixed (ovs-vswitchd.conf.db(5), "Tunnel Options").
+func TunnelOptions(cfg TunnelConfig) map[string]string {
+	opts := map[string]string{"remote_ip": "flow", "key": "flow"}
+	if cfg.RemoteIP != "" {
+		opts["remote_ip"] = cfg.RemoteIP
+	}
+	if cfg.Key != "" {
+		opts["key"] = cfg.Key
+	}
+	if cfg.LocalIP != "" {
+		opts["local_ip"] = cfg.LocalIP
+	}
+	if cfg.DestinationPort != 0 {
+		opts["dst_port"] = strconv.Itoa(cfg.DestinationPort)
+	}
+	if cfg.CSum {
+		opts["csum"] = "true"
+	}
+	return opts
+}
+
+// CreateTunnelPort creates a tunnel port (flow-based unless RemoteIP/Key are set).
+func (b *OVSBridge) CreateTunnelPort(ctx context.Context, cfg TunnelConfig) (string, error) {
+	if cfg.Type != GeneveTunnel && cfg.Type != VXLANTunnel {
+		return "", fmt.Errorf("port %s: bad tunnel type %q (want %s or %s)", cfg.Name, cfg.Type, GeneveTunnel, VXLANTunnel)
+	}
+	return b.CreatePortWithConfig(ctx, PortConfig{
+		Name: cfg.Name, Type: string(cfg.Type), OFPortRequest: cfg.OFPortRequest,
+		Options: TunnelOptions(cfg), ExternalIDs: cfg.ExternalIDs,
+	})
+}
+
+// validate checks what ovs-vswitchd would only reject later, in the interface's
+// error column, so the caller hears about it at once and by name.
+func (cfg *PortConfig) validate() error {
+	if cfg.Name == "" {
+		return errors.New("port: empty name")
+	}
+	if !isKnownInterfaceType(cfg.Type) {
+		return fmt.Errorf("port %s: bad type %q", cfg.Name, cfg.Type)
+	}
+	if len(cfg.Name) > maxIfNameLen && cfg.Type != InterfaceTypePatch {
+		return fmt.Errorf("port %s: name longer than %d characters", cfg.Name, maxIfNameLen)
+	}
+	if cfg.OFPortRequest < 0 || cfg.OFPortRequest > 65279 {
+		return fmt.Errorf("port %s: ofport_request %d out of range 1-65279", cfg.Name, cfg.OFPortRequest)
+	}
+	return nil
+}
+
+// CreatePortWithConfig creates the Interface and Port rows and adds the port to
+// the bridge in one transaction, then waits until the monitored cache shows
+// it, so a following GetPortData/GetPortList sees the new port.
+func (b *OVSBridge) CreatePortWithConfig(ctx context.Context, cfg PortConfig) (string, error) {
+	if err := cfg.validate(); err != nil {
+		return "", err
+	}
+	what := fmt.Sprintf("create port %s on bridge %s", cfg.Name, b.cfg.Name)
+	var portUUID string
+	err := b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
+		br, err := b.bridge(ctx)
+		if err != nil {
+			return err
+		}
+		if br == nil {
+			return fmt.Errorf("%s: %w", what, b.errNoBridge())
+		}
+		existing, err := b.conn.port(ctx, cfg.Name)
+		if err != nil {
+			return err
+		}
+		if existing != nil {
+			// Only a retry may find its own earlier write: the answer was lost
+			// with the connection but the transaction had committed.
+			if retry && slices.Contains(br.Ports, existing.UUID) && maps.Equal(existing.ExternalIDs, cfg.ExternalIDs) {
+				portUUID = existing.UUID
+				return nil
+			}
+			return fmt.Errorf("%s: port %s %w", what, cfg.Name, ErrAlreadyExists)
+		}
+		iface := &interfaceRow{UUID: "new_iface", Name: cfg.Name, Type: cfg.Type, Options: cfg.Options}
+		if cfg.OFPortRequest > 0 {
+			req := int(cfg.OFPortRequest)
+			iface.OFPortRequest = &req
+		}
+		if cfg.MAC != "" {
+			mac := cfg.MAC
+			iface.MAC = &mac
+		}
+		if cfg.MTU > 0 {
+			mtu := cfg.MTU
+			iface.MTURequest = &mtu
+		}
+		ops, err := b.conn.ovs.Create(iface,
+			&portRow{UUID: "new_port", Name: cfg.Name, Interfaces: []string{"new_iface"}, ExternalIDs: cfg.ExternalIDs})
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		mut, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Mutate(br, model.Mutation{
+			Field: &br.Ports, Mutator: ovsdb.MutateOperationInsert, Value: []string{"new_port"},
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		results, err := b.conn.transact(ctx, what, append(ops, mut...))
+		if err != nil {
+			return err
+		}
+		portUUID = results[1].UUID.GoUUID
+		return waitFor(ctx, func() (bool, error) {
+			p, err := b.conn.port(ctx, cfg.Name)
+			return p != nil, err
+		})
+	})
+	if err != nil {
+		return "", err
+	}
+	klog.InfoS("Created OVS port", "bridge", b.cfg.Name, "port", cfg.Name, "type", cfg.Type, "uuid", portUUID)
+	return portUUID, nil
+}
+
+// DeletePort deletes one port by UUID.
+func (b *OVSBridge) DeletePort(ctx context.Context, portUUID string) error {
+	return b.DeletePorts(ctx, []string{portUUID})
+}
+
+// DeletePorts removes the ports from the bridge and deletes their Port and
+// Interface rows, all in one transaction.
+func (b *OVSBridge) DeletePorts(ctx context.Context, portUUIDs []string) error {
+	if len(portUUIDs) == 0 {
+		return nil
+	}
+	what := fmt.Sprintf("delete ports %v from bridge %s", portUUIDs, b.cfg.Name)
+	return b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
+		br, err := b.bridge(ctx)
+		if err != nil {
+			return err
+		}
+		if br == nil {
+			return fmt.Errorf("%s: %w", what, b.errNoBridge())
+		}
+		var ops []ovsdb.Operation
+		var present []string
+		for _, id := range portUUIDs {
+			p, err := b.conn.portByUUID(ctx, id)
+			if err != nil {
+				return err
+			}
+			if p == nil || !slices.Contains(br.Ports, id) {
+				if retry {
+					continue // deleted by the attempt whose answer was lost
+				}
+				return fmt.Errorf("%s: port %s on bridge %s %w", what, id, b.cfg.Name, ErrNotFound)
+			}
+			present = append(present, id)
+			del, err := b.conn.ovs.Where(&portRow{UUID: id}).Delete()
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			ops = append(ops, del...)
+			for _, ifID := range p.Interfaces {
+				del, err := b.conn.ovs.Where(&interfaceRow{UUID: ifID}).Delete()
+				if err != nil {
+					return fmt.Errorf("%s: %w", what, err)
+				}
+				ops = append(ops, del...)
+			}
+		}
+		if len(present) == 0 {
+			return nil
+		}
+		mut, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Mutate(br, model.Mutation{
+			Field: &br.Ports, Mutator: ovsdb.MutateOperationDelete, Value: present,
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		// The bridge's reference goes first: OVSDB checks references at commit,
+		// but a reader of the transaction sees the intent in order.
+		if _, err := b.conn.transact(ctx, what, append(mut, ops...)); err != nil {
+			return err
+		}
+		klog.InfoS("Deleted OVS ports", "bridge", b.cfg.Name, "ports", present)
+		return waitFor(ctx, func() (bool, error) {
+			for _, id := range present {
+				p, err := b.conn.portByUUID(ctx, id)
+				if err != nil || p != nil {
+					return false, err
+				}
+			}
+			return true, nil
+		})
+	})
+}
+
+// GetOFPort waits until ovs-vswitchd has written the interface's ofport.
+func (b *OVSBridge) GetOFPort(ctx context.Context, ifName string) (int32, error) {
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	var ofPort int32
+	err := waitFor(ctx, func() (bool, error) {
+		iface, err := b.conn.iface(ctx, ifName)
+		if err != nil {
+			return false, err
+		}
+		if iface == nil {
+			return false, fmt.Errorf("interface %s %w", ifName, ErrNotFound)
+		}
+		if iface.OFPort == nil || *iface.OFPort == 0 {
+			return false, nil
+		}
+		if *iface.OFPort < 0 {
+			msg := "no reason given"
+			if iface.Error != nil {
+				msg = *iface.Error
+			}
+			return false, fmt.Errorf("interface %s: ovs-vswitchd failed to add it (ofport -1): %s", ifName, msg)
+		}
+		ofPort = int32(*iface.OFPort)
+		return true, nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("interface %s: no OpenFlow port number reported: %w", ifName, err)
+		}
+		return 0, err
+	}
+	return ofPort, nil
+}
+
+// GetPortData returns the port named name on this bridge.
+func (b *OVSBridge) GetPortData(ctx context.Context, name string) (*OVSPortData, error) {
+	br, err := b.bridge(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if br == nil {
+		return nil, b.errNoBridge()
+	}
+	p, err := b.conn.port(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil || !slices.Contains(br.Ports, p.UUID) {
+		return nil, fmt.Errorf("port %s on bridge %s %w", name, b.cfg.Name, ErrNotFound)
+	}
+	return b.conn.portData(ctx, p)
+}
+
+// GetPortList returns every port of the bridge, sorted by name.
+func (b *OVSBridge) GetPortList(ctx context.Context) ([]OVSPortData, error) {
+	br, err := b.bridge(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if br == nil {
+		return nil, b.errNoBridge()
+	}
+	out := make([]OVSPortData, 0, len(br.Ports))
+	for _, id := range br.Ports {
+		p, err := b.conn.portByUUID(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if p == nil {
+			continue // the bridge row arrived before the port row
+		}
+		d, err := b.conn.portData(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *d)
+	}
+	slices.SortFunc(out, func(x, y OVSPortData) int {
+		if x.Name < y.Name {
+			return -1
+		} else if x.Name > y.Name {
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// SetPortExternalIDs replaces a port's external_ids.
+func (b *OVSBridge) SetPortExternalIDs(ctx context.Context, portName string, externalIDs map[string]string) error {
+	what := "set external_ids of port " + portName
+	return b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
+		p, err := b.conn.port(ctx, portName)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			return fmt.Errorf("%s: port %s %w", what, portName, ErrNotFound)
+		}
+		p.ExternalIDs = externalIDs
+		ops, err := b.conn.ovs.Where(&portRow{UUID: p.UUID}).Update(p, &p.ExternalIDs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		_, err = b.conn.transact(ctx, what, ops)
+		return err
+	})
+}
+
+// updateInterface applies set to the named interface's cached row and writes
+// the columns set returns.
+func (b *OVSBridge) updateInterface(ctx context.Context, what, ifName string, set func(r *interfaceRow) []interface{}) error {
+	return b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
+		r, err := b.conn.iface(ctx, ifName)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			return fmt.Errorf("%s: interface %s %w", what, ifName, ErrNotFound)
+		}
+		fields := set(r)
+		ops, err := b.conn.ovs.Where(&interfaceRow{UUID: r.UUID}).Update(r, fields...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		_, err = b.conn.transact(ctx, what, ops)
+		return err
+	})
+}
+
+// SetInterfaceOptions replaces an interface's options.
+func (b *OVSBridge) SetInterfaceOptions(ctx context.Context, ifName string, options map[string]string) error {
+	return b.updateInterface(ctx, "set options of interface "+ifName, ifName, func(r *interfaceRow) []interface{} {
+		r.Options = options
+		return []interface{}{&r.Options}
+	})
+}
+
+// SetInterfaceMTU sets an interface's mtu_request.
+func (b *OVSBridge) SetInterfaceMTU(ctx context.Context, ifName string, mtu int) error {
+	if mtu <= 0 {
+		return fmt.Errorf("interface %s: bad MTU %d", ifName, mtu)
+	}
+	return b.updateInterface(ctx, "set MTU of interface "+ifName, ifName, func(r *interfaceRow) []interface{} {
+		r.MTURequest = &mtu
+		return []interface{}{&r.MTURequest}
+	})
+}
+
+// SetInterfaceMAC sets an interface's mac column.
+func (b *OVSBridge) SetInterfaceMAC(ctx context.Context, ifName string, mac string) error {
+	return b.updateInterface(ctx, "set MAC of interface "+ifName, ifName, func(r *interfaceRow) []interface{} {
+		r.MAC = &mac
+		return []interface{}{&r.MAC}
+	})
+}
+
+// port returns the Port row named name from the cache, or nil.
+func (c *Connection) port(ctx context.Context, name string) (*portRow, error) {
+	var rows []portRow
+	if err := c.ovs.WhereCache(func(r *portRow) bool { return r.Name == name }).List(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("port %s: list: %w", name, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return &rows[0], nil
+}
+
+// portByUUID returns the Port row with that UUID from the cache, or nil.
+func (c *Connection) portByUUID(ctx context.Context, id string) (*portRow, error) {
+	var rows []portRow
+	if err := c.ovs.WhereCache(func(r *portRow) bool { return r.UUID == id }).List(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("port %s: list: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return &rows[0], nil
+}
+
+// iface returns the Interface row named name from the cache, or nil.
+func (c *Connection) iface(ctx context.Context, name string) (*interfaceRow, error) {
+	var rows []interfaceRow
+	if err := c.ovs.WhereCache(func(r *interfaceRow) bool { return r.Name == name }).List(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("interface %s: list: %w", name, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return &rows[0], nil
+}
+
+// ifaceByUUID returns the Interface row with that UUID from the cache, or nil.
+func (c *Connection) ifaceByUUID(ctx context.Context, id string) (*interfaceRow, error) {
+	var rows []interfaceRow
+	if err := c.ovs.WhereCache(func(r *interfaceRow) bool { return r.UUID == id }).List(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("interface %s: list: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return &rows[0], nil
+}
+
+// portData joins a Port row with its first Interface row.
+func (c *Connection) portData(ctx context.Context, p *portRow) (*OVSPortData, error) {
+	d := &OVSPortData{UUID: p.UUID, Name: p.Name, ExternalIDs: maps.Clone(p.ExternalIDs)}
+	if d.ExternalIDs == nil {
+		d.ExternalIDs = map[string]string{}
+	}
+	if len(p.Interfaces) == 0 {
+		return d, nil
+	}
+	iface, err := c.ifaceByUUID(ctx, p.Interfaces[0])
+	if err != nil {
+		return nil, err
+	}
+	if iface == nil {
+		return d, nil
+	}
+	d.IFName = iface.Name
+	d.IFType = iface.Type
+	d.Options = maps.Clone(iface.Options)
+	if iface.OFPort != nil {
+		d.OFPort = int32(*iface.OFPort)
+	}
+	if iface.MACInUse != nil {
+		d.MAC = *iface.MACInUse
+	} else if iface.MAC != nil {
+		d.MAC = *iface.MAC
+	}
+	if iface.Error != nil {
+		d.Error = *iface.Error
+	}
+	return d, nil
+}
