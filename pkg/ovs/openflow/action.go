@@ -53,6 +53,7 @@ const (
 	ofpatSetNwTTL     uint16 = 23
 	ofpatDecNwTTL     uint16 = 24
 	ofpatSetField     uint16 = 25
+	ofpatCopyField    uint16 = 28
 	ofpatMeter        uint16 = 29
 	ofpatExperimenter uint16 = 0xffff
 )
@@ -78,11 +79,11 @@ const (
 func ActionsString(acts []Action) string { return string(appendActionsText(nil, acts)) }
 
 // appendActionsText prints actions in the order Open vSwitch keeps them:
-// apply-actions first, then clear_actions, write_actions, write_metadata and
-// goto_table, whatever order the list has.
+// meter first, the other apply-actions next, then clear_actions,
+// write_actions, write_metadata and goto_table, whatever order the list has.
 func appendActionsText(b []byte, acts []Action) []byte {
 	start := len(b)
-	for pass := 0; pass < 5; pass++ {
+	for pass := rankMeter; pass <= rankGotoTable; pass++ {
 		for _, a := range acts {
 			if instructionRank(a) != pass {
 				continue
@@ -99,27 +100,37 @@ func appendActionsText(b []byte, acts []Action) []byte {
 	return b
 }
 
-// instructionRank orders instructions as OpenFlow requires them (0 is an
-// action of the apply-actions instruction).
+// Ranks order a flow's actions and instructions as OpenFlow requires them.
+const (
+	rankMeter = iota
+	rankApply
+	rankClearActions
+	rankWriteActions
+	rankWriteMetadata
+	rankGotoTable
+)
+
 func instructionRank(a Action) int {
 	switch a.(type) {
+	case *Meter:
+		return rankMeter
 	case *ClearActions:
-		return 1
+		return rankClearActions
 	case *WriteActions:
-		return 2
+		return rankWriteActions
 	case *WriteMetadata:
-		return 3
+		return rankWriteMetadata
 	case *GotoTable:
-		return 4
+		return rankGotoTable
 	}
-	return 0
+	return rankApply
 }
 
 // appendActions encodes a list of actions (no instructions allowed).
 func appendActions(b []byte, acts []Action, version uint8) ([]byte, error) {
 	var err error
 	for _, a := range acts {
-		if instructionRank(a) != 0 {
+		if instructionRank(a) > rankApply {
 			return b, fmt.Errorf("openflow: %s is an instruction, not an action", a)
 		}
 		if b, err = a.appendAction(b, version); err != nil {
@@ -434,7 +445,7 @@ type RegMove struct {
 // String implements Action.
 func (a *RegMove) String() string { return actionString(a) }
 
-func (a *RegMove) appendAction(b []byte, _ uint8) ([]byte, error) {
+func (a *RegMove) appendAction(b []byte, version uint8) ([]byte, error) {
 	if err := a.Src.valid(); err != nil {
 		return b, err
 	}
@@ -445,10 +456,19 @@ func (a *RegMove) appendAction(b []byte, _ uint8) ([]byte, error) {
 		return b, fmt.Errorf("openflow: move %s->%s: widths differ", a.Src, a.Dst)
 	}
 	start := len(b)
-	b = appendNXHeader(b, nxastRegMove)
+	if version >= Version15 {
+		// OpenFlow 1.5 has OFPAT_COPY_FIELD; Open vSwitch accepts
+		// NXAST_REG_MOVE only up to 1.4.
+		b = append(b, 0, byte(ofpatCopyField), 0, 0)
+	} else {
+		b = appendNXHeader(b, nxastRegMove)
+	}
 	b = binary.BigEndian.AppendUint16(b, uint16(a.Src.Bits()))
 	b = binary.BigEndian.AppendUint16(b, uint16(a.Src.Start))
 	b = binary.BigEndian.AppendUint16(b, uint16(a.Dst.Start))
+	if version >= Version15 {
+		b = append(b, 0, 0)
+	}
 	b = binary.BigEndian.AppendUint32(b, a.Src.Field.oxmHeader())
 	b = binary.BigEndian.AppendUint32(b, a.Dst.Field.oxmHeader())
 	return finishAction(b, start)
@@ -881,9 +901,11 @@ func (a *WriteMetadata) appendAction(b []byte, _ uint8) ([]byte, error) {
 }
 
 func (a *WriteMetadata) appendText(b []byte) []byte {
-	b = fmt.Appendf(b, "write_metadata:%#x", a.Value)
+	b = append(b, "write_metadata:"...)
+	b = appendCHex(b, a.Value)
 	if m := a.mask(); m != ^uint64(0) {
-		b = fmt.Appendf(b, "/%#x", m)
+		b = append(b, '/')
+		b = appendCHex(b, m)
 	}
 	return b
 }

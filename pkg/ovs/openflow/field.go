@@ -467,7 +467,7 @@ func decodeOXMHeader(b []byte) (class uint16, code uint8, hasMask bool, length i
 		return 0, 0, false, 0, 0, fmt.Errorf("openflow: OXM header needs 4 bytes, have %d", len(b))
 	}
 	h := binary.BigEndian.Uint32(b)
-	class, code, hasMask, length = uint16(h>>16), uint8(h>>9), h&0x100 != 0, int(h&0xff)
+	class, code, hasMask, length = uint16(h>>16), uint8(h>>9)&0x7f, h&0x100 != 0, int(h&0xff)
 	hdrLen = oxmHeaderLen
 	if class == oxmClassExperim {
 		if len(b) < oxmExpHeaderLen || length < 4 {
@@ -481,7 +481,7 @@ func decodeOXMHeader(b []byte) (class uint16, code uint8, hasMask bool, length i
 
 // fieldFromHeader32 maps a bare 32-bit header (as in reg_move) to a field.
 func fieldFromHeader32(h uint32) (Field, error) {
-	f, ok := fieldByHeader(uint16(h>>16), uint8(h>>9))
+	f, ok := fieldByHeader(uint16(h>>16), uint8(h>>9)&0x7f)
 	if !ok {
 		return 0, fmt.Errorf("openflow: unknown field header 0x%08x", h)
 	}

@@ -177,36 +177,46 @@ func (m *FlowMod) AppendBody(b []byte, version uint8) ([]byte, error) {
 	return appendInstructions(b, m.Actions, version)
 }
 
-// String prints the flow mod as ofp-print does after the message header:
-// "ADD priority=100,ip actions=drop" (fields in ofp-print's order).
+// String prints the flow mod as `ovs-ofctl ofp-parse` prints it after the
+// message header, e.g. "ADD priority=100,ip cookie:0x1 actions=drop".
 func (m *FlowMod) String() string {
 	b := []byte(m.Command.String())
 	if m.Table != 0 {
 		b = fmt.Appendf(b, " table:%d", m.Table)
 	}
 	b = append(b, ' ')
-	n := len(b)
 	b = appendMatchText(b, &m.Match, m.Priority)
-	if len(b) == n {
-		b = b[:n-1]
+	if b[len(b)-1] != ' ' {
+		b = append(b, ' ')
 	}
-	if m.Cookie != 0 || m.CookieMask != 0 {
-		b = fmt.Appendf(b, " cookie:%#x", m.Cookie)
-		if m.CookieMask != 0 && m.CookieMask != ^uint64(0) {
-			b = fmt.Appendf(b, "/%#x", m.CookieMask)
+	if m.Command == FlowAdd {
+		if m.Cookie != 0 && m.Cookie != ^uint64(0) {
+			b = fmt.Appendf(b, "cookie:0x%x ", m.Cookie)
 		}
+	} else if m.CookieMask != 0 {
+		b = fmt.Appendf(b, "cookie:0x%x/0x%x ", m.Cookie, m.CookieMask)
 	}
 	if m.IdleTimeout != 0 {
-		b = fmt.Appendf(b, " idle:%d", m.IdleTimeout)
+		b = fmt.Appendf(b, "idle:%d ", m.IdleTimeout)
 	}
 	if m.HardTimeout != 0 {
-		b = fmt.Appendf(b, " hard:%d", m.HardTimeout)
+		b = fmt.Appendf(b, "hard:%d ", m.HardTimeout)
 	}
 	if m.Importance != 0 {
-		b = fmt.Appendf(b, " importance:%d", m.Importance)
+		b = fmt.Appendf(b, "importance:%d ", m.Importance)
 	}
-	b = append(b, " actions="...)
-	return string(appendActionsText(b, m.Actions))
+	if m.OutPort != 0 && m.OutPort != PortAny {
+		b = append(b, "out_port:"...)
+		b = appendPort(b, m.OutPort)
+		b = append(b, ' ')
+	}
+	b = appendFlowFlags(b, m.Flags)
+	b = append(b, "actions="...)
+	acts := m.Actions
+	if m.Command == FlowDelete || m.Command == FlowDeleteStrict {
+		acts = nil
+	}
+	return string(appendActionsText(b, acts))
 }
 
 // OFPIT_* instruction types (OpenFlow 1.5.1 section 7.2.4).
@@ -236,9 +246,14 @@ func appendInstructions(b []byte, acts []Action, version uint8) ([]byte, error) 
 			}
 		}
 	}
+	// In OpenFlow 1.5 the meter is an action, first in apply-actions.
+	applyFrom := rankMeter
+	if version < Version15 {
+		applyFrom = rankApply
+	}
 	hasApply := false
 	for _, a := range acts {
-		if _, isMeter := a.(*Meter); instructionRank(a) == 0 && !(isMeter && version < Version15) {
+		if r := instructionRank(a); r >= applyFrom && r <= rankApply {
 			hasApply = true
 			break
 		}
@@ -246,17 +261,19 @@ func appendInstructions(b []byte, acts []Action, version uint8) ([]byte, error) 
 	if hasApply {
 		start := len(b)
 		b = append(b, 0, byte(ofpitApplyActions), 0, 0, 0, 0, 0, 0)
-		for _, a := range acts {
-			if _, isMeter := a.(*Meter); instructionRank(a) != 0 || (isMeter && version < Version15) {
-				continue
-			}
-			if b, err = a.appendAction(b, version); err != nil {
-				return b[:start], err
+		for rank := applyFrom; rank <= rankApply; rank++ {
+			for _, a := range acts {
+				if instructionRank(a) != rank {
+					continue
+				}
+				if b, err = a.appendAction(b, version); err != nil {
+					return b[:start], err
+				}
 			}
 		}
 		binary.BigEndian.PutUint16(b[start+2:], uint16(len(b)-start))
 	}
-	for rank := 1; rank <= 4; rank++ {
+	for rank := rankClearActions; rank <= rankGotoTable; rank++ {
 		for _, a := range acts {
 			if instructionRank(a) != rank {
 				continue

@@ -417,7 +417,7 @@ func (m *Match) implied() (ethType uint16, proto uint8) {
 			explicitEth, ethType = true, uint16(mf.Value.Lo)
 		case FieldIPProto:
 			explicitProto, proto = true, uint8(mf.Value.Lo)
-		case FieldIPv6Src, FieldIPv6Dst, FieldIPv6Label:
+		case FieldIPv6Src, FieldIPv6Dst, FieldIPv6Label, FieldCTIPv6Src, FieldCTIPv6Dst:
 			v6 = true
 		case FieldICMPv6Type, FieldICMPv6Code, FieldNDTarget, FieldNDSLL, FieldNDTLL:
 			v6 = true
@@ -426,7 +426,7 @@ func (m *Match) implied() (ethType uint16, proto uint8) {
 			}
 		case FieldARPOp, FieldARPSpa, FieldARPTpa, FieldARPSha, FieldARPTha:
 			arp = true
-		case FieldIPv4Src, FieldIPv4Dst, FieldIPDSCP, FieldIPECN, FieldIPTTL:
+		case FieldIPv4Src, FieldIPv4Dst, FieldIPDSCP, FieldIPECN, FieldIPTTL, FieldCTNwSrc, FieldCTNwDst, FieldCTNwProto, FieldCTTpSrc, FieldCTTpDst:
 			v4 = true
 		case FieldTCPSrc, FieldTCPDst, FieldTCPFlags:
 			v4 = true

@@ -28,6 +28,14 @@ func appendHexU128(b []byte, v U128) []byte {
 	return append(b, '0')
 }
 
+// appendCHex prints v as C's "%#x": "0x1f", but "0" for zero.
+func appendCHex(b []byte, v uint64) []byte {
+	if v == 0 {
+		return append(b, '0')
+	}
+	return fmt.Appendf(b, "0x%x", v)
+}
+
 // appendIPv4 prints a 32-bit address.
 func appendIPv4(b []byte, v uint32) []byte {
 	return fmt.Appendf(b, "%d.%d.%d.%d", byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
@@ -186,25 +194,31 @@ func appendMatchText(b []byte, m *Match, priority uint16) []byte {
 	}
 	hex32 := func(name string, f Field) {
 		if v, mask, ok := t.u(f); ok {
-			b = fmt.Appendf(b, "%s=%#x", name, v)
+			b = append(b, name...)
+			b = append(b, '=')
+			b = appendCHex(b, v)
 			if mask != 0xffffffff {
-				b = fmt.Appendf(b, "/%#x", mask)
+				b = append(b, '/')
+				b = appendCHex(b, mask)
 			}
 			b = append(b, ',')
 		}
 	}
 	hex64 := func(name string, f Field) {
 		if v, mask, ok := t.u(f); ok {
-			b = fmt.Appendf(b, "%s=%#x", name, v)
+			b = append(b, name...)
+			b = append(b, '=')
+			b = appendCHex(b, v)
 			if mask != ^uint64(0) {
-				b = fmt.Appendf(b, "/%#x", mask)
+				b = append(b, '/')
+				b = appendCHex(b, mask)
 			}
 			b = append(b, ',')
 		}
 	}
 	dec16 := func(name string, f Field) {
 		if v, mask, ok := t.u(f); ok {
-			if mask == 0xffff {
+			if mask == f.fullMask().Lo {
 				b = fmt.Appendf(b, "%s=%d,", name, v)
 			} else {
 				b = fmt.Appendf(b, "%s=0x%x/0x%x,", name, v, mask)
@@ -337,9 +351,11 @@ func appendMatchText(b []byte, m *Match, priority uint16) []byte {
 			regV[i], regM[i] = uint32(v), uint32(mask)
 		}
 		if regM[i] != 0 {
-			b = fmt.Appendf(b, "reg%d=%#x", i, regV[i])
+			b = fmt.Appendf(b, "reg%d=", i)
+			b = appendCHex(b, uint64(regV[i]))
 			if regM[i] != 0xffffffff {
-				b = fmt.Appendf(b, "/%#x", regM[i])
+				b = append(b, '/')
+				b = appendCHex(b, uint64(regM[i]))
 			}
 			b = append(b, ',')
 		}
