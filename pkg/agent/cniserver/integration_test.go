@@ -117,7 +117,7 @@ func TestAPodGetsEth0WithItsAddressPortAndFlowsAndDelRemovesThemAll(t *testing.T
 	if err := e.cni.DelNetworkList(ctx, e.list, p.rt); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}
-	if left := e.leftovers(); len(left) > 0 {
+	if left := e.leftovers(t); len(left) > 0 {
 		t.Errorf("after DEL: %v", left)
 	}
 	if err := e.cni.DelNetworkList(ctx, e.list, p.rt); err != nil {
@@ -151,7 +151,7 @@ func TestAnAddThatFailsAtAnyStepIsRolledBackCompletely(t *testing.T) {
 			if err == nil || cniCode(err) != uint(tc.code) || !strings.Contains(err.Error(), "injected failure at "+tc.step) {
 				t.Fatalf("ADD = %v, want CNI error %d carrying the injected failure", err, tc.code)
 			}
-			if left := e.leftovers(); len(left) > 0 {
+			if left := e.leftovers(t); len(left) > 0 {
 				t.Errorf("after the failed ADD: %v", left)
 			}
 			if links := inPod(t, p, "ip", "-o", "link", "show"); strings.Contains(links, "eth0") {
@@ -224,7 +224,7 @@ func TestFiftyConcurrentAddsThenDelsLeaveNoIPVethPortOrFlowBehind(t *testing.T) 
 		t.Errorf("%d OVS ports after %d ADDs", len(strings.Fields(ports)), n)
 	}
 	run("DEL", func(_ int, p *pod) error { return e.cni.DelNetworkList(ctxT(t), e.list, p.rt) })
-	if left := e.leftovers(); len(left) > 0 {
+	if left := e.leftovers(t); len(left) > 0 {
 		t.Errorf("after %d ADDs and DELs: %v", n, left)
 	}
 }
@@ -264,7 +264,7 @@ func TestMalformedRequestsAreRejectedNamingTheField(t *testing.T) {
 			t.Errorf("ADD = %v, want CNI error 1", err)
 		}
 	})
-	if left := e.leftovers(); len(left) > 0 {
+	if left := e.leftovers(t); len(left) > 0 {
 		t.Errorf("after rejected requests: %v", left)
 	}
 }
@@ -289,7 +289,7 @@ func TestDelSucceedsForAPodNeverAddedTwiceAndAfterItsNetnsIsGone(t *testing.T) {
 			t.Errorf("DEL %d after the netns is gone: %v", i+1, err)
 		}
 	}
-	if left := e.leftovers(); len(left) > 0 {
+	if left := e.leftovers(t); len(left) > 0 {
 		t.Errorf("after DEL: %v", left)
 	}
 }
@@ -321,7 +321,7 @@ func TestARestartedServerRecoversItsPodsFromOVSAndItsAddressesFromDisk(t *testin
 			t.Errorf("DEL %s: %v", pp.name, err)
 		}
 	}
-	if left := e.leftovers(); len(left) > 0 {
+	if left := e.leftovers(t); len(left) > 0 {
 		t.Errorf("after DEL: %v", left)
 	}
 }
@@ -360,7 +360,7 @@ func TestStatusFollowsReadinessAndGCRemovesAttachmentsTheRuntimeNoLongerKnows(t 
 	if err := e.cni.DelNetworkList(ctxT(t), e.list, p.rt); err != nil {
 		t.Fatal(err)
 	}
-	if left := e.leftovers(); len(left) > 0 {
+	if left := e.leftovers(t); len(left) > 0 {
 		t.Errorf("after GC and DEL: %v", left)
 	}
 }

@@ -23,6 +23,8 @@ type OVSPortClient interface {
 	GetPortList(ctx context.Context) ([]ovsconfig.OVSPortData, error)
 }
 
+var _ OVSPortClient = (*ovsconfig.OVSBridge)(nil)
+
 // PodFlowInstaller installs and removes the OpenFlow entries of one pod
 // (implemented by the agent's openflow client). ifName is the host-side
 // interface name, which is also the OVS port name.

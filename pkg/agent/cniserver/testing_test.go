@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,106 +19,6 @@ import (
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
-
-// vsctlPorts implements OVSPortClient with ovs-vsctl against a real OVS
-// instance. It lets the integration tests drive real OVS ports independently
-// of the agent's OVSDB client.
-type vsctlPorts struct {
-	in     *ovsinstance.Instance
-	bridge string
-}
-
-func (v *vsctlPorts) CreatePort(_ context.Context, name string, ids map[string]string) (string, error) {
-	args := []string{"add-port", v.bridge, name}
-	for k, val := range ids {
-		args = append(args, "--", "set", "Port", name, fmt.Sprintf("external_ids:%s=%q", k, val))
-	}
-	if _, err := v.in.Vsctl(args...); err != nil {
-		return "", err
-	}
-	return v.in.Vsctl("get", "Port", name, "_uuid")
-}
-
-func (v *vsctlPorts) DeletePort(_ context.Context, uuid string) error {
-	// Removing the reference from the bridge garbage-collects the Port row.
-	_, err := v.in.Vsctl("remove", "Bridge", v.bridge, "ports", uuid)
-	return err
-}
-
-func (v *vsctlPorts) GetOFPort(ctx context.Context, ifName string) (int32, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
-		out, err := v.in.Vsctl("get", "Interface", ifName, "ofport")
-		if err != nil {
-			return 0, err
-		}
-		if n, _ := strconv.Atoi(out); n != 0 {
-			return int32(n), nil
-		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("no ofport for %s: %w", ifName, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func (v *vsctlPorts) GetPortData(_ context.Context, name string) (*ovsconfig.OVSPortData, error) {
-	uuid, err := v.in.Vsctl("--if-exists", "get", "Port", name, "_uuid")
-	if err != nil {
-		return nil, err
-	}
-	if uuid == "" {
-		return nil, fmt.Errorf("port %s: %w", name, ovsconfig.ErrNotFound)
-	}
-	ofport, err := v.in.Vsctl("get", "Interface", name, "ofport")
-	if err != nil {
-		return nil, err
-	}
-	n, _ := strconv.Atoi(ofport)
-	ids, err := v.in.Vsctl("get", "Port", name, "external_ids")
-	if err != nil {
-		return nil, err
-	}
-	return &ovsconfig.OVSPortData{UUID: uuid, Name: name, IFName: name, OFPort: int32(n), ExternalIDs: parseOVSMap(ids)}, nil
-}
-
-func (v *vsctlPorts) GetPortList(ctx context.Context) ([]ovsconfig.OVSPortData, error) {
-	out, err := v.in.Vsctl("list-ports", v.bridge)
-	if err != nil {
-		return nil, err
-	}
-	var ports []ovsconfig.OVSPortData
-	for _, name := range strings.Fields(out) {
-		p, err := v.GetPortData(ctx, name)
-		if err != nil {
-			return nil, err
-		}
-		ports = append(ports, *p)
-	}
-	return ports, nil
-}
-
-// parseOVSMap parses ovs-vsctl's map syntax: {a="x", b=y}.
-func parseOVSMap(s string) map[string]string {
-	out := map[string]string{}
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "{"), "}")
-	for _, kv := range strings.Split(s, ", ") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		if uq, err := strconv.Unquote(v); err == nil {
-			v = uq
-		}
-		if uq, err := strconv.Unquote(k); err == nil {
-			k = uq
-		}
-		out[k] = v
-	}
-	return out
-}
 
 // ofctlFlows is a PodFlowInstaller that writes real (simple) flows into the
 // bridge with ovs-ofctl, one cookie per pod port, so that tests can see with
@@ -220,7 +119,7 @@ func TestMain(m *testing.M) {
 type env struct {
 	t       *testing.T
 	ovs     *ovsinstance.Instance
-	ports   *vsctlPorts
+	ports   *ovsconfig.OVSBridge
 	flows   *ofctlFlows
 	srv     *Server
 	cfg     Config
@@ -234,8 +133,28 @@ const testBridge = "br-int"
 func newEnv(t *testing.T, ready bool) *env {
 	t.Helper()
 	in := ovsinstance.StartForTest(t, "cnitest")
-	if _, err := in.Vsctl("add-br", testBridge, "--", "set", "Bridge", testBridge, "datapath_type=netdev"); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	conn, err := ovsconfig.Connect(ctx, in.DBEndpoint())
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	br := ovsconfig.NewOVSBridge(conn, ovsconfig.BridgeConfig{Name: testBridge, DatapathType: ovsconfig.OVSDatapathNetdev})
+	if err := br.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// ovs-vswitchd opens the bridge's OpenFlow socket a little after the
+	// OVSDB transaction.
+	for {
+		if _, err := in.Ofctl("show", testBridge); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("bridge %s has no OpenFlow socket", testBridge)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	sockDir, err := os.MkdirTemp("", "cnisock-") // short: unix socket paths are limited to 107 bytes
 	if err != nil {
@@ -246,7 +165,7 @@ func newEnv(t *testing.T, ready bool) *env {
 	e := &env{
 		t:     t,
 		ovs:   in,
-		ports: &vsctlPorts{in: in, bridge: testBridge},
+		ports: br,
 		flows: &ofctlFlows{in: in, bridge: testBridge},
 		cfg: Config{
 			SocketPath:   filepath.Join(sockDir, "cni.sock"),
@@ -343,8 +262,7 @@ func (e *env) hostIfName(p *pod) string {
 
 // leftovers lists every pod resource still present on the node: IP
 // reservations, host veths, OVS ports and pod flows.
-func (e *env) leftovers() []string {
-	t := e.t
+func (e *env) leftovers(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	entries, err := os.ReadDir(filepath.Join(e.cfg.IPAMDataDir, DefaultNetworkName))
