@@ -142,6 +142,17 @@ func (sim *simulator) saveState(st *podState) error {
 // when its netns still exists and its ADD completed (adoption), else a new one.
 func (sim *simulator) ensureSandbox(ctx context.Context, pod *corev1.Pod, st *podState) (*podState, error) {
 	key := pod.Namespace + "/" + pod.Name
+	if pod.Spec.HostNetwork {
+		// As kubelet: no netns and no CNI; the pod shares the node's network.
+		if st == nil {
+			st = &podState{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+				IPs: []string{sim.cfg.NodeIP.String()}, Created: time.Now()}
+			if err := sim.saveState(st); err != nil {
+				return nil, err
+			}
+		}
+		return st, nil
+	}
 	if st != nil && len(st.IPs) > 0 && netnsExists(st.NetNS) {
 		return st, sim.annotateNetNS(ctx, pod, st.NetNS)
 	}
@@ -278,14 +289,19 @@ func (sim *simulator) ensureProcesses(ctx context.Context, pod *corev1.Pod, st *
 			}
 			cs.RestartCount++
 		}
-		if err := sim.startContainer(ctx, pod, st, c, cs); err != nil {
-			sim.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: container %s: %v", c.Name, err)
-			if err := sim.saveState(st); err != nil {
-				return 0, err
-			}
-			return 0, err
-		}
 		changed = true
+		if err := sim.startContainer(ctx, pod, st, c, cs); err != nil {
+			// As kubelet: a process that cannot start counts as one that
+			// exited at once (exit code 128), and is retried with backoff.
+			klog.ErrorS(err, "Container process did not start", "pod", st.key(), "container", c.Name)
+			sim.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: container %s: %v", c.Name, err)
+			now := time.Now()
+			cs.PID, cs.StartTicks, cs.Ready = 0, 0, false
+			cs.StartedAt, cs.LastExitAt, cs.LastExitCode = now, now, ptr.To(128)
+			if restartWanted(pod.Spec.RestartPolicy, cs.LastExitCode) {
+				retryAfter = max(retryAfter, min(time.Second<<min(cs.RestartCount, 6), time.Minute))
+			}
+		}
 	}
 	if changed {
 		if err := sim.saveState(st); err != nil {

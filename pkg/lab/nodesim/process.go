@@ -75,7 +75,14 @@ func startInNetNS(netns string, spec processSpec, exited func(pid, code int)) (p
 	// Files, not pipes: the process keeps writing its log after we are gone.
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := ns.WithNetNSPath(netns, func(ns.NetNS) error { return cmd.Start() }); err != nil {
+	start := func(ns.NetNS) error { return cmd.Start() }
+	if netns == "" {
+		// hostNetwork: the simulator's own netns, the node's.
+		err = start(nil)
+	} else {
+		err = ns.WithNetNSPath(netns, start)
+	}
+	if err != nil {
 		return 0, 0, fmt.Errorf("start %s in %s: %w", spec.Path, netns, err)
 	}
 	pid = cmd.Process.Pid

@@ -117,7 +117,8 @@ func (sim *simulator) run(ctx context.Context) error {
 		}
 	}
 	nodeFactory.Start(ctx.Done())
-	defer nodeFactory.Shutdown()
+	// Shutdown waits for the informers, which stop only once ctx is done.
+	defer func() { cancel(); nodeFactory.Shutdown() }()
 	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced) {
 		return fmt.Errorf("node %s: node informer did not sync: %w", cfg.NodeName, ctx.Err())
 	}
@@ -152,7 +153,7 @@ func (sim *simulator) run(ctx context.Context) error {
 		return fmt.Errorf("node %s: pod informer: %w", cfg.NodeName, err)
 	}
 	podFactory.Start(ctx.Done())
-	defer podFactory.Shutdown()
+	defer func() { cancel(); podFactory.Shutdown() }()
 	if !cache.WaitForCacheSync(ctx.Done(), podInformer.Informer().HasSynced) {
 		return fmt.Errorf("node %s: pod informer did not sync: %w", cfg.NodeName, ctx.Err())
 	}

@@ -40,6 +40,9 @@ func podNetNSName(prefix, uid string) string {
 }
 
 func netnsExists(name string) bool {
+	if name == "" {
+		return false
+	}
 	// A bind-mounted netns file has the nsfs magic; a leftover plain file does not.
 	n, err := ns.GetNS(netnsPath(name))
 	if err != nil {
@@ -71,6 +74,10 @@ func createNetNS(ctx context.Context, name string) error {
 
 // deleteNetNS removes the named netns; a missing one is not an error.
 func deleteNetNS(ctx context.Context, name string) error {
+	if name == "" {
+		// A hostNetwork pod has no netns of its own.
+		return nil
+	}
 	if _, err := os.Stat(netnsPath(name)); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

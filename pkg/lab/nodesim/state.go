@@ -19,7 +19,7 @@ type podState struct {
 	UID       string `json:"uid"`
 	// SandboxID is the CNI container id (as containerd's pod sandbox id).
 	SandboxID string `json:"sandboxID"`
-	// NetNS is the netns name under /var/run/netns.
+	// NetNS is the netns name under /var/run/netns ("" for hostNetwork pods).
 	NetNS string `json:"netns"`
 	// ConfList is the CNI configuration the ADD used; DEL uses it too, so a
 	// configuration that changes meanwhile (bridge → antrea) tears down right.
@@ -49,7 +49,13 @@ type containerState struct {
 
 func (s *podState) key() string { return s.Namespace + "/" + s.Name }
 
-func (s *podState) netnsPath() string { return netnsPath(s.NetNS) }
+// netnsPath is the pod's netns path, "" for a hostNetwork pod.
+func (s *podState) netnsPath() string {
+	if s.NetNS == "" {
+		return ""
+	}
+	return netnsPath(s.NetNS)
+}
 
 func (s *podState) container(name string) *containerState {
 	for i := range s.Containers {

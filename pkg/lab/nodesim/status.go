@@ -28,15 +28,21 @@ func waitServing(ctx context.Context, netns string, probes []probe, timeout time
 	for _, p := range probes {
 		for {
 			var res testpod.Result
-			err := ns.WithNetNSPath(netns, func(ns.NetNS) error {
-				// Sockets belong to the netns of the thread that creates them;
-				// WithNetNSPath keeps this goroutine on that thread.
+			connect := func(ns.NetNS) error {
 				var err error
 				res, err = testpod.Connect(ctx, testpod.ConnectConfig{
 					Protocol: p.protocol, To: net.JoinHostPort("127.0.0.1", p.port), Timeout: 200 * time.Millisecond,
 				})
 				return err
-			})
+			}
+			var err error
+			if netns == "" {
+				err = connect(nil)
+			} else {
+				// Sockets belong to the netns of the thread that creates them;
+				// WithNetNSPath keeps this goroutine on that thread.
+				err = ns.WithNetNSPath(netns, connect)
+			}
 			if err == nil && res.Verdict == testpod.Connected {
 				break
 			}
