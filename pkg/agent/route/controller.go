@@ -1,0 +1,242 @@
+// Package route keeps this node's paths to every other node's pod CIDR: the
+// OpenFlow flows that send traffic for a remote pod CIDR through the tunnel to
+// that node's underlay IP, and the host routes that send the node's own traffic
+// for it into OVS through the gateway. It has the sample-controller shape:
+// a Node informer feeds a workqueue of node names and sync(name) applies the
+// difference between the desired and the installed state. At start it removes
+// routes and flows left by an earlier run for nodes that are gone.
+package route
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// FlowInstaller programs the per-node forwarding flows (implemented by the
+// agent's OpenFlow client).
+type FlowInstaller interface {
+	InstallNodeFlows(nodeName string, peerPodCIDR *net.IPNet, peerGatewayIP, tunnelPeerIP net.IP) error
+	UninstallNodeFlows(nodeName string) error
+}
+
+// HostRoutes programs the node's kernel routes towards remote pod CIDRs.
+type HostRoutes interface {
+	// Reconcile makes the routes via the gateway exactly the given set.
+	Reconcile(desired map[string]*PeerRoute) error
+	Add(r *PeerRoute) error
+	Delete(r *PeerRoute) error
+}
+
+// PeerRoute is what this node needs to reach one remote node's pods.
+type PeerRoute struct {
+	NodeName  string
+	PodCIDR   *net.IPNet
+	GatewayIP net.IP // first address of PodCIDR: the remote antrea-gw0
+	NodeIP    net.IP // the remote node's underlay IP (tunnel destination)
+}
+
+func (r *PeerRoute) equal(o *PeerRoute) bool {
+	return o != nil && r.PodCIDR.String() == o.PodCIDR.String() && r.NodeIP.Equal(o.NodeIP)
+}
+
+// Controller watches Nodes and keeps the peer routes and flows.
+type Controller struct {
+	nodeName  string
+	flows     FlowInstaller
+	routes    HostRoutes
+	lister    corelisters.NodeLister
+	synced    cache.InformerSynced
+	queue     workqueue.TypedRateLimitingInterface[string]
+	mu        sync.Mutex
+	installed map[string]*PeerRoute
+	// onPeer, if set, is told each remote node IP (e.g. to pin its tunnel neighbour).
+	onPeer func(nodeIP net.IP)
+}
+
+// NewController makes a controller for this node.
+func NewController(nodeName string, informer coreinformers.NodeInformer, flows FlowInstaller, routes HostRoutes, onPeer func(net.IP)) *Controller {
+	c := &Controller{
+		nodeName:  nodeName,
+		flows:     flows,
+		routes:    routes,
+		lister:    informer.Lister(),
+		synced:    informer.Informer().HasSynced,
+		queue:     workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "noderoute"}),
+		installed: map[string]*PeerRoute{},
+		onPeer:    onPeer,
+	}
+	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, n interface{}) { c.enqueue(n) },
+		DeleteFunc: c.enqueue,
+	})
+	return c
+}
+
+func (c *Controller) enqueue(obj interface{}) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if n, ok := obj.(*corev1.Node); ok && n.Name != c.nodeName {
+		c.queue.Add(n.Name)
+	}
+}
+
+// Run reconciles once from the informer cache (removing stale routes), then
+// processes node events until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
+		return fmt.Errorf("node route controller: informer cache did not sync")
+	}
+	if err := c.reconcile(); err != nil {
+		return err
+	}
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for c.processNext() {
+		}
+	}, time.Second)
+	<-ctx.Done()
+	return nil
+}
+
+// reconcile installs every current peer and removes host routes that belong to
+// no current peer (seed issue: stale gateway routes survive an agent restart).
+func (c *Controller) reconcile() error {
+	nodes, err := c.lister.List(everything)
+	if err != nil {
+		return err
+	}
+	desired := map[string]*PeerRoute{}
+	for _, n := range nodes {
+		if r := peerRoute(n); r != nil && n.Name != c.nodeName {
+			desired[n.Name] = r
+		}
+	}
+	if err := c.routes.Reconcile(desired); err != nil {
+		return fmt.Errorf("reconcile host routes: %w", err)
+	}
+	for name := range desired {
+		c.queue.Add(name)
+	}
+	return nil
+}
+
+func (c *Controller) processNext() bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.sync(key); err != nil {
+		klog.ErrorS(err, "Failed to sync routes to node; retrying", "node", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// sync applies the difference for one remote node.
+func (c *Controller) sync(name string) error {
+	node, err := c.lister.Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	var want *PeerRoute
+	if node != nil {
+		want = peerRoute(node)
+	}
+	c.mu.Lock()
+	have := c.installed[name]
+	c.mu.Unlock()
+	if want != nil && want.equal(have) {
+		return nil
+	}
+	if have != nil {
+		if err := c.routes.Delete(have); err != nil {
+			return fmt.Errorf("delete route to node %s: %w", name, err)
+		}
+		if err := c.flows.UninstallNodeFlows(name); err != nil {
+			return fmt.Errorf("uninstall flows to node %s: %w", name, err)
+		}
+		c.mu.Lock()
+		delete(c.installed, name)
+		c.mu.Unlock()
+		klog.InfoS("Removed route to node", "node", name, "podCIDR", have.PodCIDR)
+	}
+	if want == nil {
+		return nil
+	}
+	if c.onPeer != nil {
+		c.onPeer(want.NodeIP)
+	}
+	if err := c.flows.InstallNodeFlows(name, want.PodCIDR, want.GatewayIP, want.NodeIP); err != nil {
+		return fmt.Errorf("install flows to node %s: %w", name, err)
+	}
+	if err := c.routes.Add(want); err != nil {
+		return fmt.Errorf("add route to node %s: %w", name, err)
+	}
+	c.mu.Lock()
+	c.installed[name] = want
+	c.mu.Unlock()
+	klog.InfoS("Installed route to node", "node", name, "podCIDR", want.PodCIDR, "nodeIP", want.NodeIP)
+	return nil
+}
+
+// Installed returns a copy of the peer routes currently in place.
+func (c *Controller) Installed() map[string]PeerRoute {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]PeerRoute, len(c.installed))
+	for k, v := range c.installed {
+		out[k] = *v
+	}
+	return out
+}
+
+// peerRoute derives the route to a node, or nil while it lacks a pod CIDR or
+// an InternalIP.
+func peerRoute(n *corev1.Node) *PeerRoute {
+	cidr := n.Spec.PodCIDR
+	if cidr == "" && len(n.Spec.PodCIDRs) > 0 {
+		cidr = n.Spec.PodCIDRs[0]
+	}
+	_, ipnet, err := net.ParseCIDR(cidr)
+	if err != nil || ipnet.IP.To4() == nil {
+		return nil
+	}
+	var nodeIP net.IP
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			nodeIP = net.ParseIP(a.Address)
+			break
+		}
+	}
+	if nodeIP == nil {
+		return nil
+	}
+	return &PeerRoute{NodeName: n.Name, PodCIDR: ipnet, GatewayIP: GatewayIP(ipnet), NodeIP: nodeIP}
+}
+
+// GatewayIP is the first address of a pod CIDR, which a node's antrea-gw0 holds.
+func GatewayIP(cidr *net.IPNet) net.IP {
+	ip := make(net.IP, len(cidr.IP.To4()))
+	copy(ip, cidr.IP.To4())
+	ip[len(ip)-1]++
+	return ip
+}

@@ -1,0 +1,154 @@
+package route
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+type fakeFlows struct {
+	mu    sync.Mutex
+	nodes map[string]string // node -> "cidr tunnelIP"
+}
+
+func (f *fakeFlows) InstallNodeFlows(node string, cidr *net.IPNet, gw, tun net.IP) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes[node] = fmt.Sprintf("%s via %s tun %s", cidr, gw, tun)
+	return nil
+}
+
+func (f *fakeFlows) UninstallNodeFlows(node string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.nodes, node)
+	return nil
+}
+
+func (f *fakeFlows) snapshot() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range f.nodes {
+		out[k] = v
+	}
+	return out
+}
+
+type fakeRoutes struct {
+	mu     sync.Mutex
+	routes map[string]bool // cidr
+}
+
+func (f *fakeRoutes) Reconcile(desired map[string]*PeerRoute) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.routes = map[string]bool{}
+	for _, r := range desired {
+		f.routes[r.PodCIDR.String()] = true
+	}
+	return nil
+}
+func (f *fakeRoutes) Add(r *PeerRoute) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.routes[r.PodCIDR.String()] = true
+	return nil
+}
+func (f *fakeRoutes) Delete(r *PeerRoute) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.routes, r.PodCIDR.String())
+	return nil
+}
+
+func node(name, cidr, ip string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.NodeSpec{PodCIDR: cidr},
+		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}},
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestControllerFollowsRemoteNodes(t *testing.T) {
+	client := fake.NewClientset(
+		node("n1", "10.10.1.0/24", "172.30.0.11"),
+		node("n2", "10.10.2.0/24", "172.30.0.12"),
+		node("n3", "", "172.30.0.13"), // no podCIDR yet
+	)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	flows := &fakeFlows{nodes: map[string]string{}}
+	routes := &fakeRoutes{routes: map[string]bool{"10.10.9.0/24": true}}
+	var peersMu sync.Mutex
+	peers := map[string]bool{}
+	c := NewController("n1", factory.Core().V1().Nodes(), flows, routes, func(ip net.IP) {
+		peersMu.Lock()
+		peers[ip.String()] = true
+		peersMu.Unlock()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	go func() { _ = c.Run(ctx) }()
+
+	eventually(t, "flows to n2 only", func() bool {
+		f := flows.snapshot()
+		return len(f) == 1 && f["n2"] == "10.10.2.0/24 via 10.10.2.1 tun 172.30.0.12"
+	})
+	routes.mu.Lock()
+	if routes.routes["10.10.9.0/24"] {
+		t.Errorf("a stale route for a node that is gone should be removed at start")
+	}
+	routes.mu.Unlock()
+
+	// n3 gets its pod CIDR: a route appears.
+	n3 := node("n3", "10.10.3.0/24", "172.30.0.13")
+	if _, err := client.CoreV1().Nodes().Update(ctx, n3, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "flows to n3", func() bool { return flows.snapshot()["n3"] != "" })
+
+	// n2 moves to another underlay IP: flows follow.
+	n2 := node("n2", "10.10.2.0/24", "172.30.0.22")
+	if _, err := client.CoreV1().Nodes().Update(ctx, n2, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "flows to n2's new IP", func() bool {
+		return flows.snapshot()["n2"] == "10.10.2.0/24 via 10.10.2.1 tun 172.30.0.22"
+	})
+
+	// n3 is deleted: its flows and route go.
+	if err := client.CoreV1().Nodes().Delete(ctx, "n3", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "n3 removed", func() bool {
+		_, ok := flows.snapshot()["n3"]
+		routes.mu.Lock()
+		defer routes.mu.Unlock()
+		return !ok && !routes.routes["10.10.3.0/24"]
+	})
+	peersMu.Lock()
+	defer peersMu.Unlock()
+	if !peers["172.30.0.22"] || !peers["172.30.0.13"] {
+		t.Errorf("every peer's node IP should be reported, got %v", peers)
+	}
+}
