@@ -28,7 +28,8 @@ func TestGatewayRoutesReconcileRemovesStaleAndKeepsLocal(t *testing.T) {
 		_ = testutils.UnmountNS(netns)
 	})
 	err = netns.Do(func(ns.NetNS) error {
-		gw := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "antrea-gw0"}}
+		// No dummy driver in this kernel: a veth stands in for the gateway.
+		gw := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "antrea-gw0"}, PeerName: "gw-peer"}
 		if err := netlink.LinkAdd(gw); err != nil {
 			return err
 		}
