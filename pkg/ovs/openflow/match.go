@@ -499,7 +499,7 @@ func (m *Match) WithPrerequisites() Match {
 }
 
 // appendOXMFields appends the OXM TLVs of the match without the ofp_match header.
-func (m *Match) appendOXMFields(b []byte) []byte {
+func (m *Match) AppendOXMFields(b []byte) []byte {
 	var buf [16]MatchField
 	for _, mf := range m.effective(buf[:0]) {
 		b = appendOXM(b, mf.Field, mf.Value, mf.Mask)
@@ -525,7 +525,7 @@ func appendOXM(b []byte, f Field, value, mask U128) []byte {
 func (m *Match) AppendMatch(b []byte) []byte {
 	start := len(b)
 	b = append(b, 0, 1, 0, 0) // OFPMT_OXM, length filled below
-	b = m.appendOXMFields(b)
+	b = m.AppendOXMFields(b)
 	n := len(b) - start
 	binary.BigEndian.PutUint16(b[start+2:], uint16(n))
 	return appendPad8(b, n)
