@@ -18,12 +18,12 @@ type FlowStats struct {
 
 // OXS statistics fields of OpenFlow 1.5 ofp_stats (class OFPXSC_OPENFLOW_BASIC).
 const (
-	oxsClassBasic   uint16 = 0x8002
-	oxsDuration     uint8  = 0
-	oxsPacketCount  uint8  = 4
-	oxsByteCount    uint8  = 5
-	flowDesc15Fixed        = 24
-	flowStats13Fixed       = 48
+	oxsClassBasic    uint16 = 0x8002
+	oxsDuration      uint8  = 0
+	oxsPacketCount   uint8  = 4
+	oxsByteCount     uint8  = 5
+	flowDesc15Fixed         = 24
+	flowStats13Fixed        = 48
 )
 
 // DecodeFlowStats decodes the concatenated entries of a flow stats reply
