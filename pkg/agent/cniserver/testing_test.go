@@ -117,15 +117,17 @@ func TestMain(m *testing.M) {
 // CNIServer serving on a unix socket, and libcni set up to call the real
 // antrea-cni binary.
 type env struct {
-	t       *testing.T
-	ovs     *ovsinstance.Instance
-	ports   *ovsconfig.OVSBridge
-	flows   *ofctlFlows
-	srv     *Server
-	cfg     Config
-	cni     *libcni.CNIConfig
-	list    *libcni.NetworkConfigList
-	stopSrv func()
+	t     *testing.T
+	ovs   *ovsinstance.Instance
+	ports *ovsconfig.OVSBridge
+	flows *ofctlFlows
+	// installer is what startServer gives the server (flows by default).
+	installer PodFlowInstaller
+	srv       *Server
+	cfg       Config
+	cni       *libcni.CNIConfig
+	list      *libcni.NetworkConfigList
+	stopSrv   func()
 }
 
 const testBridge = "br-int"
@@ -177,6 +179,7 @@ func newEnv(t *testing.T, ready bool) *env {
 			HostNetNS:    "/var/run/netns/" + in.NetNS(),
 		},
 	}
+	e.installer = e.flows
 	e.startServer(ready)
 	conf, err := e.srv.ConfList()
 	if err != nil {
@@ -193,7 +196,7 @@ func newEnv(t *testing.T, ready bool) *env {
 // startServer starts a CNIServer (again, after stopServer: an agent restart).
 func (e *env) startServer(ready bool) {
 	t := e.t
-	srv, err := New(e.cfg, Deps{OVS: e.ports, Flows: e.flows})
+	srv, err := New(e.cfg, Deps{OVS: e.ports, Flows: e.installer})
 	if err != nil {
 		t.Fatal(err)
 	}
