@@ -1,0 +1,122 @@
+// Package nodeinit brings a node's Open vSwitch to the state the agent
+// needs before it serves CNI or programs flows: the integration bridge br-int,
+// the gateway antrea-gw0 (the first address of the node's pod CIDR), the
+// flow-based tunnel port antrea-tun0 and, for the userspace (netdev)
+// datapath, the underlay bridge br-phy that holds the node's uplink and its IP
+// (userspace tunnels route through an OVS internal port, see ENVIRONMENT.md).
+//
+// Bringup is idempotent: a second run compares and leaves everything that is
+// already right alone (same OVSDB UUIDs, no link taken down), so the agent
+// runs it on every start. It runs in the calling thread's network namespace,
+// which is the node's: the agent runs inside it.
+package nodeinit
+
+import (
+	"net"
+
+	"antrea.io/antrea/pkg/ovs/ovsconfig"
+)
+
+// Default names, as upstream Antrea uses them.
+const (
+	DefaultBridgeName       = "br-int"
+	DefaultUplinkBridgeName = "br-phy"
+	DefaultGatewayName      = "antrea-gw0"
+	DefaultTunnelName       = "antrea-tun0"
+)
+
+// OpenFlow port numbers requested for the ports Antrea's pipeline refers to
+// by number (upstream's config.DefaultTunOFPort and HostGatewayOFPort).
+const (
+	TunnelOFPort  int32 = 1
+	GatewayOFPort int32 = 2
+)
+
+// Config says what to bring up.
+type Config struct {
+	// NodeName names the node; it seeds the stable gateway MAC.
+	NodeName string
+	// OVSDBEndpoint is the ovsdb-server address ("unix:PATH").
+	OVSDBEndpoint string
+	// Conn, when set, is used instead of connecting to OVSDBEndpoint (and is
+	// left open); the agent shares its connection this way.
+	Conn *ovsconfig.Connection
+	// OVSRunDir is the run directory of ovs-vswitchd, where its control socket
+	// lives (for ovs-appctl).
+	OVSRunDir string
+	// DatapathType is netdev (userspace) or system (kernel).
+	DatapathType ovsconfig.OVSDatapathType
+	// TunnelType is the encapsulation; "" means Geneve.
+	TunnelType ovsconfig.TunnelType
+	// TunnelCSum asks for outer UDP checksums on the tunnel.
+	TunnelCSum bool
+	// NodeIP is the node's underlay address; nil means the first global IPv4
+	// address of the uplink (or of br-phy, when a previous run moved it).
+	NodeIP net.IP
+	// PodCIDRs are the node's pod CIDRs (one per IP family); the gateway gets
+	// the first address of each.
+	PodCIDRs []*net.IPNet
+	// UplinkName is the node's underlay interface (e.g. eth0). Required for
+	// netdev, which moves it into br-phy.
+	UplinkName string
+	// MTU of the gateway and pods; 0 means the uplink's MTU minus the tunnel
+	// overhead.
+	MTU int
+	// BridgeName, UplinkBridgeName, GatewayName, TunnelName override the defaults.
+	BridgeName, UplinkBridgeName, GatewayName, TunnelName string
+}
+
+// GatewayConfig describes the node's gateway interface.
+type GatewayConfig struct {
+	// Name of the interface (antrea-gw0).
+	Name string
+	// IPs are the first addresses of the pod CIDRs.
+	IPs []net.IP
+	// MAC is the stable MAC derived from the node name and pod CIDRs.
+	MAC net.HardwareAddr
+	// OFPort is the gateway's OpenFlow port on br-int.
+	OFPort int32
+	// LinkIndex is the gateway's ifindex in the node netns.
+	LinkIndex int
+}
+
+// UplinkConfig describes the node's underlay attachment.
+type UplinkConfig struct {
+	// Name of the uplink (e.g. eth0).
+	Name string
+	// MAC of the uplink.
+	MAC net.HardwareAddr
+	// MTU of the uplink.
+	MTU int
+	// BridgeName is the underlay bridge (br-phy) for netdev, "" otherwise.
+	BridgeName string
+	// BridgeMAC is the MAC of the underlay bridge's internal port, which now
+	// carries the node IP.
+	BridgeMAC net.HardwareAddr
+	// OFPort is the uplink's OpenFlow port on the underlay bridge.
+	OFPort int32
+}
+
+// NodeConfig is what Bringup found or made; the agent's other parts use it.
+type NodeConfig struct {
+	// Name of the node.
+	Name string
+	// BridgeName is the integration bridge.
+	BridgeName string
+	// DatapathType of the bridges.
+	DatapathType ovsconfig.OVSDatapathType
+	// NodeIP is the node's underlay address with its prefix.
+	NodeIP *net.IPNet
+	// PodCIDRs are the node's pod CIDRs.
+	PodCIDRs []*net.IPNet
+	// Gateway is antrea-gw0.
+	Gateway GatewayConfig
+	// TunnelName, TunnelType and TunnelOFPort describe antrea-tun0.
+	TunnelName   string
+	TunnelType   ovsconfig.TunnelType
+	TunnelOFPort int32
+	// Uplink is the underlay attachment.
+	Uplink UplinkConfig
+	// PodMTU is the MTU of the gateway and of pod interfaces.
+	PodMTU int
+}
