@@ -370,6 +370,8 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 		klog.InfoS("Rolled back a failed ADD", "pod", klog.KRef(r.PodNamespace, r.PodName), "container", r.ContainerID, "cause", err)
 	}()
 
+	// Each step's duration goes into the success log: where ADD latency goes.
+	took := stepTimer{last: time.Now()}
 	owner := ipam.Owner{ContainerID: r.ContainerID, IfName: r.IfName, PodNamespace: r.PodNamespace, PodName: r.PodName}
 	ips, err := s.ipam.Add(ctx, owner)
 	if err == nil {
@@ -379,6 +381,7 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 		return nil, newError(cnipb.ErrorCode_IPAM_FAILURE, err, "allocate an IP address for %s", r)
 	}
 	a.IPs = ips
+	took.mark(stepIPAM)
 
 	pi, err := setupPodInterface(s.cfg.HostNetNS, r.Netns, r.IfName, a.HostIfName, s.cfg.MTU, ips, defaultRoutes(ips))
 	if err == nil {
@@ -388,6 +391,7 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 		return nil, newError(cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE, err, "set up the interface of %s", r)
 	}
 	a.HostMAC, a.PodMAC = pi.hostMAC, pi.podMAC
+	took.mark(stepInterface)
 
 	a.PortUUID, err = s.ovs.CreatePort(ctx, a.HostIfName, portExternalIDs(a))
 	if err == nil {
@@ -396,6 +400,7 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	if err != nil {
 		return nil, newError(cnipb.ErrorCode_OVS_PORT_FAILURE, err, "create OVS port %s for %s", a.HostIfName, r)
 	}
+	took.mark(stepOVSPort)
 	a.OFPort, err = s.ovs.GetOFPort(ctx, a.HostIfName)
 	if err == nil && a.OFPort <= 0 {
 		err = fmt.Errorf("invalid OpenFlow port number %d", a.OFPort)
@@ -406,6 +411,7 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	if err != nil {
 		return nil, newError(cnipb.ErrorCode_OVS_PORT_FAILURE, err, "read the OpenFlow port of OVS port %s for %s", a.HostIfName, r)
 	}
+	took.mark(stepOFPort)
 
 	err = s.flows.InstallPodFlows(a.HostIfName, a.ipList(), a.PodMAC, uint32(a.OFPort))
 	if err == nil {
@@ -414,12 +420,13 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	if err != nil {
 		return nil, newError(cnipb.ErrorCode_FLOW_INSTALL_FAILURE, err, "install the flows of %s (port %s)", r, a.HostIfName)
 	}
+	took.mark(stepFlows)
 
 	s.mu.Lock()
 	s.attachments[a.key()] = a
 	s.mu.Unlock()
 	klog.InfoS("Pod interface added", "pod", klog.KRef(r.PodNamespace, r.PodName), "container", r.ContainerID,
-		"port", a.HostIfName, "ofPort", a.OFPort, "ips", a.ipList())
+		"port", a.HostIfName, "ofPort", a.OFPort, "ips", a.ipList(), "took", took.String())
 	return s.result(r, a)
 }
 
@@ -628,6 +635,22 @@ func (s *Server) gc(ctx context.Context, req *cnipb.CniCmdRequest) error {
 	}
 	return nil
 }
+
+// stepTimer records how long each step of ADD took.
+type stepTimer struct {
+	last  time.Time
+	steps []string
+}
+
+func (t *stepTimer) mark(step string) {
+	now := time.Now()
+	if !t.last.IsZero() {
+		t.steps = append(t.steps, fmt.Sprintf("%s=%s", step, now.Sub(t.last).Round(100*time.Microsecond)))
+	}
+	t.last = now
+}
+
+func (t *stepTimer) String() string { return strings.Join(t.steps, " ") }
 
 // keyedMutex is one mutex per key (container ID), created on demand and
 // dropped when nobody holds or waits for it.
