@@ -86,7 +86,7 @@ const (
 	bucketPropWeight      uint16 = 0
 	bucketPropWatchPort   uint16 = 1
 	bucketPropWatchGroup  uint16 = 2
-	bucketIDAll           uint32 = 0xfffffffd // OFPG15_BUCKET_ALL
+	bucketIDAll           uint32 = 0xffffffff // OFPG15_BUCKET_ALL
 )
 
 // AppendBody implements Message: ofp15_group_mod or ofp11_group_mod.
@@ -124,8 +124,9 @@ func (m *GroupMod) AppendBody(b []byte, version uint8) ([]byte, error) {
 		copy(name[:], m.SelectionMethod)
 		b = append(b, name[:]...)
 		b = binary.BigEndian.AppendUint64(b, m.SelectionMethodParam)
+		// A field array holds each field with an all-ones value: hash it whole.
 		for _, f := range m.Fields {
-			b = f.appendOXMHeader(b, false)
+			b = appendOXM(b, f, f.fullMask(), f.fullMask())
 		}
 		binary.BigEndian.PutUint16(b[pstart+2:], uint16(len(b)-pstart))
 		b = appendPad8(b, len(b)-pstart)
@@ -216,7 +217,8 @@ func (m *GroupMod) String() string {
 	for i := range m.Buckets {
 		bk := &m.Buckets[i]
 		b = fmt.Appendf(b, ",bucket=bucket_id:%d,", m.bucketID(i))
-		if m.Type == GroupSelect {
+		// ovs-ofctl omits the default weight: 1 in select groups, 0 elsewhere.
+		if (m.Type == GroupSelect && bk.Weight != 1) || (m.Type != GroupSelect && bk.Weight != 0) {
 			b = fmt.Appendf(b, "weight:%d,", bk.Weight)
 		}
 		if bk.WatchPort != 0 && bk.WatchPort != PortAny {
@@ -291,17 +293,13 @@ func (m *GroupMod) decodeGroupProps15(b []byte) error {
 		}
 		m.SelectionMethod = string(name)
 		m.SelectionMethodParam = binary.BigEndian.Uint64(v[28:])
-		for f := v[36:]; len(f) >= 4; {
-			fld, err := fieldFromHeader32(binary.BigEndian.Uint32(f))
+		for f := v[36:]; len(f) > 0; {
+			fld, _, _, n, err := decodeOXM(f)
 			if err != nil {
-				return err
+				return fmt.Errorf("openflow: group %d selection fields: %w", m.GroupID, err)
 			}
 			m.Fields = append(m.Fields, fld)
-			step := 4 + int(f[3])
-			if step > len(f) {
-				break
-			}
-			f = f[step:]
+			f = f[n:]
 		}
 		return nil
 	})

@@ -561,6 +561,13 @@ func DecodeMatch(b []byte) (Match, int, error) {
 func decodeOXMFields(b []byte) (Match, error) {
 	var m Match
 	for len(b) > 0 {
+		if n, ok, err := decodePacketReg(&m, b); ok || err != nil {
+			if err != nil {
+				return m, err
+			}
+			b = b[n:]
+			continue
+		}
 		f, value, mask, n, err := decodeOXM(b)
 		if err != nil {
 			return m, err
@@ -569,6 +576,32 @@ func decodeOXMFields(b []byte) (Match, error) {
 		b = b[n:]
 	}
 	return m, nil
+}
+
+// decodePacketReg decodes an OXM_OF_PKT_REG<n> TLV (class
+// OFPXMC_PACKET_REGS, 64 bits), as Open vSwitch reports registers in
+// OpenFlow 1.5, into the two 32-bit registers it holds: reg<2n> in the high
+// half, reg<2n+1> in the low half. ok is false for any other TLV.
+func decodePacketReg(m *Match, b []byte) (n int, ok bool, err error) {
+	class, code, hasMask, length, hdrLen, err := decodeOXMHeader(b)
+	if err != nil || class != oxmClassPacketRg {
+		return 0, false, nil
+	}
+	want := 8
+	if hasMask {
+		want = 16
+	}
+	if code > 7 || length != want || hdrLen+length > len(b) {
+		return 0, true, fmt.Errorf("openflow: bad packet register OXM %d of %d bytes", code, length)
+	}
+	v := binary.BigEndian.Uint64(b[hdrLen:])
+	mask := ^uint64(0)
+	if hasMask {
+		mask = binary.BigEndian.Uint64(b[hdrLen+8:])
+	}
+	m.SetMasked(Reg(2*int(code)), U64(v>>32), U64(mask>>32))
+	m.SetMasked(Reg(2*int(code)+1), U64(v&0xffffffff), U64(mask&0xffffffff))
+	return hdrLen + length, true, nil
 }
 
 // decodeOXM decodes one OXM TLV and returns the field, value, mask and its length.

@@ -61,7 +61,8 @@ func (m *MeterMod) AppendBody(b []byte, _ uint8) ([]byte, error) {
 	return b, nil
 }
 
-// String prints the meter as ovs-ofctl's dump-meters does: "meter=1 kbps bands=type=drop rate=1000".
+// String prints the meter as ovs-ofctl does, on one line: "meter=1 kbps bands=type=drop rate=1000"
+// (ovs-ofctl starts each band on a new line).
 func (m *MeterMod) String() string {
 	b := fmt.Appendf(nil, "meter=%d", m.MeterID)
 	for i, n := range [...]string{" kbps", " pktps", " burst", " stats"} {
@@ -69,9 +70,7 @@ func (m *MeterMod) String() string {
 			b = append(b, n...)
 		}
 	}
-	if len(m.Bands) > 0 {
-		b = append(b, " bands="...)
-	}
+	b = append(b, " bands="...)
 	for i, band := range m.Bands {
 		if i > 0 {
 			b = append(b, ' ')

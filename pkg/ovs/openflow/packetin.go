@@ -56,7 +56,8 @@ func (p *PacketIn) appendProps(b []byte, resume bool) []byte {
 		b = appendProp(b, nxpintBufferID, binary.BigEndian.AppendUint32(nil, p.BufferID))
 	}
 	b = appendProp(b, nxpintTableID, []byte{p.TableID})
-	b = appendProp(b, nxpintCookie, binary.BigEndian.AppendUint64(nil, p.Cookie))
+	// 64-bit properties carry 4 bytes of padding before the value (ofpprop_put_be64).
+	b = appendProp(b, nxpintCookie, binary.BigEndian.AppendUint64([]byte{0, 0, 0, 0}, p.Cookie))
 	b = appendProp(b, nxpintReason, []byte{p.Reason})
 	b = appendProp(b, nxpintMetadata, p.Match.AppendOXMFields(nil))
 	if !resume && len(p.UserData) > 0 {
@@ -118,10 +119,10 @@ func DecodePacketIn2(body []byte) (*PacketIn, error) {
 			}
 			p.TableID = v[0]
 		case nxpintCookie:
-			if err := fixed(v, 8, "cookie"); err != nil {
+			if err := fixed(v, 12, "cookie"); err != nil {
 				return err
 			}
-			p.Cookie = binary.BigEndian.Uint64(v)
+			p.Cookie = binary.BigEndian.Uint64(v[4:])
 		case nxpintReason:
 			if err := fixed(v, 1, "reason"); err != nil {
 				return err
@@ -161,6 +162,13 @@ func decodeOXMFieldsLenient(b []byte) (Match, error) {
 		}
 		if hdrLen+length > len(b) {
 			return m, fmt.Errorf("openflow: OXM class 0x%04x overruns by %d bytes", class, hdrLen+length-len(b))
+		}
+		if n, ok, err := decodePacketReg(&m, b); ok {
+			if err != nil {
+				return m, err
+			}
+			b = b[n:]
+			continue
 		}
 		if f, value, mask, n, err := decodeOXM(b); err == nil {
 			m.SetMasked(f, value, mask)
