@@ -1,0 +1,333 @@
+// Package networkpolicy computes, once for the whole cluster, what agents
+// need to enforce Kubernetes NetworkPolicies: for each policy an internal
+// NetworkPolicy whose rules refer to AddressGroups (the peers' addresses) and
+// AppliedToGroups (the Pods the policy applies to). Groups are shared by
+// normalized selector, and each object carries a span — the Nodes that need
+// it — so that every agent receives only its slice.
+//
+// The controller follows the sample-controller shape: informer events feed a
+// selector index (pkg/controller/grouping) and three workqueues of keys
+// (policies, AppliedToGroups, AddressGroups); each sync reads the caches,
+// computes the desired object and writes the difference into the apiserver
+// stores (pkg/apiserver/storage). Syncs are idempotent and retried with
+// rate-limited backoff.
+package networkpolicy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	v1 "k8s.io/api/core/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/controller/grouping"
+)
+
+const controllerName = "NetworkPolicyController"
+
+// Store is the part of an apiserver store (storage.Interface) the computation
+// writes to. Objects handed to Create and Update are never modified later.
+type Store interface {
+	Create(obj any) error
+	Update(obj any) error
+	Delete(key string) error
+	Get(key string) (any, bool, error)
+}
+
+// groupNamespace seeds the name-based UUIDs of groups and policies, so that
+// names are stable across controller restarts.
+var groupNamespace = uuid.MustParse("5a5e6c1e-8d3b-4c55-9a0e-2f2b8a1d7c40")
+
+// groupName is the name of the AppliedToGroup and of the AddressGroup built
+// from a selector: a UUID derived from its normalized key.
+func groupName(selectorKey string) string {
+	return uuid.NewSHA1(groupNamespace, []byte(selectorKey)).String()
+}
+
+// policyName is the name of the internal NetworkPolicy of a K8s policy,
+// derived from its namespace and name so that it is stable and unique among
+// policy kinds.
+func policyName(namespace, name string) string {
+	return uuid.NewSHA1(groupNamespace, []byte("K8sNetworkPolicy:"+namespace+"/"+name)).String()
+}
+
+// Controller computes internal NetworkPolicies and their groups.
+type Controller struct {
+	kubeClient kubernetes.Interface
+
+	npLister        networkinglisters.NetworkPolicyLister
+	npSynced        cache.InformerSynced
+	podSynced       cache.InformerSynced
+	namespaceSynced cache.InformerSynced
+
+	index *grouping.Index
+
+	addressGroupStore   Store
+	appliedToGroupStore Store
+	networkPolicyStore  Store
+
+	policyQueue         workqueue.TypedRateLimitingInterface[string]
+	appliedToGroupQueue workqueue.TypedRateLimitingInterface[string]
+	addressGroupQueue   workqueue.TypedRateLimitingInterface[string]
+
+	// mu guards the computation state below; syncs hold it while they compute
+	// and write to the stores, so the stores see changes in a consistent order.
+	mu              sync.Mutex
+	policies        map[string]*policyState
+	appliedToGroups map[string]*appliedToGroupState
+	addressGroups   map[string]*addressGroupState
+	// groupsBySelector maps an index key to the groups built from it.
+	groupsBySelector map[string]*selectorGroups
+	// orphans are selector keys whose groups may have lost their last policy.
+	orphans sets.Set[string]
+}
+
+// NewController wires the informers of informerFactory (NetworkPolicies,
+// Pods, Namespaces) to a new Controller writing into the three stores. The
+// caller starts informerFactory; Run waits for its caches.
+func NewController(kubeClient kubernetes.Interface, informerFactory informers.SharedInformerFactory,
+	addressGroupStore, appliedToGroupStore, networkPolicyStore Store) *Controller {
+	rl := func(name string) workqueue.TypedRateLimitingInterface[string] {
+		return workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	}
+	npInformer := informerFactory.Networking().V1().NetworkPolicies()
+	podInformer := informerFactory.Core().V1().Pods()
+	nsInformer := informerFactory.Core().V1().Namespaces()
+	c := &Controller{
+		kubeClient:          kubeClient,
+		npLister:            npInformer.Lister(),
+		npSynced:            npInformer.Informer().HasSynced,
+		podSynced:           podInformer.Informer().HasSynced,
+		namespaceSynced:     nsInformer.Informer().HasSynced,
+		index:               grouping.NewIndex(),
+		addressGroupStore:   addressGroupStore,
+		appliedToGroupStore: appliedToGroupStore,
+		networkPolicyStore:  networkPolicyStore,
+		policyQueue:         rl("networkpolicy"),
+		appliedToGroupQueue: rl("appliedtogroup"),
+		addressGroupQueue:   rl("addressgroup"),
+		policies:            map[string]*policyState{},
+		appliedToGroups:     map[string]*appliedToGroupState{},
+		addressGroups:       map[string]*addressGroupState{},
+		groupsBySelector:    map[string]*selectorGroups{},
+		orphans:             sets.New[string](),
+	}
+	c.index.AddEventHandler(c.enqueueGroups)
+	// The synced functions are those of the handler registrations, not of
+	// the informers: they turn true once the handlers (and so the index) have
+	// seen the initial list, not merely once the informer's cache holds it.
+	// Registration only fails on a stopped informer.
+	npReg, err := npInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueuePolicy,
+		UpdateFunc: func(_, cur any) { c.enqueuePolicy(cur) },
+		DeleteFunc: c.enqueuePolicy,
+	})
+	if err == nil {
+		c.npSynced = npReg.HasSynced
+	}
+	podReg, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addPod,
+		UpdateFunc: c.updatePod,
+		DeleteFunc: c.deletePod,
+	})
+	if err == nil {
+		c.podSynced = podReg.HasSynced
+	}
+	nsReg, err := nsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addNamespace,
+		UpdateFunc: func(_, cur any) { c.addNamespace(cur) },
+		DeleteFunc: c.deleteNamespace,
+	})
+	if err == nil {
+		c.namespaceSynced = nsReg.HasSynced
+	}
+	return c
+}
+
+func (c *Controller) enqueuePolicy(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		klog.ErrorS(err, "Cannot key NetworkPolicy", "object", obj)
+		return
+	}
+	c.policyQueue.Add(key)
+}
+
+// enqueueGroups queues the groups built from a selector the index reports.
+func (c *Controller) enqueueGroups(selectorKey string) {
+	c.mu.Lock()
+	sg := c.groupsBySelector[selectorKey]
+	var atg, ag string
+	if sg != nil {
+		if sg.appliedTo != nil {
+			atg = sg.appliedTo.name
+		}
+		if sg.address != nil {
+			ag = sg.address.name
+		}
+	}
+	c.mu.Unlock()
+	if atg != "" {
+		c.appliedToGroupQueue.Add(atg)
+	}
+	if ag != "" {
+		c.addressGroupQueue.Add(ag)
+	}
+}
+
+func (c *Controller) addPod(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.HostNetwork {
+		// Host-network Pods share the Node's IP: no policy selects them.
+		return
+	}
+	c.index.AddPod(pod)
+}
+
+func (c *Controller) updatePod(oldObj, curObj any) {
+	old, ok1 := oldObj.(*v1.Pod)
+	cur, ok2 := curObj.(*v1.Pod)
+	if !ok1 || !ok2 || cur.Spec.HostNetwork {
+		return
+	}
+	// Most Pod updates are status conditions; skip what cannot change a group.
+	if labelsEqual(old.Labels, cur.Labels) && !grouping.MemberDataChanged(old, cur) {
+		return
+	}
+	c.index.AddPod(cur)
+}
+
+func (c *Controller) deletePod(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		klog.ErrorS(nil, "Unexpected object in Pod delete event", "object", obj)
+		return
+	}
+	c.index.DeletePod(pod.Namespace, pod.Name)
+}
+
+func (c *Controller) addNamespace(obj any) {
+	if ns, ok := obj.(*v1.Namespace); ok {
+		c.index.AddNamespace(ns)
+	}
+}
+
+func (c *Controller) deleteNamespace(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if ns, ok := obj.(*v1.Namespace); ok {
+		c.index.DeleteNamespace(ns.Name)
+	}
+}
+
+func labelsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Run waits for the informer caches, then runs workers goroutines per queue
+// until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.policyQueue.ShutDown()
+	defer c.appliedToGroupQueue.ShutDown()
+	defer c.addressGroupQueue.ShutDown()
+
+	klog.InfoS("Starting controller", "controller", controllerName)
+	defer klog.InfoS("Shutting down controller", "controller", controllerName)
+	if !c.waitForCacheSync(ctx) {
+		return
+	}
+	if workers < 1 {
+		workers = 1
+	}
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.worker(ctx, c.policyQueue, c.syncPolicy) }, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.worker(ctx, c.appliedToGroupQueue, c.syncAppliedToGroup) }, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.worker(ctx, c.addressGroupQueue, c.syncAddressGroup) }, time.Second)
+	}
+	<-ctx.Done()
+}
+
+// waitForCacheSync waits until every handler has seen its informer's initial
+// list, so that the first syncs compute from complete Pod and Namespace sets.
+func (c *Controller) waitForCacheSync(ctx context.Context) bool {
+	return cache.WaitForNamedCacheSync(controllerName, ctx.Done(), c.npSynced, c.podSynced, c.namespaceSynced)
+}
+
+func (c *Controller) worker(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
+	for c.processNext(ctx, q, sync) {
+	}
+}
+
+// processNext runs one sync from q; it returns false once q is shut down.
+func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) bool {
+	key, quit := q.Get()
+	if quit {
+		return false
+	}
+	defer q.Done(key)
+	if err := sync(ctx, key); err != nil {
+		klog.ErrorS(err, "Sync failed, will retry", "key", key)
+		q.AddRateLimited(key)
+		return true
+	}
+	q.Forget(key)
+	return true
+}
+
+// drain processes every queued key on the calling goroutine until all queues
+// are empty. Benchmarks and tests use it to measure or await the computation
+// without worker scheduling noise; it returns the first sync error.
+func (c *Controller) drain(ctx context.Context) error {
+	queues := []struct {
+		q    workqueue.TypedRateLimitingInterface[string]
+		sync func(context.Context, string) error
+	}{
+		{c.policyQueue, c.syncPolicy},
+		{c.appliedToGroupQueue, c.syncAppliedToGroup},
+		{c.addressGroupQueue, c.syncAddressGroup},
+	}
+	for {
+		busy := false
+		for _, qs := range queues {
+			for qs.q.Len() > 0 {
+				busy = true
+				key, _ := qs.q.Get()
+				err := qs.sync(ctx, key)
+				qs.q.Done(key)
+				if err != nil {
+					return fmt.Errorf("syncing %q: %w", key, err)
+				}
+				qs.q.Forget(key)
+			}
+		}
+		if !busy {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,276 @@
+package networkpolicy
+
+import (
+	"fmt"
+	"net"
+
+	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"antrea.io/antrea/pkg/apis/controlplane"
+	"antrea.io/antrea/pkg/controller/grouping"
+)
+
+// k8sRulePriority marks every rule of a K8s NetworkPolicy: its rules form a
+// union with no order among them, and -1 is the value upstream Antrea agents
+// recognize for that.
+const k8sRulePriority int32 = -1
+
+// matchAllIPBlocks is what an empty or absent peer list turns into: every
+// IPv4 and IPv6 address. Using IPBlocks rather than an all-pods AddressGroup
+// keeps membership churn out of such rules.
+func matchAllIPBlocks() []controlplane.IPBlock {
+	return []controlplane.IPBlock{
+		{CIDR: controlplane.IPNet{IP: controlplane.IPAddress(net.IPv4zero.To4()), PrefixLength: 0}},
+		{CIDR: controlplane.IPNet{IP: controlplane.IPAddress(net.IPv6zero), PrefixLength: 0}},
+	}
+}
+
+// computedPolicy is a K8s NetworkPolicy turned into internal rules, before
+// group names are attached to policy state.
+type computedPolicy struct {
+	rules []controlplane.NetworkPolicyRule
+	// appliedTo is the selector of the policy's single AppliedToGroup.
+	appliedTo *grouping.Selector
+	// addressGroups are the distinct peer selectors, by key.
+	addressGroups map[string]*grouping.Selector
+}
+
+// effectivePolicyTypes applies the API defaulting the API server would do
+// (clients and fakes may skip it): no policyTypes means Ingress, plus Egress
+// when egress rules are present.
+func effectivePolicyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
+	if len(np.Spec.PolicyTypes) == 0 {
+		return true, len(np.Spec.Egress) > 0
+	}
+	for _, t := range np.Spec.PolicyTypes {
+		switch t {
+		case networkingv1.PolicyTypeIngress:
+			ingress = true
+		case networkingv1.PolicyTypeEgress:
+			egress = true
+		}
+	}
+	return ingress, egress
+}
+
+// computePolicy turns a K8s NetworkPolicy into internal rules, with group
+// names derived from their normalized selectors by groupName.
+//
+// Isolation: a direction the policy isolates (per effectivePolicyTypes) but
+// for which it has no rule gets one rule with an empty peer and no services.
+// Such a rule matches no traffic, so the agent installs only the default drop
+// for the applied-to Pods in that direction — this is how upstream Antrea
+// represents "default deny". Rules of a direction the policy does not isolate
+// are dropped, as Kubernetes ignores them.
+func computePolicy(np *networkingv1.NetworkPolicy, groupName func(selectorKey string) string) (*computedPolicy, error) {
+	appliedTo, err := grouping.NewSelector(np.Namespace, &np.Spec.PodSelector, nil)
+	if err != nil {
+		return nil, fmt.Errorf("podSelector of NetworkPolicy %s/%s: %w", np.Namespace, np.Name, err)
+	}
+	cp := &computedPolicy{appliedTo: appliedTo, addressGroups: map[string]*grouping.Selector{}}
+	ingress, egress := effectivePolicyTypes(np)
+	if ingress {
+		for i := range np.Spec.Ingress {
+			r := &np.Spec.Ingress[i]
+			services, named := toServices(r.Ports)
+			peer, err := cp.toPeer(np, r.From, controlplane.DirectionIn, named, groupName)
+			if err != nil {
+				return nil, fmt.Errorf("ingress rule %d of NetworkPolicy %s/%s: %w", i, np.Namespace, np.Name, err)
+			}
+			cp.rules = append(cp.rules, controlplane.NetworkPolicyRule{
+				Direction: controlplane.DirectionIn, From: peer, Services: services, Priority: k8sRulePriority,
+			})
+		}
+		if len(np.Spec.Ingress) == 0 {
+			cp.rules = append(cp.rules, controlplane.NetworkPolicyRule{Direction: controlplane.DirectionIn, Priority: k8sRulePriority})
+		}
+	}
+	if egress {
+		for i := range np.Spec.Egress {
+			r := &np.Spec.Egress[i]
+			services, named := toServices(r.Ports)
+			peer, err := cp.toPeer(np, r.To, controlplane.DirectionOut, named, groupName)
+			if err != nil {
+				return nil, fmt.Errorf("egress rule %d of NetworkPolicy %s/%s: %w", i, np.Namespace, np.Name, err)
+			}
+			cp.rules = append(cp.rules, controlplane.NetworkPolicyRule{
+				Direction: controlplane.DirectionOut, To: peer, Services: services, Priority: k8sRulePriority,
+			})
+		}
+		if len(np.Spec.Egress) == 0 {
+			cp.rules = append(cp.rules, controlplane.NetworkPolicyRule{Direction: controlplane.DirectionOut, Priority: k8sRulePriority})
+		}
+	}
+	return cp, nil
+}
+
+// toPeer converts a rule's peers. Absent and empty lists both mean "every
+// address" (Kubernetes treats them alike). An egress rule to every address
+// that uses a named port also gets the all-Pods AddressGroup, because the
+// agent resolves a named port against the members of the peer's groups — as
+// upstream Antrea does; ingress named ports resolve against the applied-to
+// members instead.
+func (cp *computedPolicy) toPeer(np *networkingv1.NetworkPolicy, peers []networkingv1.NetworkPolicyPeer, dir controlplane.Direction, namedPort bool, groupName func(string) string) (controlplane.NetworkPolicyPeer, error) {
+	var out controlplane.NetworkPolicyPeer
+	if len(peers) == 0 {
+		out.IPBlocks = matchAllIPBlocks()
+		if dir == controlplane.DirectionOut && namedPort {
+			all, err := grouping.NewSelector("", nil, &metav1.LabelSelector{})
+			if err != nil {
+				return out, err
+			}
+			out.AddressGroups = []string{cp.addAddressGroup(all, groupName)}
+		}
+		return out, nil
+	}
+	seen := map[string]bool{}
+	for i := range peers {
+		p := &peers[i]
+		if p.IPBlock != nil {
+			b, err := toIPBlock(p.IPBlock)
+			if err != nil {
+				return out, fmt.Errorf("peer %d: %w", i, err)
+			}
+			out.IPBlocks = append(out.IPBlocks, b)
+			continue
+		}
+		sel, err := grouping.NewSelector(np.Namespace, p.PodSelector, p.NamespaceSelector)
+		if err != nil {
+			return out, fmt.Errorf("peer %d: %w", i, err)
+		}
+		name := cp.addAddressGroup(sel, groupName)
+		if !seen[name] {
+			seen[name] = true
+			out.AddressGroups = append(out.AddressGroups, name)
+		}
+	}
+	return out, nil
+}
+
+func (cp *computedPolicy) addAddressGroup(sel *grouping.Selector, groupName func(string) string) string {
+	cp.addressGroups[sel.Key()] = sel
+	return groupName(sel.Key())
+}
+
+// toServices converts rule ports; a numeric or named port, endPort and
+// protocol (TCP when unset) are kept as written, so the agent resolves named
+// ports per member. It also reports whether a named port is present.
+func toServices(ports []networkingv1.NetworkPolicyPort) ([]controlplane.Service, bool) {
+	if len(ports) == 0 {
+		return nil, false
+	}
+	named := false
+	out := make([]controlplane.Service, 0, len(ports))
+	for i := range ports {
+		p := &ports[i]
+		proto := controlplane.ProtocolTCP
+		if p.Protocol != nil {
+			proto = controlplane.Protocol(*p.Protocol)
+		}
+		s := controlplane.Service{Protocol: &proto}
+		if p.Port != nil {
+			port := *p.Port
+			s.Port = &port
+			if port.Type == intstr.String {
+				named = true
+			}
+		}
+		if p.EndPort != nil {
+			end := *p.EndPort
+			s.EndPort = &end
+		}
+		out = append(out, s)
+	}
+	return out, named
+}
+
+// toIPBlock converts an ipBlock and its exceptions.
+func toIPBlock(b *networkingv1.IPBlock) (controlplane.IPBlock, error) {
+	cidr, err := toIPNet(b.CIDR)
+	if err != nil {
+		return controlplane.IPBlock{}, err
+	}
+	out := controlplane.IPBlock{CIDR: cidr}
+	for _, e := range b.Except {
+		ex, err := toIPNet(e)
+		if err != nil {
+			return controlplane.IPBlock{}, fmt.Errorf("except: %w", err)
+		}
+		out.Except = append(out.Except, ex)
+	}
+	return out, nil
+}
+
+func toIPNet(cidr string) (controlplane.IPNet, error) {
+	_, n, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return controlplane.IPNet{}, fmt.Errorf("invalid CIDR %q: %w", cidr, err)
+	}
+	ones, _ := n.Mask.Size()
+	return controlplane.IPNet{IP: ipAddress(n.IP), PrefixLength: int32(ones)}, nil
+}
+
+// ipAddress stores IPv4 addresses in 4 bytes and IPv6 in 16, as the API says.
+func ipAddress(ip net.IP) controlplane.IPAddress {
+	if v4 := ip.To4(); v4 != nil {
+		return controlplane.IPAddress(v4)
+	}
+	return controlplane.IPAddress(ip.To16())
+}
+
+// podIPs returns the parsed IPs of a Pod, from status.podIPs or status.podIP.
+func podIPs(pod *v1.Pod) []controlplane.IPAddress {
+	var out []controlplane.IPAddress
+	add := func(s string) {
+		if ip := net.ParseIP(s); ip != nil {
+			out = append(out, ipAddress(ip))
+		}
+	}
+	if len(pod.Status.PodIPs) == 0 {
+		if pod.Status.PodIP != "" {
+			add(pod.Status.PodIP)
+		}
+		return out
+	}
+	for _, ip := range pod.Status.PodIPs {
+		add(ip.IP)
+	}
+	return out
+}
+
+// namedPorts lists the named container ports of a Pod, which the agent needs
+// to resolve named ports in rules (protocol TCP when unset).
+func namedPorts(pod *v1.Pod) []controlplane.NamedPort {
+	var out []controlplane.NamedPort
+	for ci := range pod.Spec.Containers {
+		for _, p := range pod.Spec.Containers[ci].Ports {
+			if p.Name == "" {
+				continue
+			}
+			proto := controlplane.ProtocolTCP
+			if p.Protocol != "" {
+				proto = controlplane.Protocol(p.Protocol)
+			}
+			out = append(out, controlplane.NamedPort{Name: p.Name, Port: p.ContainerPort, Protocol: proto})
+		}
+	}
+	return out
+}
+
+// podMember builds the GroupMember of a Pod.
+func podMember(pod *v1.Pod) *controlplane.GroupMember {
+	return &controlplane.GroupMember{
+		Pod:   &controlplane.PodReference{Namespace: pod.Namespace, Name: pod.Name},
+		IPs:   podIPs(pod),
+		Ports: namedPorts(pod),
+	}
+}
+
+// podTerminated tells whether a Pod has finished: its IP may already belong
+// to another Pod, so it is no member of any group.
+func podTerminated(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}

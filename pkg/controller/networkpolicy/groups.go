@@ -1,0 +1,234 @@
+package networkpolicy
+
+import (
+	"context"
+	"fmt"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/apis/controlplane"
+	"antrea.io/antrea/pkg/controller/types"
+)
+
+// link records that a policy applied to atg uses ag in a rule: ag then spans
+// atg's Nodes too.
+func link(atg *appliedToGroupState, ag *addressGroupState) {
+	atg.addressGroups[ag]++
+	ag.appliedToGroups[atg]++
+	if atg.addressGroups[ag] == 1 {
+		ag.moveSpan(nil, atg.span)
+	}
+}
+
+// unlink undoes one link.
+func unlink(atg *appliedToGroupState, ag *addressGroupState) {
+	if atg == nil {
+		return
+	}
+	n := atg.addressGroups[ag] - 1
+	if n > 0 {
+		atg.addressGroups[ag] = n
+		ag.appliedToGroups[atg] = n
+		return
+	}
+	delete(atg.addressGroups, ag)
+	delete(ag.appliedToGroups, atg)
+	ag.moveSpan(atg.span, nil)
+}
+
+// moveSpan replaces the contribution of one linked AppliedToGroup, whose span
+// went from old to cur, in the AddressGroup's span.
+func (ag *addressGroupState) moveSpan(old, cur sets.Set[string]) {
+	changed := false
+	for n := range old {
+		if cur.Has(n) {
+			continue
+		}
+		if ag.nodeCount[n]--; ag.nodeCount[n] <= 0 {
+			delete(ag.nodeCount, n)
+			changed = true
+		}
+	}
+	for n := range cur {
+		if old.Has(n) {
+			continue
+		}
+		if ag.nodeCount[n]++; ag.nodeCount[n] == 1 {
+			changed = true
+		}
+	}
+	if changed {
+		ag.span = sets.KeySet(ag.nodeCount)
+		ag.dirty = true
+	}
+}
+
+// computeAppliedToGroupLocked recomputes the members of atg per Node. A Pod
+// is a member once scheduled and until it terminates. It returns the previous
+// span and true when the span changed.
+func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets.Set[string], bool) {
+	pods, _ := c.index.GroupPods(atg.sel.Key())
+	byNode := map[string]controlplane.GroupMemberSet{}
+	for _, pod := range pods {
+		node := pod.Spec.NodeName
+		if node == "" || podTerminated(pod) {
+			continue
+		}
+		s := byNode[node]
+		if s == nil {
+			s = controlplane.GroupMemberSet{}
+			byNode[node] = s
+		}
+		s.Insert(podMember(pod))
+	}
+	changed := len(byNode) != len(atg.membersByNode)
+	for node, s := range byNode {
+		// Keep the previous set of a Node whose members are the same, so the
+		// store's diff finds nothing there and memory is shared.
+		if old, ok := atg.membersByNode[node]; ok && old.Equal(s) {
+			byNode[node] = old
+		} else {
+			changed = true
+		}
+	}
+	if !changed {
+		return nil, false
+	}
+	atg.membersByNode = byNode
+	atg.dirty = true
+	if len(byNode) == len(atg.span) {
+		same := true
+		for node := range byNode {
+			if !atg.span.Has(node) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return nil, false
+		}
+	}
+	old := atg.span
+	atg.span = sets.KeySet(byNode)
+	return old, true
+}
+
+// computeAddressGroupLocked recomputes the members of ag: every selected Pod
+// with an IP that has not terminated.
+func (c *Controller) computeAddressGroupLocked(ag *addressGroupState) {
+	pods, _ := c.index.GroupPods(ag.sel.Key())
+	members := make(controlplane.GroupMemberSet, len(pods))
+	for _, pod := range pods {
+		if podTerminated(pod) || pod.Status.PodIP == "" && len(pod.Status.PodIPs) == 0 {
+			continue
+		}
+		members.Insert(podMember(pod))
+	}
+	if ag.members != nil && ag.members.Equal(members) {
+		return
+	}
+	ag.members = members
+	ag.dirty = true
+}
+
+func (c *Controller) publishAppliedToGroupLocked(atg *appliedToGroupState) error {
+	if !atg.dirty && atg.published != nil {
+		return nil
+	}
+	obj := &types.AppliedToGroup{
+		SpanMeta:          types.SpanMeta{NodeNames: atg.span},
+		UID:               k8stypes.UID(atg.name),
+		Name:              atg.name,
+		Selector:          types.NewGroupSelector(atg.sel.Namespace, atg.sel.PodSelector, atg.sel.NamespaceSelector),
+		GroupMemberByNode: atg.membersByNode,
+	}
+	var err error
+	if atg.published == nil {
+		err = createOrUpdate(c.appliedToGroupStore, obj)
+	} else {
+		err = c.appliedToGroupStore.Update(obj)
+	}
+	if err != nil {
+		return fmt.Errorf("writing AppliedToGroup %s (%s): %w", atg.name, atg.sel.Key(), err)
+	}
+	atg.published, atg.dirty = obj, false
+	return nil
+}
+
+func (c *Controller) publishAddressGroupLocked(ag *addressGroupState) error {
+	if !ag.dirty && ag.published != nil {
+		return nil
+	}
+	obj := &types.AddressGroup{
+		SpanMeta:     types.SpanMeta{NodeNames: ag.span},
+		UID:          k8stypes.UID(ag.name),
+		Name:         ag.name,
+		Selector:     types.NewGroupSelector(ag.sel.Namespace, ag.sel.PodSelector, ag.sel.NamespaceSelector),
+		GroupMembers: ag.members,
+	}
+	var err error
+	if ag.published == nil {
+		err = createOrUpdate(c.addressGroupStore, obj)
+	} else {
+		err = c.addressGroupStore.Update(obj)
+	}
+	if err != nil {
+		return fmt.Errorf("writing AddressGroup %s (%s): %w", ag.name, ag.sel.Key(), err)
+	}
+	ag.published, ag.dirty = obj, false
+	return nil
+}
+
+// syncAppliedToGroup recomputes the members of an AppliedToGroup. When its
+// span changes, the AddressGroups used by its policies and the policies
+// themselves get the new span; groups are written before the policies.
+func (c *Controller) syncAppliedToGroup(_ context.Context, name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	atg := c.appliedToGroups[name]
+	if atg == nil {
+		return nil
+	}
+	if old, changed := c.computeAppliedToGroupLocked(atg); changed {
+		for ag := range atg.addressGroups {
+			ag.moveSpan(old, atg.span)
+		}
+		klog.V(2).InfoS("AppliedToGroup span changed", "appliedToGroup", name, "nodes", atg.span.Len())
+	}
+	if err := c.publishAppliedToGroupLocked(atg); err != nil {
+		return err
+	}
+	// The loops below are no-ops unless a span changed now or in an earlier,
+	// failed attempt: publishing compares with what the store holds.
+	for ag := range atg.addressGroups {
+		if err := c.publishAddressGroupLocked(ag); err != nil {
+			return err
+		}
+	}
+	for key := range atg.policies {
+		p := c.policies[key]
+		if p == nil || p.published == nil || p.appliedTo != atg || sameSet(p.published.NodeNames, atg.span) {
+			continue
+		}
+		desired := *p.published
+		desired.SpanMeta = types.SpanMeta{NodeNames: atg.span}
+		if err := c.publishPolicyLocked(p, &desired); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncAddressGroup recomputes the members of an AddressGroup.
+func (c *Controller) syncAddressGroup(_ context.Context, name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ag := c.addressGroups[name]
+	if ag == nil {
+		return nil
+	}
+	c.computeAddressGroupLocked(ag)
+	return c.publishAddressGroupLocked(ag)
+}

@@ -1,0 +1,329 @@
+package networkpolicy
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/apis/controlplane"
+	"antrea.io/antrea/pkg/controller/grouping"
+	"antrea.io/antrea/pkg/controller/types"
+)
+
+// selectorGroups are the groups built from one index selector; the selector
+// stays registered in the index while either exists.
+type selectorGroups struct {
+	sel       *grouping.Selector
+	appliedTo *appliedToGroupState
+	address   *addressGroupState
+}
+
+// appliedToGroupState is the computation's view of one AppliedToGroup.
+type appliedToGroupState struct {
+	name string
+	sel  *grouping.Selector
+	// policies are the keys of the policies applied to this group.
+	policies sets.Set[string]
+	// addressGroups counts, per AddressGroup, the policies that link it to
+	// this group: the AddressGroup's span includes this group's span.
+	addressGroups map[*addressGroupState]int
+	// membersByNode and span are immutable once set: a change replaces them.
+	membersByNode map[string]controlplane.GroupMemberSet
+	span          sets.Set[string]
+	dirty         bool
+	published     *types.AppliedToGroup
+}
+
+// addressGroupState is the computation's view of one AddressGroup.
+type addressGroupState struct {
+	name string
+	sel  *grouping.Selector
+	// policies are the keys of the policies whose rules use this group.
+	policies sets.Set[string]
+	// appliedToGroups mirrors appliedToGroupState.addressGroups.
+	appliedToGroups map[*appliedToGroupState]int
+	// nodeCount counts, per Node, the linked AppliedToGroups spanning it; the
+	// span is its key set. Counting makes a span change O(changed Nodes).
+	nodeCount map[string]int
+	// members and span are immutable once set: a change replaces them.
+	members   controlplane.GroupMemberSet
+	span      sets.Set[string]
+	dirty     bool
+	published *types.AddressGroup
+}
+
+// policyState is the computation's view of one K8s NetworkPolicy.
+type policyState struct {
+	key           string
+	name          string
+	appliedTo     *appliedToGroupState
+	addressGroups []*addressGroupState
+	generation    int64
+	published     *types.NetworkPolicy
+}
+
+// syncPolicy computes the internal NetworkPolicy of the K8s policy key
+// (namespace/name), acquires and releases its groups, and writes the groups
+// and then the policy into the stores; a deleted policy is removed.
+func (c *Controller) syncPolicy(_ context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		klog.ErrorS(err, "Dropping malformed NetworkPolicy key", "key", key)
+		return nil
+	}
+	np, err := c.npLister.NetworkPolicies(namespace).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("getting NetworkPolicy %s: %w", key, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.policies[key]
+	if np == nil {
+		if p == nil {
+			return c.collectGarbageLocked()
+		}
+		return c.deletePolicyLocked(p)
+	}
+	computed, err := computePolicy(np, groupName)
+	if err != nil {
+		// The API server validates policies, so this is a malformed object a
+		// retry cannot fix; the previous computation, if any, stays.
+		klog.ErrorS(err, "Cannot compute NetworkPolicy", "networkPolicy", key)
+		return nil
+	}
+	if p == nil {
+		p = &policyState{key: key, name: policyName(namespace, name)}
+		c.policies[key] = p
+	}
+	atg := c.acquireAppliedToGroupLocked(computed.appliedTo, key)
+	agKeys := make([]string, 0, len(computed.addressGroups))
+	for k := range computed.addressGroups {
+		agKeys = append(agKeys, k)
+	}
+	sort.Strings(agKeys)
+	ags := make([]*addressGroupState, 0, len(agKeys))
+	for _, k := range agKeys {
+		ags = append(ags, c.acquireAddressGroupLocked(computed.addressGroups[k], key))
+	}
+	// Link before unlinking so that a span shared by old and new links never
+	// drops to zero in between.
+	for _, ag := range ags {
+		link(atg, ag)
+	}
+	for _, ag := range p.addressGroups {
+		unlink(p.appliedTo, ag)
+	}
+	if p.appliedTo != nil && p.appliedTo != atg {
+		c.releaseAppliedToGroupLocked(p.appliedTo, key)
+	}
+	kept := make(map[*addressGroupState]bool, len(ags))
+	for _, ag := range ags {
+		kept[ag] = true
+	}
+	for _, ag := range p.addressGroups {
+		if !kept[ag] {
+			c.releaseAddressGroupLocked(ag, key)
+		}
+	}
+	p.appliedTo, p.addressGroups = atg, ags
+
+	desired := &types.NetworkPolicy{
+		SpanMeta:        types.SpanMeta{NodeNames: atg.span},
+		UID:             k8stypes.UID(p.name),
+		Name:            p.name,
+		SourceRef:       &controlplane.NetworkPolicyReference{Type: controlplane.K8sNetworkPolicy, Namespace: np.Namespace, Name: np.Name, UID: np.UID},
+		Rules:           computed.rules,
+		AppliedToGroups: []string{atg.name},
+	}
+	if err := c.publishAppliedToGroupLocked(atg); err != nil {
+		return err
+	}
+	for _, ag := range ags {
+		if err := c.publishAddressGroupLocked(ag); err != nil {
+			return err
+		}
+	}
+	if err := c.publishPolicyLocked(p, desired); err != nil {
+		return err
+	}
+	return c.collectGarbageLocked()
+}
+
+// deletePolicyLocked removes a policy from the store and releases its groups.
+func (c *Controller) deletePolicyLocked(p *policyState) error {
+	if p.published != nil {
+		if err := c.networkPolicyStore.Delete(p.name); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting internal NetworkPolicy %s of %s: %w", p.name, p.key, err)
+		}
+		p.published = nil
+	}
+	for _, ag := range p.addressGroups {
+		unlink(p.appliedTo, ag)
+		c.releaseAddressGroupLocked(ag, p.key)
+	}
+	if p.appliedTo != nil {
+		c.releaseAppliedToGroupLocked(p.appliedTo, p.key)
+	}
+	delete(c.policies, p.key)
+	klog.V(2).InfoS("Deleted internal NetworkPolicy", "networkPolicy", p.key, "name", p.name)
+	return c.collectGarbageLocked()
+}
+
+// publishPolicyLocked writes desired unless the store already holds the same
+// content and span. The generation increases when rules or groups change.
+func (c *Controller) publishPolicyLocked(p *policyState, desired *types.NetworkPolicy) error {
+	prev := p.published
+	sameContent := prev != nil && reflect.DeepEqual(prev.Rules, desired.Rules) &&
+		reflect.DeepEqual(prev.AppliedToGroups, desired.AppliedToGroups) && reflect.DeepEqual(prev.SourceRef, desired.SourceRef)
+	if sameContent && sameSet(prev.NodeNames, desired.NodeNames) {
+		return nil
+	}
+	if sameContent {
+		desired.Generation = p.generation
+	} else {
+		desired.Generation = p.generation + 1
+	}
+	var err error
+	if prev == nil {
+		err = createOrUpdate(c.networkPolicyStore, desired)
+	} else {
+		err = c.networkPolicyStore.Update(desired)
+	}
+	if err != nil {
+		return fmt.Errorf("writing internal NetworkPolicy %s of %s: %w", p.name, p.key, err)
+	}
+	p.published, p.generation = desired, desired.Generation
+	return nil
+}
+
+// sameSet compares spans; the common case is the very same immutable set.
+func sameSet(a, b sets.Set[string]) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() {
+		return true
+	}
+	return a.Equal(b)
+}
+
+// createOrUpdate creates obj, or updates it when a previous attempt (whose
+// outcome was lost to an error) already created it.
+func createOrUpdate(s Store, obj any) error {
+	err := s.Create(obj)
+	if apierrors.IsAlreadyExists(err) {
+		return s.Update(obj)
+	}
+	return err
+}
+
+// selectorLocked returns the selector entry of sel, registering sel in the
+// index when it is new.
+func (c *Controller) selectorLocked(sel *grouping.Selector) *selectorGroups {
+	key := sel.Key()
+	sg := c.groupsBySelector[key]
+	if sg == nil {
+		c.index.AddGroup(sel)
+		sg = &selectorGroups{sel: sel}
+		c.groupsBySelector[key] = sg
+	}
+	return sg
+}
+
+func (c *Controller) acquireAppliedToGroupLocked(sel *grouping.Selector, policyKey string) *appliedToGroupState {
+	sg := c.selectorLocked(sel)
+	if sg.appliedTo == nil {
+		atg := &appliedToGroupState{
+			name:          groupName(sel.Key()),
+			sel:           sg.sel,
+			policies:      sets.New[string](),
+			addressGroups: map[*addressGroupState]int{},
+			span:          sets.New[string](),
+		}
+		sg.appliedTo = atg
+		c.appliedToGroups[atg.name] = atg
+		c.computeAppliedToGroupLocked(atg)
+		atg.dirty = true
+	}
+	sg.appliedTo.policies.Insert(policyKey)
+	return sg.appliedTo
+}
+
+func (c *Controller) acquireAddressGroupLocked(sel *grouping.Selector, policyKey string) *addressGroupState {
+	sg := c.selectorLocked(sel)
+	if sg.address == nil {
+		ag := &addressGroupState{
+			name:            groupName(sel.Key()),
+			sel:             sg.sel,
+			policies:        sets.New[string](),
+			appliedToGroups: map[*appliedToGroupState]int{},
+			nodeCount:       map[string]int{},
+			span:            sets.New[string](),
+		}
+		sg.address = ag
+		c.addressGroups[ag.name] = ag
+		c.computeAddressGroupLocked(ag)
+		ag.dirty = true
+	}
+	sg.address.policies.Insert(policyKey)
+	return sg.address
+}
+
+func (c *Controller) releaseAppliedToGroupLocked(atg *appliedToGroupState, policyKey string) {
+	atg.policies.Delete(policyKey)
+	if atg.policies.Len() == 0 {
+		c.orphans.Insert(atg.sel.Key())
+	}
+}
+
+func (c *Controller) releaseAddressGroupLocked(ag *addressGroupState, policyKey string) {
+	ag.policies.Delete(policyKey)
+	if ag.policies.Len() == 0 {
+		c.orphans.Insert(ag.sel.Key())
+	}
+}
+
+// collectGarbageLocked deletes the groups no policy uses any more: from the
+// stores, from the computation state and, once both kinds of a selector are
+// gone, from the index. Only selectors released since the last collection
+// are visited; a failed delete stays queued for the next sync.
+func (c *Controller) collectGarbageLocked() error {
+	for key := range c.orphans {
+		sg := c.groupsBySelector[key]
+		if sg == nil {
+			c.orphans.Delete(key)
+			continue
+		}
+		if atg := sg.appliedTo; atg != nil && atg.policies.Len() == 0 {
+			if atg.published != nil {
+				if err := c.appliedToGroupStore.Delete(atg.name); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("deleting AppliedToGroup %s (%s): %w", atg.name, key, err)
+				}
+			}
+			delete(c.appliedToGroups, atg.name)
+			sg.appliedTo = nil
+		}
+		if ag := sg.address; ag != nil && ag.policies.Len() == 0 {
+			if ag.published != nil {
+				if err := c.addressGroupStore.Delete(ag.name); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("deleting AddressGroup %s (%s): %w", ag.name, key, err)
+				}
+			}
+			delete(c.addressGroups, ag.name)
+			sg.address = nil
+		}
+		if sg.appliedTo == nil && sg.address == nil {
+			c.index.DeleteGroup(key)
+			delete(c.groupsBySelector, key)
+		}
+		c.orphans.Delete(key)
+	}
+	return nil
+}
