@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
+	"antrea.io/antrea/pkg/agent/interfacestore"
 	cnipb "antrea.io/antrea/pkg/apis/cni/v1beta1"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
@@ -93,8 +94,8 @@ func TestAPodGetsEth0WithItsAddressPortAndFlowsAndDelRemovesThemAll(t *testing.T
 	if err != nil {
 		t.Fatalf("OVS port %s: %v", host, err)
 	}
-	if pd.OFPort <= 0 || pd.ExternalIDs[ExternalIDContainerID] != p.rt.ContainerID || pd.ExternalIDs[ExternalIDPodName] != "web-0" ||
-		pd.ExternalIDs[ExternalIDIP] != "10.123.1.2" || pd.ExternalIDs[ExternalIDMAC] != res.Interfaces[1].Mac {
+	if pd.OFPort <= 0 || pd.ExternalIDs[interfacestore.ExternalIDContainerID] != p.rt.ContainerID || pd.ExternalIDs[interfacestore.ExternalIDPodName] != "web-0" ||
+		pd.ExternalIDs[interfacestore.ExternalIDIP] != "10.123.1.2" || pd.ExternalIDs[interfacestore.ExternalIDMAC] != res.Interfaces[1].Mac {
 		t.Errorf("OVS port %s: ofport %d external_ids %v", host, pd.OFPort, pd.ExternalIDs)
 	}
 	if !e.flows.PodFlowsInstalled(host) {
@@ -157,8 +158,8 @@ func TestAnAddThatFailsAtAnyStepIsRolledBackCompletely(t *testing.T) {
 			if links := inPod(t, p, "ip", "-o", "link", "show"); strings.Contains(links, "eth0") {
 				t.Errorf("eth0 left in the pod: %s", links)
 			}
-			if n := len(e.srv.Attachments()); n != 0 {
-				t.Errorf("%d attachments recorded after a failed ADD", n)
+			if n := e.srv.ifaces.GetContainerInterfaceNum(); n != 0 {
+				t.Errorf("%d pod interfaces recorded after a failed ADD", n)
 			}
 			// The same pod then comes up once the failure is gone.
 			e.srv.inject = nil

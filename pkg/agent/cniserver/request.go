@@ -65,8 +65,6 @@ type request struct {
 	Conf         netConf
 }
 
-func (r *request) key() string { return r.ContainerID + "/" + r.IfName }
-
 func (r *request) String() string {
 	return fmt.Sprintf("pod %s/%s (container %s, %s)", r.PodNamespace, r.PodName, r.ContainerID, r.IfName)
 }

@@ -27,22 +27,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/cniserver/ipam"
+	"antrea.io/antrea/pkg/agent/interfacestore"
 	cnipb "antrea.io/antrea/pkg/apis/cni/v1beta1"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
-)
-
-// External IDs of a pod's OVS port: what a restarted agent needs to know
-// about the pod (upstream Antrea uses the same keys).
-const (
-	ExternalIDAntreaType   = "antrea-type"
-	ExternalIDContainerID  = "container-id"
-	ExternalIDPodNamespace = "pod-namespace"
-	ExternalIDPodName      = "pod-name"
-	ExternalIDIP           = "ip"
-	ExternalIDMAC          = "mac"
-	ExternalIDIfName       = "cni-ifname"
-	// AntreaTypeContainer marks the port of a pod.
-	AntreaTypeContainer = "container"
 )
 
 // rollbackTimeout bounds the DEL that undoes a failed ADD; it runs even when
@@ -58,31 +45,11 @@ type Deps struct {
 	// IPAM allocates pod addresses; nil means host-local on Config.PodCIDRs
 	// with its store in Config.IPAMDataDir.
 	IPAM ipam.Driver
-}
-
-// Attachment is one pod interface the server has set up.
-type Attachment struct {
-	ContainerID  string
-	IfName       string
-	PodNamespace string
-	PodName      string
-	// HostIfName is the host end of the veth pair and the OVS port name.
-	HostIfName string
-	PortUUID   string
-	OFPort     int32
-	IPs        []*current.IPConfig
-	HostMAC    net.HardwareAddr
-	PodMAC     net.HardwareAddr
-}
-
-func (a *Attachment) key() string { return a.ContainerID + "/" + a.IfName }
-
-func (a *Attachment) ipList() []net.IP {
-	out := make([]net.IP, 0, len(a.IPs))
-	for _, c := range a.IPs {
-		out = append(out, c.Address.IP)
-	}
-	return out
+	// InterfaceStore is the agent's interface cache, already initialized
+	// from OVSDB (interfacestore.InterfaceConfigsFromOVSPorts); the server
+	// records every pod interface in it. nil: the server keeps its own and
+	// fills it from the OVS ports' external_ids in Run.
+	InterfaceStore interfacestore.InterfaceStore
 }
 
 // Server is the CNIServer.
@@ -101,8 +68,9 @@ type Server struct {
 
 	locks keyedMutex
 
-	mu          sync.Mutex
-	attachments map[string]*Attachment
+	ifaces interfacestore.InterfaceStore
+	// ownStore: ifaces was made here, so Run fills it from OVSDB.
+	ownStore bool
 
 	// inject, when set (tests only), is called after each step of ADD has
 	// succeeded; an error it returns fails ADD at that point.
@@ -125,12 +93,15 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, errors.New("cniserver: Deps.OVS and Deps.Flows are required")
 	}
 	s := &Server{
-		cfg:         cfg,
-		ovs:         deps.OVS,
-		flows:       deps.Flows,
-		ipam:        deps.IPAM,
-		ready:       make(chan struct{}),
-		attachments: map[string]*Attachment{},
+		cfg:    cfg,
+		ovs:    deps.OVS,
+		flows:  deps.Flows,
+		ipam:   deps.IPAM,
+		ready:  make(chan struct{}),
+		ifaces: deps.InterfaceStore,
+	}
+	if s.ifaces == nil {
+		s.ifaces, s.ownStore = interfacestore.NewInterfaceStore(), true
 	}
 	for _, cidr := range cfg.PodCIDRs {
 		gw := make(net.IP, len(cidr.IP))
@@ -179,7 +150,8 @@ func (s *Server) waitReady(ctx context.Context) error {
 	}
 }
 
-// Run rebuilds the attachments from OVSDB, then serves the CNI API on
+// Run recovers the pod interfaces from OVSDB (when the server keeps its own
+// interface store), then serves the CNI API on
 // Config.SocketPath until ctx is done.
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.rebuild(ctx); err != nil {
@@ -218,73 +190,46 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// rebuild recovers the attachments of a previous run from the external_ids
-// of the pods' OVS ports.
+// rebuild fills the server's own interface store from the external_ids of
+// the OVS ports (an agent-provided store is the agent's to initialize).
 func (s *Server) rebuild(ctx context.Context) error {
+	if !s.ownStore {
+		return nil
+	}
 	ports, err := s.ovs.GetPortList(ctx)
 	if err != nil {
-		return fmt.Errorf("list OVS ports to recover pod attachments: %w", err)
+		return fmt.Errorf("list OVS ports to recover pod interfaces: %w", err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range ports {
-		a := s.attachmentFromPort(&p)
-		if a == nil {
-			continue
+	s.ifaces.Initialize(interfacestore.InterfaceConfigsFromOVSPorts(ports))
+	klog.InfoS("Recovered pod interfaces from OVS", "count", s.ifaces.GetContainerInterfaceNum())
+	return nil
+}
+
+// lookup returns the stored interface of one attachment (container ID and
+// interface name inside the pod).
+func (s *Server) lookup(containerID, ifName string) *interfacestore.InterfaceConfig {
+	if cfg, ok := s.ifaces.GetContainerInterface(containerID); ok && cfg.IFDev == ifName {
+		return cfg
+	}
+	// A container with several interfaces: find the right one.
+	for _, cfg := range s.ifaces.GetInterfacesByType(interfacestore.ContainerInterface) {
+		if cfg.ContainerID == containerID && cfg.IFDev == ifName {
+			return cfg
 		}
-		s.attachments[a.key()] = a
-		klog.V(2).InfoS("Recovered pod attachment from OVS", "pod", klog.KRef(a.PodNamespace, a.PodName), "container", a.ContainerID, "port", a.HostIfName)
 	}
 	return nil
 }
 
-func (s *Server) attachmentFromPort(p *ovsconfig.OVSPortData) *Attachment {
-	ids := p.ExternalIDs
-	if ids[ExternalIDAntreaType] != AntreaTypeContainer || ids[ExternalIDContainerID] == "" {
-		return nil
-	}
-	a := &Attachment{
-		ContainerID:  ids[ExternalIDContainerID],
-		IfName:       ids[ExternalIDIfName],
-		PodNamespace: ids[ExternalIDPodNamespace],
-		PodName:      ids[ExternalIDPodName],
-		HostIfName:   p.Name,
-		PortUUID:     p.UUID,
-		OFPort:       p.OFPort,
-	}
-	if a.IfName == "" {
-		a.IfName = "eth0"
-	}
-	a.PodMAC, _ = net.ParseMAC(ids[ExternalIDMAC])
-	a.HostMAC, _ = net.ParseMAC(p.MAC)
-	for _, f := range strings.Split(ids[ExternalIDIP], ",") {
-		ip := net.ParseIP(strings.TrimSpace(f))
-		if ip == nil {
-			continue
-		}
+// ipConfigs gives addresses their podCIDR's mask and gateway, for results
+// built from the interface store (which keeps bare addresses).
+func (s *Server) ipConfigs(ips []net.IP) []*current.IPConfig {
+	var out []*current.IPConfig
+	for _, ip := range ips {
 		for i, cidr := range s.cfg.PodCIDRs {
 			if cidr.Contains(ip) {
-				a.IPs = append(a.IPs, &current.IPConfig{Address: net.IPNet{IP: ip, Mask: cidr.Mask}, Gateway: s.gateways[i]})
+				out = append(out, &current.IPConfig{Address: net.IPNet{IP: ip, Mask: cidr.Mask}, Gateway: s.gateways[i]})
 			}
 		}
-	}
-	return a
-}
-
-func (s *Server) getAttachment(key string) *Attachment {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.attachments[key]
-}
-
-// Attachments returns a copy of every attachment (for the agent's
-// introspection and for tests).
-func (s *Server) Attachments() []Attachment {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Attachment, 0, len(s.attachments))
-	for _, a := range s.attachments {
-		out = append(out, *a)
 	}
 	return out
 }
@@ -346,24 +291,20 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	}
 	unlock := s.locks.lock(r.ContainerID)
 	defer unlock()
-	if a := s.getAttachment(r.key()); a != nil {
+	if cfg := s.lookup(r.ContainerID, r.IfName); cfg != nil {
 		// A repeated ADD (the runtime lost our answer) gets the same result.
-		return s.result(r, a)
+		return s.result(r, cfg, s.ipConfigs(cfg.IPs), nil)
 	}
-	a := &Attachment{
-		ContainerID:  r.ContainerID,
-		IfName:       r.IfName,
-		PodNamespace: r.PodNamespace,
-		PodName:      r.PodName,
-		HostIfName:   hostInterfaceName(r.PodNamespace, r.PodName, r.ContainerID),
-	}
+	cfg := interfacestore.NewContainerInterface(hostInterfaceName(r.PodNamespace, r.PodName, r.ContainerID),
+		r.ContainerID, r.PodName, r.PodNamespace, r.IfName, nil, nil, 0)
+	host := cfg.InterfaceName
 	defer func() {
 		if err == nil {
 			return
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
-		if derr := s.teardown(rctx, r, a); derr != nil {
+		if derr := s.teardown(rctx, r, cfg); derr != nil {
 			klog.ErrorS(derr, "Rollback of a failed ADD left resources behind", "pod", klog.KRef(r.PodNamespace, r.PodName), "container", r.ContainerID)
 			return
 		}
@@ -372,78 +313,67 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 
 	// Each step's duration goes into the success log: where ADD latency goes.
 	took := stepTimer{last: time.Now()}
-	owner := ipam.Owner{ContainerID: r.ContainerID, IfName: r.IfName, PodNamespace: r.PodNamespace, PodName: r.PodName}
-	ips, err := s.ipam.Add(ctx, owner)
+	ips, err := s.ipam.Add(ctx, owner(r))
 	if err == nil {
 		err = s.step(stepIPAM)
 	}
 	if err != nil {
 		return nil, newError(cnipb.ErrorCode_IPAM_FAILURE, err, "allocate an IP address for %s", r)
 	}
-	a.IPs = ips
+	for _, c := range ips {
+		cfg.IPs = append(cfg.IPs, c.Address.IP)
+	}
 	took.mark(stepIPAM)
 
-	pi, err := setupPodInterface(s.cfg.HostNetNS, r.Netns, r.IfName, a.HostIfName, s.cfg.MTU, ips, defaultRoutes(ips))
+	pi, err := setupPodInterface(s.cfg.HostNetNS, r.Netns, r.IfName, host, s.cfg.MTU, ips, defaultRoutes(ips))
 	if err == nil {
 		err = s.step(stepInterface)
 	}
 	if err != nil {
 		return nil, newError(cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE, err, "set up the interface of %s", r)
 	}
-	a.HostMAC, a.PodMAC = pi.hostMAC, pi.podMAC
+	cfg.MAC = pi.podMAC
 	took.mark(stepInterface)
 
-	a.PortUUID, err = s.ovs.CreatePort(ctx, a.HostIfName, portExternalIDs(a))
+	portUUID, err := s.ovs.CreatePort(ctx, host, interfacestore.BuildOVSPortExternalIDs(cfg))
 	if err == nil {
+		cfg.OVSPortConfig = &interfacestore.OVSPortConfig{PortUUID: portUUID}
 		err = s.step(stepOVSPort)
 	}
 	if err != nil {
-		return nil, newError(cnipb.ErrorCode_OVS_PORT_FAILURE, err, "create OVS port %s for %s", a.HostIfName, r)
+		return nil, newError(cnipb.ErrorCode_OVS_PORT_FAILURE, err, "create OVS port %s for %s", host, r)
 	}
 	took.mark(stepOVSPort)
-	a.OFPort, err = s.ovs.GetOFPort(ctx, a.HostIfName)
-	if err == nil && a.OFPort <= 0 {
-		err = fmt.Errorf("invalid OpenFlow port number %d", a.OFPort)
+	ofPort, err := s.ovs.GetOFPort(ctx, host)
+	if err == nil && ofPort <= 0 {
+		err = fmt.Errorf("invalid OpenFlow port number %d", ofPort)
 	}
 	if err == nil {
+		cfg.OFPort = ofPort
 		err = s.step(stepOFPort)
 	}
 	if err != nil {
-		return nil, newError(cnipb.ErrorCode_OVS_PORT_FAILURE, err, "read the OpenFlow port of OVS port %s for %s", a.HostIfName, r)
+		return nil, newError(cnipb.ErrorCode_OVS_PORT_FAILURE, err, "read the OpenFlow port of OVS port %s for %s", host, r)
 	}
 	took.mark(stepOFPort)
 
-	err = s.flows.InstallPodFlows(a.HostIfName, a.ipList(), a.PodMAC, uint32(a.OFPort))
+	err = s.flows.InstallPodFlows(host, cfg.IPs, cfg.MAC, uint32(ofPort))
 	if err == nil {
 		err = s.step(stepFlows)
 	}
 	if err != nil {
-		return nil, newError(cnipb.ErrorCode_FLOW_INSTALL_FAILURE, err, "install the flows of %s (port %s)", r, a.HostIfName)
+		return nil, newError(cnipb.ErrorCode_FLOW_INSTALL_FAILURE, err, "install the flows of %s (port %s)", r, host)
 	}
 	took.mark(stepFlows)
 
-	s.mu.Lock()
-	s.attachments[a.key()] = a
-	s.mu.Unlock()
+	s.ifaces.AddInterface(cfg)
 	klog.InfoS("Pod interface added", "pod", klog.KRef(r.PodNamespace, r.PodName), "container", r.ContainerID,
-		"port", a.HostIfName, "ofPort", a.OFPort, "ips", a.ipList(), "took", took.String())
-	return s.result(r, a)
+		"port", host, "ofPort", ofPort, "ips", cfg.IPs, "took", took.String())
+	return s.result(r, cfg, ips, pi.hostMAC)
 }
 
-func portExternalIDs(a *Attachment) map[string]string {
-	ips := make([]string, 0, len(a.IPs))
-	for _, ip := range a.ipList() {
-		ips = append(ips, ip.String())
-	}
-	return map[string]string{
-		ExternalIDAntreaType:   AntreaTypeContainer,
-		ExternalIDContainerID:  a.ContainerID,
-		ExternalIDIfName:       a.IfName,
-		ExternalIDPodNamespace: a.PodNamespace,
-		ExternalIDPodName:      a.PodName,
-		ExternalIDIP:           strings.Join(ips, ","),
-		ExternalIDMAC:          a.PodMAC.String(),
-	}
+func owner(r *request) ipam.Owner {
+	return ipam.Owner{ContainerID: r.ContainerID, IfName: r.IfName, PodNamespace: r.PodNamespace, PodName: r.PodName}
 }
 
 func defaultRoutes(ips []*current.IPConfig) []*types.Route {
@@ -458,18 +388,19 @@ func defaultRoutes(ips []*current.IPConfig) []*types.Route {
 	return routes
 }
 
-// result builds the CNI result of an attachment in the request's cniVersion.
-func (s *Server) result(r *request, a *Attachment) ([]byte, error) {
+// result builds the CNI result of an interface in the request's cniVersion.
+// hostMAC may be nil (not recorded in the interface store).
+func (s *Server) result(r *request, cfg *interfacestore.InterfaceConfig, ips []*current.IPConfig, hostMAC net.HardwareAddr) ([]byte, error) {
 	res := &current.Result{
 		CNIVersion: "1.1.0",
 		Interfaces: []*current.Interface{
-			{Name: a.HostIfName, Mac: macString(a.HostMAC)},
-			{Name: r.IfName, Mac: macString(a.PodMAC), Sandbox: r.Netns},
+			{Name: cfg.InterfaceName, Mac: macString(hostMAC)},
+			{Name: r.IfName, Mac: macString(cfg.MAC), Sandbox: r.Netns},
 		},
-		Routes: defaultRoutes(a.IPs),
+		Routes: defaultRoutes(ips),
 		DNS:    s.cfg.DNS,
 	}
-	for _, c := range a.IPs {
+	for _, c := range ips {
 		ipc := *c
 		ipc.Interface = current.Int(1)
 		res.IPs = append(res.IPs, &ipc)
@@ -502,56 +433,62 @@ func (s *Server) del(ctx context.Context, req *cnipb.CniCmdRequest) error {
 	}
 	unlock := s.locks.lock(r.ContainerID)
 	defer unlock()
-	a := s.getAttachment(r.key())
-	if a == nil && r.PodName != "" {
-		a = &Attachment{ContainerID: r.ContainerID, IfName: r.IfName, PodNamespace: r.PodNamespace, PodName: r.PodName,
-			HostIfName: hostInterfaceName(r.PodNamespace, r.PodName, r.ContainerID)}
+	cfg := s.lookup(r.ContainerID, r.IfName)
+	if cfg == nil && r.PodName != "" {
+		// Not recorded (an ADD that never finished, a store lost): the host
+		// interface name can be derived again from the request.
+		cfg = interfacestore.NewContainerInterface(hostInterfaceName(r.PodNamespace, r.PodName, r.ContainerID),
+			r.ContainerID, r.PodName, r.PodNamespace, r.IfName, nil, nil, 0)
 	}
-	if err := s.teardown(ctx, r, a); err != nil {
+	if err := s.teardown(ctx, r, cfg); err != nil {
 		return newError(cnipb.ErrorCode_UNKNOWN, err, "delete the interface of %s", r)
 	}
 	klog.InfoS("Pod interface deleted", "pod", klog.KRef(r.PodNamespace, r.PodName), "container", r.ContainerID)
 	return nil
 }
 
-// teardown removes everything ADD may have made for an attachment, in the
-// reverse order, tolerating what is already gone. a may be nil when neither
-// the attachment nor the pod is known (only the IP can be released then).
-func (s *Server) teardown(ctx context.Context, r *request, a *Attachment) error {
+// teardown removes everything ADD may have made for an interface, in the
+// reverse order, tolerating what is already gone. cfg may be nil when neither
+// the interface nor the pod is known (only the IP can be released then).
+func (s *Server) teardown(ctx context.Context, r *request, cfg *interfacestore.InterfaceConfig) error {
 	var errs []error
-	if a != nil && a.HostIfName != "" {
-		portUUID := a.PortUUID
+	if cfg != nil {
+		host := cfg.InterfaceName
+		var portUUID string
+		if cfg.OVSPortConfig != nil {
+			portUUID = cfg.PortUUID
+		}
 		if portUUID == "" {
-			p, err := s.ovs.GetPortData(ctx, a.HostIfName)
+			p, err := s.ovs.GetPortData(ctx, host)
 			switch {
 			case err == nil:
 				portUUID = p.UUID
 			case !errors.Is(err, ovsconfig.ErrNotFound):
-				errs = append(errs, fmt.Errorf("look up OVS port %s: %w", a.HostIfName, err))
+				errs = append(errs, fmt.Errorf("look up OVS port %s: %w", host, err))
 			}
 		}
-		if err := s.flows.UninstallPodFlows(a.HostIfName); err != nil {
-			errs = append(errs, fmt.Errorf("uninstall the flows of port %s: %w", a.HostIfName, err))
+		if err := s.flows.UninstallPodFlows(host); err != nil {
+			errs = append(errs, fmt.Errorf("uninstall the flows of port %s: %w", host, err))
 		}
 		if portUUID != "" {
 			if err := s.ovs.DeletePort(ctx, portUUID); err != nil && !errors.Is(err, ovsconfig.ErrNotFound) {
-				errs = append(errs, fmt.Errorf("delete OVS port %s: %w", a.HostIfName, err))
+				errs = append(errs, fmt.Errorf("delete OVS port %s: %w", host, err))
 			}
 		}
-		if err := inNetNS(s.cfg.HostNetNS, func() error { return deleteHostInterface(a.HostIfName) }); err != nil {
+		if err := inNetNS(s.cfg.HostNetNS, func() error { return deleteHostInterface(host) }); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	owner := ipam.Owner{ContainerID: r.ContainerID, IfName: r.IfName, PodNamespace: r.PodNamespace, PodName: r.PodName}
-	if err := s.ipam.Del(ctx, owner); err != nil {
+	if err := s.ipam.Del(ctx, owner(r)); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 {
-		s.mu.Lock()
-		delete(s.attachments, r.key())
-		s.mu.Unlock()
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
-	return errors.Join(errs...)
+	if cfg != nil {
+		s.ifaces.DeleteInterface(cfg)
+	}
+	return nil
 }
 
 func (s *Server) check(ctx context.Context, req *cnipb.CniCmdRequest) error {
@@ -561,38 +498,38 @@ func (s *Server) check(ctx context.Context, req *cnipb.CniCmdRequest) error {
 	}
 	unlock := s.locks.lock(r.ContainerID)
 	defer unlock()
-	a := s.getAttachment(r.key())
-	if a == nil {
+	cfg := s.lookup(r.ContainerID, r.IfName)
+	if cfg == nil {
 		return newError(cnipb.ErrorCode_UNKNOWN_CONTAINER, nil, "CHECK: antrea-agent has no interface for %s", r)
 	}
+	host := cfg.InterfaceName
 	var problems []string
-	owner := ipam.Owner{ContainerID: r.ContainerID, IfName: r.IfName, PodNamespace: r.PodNamespace, PodName: r.PodName}
-	if _, err := s.ipam.Check(ctx, owner); err != nil {
+	if _, err := s.ipam.Check(ctx, owner(r)); err != nil {
 		problems = append(problems, fmt.Sprintf("IP allocation: %v", err))
 	}
 	var hostProblem string
-	if err := inNetNS(s.cfg.HostNetNS, func() error { hostProblem = hostInterfaceProblem(a.HostIfName); return nil }); err != nil {
+	if err := inNetNS(s.cfg.HostNetNS, func() error { hostProblem = hostInterfaceProblem(host); return nil }); err != nil {
 		problems = append(problems, fmt.Sprintf("cannot inspect host netns %s: %v", s.cfg.HostNetNS, err))
 	}
 	if hostProblem != "" {
 		problems = append(problems, hostProblem)
 	}
 	var gws []net.IP
-	for _, c := range a.IPs {
+	for _, c := range s.ipConfigs(cfg.IPs) {
 		gws = append(gws, c.Gateway)
 	}
-	problems = append(problems, podInterfaceProblems(r.Netns, r.IfName, a.ipList(), gws)...)
-	p, err := s.ovs.GetPortData(ctx, a.HostIfName)
+	problems = append(problems, podInterfaceProblems(r.Netns, r.IfName, cfg.IPs, gws)...)
+	p, err := s.ovs.GetPortData(ctx, host)
 	switch {
 	case err != nil:
-		problems = append(problems, fmt.Sprintf("OVS port %s: %v", a.HostIfName, err))
+		problems = append(problems, fmt.Sprintf("OVS port %s: %v", host, err))
 	case p.OFPort <= 0:
-		problems = append(problems, fmt.Sprintf("OVS port %s has no valid OpenFlow port (%d) %s", a.HostIfName, p.OFPort, p.Error))
-	case p.ExternalIDs[ExternalIDContainerID] != r.ContainerID:
-		problems = append(problems, fmt.Sprintf("OVS port %s belongs to container %q", a.HostIfName, p.ExternalIDs[ExternalIDContainerID]))
+		problems = append(problems, fmt.Sprintf("OVS port %s has no valid OpenFlow port (%d) %s", host, p.OFPort, p.Error))
+	case p.ExternalIDs[interfacestore.ExternalIDContainerID] != r.ContainerID:
+		problems = append(problems, fmt.Sprintf("OVS port %s belongs to container %q", host, p.ExternalIDs[interfacestore.ExternalIDContainerID]))
 	}
-	if c, ok := s.flows.(PodFlowChecker); ok && !c.PodFlowsInstalled(a.HostIfName) {
-		problems = append(problems, fmt.Sprintf("flows of port %s are missing", a.HostIfName))
+	if c, ok := s.flows.(PodFlowChecker); ok && !c.PodFlowsInstalled(host) {
+		problems = append(problems, fmt.Sprintf("flows of port %s are missing", host))
 	}
 	if len(problems) > 0 {
 		return newError(cnipb.ErrorCode_CHECK_INTERFACE_FAILURE, nil, "CHECK of %s failed: %s", r, strings.Join(problems, "; "))
@@ -609,21 +546,17 @@ func (s *Server) gc(ctx context.Context, req *cnipb.CniCmdRequest) error {
 	for _, v := range r.Conf.ValidAttachments {
 		valid[v.ContainerID+"/"+v.IfName] = true
 	}
-	var stale []Attachment
-	for _, a := range s.Attachments() {
-		if !valid[a.key()] {
-			stale = append(stale, a)
-		}
-	}
 	var errs []error
-	for i := range stale {
-		a := &stale[i]
-		sr := &request{ContainerID: a.ContainerID, IfName: a.IfName, PodNamespace: a.PodNamespace, PodName: a.PodName}
-		unlock := s.locks.lock(a.ContainerID)
-		if err := s.teardown(ctx, sr, a); err != nil {
+	for _, cfg := range s.ifaces.GetInterfacesByType(interfacestore.ContainerInterface) {
+		if valid[cfg.ContainerID+"/"+cfg.IFDev] {
+			continue
+		}
+		sr := &request{ContainerID: cfg.ContainerID, IfName: cfg.IFDev, PodNamespace: cfg.PodNamespace, PodName: cfg.PodName}
+		unlock := s.locks.lock(cfg.ContainerID)
+		if err := s.teardown(ctx, sr, cfg); err != nil {
 			errs = append(errs, err)
 		} else {
-			klog.InfoS("Garbage-collected a pod interface", "pod", klog.KRef(a.PodNamespace, a.PodName), "container", a.ContainerID)
+			klog.InfoS("Garbage-collected a pod interface", "pod", klog.KRef(cfg.PodNamespace, cfg.PodName), "container", cfg.ContainerID)
 		}
 		unlock()
 	}

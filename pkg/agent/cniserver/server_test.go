@@ -14,6 +14,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"antrea.io/antrea/pkg/agent/interfacestore"
 	cnipb "antrea.io/antrea/pkg/apis/cni/v1beta1"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
@@ -253,42 +254,45 @@ func TestDelOfAnUnknownPodReleasesNothingAndSucceeds(t *testing.T) {
 	}
 }
 
-func TestAttachmentsAreRecoveredFromThePortsExternalIDs(t *testing.T) {
+func TestPodInterfacesAreRecoveredFromThePortsExternalIDs(t *testing.T) {
 	ovs := &fakeOVS{}
-	_, _ = ovs.CreatePort(context.Background(), "p1-abcdef", map[string]string{
-		ExternalIDAntreaType: AntreaTypeContainer, ExternalIDContainerID: "c1", ExternalIDIfName: "eth0",
-		ExternalIDPodNamespace: "ns1", ExternalIDPodName: "p1", ExternalIDIP: "10.9.0.7", ExternalIDMAC: "02:00:00:00:00:01",
-	})
-	_, _ = ovs.CreatePort(context.Background(), "antrea-gw0", map[string]string{ExternalIDAntreaType: "gateway"})
+	mac, _ := net.ParseMAC("02:00:00:00:00:01")
+	pod := interfacestore.NewContainerInterface("p1-abcdef", "c1", "p1", "ns1", "eth0", mac, []net.IP{net.ParseIP("10.9.0.7")}, 0)
+	_, _ = ovs.CreatePort(context.Background(), "p1-abcdef", interfacestore.BuildOVSPortExternalIDs(pod))
+	_, _ = ovs.CreatePort(context.Background(), "antrea-gw0", interfacestore.BuildOVSPortExternalIDs(interfacestore.NewGatewayInterface("antrea-gw0", mac, nil)))
 	s := newTestServer(t, ovs)
 	if err := s.rebuild(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	got := s.Attachments()
-	if len(got) != 1 {
-		t.Fatalf("recovered %d attachments, want 1 (the gateway is not a pod)", len(got))
+	if n := s.ifaces.GetContainerInterfaceNum(); n != 1 {
+		t.Fatalf("recovered %d pod interfaces, want 1 (the gateway is not a pod)", n)
 	}
-	a := got[0]
-	if a.ContainerID != "c1" || a.HostIfName != "p1-abcdef" || a.PodMAC.String() != "02:00:00:00:00:01" ||
-		len(a.IPs) != 1 || a.IPs[0].Address.String() != "10.9.0.7/24" || a.IPs[0].Gateway.String() != "10.9.0.1" {
-		t.Errorf("recovered %+v", a)
+	cfg := s.lookup("c1", "eth0")
+	if cfg == nil || cfg.InterfaceName != "p1-abcdef" || cfg.MAC.String() != "02:00:00:00:00:01" || cfg.OFPort <= 0 {
+		t.Fatalf("recovered %+v", cfg)
+	}
+	ips := s.ipConfigs(cfg.IPs)
+	if len(ips) != 1 || ips[0].Address.String() != "10.9.0.7/24" || ips[0].Gateway.String() != "10.9.0.1" {
+		t.Errorf("addresses of the recovered interface: %v", ips)
+	}
+	if s.lookup("c1", "net1") != nil {
+		t.Error("lookup of another interface of the container found eth0")
 	}
 }
 
 func TestResultsAreConvertedToTheRequestedVersion(t *testing.T) {
 	s := newTestServer(t, &fakeOVS{})
-	_, cidr, _ := net.ParseCIDR("10.9.0.5/24")
-	cidr.IP = net.ParseIP("10.9.0.5").To4()
 	mac, _ := net.ParseMAC("02:00:00:00:00:05")
-	a := &Attachment{HostIfName: "p-1", IPs: ipConfigs(cidr, "10.9.0.1"), PodMAC: mac, HostMAC: mac}
+	cfg := interfacestore.NewContainerInterface("p-1", "c1", "p", "ns", "eth0", mac, []net.IP{net.ParseIP("10.9.0.5")}, 0)
 	for _, v := range []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
-		out, err := s.result(&request{IfName: "eth0", Netns: "/x", Conf: netConf{NetConf: netConfOf(v)}}, a)
+		out, err := s.result(&request{IfName: "eth0", Netns: "/x", Conf: netConf{NetConf: netConfOf(v)}}, cfg, s.ipConfigs(cfg.IPs), mac)
 		if err != nil {
 			t.Fatalf("%s: %v", v, err)
 		}
 		var m map[string]any
 		_ = json.Unmarshal(out, &m)
-		if m["cniVersion"] != v || !strings.Contains(string(out), "10.9.0.5/24") || !strings.Contains(string(out), "10.0.0.10") {
+		if m["cniVersion"] != v || !strings.Contains(string(out), "10.9.0.5/24") || !strings.Contains(string(out), "10.0.0.10") ||
+			!strings.Contains(string(out), `"gateway":"10.9.0.1"`) {
 			t.Errorf("%s result: %s", v, out)
 		}
 	}
