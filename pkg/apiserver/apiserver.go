@@ -1,0 +1,157 @@
+// Package apiserver is the controller's aggregated API server: it serves
+// controlplane.antrea.io/v1beta2 (addressgroups, appliedtogroups,
+// networkpolicies and networkpolicies/status) from the in-memory stores, over
+// TLS, with authentication and authorization delegated to kube-apiserver.
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	"k8s.io/client-go/informers"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/apis/controlplane"
+	"antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+	"antrea.io/antrea/pkg/apiserver/registry"
+	"antrea.io/antrea/pkg/apiserver/storage"
+)
+
+// ServiceDNSName is the name agents and the APIService reach the controller
+// by; the serving certificate always carries it.
+const ServiceDNSName = "antrea.kube-system.svc"
+
+// NewScheme returns a scheme holding the internal and v1beta2 controlplane
+// types and the meta types every API server serves.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{controlplane.AddToScheme, v1beta2.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("building the controlplane scheme: %w", err)
+		}
+	}
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	unversioned := schema.GroupVersion{Group: "", Version: "v1"}
+	scheme.AddUnversionedTypes(unversioned,
+		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{})
+	return scheme, nil
+}
+
+// Options are the server's flags: secure serving and delegated authn/authz.
+type Options struct {
+	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
+	Authentication *genericoptions.DelegatingAuthenticationOptions
+	Authorization  *genericoptions.DelegatingAuthorizationOptions
+}
+
+// NewOptions returns the defaults: port 10349 on all addresses, a
+// self-signed certificate in the cert dir if none is given, anonymous
+// requests authenticated as system:anonymous and then refused by the
+// delegated authorizer (only health checks are always allowed).
+func NewOptions() *Options {
+	o := &Options{
+		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
+		Authentication: genericoptions.NewDelegatingAuthenticationOptions(),
+		Authorization:  genericoptions.NewDelegatingAuthorizationOptions(),
+	}
+	o.SecureServing.BindPort = 10349
+	o.SecureServing.ServerCert.CertDirectory = "/var/run/antrea/antrea-controller-tls"
+	o.SecureServing.ServerCert.PairName = "antrea-controller"
+	return o
+}
+
+// Stores are the stores the server reads and the computation writes.
+type Stores struct {
+	AddressGroups   storage.Interface
+	AppliedToGroups storage.Interface
+	NetworkPolicies storage.Interface
+	// Statuses receives agents' realization reports.
+	Statuses *registry.StatusStore
+}
+
+// NewStores returns empty stores.
+func NewStores() *Stores {
+	s := &Stores{
+		AddressGroups:   storage.NewAddressGroupStore(),
+		AppliedToGroups: storage.NewAppliedToGroupStore(),
+		NetworkPolicies: storage.NewNetworkPolicyStore(),
+	}
+	s.Statuses = registry.NewStatusStore(s.NetworkPolicies)
+	return s
+}
+
+// Server is a ready-to-run controlplane API server.
+type Server struct {
+	generic *genericapiserver.GenericAPIServer
+}
+
+// New builds the server. kubeconfig is used for delegated authn/authz when
+// the options name no other; informers are the controller's Kubernetes
+// informers (may be nil).
+func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.SharedInformerFactory) (*Server, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	codecs := serializer.NewCodecFactory(scheme)
+
+	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts(ServiceDNSName,
+		[]string{ServiceDNSName, "antrea.kube-system", "antrea", "localhost"},
+		[]net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}); err != nil {
+		return nil, fmt.Errorf("creating a self-signed serving certificate: %w", err)
+	}
+	if o.Authentication.RemoteKubeConfigFile == "" {
+		o.Authentication.RemoteKubeConfigFile = kubeconfig
+	}
+	if o.Authorization.RemoteKubeConfigFile == "" {
+		o.Authorization.RemoteKubeConfigFile = kubeconfig
+	}
+
+	cfg := genericapiserver.NewRecommendedConfig(codecs)
+	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	cfg.SharedInformerFactory = kubeInformers
+	if err := o.SecureServing.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
+		return nil, fmt.Errorf("configuring secure serving: %w", err)
+	}
+	if err := o.Authentication.ApplyTo(&cfg.Authentication, cfg.SecureServing, nil); err != nil {
+		return nil, fmt.Errorf("configuring delegated authentication: %w", err)
+	}
+	if err := o.Authorization.ApplyTo(&cfg.Authorization); err != nil {
+		return nil, fmt.Errorf("configuring delegated authorization: %w", err)
+	}
+
+	generic, err := cfg.Complete().New("antrea-controller", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, fmt.Errorf("creating the generic API server: %w", err)
+	}
+	group := genericapiserver.NewDefaultAPIGroupInfo(controlplane.GroupName, scheme, runtime.NewParameterCodec(scheme), codecs)
+	group.VersionedResourcesStorageMap[v1beta2.SchemeGroupVersion.Version] = map[string]rest.Storage{
+		"addressgroups":          registry.NewAddressGroupREST(stores.AddressGroups),
+		"appliedtogroups":        registry.NewAppliedToGroupREST(stores.AppliedToGroups),
+		"networkpolicies":        registry.NewNetworkPolicyREST(stores.NetworkPolicies, stores.Statuses),
+		"networkpolicies/status": registry.NewStatusREST(stores.Statuses),
+	}
+	if err := generic.InstallAPIGroup(&group); err != nil {
+		return nil, fmt.Errorf("installing %s: %w", controlplane.GroupName, err)
+	}
+	return &Server{generic: generic}, nil
+}
+
+// Run serves until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	klog.InfoS("Starting the controlplane API server")
+	prepared := s.generic.PrepareRun()
+	if err := prepared.RunWithContext(ctx); err != nil {
+		return fmt.Errorf("running the controlplane API server: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/apis/controlplane"
+	"antrea.io/antrea/pkg/apiserver/storage"
+	"antrea.io/antrea/pkg/controller/types"
+)
+
+// StatusStore remembers, per policy and Node, the generation each agent
+// reported, and tells how many Nodes of a policy's span realized its
+// current generation.
+type StatusStore struct {
+	policies storage.Interface
+
+	mu       sync.RWMutex
+	byPolicy map[string]map[string]controlplane.NetworkPolicyNodeStatus
+}
+
+// NewStatusStore returns a StatusStore for the policies of a NetworkPolicy store.
+func NewStatusStore(policies storage.Interface) *StatusStore {
+	return &StatusStore{policies: policies, byPolicy: map[string]map[string]controlplane.NetworkPolicyNodeStatus{}}
+}
+
+// Update records the Node statuses an agent posted for a policy.
+func (s *StatusStore) Update(status *controlplane.NetworkPolicyStatus) error {
+	if _, exists, _ := s.policies.Get(status.Name); !exists {
+		return apierrors.NewNotFound(controlplane.Resource("networkpolicies"), status.Name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	nodes := s.byPolicy[status.Name]
+	if nodes == nil {
+		nodes = map[string]controlplane.NetworkPolicyNodeStatus{}
+		s.byPolicy[status.Name] = nodes
+	}
+	for _, n := range status.Nodes {
+		nodes[n.NodeName] = n
+	}
+	// Deleted policies leave their statuses behind; drop them once they could
+	// outnumber the live policies.
+	if len(s.byPolicy) > 2*len(s.policies.List())+100 {
+		for name := range s.byPolicy {
+			if _, exists, _ := s.policies.Get(name); !exists {
+				delete(s.byPolicy, name)
+			}
+		}
+	}
+	return nil
+}
+
+// Realization returns, for a policy, how many Nodes of its span reported its
+// current generation (realized), how many reported a failure, and the span
+// size (desired).
+func (s *StatusStore) Realization(name string) (realized, failed, desired int) {
+	obj, exists, _ := s.policies.Get(name)
+	if !exists {
+		return 0, 0, 0
+	}
+	p := obj.(*types.NetworkPolicy)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	nodes := s.byPolicy[name]
+	for node := range p.NodeNames {
+		st, ok := nodes[node]
+		switch {
+		case !ok || st.Generation != p.Generation:
+		case st.RealizationFailure:
+			failed++
+		default:
+			realized++
+		}
+	}
+	return realized, failed, p.NodeNames.Len()
+}
+
+// StatusREST serves POST networkpolicies/{name}/status.
+type StatusREST struct {
+	statuses *StatusStore
+}
+
+var _ rest.NamedCreater = &StatusREST{}
+
+// NewStatusREST serves the status subresource into a StatusStore.
+func NewStatusREST(statuses *StatusStore) *StatusREST { return &StatusREST{statuses: statuses} }
+
+// New returns an empty NetworkPolicyStatus.
+func (r *StatusREST) New() runtime.Object { return &controlplane.NetworkPolicyStatus{} }
+
+// Destroy has nothing to release.
+func (r *StatusREST) Destroy() {}
+
+// Create records an agent's realization status of the policy named in the path.
+func (r *StatusREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, _ *metav1.CreateOptions) (runtime.Object, error) {
+	status, ok := obj.(*controlplane.NetworkPolicyStatus)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("got %T, want NetworkPolicyStatus", obj))
+	}
+	if status.Name != "" && status.Name != name {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("status names policy %q but the path names %q", status.Name, name))
+	}
+	status.Name = name
+	for _, n := range status.Nodes {
+		if n.NodeName == "" {
+			return nil, apierrors.NewBadRequest("every node status needs a nodeName")
+		}
+	}
+	if createValidation != nil {
+		if err := createValidation(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.statuses.Update(status); err != nil {
+		return nil, err
+	}
+	klog.V(2).InfoS("Recorded NetworkPolicy status", "policy", name, "nodes", len(status.Nodes))
+	return status, nil
+}
