@@ -243,8 +243,13 @@ func (b *OVSBridge) GetExternalIDs(ctx context.Context) (map[string]string, erro
 	return maps.Clone(br.ExternalIDs), nil
 }
 
-// SetExternalIDs merges keys into the bridge's external_ids.
+// SetExternalIDs merges keys into the bridge's external_ids. The merge is
+// done by the server (mutate: delete the keys, insert the new pairs, in one
+// transaction), so two calls in a row never lose a key to a stale cache.
 func (b *OVSBridge) SetExternalIDs(ctx context.Context, externalIDs map[string]string) error {
+	if len(externalIDs) == 0 {
+		return nil
+	}
 	what := "set external_ids of bridge " + b.cfg.Name
 	return b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
 		br, err := b.bridge(ctx)
@@ -254,17 +259,29 @@ func (b *OVSBridge) SetExternalIDs(ctx context.Context, externalIDs map[string]s
 		if br == nil {
 			return fmt.Errorf("%s: %w", what, b.errNoBridge())
 		}
-		merged, changed := mergeMap(br.ExternalIDs, externalIDs)
-		if !changed {
-			return nil
-		}
-		br.ExternalIDs = merged
-		ops, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Update(br, &br.ExternalIDs)
+		keys := slices.Collect(maps.Keys(externalIDs))
+		ops, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Mutate(br,
+			model.Mutation{Field: &br.ExternalIDs, Mutator: ovsdb.MutateOperationDelete, Value: keys},
+			model.Mutation{Field: &br.ExternalIDs, Mutator: ovsdb.MutateOperationInsert, Value: externalIDs},
+		)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		_, err = b.conn.transact(ctx, what, ops)
-		return err
+		if _, err := b.conn.transact(ctx, what, ops); err != nil {
+			return err
+		}
+		return waitFor(ctx, func() (bool, error) {
+			br, err := b.bridge(ctx)
+			if err != nil || br == nil {
+				return false, err
+			}
+			for k, v := range externalIDs {
+				if br.ExternalIDs[k] != v {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
 	})
 }
 

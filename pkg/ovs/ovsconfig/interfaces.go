@@ -121,7 +121,8 @@ type OVSPortData struct {
 	// OFPort is the OpenFlow port number; 0 when ovs-vswitchd has not reported
 	// it yet, -1 when it failed to open the interface.
 	OFPort int32
-	// MAC is the interface's MAC in use, as reported by ovs-vswitchd.
+	// MAC is the interface's requested MAC (mac column) or, without one, the
+	// MAC in use that ovs-vswitchd reports.
 	MAC string
 	// Options are the interface options (tunnel parameters).
 	Options map[string]string

@@ -311,7 +311,8 @@ func (b *OVSBridge) GetPortList(ctx context.Context) ([]OVSPortData, error) {
 	return out, nil
 }
 
-// SetPortExternalIDs replaces a port's external_ids.
+// SetPortExternalIDs replaces a port's external_ids and returns once the
+// monitored cache shows them, so a following GetPortData reads them.
 func (b *OVSBridge) SetPortExternalIDs(ctx context.Context, portName string, externalIDs map[string]string) error {
 	what := "set external_ids of port " + portName
 	return b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
@@ -327,14 +328,19 @@ func (b *OVSBridge) SetPortExternalIDs(ctx context.Context, portName string, ext
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		_, err = b.conn.transact(ctx, what, ops)
-		return err
+		if _, err := b.conn.transact(ctx, what, ops); err != nil {
+			return err
+		}
+		return waitFor(ctx, func() (bool, error) {
+			p, err := b.conn.port(ctx, portName)
+			return p != nil && maps.Equal(p.ExternalIDs, externalIDs), err
+		})
 	})
 }
 
-// updateInterface applies set to the named interface's cached row and writes
-// the columns set returns.
-func (b *OVSBridge) updateInterface(ctx context.Context, what, ifName string, set func(r *interfaceRow) []interface{}) error {
+// updateInterface applies set to the named interface's cached row, writes the
+// columns set returns, and waits until the cache satisfies done.
+func (b *OVSBridge) updateInterface(ctx context.Context, what, ifName string, set func(r *interfaceRow) []interface{}, done func(r *interfaceRow) bool) error {
 	return b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
 		r, err := b.conn.iface(ctx, ifName)
 		if err != nil {
@@ -348,17 +354,24 @@ func (b *OVSBridge) updateInterface(ctx context.Context, what, ifName string, se
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		_, err = b.conn.transact(ctx, what, ops)
-		return err
+		if _, err := b.conn.transact(ctx, what, ops); err != nil {
+			return err
+		}
+		return waitFor(ctx, func() (bool, error) {
+			r, err := b.conn.iface(ctx, ifName)
+			return r != nil && done(r), err
+		})
 	})
 }
 
 // SetInterfaceOptions replaces an interface's options.
 func (b *OVSBridge) SetInterfaceOptions(ctx context.Context, ifName string, options map[string]string) error {
-	return b.updateInterface(ctx, "set options of interface "+ifName, ifName, func(r *interfaceRow) []interface{} {
-		r.Options = options
-		return []interface{}{&r.Options}
-	})
+	return b.updateInterface(ctx, "set options of interface "+ifName, ifName,
+		func(r *interfaceRow) []interface{} {
+			r.Options = options
+			return []interface{}{&r.Options}
+		},
+		func(r *interfaceRow) bool { return maps.Equal(r.Options, options) })
 }
 
 // SetInterfaceMTU sets an interface's mtu_request.
@@ -366,18 +379,22 @@ func (b *OVSBridge) SetInterfaceMTU(ctx context.Context, ifName string, mtu int)
 	if mtu <= 0 {
 		return fmt.Errorf("interface %s: bad MTU %d", ifName, mtu)
 	}
-	return b.updateInterface(ctx, "set MTU of interface "+ifName, ifName, func(r *interfaceRow) []interface{} {
-		r.MTURequest = &mtu
-		return []interface{}{&r.MTURequest}
-	})
+	return b.updateInterface(ctx, "set MTU of interface "+ifName, ifName,
+		func(r *interfaceRow) []interface{} {
+			r.MTURequest = &mtu
+			return []interface{}{&r.MTURequest}
+		},
+		func(r *interfaceRow) bool { return r.MTURequest != nil && *r.MTURequest == mtu })
 }
 
 // SetInterfaceMAC sets an interface's mac column.
 func (b *OVSBridge) SetInterfaceMAC(ctx context.Context, ifName string, mac string) error {
-	return b.updateInterface(ctx, "set MAC of interface "+ifName, ifName, func(r *interfaceRow) []interface{} {
-		r.MAC = &mac
-		return []interface{}{&r.MAC}
-	})
+	return b.updateInterface(ctx, "set MAC of interface "+ifName, ifName,
+		func(r *interfaceRow) []interface{} {
+			r.MAC = &mac
+			return []interface{}{&r.MAC}
+		},
+		func(r *interfaceRow) bool { return r.MAC != nil && *r.MAC == mac })
 }
 
 // port returns the Port row named name from the cache, or nil.
@@ -450,10 +467,12 @@ func (c *Connection) portData(ctx context.Context, p *portRow) (*OVSPortData, er
 	if iface.OFPort != nil {
 		d.OFPort = int32(*iface.OFPort)
 	}
-	if iface.MACInUse != nil {
-		d.MAC = *iface.MACInUse
-	} else if iface.MAC != nil {
+	// The requested MAC wins: mac_in_use briefly shows the random MAC the
+	// device was created with before ovs-vswitchd applies the request.
+	if iface.MAC != nil {
 		d.MAC = *iface.MAC
+	} else if iface.MACInUse != nil {
+		d.MAC = *iface.MACInUse
 	}
 	if iface.Error != nil {
 		d.Error = *iface.Error
