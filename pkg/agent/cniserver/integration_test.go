@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ns"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	cnipb "antrea.io/antrea/pkg/apis/cni/v1beta1"
@@ -363,5 +364,113 @@ func TestStatusFollowsReadinessAndGCRemovesAttachmentsTheRuntimeNoLongerKnows(t 
 	}
 	if left := e.leftovers(t); len(left) > 0 {
 		t.Errorf("after GC and DEL: %v", left)
+	}
+}
+
+// serveOnce listens on addr inside a netns (a socket belongs to the netns it
+// was created in, whichever thread later uses it) and answers one
+// connection with "hello " + what it read.
+func serveOnce(t *testing.T, netns, addr string) <-chan error {
+	t.Helper()
+	var l net.Listener
+	err := ns.WithNetNSPath(netns, func(ns.NetNS) error {
+		var err error
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listen on %s in %s: %v", addr, netns, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	served := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 64)
+		n, _ := c.Read(buf)
+		_, err = c.Write([]byte("hello " + string(buf[:n])))
+		served <- err
+	}()
+	return served
+}
+
+// talk connects from inside a netns, sends msg and returns the reply.
+func talk(ctx context.Context, netns, addr, msg string) (string, error) {
+	var reply string
+	err := ns.WithNetNSPath(netns, func(ns.NetNS) error {
+		d := net.Dialer{Timeout: 5 * time.Second}
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return err
+		}
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		reply = string(buf[:n])
+		return err
+	})
+	return reply, err
+}
+
+func TestTwoPodsTalkTCPThroughTheUserspaceOVSAndReachTheNodeViaTheGateway(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	e := newEnv(t, true)
+	// A gateway like antrea-gw0 (an internal port with the podCIDR's first
+	// address, plus a node address outside the podCIDR that pods reach only
+	// through their default route) and a NORMAL flow under the pods' flows
+	// stand in for the agent's pipeline, which is not what this test is
+	// about: the veth set-up is (addresses, routes, MTU, the netdev fixes).
+	ctx := ctxT(t)
+	if _, err := e.ports.CreateInternalPort(ctx, "antrea-gw0", 0, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"addr", "add", "10.123.1.1/24", "dev", "antrea-gw0"},
+		{"addr", "add", "10.200.0.1/32", "dev", "antrea-gw0"},
+		{"link", "set", "antrea-gw0", "up"},
+	} {
+		if out, err := exec.Command("ip", append([]string{"-n", e.ovs.NetNS()}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	if _, err := e.ovs.Ofctl("add-flow", testBridge, "priority=0,actions=normal"); err != nil {
+		t.Fatal(err)
+	}
+	a, b := e.newPod("client"), e.newPod("server")
+	var ips []string
+	for _, p := range []*pod{a, b} {
+		r, err := e.cni.AddNetworkList(ctx, e.list, p.rt)
+		if err != nil {
+			t.Fatalf("ADD %s: %v", p.name, err)
+		}
+		res, _ := current.NewResultFromResult(r)
+		ips = append(ips, res.IPs[0].Address.IP.String())
+		t.Cleanup(func() { _ = e.cni.DelNetworkList(context.Background(), e.list, p.rt) })
+	}
+	for _, tc := range []struct {
+		name, serverNS, addr string
+	}{
+		{"pod to pod", b.netns, net.JoinHostPort(ips[1], "8080")},
+		{"pod to the node through the default route", "/var/run/netns/" + e.ovs.NetNS(), "10.200.0.1:8081"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			served := serveOnce(t, tc.serverNS, tc.addr)
+			reply, err := talk(ctx, a.netns, tc.addr, a.name)
+			if err != nil || reply != "hello client" {
+				t.Fatalf("TCP from %s (%s) to %s: reply %q, %v", a.name, ips[0], tc.addr, reply, err)
+			}
+			if err := <-served; err != nil {
+				t.Errorf("server side: %v", err)
+			}
+		})
 	}
 }

@@ -17,12 +17,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
 	"google.golang.org/grpc"
 	"k8s.io/klog/v2"
 
@@ -531,10 +533,33 @@ func (s *Server) check(ctx context.Context, req *cnipb.CniCmdRequest) error {
 	if c, ok := s.flows.(PodFlowChecker); ok && !c.PodFlowsInstalled(host) {
 		problems = append(problems, fmt.Sprintf("flows of port %s are missing", host))
 	}
+	problems = append(problems, prevResultProblems(&r.Conf.NetConf, cfg)...)
 	if len(problems) > 0 {
 		return newError(cnipb.ErrorCode_CHECK_INTERFACE_FAILURE, nil, "CHECK of %s failed: %s", r, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// prevResultProblems compares the result the runtime cached for the pod
+// (CHECK's prevResult) with the interface as recorded.
+func prevResultProblems(conf *types.NetConf, cfg *interfacestore.InterfaceConfig) []string {
+	if conf.RawPrevResult == nil {
+		return nil
+	}
+	if err := version.ParsePrevResult(conf); err != nil {
+		return []string{fmt.Sprintf("prevResult cannot be parsed: %v", err)}
+	}
+	prev, err := current.NewResultFromResult(conf.PrevResult)
+	if err != nil {
+		return []string{fmt.Sprintf("prevResult cannot be converted: %v", err)}
+	}
+	var problems []string
+	for _, ipc := range prev.IPs {
+		if !slices.ContainsFunc(cfg.IPs, ipc.Address.IP.Equal) {
+			problems = append(problems, fmt.Sprintf("prevResult address %s is not the pod's (%v)", ipc.Address.IP, cfg.IPs))
+		}
+	}
+	return problems
 }
 
 func (s *Server) gc(ctx context.Context, req *cnipb.CniCmdRequest) error {

@@ -297,3 +297,26 @@ func TestResultsAreConvertedToTheRequestedVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckComparesTheRuntimesCachedResultWithThePod(t *testing.T) {
+	cfg := interfacestore.NewContainerInterface("p-1", "c1", "p", "ns", "eth0", nil, []net.IP{net.ParseIP("10.9.0.5")}, 0)
+	for _, tc := range []struct {
+		name, prev string
+		problems   int
+	}{
+		{"no prevResult", "", 0},
+		{"the same address", `{"cniVersion":"1.0.0","ips":[{"address":"10.9.0.5/24"}]}`, 0},
+		{"another address", `{"cniVersion":"1.0.0","ips":[{"address":"10.9.0.6/24"}]}`, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"antrea","type":"antrea"%s}`, map[bool]string{true: "", false: `,"prevResult":` + tc.prev}[tc.prev == ""])
+			var nc netConf
+			if err := json.Unmarshal([]byte(conf), &nc); err != nil {
+				t.Fatal(err)
+			}
+			if got := prevResultProblems(&nc.NetConf, cfg); len(got) != tc.problems {
+				t.Errorf("problems = %v, want %d", got, tc.problems)
+			}
+		})
+	}
+}
