@@ -87,65 +87,71 @@ func (b *OVSBridge) CreatePortWithConfig(ctx context.Context, cfg PortConfig) (s
 	what := fmt.Sprintf("create port %s on bridge %s", cfg.Name, b.cfg.Name)
 	var portUUID string
 	err := b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
-		br, err := b.bridge(ctx)
-		if err != nil {
-			return err
-		}
-		if br == nil {
-			return fmt.Errorf("%s: %w", what, b.errNoBridge())
-		}
-		existing, err := b.conn.port(ctx, cfg.Name)
-		if err != nil {
-			return err
-		}
-		if existing != nil {
-			// Only a retry may find its own earlier write: the answer was lost
-			// with the connection but the transaction had committed.
-			if retry && slices.Contains(br.Ports, existing.UUID) && maps.Equal(existing.ExternalIDs, cfg.ExternalIDs) {
-				portUUID = existing.UUID
-				return nil
-			}
-			return fmt.Errorf("%s: port %s %w", what, cfg.Name, ErrAlreadyExists)
-		}
-		iface := &interfaceRow{UUID: "new_iface", Name: cfg.Name, Type: cfg.Type, Options: cfg.Options}
-		if cfg.OFPortRequest > 0 {
-			req := int(cfg.OFPortRequest)
-			iface.OFPortRequest = &req
-		}
-		if cfg.MAC != "" {
-			mac := cfg.MAC
-			iface.MAC = &mac
-		}
-		if cfg.MTU > 0 {
-			mtu := cfg.MTU
-			iface.MTURequest = &mtu
-		}
-		ops, err := b.conn.ovs.Create(iface,
-			&portRow{UUID: "new_port", Name: cfg.Name, Interfaces: []string{"new_iface"}, ExternalIDs: cfg.ExternalIDs})
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		mut, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Mutate(br, model.Mutation{
-			Field: &br.Ports, Mutator: ovsdb.MutateOperationInsert, Value: []string{"new_port"},
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		results, err := b.conn.transact(ctx, what, append(ops, mut...))
-		if err != nil {
-			return err
-		}
-		portUUID = results[1].UUID.GoUUID
-		return waitFor(ctx, func() (bool, error) {
-			p, err := b.conn.port(ctx, cfg.Name)
-			return p != nil, err
-		})
+		var err error
+		portUUID, err = b.createPortOnce(ctx, what, cfg, retry)
+		return err
 	})
 	if err != nil {
 		return "", err
 	}
 	klog.InfoS("Created OVS port", "bridge", b.cfg.Name, "port", cfg.Name, "type", cfg.Type, "uuid", portUUID)
 	return portUUID, nil
+}
+
+// createPortOnce is one attempt of CreatePortWithConfig. On a retry, a port
+// of that name that is on the bridge with the external_ids we asked for is
+// our own earlier write, whose answer was lost with the connection.
+func (b *OVSBridge) createPortOnce(ctx context.Context, what string, cfg PortConfig, retry bool) (string, error) {
+	br, err := b.bridge(ctx)
+	if err != nil {
+		return "", err
+	}
+	if br == nil {
+		return "", fmt.Errorf("%s: %w", what, b.errNoBridge())
+	}
+	existing, err := b.conn.port(ctx, cfg.Name)
+	if err != nil {
+		return "", err
+	}
+	if existing != nil {
+		if retry && slices.Contains(br.Ports, existing.UUID) && maps.Equal(existing.ExternalIDs, cfg.ExternalIDs) {
+			return existing.UUID, nil
+		}
+		return "", fmt.Errorf("%s: port %s %w", what, cfg.Name, ErrAlreadyExists)
+	}
+	iface := &interfaceRow{UUID: "new_iface", Name: cfg.Name, Type: cfg.Type, Options: cfg.Options}
+	if cfg.OFPortRequest > 0 {
+		req := int(cfg.OFPortRequest)
+		iface.OFPortRequest = &req
+	}
+	if cfg.MAC != "" {
+		mac := cfg.MAC
+		iface.MAC = &mac
+	}
+	if cfg.MTU > 0 {
+		mtu := cfg.MTU
+		iface.MTURequest = &mtu
+	}
+	ops, err := b.conn.ovs.Create(iface,
+		&portRow{UUID: "new_port", Name: cfg.Name, Interfaces: []string{"new_iface"}, ExternalIDs: cfg.ExternalIDs})
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	mut, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Mutate(br, model.Mutation{
+		Field: &br.Ports, Mutator: ovsdb.MutateOperationInsert, Value: []string{"new_port"},
+	})
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	results, err := b.conn.transact(ctx, what, append(ops, mut...))
+	if err != nil {
+		return "", err
+	}
+	portUUID := results[1].UUID.GoUUID
+	return portUUID, waitFor(ctx, func() (bool, error) {
+		p, err := b.conn.port(ctx, cfg.Name)
+		return p != nil, err
+	})
 }
 
 // DeletePort deletes one port by UUID.
@@ -161,64 +167,70 @@ func (b *OVSBridge) DeletePorts(ctx context.Context, portUUIDs []string) error {
 	}
 	what := fmt.Sprintf("delete ports %v from bridge %s", portUUIDs, b.cfg.Name)
 	return b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
-		br, err := b.bridge(ctx)
+		return b.deletePortsOnce(ctx, what, portUUIDs, retry)
+	})
+}
+
+// deletePortsOnce is one attempt of DeletePorts. On a retry, a missing port
+// was deleted by the attempt whose answer was lost.
+func (b *OVSBridge) deletePortsOnce(ctx context.Context, what string, portUUIDs []string, retry bool) error {
+	br, err := b.bridge(ctx)
+	if err != nil {
+		return err
+	}
+	if br == nil {
+		return fmt.Errorf("%s: %w", what, b.errNoBridge())
+	}
+	var ops []ovsdb.Operation
+	var present []string
+	for _, id := range portUUIDs {
+		p, err := b.conn.portByUUID(ctx, id)
 		if err != nil {
 			return err
 		}
-		if br == nil {
-			return fmt.Errorf("%s: %w", what, b.errNoBridge())
+		if p == nil || !slices.Contains(br.Ports, id) {
+			if retry {
+				continue // deleted by the attempt whose answer was lost
+			}
+			return fmt.Errorf("%s: port %s on bridge %s %w", what, id, b.cfg.Name, ErrNotFound)
 		}
-		var ops []ovsdb.Operation
-		var present []string
-		for _, id := range portUUIDs {
-			p, err := b.conn.portByUUID(ctx, id)
-			if err != nil {
-				return err
-			}
-			if p == nil || !slices.Contains(br.Ports, id) {
-				if retry {
-					continue // deleted by the attempt whose answer was lost
-				}
-				return fmt.Errorf("%s: port %s on bridge %s %w", what, id, b.cfg.Name, ErrNotFound)
-			}
-			present = append(present, id)
-			del, err := b.conn.ovs.Where(&portRow{UUID: id}).Delete()
+		present = append(present, id)
+		del, err := b.conn.ovs.Where(&portRow{UUID: id}).Delete()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		ops = append(ops, del...)
+		for _, ifID := range p.Interfaces {
+			del, err := b.conn.ovs.Where(&interfaceRow{UUID: ifID}).Delete()
 			if err != nil {
 				return fmt.Errorf("%s: %w", what, err)
 			}
 			ops = append(ops, del...)
-			for _, ifID := range p.Interfaces {
-				del, err := b.conn.ovs.Where(&interfaceRow{UUID: ifID}).Delete()
-				if err != nil {
-					return fmt.Errorf("%s: %w", what, err)
-				}
-				ops = append(ops, del...)
+		}
+	}
+	if len(present) == 0 {
+		return nil
+	}
+	mut, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Mutate(br, model.Mutation{
+		Field: &br.Ports, Mutator: ovsdb.MutateOperationDelete, Value: present,
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	// The bridge's reference goes first: OVSDB checks references at commit,
+	// but a reader of the transaction sees the intent in order.
+	if _, err := b.conn.transact(ctx, what, append(mut, ops...)); err != nil {
+		return err
+	}
+	klog.InfoS("Deleted OVS ports", "bridge", b.cfg.Name, "ports", present)
+	return waitFor(ctx, func() (bool, error) {
+		for _, id := range present {
+			p, err := b.conn.portByUUID(ctx, id)
+			if err != nil || p != nil {
+				return false, err
 			}
 		}
-		if len(present) == 0 {
-			return nil
-		}
-		mut, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Mutate(br, model.Mutation{
-			Field: &br.Ports, Mutator: ovsdb.MutateOperationDelete, Value: present,
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		// The bridge's reference goes first: OVSDB checks references at commit,
-		// but a reader of the transaction sees the intent in order.
-		if _, err := b.conn.transact(ctx, what, append(mut, ops...)); err != nil {
-			return err
-		}
-		klog.InfoS("Deleted OVS ports", "bridge", b.cfg.Name, "ports", present)
-		return waitFor(ctx, func() (bool, error) {
-			for _, id := range present {
-				p, err := b.conn.portByUUID(ctx, id)
-				if err != nil || p != nil {
-					return false, err
-				}
-			}
-			return true, nil
-		})
+		return true, nil
 	})
 }
 
