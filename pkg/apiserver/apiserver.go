@@ -6,8 +6,10 @@ package apiserver
 
 import (
 	"context"
+	"encoding/pem"
 	"fmt"
 	"net"
+	"os"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -91,7 +93,8 @@ func NewStores() *Stores {
 
 // Server is a ready-to-run controlplane API server.
 type Server struct {
-	generic *genericapiserver.GenericAPIServer
+	generic  *genericapiserver.GenericAPIServer
+	certFile string
 }
 
 // New builds the server. kubeconfig is used for delegated authn/authz when
@@ -143,7 +146,7 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, fmt.Errorf("installing %s: %w", controlplane.GroupName, err)
 	}
-	return &Server{generic: generic}, nil
+	return &Server{generic: generic, certFile: o.SecureServing.ServerCert.CertKey.CertFile}, nil
 }
 
 // Run serves until ctx ends.
@@ -154,4 +157,29 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("running the controlplane API server: %w", err)
 	}
 	return nil
+}
+
+// CABundle returns the PEM certificate that verifies the serving
+// certificate: the last certificate of the chain in the cert file, which for
+// a self-signed pair is its CA. The APIService's caBundle is set to it.
+func (s *Server) CABundle() ([]byte, error) {
+	data, err := os.ReadFile(s.certFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading serving certificate %s: %w", s.certFile, err)
+	}
+	var last *pem.Block
+	for rest := data; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type == "CERTIFICATE" {
+			last = b
+		}
+	}
+	if last == nil {
+		return nil, fmt.Errorf("no certificate in %s", s.certFile)
+	}
+	return pem.EncodeToMemory(last), nil
 }

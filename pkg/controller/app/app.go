@@ -1,0 +1,159 @@
+// Package app runs antrea-controller: Kubernetes informers, the NetworkPolicy
+// computation writing into the controlplane stores, and the aggregated API
+// server that serves those stores to agents.
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+
+	"antrea.io/antrea/pkg/apiserver"
+	"antrea.io/antrea/pkg/controller/networkpolicy"
+)
+
+// APIServiceName is the APIService the controller serves and keeps the CA bundle of.
+const APIServiceName = "v1beta2.controlplane.antrea.io"
+
+// Options are antrea-controller's flags.
+type Options struct {
+	// Kubeconfig is the file to reach kube-apiserver; empty means in-cluster.
+	Kubeconfig string
+	// Workers is the number of computation workers.
+	Workers int
+	// SyncAPIServiceCA makes the controller write its serving CA into the
+	// APIService's caBundle, so kube-apiserver can verify it.
+	SyncAPIServiceCA bool
+	// APIServer holds the serving and delegated authn/authz options.
+	APIServer *apiserver.Options
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{Workers: 4, SyncAPIServiceCA: true, APIServer: apiserver.NewOptions()}
+}
+
+// AddFlags registers the flags: --kubeconfig, --workers, --sync-apiservice-ca
+// and the API server's (--bind-address, --secure-port, --cert-dir,
+// --tls-cert-file, --authentication-kubeconfig, ...).
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig to reach kube-apiserver; empty for in-cluster config")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of NetworkPolicy computation workers")
+	fs.BoolVar(&o.SyncAPIServiceCA, "sync-apiservice-ca", o.SyncAPIServiceCA, "Write the serving CA into the caBundle of APIService "+APIServiceName)
+	o.APIServer.SecureServing.AddFlags(fs)
+	o.APIServer.Authentication.AddFlags(fs)
+	o.APIServer.Authorization.AddFlags(fs)
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	var errs []error
+	errs = append(errs, o.APIServer.SecureServing.Validate()...)
+	errs = append(errs, o.APIServer.Authentication.Validate()...)
+	errs = append(errs, o.APIServer.Authorization.Validate()...)
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid options: %v", errs)
+	}
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading in-cluster config: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// Run starts everything and blocks until ctx ends or the API server fails.
+func Run(ctx context.Context, o *Options) error {
+	cfg, err := restConfig(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	kubeClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the Kubernetes client: %w", err)
+	}
+	informerFactory := informers.NewSharedInformerFactory(kubeClient, 0)
+	stores := apiserver.NewStores()
+
+	npController := networkpolicy.NewController(kubeClient, informerFactory,
+		stores.AddressGroups, stores.AppliedToGroups, stores.NetworkPolicies)
+
+	server, err := apiserver.New(o.APIServer, o.Kubeconfig, stores, informerFactory)
+	if err != nil {
+		return err
+	}
+	if o.SyncAPIServiceCA {
+		aggClient, err := aggregatorclient.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("creating the aggregator client: %w", err)
+		}
+		ca, err := server.CABundle()
+		if err != nil {
+			return err
+		}
+		go syncAPIServiceCA(ctx, aggClient, ca)
+	}
+
+	informerFactory.Start(ctx.Done())
+	go npController.Run(ctx, o.Workers)
+	klog.InfoS("Started antrea-controller", "workers", o.Workers)
+	return server.Run(ctx)
+}
+
+// syncAPIServiceCA keeps the APIService's caBundle equal to the serving CA:
+// the APIService may be created after the controller starts (and a
+// self-signed CA changes whenever the cert dir is fresh), so it retries.
+func syncAPIServiceCA(ctx context.Context, client aggregatorclient.Interface, ca []byte) {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := SetAPIServiceCABundle(ctx, client, APIServiceName, ca); err != nil {
+			klog.ErrorS(err, "Could not set the APIService CA bundle", "apiservice", APIServiceName)
+		}
+	}, 30*time.Second)
+}
+
+// SetAPIServiceCABundle writes ca into an APIService's caBundle if it differs.
+// A missing APIService is not an error: there is nothing to update yet.
+func SetAPIServiceCABundle(ctx context.Context, client aggregatorclient.Interface, name string, ca []byte) error {
+	svc, err := client.ApiregistrationV1().APIServices().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("getting APIService %s: %w", name, err)
+	}
+	if string(svc.Spec.CABundle) == string(ca) && !svc.Spec.InsecureSkipTLSVerify {
+		return nil
+	}
+	svc = svc.DeepCopy()
+	svc.Spec.CABundle = ca
+	svc.Spec.InsecureSkipTLSVerify = false
+	if _, err := client.ApiregistrationV1().APIServices().Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("updating the caBundle of APIService %s: %w", name, err)
+	}
+	klog.InfoS("Set the APIService CA bundle", "apiservice", name)
+	return nil
+}
