@@ -106,8 +106,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.ifaces, s.ownStore = interfacestore.NewInterfaceStore(), true
 	}
 	for _, cidr := range cfg.PodCIDRs {
-		gw := make(net.IP, len(cidr.IP))
-		copy(gw, cidr.IP.Mask(cidr.Mask))
+		// host-local's default: the first address of the subnet.
+		gw := append(net.IP(nil), cidr.IP.Mask(cidr.Mask)...)
 		gw[len(gw)-1]++
 		s.gateways = append(s.gateways, gw)
 	}

@@ -320,3 +320,17 @@ func TestCheckComparesTheRuntimesCachedResultWithThePod(t *testing.T) {
 		})
 	}
 }
+
+func TestTheGatewayIsTheFirstAddressOfEachPodCIDRHoweverItIsWritten(t *testing.T) {
+	cidrs := []*net.IPNet{
+		{IP: net.ParseIP("10.9.3.0"), Mask: net.CIDRMask(24, 32)}, // a 16-byte IPv4 address
+		{IP: net.ParseIP("fd00:9::"), Mask: net.CIDRMask(64, 128)},
+	}
+	s, err := New(Config{PodCIDRs: cidrs, IPAMDataDir: t.TempDir()}, Deps{OVS: &fakeOVS{}, Flows: &fakeFlows{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.gateways) != 2 || s.gateways[0].String() != "10.9.3.1" || s.gateways[1].String() != "fd00:9::1" {
+		t.Errorf("gateways = %v", s.gateways)
+	}
+}
