@@ -97,7 +97,7 @@ func (c *Connection) GetOVSVersion(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if root.OVSVersion == nil || *root.OVSVersion == "" {
-		return "", fmt.Errorf("Open_vSwitch table: ovs_version is not set (has ovs-vswitchd started?): %w", ErrNotFound)
+		return "", fmt.Errorf("Open_vSwitch table: ovs_version is not set (ovs-ctl writes it when it starts OVS): %w", ErrNotFound)
 	}
 	return *root.OVSVersion, nil
 }

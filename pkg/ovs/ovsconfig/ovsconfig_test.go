@@ -455,6 +455,22 @@ func TestAWriteDuringAnOVSDBRestartIsAppliedOnceAfterReconnecting(t *testing.T) 
 	if _, err := br.GetOFPort(ctx, "during0"); err != nil {
 		t.Error(err)
 	}
+
+	// After another restart the monitor is live again: a port someone else
+	// adds shows up in the client's view.
+	if err := in.RestartDB(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vsctl(t, in, "add-port", "br-int", "other0", "--", "set", "interface", "other0", "type=internal")
+	if err := waitFor(ctx, func() (bool, error) {
+		_, err := br.GetPortData(ctx, "other0")
+		return err == nil, nil
+	}); err != nil {
+		t.Errorf("a port added after the second restart never reached the client: %v", err)
+	}
+	if !conn.Connected() {
+		t.Error("client reports itself disconnected after the restarts")
+	}
 }
 
 func TestAWriteFailsWithAClearErrorWhenOVSDBStaysDown(t *testing.T) {
