@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"os"
 	"reflect"
 	"syscall"
 	"time"
@@ -16,8 +18,6 @@ import (
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	"k8s.io/klog/v2"
-	"log"
-	"os"
 )
 
 const (
@@ -84,11 +84,32 @@ func Connect(ctx context.Context, endpoint string) (*Connection, error) {
 // Endpoint is the ovsdb-server address this connection uses.
 func (c *Connection) Endpoint() string { return c.endpoint }
 
-// Connected says whether the connection is currently up.
-func (c *Connection) Connected() bool { return c.ovs.Connected() }
+// Connected says whether ovsdb-server answers an echo on this connection
+// within a second (libovsdb's own Connected stays true while it reconnects).
+func (c *Connection) Connected() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return c.ovs.Echo(ctx) == nil
+}
 
 // Close disconnects; the connection does not reconnect afterwards.
-func (c *Connection) Close() { c.ovs.Close() }
+func (c *Connection) Close() {
+	alive := c.Connected()
+	c.ovs.Close()
+	if alive {
+		return
+	}
+	// libovsdb v0.7.0 stops its reconnect loop only when Close finds a live
+	// connection; closed during an outage, it would reconnect later and stay
+	// connected. Close that connection as soon as it appears. (If the server
+	// never comes back, this goroutine, like libovsdb's loop, keeps waiting.)
+	go func() {
+		for !c.ovs.Connected() {
+			time.Sleep(reconnectInterval)
+		}
+		c.ovs.Close()
+	}()
+}
 
 // GetOVSVersion returns ovs_version from the Open_vSwitch table.
 func (c *Connection) GetOVSVersion(ctx context.Context) (string, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -555,5 +556,45 @@ func TestARetriedWriteRecognisesItsOwnCommittedWrite(t *testing.T) {
 	}
 	if err := br.deletePortsOnce(ctx, "delete p1", []string{uuid}, false); !errors.Is(err, ErrNotFound) {
 		t.Errorf("first attempt on a missing port: %v, want ErrNotFound", err)
+	}
+}
+
+// sessions returns how many clients ovsdb-server serves (ovs-vswitchd is one).
+func sessions(t *testing.T, in *ovsinstance.Instance) string {
+	t.Helper()
+	out, err := in.Run("ovs-appctl", "-t", filepath.Join(in.Dir(), "ovsdb-server.ctl"), "memory/show")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "sessions:"); ok {
+			return v
+		}
+	}
+	return "0" // memory/show leaves out a zero count
+}
+
+func TestAClientClosedDuringAnOutageDoesNotComeBack(t *testing.T) {
+	in, conn := startOVS(t)
+	ctx := testCtx(t)
+	if got := sessions(t, in); got != "2" {
+		t.Fatalf("sessions with the client connected = %s, want 2 (ovs-vswitchd and us)", got)
+	}
+	in.StopDB()
+	conn.Close()
+	if err := in.StartDB(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// ovs-vsctl waits until ovs-vswitchd has applied the change, i.e. is back.
+	vsctl(t, in, "set", "Open_vSwitch", ".", "external_ids:probe=1")
+	// libovsdb's loop reconnects within a reconnectInterval and Close then
+	// drops that connection; leave it a few intervals to show up.
+	time.Sleep(5 * reconnectInterval)
+	var got string
+	if err := waitFor(ctx, func() (bool, error) {
+		got = sessions(t, in)
+		return got == "1", nil
+	}); err != nil {
+		t.Errorf("sessions after Close during the outage = %s, want 1 (only ovs-vswitchd)", got)
 	}
 }
