@@ -200,7 +200,11 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 		if node == "" {
 			node = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%dMiB\t%s\n", p.Component, node, p.PID, state, rss>>20, p.Log)
+		logPath := p.Log
+		if _, err := os.Stat(logPath); err != nil {
+			logPath = "-" // a foreground supervisor logs to its terminal
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%dMiB\t%s\n", p.Component, node, p.PID, state, rss>>20, logPath)
 	}
 	pods := podProcesses()
 	var podRSS uint64

@@ -150,6 +150,10 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 		return err
 	}
 
+	if err := bootstrapCluster(ctx, client); err != nil {
+		return err
+	}
+
 	s.logf("starting kube-controller-manager (podCIDRs from %s, /%d per node) and kube-scheduler", ClusterCIDR, NodeCIDRMaskSize)
 	cm := c.kubeconfigs["controller-manager"]
 	if _, err := s.startDaemon("kube-controller-manager", "", ControlPlaneNetNS, bin("kube-controller-manager"),

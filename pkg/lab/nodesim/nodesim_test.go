@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +26,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -94,8 +100,9 @@ func requireAssets(t *testing.T) (kubeAssets, cniBin string) {
 }
 
 // startAPIServer starts etcd + kube-apiserver through envtest and returns a
-// client and a kubeconfig file for the simulator.
-func startAPIServer(t *testing.T, assets string) (kubernetes.Interface, string) {
+// client and a kubeconfig file for the simulator, which reaches the API server
+// through a relay on 127.0.0.1 of the node netns, as in the lab.
+func startAPIServer(t *testing.T, assets, nodeNS string) (kubernetes.Interface, string) {
 	t.Helper()
 	env := &envtest.Environment{BinaryAssetsDirectory: assets}
 	restCfg, err := env.Start()
@@ -111,7 +118,10 @@ func startAPIServer(t *testing.T, assets string) (kubernetes.Interface, string) 
 	if err != nil {
 		t.Fatalf("add user: %v", err)
 	}
-	kc, err := user.KubeConfig()
+	relayAddr := startRelay(t, nodeNS, restCfg.Host)
+	userCfg := user.Config()
+	userCfg.Host = "https://" + relayAddr
+	kc, err := kubeconfigFor(userCfg)
 	if err != nil {
 		t.Fatalf("kubeconfig: %v", err)
 	}
@@ -249,10 +259,9 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		t.Fatalf("PR_SET_CHILD_SUBREAPER: %v", err)
 	}
-	client, kubeconfig := startAPIServer(t, kubeAssets)
 	ctx := context.Background()
-
 	nodeNS := ovsinstance.NewNetNS(t, "nodesim")
+	client, kubeconfig := startAPIServer(t, kubeAssets, nodeNS)
 	// An underlay link, so routes to the peer node's podCIDR have a next hop.
 	ipInNetNS(t, nodeNS, func() error {
 		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "underlay0"}, PeerName: "underlay1"}
@@ -298,6 +307,9 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 			for _, c := range s.Containers {
 				reap(c.PID)
 			}
+			if s.NetNS == "" {
+				continue
+			}
 			if _, err := os.Stat(netnsPath(s.NetNS)); err == nil {
 				t.Errorf("netns %s of pod %s is left after Cleanup", s.NetNS, s.key())
 			}
@@ -311,13 +323,22 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 		}
 	})
 	sim := startSimulator(t, nodeNS, cfg, simLog)
+	top := t
+
+	// Each step builds on the previous ones: stop at the first failure.
+	ok := true
+	step := func(name string, f func(t *testing.T)) {
+		if ok {
+			ok = t.Run(name, f)
+		}
+	}
 
 	// The default ServiceAccount is what kube-controller-manager would make.
 	if _, err := client.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 
-	t.Run("the node registers with its InternalIP and capacity and keeps a lease", func(t *testing.T) {
+	step("the node registers with its InternalIP and capacity and keeps a lease", func(t *testing.T) {
 		eventually(t, 20*time.Second, "node registered", func() (bool, string) {
 			n, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 			if err != nil {
@@ -337,7 +358,7 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 		})
 	})
 
-	t.Run("the podCIDR leads to the reference CNI config and a Ready node", func(t *testing.T) {
+	step("the podCIDR leads to the reference CNI config and a Ready node", func(t *testing.T) {
 		// envtest has no controller-manager: play its podCIDR allocation.
 		patch := []byte(`{"spec":{"podCIDR":"10.245.1.0/24","podCIDRs":["10.245.1.0/24"]}}`)
 		if _, err := client.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -361,7 +382,7 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 		}
 	})
 
-	t.Run("another node's podCIDR is routed via its InternalIP", func(t *testing.T) {
+	step("another node's podCIDR is routed via its InternalIP", func(t *testing.T) {
 		peer := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nodesim-peer"}, Spec: corev1.NodeSpec{PodCIDR: "10.245.2.0/24"}}
 		peer, err := client.CoreV1().Nodes().Create(ctx, peer, metav1.CreateOptions{})
 		if err != nil {
@@ -385,13 +406,13 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 	podH.Spec.HostNetwork = true
 	pods := map[string]*corev1.Pod{}
 
-	t.Run("pods bound to the node become Running and Ready with an IP of the podCIDR", func(t *testing.T) {
+	step("pods bound to the node become Running and Ready with an IP of the podCIDR", func(t *testing.T) {
 		for _, p := range []*corev1.Pod{podA, podB, podC, podH} {
 			if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for _, p := range []*corev1.Pod{podA, podB, podC} {
+		for _, p := range []*corev1.Pod{podA, podB, podC, podH} {
 			eventually(t, 30*time.Second, "pod "+p.Name+" Ready", func() (bool, string) {
 				got, err := client.CoreV1().Pods("default").Get(ctx, p.Name, metav1.GetOptions{})
 				if err != nil {
@@ -439,7 +460,7 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 		}
 	})
 
-	t.Run("the pods' processes answer probes from the node with their names", func(t *testing.T) {
+	step("the pods' processes answer probes from the node with their names", func(t *testing.T) {
 		tests := []struct {
 			name     string
 			protocol string
@@ -469,7 +490,7 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 		}
 	})
 
-	t.Run("a failed CNI ADD shows in pod status and events and is retried", func(t *testing.T) {
+	step("a failed CNI ADD shows in pod status and events and is retried", func(t *testing.T) {
 		broken := filepath.Join(cfg.CNIConfDir, "00-broken.conflist")
 		if err := os.WriteFile(broken, []byte(`{"cniVersion":"1.0.0","name":"broken","plugins":[{"type":"no-such-plugin"}]}`), 0o644); err != nil {
 			t.Fatal(err)
@@ -517,7 +538,7 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 
 	var beforeA *podState
 	var killedPID int
-	t.Run("a restarted simulator adopts running pods and restarts a dead process", func(t *testing.T) {
+	step("a restarted simulator adopts running pods and restarts a dead process", func(t *testing.T) {
 		beforeA = readState(t, cfg.StateDir, pods["pod-a"].UID)
 		beforeC := readState(t, cfg.StateDir, pods["pod-c"].UID)
 		sim.stop()
@@ -526,7 +547,8 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 		if err := syscall.Kill(killedPID, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		sim = startSimulator(t, nodeNS, cfg, simLog)
+		// Registered on the whole test, not this step, so it outlives the step.
+		sim = startSimulator(top, nodeNS, cfg, simLog)
 		eventually(t, 20*time.Second, "pod-c's process restarted", func() (bool, string) {
 			got, err := client.CoreV1().Pods("default").Get(ctx, "pod-c", metav1.GetOptions{})
 			if err != nil {
@@ -553,7 +575,7 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 		}
 	})
 
-	t.Run("deleting a pod stops it, runs CNI DEL, removes its netns and finishes the deletion", func(t *testing.T) {
+	step("deleting a pod stops it, runs CNI DEL, removes its netns and finishes the deletion", func(t *testing.T) {
 		if err := client.CoreV1().Pods("default").Delete(ctx, "pod-a", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -581,7 +603,7 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 		}
 	})
 
-	t.Run("a deleted node's podCIDR route is removed", func(t *testing.T) {
+	step("a deleted node's podCIDR route is removed", func(t *testing.T) {
 		if err := client.CoreV1().Nodes().Delete(ctx, "nodesim-peer", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -591,7 +613,7 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 		})
 	})
 
-	t.Run("Cleanup stops every pod and removes every pod netns of the node", func(t *testing.T) {
+	step("Cleanup stops every pod and removes every pod netns of the node", func(t *testing.T) {
 		sim.stop()
 		states, err := loadStates(cfg.StateDir)
 		if err != nil || len(states) != 4 {
@@ -662,4 +684,61 @@ func reap(pid int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startRelay listens on 127.0.0.1 inside the netns and forwards every
+// connection to target (host:port or URL) in the test's own netns. A socket
+// stays in the netns it was created in, so only the listener needs it.
+func startRelay(t *testing.T, netns, target string) string {
+	t.Helper()
+	if u, err := url.Parse(target); err == nil && u.Host != "" {
+		target = u.Host
+	}
+	var l net.Listener
+	err := ns.WithNetNSPath(netnsPath(netns), func(ns.NetNS) error {
+		var err error
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("relay listener in %s: %v", netns, err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		_ = l.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		var conns sync.WaitGroup
+		defer conns.Wait()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Go(func() {
+				defer c.Close()
+				up, err := net.DialTimeout("tcp", target, 5*time.Second)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+				<-done
+			})
+		}
+	})
+	return l.Addr().String()
+}
+
+// kubeconfigFor writes a rest.Config as kubeconfig bytes.
+func kubeconfigFor(cfg *rest.Config) ([]byte, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["lab"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["nodesim"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["lab"] = &clientcmdapi.Context{Cluster: "lab", AuthInfo: "nodesim"}
+	kc.CurrentContext = "lab"
+	return clientcmd.Write(*kc)
 }

@@ -61,11 +61,12 @@ func (sim *simulator) sync(ctx context.Context, key string) error {
 		return nil
 	}
 
-	st, err = sim.ensureSandbox(ctx, pod, st)
+	updated, st, err := sim.ensureSandbox(ctx, pod, st)
 	if err != nil {
 		sim.reportSandboxFailure(ctx, pod, err)
 		return err
 	}
+	pod = updated
 	retryAfter, err := sim.ensureProcesses(ctx, pod, st)
 	if err != nil {
 		return err
@@ -110,7 +111,14 @@ func (sim *simulator) teardown(ctx context.Context, st *podState) error {
 		}
 	}
 	if err := sim.cniDel(ctx, st); err != nil {
-		return err
+		if len(st.IPs) > 0 {
+			return err
+		}
+		// The ADD never completed, so there may be nothing to undo, and a
+		// configuration whose ADD fails often fails DEL the same way (a
+		// missing plugin): insisting would block the pod's next sandbox.
+		// containerd likewise moves on to a new sandbox.
+		klog.ErrorS(err, "CNI DEL of an incomplete sandbox failed; moving on", "pod", st.key(), "sandbox", st.SandboxID)
 	}
 	if err := deleteNetNS(ctx, st.NetNS); err != nil {
 		return fmt.Errorf("pod %s: %w", st.key(), err)
@@ -140,36 +148,41 @@ func (sim *simulator) saveState(st *podState) error {
 
 // ensureSandbox returns a sandbox with network for the pod: the recorded one
 // when its netns still exists and its ADD completed (adoption), else a new one.
-func (sim *simulator) ensureSandbox(ctx context.Context, pod *corev1.Pod, st *podState) (*podState, error) {
+func (sim *simulator) ensureSandbox(ctx context.Context, pod *corev1.Pod, st *podState) (*corev1.Pod, *podState, error) {
 	key := pod.Namespace + "/" + pod.Name
 	if pod.Spec.HostNetwork {
 		// As kubelet: no netns and no CNI; the pod shares the node's network.
 		if st == nil {
-			st = &podState{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+			id, err := newSandboxID()
+			if err != nil {
+				return nil, nil, err
+			}
+			st = &podState{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), SandboxID: id,
 				IPs: []string{sim.cfg.NodeIP.String()}, Created: time.Now()}
 			if err := sim.saveState(st); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
-		return st, nil
+		return pod, st, nil
 	}
 	if st != nil && len(st.IPs) > 0 && netnsExists(st.NetNS) {
-		return st, sim.annotateNetNS(ctx, pod, st.NetNS)
+		pod, err := sim.annotateNetNS(ctx, pod, st.NetNS)
+		return pod, st, err
 	}
 	if st != nil {
 		// Half-made (ADD did not finish) or its netns vanished: start over.
 		klog.InfoS("Sandbox is incomplete, recreating it", "pod", key, "netns", st.NetNS)
 		if err := sim.teardown(ctx, st); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	list, err := loadCNIConfList(sim.cfg.CNIConfDir)
 	if err != nil {
-		return nil, fmt.Errorf("pod %s: %w", key, err)
+		return nil, nil, fmt.Errorf("pod %s: %w", key, err)
 	}
 	id, err := newSandboxID()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st = &podState{
 		Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
@@ -179,44 +192,48 @@ func (sim *simulator) ensureSandbox(ctx context.Context, pod *corev1.Pod, st *po
 	}
 	// A netns of that name can only be a leftover of this very pod.
 	if err := deleteNetNS(ctx, st.NetNS); err != nil {
-		return nil, fmt.Errorf("pod %s: %w", key, err)
+		return nil, nil, fmt.Errorf("pod %s: %w", key, err)
 	}
 	// Record first, so that a crash during ADD leaves enough to run DEL.
 	if err := sim.saveState(st); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := createNetNS(ctx, st.NetNS); err != nil {
-		return nil, errors.Join(fmt.Errorf("pod %s: %w", key, err), sim.teardown(ctx, st))
+		return nil, nil, errors.Join(fmt.Errorf("pod %s: %w", key, err), sim.teardown(ctx, st))
 	}
-	if err := sim.annotateNetNS(ctx, pod, st.NetNS); err != nil {
-		return nil, errors.Join(err, sim.teardown(ctx, st))
+	pod, err = sim.annotateNetNS(ctx, pod, st.NetNS)
+	if err != nil {
+		return nil, nil, errors.Join(err, sim.teardown(ctx, st))
 	}
 	ips, err := sim.cniAdd(ctx, st, list)
 	if err != nil {
 		// As containerd: a failed ADD is undone by DEL, the sandbox removed.
-		return nil, errors.Join(err, sim.teardown(ctx, st))
+		return nil, nil, errors.Join(err, sim.teardown(ctx, st))
 	}
 	st.IPs = ips
 	st.Created = time.Now()
 	if err := sim.saveState(st); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	klog.InfoS("Pod sandbox ready", "pod", key, "netns", st.NetNS, "ips", ips, "network", list.Name)
-	return st, nil
+	return pod, st, nil
 }
 
-func (sim *simulator) annotateNetNS(ctx context.Context, pod *corev1.Pod, netns string) error {
+// annotateNetNS records the netns name on the pod and returns the updated
+// pod, so that the status update that follows does not conflict with it.
+func (sim *simulator) annotateNetNS(ctx context.Context, pod *corev1.Pod, netns string) (*corev1.Pod, error) {
 	if pod.Annotations[NetNSAnnotation] == netns {
-		return nil
+		return pod, nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{NetNSAnnotation: netns}}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := sim.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("annotate pod %s/%s with its netns: %w", pod.Namespace, pod.Name, err)
+	updated, err := sim.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("annotate pod %s/%s with its netns: %w", pod.Namespace, pod.Name, err)
 	}
-	return nil
+	return updated, nil
 }
 
 // reportSandboxFailure shows a failed sandbox in the pod's status and as an
@@ -391,6 +408,11 @@ func (sim *simulator) startContainer(ctx context.Context, pod *corev1.Pod, st *p
 		return fmt.Errorf("pod %s: %w", key, err)
 	}
 	cs.PID, cs.StartTicks, cs.StartedAt, cs.Ready = pid, ticks, time.Now(), false
+	// Record the PID before anything else can fail: an unrecorded process
+	// would outlive the pod and escape Cleanup.
+	if err := sim.saveState(st); err != nil {
+		return err
+	}
 	klog.InfoS("Started container process", "pod", key, "container", c.Name, "pid", pid, "command", append([]string{spec.Path}, spec.Args...), "log", spec.LogPath)
 	// Ready once it answers on every port, so a test that waits for Ready
 	// does not race the server's bind.

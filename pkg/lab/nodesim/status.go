@@ -9,6 +9,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -161,7 +162,21 @@ func (sim *simulator) writeStatus(ctx context.Context, pod *corev1.Pod, status *
 	}
 	p := pod.DeepCopy()
 	p.Status = *status
-	if _, err := sim.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+	_, err := sim.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		// The cached pod is behind (e.g. our own annotation patch). The
+		// simulator is the status's only writer, so apply it to the latest.
+		latest, getErr := sim.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if getErr != nil {
+			return fmt.Errorf("update status of pod %s/%s: %w", pod.Namespace, pod.Name, getErr)
+		}
+		if latest.UID != pod.UID {
+			return fmt.Errorf("update status of pod %s/%s: the pod was replaced", pod.Namespace, pod.Name)
+		}
+		latest.Status = *status
+		_, err = sim.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, latest, metav1.UpdateOptions{})
+	}
+	if err != nil {
 		return fmt.Errorf("update status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil
