@@ -1,6 +1,8 @@
 package nodesim
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,7 +168,11 @@ func TestStateRoundTripsThroughItsFile(t *testing.T) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("loadStates: %v %v", got, err)
 	}
-	if got[0].UID != "u1" || got[0].Containers[0].PID != 42 || *got[0].Containers[0].LastExitCode != 3 || string(got[0].ConfList) != `{"name":"n"}` {
+	var conf bytes.Buffer
+	if err := json.Compact(&conf, got[0].ConfList); err != nil {
+		t.Fatal(err)
+	}
+	if got[0].UID != "u1" || got[0].Containers[0].PID != 42 || *got[0].Containers[0].LastExitCode != 3 || conf.String() != `{"name":"n"}` {
 		t.Fatalf("state %+v", got[0])
 	}
 	cp := got[0].deepCopy()
