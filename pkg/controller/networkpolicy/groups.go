@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
@@ -65,6 +66,34 @@ func (ag *addressGroupState) moveSpan(old, cur sets.Set[string]) {
 	}
 }
 
+// cachedMember is the GroupMember of one version of a Pod, shared by every
+// group holding the Pod, so that a Pod in several groups costs one member.
+type cachedMember struct {
+	pod    *v1.Pod
+	key    string
+	member *controlplane.GroupMember
+}
+
+// memberLocked returns the member of pod, building it when the informer has
+// replaced the Pod object since it was cached.
+func (c *Controller) memberLocked(pod *v1.Pod) *cachedMember {
+	k := pod.Namespace + "/" + pod.Name
+	if m, ok := c.members[k]; ok && m.pod == pod {
+		return m
+	}
+	member := podMember(pod)
+	m := &cachedMember{pod: pod, key: controlplane.MemberKey(member), member: member}
+	c.members[k] = m
+	return m
+}
+
+// forgetMember drops the cached member of a deleted Pod.
+func (c *Controller) forgetMember(namespace, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.members, namespace+"/"+name)
+}
+
 // computeAppliedToGroupLocked recomputes the members of atg per Node. A Pod
 // is a member once scheduled and until it terminates. It returns the previous
 // span and true when the span changed.
@@ -81,7 +110,8 @@ func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets
 			s = controlplane.GroupMemberSet{}
 			byNode[node] = s
 		}
-		s.Insert(podMember(pod))
+		m := c.memberLocked(pod)
+		s[m.key] = m.member
 	}
 	changed := len(byNode) != len(atg.membersByNode)
 	for node, s := range byNode {
@@ -124,7 +154,8 @@ func (c *Controller) computeAddressGroupLocked(ag *addressGroupState) {
 		if podTerminated(pod) || pod.Status.PodIP == "" && len(pod.Status.PodIPs) == 0 {
 			continue
 		}
-		members.Insert(podMember(pod))
+		m := c.memberLocked(pod)
+		members[m.key] = m.member
 	}
 	if ag.members != nil && ag.members.Equal(members) {
 		return
@@ -141,7 +172,7 @@ func (c *Controller) publishAppliedToGroupLocked(atg *appliedToGroupState) error
 		SpanMeta:          types.SpanMeta{NodeNames: atg.span},
 		UID:               k8stypes.UID(atg.name),
 		Name:              atg.name,
-		Selector:          types.NewGroupSelector(atg.sel.Namespace, atg.sel.PodSelector, atg.sel.NamespaceSelector),
+		Selector:          atg.typesSel,
 		GroupMemberByNode: atg.membersByNode,
 	}
 	var err error
@@ -165,7 +196,7 @@ func (c *Controller) publishAddressGroupLocked(ag *addressGroupState) error {
 		SpanMeta:     types.SpanMeta{NodeNames: ag.span},
 		UID:          k8stypes.UID(ag.name),
 		Name:         ag.name,
-		Selector:     types.NewGroupSelector(ag.sel.Namespace, ag.sel.PodSelector, ag.sel.NamespaceSelector),
+		Selector:     ag.typesSel,
 		GroupMembers: ag.members,
 	}
 	var err error

@@ -21,14 +21,24 @@ import (
 // stays registered in the index while either exists.
 type selectorGroups struct {
 	sel       *grouping.Selector
+	typesSel  *types.GroupSelector
 	appliedTo *appliedToGroupState
 	address   *addressGroupState
 }
 
+// typesSelector is the selector in the stores' form, built once per selector.
+func (sg *selectorGroups) typesSelector() *types.GroupSelector {
+	if sg.typesSel == nil {
+		sg.typesSel = types.NewGroupSelector(sg.sel.Namespace, sg.sel.PodSelector, sg.sel.NamespaceSelector)
+	}
+	return sg.typesSel
+}
+
 // appliedToGroupState is the computation's view of one AppliedToGroup.
 type appliedToGroupState struct {
-	name string
-	sel  *grouping.Selector
+	name     string
+	sel      *grouping.Selector
+	typesSel *types.GroupSelector
 	// policies are the keys of the policies applied to this group.
 	policies sets.Set[string]
 	// addressGroups counts, per AddressGroup, the policies that link it to
@@ -43,8 +53,9 @@ type appliedToGroupState struct {
 
 // addressGroupState is the computation's view of one AddressGroup.
 type addressGroupState struct {
-	name string
-	sel  *grouping.Selector
+	name     string
+	sel      *grouping.Selector
+	typesSel *types.GroupSelector
 	// policies are the keys of the policies whose rules use this group.
 	policies sets.Set[string]
 	// appliedToGroups mirrors appliedToGroupState.addressGroups.
@@ -243,6 +254,7 @@ func (c *Controller) acquireAppliedToGroupLocked(sel *grouping.Selector, policyK
 		atg := &appliedToGroupState{
 			name:          groupName(sel.Key()),
 			sel:           sg.sel,
+			typesSel:      sg.typesSelector(),
 			policies:      sets.New[string](),
 			addressGroups: map[*addressGroupState]int{},
 			span:          sets.New[string](),
@@ -262,6 +274,7 @@ func (c *Controller) acquireAddressGroupLocked(sel *grouping.Selector, policyKey
 		ag := &addressGroupState{
 			name:            groupName(sel.Key()),
 			sel:             sg.sel,
+			typesSel:        sg.typesSelector(),
 			policies:        sets.New[string](),
 			appliedToGroups: map[*appliedToGroupState]int{},
 			nodeCount:       map[string]int{},

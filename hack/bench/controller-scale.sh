@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# controller-scale.sh runs the NetworkPolicy computation on the workload shapes
+# of issue 5 (those of upstream Antrea's scale tests; Pods spread over 1,000
+# Nodes) at full size, once each, and prints time, CPU time and peak heap next
+# to upstream's published references where there is one:
+#   (a) 25k namespaces x (default-deny + 2 policies + 4 pods)  upstream ~6 s, ~1.6 GB
+#   (b) 100 namespaces x (default-deny + 100 policies x 10 pods)
+#   (c) 1 namespace, 10k policies selecting/allowing the same 10k pods  upstream ~10.7 s, ~1.16 GB
+#   (d) 1 namespace, 10k pods, one policy per pod allowing one other pod
+# The measurement lives in pkg/controller/networkpolicy/scale_bench_test.go.
+# Peak heap includes the fake clientset's copy of the objects, as upstream's does.
+# Usage: hack/bench/controller-scale.sh [SCALE] [SHAPES]   (defaults: 1, ABCD)
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+SCALE=${1:-1}
+SHAPES=${2:-ABCD}
+cd "$ROOT"
+out=$(ANTREA_BENCH_SCALE=$SCALE go test -run '^$' -bench "^BenchmarkScale[$SHAPES]" -benchtime 1x \
+  -timeout 60m ./pkg/controller/networkpolicy/ 2>&1) || { echo "$out" >&2; exit 1; }
+echo "$out" | grep -E '^Benchmark|workload:' >&2
+echo
+printf '%-6s %10s %10s %12s %12s %12s %12s\n' shape wall-s cpu-s peak-heap-MB upstream-s upstream-MB ratio-t/m
+echo "$out" | awk '
+  /^BenchmarkScale/ {
+    shape = substr($1, 15, 1)
+    for (i = 2; i < NF; i++) {
+      if ($(i+1) == "s/compute") wall = $i
+      if ($(i+1) == "cpu-s/compute") cpu = $i
+      if ($(i+1) == "peak-heap-MB") peak = $i
+    }
+    ref_t = ""; ref_m = ""; ratio = "-"
+    if (shape == "A") { ref_t = 6.0; ref_m = 1600 }
+    if (shape == "C") { ref_t = 10.7; ref_m = 1160 }
+    if (ref_t != "") ratio = sprintf("%.2f/%.2f", wall / ref_t, peak / ref_m)
+    printf "%-6s %10.2f %10.2f %12.0f %12s %12s %12s\n", "(" tolower(shape) ")", wall, cpu, peak, (ref_t == "" ? "-" : ref_t), (ref_m == "" ? "-" : ref_m), ratio
+  }'

@@ -1,0 +1,283 @@
+package networkpolicy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/apiserver/storage"
+)
+
+// The scale benchmarks run the workload shapes of issue 5, which are those
+// of upstream Antrea's own scale tests, with Pods spread over 1,000 Nodes.
+// ANTREA_BENCH_SCALE multiplies the object counts: the default 0.04 keeps
+// `go test -bench .` quick; 1 is the full shape (hack/bench/controller-scale.sh).
+//
+// One op is the whole computation: informers start on a fake clientset that
+// already holds every object, and the op ends when every queue is drained.
+// Reported metrics: s/compute (that wall time), cpu-s/compute (CPU time of
+// the process meanwhile, all goroutines and GC), peak-heap-MB (HeapAlloc
+// sampled every 20 ms during the op, the figure upstream reports; it includes
+// the fake clientset's own copy of the objects), base-heap-MB (HeapAlloc
+// before the op, i.e. the workload objects and the fake's copy) and
+// store-writes (objects written into the three stores).
+
+const benchNodes = 1000
+
+func benchScale(b *testing.B) float64 {
+	if s := os.Getenv("ANTREA_BENCH_SCALE"); s != "" {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f <= 0 {
+			b.Fatalf("ANTREA_BENCH_SCALE=%q: want a positive number", s)
+		}
+		return f
+	}
+	return 0.04
+}
+
+func scaled(b *testing.B, n int) int {
+	v := int(float64(n) * benchScale(b))
+	if v < 1 {
+		v = 1
+	}
+	return v
+}
+
+// workload builds objects; ip numbers every Pod uniquely.
+type workload struct {
+	objs []k8sruntime.Object
+	ip   int
+	pods int
+	nps  int
+	nss  int
+}
+
+func (w *workload) namespace(name string) {
+	w.objs = append(w.objs, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}}})
+	w.nss++
+}
+
+func (w *workload) pod(ns, name string, labels map[string]string) {
+	w.ip++
+	ip := fmt.Sprintf("10.%d.%d.%d", w.ip>>16&255, w.ip>>8&255, w.ip&255)
+	w.objs = append(w.objs, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, UID: k8stypes.UID(fmt.Sprintf("pod-%d", w.ip))},
+		Spec:       v1.PodSpec{NodeName: fmt.Sprintf("node-%d", w.ip%benchNodes)},
+		Status:     v1.PodStatus{Phase: v1.PodRunning, PodIP: ip, PodIPs: []v1.PodIP{{IP: ip}}},
+	})
+	w.pods++
+}
+
+// policy selects podSelector and, when from is set, allows ingress from it;
+// like upstream's scale tests it isolates both directions.
+func (w *workload) policy(ns, name string, podSelector, from map[string]string) {
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: k8stypes.UID(fmt.Sprintf("np-%d", w.nps))},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: podSelector},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		},
+	}
+	if from != nil {
+		np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: from}}}}}
+	}
+	w.objs = append(w.objs, np)
+	w.nps++
+}
+
+// shapeA: namespaces each with a default-deny policy, two policies selecting
+// app-1 / app-2 Pods and allowing ingress from the same label, and 4 Pods.
+func shapeA(namespaces int) *workload {
+	w := &workload{}
+	for n := 0; n < namespaces; n++ {
+		ns := fmt.Sprintf("ns-%d", n)
+		w.namespace(ns)
+		w.policy(ns, "default-deny-all", nil, nil)
+		for a := 1; a <= 2; a++ {
+			l := map[string]string{fmt.Sprintf("app-%d", a): fmt.Sprintf("scale-%d", a)}
+			w.policy(ns, fmt.Sprintf("np-%d", a), l, l)
+			w.pod(ns, fmt.Sprintf("pod-%d-1", a), l)
+			w.pod(ns, fmt.Sprintf("pod-%d-2", a), l)
+		}
+	}
+	return w
+}
+
+// shapeB: namespaces each with default-deny and 100 policies, each selecting
+// (and allowing ingress from) its own 10 Pods.
+func shapeB(namespaces int) *workload {
+	w := &workload{}
+	for n := 0; n < namespaces; n++ {
+		ns := fmt.Sprintf("ns-%d", n)
+		w.namespace(ns)
+		w.policy(ns, "default-deny-all", nil, nil)
+		for i := 0; i < 100; i++ {
+			l := map[string]string{fmt.Sprintf("app-%d", i): fmt.Sprintf("scale-%d", i)}
+			w.policy(ns, fmt.Sprintf("np-%d", i), l, l)
+			for j := 0; j < 10; j++ {
+				w.pod(ns, fmt.Sprintf("pod-%d-%d", i, j), l)
+			}
+		}
+	}
+	return w
+}
+
+// shapeC: one namespace, n policies all selecting and allowing the same n Pods.
+func shapeC(n int) *workload {
+	w := &workload{}
+	w.namespace("ns")
+	l := map[string]string{"app-1": "scale-1"}
+	for i := 0; i < n; i++ {
+		w.policy("ns", fmt.Sprintf("np-%d", i), l, l)
+		w.pod("ns", fmt.Sprintf("pod-%d", i), l)
+	}
+	return w
+}
+
+// shapeD: one namespace, n Pods, one policy per Pod allowing one other Pod.
+func shapeD(n int) *workload {
+	w := &workload{}
+	w.namespace("ns")
+	for i := 0; i < n; i += 2 {
+		l1 := map[string]string{"app": fmt.Sprintf("scale-%d", i)}
+		l2 := map[string]string{"app": fmt.Sprintf("scale-%d", i+1)}
+		w.policy("ns", fmt.Sprintf("np-%d", i), l1, l2)
+		w.policy("ns", fmt.Sprintf("np-%d", i+1), l2, l1)
+		w.pod("ns", fmt.Sprintf("pod-%d", i), l1)
+		w.pod("ns", fmt.Sprintf("pod-%d", i+1), l2)
+	}
+	return w
+}
+
+func BenchmarkScaleA25kNamespacesOf4PodsAnd3Policies(b *testing.B) {
+	runScale(b, shapeA(scaled(b, 25000)))
+}
+
+func BenchmarkScaleB100NamespacesOf1000PodsAnd101Policies(b *testing.B) {
+	runScale(b, shapeB(scaled(b, 100)))
+}
+
+func BenchmarkScaleC1Namespace10kPoliciesSelectingTheSame10kPods(b *testing.B) {
+	runScale(b, shapeC(scaled(b, 10000)))
+}
+
+func BenchmarkScaleD1Namespace10kPodsWithOnePolicyEach(b *testing.B) {
+	runScale(b, shapeD(scaled(b, 10000)&^1))
+}
+
+// cpuTime is the CPU time (user + system) the process used so far; on a
+// shared machine it is steadier than wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeHeapProfile records what is live once the computation is idle.
+func writeHeapProfile(b *testing.B, path string) {
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func runScale(b *testing.B, w *workload) {
+	klog.SetLogger(klog.Background().V(10)) // keep per-object logs out of the measurement
+	b.Logf("workload: %d namespaces, %d pods, %d policies over %d nodes", w.nss, w.pods, w.nps, benchNodes)
+	var seconds, cpuSeconds, peakMB, baseMB, writes float64
+	runs := 0
+	for b.Loop() {
+		b.StopTimer()
+		client := fake.NewClientset(w.objs...)
+		factory := informers.NewSharedInformerFactory(client, 0)
+		ags, atgs, nps := storage.NewAddressGroupStore(), storage.NewAppliedToGroupStore(), storage.NewNetworkPolicyStore()
+		c := NewController(client, factory, ags, atgs, nps)
+		ctx, cancel := context.WithCancel(context.Background())
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		base := ms.HeapAlloc
+		peak := base
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(20 * time.Millisecond)
+			defer t.Stop()
+			var m runtime.MemStats
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					runtime.ReadMemStats(&m)
+					peak = max(peak, m.HeapAlloc)
+				}
+			}
+		}()
+		b.StartTimer()
+
+		cpuStart := cpuTime()
+		start := time.Now()
+		factory.Start(ctx.Done())
+		if !c.waitForCacheSync(ctx) {
+			b.Fatal("caches did not sync")
+		}
+		synced := time.Since(start)
+		if err := c.drain(ctx); err != nil {
+			b.Fatal(err)
+		}
+		elapsed := time.Since(start)
+		cpu := cpuTime() - cpuStart
+		b.Logf("handlers synced after %v, idle after %v", synced, elapsed)
+
+		b.StopTimer()
+		close(stop)
+		wg.Wait()
+		if path := os.Getenv("ANTREA_BENCH_HEAPPROFILE"); path != "" {
+			writeHeapProfile(b, path)
+		}
+		if got := len(nps.List()); got != w.nps {
+			b.Fatalf("%d internal policies computed, want %d", got, w.nps)
+		}
+		seconds += elapsed.Seconds()
+		cpuSeconds += cpu.Seconds()
+		peakMB += float64(peak) / (1 << 20)
+		baseMB += float64(base) / (1 << 20)
+		writes += float64(ags.ResourceVersion() + atgs.ResourceVersion() + nps.ResourceVersion())
+		runs++
+		cancel()
+		factory.Shutdown()
+		b.StartTimer()
+	}
+	n := float64(runs)
+	b.ReportMetric(seconds/n, "s/compute")
+	b.ReportMetric(cpuSeconds/n, "cpu-s/compute")
+	b.ReportMetric(peakMB/n, "peak-heap-MB")
+	b.ReportMetric(baseMB/n, "base-heap-MB")
+	b.ReportMetric(writes/n, "store-writes")
+}
