@@ -281,7 +281,7 @@ func bringUpUnderlay(ctx context.Context, conn *ovsconfig.Connection, cfg *Confi
 	if _, err := configureLink(ctx, cfg.UplinkBridgeName, brMAC, 0, nil); err != nil {
 		return err
 	}
-	nodeIP, err := moveAddresses(ctx, cfg.UplinkName, cfg.UplinkBridgeName, cfg.NodeIP)
+	nodeIP, err := moveAddresses(ctx, conn, cfg.UplinkBridgeName, cfg.UplinkName, cfg.NodeIP)
 	if err != nil {
 		return err
 	}

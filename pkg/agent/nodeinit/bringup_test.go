@@ -49,7 +49,8 @@ func newTestNode(t *testing.T) *testNode {
 	run(t, "ip", "-n", node, "link", "set", "eth0", "up")
 	run(t, "ip", "-n", peer, "addr", "add", "192.168.77.2/24", "dev", "peer0")
 	run(t, "ip", "-n", peer, "link", "set", "peer0", "up")
-	run(t, "ip", "-n", node, "route", "add", "10.99.0.0/16", "via", "192.168.77.2")
+	run(t, "ip", "-n", node, "route", "add", "10.99.0.0/16", "via", "192.168.77.2", "metric", "50")
+	run(t, "ip", "-n", node, "route", "add", "default", "via", "192.168.77.2")
 	nodeNS, err := ns.GetNS("/var/run/netns/" + node)
 	if err != nil {
 		t.Fatal(err)
@@ -235,9 +236,7 @@ func TestBringupOnNetdevMovesTheNodeIPAndSecondRunChangesNothing(t *testing.T) {
 		got.MTU != 1450 || got.Flags&net.FlagUp == 0 {
 		t.Errorf("antrea-gw0 = %+v, want 10.10.1.1/24, MAC %s, MTU 1450, up", got, nc.Gateway.MAC)
 	}
-	if route := run(t, "ip", "-n", node, "route", "show", "10.99.0.0/16"); !strings.Contains(route, "dev br-phy") {
-		t.Errorf("route to 10.99.0.0/16 = %q, want it moved to br-phy", route)
-	}
+	n.checkRoutes(t)
 	if flags := run(t, "ip", "-n", node, "link", "show", "eth0"); !strings.Contains(flags, "NOARP") {
 		t.Errorf("eth0 should have ARP off: %s", flags)
 	}
@@ -286,6 +285,69 @@ func TestBringupOnNetdevMovesTheNodeIPAndSecondRunChangesNothing(t *testing.T) {
 	}
 	if err := n.ping(t, node, "192.168.77.2"); err != nil {
 		t.Errorf("peer unreachable after the second run: %v", err)
+	}
+}
+
+// checkRoutes checks the uplink's routes are on br-phy.
+func (n *testNode) checkRoutes(t *testing.T) {
+	t.Helper()
+	node := n.in.NetNS()
+	if route := run(t, "ip", "-n", node, "route", "show", "10.99.0.0/16"); route != "10.99.0.0/16 via 192.168.77.2 dev br-phy metric 50" {
+		t.Errorf("route to 10.99.0.0/16 = %q, want it on br-phy with its metric", route)
+	}
+	if route := run(t, "ip", "-n", node, "route", "show", "default"); route != "default via 192.168.77.2 dev br-phy" {
+		t.Errorf("default route = %q, want it on br-phy", route)
+	}
+}
+
+func TestBringupAfterTheUnderlayBridgeWasDeletedPutsTheNodeIPBack(t *testing.T) {
+	n := newTestNode(t)
+	first := n.bringup(t, n.config(""))
+	// Deleting br-phy destroys its tap device and with it the node's addresses
+	// and routes; the uplink has none left either.
+	if _, err := n.in.Vsctl("del-br", "br-phy"); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(t, "ip", "-n", n.in.NetNS(), "-4", "addr", "show"); strings.Contains(out, "192.168.77.1") {
+		t.Fatalf("precondition: the node IP should be gone with br-phy:\n%s", out)
+	}
+	second := n.bringup(t, n.config(""))
+	if second.NodeIP.String() != "192.168.77.1/24" {
+		t.Errorf("node IP after the re-creation = %v", second.NodeIP)
+	}
+	if first.Gateway.MAC.String() != second.Gateway.MAC.String() || second.Gateway.OFPort != GatewayOFPort {
+		t.Errorf("gateway changed: %+v -> %+v", first.Gateway, second.Gateway)
+	}
+	if got := n.links(t, "br-phy")["br-phy"].Addrs; !reflect.DeepEqual(got, []string{"192.168.77.1/24"}) {
+		t.Errorf("br-phy addresses after the re-creation = %v", got)
+	}
+	n.checkRoutes(t)
+	if err := n.ping(t, n.in.NetNS(), "192.168.77.2"); err != nil {
+		t.Errorf("peer unreachable after br-phy was re-created: %v", err)
+	}
+}
+
+func TestSavedRoutesAndAddressesReadBackAsWritten(t *testing.T) {
+	_, dst, _ := net.ParseCIDR("10.99.0.0/16")
+	routes := []savedRoute{
+		{Dst: dst, Gw: net.ParseIP("192.168.77.2"), Priority: 50},
+		{Gw: net.ParseIP("192.168.77.2")},
+		{Dst: dst},
+	}
+	enc := encodeRoutes(routes)
+	if enc != "10.99.0.0/16 via 192.168.77.2 metric 50;default via 192.168.77.2 metric 0;10.99.0.0/16 metric 0" {
+		t.Errorf("encoded routes = %q", enc)
+	}
+	got, err := decodeRoutes(enc)
+	if err != nil || encodeRoutes(got) != enc {
+		t.Errorf("decoded routes = %v, %v", got, err)
+	}
+	if _, err := decodeRoutes("10.99.0.0/16 via nonsense"); err == nil {
+		t.Error("a bad gateway was accepted")
+	}
+	addrs, err := decodeAddrs("192.168.77.1/24,fd00::1/64")
+	if err != nil || encodeAddrs(addrs) != "192.168.77.1/24,fd00::1/64" {
+		t.Errorf("addresses = %v, %v", addrs, err)
 	}
 }
 

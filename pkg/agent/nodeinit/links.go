@@ -14,7 +14,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-	"k8s.io/klog/v2"
 )
 
 // maxNeighAgingSeconds is NEIGH_ENTRY_MAX_AGING_TIME_S of OVS's
@@ -136,63 +135,6 @@ func routeList(link netlink.Link) ([]netlink.Route, error) {
 // opposed to the link (IPv6 link-local), which must not follow it.
 func movableAddr(a netlink.Addr) bool {
 	return a.Scope == unix.RT_SCOPE_UNIVERSE && !a.IP.IsLinkLocalUnicast()
-}
-
-// moveAddresses moves the node's addresses and routes from the uplink to the
-// bridge's internal port and returns the node IP. Already moved (the uplink
-// has none left) means nothing to do. The addresses reach the bridge before
-// they leave the uplink, and routes are re-added after, because the kernel
-// drops a gateway route when its subnet's address goes away.
-func moveAddresses(ctx context.Context, uplinkName, bridgeName string, want net.IP) (*net.IPNet, error) {
-	uplink, err := waitLink(ctx, uplinkName)
-	if err != nil {
-		return nil, err
-	}
-	bridge, err := waitLink(ctx, bridgeName)
-	if err != nil {
-		return nil, err
-	}
-	upAddrs, err := addrList(uplink, netlink.FAMILY_ALL)
-	if err != nil {
-		return nil, err
-	}
-	var move []netlink.Addr
-	for _, a := range upAddrs {
-		if movableAddr(a) {
-			move = append(move, a)
-		}
-	}
-	if len(move) > 0 {
-		routes, err := routeList(uplink)
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range move {
-			if err := netlink.AddrAdd(bridge, &netlink.Addr{IPNet: a.IPNet}); err != nil && !errors.Is(err, unix.EEXIST) {
-				return nil, fmt.Errorf("link %s: add address %s: %w", bridgeName, a.IPNet, err)
-			}
-		}
-		for _, a := range move {
-			if err := netlink.AddrDel(uplink, &a); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
-				return nil, fmt.Errorf("link %s: remove address %s: %w", uplinkName, a.IPNet, err)
-			}
-		}
-		for _, r := range routes {
-			if r.Protocol == unix.RTPROT_KERNEL || (r.Dst != nil && r.Dst.IP.IsLinkLocalUnicast()) {
-				continue // the kernel re-creates connected and link-local routes itself
-			}
-			nr := netlink.Route{
-				LinkIndex: bridge.Attrs().Index, Dst: r.Dst, Gw: r.Gw, Src: r.Src, Priority: r.Priority,
-				Table: r.Table, Scope: r.Scope, Protocol: r.Protocol, Family: r.Family,
-			}
-			if err := netlink.RouteReplace(&nr); err != nil {
-				return nil, fmt.Errorf("link %s: move route %s: %w", bridgeName, r, err)
-			}
-		}
-		klog.InfoS("Moved node addresses and routes to the underlay bridge", "from", uplinkName, "to", bridgeName,
-			"addresses", len(move), "routes", len(routes))
-	}
-	return findNodeIP(want, bridgeName)
 }
 
 // findNodeIP returns want with its prefix as configured on link, or the

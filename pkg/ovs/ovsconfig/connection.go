@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"syscall"
 	"time"
 
@@ -235,4 +237,56 @@ func modelColumns(m model.Model) []interface{} {
 		}
 	}
 	return fields
+}
+
+// GetExternalIDs returns the external_ids of the Open_vSwitch table's row:
+// node-wide facts that must outlive any one bridge.
+func (c *Connection) GetExternalIDs(ctx context.Context) (map[string]string, error) {
+	root, err := c.root(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := maps.Clone(root.ExternalIDs)
+	if out == nil {
+		out = map[string]string{}
+	}
+	return out, nil
+}
+
+// SetExternalIDs merges keys into the Open_vSwitch row's external_ids; the
+// server does the merge (delete the keys, insert the pairs, one transaction).
+func (c *Connection) SetExternalIDs(ctx context.Context, externalIDs map[string]string) error {
+	if len(externalIDs) == 0 {
+		return nil
+	}
+	what := "set external_ids of the Open_vSwitch table"
+	return c.do(ctx, what, func(ctx context.Context, retry bool) error {
+		root, err := c.root(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		keys := slices.Collect(maps.Keys(externalIDs))
+		ops, err := c.ovs.Where(root).Mutate(root,
+			model.Mutation{Field: &root.ExternalIDs, Mutator: ovsdb.MutateOperationDelete, Value: keys},
+			model.Mutation{Field: &root.ExternalIDs, Mutator: ovsdb.MutateOperationInsert, Value: externalIDs},
+		)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if _, err := c.transact(ctx, what, ops); err != nil {
+			return err
+		}
+		return waitFor(ctx, func() (bool, error) {
+			root, err := c.root(ctx)
+			if err != nil {
+				return false, err
+			}
+			for k, v := range externalIDs {
+				if root.ExternalIDs[k] != v {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	})
 }

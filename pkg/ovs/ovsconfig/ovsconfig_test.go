@@ -598,3 +598,21 @@ func TestAClientClosedDuringAnOutageDoesNotComeBack(t *testing.T) {
 		t.Errorf("sessions after Close during the outage = %s, want 1 (only ovs-vswitchd)", got)
 	}
 }
+
+func TestNodeWideExternalIDsMergeOnTheOpenVSwitchRow(t *testing.T) {
+	in, conn := startOVS(t)
+	ctx := testCtx(t)
+	if err := conn.SetExternalIDs(ctx, map[string]string{"a": "1", "b": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SetExternalIDs(ctx, map[string]string{"b": "3"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := vsctl(t, in, "get", "Open_vSwitch", ".", "external_ids"); got != "{a=\"1\", b=\"3\"}" {
+		t.Errorf("Open_vSwitch external_ids = %s, want a=1 and b=3", got)
+	}
+	got, err := conn.GetExternalIDs(ctx)
+	if err != nil || !reflect.DeepEqual(got, map[string]string{"a": "1", "b": "3"}) {
+		t.Errorf("GetExternalIDs = %v, %v", got, err)
+	}
+}
