@@ -1,0 +1,290 @@
+package openflow
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"antrea.io/antrea/pkg/ovs/ovsinstance"
+)
+
+// addVethPort adds a veth pair in the instance's netns and plugs one end
+// into the bridge as OpenFlow port ofport; it returns the peer's name.
+func addVethPort(t *testing.T, in *ovsinstance.Instance, name string, ofport int) string {
+	t.Helper()
+	peer := name + "-peer"
+	for _, args := range [][]string{
+		{"ip", "link", "add", name, "type", "veth", "peer", "name", peer},
+		{"ip", "link", "set", name, "up"},
+		{"ip", "link", "set", peer, "up"},
+	} {
+		if _, err := in.Run(args[0], args[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := in.Vsctl("add-port", testBridge, name, "--", "set", "interface", name, "ofport_request="+strconv.Itoa(ofport)); err != nil {
+		t.Fatal(err)
+	}
+	return peer
+}
+
+// udpFrame builds an Ethernet/IPv4/UDP frame from 10.0.0.1 to 10.0.0.2.
+func udpFrame(payload string) []byte {
+	b := []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00}
+	ip := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+8+len(payload)))
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	udp := []byte{0x30, 0x39, 0x00, 0x50, 0, 0, 0, 0}
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload)))
+	b = append(append(b, ip...), udp...)
+	return append(b, payload...)
+}
+
+// packetOut hand-encodes an OpenFlow 1.5 OFPT_PACKET_OUT from the
+// controller port with the given actions and packet.
+func packetOut(frame []byte, actions ...[]byte) Message {
+	var acts []byte
+	for _, a := range actions {
+		acts = append(acts, a...)
+	}
+	b := binary.BigEndian.AppendUint32(nil, 0xffffffff) // no buffer
+	b = binary.BigEndian.AppendUint16(b, uint16(len(acts)))
+	b = append(b, 0, 0)
+	b = AppendOXMMatch(b, oxmInPort(ofppController))
+	b = append(b, acts...)
+	return &RawMessage{Type: 13, Body: append(b, frame...)}
+}
+
+// packetIn2Prop returns the value of a property of an NXT_PACKET_IN2 frame.
+func packetIn2Prop(t *testing.T, f Frame, typ uint16) []byte {
+	t.Helper()
+	props := f.Body[8:]
+	for len(props) >= 4 {
+		pt, n := binary.BigEndian.Uint16(props), int(binary.BigEndian.Uint16(props[2:]))
+		if n < 4 || n > len(props) {
+			t.Fatalf("bad packet-in2 property length %d", n)
+		}
+		if pt == typ {
+			return props[4:n]
+		}
+		props = props[min((n+7)&^7, len(props)):]
+	}
+	return nil
+}
+
+func ifaceCounter(t *testing.T, in *ovsinstance.Instance, dev, counter string) int {
+	t.Helper()
+	out, err := in.Run("cat", "/sys/class/net/"+dev+"/statistics/"+counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestAControllerFlowYieldsAPacketInWithItsUserdata(t *testing.T) {
+	in, mgmt := startBridge(t)
+	if _, err := in.Ofctl("add-flow", testBridge, "table=0,priority=10,udp,actions=controller(userdata=01.02.03.04.05)"); err != nil {
+		t.Fatal(err)
+	}
+	c := dialForTest(t, mgmt, Options{AsyncMessages: true})
+	frame := udpFrame("hello controller")
+	// output:TABLE runs the packet through the pipeline, where it meets the controller flow.
+	if err := c.Apply(testCtx(t), packetOut(frame, actOutput(ofppTable))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case f := <-c.PacketIns():
+		if !IsPacketIn2(f) {
+			t.Fatalf("want an NXT_PACKET_IN2, got type %d", f.Header.Type)
+		}
+		if ud := packetIn2Prop(t, f, 7); !bytes.Equal(ud, []byte{1, 2, 3, 4, 5}) {
+			t.Fatalf("userdata %x, want 0102030405", ud)
+		}
+		if pkt := packetIn2Prop(t, f, 0); !bytes.Equal(pkt, frame) {
+			t.Fatalf("packet differs:\n got %x\nwant %x", pkt, frame)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no packet-in")
+	}
+}
+
+func TestAPacketOutReachesItsPort(t *testing.T) {
+	in, mgmt := startBridge(t)
+	peer := addVethPort(t, in, "ofc-p1", 1)
+	c := dialForTest(t, mgmt, Options{})
+	before := ifaceCounter(t, in, peer, "rx_packets")
+	const n = 5
+	for range n {
+		if err := c.Apply(testCtx(t), packetOut(udpFrame("to port 1"), actOutput(1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The kernel counts the frames on the far end of the veth shortly after
+	// OVS sends them; poll a bounded number of times.
+	got := 0
+	for range 100 {
+		if got = ifaceCounter(t, in, peer, "rx_packets") - before; got >= n {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got != n {
+		t.Fatalf("%s received %d packets, want %d", peer, got, n)
+	}
+}
+
+func TestDialOverTCP(t *testing.T) {
+	in, _ := startBridge(t)
+	if _, err := in.Vsctl("set-controller", testBridge, "ptcp:16653:127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	// The listener lives in the instance's netns: dial from a thread that
+	// enters it; the socket keeps working from any thread afterwards.
+	var c *Conn
+	var err error
+	for range 200 { // ovs-vswitchd opens the listener shortly after the change
+		c, err = dialInNetNS(t, in.NetNS(), "tcp:127.0.0.1:16653")
+		if err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		out, _ := in.Run("ss", "-ltn")
+		t.Fatalf("%v; listeners in %s:\n%s", err, in.NetNS(), out)
+	}
+	defer c.Close()
+	if c.Version() != Version15 {
+		t.Fatalf("negotiated %#x", c.Version())
+	}
+	if err := c.Bundle(testCtx(t), addIPFlow(0, 7, 1, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if flows := dumpFlows(t, in); len(flows) != 1 {
+		t.Fatalf("want the flow added over TCP, got %q", flows)
+	}
+}
+
+func dialInNetNS(t *testing.T, ns, addr string) (*Conn, error) {
+	type result struct {
+		nc  net.Conn
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		// Enter the netns on a locked thread and come back before unlocking.
+		// The thread must not die here: ovsinstance starts its daemons with
+		// Pdeathsig, which fires when the forking *thread* exits, and this
+		// thread may be that one.
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer orig.Close()
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		nc, err := net.DialTimeout("tcp", strings.TrimPrefix(addr, "tcp:"), 5*time.Second)
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		ch <- result{nc, err}
+	}()
+	r := <-ch
+	if r.err != nil {
+		return nil, r.err
+	}
+	c, err := NewConn(testCtx(t), r.nc, Options{})
+	if err != nil {
+		r.nc.Close()
+	}
+	return c, err
+}
+
+func TestAVSwitchdRestartIsNoticedAndTheReplayRestoresEveryFlow(t *testing.T) {
+	in, mgmt := startBridge(t)
+	var desired []Message
+	for i := range 500 {
+		desired = append(desired, addIPFlow(uint8(i%4), 0x77, byte(i>>8), byte(i), 1))
+	}
+	connects := make(chan bool, 10)
+	client := NewClient(mgmt, ClientOptions{
+		Conn:       Options{EchoInterval: 200 * time.Millisecond},
+		MinBackoff: 20 * time.Millisecond,
+		MaxBackoff: 200 * time.Millisecond,
+		OnConnect: func(ctx context.Context, c *Conn, reconnect bool) error {
+			connects <- reconnect
+			// An agent's replay: wipe whatever is left, then everything it wants, in one bundle.
+			return c.Bundle(ctx, append([]Message{deleteByCookie(0, 0)}, desired...)...)
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan struct{})
+	go func() { client.Run(ctx); close(runDone) }()
+	t.Cleanup(func() { cancel(); <-runDone })
+
+	if _, err := client.Conn(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-connects; r {
+		t.Fatal("the first connection should not be reported as a reconnection")
+	}
+	before := dumpFlows(t, in)
+	if len(before) != len(desired) {
+		t.Fatalf("want %d flows after the first connection, got %d", len(desired), len(before))
+	}
+	if err := in.RestartVSwitchd(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-client.Reconnected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the restart was not noticed")
+	}
+	if r := <-connects; !r {
+		t.Fatal("OnConnect should be told it is a reconnection")
+	}
+	if after := dumpFlows(t, in); !slices.Equal(before, after) {
+		t.Fatalf("replay did not restore the flows: before %d, after %d", len(before), len(after))
+	}
+	// The client is usable after the reconnection.
+	if err := client.AddFlows(testCtx(t), addIPFlow(5, 0x78, 200, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(dumpFlows(t, in)); n != len(desired)+1 {
+		t.Fatal(fmt.Sprintf("want %d flows, got %d", len(desired)+1, n))
+	}
+}
