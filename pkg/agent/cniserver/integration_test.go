@@ -2,10 +2,13 @@ package cniserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -472,5 +475,72 @@ func TestTwoPodsTalkTCPThroughTheUserspaceOVSAndReachTheNodeViaTheGateway(t *tes
 				t.Errorf("server side: %v", err)
 			}
 		})
+	}
+}
+
+func TestCnitoolAddsChecksAndDeletesAPod(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	cnitool, err := filepath.Abs("../../../_output/cni/bin/cnitool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cnitool); err != nil {
+		t.Skipf("cnitool is not installed (hack/install.sh cni): %v", err)
+	}
+	e := newEnv(t, true)
+	p := e.newPod("tool")
+	// cnitool keeps its result cache in /var/lib/cni/results, under the
+	// network name: a name of this test's own, removed at the end.
+	netName := fmt.Sprintf("cnitest-%d", os.Getpid())
+	t.Cleanup(func() {
+		files, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", netName+"-*"))
+		for _, f := range files {
+			os.Remove(f)
+		}
+	})
+	confDir := t.TempDir()
+	conf, err := e.srv.ConfList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(conf, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["name"] = netName
+	conf, _ = json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(confDir, ConfListName), conf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(verb string) (string, error) {
+		cmd := exec.Command(cnitool, verb, netName, p.netns)
+		cmd.Env = append(os.Environ(), "CNI_PATH="+shimDir(t), "NETCONFPATH="+confDir,
+			"CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=tool")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("add")
+	if err != nil {
+		t.Fatalf("cnitool add: %v: %s", err, out)
+	}
+	res, err := current.NewResult([]byte(out))
+	if err != nil {
+		t.Fatalf("cnitool add printed %s: %v", out, err)
+	}
+	r, _ := current.NewResultFromResult(res)
+	if len(r.IPs) != 1 || r.IPs[0].Address.String() != "10.123.1.2/24" {
+		t.Errorf("cnitool add result IPs = %v", r.IPs)
+	}
+	if addrs := inPod(t, p, "ip", "-o", "addr", "show", "eth0"); !strings.Contains(addrs, "10.123.1.2/24") {
+		t.Errorf("eth0 after cnitool add: %s", addrs)
+	}
+	if out, err := run("check"); err != nil {
+		t.Errorf("cnitool check: %v: %s", err, out)
+	}
+	if out, err := run("del"); err != nil {
+		t.Errorf("cnitool del: %v: %s", err, out)
+	}
+	if left := e.leftovers(t); len(left) > 0 {
+		t.Errorf("after cnitool del: %v", left)
 	}
 }
