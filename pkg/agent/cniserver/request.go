@@ -51,7 +51,6 @@ func toProto(err error) *cnipb.Error {
 // from the conflist, plus the GC field of CNI 1.1.
 type netConf struct {
 	types.NetConf
-	AgentSocket      string               `json:"agentSocket,omitempty"`
 	ValidAttachments []types.GCAttachment `json:"cni.dev/valid-attachments,omitempty"`
 }
 
