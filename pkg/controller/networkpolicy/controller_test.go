@@ -130,6 +130,13 @@ func TestPoliciesComputeTheRulesKubernetesSemanticsSay(t *testing.T) {
 				"ips=[192.168.0.0/16 except 192.168.1.0/24,192.168.2.0/24; fd00::/64 except fd00::/96] ports=all prio=-1"},
 		},
 		{
+			name: "an invalid ipBlock peer is left out so that its rule matches nothing rather than everything",
+			spec: networkingv1.NetworkPolicySpec{PodSelector: appA, Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.300/8"}}},
+			}}},
+			wantRules: []string{"In from=[] ips=[] ports=all prio=-1"},
+		},
+		{
 			name: "named ports, port ranges and every protocol are kept as written",
 			spec: networkingv1.NetworkPolicySpec{PodSelector: appA, Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				Ports: []networkingv1.NetworkPolicyPort{
@@ -322,6 +329,7 @@ func TestIncrementalUpdatesKeepTheStoresCurrent(t *testing.T) {
 	tests := []struct {
 		name   string
 		policy networkingv1.NetworkPolicySpec
+		extra  []runtime.Object
 		before func(e *env, t *testing.T) error
 		change func(e *env, t *testing.T)
 		after  func(e *env, t *testing.T) error
@@ -374,6 +382,16 @@ func TestIncrementalUpdatesKeepTheStoresCurrent(t *testing.T) {
 			after: func(e *env, t *testing.T) error { return spans(e, t, "n1", "n3") },
 		},
 		{
+			name:   "a pending pod joins the applied-to group once scheduled, re-spanning the policy",
+			policy: fromB,
+			extra:  []runtime.Object{newPod("x", "late", lbls("app", "a"), "", "")},
+			before: func(e *env, t *testing.T) error { return spans(e, t, "n1") },
+			change: func(e *env, t *testing.T) {
+				e.update(t, newPod("x", "late", lbls("app", "a"), "10.0.0.6", "n2"))
+			},
+			after: func(e *env, t *testing.T) error { return spans(e, t, "n1", "n2") },
+		},
+		{
 			name:   "a pod relabelled out of the applied-to selection shrinks the span",
 			policy: fromB,
 			before: func(e *env, t *testing.T) error { return spans(e, t, "n1") },
@@ -385,7 +403,8 @@ func TestIncrementalUpdatesKeepTheStoresCurrent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, append(cluster(), newPolicy("x", "np", tt.policy))...)
+			objs := append(cluster(), newPolicy("x", "np", tt.policy))
+			e := newEnv(t, append(objs, tt.extra...)...)
 			e.eventually(t, func() error { return tt.before(e, t) })
 			before, _ := e.policy("x", "np")
 			tt.change(e, t)
@@ -454,6 +473,25 @@ func TestPolicyUpdatesAndDeletesReleaseTheirGroups(t *testing.T) {
 	if _, atg := stored(aKey); !atg {
 		t.Errorf("AppliedToGroup app=a deleted while np1 still applies to it")
 	}
+
+	// Changing np1's pod selector moves it to a new AppliedToGroup, deletes
+	// the old one, and re-spans np1 and the AddressGroup it uses.
+	np1 := spec("c")
+	np1.PodSelector = *matchLabels("app", "b")
+	e.update(t, newPolicy("x", "np1", np1))
+	e.eventually(t, func() error {
+		if _, atg := stored(aKey); atg {
+			return fmt.Errorf("AppliedToGroup app=a still stored after np1 left it")
+		}
+		p, _ := e.policy("x", "np1")
+		if p.Generation != 3 || !slices.Equal(p.SortedNodeNames(), []string{"n2"}) {
+			return fmt.Errorf("np1 generation %d span %v, want 3 and [n2]", p.Generation, p.SortedNodeNames())
+		}
+		if ag, _ := e.addressGroup(cKey); !slices.Equal(ag.SortedNodeNames(), []string{"n2"}) {
+			return fmt.Errorf("AddressGroup app=c span %v, want [n2]", ag.SortedNodeNames())
+		}
+		return nil
+	})
 
 	// Deleting np1 empties every store and the index.
 	if err := e.client.NetworkingV1().NetworkPolicies("x").Delete(e.ctx, "np1", metav1.DeleteOptions{}); err != nil {

@@ -8,6 +8,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/apis/controlplane"
 	"antrea.io/antrea/pkg/controller/grouping"
@@ -129,17 +130,22 @@ func (cp *computedPolicy) toPeer(np *networkingv1.NetworkPolicy, peers []network
 	seen := map[string]bool{}
 	for i := range peers {
 		p := &peers[i]
+		// The API server validates peers; one that is still invalid is left
+		// out with an error log, as upstream does. That narrows the rule
+		// (a rule left without peers matches nothing) rather than opening it.
 		if p.IPBlock != nil {
 			b, err := toIPBlock(p.IPBlock)
 			if err != nil {
-				return out, fmt.Errorf("peer %d: %w", i, err)
+				klog.ErrorS(err, "Ignoring invalid ipBlock peer", "networkPolicy", klog.KObj(np), "peer", i)
+				continue
 			}
 			out.IPBlocks = append(out.IPBlocks, b)
 			continue
 		}
 		sel, err := grouping.NewSelector(np.Namespace, p.PodSelector, p.NamespaceSelector)
 		if err != nil {
-			return out, fmt.Errorf("peer %d: %w", i, err)
+			klog.ErrorS(err, "Ignoring invalid selector peer", "networkPolicy", klog.KObj(np), "peer", i)
+			continue
 		}
 		name := cp.addAddressGroup(sel, groupName)
 		if !seen[name] {
