@@ -29,7 +29,7 @@ log() { printf '[install] %s\n' "$*" >&2; }
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 
-apt_packages=(openvswitch-switch openvswitch-common iproute2 ethtool iptables iperf3 openssl protobuf-compiler jq conntrack tcpdump procps)
+apt_packages=(openvswitch-switch openvswitch-common iproute2 iputils-ping ethtool iptables iperf3 openssl protobuf-compiler jq conntrack tcpdump procps)
 install_apt() {
   local missing=()
   for p in "${apt_packages[@]}"; do

@@ -66,11 +66,16 @@ type MissAction int
 const (
 	MissNext MissAction = iota
 	MissDrop
+	// MissNormal hands the packet to OVS's L2 learning switch.
+	MissNormal
 )
 
 func (m MissAction) String() string {
-	if m == MissDrop {
+	switch m {
+	case MissDrop:
 		return "drop"
+	case MissNormal:
+		return "NORMAL"
 	}
 	return "next table"
 }

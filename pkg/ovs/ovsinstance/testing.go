@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -58,7 +59,11 @@ func StartForTest(t testing.TB, prefix string) *Instance {
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs, _ := os.ReadFile(filepath.Join(dir, "ovs-vswitchd.vlog"))
-			t.Logf("ovs-vswitchd log:\n%s", logs)
+			lines := strings.Split(strings.TrimSpace(string(logs)), "\n")
+			if len(lines) > 20 {
+				lines = lines[len(lines)-20:]
+			}
+			t.Logf("last lines of ovs-vswitchd's log:\n%s", strings.Join(lines, "\n"))
 		}
 		in.Stop()
 	})

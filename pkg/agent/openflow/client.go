@@ -1,0 +1,239 @@
+// Package openflow is the agent's data plane: the OVS pipeline laid out as a
+// grid of stage x pipeline (pipeline.go), the features that install flows in
+// it (pod_connectivity.go, ...), and an intent-level client (InstallPodFlows,
+// InstallNodeFlows, ...) that builds the flows of one change and writes them
+// to OVS as one atomic bundle through the project's OpenFlow binding. The
+// client remembers every flow it installed, so it can replay them when
+// ovs-vswitchd restarts and remove exactly an object's flows.
+//
+// docs/design/ovs-pipeline.md describes every table; a test keeps its table
+// list equal to this package's.
+package openflow
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/ovs/openflow"
+)
+
+// Bridge is the OpenFlow channel the client writes to (an *openflow.Client or
+// *openflow.Conn).
+type Bridge interface {
+	Bundle(ctx context.Context, msgs ...openflow.Message) error
+}
+
+// Cookies: the high 32 bits are the agent's "round", bumped at every agent
+// start, so flows of an earlier run that were not re-installed can be found
+// and removed (DeleteRound) without first flushing the bridge; the low bits
+// name the feature.
+const (
+	cookieRoundShift        = 32
+	cookiePodConnectivity   = 0x1
+	cookieRoundMask  uint64 = 0xffffffff << cookieRoundShift
+)
+
+// opTimeout bounds one flow write for callers without a context (CNI paths).
+const opTimeout = 10 * time.Second
+
+// Client is the agent's intent-level OpenFlow client.
+type Client struct {
+	bridge Bridge
+	p      *Pipeline
+	round  uint32
+	b      flowBuilder
+
+	mu    sync.Mutex
+	node  *NodeConfig
+	fixed []*openflow.Flow            // miss and node flows
+	pods  map[string][]*openflow.Flow // by host interface name
+	peers map[string][]*openflow.Flow // by remote node name
+}
+
+// NewClient lays out the pipeline and returns a client writing flows of the
+// given round to bridge.
+func NewClient(bridge Bridge, round uint32) (*Client, error) {
+	p, err := buildPipeline(podConnectivity{})
+	if err != nil {
+		return nil, err
+	}
+	return &Client{
+		bridge: bridge,
+		p:      p,
+		round:  round,
+		b:      flowBuilder{p: p, cookie: uint64(round)<<cookieRoundShift | cookiePodConnectivity},
+		pods:   map[string][]*openflow.Flow{},
+		peers:  map[string][]*openflow.Flow{},
+	}, nil
+}
+
+// Pipeline is the table layout in use.
+func (c *Client) Pipeline() *Pipeline { return c.p }
+
+// Round is the cookie round of this client's flows.
+func (c *Client) Round() uint32 { return c.round }
+
+func addMods(flows []*openflow.Flow) []openflow.Message {
+	msgs := make([]openflow.Message, 0, len(flows))
+	for _, f := range flows {
+		msgs = append(msgs, openflow.AddFlow(f))
+	}
+	return msgs
+}
+
+func (c *Client) write(ctx context.Context, what string, msgs []openflow.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := c.bridge.Bundle(ctx, msgs...); err != nil {
+		return fmt.Errorf("write flows of %s: %w", what, err)
+	}
+	return nil
+}
+
+func withTimeout() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), opTimeout)
+}
+
+// Initialize installs the table-miss flows and this node's fixed flows.
+func (c *Client) Initialize(ctx context.Context, node *NodeConfig) error {
+	flows := append(c.b.missFlows(), c.b.nodeFlows(node)...)
+	if err := c.write(ctx, "node", addMods(flows)); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.node, c.fixed = node, flows
+	c.mu.Unlock()
+	klog.InfoS("Installed pipeline", "tables", len(c.p.Tables()), "flows", len(flows), "round", c.round)
+	return nil
+}
+
+// DeleteRound removes every flow whose cookie carries an earlier round (left
+// by the previous agent run and not re-installed by this one).
+func (c *Client) DeleteRound(ctx context.Context, round uint32) error {
+	if round == c.round {
+		return fmt.Errorf("refusing to delete the flows of the current round %d", round)
+	}
+	return c.write(ctx, fmt.Sprintf("round %d", round),
+		[]openflow.Message{openflow.DeleteFlows(openflow.TableAll, uint64(round)<<cookieRoundShift, cookieRoundMask)})
+}
+
+// replace writes the new flows of one object and deletes the ones it had that
+// are no longer wanted, in one bundle, and records them.
+func (c *Client) replace(ctx context.Context, what string, cache map[string][]*openflow.Flow, key string, flows []*openflow.Flow) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := cache[key]
+	keep := map[string]bool{}
+	for _, f := range flows {
+		keep[flowKey(f)] = true
+	}
+	var msgs []openflow.Message
+	for _, f := range old {
+		if !keep[flowKey(f)] {
+			msgs = append(msgs, openflow.DeleteFlowStrict(f))
+		}
+	}
+	msgs = append(msgs, addMods(flows)...)
+	if err := c.write(ctx, what, msgs); err != nil {
+		return err
+	}
+	if flows == nil {
+		delete(cache, key)
+	} else {
+		cache[key] = flows
+	}
+	return nil
+}
+
+// flowKey identifies a flow in OVS: table, priority and match.
+func flowKey(f *openflow.Flow) string {
+	g := *f
+	g.Actions, g.Cookie = nil, 0
+	return g.String()
+}
+
+// InstallPodFlows installs the flows of one local pod port as one bundle.
+func (c *Client) InstallPodFlows(ifName string, podIPs []net.IP, podMAC net.HardwareAddr, ofPort uint32) error {
+	c.mu.Lock()
+	node := c.node
+	c.mu.Unlock()
+	if node == nil {
+		return fmt.Errorf("pod %s: pipeline not initialized", ifName)
+	}
+	ctx, cancel := withTimeout()
+	defer cancel()
+	return c.replace(ctx, "pod "+ifName, c.pods, ifName, c.b.podFlows(node, ofPort, podIPs, podMAC))
+}
+
+// UninstallPodFlows removes the flows of a pod port; unknown ports are a no-op.
+func (c *Client) UninstallPodFlows(ifName string) error {
+	ctx, cancel := withTimeout()
+	defer cancel()
+	return c.replace(ctx, "pod "+ifName, c.pods, ifName, nil)
+}
+
+// PodFlowsInstalled reports whether the client installed flows for a pod port.
+func (c *Client) PodFlowsInstalled(ifName string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pods[ifName]) > 0
+}
+
+// InstallNodeFlows installs the flows towards one remote node's pod CIDR.
+func (c *Client) InstallNodeFlows(nodeName string, peerPodCIDR *net.IPNet, peerGatewayIP, tunnelPeerIP net.IP) error {
+	c.mu.Lock()
+	node := c.node
+	c.mu.Unlock()
+	if node == nil {
+		return fmt.Errorf("node %s: pipeline not initialized", nodeName)
+	}
+	ctx, cancel := withTimeout()
+	defer cancel()
+	return c.replace(ctx, "node "+nodeName, c.peers, nodeName, c.b.peerFlows(node, peerPodCIDR, peerGatewayIP, tunnelPeerIP))
+}
+
+// UninstallNodeFlows removes the flows towards a remote node.
+func (c *Client) UninstallNodeFlows(nodeName string) error {
+	ctx, cancel := withTimeout()
+	defer cancel()
+	return c.replace(ctx, "node "+nodeName, c.peers, nodeName, nil)
+}
+
+// Flows returns every flow the client has installed, sorted by table and
+// descending priority (as dump-flows shows them).
+func (c *Client) Flows() []*openflow.Flow {
+	c.mu.Lock()
+	all := append([]*openflow.Flow(nil), c.fixed...)
+	for _, fs := range c.pods {
+		all = append(all, fs...)
+	}
+	for _, fs := range c.peers {
+		all = append(all, fs...)
+	}
+	c.mu.Unlock()
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].Table != all[j].Table {
+			return all[i].Table < all[j].Table
+		}
+		return all[i].Priority > all[j].Priority
+	})
+	return all
+}
+
+// Replay writes every known flow again, in one bundle: after ovs-vswitchd
+// restarted (the switch lost its flows) or on a new connection.
+func (c *Client) Replay(ctx context.Context, bridge Bridge) error {
+	flows := c.Flows()
+	if err := bridge.Bundle(ctx, addMods(flows)...); err != nil {
+		return fmt.Errorf("replay %d flows: %w", len(flows), err)
+	}
+	klog.InfoS("Replayed flows", "flows", len(flows))
+	return nil
+}

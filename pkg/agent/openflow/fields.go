@@ -1,0 +1,95 @@
+package openflow
+
+import (
+	"net"
+	"net/netip"
+
+	"antrea.io/antrea/pkg/ovs/openflow"
+)
+
+// Register fields and marks, declared once. reg0 carries small marks about
+// where a packet came from and what the pipeline decided; reg1 carries the
+// output port chosen by L2ForwardingCalc.
+var (
+	// PktSourceField (reg0[0..3]) says where the packet entered the bridge.
+	PktSourceField = openflow.Reg(0).Range(0, 3)
+	// PktDestinationField (reg0[4..7]) says where L3Forwarding decided it goes.
+	PktDestinationField = openflow.Reg(0).Range(4, 7)
+	// OFPortFoundField (reg0[8]) is set once TargetOFPortField holds a port.
+	OFPortFoundField = openflow.Reg(0).Range(8, 8)
+	// RewriteMACField (reg0[9]) asks L3Forwarding to route the packet (rewrite
+	// its MACs) and L3DecTTL to decrement its TTL.
+	RewriteMACField = openflow.Reg(0).Range(9, 9)
+	// TargetOFPortField (reg1) is the port Output sends the packet to.
+	TargetOFPortField = openflow.Reg(1).All()
+)
+
+// Values of PktSourceField and PktDestinationField.
+const (
+	FromTunnel  = 1
+	FromGateway = 2
+	FromLocal   = 3
+
+	ToTunnel  = 1
+	ToGateway = 2
+	ToLocal   = 3
+)
+
+// CtZone is the conntrack zone of pod traffic.
+const CtZone = 0xfff0
+
+// GlobalVirtualMAC is the destination MAC of packets sent through the tunnel
+// and the MAC the ARP responder gives for remote gateways.
+var GlobalVirtualMAC = net.HardwareAddr{0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}
+
+// matchField makes m match a register range holding v.
+func matchField(m *openflow.Match, r openflow.FieldRange, v uint64) {
+	m.RegRange(r, v)
+}
+
+func macValue(mac net.HardwareAddr) openflow.U128 {
+	var v uint64
+	for _, b := range mac {
+		v = v<<8 | uint64(b)
+	}
+	return openflow.U64(v)
+}
+
+func ip4Value(ip net.IP) openflow.U128 {
+	ip4 := ip.To4()
+	return openflow.U64(uint64(ip4[0])<<24 | uint64(ip4[1])<<16 | uint64(ip4[2])<<8 | uint64(ip4[3]))
+}
+
+func setEthSrc(mac net.HardwareAddr) openflow.Action {
+	return &openflow.SetField{Field: openflow.FieldEthSrc, Value: macValue(mac)}
+}
+
+func setEthDst(mac net.HardwareAddr) openflow.Action {
+	return &openflow.SetField{Field: openflow.FieldEthDst, Value: macValue(mac)}
+}
+
+func setTunDst(ip net.IP) openflow.Action {
+	return &openflow.SetField{Field: openflow.FieldTunDst, Value: ip4Value(ip)}
+}
+
+func setARPSpa(ip net.IP) openflow.Action {
+	return &openflow.SetField{Field: openflow.FieldARPSpa, Value: ip4Value(ip)}
+}
+
+func setARPSha(mac net.HardwareAddr) openflow.Action {
+	return &openflow.SetField{Field: openflow.FieldARPSha, Value: macValue(mac)}
+}
+
+func load(r openflow.FieldRange, v uint64) openflow.Action { return openflow.Load(r, v) }
+
+func move(src, dst openflow.FieldRange) openflow.Action { return &openflow.RegMove{Src: src, Dst: dst} }
+
+func addr(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip.To4())
+	return a
+}
+
+func prefix(n *net.IPNet) netip.Prefix {
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(addr(n.IP), ones)
+}

@@ -1,0 +1,216 @@
+package openflow
+
+import (
+	"net"
+
+	"antrea.io/antrea/pkg/ovs/openflow"
+)
+
+// Tables of the PodConnectivity feature: the paths between local pods, the
+// gateway and remote nodes' pods through the tunnel.
+var (
+	PipelineRootClassifierTable = &TableSpec{Name: "PipelineRootClassifier", Stage: ClassifierStage, Pipeline: PipelineRoot, Miss: MissDrop,
+		Doc: "Sends ARP packets to the ARP pipeline and IPv4 packets to the IP pipeline; drops everything else."}
+	ARPSpoofGuardTable = &TableSpec{Name: "ARPSpoofGuard", Stage: ValidationStage, Pipeline: PipelineARP, Miss: MissDrop,
+		Doc: "Lets through ARP from the gateway and from each pod with its own IP and MAC; drops spoofed ARP."}
+	ARPResponderTable = &TableSpec{Name: "ARPResponder", Stage: OutputStage, Pipeline: PipelineARP, Miss: MissNormal,
+		Doc: "Answers ARP requests for remote nodes' gateway IPs with the global virtual MAC; other ARP is switched by NORMAL."}
+	ClassifierTable = &TableSpec{Name: "Classifier", Stage: ClassifierStage, Pipeline: PipelineIP, Miss: MissDrop,
+		Doc: "Marks where a packet entered (gateway, tunnel, local pod) in reg0[0..3]; packets from unknown ports are dropped."}
+	SpoofGuardTable = &TableSpec{Name: "SpoofGuard", Stage: ValidationStage, Pipeline: PipelineIP, Miss: MissDrop,
+		Doc: "Lets through IP from each pod port only with the pod's own IP and MAC, and everything from the gateway and tunnel."}
+	ConntrackZoneTable = &TableSpec{Name: "ConntrackZone", Stage: ConntrackStateStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Sends IP packets through conntrack in the pod zone; they come back in ConntrackState."}
+	ConntrackStateTable = &TableSpec{Name: "ConntrackState", Stage: ConntrackStateStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Drops packets conntrack marks invalid."}
+	L3ForwardingTable = &TableSpec{Name: "L3Forwarding", Stage: RoutingStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Routes: rewrites MACs for packets to local pods that arrived routed, and sends packets for remote pod CIDRs to the tunnel (tun_dst = the node's IP); other packets keep their MACs."}
+	L3DecTTLTable = &TableSpec{Name: "L3DecTTL", Stage: RoutingStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Decrements the TTL of routed packets."}
+	L2ForwardingCalcTable = &TableSpec{Name: "L2ForwardingCalc", Stage: SwitchingStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Looks up the destination MAC and writes the output port into reg1 (with reg0[8] set)."}
+	ConntrackCommitTable = &TableSpec{Name: "ConntrackCommit", Stage: ConntrackStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Commits new connections to conntrack so replies are recognised as established."}
+	OutputTable = &TableSpec{Name: "Output", Stage: OutputStage, Pipeline: PipelineIP, Miss: MissDrop,
+		Doc: "Outputs the packet to the port in reg1; packets with no known port are dropped."}
+)
+
+// podConnectivity is the feature that connects pods, the gateway and the tunnel.
+type podConnectivity struct{}
+
+func (podConnectivity) tables() []*TableSpec {
+	return []*TableSpec{PipelineRootClassifierTable, ARPSpoofGuardTable, ARPResponderTable, ClassifierTable,
+		SpoofGuardTable, ConntrackZoneTable, ConntrackStateTable, L3ForwardingTable, L3DecTTLTable,
+		L2ForwardingCalcTable, ConntrackCommitTable, OutputTable}
+}
+
+// NodeConfig is what the pipeline needs to know about this node.
+type NodeConfig struct {
+	GatewayOFPort uint32
+	GatewayIP     net.IP
+	GatewayMAC    net.HardwareAddr
+	TunnelOFPort  uint32
+	PodCIDR       *net.IPNet
+}
+
+const (
+	priorityMiss   = 0
+	priorityLow    = 100
+	priorityNormal = 200
+	priorityHigh   = 210
+)
+
+// flowBuilder makes flows of one client with its cookie and table numbers.
+type flowBuilder struct {
+	p      *Pipeline
+	cookie uint64
+}
+
+func (b *flowBuilder) flow(t *TableSpec, priority uint16, match func(*openflow.Match), actions ...openflow.Action) *openflow.Flow {
+	f := &openflow.Flow{Table: b.p.Table(t).ID, Priority: priority, Cookie: b.cookie}
+	if match != nil {
+		match(&f.Match)
+	}
+	f.Actions = actions
+	return f
+}
+
+// next is the instruction that continues in the table after t.
+func (b *flowBuilder) next(t *TableSpec) openflow.Action {
+	n := b.p.Table(t).Next()
+	if n == nil {
+		panic("pipeline: table " + t.Name + " has no next table")
+	}
+	return &openflow.GotoTable{Table: n.ID}
+}
+
+func (b *flowBuilder) gotoTable(t *TableSpec) openflow.Action {
+	return &openflow.GotoTable{Table: b.p.Table(t).ID}
+}
+
+// missFlows are the priority-0 flows that make every table's miss explicit.
+func (b *flowBuilder) missFlows() []*openflow.Flow {
+	var out []*openflow.Flow
+	for _, t := range b.p.Tables() {
+		switch t.Miss {
+		case MissDrop:
+			out = append(out, b.flow(t.TableSpec, priorityMiss, nil))
+		case MissNormal:
+			out = append(out, b.flow(t.TableSpec, priorityMiss, nil, &openflow.Output{Port: openflow.PortNormal}))
+		case MissNext:
+			if t.Next() != nil {
+				out = append(out, b.flow(t.TableSpec, priorityMiss, nil, &openflow.GotoTable{Table: t.Next().ID}))
+			}
+		}
+	}
+	return out
+}
+
+// nodeFlows are this node's fixed flows: pipeline entry, gateway and tunnel
+// ports, conntrack.
+func (b *flowBuilder) nodeFlows(n *NodeConfig) []*openflow.Flow {
+	gw, tun := n.GatewayOFPort, n.TunnelOFPort
+	flows := []*openflow.Flow{
+		b.flow(PipelineRootClassifierTable, priorityNormal, func(m *openflow.Match) { m.EthType(0x0806) }, b.gotoTable(ARPSpoofGuardTable)),
+		b.flow(PipelineRootClassifierTable, priorityNormal, func(m *openflow.Match) { m.EthType(0x0800) }, b.gotoTable(ClassifierTable)),
+		// ARP from the gateway is trusted: the node owns it.
+		b.flow(ARPSpoofGuardTable, priorityNormal, func(m *openflow.Match) { m.InPort(gw).EthType(0x0806) }, b.next(ARPSpoofGuardTable)),
+		b.flow(ClassifierTable, priorityNormal, func(m *openflow.Match) { m.InPort(gw) },
+			load(PktSourceField, FromGateway), b.next(ClassifierTable)),
+		b.flow(SpoofGuardTable, priorityNormal, func(m *openflow.Match) { m.InPort(gw).EthType(0x0800) }, b.next(SpoofGuardTable)),
+		b.flow(ConntrackZoneTable, priorityNormal, func(m *openflow.Match) { m.EthType(0x0800) },
+			&openflow.CT{Zone: CtZone, Table: b.p.Table(ConntrackStateTable).ID}),
+		b.flow(ConntrackStateTable, priorityNormal, func(m *openflow.Match) {
+			m.EthType(0x0800).CTState(openflow.CTStateInv|openflow.CTStateTrk, openflow.CTStateInv|openflow.CTStateTrk)
+		}),
+		// Packets routed to this node's gateway IP from the tunnel get the gateway's MAC.
+		b.flow(L3ForwardingTable, priorityNormal, func(m *openflow.Match) {
+			m.EthType(0x0800).IPDst(addr(n.GatewayIP))
+			matchField(m, RewriteMACField, 1)
+		}, setEthDst(n.GatewayMAC), load(PktDestinationField, ToGateway), b.next(L3ForwardingTable)),
+		b.flow(L3DecTTLTable, priorityNormal, func(m *openflow.Match) {
+			m.EthType(0x0800)
+			matchField(m, RewriteMACField, 1)
+		}, &openflow.DecTTL{}, b.next(L3DecTTLTable)),
+		b.flow(L2ForwardingCalcTable, priorityNormal, func(m *openflow.Match) { m.EthDst(n.GatewayMAC) },
+			load(TargetOFPortField, uint64(gw)), load(OFPortFoundField, 1), b.next(L2ForwardingCalcTable)),
+		b.flow(ConntrackCommitTable, priorityNormal, func(m *openflow.Match) {
+			m.EthType(0x0800).CTState(openflow.CTStateNew|openflow.CTStateTrk, openflow.CTStateNew|openflow.CTStateTrk)
+		}, &openflow.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID}),
+		b.outputFlow(gw),
+	}
+	if tun != 0 {
+		flows = append(flows,
+			// Tunnelled packets were routed by the sending node: mark them for MAC rewrite and TTL.
+			b.flow(ClassifierTable, priorityNormal, func(m *openflow.Match) { m.InPort(tun) },
+				load(PktSourceField, FromTunnel), load(RewriteMACField, 1), b.next(ClassifierTable)),
+			b.flow(SpoofGuardTable, priorityNormal, func(m *openflow.Match) { m.InPort(tun).EthType(0x0800) }, b.next(SpoofGuardTable)),
+			b.flow(L2ForwardingCalcTable, priorityNormal, func(m *openflow.Match) {
+				m.EthDst(GlobalVirtualMAC)
+				matchField(m, PktDestinationField, ToTunnel)
+			}, load(TargetOFPortField, uint64(tun)), load(OFPortFoundField, 1), b.next(L2ForwardingCalcTable)),
+			b.outputFlow(tun),
+		)
+	}
+	return flows
+}
+
+func (b *flowBuilder) outputFlow(port uint32) *openflow.Flow {
+	return b.flow(OutputTable, priorityNormal, func(m *openflow.Match) {
+		matchField(m, OFPortFoundField, 1)
+		matchField(m, TargetOFPortField, uint64(port))
+	}, &openflow.Output{Port: port})
+}
+
+// podFlows are the flows of one local pod port.
+func (b *flowBuilder) podFlows(n *NodeConfig, ofPort uint32, ips []net.IP, mac net.HardwareAddr) []*openflow.Flow {
+	flows := []*openflow.Flow{
+		b.flow(ClassifierTable, priorityLow, func(m *openflow.Match) { m.InPort(ofPort) },
+			load(PktSourceField, FromLocal), b.next(ClassifierTable)),
+		b.flow(L2ForwardingCalcTable, priorityNormal, func(m *openflow.Match) { m.EthDst(mac) },
+			load(TargetOFPortField, uint64(ofPort)), load(OFPortFoundField, 1), b.next(L2ForwardingCalcTable)),
+		b.outputFlow(ofPort),
+	}
+	for _, ip := range ips {
+		if ip.To4() == nil {
+			continue // IPv4 only for now
+		}
+		flows = append(flows,
+			b.flow(ARPSpoofGuardTable, priorityNormal, func(m *openflow.Match) {
+				m.InPort(ofPort).EthType(0x0806).ARPSpa(addr(ip)).ARPSha(mac)
+			}, b.next(ARPSpoofGuardTable)),
+			b.flow(SpoofGuardTable, priorityNormal, func(m *openflow.Match) {
+				m.InPort(ofPort).EthSrc(mac).EthType(0x0800).IPSrc(addr(ip))
+			}, b.next(SpoofGuardTable)),
+			// Routed packets (from the tunnel) for this pod get its MAC.
+			b.flow(L3ForwardingTable, priorityNormal, func(m *openflow.Match) {
+				m.EthType(0x0800).IPDst(addr(ip))
+				matchField(m, RewriteMACField, 1)
+			}, setEthSrc(n.GatewayMAC), setEthDst(mac), load(PktDestinationField, ToLocal), b.next(L3ForwardingTable)),
+		)
+	}
+	return flows
+}
+
+// peerFlows are the flows towards one remote node's pod CIDR.
+func (b *flowBuilder) peerFlows(n *NodeConfig, peerCIDR *net.IPNet, peerGatewayIP, tunnelPeerIP net.IP) []*openflow.Flow {
+	return []*openflow.Flow{
+		// The node routes to a remote pod CIDR via the remote gateway IP; answer its ARP
+		// with the global virtual MAC so the packets enter OVS and go to the tunnel.
+		b.flow(ARPResponderTable, priorityNormal, func(m *openflow.Match) {
+			m.EthType(0x0806).ARPOp(1).ARPTpa(addr(peerGatewayIP))
+		},
+			move(openflow.FieldEthSrc.All(), openflow.FieldEthDst.All()),
+			setEthSrc(GlobalVirtualMAC),
+			load(openflow.FieldARPOp.All(), 2),
+			move(openflow.FieldARPSha.All(), openflow.FieldARPTha.All()),
+			setARPSha(GlobalVirtualMAC),
+			move(openflow.FieldARPSpa.All(), openflow.FieldARPTpa.All()),
+			setARPSpa(peerGatewayIP),
+			&openflow.Output{Port: openflow.PortInPort}),
+		b.flow(L3ForwardingTable, priorityNormal, func(m *openflow.Match) {
+			m.EthType(0x0800).IPDstPrefix(prefix(peerCIDR))
+		}, setEthSrc(n.GatewayMAC), setEthDst(GlobalVirtualMAC), setTunDst(tunnelPeerIP),
+			load(PktDestinationField, ToTunnel), load(RewriteMACField, 1), b.next(L3ForwardingTable)),
+	}
+}
