@@ -121,11 +121,11 @@ func flowMod(text string, cmd uint8, table uint8, priority uint16, cookie, cooki
 	b = binary.BigEndian.AppendUint16(b, 0) // hard
 	b = binary.BigEndian.AppendUint16(b, priority)
 	b = binary.BigEndian.AppendUint32(b, 0xffffffff) // buffer_id
-	b = binary.BigEndian.AppendUint32(b, ofppAny)
-	b = binary.BigEndian.AppendUint32(b, ofpgAny)
+	b = binary.BigEndian.AppendUint32(b, 0xffffffff)
+	b = binary.BigEndian.AppendUint32(b, 0xffffffff)
 	b = binary.BigEndian.AppendUint16(b, flags)
 	b = binary.BigEndian.AppendUint16(b, 0)
-	b = AppendOXMMatch(b, match)
+	b = appendOXMMatch(b, match)
 	for _, in := range insts {
 		b = append(b, in...)
 	}
@@ -141,7 +141,7 @@ func addIPFlow(table uint8, cookie uint64, x, y byte, port uint32) *testFlow {
 
 // deleteByCookie deletes every flow of every table whose cookie matches.
 func deleteByCookie(cookie, mask uint64) *testFlow {
-	return flowMod(fmt.Sprintf("delete cookie=%#x/%#x", cookie, mask), ofpfcDelete, AllTables, 0, cookie, mask, 0, nil)
+	return flowMod(fmt.Sprintf("delete cookie=%#x/%#x", cookie, mask), ofpfcDelete, TableAll, 0, cookie, mask, 0, nil)
 }
 
 // flowStatsCookies decodes the cookie of each entry of a flow stats reply
@@ -161,4 +161,17 @@ func flowStatsCookies(t *testing.T, version uint8, body []byte) []uint64 {
 		cookies = append(cookies, binary.BigEndian.Uint64(e[off:off+8]))
 	}
 	return cookies
+}
+
+// appendOXMMatch appends an ofp_match of type OFPMT_OXM holding the encoded
+// OXM fields, padded to a multiple of 8 bytes.
+func appendOXMMatch(b []byte, fields []byte) []byte {
+	n := 4 + len(fields)
+	b = binary.BigEndian.AppendUint16(b, 1) // OFPMT_OXM
+	b = binary.BigEndian.AppendUint16(b, uint16(n))
+	b = append(b, fields...)
+	for pad := (n+7)&^7 - n; pad > 0; pad-- {
+		b = append(b, 0)
+	}
+	return b
 }

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"net"
+	"net/netip"
 	"runtime"
 	"slices"
 	"strconv"
@@ -67,7 +67,7 @@ func packetOut(frame []byte, actions ...[]byte) Message {
 	b := binary.BigEndian.AppendUint32(nil, 0xffffffff) // no buffer
 	b = binary.BigEndian.AppendUint16(b, uint16(len(acts)))
 	b = append(b, 0, 0)
-	b = AppendOXMMatch(b, oxmInPort(ofppController))
+	b = appendOXMMatch(b, oxmInPort(ofppController))
 	b = append(b, acts...)
 	return &RawMessage{Type: 13, Body: append(b, frame...)}
 }
@@ -234,11 +234,28 @@ func dialInNetNS(t *testing.T, ns, addr string) (*Conn, error) {
 	return c, err
 }
 
+// ipFlow is "table=T, priority=100, cookie=C, ip,nw_src=10.0.x.y actions=output:port"
+// built with the package's typed flow API.
+func ipFlow(table uint8, cookie uint64, x, y byte, port uint32) *Flow {
+	f := &Flow{Table: table, Priority: 100, Cookie: cookie, Actions: []Action{&Output{Port: port}}}
+	f.Match.IPSrc(netip.AddrFrom4([4]byte{10, 0, x, y}))
+	return f
+}
+
+func flowStrings(flows []*Flow) []string {
+	var out []string
+	for _, f := range flows {
+		out = append(out, f.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
 func TestAVSwitchdRestartIsNoticedAndTheReplayRestoresEveryFlow(t *testing.T) {
 	in, mgmt := startBridge(t)
-	var desired []Message
+	var desired []*Flow
 	for i := range 500 {
-		desired = append(desired, addIPFlow(uint8(i%4), 0x77, byte(i>>8), byte(i), 1))
+		desired = append(desired, ipFlow(uint8(i%4), 0x77, byte(i>>8), byte(i), 1))
 	}
 	connects := make(chan bool, 10)
 	client := NewClient(mgmt, ClientOptions{
@@ -248,7 +265,7 @@ func TestAVSwitchdRestartIsNoticedAndTheReplayRestoresEveryFlow(t *testing.T) {
 		OnConnect: func(ctx context.Context, c *Conn, reconnect bool) error {
 			connects <- reconnect
 			// An agent's replay: wipe whatever is left, then everything it wants, in one bundle.
-			return c.Bundle(ctx, append([]Message{deleteByCookie(0, 0)}, desired...)...)
+			return c.Bundle(ctx, append([]Message{DeleteFlows(TableAll, 0, 0)}, flowMods(desired, AddFlow)...)...)
 		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -262,9 +279,9 @@ func TestAVSwitchdRestartIsNoticedAndTheReplayRestoresEveryFlow(t *testing.T) {
 	if r := <-connects; r {
 		t.Fatal("the first connection should not be reported as a reconnection")
 	}
-	before := dumpFlows(t, in)
-	if len(before) != len(desired) {
-		t.Fatalf("want %d flows after the first connection, got %d", len(desired), len(before))
+	want := flowStrings(desired)
+	if got := dumpFlows(t, in); !slices.Equal(got, want) {
+		t.Fatalf("after the first connection ovs-ofctl shows %d flows, want %d; first: %q vs %q", len(got), len(want), got[0], want[0])
 	}
 	if err := in.RestartVSwitchd(testCtx(t)); err != nil {
 		t.Fatal(err)
@@ -277,14 +294,31 @@ func TestAVSwitchdRestartIsNoticedAndTheReplayRestoresEveryFlow(t *testing.T) {
 	if r := <-connects; !r {
 		t.Fatal("OnConnect should be told it is a reconnection")
 	}
-	if after := dumpFlows(t, in); !slices.Equal(before, after) {
-		t.Fatalf("replay did not restore the flows: before %d, after %d", len(before), len(after))
+	if got := dumpFlows(t, in); !slices.Equal(got, want) {
+		t.Fatalf("replay did not restore the flows: %d flows, want %d", len(got), len(want))
 	}
-	// The client is usable after the reconnection.
-	if err := client.AddFlows(testCtx(t), addIPFlow(5, 0x78, 200, 1, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(dumpFlows(t, in)); n != len(desired)+1 {
-		t.Fatal(fmt.Sprintf("want %d flows, got %d", len(desired)+1, n))
-	}
+
+	t.Run("the client API works on the new connection", func(t *testing.T) {
+		extra := []*Flow{ipFlow(5, 0x78, 200, 1, 1), ipFlow(5, 0x78, 200, 2, 1)}
+		if err := client.AddFlows(testCtx(t), extra...); err != nil {
+			t.Fatal(err)
+		}
+		stats, err := client.DumpFlows(testCtx(t), TableAll, 0x78, ^uint64(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []*Flow
+		for i := range stats {
+			got = append(got, &stats[i].Flow)
+		}
+		if !slices.Equal(flowStrings(got), flowStrings(extra)) {
+			t.Fatalf("DumpFlows returned %q, want %q", flowStrings(got), flowStrings(extra))
+		}
+		if err := client.DeleteFlows(testCtx(t), TableAll, 0x78, ^uint64(0)); err != nil {
+			t.Fatal(err)
+		}
+		if got := dumpFlows(t, in); !slices.Equal(got, want) {
+			t.Fatalf("delete by cookie 0x78 should leave exactly the replayed flows, got %d", len(got))
+		}
+	})
 }

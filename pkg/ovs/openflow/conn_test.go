@@ -149,7 +149,7 @@ func TestDeleteByCookieRemovesExactlyThoseFlows(t *testing.T) {
 	if err := c.Bundle(ctx, deleteByCookie(0x101<<8, 0xffffff00)); err != nil {
 		t.Fatal(err)
 	}
-	body, err := c.FlowStatsRaw(ctx, FlowStatsRequest{TableID: AllTables})
+	body, err := c.FlowStatsRaw(ctx, FlowStatsRequest{TableID: TableAll})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,9 +187,9 @@ func TestFlowStatsSelectByTableAndCookie(t *testing.T) {
 			req  FlowStatsRequest
 			want int
 		}{
-			{"every table returns every flow", FlowStatsRequest{TableID: AllTables}, 3000},
+			{"every table returns every flow", FlowStatsRequest{TableID: TableAll}, 3000},
 			{"one table returns its flows", FlowStatsRequest{TableID: 1}, 1500},
-			{"a cookie selects its flows", FlowStatsRequest{TableID: AllTables, Cookie: 3, CookieMask: ^uint64(0)}, 600},
+			{"a cookie selects its flows", FlowStatsRequest{TableID: TableAll, Cookie: 3, CookieMask: ^uint64(0)}, 600},
 			{"table and cookie combine", FlowStatsRequest{TableID: 0, Cookie: 2, CookieMask: ^uint64(0)}, 300},
 		}
 		for _, tc := range tests {

@@ -22,13 +22,8 @@ const (
 // Multipart flags (ofp_multipart_request_flags / _reply_flags).
 const multipartMore uint16 = 1
 
-// Wildcards of requests.
-const (
-	ofppAny   uint32 = 0xffffffff // OFPP_ANY
-	ofpgAny   uint32 = 0xffffffff // OFPG_ANY: no out_group filter
-	ofpgAll   uint32 = 0xfffffffc // OFPG_ALL: every group
-	AllTables uint8  = 0xff       // OFPTT_ALL: every table
-)
+// ofpgAny is OFPG_ANY: no out_group filter in a flow stats request.
+const ofpgAny uint32 = 0xffffffff
 
 // MultipartRequest is OFPT_MULTIPART_REQUEST with an encoded request body.
 type MultipartRequest struct {
@@ -96,14 +91,14 @@ func (c *Conn) handleMultipart(h Header, body []byte) {
 
 // FlowStatsRequest selects flows for a flow stats (OFPMP_FLOW_DESC) request.
 type FlowStatsRequest struct {
-	// TableID, or AllTables.
+	// TableID, or TableAll. The zero value asks for table 0 only.
 	TableID uint8
 	// OutPort and OutGroup filter by output; zero values mean any.
 	OutPort, OutGroup uint32
 	// Cookie and CookieMask select flows whose cookie&mask equals Cookie&mask.
 	Cookie, CookieMask uint64
-	// Match holds encoded OXM fields (may be empty: every flow).
-	Match []byte
+	// Match selects flows whose match is at least as specific (empty: every flow).
+	Match Match
 }
 
 // Encode returns the multipart request for r (the body layout of
@@ -111,33 +106,20 @@ type FlowStatsRequest struct {
 func (r FlowStatsRequest) Encode() *MultipartRequest {
 	outPort, outGroup := r.OutPort, r.OutGroup
 	if outPort == 0 {
-		outPort = ofppAny
+		outPort = PortAny
 	}
 	if outGroup == 0 {
 		outGroup = ofpgAny
 	}
-	b := make([]byte, 0, 40+len(r.Match)+8)
+	b := make([]byte, 0, 64)
 	b = append(b, r.TableID, 0, 0, 0)
 	b = binary.BigEndian.AppendUint32(b, outPort)
 	b = binary.BigEndian.AppendUint32(b, outGroup)
 	b = append(b, 0, 0, 0, 0)
 	b = binary.BigEndian.AppendUint64(b, r.Cookie)
 	b = binary.BigEndian.AppendUint64(b, r.CookieMask)
-	b = AppendOXMMatch(b, r.Match)
+	b = r.Match.AppendMatch(b)
 	return &MultipartRequest{Type: MultipartFlowDesc, Body: b}
-}
-
-// AppendOXMMatch appends an ofp_match of type OFPMT_OXM holding the encoded
-// OXM fields, padded to a multiple of 8 bytes.
-func AppendOXMMatch(b []byte, fields []byte) []byte {
-	n := 4 + len(fields)
-	b = binary.BigEndian.AppendUint16(b, 1) // OFPMT_OXM
-	b = binary.BigEndian.AppendUint16(b, uint16(n))
-	b = append(b, fields...)
-	for pad := (n+7)&^7 - n; pad > 0; pad-- {
-		b = append(b, 0)
-	}
-	return b
 }
 
 // portOrGroupRequest is the 8-byte request body {id, pad[4]} of port stats,
@@ -158,7 +140,7 @@ func (c *Conn) TableStatsRaw(ctx context.Context) ([]byte, error) {
 	return c.Multipart(ctx, &MultipartRequest{Type: MultipartTable})
 }
 
-// PortStatsRaw returns the port stats entries of a port (0xffffffff for all).
+// PortStatsRaw returns the port stats entries of a port (or PortAny).
 func (c *Conn) PortStatsRaw(ctx context.Context, port uint32) ([]byte, error) {
 	return c.Multipart(ctx, portOrGroupRequest(MultipartPortStats, port))
 }
@@ -166,17 +148,17 @@ func (c *Conn) PortStatsRaw(ctx context.Context, port uint32) ([]byte, error) {
 // PortDescRaw returns the ofp_port entries of every port.
 func (c *Conn) PortDescRaw(ctx context.Context) ([]byte, error) {
 	if c.version >= Version15 {
-		return c.Multipart(ctx, portOrGroupRequest(MultipartPortDesc, ofppAny))
+		return c.Multipart(ctx, portOrGroupRequest(MultipartPortDesc, PortAny))
 	}
 	return c.Multipart(ctx, &MultipartRequest{Type: MultipartPortDesc})
 }
 
-// GroupStatsRaw returns the group stats entries of a group (0xfffffffc, OFPG_ALL, for all).
+// GroupStatsRaw returns the group stats entries of a group (or GroupIDAll).
 func (c *Conn) GroupStatsRaw(ctx context.Context, group uint32) ([]byte, error) {
 	return c.Multipart(ctx, portOrGroupRequest(MultipartGroupStats, group))
 }
 
-// GroupDescRaw returns the group desc entries of a group (0xfffffffc for all; 1.3
+// GroupDescRaw returns the group desc entries of a group (or GroupIDAll; 1.3
 // always returns every group).
 func (c *Conn) GroupDescRaw(ctx context.Context, group uint32) ([]byte, error) {
 	if c.version >= Version15 {
@@ -203,4 +185,58 @@ func SplitEntries(body []byte, lenOffset int) ([][]byte, error) {
 		body = body[n:]
 	}
 	return out, nil
+}
+
+// DumpFlows returns the flows r selects with their counters.
+func (c *Conn) DumpFlows(ctx context.Context, r FlowStatsRequest) ([]FlowStats, error) {
+	body, err := c.FlowStatsRaw(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeFlowStats(body, c.version)
+}
+
+// TableStats returns the statistics of every table.
+func (c *Conn) TableStats(ctx context.Context) ([]TableStats, error) {
+	body, err := c.TableStatsRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeTableStats(body)
+}
+
+// PortDesc returns the description of every port.
+func (c *Conn) PortDesc(ctx context.Context) ([]PortDesc, error) {
+	body, err := c.PortDescRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return DecodePortDesc(body, c.version)
+}
+
+// PortStats returns the counters of a port, or of every port for PortAny.
+func (c *Conn) PortStats(ctx context.Context, port uint32) ([]PortStats, error) {
+	body, err := c.PortStatsRaw(ctx, port)
+	if err != nil {
+		return nil, err
+	}
+	return DecodePortStats(body, c.version)
+}
+
+// GroupDesc returns the buckets of a group, or of every group for GroupIDAll.
+func (c *Conn) GroupDesc(ctx context.Context, group uint32) ([]GroupDesc, error) {
+	body, err := c.GroupDescRaw(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeGroupDesc(body, c.version)
+}
+
+// GroupStats returns the counters of a group, or of every group for GroupIDAll.
+func (c *Conn) GroupStats(ctx context.Context, group uint32) ([]GroupStats, error) {
+	body, err := c.GroupStatsRaw(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeGroupStats(body)
 }
