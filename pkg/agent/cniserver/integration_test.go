@@ -138,6 +138,7 @@ func TestAnAddThatFailsAtAnyStepIsRolledBackCompletely(t *testing.T) {
 		code cnipb.ErrorCode
 	}{
 		{stepIPAM, cnipb.ErrorCode_IPAM_FAILURE},
+		{stepVeth, cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE},
 		{stepInterface, cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE},
 		{stepOVSPort, cnipb.ErrorCode_OVS_PORT_FAILURE},
 		{stepOFPort, cnipb.ErrorCode_OVS_PORT_FAILURE},

@@ -59,18 +59,9 @@ type podInterface struct {
 	podMAC   net.HardwareAddr
 }
 
-// setupPodInterface creates the veth pair (pod end named ifName inside the
-// pod netns, host end hostName in the agent's netns), turns off the pod end's
-// TX checksum offload, sets addresses and routes in the pod and ARP/IPv6 off
-// on the host end.
-func setupPodInterface(hostNetNS, netnsPath, ifName, hostName string, mtu int, ips []*current.IPConfig, routes []*types.Route) (*podInterface, error) {
-	res := &current.Result{Interfaces: []*current.Interface{{Name: ifName}}}
-	for _, ipc := range ips {
-		c := *ipc
-		c.Interface = current.Int(0)
-		res.IPs = append(res.IPs, &c)
-	}
-	res.Routes = routes
+// createVeth creates the veth pair: the pod end named ifName inside the pod
+// netns, the host end hostName in hostNetNS (the agent's netns when empty).
+func createVeth(hostNetNS, netnsPath, ifName, hostName string, mtu int) (*podInterface, error) {
 	var out podInterface
 	// The callback runs in the pod netns and is given the namespace the
 	// call came from, which is the host side unless hostNetNS says otherwise.
@@ -89,6 +80,24 @@ func setupPodInterface(hostNetNS, netnsPath, ifName, hostName string, mtu int, i
 			return fmt.Errorf("create veth pair %s (pod) / %s (host): %w", ifName, hostName, err)
 		}
 		out.hostName, out.hostMAC, out.podMAC = hostIf.Name, hostIf.HardwareAddr, contIf.HardwareAddr
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("in netns %s: %w", netnsPath, err)
+	}
+	return &out, nil
+}
+
+// configurePodInterface turns off the pod end's TX checksum offload, sets
+// its addresses and routes, and turns ARP and IPv6 off on the host end.
+func configurePodInterface(hostNetNS, netnsPath, ifName, hostName string, ips []*current.IPConfig, routes []*types.Route) error {
+	res := &current.Result{Interfaces: []*current.Interface{{Name: ifName}}, Routes: routes}
+	for _, ipc := range ips {
+		c := *ipc
+		c.Interface = current.Int(0)
+		res.IPs = append(res.IPs, &c)
+	}
+	err := ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
 		if err := disableTXChecksum(ifName); err != nil {
 			return err
 		}
@@ -98,12 +107,9 @@ func setupPodInterface(hostNetNS, netnsPath, ifName, hostName string, mtu int, i
 		return nil
 	})
 	if err != nil {
-		return &out, fmt.Errorf("in netns %s: %w", netnsPath, err)
+		return fmt.Errorf("in netns %s: %w", netnsPath, err)
 	}
-	if err := inNetNS(hostNetNS, func() error { return configureHostSide(hostName) }); err != nil {
-		return &out, err
-	}
-	return &out, nil
+	return inNetNS(hostNetNS, func() error { return configureHostSide(hostName) })
 }
 
 // inNetNS runs fn in the netns at path, or right here when path is empty.

@@ -3,8 +3,9 @@
 // (steps 2-8): validate the request, wait (bounded) until the agent is ready,
 // take the container's lock, allocate addresses from the IPAM driver, create
 // the veth pair into the pod netns, attach the host end to OVS with
-// external_ids, read back its OpenFlow port, install the pod's flows and
-// record the attachment; a failure at any step runs DEL, so nothing leaks.
+// external_ids, configure addresses, routes and offloads, read back the
+// OpenFlow port, install the pod's flows and record the interface; a failure
+// at any step runs DEL, so nothing leaks.
 // DEL is idempotent, CHECK reports what is missing, STATUS reports readiness
 // and GC releases what belongs to attachments the runtime no longer knows.
 package cniserver
@@ -82,6 +83,7 @@ type Server struct {
 // Steps of ADD, as named to the failure injector and in errors.
 const (
 	stepIPAM      = "ipam"
+	stepVeth      = "veth"
 	stepInterface = "interface"
 	stepOVSPort   = "ovs-port"
 	stepOFPort    = "ofport"
@@ -327,15 +329,15 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	}
 	took.mark(stepIPAM)
 
-	pi, err := setupPodInterface(s.cfg.HostNetNS, r.Netns, r.IfName, host, s.cfg.MTU, ips, defaultRoutes(ips))
+	pi, err := createVeth(s.cfg.HostNetNS, r.Netns, r.IfName, host, s.cfg.MTU)
 	if err == nil {
-		err = s.step(stepInterface)
+		err = s.step(stepVeth)
 	}
 	if err != nil {
-		return nil, newError(cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE, err, "set up the interface of %s", r)
+		return nil, newError(cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE, err, "create the veth pair of %s", r)
 	}
 	cfg.MAC = pi.podMAC
-	took.mark(stepInterface)
+	took.mark(stepVeth)
 
 	portUUID, err := s.ovs.CreatePort(ctx, host, interfacestore.BuildOVSPortExternalIDs(cfg))
 	if err == nil {
@@ -346,6 +348,19 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 		return nil, newError(cnipb.ErrorCode_OVS_PORT_FAILURE, err, "create OVS port %s for %s", host, r)
 	}
 	took.mark(stepOVSPort)
+
+	// Configured while ovs-vswitchd opens the new port and picks its
+	// OpenFlow number, so GetOFPort rarely has to wait. The port has no flows
+	// yet, so nothing flows through it before it is ready.
+	err = configurePodInterface(s.cfg.HostNetNS, r.Netns, r.IfName, host, ips, defaultRoutes(ips))
+	if err == nil {
+		err = s.step(stepInterface)
+	}
+	if err != nil {
+		return nil, newError(cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE, err, "configure the interface of %s", r)
+	}
+	took.mark(stepInterface)
+
 	ofPort, err := s.ovs.GetOFPort(ctx, host)
 	if err == nil && ofPort <= 0 {
 		err = fmt.Errorf("invalid OpenFlow port number %d", ofPort)
