@@ -58,7 +58,11 @@ func decodeAction(typ uint16, b []byte) (Action, error) {
 		if len(b) < 10 {
 			return nil, fmt.Errorf("openflow: experimenter action too short")
 		}
-		if v := binary.BigEndian.Uint32(body); v != NiciraExperimenter {
+		if v := binary.BigEndian.Uint32(body); v == ONFExperimenter && len(b) >= 28 && binary.BigEndian.Uint16(b[8:]) == 3200 {
+			// onf_action_copy_field: how Open vSwitch reports a move in OpenFlow 1.3.
+			return decodeMove(binary.BigEndian.Uint16(b[12:]), binary.BigEndian.Uint16(b[14:]), binary.BigEndian.Uint16(b[16:]),
+				binary.BigEndian.Uint32(b[20:]), binary.BigEndian.Uint32(b[24:]))
+		} else if v != NiciraExperimenter {
 			return nil, fmt.Errorf("openflow: action of unknown experimenter 0x%08x", v)
 		}
 		return decodeNXAction(binary.BigEndian.Uint16(b[8:]), b[10:])

@@ -39,7 +39,7 @@ const (
 //	f := &openflow.Flow{Table: 0, Priority: 100, Cookie: 0x1}
 //	f.Match.IPSrc(netip.MustParseAddr("10.0.0.1"))
 //	f.Actions = []openflow.Action{openflow.ResubmitToTable(1)}
-//	f.String() // "cookie=0x1, table=0, priority=100,ip,nw_src=10.0.0.1 actions=resubmit(,1)"
+//	f.String() // "cookie=0x1, priority=100,ip,nw_src=10.0.0.1 actions=resubmit(,1)"
 type Flow struct {
 	Table       uint8
 	Priority    uint16
@@ -55,13 +55,19 @@ type Flow struct {
 // NewFlow returns a flow in table with the given priority.
 func NewFlow(table uint8, priority uint16) *Flow { return &Flow{Table: table, Priority: priority} }
 
-// String prints the flow as one line of `ovs-ofctl -O OpenFlow15 dump-flows`
-// without its statistics (duration, n_packets, n_bytes, idle_age, hard_age).
+// String prints the flow as `ovs-ofctl -O OpenFlow15 --no-stats dump-flows`
+// prints it: dump-flows without duration, counters and ages, which also
+// leaves out "cookie=0x0, " and "table=0, ".
 func (f *Flow) String() string { return string(f.AppendText(make([]byte, 0, 128))) }
 
 // AppendText appends String() to b.
 func (f *Flow) AppendText(b []byte) []byte {
-	b = fmt.Appendf(b, "cookie=0x%x, table=%d, ", f.Cookie, f.Table)
+	if f.Cookie != 0 {
+		b = fmt.Appendf(b, "cookie=0x%x, ", f.Cookie)
+	}
+	if f.Table != 0 {
+		b = fmt.Appendf(b, "table=%d, ", f.Table)
+	}
 	if f.IdleTimeout != 0 {
 		b = fmt.Appendf(b, "idle_timeout=%d, ", f.IdleTimeout)
 	}

@@ -614,7 +614,12 @@ func decodeOXM(b []byte) (Field, U128, U128, int, error) {
 		return 0, U128{}, U128{}, 0, fmt.Errorf("openflow: OXM class 0x%04x field %d length %d exceeds %d bytes", class, code, length, len(b)-hdrLen)
 	}
 	f, ok := fieldByHeader(class, code)
-	if !ok || class == oxmClassExperim {
+	if class == oxmClassExperim {
+		// ONFOXM_ET_TCP_FLAGS: tcp_flags as Open vSwitch sends it in OpenFlow 1.3.
+		ok = binary.BigEndian.Uint32(b[4:]) == ONFExperimenter && code == 42
+		f = FieldTCPFlags
+	}
+	if !ok {
 		return 0, U128{}, U128{}, 0, fmt.Errorf("openflow: unsupported OXM class 0x%04x field %d", class, code)
 	}
 	payload := b[hdrLen : hdrLen+length]
