@@ -1,0 +1,313 @@
+// Package app runs antrea-agent: it brings up the node's OVS (bridge, gateway,
+// tunnel, underlay), lays out the OpenFlow pipeline and installs the node's
+// flows, rebuilds the interface store from OVSDB and replays the flows of
+// existing pods, keeps routes to the other nodes, and serves the CNI. Order
+// matters: the CNI is served (and reports ready) only once the pipeline is in
+// place, and flows of an earlier run are removed only after this run's flows
+// replaced them, so a restart never leaves a window without flows.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/agent/cniserver"
+	"antrea.io/antrea/pkg/agent/interfacestore"
+	"antrea.io/antrea/pkg/agent/nodeinit"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/agent/route"
+	"antrea.io/antrea/pkg/ovs/openflow"
+	"antrea.io/antrea/pkg/ovs/ovsconfig"
+)
+
+// Options are the agent's settings (flags of cmd/antrea-agent).
+type Options struct {
+	Kubeconfig   string
+	NodeName     string
+	OVSRunDir    string // ovsdb-server and ovs-vswitchd run dir (db.sock, <bridge>.mgmt)
+	DatapathType string // netdev or system
+	TunnelType   string // geneve or vxlan
+	UplinkName   string // the node's underlay interface
+	CNISocket    string
+	CNIConfDir   string
+	IPAMDataDir  string
+	MTU          int
+}
+
+// flowRoundKey is the bridge external_id holding the cookie round of the
+// flows installed by the last agent run.
+const flowRoundKey = "antrea.io/flow-round"
+
+func (o *Options) validate() error {
+	switch {
+	case o.NodeName == "":
+		return errors.New("--node-name (or NODE_NAME) is required")
+	case o.OVSRunDir == "":
+		return errors.New("--ovs-run-dir is required")
+	case o.DatapathType != "netdev" && o.DatapathType != "system":
+		return fmt.Errorf("--ovs-datapath %q: want netdev or system", o.DatapathType)
+	case o.TunnelType != "geneve" && o.TunnelType != "vxlan":
+		return fmt.Errorf("--tunnel-type %q: want geneve or vxlan", o.TunnelType)
+	case o.DatapathType == "netdev" && o.UplinkName == "":
+		return errors.New("--uplink is required with the netdev datapath")
+	}
+	return nil
+}
+
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %q: %w", kubeconfig, err)
+	}
+	cfg.UserAgent = "antrea-agent"
+	return kubernetes.NewForConfig(cfg)
+}
+
+// waitForNode waits until the Node has a pod CIDR (kube-controller-manager
+// allocates it after the node registers).
+func waitForNode(ctx context.Context, c kubernetes.Interface, name string) (*corev1.Node, []*net.IPNet, error) {
+	var node *corev1.Node
+	var cidrs []*net.IPNet
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			klog.InfoS("Waiting for Node", "node", name, "err", err)
+			return false, nil
+		}
+		specs := n.Spec.PodCIDRs
+		if len(specs) == 0 && n.Spec.PodCIDR != "" {
+			specs = []string{n.Spec.PodCIDR}
+		}
+		if len(specs) == 0 {
+			klog.InfoS("Waiting for the Node's pod CIDR", "node", name)
+			return false, nil
+		}
+		cidrs = cidrs[:0]
+		for _, s := range specs {
+			_, c, err := net.ParseCIDR(s)
+			if err != nil {
+				return false, fmt.Errorf("node %s: podCIDR %q: %w", name, s, err)
+			}
+			cidrs = append(cidrs, c)
+		}
+		node = n
+		return true, nil
+	})
+	return node, cidrs, err
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	client, err := kubeClient(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	_, podCIDRs, err := waitForNode(ctx, client, o.NodeName)
+	if err != nil {
+		return err
+	}
+	ovsdb, err := ovsconfig.Connect(ctx, "unix:"+filepath.Join(o.OVSRunDir, "db.sock"))
+	if err != nil {
+		return err
+	}
+	defer ovsdb.Close()
+	nc, err := nodeinit.Bringup(ctx, nodeinit.Config{
+		NodeName:      o.NodeName,
+		Conn:          ovsdb,
+		OVSRunDir:     o.OVSRunDir,
+		DatapathType:  ovsconfig.OVSDatapathType(o.DatapathType),
+		TunnelType:    ovsconfig.TunnelType(o.TunnelType),
+		PodCIDRs:      podCIDRs,
+		UplinkName:    o.UplinkName,
+		MTU:           o.MTU,
+	})
+	if err != nil {
+		return fmt.Errorf("bring up node %s: %w", o.NodeName, err)
+	}
+	bridge := ovsconfig.NewOVSBridge(ovsdb, ovsconfig.BridgeConfig{Name: nc.BridgeName, DatapathType: nc.DatapathType})
+
+	// Flow round: this run's flows replace the previous run's in place; what
+	// the previous run had and this one does not want is deleted afterwards.
+	ids, err := bridge.GetExternalIDs(ctx)
+	if err != nil {
+		return err
+	}
+	prevRound, _ := strconv.ParseUint(ids[flowRoundKey], 10, 32)
+	round := uint32(prevRound) + 1
+
+	var flows *agentof.Client
+	ofc := openflow.NewClient(filepath.Join(o.OVSRunDir, nc.BridgeName+".mgmt"), openflow.ClientOptions{
+		OnConnect: func(ctx context.Context, conn *openflow.Conn, reconnect bool) error {
+			if reconnect {
+				klog.InfoS("OpenFlow connection re-established; replaying flows", "bridge", nc.BridgeName)
+				return flows.Replay(ctx, conn)
+			}
+			return nil
+		},
+	})
+	if flows, err = agentof.NewClient(ofc, round); err != nil {
+		return err
+	}
+	go ofc.Run(ctx)
+
+	gwIP := route.GatewayIP(podCIDRs[0])
+	if err := flows.Initialize(ctx, &agentof.NodeConfig{
+		GatewayOFPort: uint32(nc.Gateway.OFPort),
+		GatewayIP:     gwIP,
+		GatewayMAC:    nc.Gateway.MAC,
+		TunnelOFPort:  uint32(nc.TunnelOFPort),
+		PodCIDR:       podCIDRs[0],
+	}); err != nil {
+		return err
+	}
+
+	// Rebuild the interface store from OVSDB and put back existing pods' flows.
+	ports, err := bridge.GetPortList(ctx)
+	if err != nil {
+		return err
+	}
+	store := interfacestore.NewInterfaceStore()
+	store.Initialize(interfacestore.InterfaceConfigsFromOVSPorts(ports))
+	for _, iface := range store.GetInterfacesByType(interfacestore.ContainerInterface) {
+		if iface.OVSPortConfig == nil || iface.OFPort <= 0 {
+			continue
+		}
+		if err := flows.InstallPodFlows(iface.InterfaceName, iface.IPs, iface.MAC, uint32(iface.OFPort)); err != nil {
+			return fmt.Errorf("restore flows of pod %s/%s: %w", iface.PodNamespace, iface.PodName, err)
+		}
+	}
+	klog.InfoS("Restored pod interfaces from OVSDB", "pods", store.GetContainerInterfaceNum())
+
+	informerFactory := informers.NewSharedInformerFactory(client, 0)
+	routes := route.NewController(o.NodeName, informerFactory.Core().V1().Nodes(), flows,
+		&route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: podCIDRs[0]},
+		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer) })
+	informerFactory.Start(ctx.Done())
+	routeErr := make(chan error, 1)
+	go func() { routeErr <- routes.Run(ctx) }()
+	if !waitRoutesInstalled(ctx, routes, informerFactory, o.NodeName) {
+		return ctx.Err()
+	}
+
+	if prevRound > 0 {
+		if err := flows.DeleteRound(ctx, uint32(prevRound)); err != nil {
+			return err
+		}
+	}
+	ids[flowRoundKey] = strconv.FormatUint(uint64(round), 10)
+	if err := bridge.SetExternalIDs(ctx, ids); err != nil {
+		return err
+	}
+
+	cni, err := cniserver.New(cniserver.Config{
+		SocketPath:  o.CNISocket,
+		NodeName:    o.NodeName,
+		PodCIDRs:    podCIDRs,
+		MTU:         nc.PodMTU,
+		IPAMDataDir: o.IPAMDataDir,
+	}, cniserver.Deps{OVS: bridge, Flows: flows, InterfaceStore: store})
+	if err != nil {
+		return err
+	}
+	if o.CNIConfDir != "" {
+		if err := cni.WriteConfList(o.CNIConfDir); err != nil {
+			return err
+		}
+	}
+	cni.SetReady()
+	klog.InfoS("Agent ready", "node", o.NodeName, "podCIDR", podCIDRs[0], "gateway", gwIP, "flowRound", round,
+		"tunnel", nc.TunnelType, "datapath", nc.DatapathType)
+	cniErr := make(chan error, 1)
+	go func() { cniErr <- cni.Run(ctx) }()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-cniErr:
+		return fmt.Errorf("CNI server: %w", err)
+	case err := <-routeErr:
+		return fmt.Errorf("node route controller: %w", err)
+	}
+}
+
+// waitRoutesInstalled waits (bounded) until every other node known at start
+// has its route, so that stale flows of the previous round are deleted only
+// after their replacements are in.
+func waitRoutesInstalled(ctx context.Context, routes *route.Controller, f informers.SharedInformerFactory, self string) bool {
+	lister := f.Core().V1().Nodes().Lister()
+	f.WaitForCacheSync(ctx.Done())
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		nodes, err := lister.List(labels.Everything())
+		if err != nil {
+			return false, nil
+		}
+		installed := routes.Installed()
+		for _, n := range nodes {
+			if n.Name == self || n.Spec.PodCIDR == "" {
+				continue
+			}
+			if _, ok := installed[n.Name]; !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return ctx.Err() == nil
+}
+
+// pinTunnelNeighbor resolves a peer node's underlay MAC through the kernel
+// and pins it in OVS's tunnel neighbour cache, against the userspace
+// datapath's neighbour black hole (ENVIRONMENT.md). Only the netdev datapath
+// needs it.
+func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, peer net.IP) {
+	if nc.Uplink.BridgeName == "" {
+		return
+	}
+	link, err := netlink.LinkByName(nc.Uplink.BridgeName)
+	if err != nil {
+		klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
+		return
+	}
+	for i := 0; i < 50 && ctx.Err() == nil; i++ {
+		neighs, _ := netlink.NeighList(link.Attrs().Index, netlink.FAMILY_V4)
+		for _, n := range neighs {
+			if n.IP.Equal(peer) && len(n.HardwareAddr) == 6 && n.State&(netlink.NUD_REACHABLE|netlink.NUD_STALE|netlink.NUD_PERMANENT|netlink.NUD_DELAY|netlink.NUD_PROBE) != 0 {
+				if err := nodeinit.PinTunnelNeighbor(ctx, o.OVSRunDir, nc.Uplink.BridgeName, peer, n.HardwareAddr); err != nil {
+					klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
+				}
+				return
+			}
+		}
+		// Make the kernel resolve the peer: a datagram to the discard port.
+		if c, err := net.Dial("udp4", net.JoinHostPort(peer.String(), "9")); err == nil {
+			_, _ = c.Write([]byte{0})
+			c.Close()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	klog.InfoS("Could not resolve the peer's underlay MAC; tunnel neighbour not pinned", "peer", peer)
+}
