@@ -137,14 +137,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer ovsdb.Close()
 	nc, err := nodeinit.Bringup(ctx, nodeinit.Config{
-		NodeName:      o.NodeName,
-		Conn:          ovsdb,
-		OVSRunDir:     o.OVSRunDir,
-		DatapathType:  ovsconfig.OVSDatapathType(o.DatapathType),
-		TunnelType:    ovsconfig.TunnelType(o.TunnelType),
-		PodCIDRs:      podCIDRs,
-		UplinkName:    o.UplinkName,
-		MTU:           o.MTU,
+		NodeName:     o.NodeName,
+		Conn:         ovsdb,
+		OVSRunDir:    o.OVSRunDir,
+		DatapathType: ovsconfig.OVSDatapathType(o.DatapathType),
+		TunnelType:   ovsconfig.TunnelType(o.TunnelType),
+		PodCIDRs:     podCIDRs,
+		UplinkName:   o.UplinkName,
+		MTU:          o.MTU,
 	})
 	if err != nil {
 		return fmt.Errorf("bring up node %s: %w", o.NodeName, err)

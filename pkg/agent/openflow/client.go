@@ -34,9 +34,9 @@ type Bridge interface {
 // and removed (DeleteRound) without first flushing the bridge; the low bits
 // name the feature.
 const (
-	cookieRoundShift        = 32
-	cookiePodConnectivity   = 0x1
-	cookieRoundMask  uint64 = 0xffffffff << cookieRoundShift
+	cookieRoundShift             = 32
+	cookiePodConnectivity        = 0x1
+	cookieRoundMask       uint64 = 0xffffffff << cookieRoundShift
 )
 
 // opTimeout bounds one flow write for callers without a context (CNI paths).
