@@ -54,12 +54,14 @@ type Client struct {
 	fixed []*openflow.Flow            // miss and node flows
 	pods  map[string][]*openflow.Flow // by host interface name
 	peers map[string][]*openflow.Flow // by remote node name
+	// policy holds the NetworkPolicy flows, shared between rules.
+	policy policyState
 }
 
 // NewClient lays out the pipeline and returns a client writing flows of the
 // given round to bridge.
 func NewClient(bridge Bridge, round uint32) (*Client, error) {
-	p, err := buildPipeline(podConnectivity{})
+	p, err := buildPipeline(podConnectivity{}, networkPolicy{})
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +72,7 @@ func NewClient(bridge Bridge, round uint32) (*Client, error) {
 		b:      flowBuilder{p: p, cookie: uint64(round)<<cookieRoundShift | cookiePodConnectivity},
 		pods:   map[string][]*openflow.Flow{},
 		peers:  map[string][]*openflow.Flow{},
+		policy: newPolicyState(),
 	}, nil
 }
 
@@ -104,6 +107,7 @@ func withTimeout() (context.Context, context.CancelFunc) {
 // Initialize installs the table-miss flows and this node's fixed flows.
 func (c *Client) Initialize(ctx context.Context, node *NodeConfig) error {
 	flows := append(c.b.missFlows(), c.b.nodeFlows(node)...)
+	flows = append(flows, c.b.policyFixedFlows()...)
 	if err := c.write(ctx, "node", addMods(flows)); err != nil {
 		return err
 	}
@@ -217,12 +221,16 @@ func (c *Client) Flows() []*openflow.Flow {
 	for _, fs := range c.peers {
 		all = append(all, fs...)
 	}
+	all = append(all, c.policyFlows()...)
 	c.mu.Unlock()
 	sort.SliceStable(all, func(i, j int) bool {
 		if all[i].Table != all[j].Table {
 			return all[i].Table < all[j].Table
 		}
-		return all[i].Priority > all[j].Priority
+		if all[i].Priority != all[j].Priority {
+			return all[i].Priority > all[j].Priority
+		}
+		return all[i].String() < all[j].String()
 	})
 	return all
 }

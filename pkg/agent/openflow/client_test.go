@@ -104,7 +104,11 @@ func clientFlows(c *Client) []string {
 	return s
 }
 
-func TestPodFlowsConnectPodsAndGatewayOnRealOVS(t *testing.T) {
+// newRealBridge starts OVS in a netns with br-int and the gateway
+// antrea-gw0 (10.10.1.1/24, OpenFlow port 2) and returns an initialized
+// client connected through the binding, replaying its flows on reconnect.
+func newRealBridge(t *testing.T) (*ovsinstance.Instance, *Client) {
+	t.Helper()
 	in := ovsinstance.StartForTest(t, "agentof")
 	if _, err := in.Vsctl("add-br", "br-int", "--", "set", "bridge", "br-int", "datapath_type=netdev",
 		"protocols=OpenFlow13,OpenFlow15", "fail_mode=secure",
@@ -115,8 +119,6 @@ func TestPodFlowsConnectPodsAndGatewayOnRealOVS(t *testing.T) {
 	run(t, "ip", "-n", in.NetNS(), "link", "set", "antrea-gw0", "up")
 	gwMACOut := run(t, "ip", "-n", in.NetNS(), "-o", "link", "show", "antrea-gw0")
 	gwMAC, _ := net.ParseMAC(strings.Fields(gwMACOut[strings.Index(gwMACOut, "link/ether"):])[1])
-	pod1 := addPod(t, in, "p1", "10.10.1.2/24")
-	pod2 := addPod(t, in, "p2", "10.10.1.3/24")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -138,6 +140,14 @@ func TestPodFlowsConnectPodsAndGatewayOnRealOVS(t *testing.T) {
 	if err := c.Initialize(ctx, &NodeConfig{GatewayOFPort: 2, GatewayIP: net.ParseIP("10.10.1.1"), GatewayMAC: gwMAC, PodCIDR: cidr}); err != nil {
 		t.Fatal(err)
 	}
+	return in, c
+}
+
+func TestPodFlowsConnectPodsAndGatewayOnRealOVS(t *testing.T) {
+	in, c := newRealBridge(t)
+	ctx := context.Background()
+	pod1 := addPod(t, in, "p1", "10.10.1.2/24")
+	pod2 := addPod(t, in, "p2", "10.10.1.3/24")
 	for _, p := range []*testPod{pod1, pod2} {
 		if err := c.InstallPodFlows(p.hostIF, []net.IP{p.ip}, p.mac, p.ofPort); err != nil {
 			t.Fatal(err)

@@ -42,9 +42,17 @@ const CtZone = 0xfff0
 // and the MAC the ARP responder gives for remote gateways.
 var GlobalVirtualMAC = net.HardwareAddr{0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}
 
-// matchField makes m match a register range holding v.
+// matchField makes m match a register range holding v, keeping what m
+// already matches in other bits of the same register.
 func matchField(m *openflow.Match, r openflow.FieldRange, v uint64) {
-	m.RegRange(r, v)
+	width := uint(r.End) - uint(r.Start) + 1
+	mask := (uint64(1)<<width - 1) << r.Start
+	val := v << r.Start & mask
+	if old, ok := m.Get(r.Field); ok {
+		mask |= old.Mask.Lo
+		val |= old.Value.Lo &^ ((uint64(1)<<width - 1) << r.Start)
+	}
+	m.SetMasked(r.Field, openflow.U64(val), openflow.U64(mask))
 }
 
 func macValue(mac net.HardwareAddr) openflow.U128 {
