@@ -88,15 +88,15 @@ type PolicyRule struct {
 // Priorities in the rule tables.
 const (
 	// PolicyRulePriority is the default priority of K8s NetworkPolicy rules.
-	PolicyRulePriority uint16 = 200
-	priorityPolicyBypass       = 64990
-	priorityDefaultDrop        = 200
+	PolicyRulePriority   uint16 = 200
+	priorityPolicyBypass        = 64990
+	priorityDefaultDrop         = 200
 )
 
 // conjMatch is one flow shared by every rule clause with the same table,
 // priority and match: its actions are the conjunctions of all of them.
 type conjMatch struct {
-	flow  *openflow.Flow                      // actions unset
+	flow  *openflow.Flow                   // actions unset
 	conjs map[uint32]*openflow.Conjunction // by conj id
 }
 

@@ -21,7 +21,9 @@ type recordingBridge struct {
 	bundles int
 }
 
-func newRecordingBridge() *recordingBridge { return &recordingBridge{flows: map[string]*openflow.Flow{}} }
+func newRecordingBridge() *recordingBridge {
+	return &recordingBridge{flows: map[string]*openflow.Flow{}}
+}
 
 func (r *recordingBridge) Bundle(_ context.Context, msgs ...openflow.Message) error {
 	r.mu.Lock()
@@ -225,4 +227,3 @@ func TestIngressPolicyOnRealOVS(t *testing.T) {
 		t.Fatalf("after removal the bridge should hold exactly the client's flows\nbridge:\n%s\nclient:\n%s", got, want)
 	}
 }
-
