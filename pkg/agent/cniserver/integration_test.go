@@ -545,3 +545,15 @@ func TestCnitoolAddsChecksAndDeletesAPod(t *testing.T) {
 		t.Errorf("after cnitool del: %v", left)
 	}
 }
+
+func TestTheUnitTestsFakeOVSKeepsTheContractOfTheRealOVSDBClient(t *testing.T) {
+	t.Run("fake", func(t *testing.T) { portContract(t, &fakeOVS{}, "contract0") })
+	t.Run("real OVSDB client", func(t *testing.T) {
+		ovsinstance.RequireRoot(t)
+		e := newEnv(t, true)
+		if out, err := exec.Command("ip", "-n", e.ovs.NetNS(), "link", "add", "contract0", "type", "veth", "peer", "name", "contract1").CombinedOutput(); err != nil {
+			t.Fatalf("ip link add: %v: %s", err, out)
+		}
+		portContract(t, e.ports, "contract0")
+	})
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -297,4 +299,39 @@ func (e *env) leftovers(t *testing.T) []string {
 		out = append(out, fmt.Sprintf("%d pod flows", n))
 	}
 	return out
+}
+
+// portContract is what the CNIServer relies on from an OVSPortClient; the
+// unit tests' fakeOVS and the real OVSDB client must both pass it.
+func portContract(t *testing.T, c OVSPortClient, name string) {
+	t.Helper()
+	ctx := ctxT(t)
+	if _, err := c.GetPortData(ctx, name); !errors.Is(err, ovsconfig.ErrNotFound) {
+		t.Errorf("GetPortData of a missing port = %v, want ErrNotFound", err)
+	}
+	uuid, err := c.CreatePort(ctx, name, map[string]string{"k": "v"})
+	if err != nil {
+		t.Fatalf("CreatePort: %v", err)
+	}
+	ofPort, err := c.GetOFPort(ctx, name)
+	if err != nil || ofPort <= 0 {
+		t.Errorf("GetOFPort = %d, %v", ofPort, err)
+	}
+	p, err := c.GetPortData(ctx, name)
+	if err != nil || p.UUID != uuid || p.ExternalIDs["k"] != "v" || p.OFPort != ofPort {
+		t.Errorf("GetPortData = %+v, %v", p, err)
+	}
+	list, err := c.GetPortList(ctx)
+	if err != nil || !slices.ContainsFunc(list, func(q ovsconfig.OVSPortData) bool { return q.Name == name }) {
+		t.Errorf("GetPortList = %v, %v; want it to hold %s", list, err, name)
+	}
+	if err := c.DeletePort(ctx, uuid); err != nil {
+		t.Errorf("DeletePort: %v", err)
+	}
+	if _, err := c.GetPortData(ctx, name); !errors.Is(err, ovsconfig.ErrNotFound) {
+		t.Errorf("GetPortData after DeletePort = %v, want ErrNotFound", err)
+	}
+	if err := c.DeletePort(ctx, uuid); err != nil && !errors.Is(err, ovsconfig.ErrNotFound) {
+		t.Errorf("DeletePort of a deleted port = %v, want nil or ErrNotFound", err)
+	}
 }
