@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
@@ -24,6 +25,7 @@ import (
 
 	"antrea.io/antrea/pkg/apis/controlplane"
 	"antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+	"antrea.io/antrea/pkg/apiserver/openapi"
 	"antrea.io/antrea/pkg/apiserver/registry"
 	"antrea.io/antrea/pkg/apiserver/storage"
 )
@@ -122,10 +124,17 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 	cfg := genericapiserver.NewRecommendedConfig(codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	cfg.SharedInformerFactory = kubeInformers
+	// OpenAPI models are required to install a group (server-side apply type
+	// information) and let kubectl explain the types.
+	namer := openapinamer.NewDefinitionNamer(scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig.Info.Title = "Antrea controlplane"
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config.Info.Title = "Antrea controlplane"
 	if err := o.SecureServing.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
 		return nil, fmt.Errorf("configuring secure serving: %w", err)
 	}
-	if err := o.Authentication.ApplyTo(&cfg.Authentication, cfg.SecureServing, nil); err != nil {
+	if err := o.Authentication.ApplyTo(&cfg.Authentication, cfg.SecureServing, cfg.OpenAPIConfig); err != nil {
 		return nil, fmt.Errorf("configuring delegated authentication: %w", err)
 	}
 	if err := o.Authorization.ApplyTo(&cfg.Authorization); err != nil {

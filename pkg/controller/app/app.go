@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
@@ -138,22 +139,25 @@ func syncAPIServiceCA(ctx context.Context, client aggregatorclient.Interface, ca
 // SetAPIServiceCABundle writes ca into an APIService's caBundle if it differs.
 // A missing APIService is not an error: there is nothing to update yet.
 func SetAPIServiceCABundle(ctx context.Context, client aggregatorclient.Interface, name string, ca []byte) error {
-	svc, err := client.ApiregistrationV1().APIServices().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	// kube-apiserver updates the APIService's status concurrently: retry on conflict.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		svc, err := client.ApiregistrationV1().APIServices().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("getting APIService %s: %w", name, err)
+		}
+		if string(svc.Spec.CABundle) == string(ca) && !svc.Spec.InsecureSkipTLSVerify {
+			return nil
+		}
+		svc = svc.DeepCopy()
+		svc.Spec.CABundle = ca
+		svc.Spec.InsecureSkipTLSVerify = false
+		if _, err := client.ApiregistrationV1().APIServices().Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating the caBundle of APIService %s: %w", name, err)
+		}
+		klog.InfoS("Set the APIService CA bundle", "apiservice", name)
 		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("getting APIService %s: %w", name, err)
-	}
-	if string(svc.Spec.CABundle) == string(ca) && !svc.Spec.InsecureSkipTLSVerify {
-		return nil
-	}
-	svc = svc.DeepCopy()
-	svc.Spec.CABundle = ca
-	svc.Spec.InsecureSkipTLSVerify = false
-	if _, err := client.ApiregistrationV1().APIServices().Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("updating the caBundle of APIService %s: %w", name, err)
-	}
-	klog.InfoS("Set the APIService CA bundle", "apiservice", name)
-	return nil
+	})
 }
