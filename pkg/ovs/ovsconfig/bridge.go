@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	"k8s.io/klog/v2"
 )
@@ -69,20 +68,16 @@ func (b *OVSBridge) errNoBridge() error {
 	return fmt.Errorf("bridge %s %w", b.cfg.Name, ErrNotFound)
 }
 
-// bridge returns the bridge row from the cache, or nil when absent.
+// bridge returns the bridge row from the cache, or nil when absent. (The
+// error result is for symmetry with the other lookups; the cache read
+// cannot fail.)
 func (b *OVSBridge) bridge(ctx context.Context) (*bridgeRow, error) {
-	var rows []bridgeRow
-	if err := b.conn.ovs.WhereCache(func(r *bridgeRow) bool { return r.Name == b.cfg.Name }).List(ctx, &rows); err != nil {
-		return nil, fmt.Errorf("bridge %s: list: %w", b.cfg.Name, err)
-	}
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	return &rows[0], nil
+	return firstRow(b.conn, tableBridge, func(r *bridgeRow) bool { return r.Name == b.cfg.Name }), nil
 }
 
 // GetBridgeUUID returns the UUID of the bridge row.
 func (b *OVSBridge) GetBridgeUUID(ctx context.Context) (string, error) {
+	b.conn.sync(ctx)
 	br, err := b.bridge(ctx)
 	if err != nil {
 		return "", err
@@ -112,34 +107,27 @@ func (b *OVSBridge) Create(ctx context.Context) error {
 		if br != nil {
 			return b.converge(ctx, br)
 		}
-		failMode := b.failMode()
-		ops, err := b.conn.ovs.Create(
-			&interfaceRow{UUID: "new_iface", Name: b.cfg.Name, Type: InterfaceTypeInternal},
-			&portRow{UUID: "new_port", Name: b.cfg.Name, Interfaces: []string{"new_iface"}},
-			&bridgeRow{
-				UUID:         "new_bridge",
-				Name:         b.cfg.Name,
-				Ports:        []string{"new_port"},
-				DatapathType: string(b.cfg.DatapathType),
-				Protocols:    bridgeProtocols(),
-				FailMode:     &failMode,
-				OtherConfig:  b.cfg.OtherConfig,
-				ExternalIDs:  b.cfg.ExternalIDs,
-			})
+		root, err := b.conn.root()
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		root, err := b.conn.root(ctx)
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+		// Like ovs-vsctl add-br: the bridge with its local internal port.
+		ops := []ovsdb.Operation{
+			opInsert(tableInterface, "new_iface", ovsdb.Row{"name": b.cfg.Name, "type": InterfaceTypeInternal}),
+			opInsert(tablePort, "new_port", ovsdb.Row{"name": b.cfg.Name, "interfaces": uuidSet("new_iface")}),
+			opInsert(tableBridge, "new_bridge", ovsdb.Row{
+				"name":          b.cfg.Name,
+				"ports":         uuidSet("new_port"),
+				"datapath_type": string(b.cfg.DatapathType),
+				"protocols":     stringSet(bridgeProtocols()...),
+				"fail_mode":     b.failMode(),
+				"other_config":  stringMap(b.cfg.OtherConfig),
+				"external_ids":  stringMap(b.cfg.ExternalIDs),
+			}),
+			opMutate(tableOpenVSwitch, root.UUID,
+				ovsdb.Mutation{Column: "bridges", Mutator: ovsdb.MutateOperationInsert, Value: uuidSet("new_bridge")}),
 		}
-		mut, err := b.conn.ovs.Where(root).Mutate(root, model.Mutation{
-			Field: &root.Bridges, Mutator: ovsdb.MutateOperationInsert, Value: []string{"new_bridge"},
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if _, err := b.conn.transact(ctx, what, append(ops, mut...)); err != nil {
+		if _, err := b.conn.transact(ctx, what, ops); err != nil {
 			return err
 		}
 		klog.InfoS("Created OVS bridge", "bridge", b.cfg.Name, "datapathType", b.cfg.DatapathType)
@@ -150,46 +138,36 @@ func (b *OVSBridge) Create(ctx context.Context) error {
 // converge updates only the columns that differ, so a second bring-up writes
 // nothing and the bridge keeps its UUID and its flows.
 func (b *OVSBridge) converge(ctx context.Context, br *bridgeRow) error {
-	want := *br
-	var fields []interface{}
-	if want.DatapathType != string(b.cfg.DatapathType) {
-		want.DatapathType = string(b.cfg.DatapathType)
-		fields = append(fields, &want.DatapathType)
+	row := ovsdb.Row{}
+	if br.DatapathType != string(b.cfg.DatapathType) {
+		row["datapath_type"] = string(b.cfg.DatapathType)
 	}
-	if !sameSet(want.Protocols, bridgeProtocols()) {
-		want.Protocols = bridgeProtocols()
-		fields = append(fields, &want.Protocols)
+	if !sameSet(br.Protocols, bridgeProtocols()) {
+		row["protocols"] = stringSet(bridgeProtocols()...)
 	}
-	if fm := b.failMode(); want.FailMode == nil || *want.FailMode != fm {
-		want.FailMode = &fm
-		fields = append(fields, &want.FailMode)
+	if fm := b.failMode(); br.FailMode == nil || *br.FailMode != fm {
+		row["fail_mode"] = fm
 	}
-	if merged, changed := mergeMap(want.OtherConfig, b.cfg.OtherConfig); changed {
-		want.OtherConfig = merged
-		fields = append(fields, &want.OtherConfig)
+	if merged, changed := mergeMap(br.OtherConfig, b.cfg.OtherConfig); changed {
+		row["other_config"] = stringMap(merged)
 	}
-	if merged, changed := mergeMap(want.ExternalIDs, b.cfg.ExternalIDs); changed {
-		want.ExternalIDs = merged
-		fields = append(fields, &want.ExternalIDs)
+	if merged, changed := mergeMap(br.ExternalIDs, b.cfg.ExternalIDs); changed {
+		row["external_ids"] = stringMap(merged)
 	}
-	if len(fields) == 0 {
+	if len(row) == 0 {
 		return nil
 	}
 	what := "update bridge " + b.cfg.Name
-	ops, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Update(&want, fields...)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if _, err := b.conn.transact(ctx, what, ops); err != nil {
+	if _, err := b.conn.transact(ctx, what, []ovsdb.Operation{opUpdate(tableBridge, br.UUID, row)}); err != nil {
 		return err
 	}
-	klog.InfoS("Updated OVS bridge", "bridge", b.cfg.Name, "columns", len(fields))
+	klog.InfoS("Updated OVS bridge", "bridge", b.cfg.Name, "columns", len(row))
 	return nil
 }
 
 // waitBridge waits until the cache shows the bridge present (or absent).
 func (b *OVSBridge) waitBridge(ctx context.Context, present bool) error {
-	return waitFor(ctx, func() (bool, error) {
+	return b.conn.waitCache(ctx, func() (bool, error) {
 		br, err := b.bridge(ctx)
 		return (br != nil) == present, err
 	})
@@ -209,21 +187,18 @@ func (b *OVSBridge) Delete(ctx context.Context) error {
 			}
 			return fmt.Errorf("%s: %w", what, b.errNoBridge())
 		}
-		root, err := b.conn.root(ctx)
+		root, err := b.conn.root()
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		ops, err := b.conn.ovs.Where(root).Mutate(root, model.Mutation{
-			Field: &root.Bridges, Mutator: ovsdb.MutateOperationDelete, Value: []string{br.UUID},
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+		// Ports and interfaces are not root rows: OVSDB collects them once
+		// no bridge refers to them.
+		ops := []ovsdb.Operation{
+			opMutate(tableOpenVSwitch, root.UUID,
+				ovsdb.Mutation{Column: "bridges", Mutator: ovsdb.MutateOperationDelete, Value: uuidSet(br.UUID)}),
+			opDelete(tableBridge, br.UUID),
 		}
-		del, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Delete()
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if _, err := b.conn.transact(ctx, what, append(ops, del...)); err != nil {
+		if _, err := b.conn.transact(ctx, what, ops); err != nil {
 			return err
 		}
 		klog.InfoS("Deleted OVS bridge", "bridge", b.cfg.Name)
@@ -233,6 +208,7 @@ func (b *OVSBridge) Delete(ctx context.Context) error {
 
 // GetExternalIDs returns the bridge's external_ids.
 func (b *OVSBridge) GetExternalIDs(ctx context.Context) (map[string]string, error) {
+	b.conn.sync(ctx)
 	br, err := b.bridge(ctx)
 	if err != nil {
 		return nil, err
@@ -259,28 +235,13 @@ func (b *OVSBridge) SetExternalIDs(ctx context.Context, externalIDs map[string]s
 		if br == nil {
 			return fmt.Errorf("%s: %w", what, b.errNoBridge())
 		}
-		keys := slices.Collect(maps.Keys(externalIDs))
-		ops, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Mutate(br,
-			model.Mutation{Field: &br.ExternalIDs, Mutator: ovsdb.MutateOperationDelete, Value: keys},
-			model.Mutation{Field: &br.ExternalIDs, Mutator: ovsdb.MutateOperationInsert, Value: externalIDs},
-		)
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
+		ops := []ovsdb.Operation{mergeKeysOps(tableBridge, br.UUID, "external_ids", externalIDs)}
 		if _, err := b.conn.transact(ctx, what, ops); err != nil {
 			return err
 		}
-		return waitFor(ctx, func() (bool, error) {
+		return b.conn.waitCache(ctx, func() (bool, error) {
 			br, err := b.bridge(ctx)
-			if err != nil || br == nil {
-				return false, err
-			}
-			for k, v := range externalIDs {
-				if br.ExternalIDs[k] != v {
-					return false, nil
-				}
-			}
-			return true, nil
+			return br != nil && hasPairs(br.ExternalIDs, externalIDs), err
 		})
 	})
 }

@@ -9,13 +9,14 @@ import (
 	"maps"
 	"os"
 	"reflect"
-	"slices"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/stdr"
+	"github.com/ovn-org/libovsdb/cache"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
@@ -26,10 +27,10 @@ const (
 	// reconnectInterval is how often a lost connection is retried. A constant
 	// back-off never gives up: libovsdb panics when its back-off stops.
 	reconnectInterval = 200 * time.Millisecond
-	// pollInterval is how often the monitored cache is polled while waiting
-	// for ovs-vswitchd to fill a column (ofport) or for our own write to be
-	// reflected.
+	// pollInterval is how often waitFor polls a condition.
 	pollInterval = 20 * time.Millisecond
+	// cacheResyncInterval is how often waitCache re-checks without an event.
+	cacheResyncInterval = 100 * time.Millisecond
 )
 
 // Connection is a monitored connection to one ovsdb-server. Several
@@ -37,6 +38,11 @@ const (
 type Connection struct {
 	endpoint string
 	ovs      client.Client
+
+	// changed is closed (and replaced) whenever the monitored cache changes,
+	// waking waitCache callers without polling.
+	mu      sync.Mutex
+	changed chan struct{}
 }
 
 // Connect opens a connection to the ovsdb-server at endpoint ("unix:PATH" or
@@ -68,6 +74,15 @@ func Connect(ctx context.Context, endpoint string) (*Connection, error) {
 	if err := ovs.Connect(ctx); err != nil {
 		return nil, fmt.Errorf("connect to ovsdb-server at %s: %w", endpoint, err)
 	}
+	c := &Connection{endpoint: endpoint, ovs: ovs, changed: make(chan struct{})}
+	// The cache outlives reconnections in libovsdb v0.7.0, so the handler is
+	// registered once.
+	notify := func(string, model.Model) { c.notify() }
+	ovs.Cache().AddEventHandler(&cache.EventHandlerFuncs{
+		AddFunc:    notify,
+		UpdateFunc: func(table string, _, m model.Model) { c.notify() },
+		DeleteFunc: notify,
+	})
 	// Columns are listed: a monitor without them asks for every column of the
 	// schema, and libovsdb then drops whole updates (ofport included) that
 	// carry a column our models do not have.
@@ -80,7 +95,48 @@ func Connect(ctx context.Context, endpoint string) (*Connection, error) {
 		return nil, fmt.Errorf("monitor ovsdb-server at %s: %w", endpoint, err)
 	}
 	klog.V(2).InfoS("Connected to ovsdb-server", "endpoint", endpoint)
-	return &Connection{endpoint: endpoint, ovs: ovs}, nil
+	return c, nil
+}
+
+// notify wakes every waitCache caller.
+func (c *Connection) notify() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// changes returns a channel closed at the next cache change.
+func (c *Connection) changes() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// waitCache waits until cond holds on the monitored cache or ctx ends: it is
+// how a caller reads its own write (the monitor update arrives after the
+// transaction's reply) and how it waits for ovs-vswitchd to fill a column.
+// Cache events wake it; a slow tick covers an event libovsdb dropped.
+func (c *Connection) waitCache(ctx context.Context, cond func() (bool, error)) error {
+	ticker := time.NewTicker(cacheResyncInterval)
+	defer ticker.Stop()
+	for {
+		// Take the channel before checking, so a change in between still wakes us.
+		wake := c.changes()
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		case <-ticker.C:
+		}
+	}
 }
 
 // Endpoint is the ovsdb-server address this connection uses.
@@ -115,7 +171,8 @@ func (c *Connection) Close() {
 
 // GetOVSVersion returns ovs_version from the Open_vSwitch table.
 func (c *Connection) GetOVSVersion(ctx context.Context) (string, error) {
-	root, err := c.root(ctx)
+	c.sync(ctx)
+	root, err := c.root()
 	if err != nil {
 		return "", err
 	}
@@ -126,15 +183,12 @@ func (c *Connection) GetOVSVersion(ctx context.Context) (string, error) {
 }
 
 // root returns the single row of the Open_vSwitch table.
-func (c *Connection) root(ctx context.Context) (*ovsRow, error) {
-	var rows []ovsRow
-	if err := c.ovs.List(ctx, &rows); err != nil {
-		return nil, fmt.Errorf("list Open_vSwitch table: %w", err)
-	}
+func (c *Connection) root() (*ovsRow, error) {
+	rows := cachedRows[ovsRow](c, tableOpenVSwitch, nil)
 	if len(rows) != 1 {
 		return nil, fmt.Errorf("Open_vSwitch table has %d rows, want 1 (run ovs-vsctl init): %w", len(rows), ErrNotFound)
 	}
-	return &rows[0], nil
+	return rows[0], nil
 }
 
 // withDefaultTimeout bounds ctx by DefaultTimeout unless it already has a deadline.
@@ -166,6 +220,9 @@ func (c *Connection) do(ctx context.Context, what string, attempt func(ctx conte
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
 	for retry := false; ; retry = true {
+		// Each attempt reads the cache; let a reconnection in progress finish
+		// reloading it first.
+		c.sync(ctx)
 		err := attempt(ctx, retry)
 		if err == nil {
 			return nil
@@ -203,9 +260,7 @@ func (c *Connection) transact(ctx context.Context, what string, ops []ovsdb.Oper
 	return results, nil
 }
 
-// waitFor polls the monitored cache until cond holds or ctx ends; it is how
-// a caller reads its own write (the monitor update arrives after the
-// transaction's reply) and how it waits for ovs-vswitchd to fill a column.
+// waitFor polls cond until it holds or ctx ends.
 func waitFor(ctx context.Context, cond func() (bool, error)) error {
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
@@ -242,7 +297,8 @@ func modelColumns(m model.Model) []interface{} {
 // GetExternalIDs returns the external_ids of the Open_vSwitch table's row:
 // node-wide facts that must outlive any one bridge.
 func (c *Connection) GetExternalIDs(ctx context.Context) (map[string]string, error) {
-	root, err := c.root(ctx)
+	c.sync(ctx)
+	root, err := c.root()
 	if err != nil {
 		return nil, err
 	}
@@ -261,32 +317,30 @@ func (c *Connection) SetExternalIDs(ctx context.Context, externalIDs map[string]
 	}
 	what := "set external_ids of the Open_vSwitch table"
 	return c.do(ctx, what, func(ctx context.Context, retry bool) error {
-		root, err := c.root(ctx)
+		root, err := c.root()
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		keys := slices.Collect(maps.Keys(externalIDs))
-		ops, err := c.ovs.Where(root).Mutate(root,
-			model.Mutation{Field: &root.ExternalIDs, Mutator: ovsdb.MutateOperationDelete, Value: keys},
-			model.Mutation{Field: &root.ExternalIDs, Mutator: ovsdb.MutateOperationInsert, Value: externalIDs},
-		)
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
+		ops := []ovsdb.Operation{mergeKeysOps(tableOpenVSwitch, root.UUID, "external_ids", externalIDs)}
 		if _, err := c.transact(ctx, what, ops); err != nil {
 			return err
 		}
-		return waitFor(ctx, func() (bool, error) {
-			root, err := c.root(ctx)
+		return c.waitCache(ctx, func() (bool, error) {
+			root, err := c.root()
 			if err != nil {
 				return false, err
 			}
-			for k, v := range externalIDs {
-				if root.ExternalIDs[k] != v {
-					return false, nil
-				}
-			}
-			return true, nil
+			return hasPairs(root.ExternalIDs, externalIDs), nil
 		})
 	})
+}
+
+// hasPairs says whether m holds every pair of want.
+func hasPairs(m, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := m[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }

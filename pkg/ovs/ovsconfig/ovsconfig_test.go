@@ -616,3 +616,34 @@ func TestNodeWideExternalIDsMergeOnTheOpenVSwitchRow(t *testing.T) {
 		t.Errorf("GetExternalIDs = %v, %v", got, err)
 	}
 }
+
+// BenchmarkCreatePortReadOFPortDelete measures what a pod ADD+DEL costs in
+// OVSDB: one create transaction, the wait for ovs-vswitchd's ofport, and one
+// delete transaction.
+func BenchmarkCreatePortReadOFPortDelete(b *testing.B) {
+	in := ovsinstance.StartForTest(b, nsPrefix)
+	ctx := context.Background()
+	conn, err := Connect(ctx, in.DBEndpoint())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	br := NewOVSBridge(conn, BridgeConfig{Name: "br-int", DatapathType: OVSDatapathNetdev})
+	if err := br.Create(ctx); err != nil {
+		b.Fatal(err)
+	}
+	ids := map[string]string{"container-id": "c", "pod-name": "p", "pod-namespace": "ns"}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		uuid, err := br.CreateInternalPort(ctx, "bench0", 0, "", ids)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := br.GetOFPort(ctx, "bench0"); err != nil {
+			b.Fatal(err)
+		}
+		if err := br.DeletePort(ctx, uuid); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

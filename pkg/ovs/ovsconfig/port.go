@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	"k8s.io/klog/v2"
 )
@@ -119,36 +118,30 @@ func (b *OVSBridge) createPortOnce(ctx context.Context, what string, cfg PortCon
 		}
 		return "", fmt.Errorf("%s: port %s %w", what, cfg.Name, ErrAlreadyExists)
 	}
-	iface := &interfaceRow{UUID: "new_iface", Name: cfg.Name, Type: cfg.Type, Options: cfg.Options}
+	iface := ovsdb.Row{"name": cfg.Name, "type": cfg.Type, "options": stringMap(cfg.Options)}
 	if cfg.OFPortRequest > 0 {
-		req := int(cfg.OFPortRequest)
-		iface.OFPortRequest = &req
+		iface["ofport_request"] = int(cfg.OFPortRequest)
 	}
 	if cfg.MAC != "" {
-		mac := cfg.MAC
-		iface.MAC = &mac
+		iface["mac"] = cfg.MAC
 	}
 	if cfg.MTU > 0 {
-		mtu := cfg.MTU
-		iface.MTURequest = &mtu
+		iface["mtu_request"] = cfg.MTU
 	}
-	ops, err := b.conn.ovs.Create(iface,
-		&portRow{UUID: "new_port", Name: cfg.Name, Interfaces: []string{"new_iface"}, ExternalIDs: cfg.ExternalIDs})
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", what, err)
+	ops := []ovsdb.Operation{
+		opInsert(tableInterface, "new_iface", iface),
+		opInsert(tablePort, "new_port", ovsdb.Row{
+			"name": cfg.Name, "interfaces": uuidSet("new_iface"), "external_ids": stringMap(cfg.ExternalIDs),
+		}),
+		opMutate(tableBridge, br.UUID,
+			ovsdb.Mutation{Column: "ports", Mutator: ovsdb.MutateOperationInsert, Value: uuidSet("new_port")}),
 	}
-	mut, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Mutate(br, model.Mutation{
-		Field: &br.Ports, Mutator: ovsdb.MutateOperationInsert, Value: []string{"new_port"},
-	})
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", what, err)
-	}
-	results, err := b.conn.transact(ctx, what, append(ops, mut...))
+	results, err := b.conn.transact(ctx, what, ops)
 	if err != nil {
 		return "", err
 	}
 	portUUID := results[1].UUID.GoUUID
-	return portUUID, waitFor(ctx, func() (bool, error) {
+	return portUUID, b.conn.waitCache(ctx, func() (bool, error) {
 		p, err := b.conn.port(ctx, cfg.Name)
 		return p != nil, err
 	})
@@ -195,35 +188,23 @@ func (b *OVSBridge) deletePortsOnce(ctx context.Context, what string, portUUIDs 
 			return fmt.Errorf("%s: port %s on bridge %s %w", what, id, b.cfg.Name, ErrNotFound)
 		}
 		present = append(present, id)
-		del, err := b.conn.ovs.Where(&portRow{UUID: id}).Delete()
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		ops = append(ops, del...)
+		ops = append(ops, opDelete(tablePort, id))
 		for _, ifID := range p.Interfaces {
-			del, err := b.conn.ovs.Where(&interfaceRow{UUID: ifID}).Delete()
-			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			ops = append(ops, del...)
+			ops = append(ops, opDelete(tableInterface, ifID))
 		}
 	}
 	if len(present) == 0 {
 		return nil
 	}
-	mut, err := b.conn.ovs.Where(&bridgeRow{UUID: br.UUID}).Mutate(br, model.Mutation{
-		Field: &br.Ports, Mutator: ovsdb.MutateOperationDelete, Value: present,
-	})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
 	// The bridge's reference goes first: OVSDB checks references at commit,
 	// but a reader of the transaction sees the intent in order.
-	if _, err := b.conn.transact(ctx, what, append(mut, ops...)); err != nil {
+	mut := opMutate(tableBridge, br.UUID,
+		ovsdb.Mutation{Column: "ports", Mutator: ovsdb.MutateOperationDelete, Value: uuidSet(present...)})
+	if _, err := b.conn.transact(ctx, what, append([]ovsdb.Operation{mut}, ops...)); err != nil {
 		return err
 	}
 	klog.InfoS("Deleted OVS ports", "bridge", b.cfg.Name, "ports", present)
-	return waitFor(ctx, func() (bool, error) {
+	return b.conn.waitCache(ctx, func() (bool, error) {
 		for _, id := range present {
 			p, err := b.conn.portByUUID(ctx, id)
 			if err != nil || p != nil {
@@ -239,7 +220,8 @@ func (b *OVSBridge) GetOFPort(ctx context.Context, ifName string) (int32, error)
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
 	var ofPort int32
-	err := waitFor(ctx, func() (bool, error) {
+	b.conn.sync(ctx)
+	err := b.conn.waitCache(ctx, func() (bool, error) {
 		iface, err := b.conn.iface(ctx, ifName)
 		if err != nil {
 			return false, err
@@ -271,6 +253,7 @@ func (b *OVSBridge) GetOFPort(ctx context.Context, ifName string) (int32, error)
 
 // GetPortData returns the port named name on this bridge.
 func (b *OVSBridge) GetPortData(ctx context.Context, name string) (*OVSPortData, error) {
+	b.conn.sync(ctx)
 	br, err := b.bridge(ctx)
 	if err != nil {
 		return nil, err
@@ -290,6 +273,7 @@ func (b *OVSBridge) GetPortData(ctx context.Context, name string) (*OVSPortData,
 
 // GetPortList returns every port of the bridge, sorted by name.
 func (b *OVSBridge) GetPortList(ctx context.Context) ([]OVSPortData, error) {
+	b.conn.sync(ctx)
 	br, err := b.bridge(ctx)
 	if err != nil {
 		return nil, err
@@ -335,24 +319,20 @@ func (b *OVSBridge) SetPortExternalIDs(ctx context.Context, portName string, ext
 		if p == nil {
 			return fmt.Errorf("%s: port %s %w", what, portName, ErrNotFound)
 		}
-		p.ExternalIDs = externalIDs
-		ops, err := b.conn.ovs.Where(&portRow{UUID: p.UUID}).Update(p, &p.ExternalIDs)
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
+		ops := []ovsdb.Operation{opUpdate(tablePort, p.UUID, ovsdb.Row{"external_ids": stringMap(externalIDs)})}
 		if _, err := b.conn.transact(ctx, what, ops); err != nil {
 			return err
 		}
-		return waitFor(ctx, func() (bool, error) {
+		return b.conn.waitCache(ctx, func() (bool, error) {
 			p, err := b.conn.port(ctx, portName)
 			return p != nil && maps.Equal(p.ExternalIDs, externalIDs), err
 		})
 	})
 }
 
-// updateInterface applies set to the named interface's cached row, writes the
-// columns set returns, and waits until the cache satisfies done.
-func (b *OVSBridge) updateInterface(ctx context.Context, what, ifName string, set func(r *interfaceRow) []interface{}, done func(r *interfaceRow) bool) error {
+// updateInterface writes row's columns to the named interface and waits
+// until the cache satisfies done.
+func (b *OVSBridge) updateInterface(ctx context.Context, what, ifName string, row ovsdb.Row, done func(r *interfaceRow) bool) error {
 	return b.conn.do(ctx, what, func(ctx context.Context, retry bool) error {
 		r, err := b.conn.iface(ctx, ifName)
 		if err != nil {
@@ -361,15 +341,10 @@ func (b *OVSBridge) updateInterface(ctx context.Context, what, ifName string, se
 		if r == nil {
 			return fmt.Errorf("%s: interface %s %w", what, ifName, ErrNotFound)
 		}
-		fields := set(r)
-		ops, err := b.conn.ovs.Where(&interfaceRow{UUID: r.UUID}).Update(r, fields...)
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if _, err := b.conn.transact(ctx, what, ops); err != nil {
+		if _, err := b.conn.transact(ctx, what, []ovsdb.Operation{opUpdate(tableInterface, r.UUID, row)}); err != nil {
 			return err
 		}
-		return waitFor(ctx, func() (bool, error) {
+		return b.conn.waitCache(ctx, func() (bool, error) {
 			r, err := b.conn.iface(ctx, ifName)
 			return r != nil && done(r), err
 		})
@@ -379,10 +354,7 @@ func (b *OVSBridge) updateInterface(ctx context.Context, what, ifName string, se
 // SetInterfaceOptions replaces an interface's options.
 func (b *OVSBridge) SetInterfaceOptions(ctx context.Context, ifName string, options map[string]string) error {
 	return b.updateInterface(ctx, "set options of interface "+ifName, ifName,
-		func(r *interfaceRow) []interface{} {
-			r.Options = options
-			return []interface{}{&r.Options}
-		},
+		ovsdb.Row{"options": stringMap(options)},
 		func(r *interfaceRow) bool { return maps.Equal(r.Options, options) })
 }
 
@@ -392,69 +364,38 @@ func (b *OVSBridge) SetInterfaceMTU(ctx context.Context, ifName string, mtu int)
 		return fmt.Errorf("interface %s: bad MTU %d", ifName, mtu)
 	}
 	return b.updateInterface(ctx, "set MTU of interface "+ifName, ifName,
-		func(r *interfaceRow) []interface{} {
-			r.MTURequest = &mtu
-			return []interface{}{&r.MTURequest}
-		},
+		ovsdb.Row{"mtu_request": mtu},
 		func(r *interfaceRow) bool { return r.MTURequest != nil && *r.MTURequest == mtu })
 }
 
 // SetInterfaceMAC sets an interface's mac column.
 func (b *OVSBridge) SetInterfaceMAC(ctx context.Context, ifName string, mac string) error {
 	return b.updateInterface(ctx, "set MAC of interface "+ifName, ifName,
-		func(r *interfaceRow) []interface{} {
-			r.MAC = &mac
-			return []interface{}{&r.MAC}
-		},
+		ovsdb.Row{"mac": mac},
 		func(r *interfaceRow) bool { return r.MAC != nil && *r.MAC == mac })
 }
 
+// The lookups below read the monitored cache; their error result is kept
+// so that callers read alike, but a cache read cannot fail.
+
 // port returns the Port row named name from the cache, or nil.
 func (c *Connection) port(ctx context.Context, name string) (*portRow, error) {
-	var rows []portRow
-	if err := c.ovs.WhereCache(func(r *portRow) bool { return r.Name == name }).List(ctx, &rows); err != nil {
-		return nil, fmt.Errorf("port %s: list: %w", name, err)
-	}
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	return &rows[0], nil
+	return firstRow(c, tablePort, func(r *portRow) bool { return r.Name == name }), nil
 }
 
 // portByUUID returns the Port row with that UUID from the cache, or nil.
 func (c *Connection) portByUUID(ctx context.Context, id string) (*portRow, error) {
-	var rows []portRow
-	if err := c.ovs.WhereCache(func(r *portRow) bool { return r.UUID == id }).List(ctx, &rows); err != nil {
-		return nil, fmt.Errorf("port %s: list: %w", id, err)
-	}
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	return &rows[0], nil
+	return firstRow(c, tablePort, func(r *portRow) bool { return r.UUID == id }), nil
 }
 
 // iface returns the Interface row named name from the cache, or nil.
 func (c *Connection) iface(ctx context.Context, name string) (*interfaceRow, error) {
-	var rows []interfaceRow
-	if err := c.ovs.WhereCache(func(r *interfaceRow) bool { return r.Name == name }).List(ctx, &rows); err != nil {
-		return nil, fmt.Errorf("interface %s: list: %w", name, err)
-	}
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	return &rows[0], nil
+	return firstRow(c, tableInterface, func(r *interfaceRow) bool { return r.Name == name }), nil
 }
 
 // ifaceByUUID returns the Interface row with that UUID from the cache, or nil.
 func (c *Connection) ifaceByUUID(ctx context.Context, id string) (*interfaceRow, error) {
-	var rows []interfaceRow
-	if err := c.ovs.WhereCache(func(r *interfaceRow) bool { return r.UUID == id }).List(ctx, &rows); err != nil {
-		return nil, fmt.Errorf("interface %s: list: %w", id, err)
-	}
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	return &rows[0], nil
+	return firstRow(c, tableInterface, func(r *interfaceRow) bool { return r.UUID == id }), nil
 }
 
 // portData joins a Port row with its first Interface row.
