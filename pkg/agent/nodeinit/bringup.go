@@ -114,6 +114,7 @@ func Bringup(ctx context.Context, cfg Config) (*NodeConfig, error) {
 		PodCIDRs:     cfg.PodCIDRs,
 		TunnelName:   cfg.TunnelName,
 		TunnelType:   cfg.TunnelType,
+		OVSRunDir:    cfg.OVSRunDir,
 	}
 
 	uplinkMTU := defaultMTU

@@ -372,11 +372,11 @@ func TestChangingTheEncapsulationReplacesOnlyTheTunnelPort(t *testing.T) {
 
 func TestPinnedTunnelNeighborIsInOVSTable(t *testing.T) {
 	n := newTestNode(t)
-	n.bringup(t, n.config(""))
+	nc := n.bringup(t, n.config(""))
 	mac, _ := net.ParseMAC("0a:00:00:77:00:02")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := PinTunnelNeighbor(ctx, n.in.Dir(), "", net.ParseIP("192.168.77.2"), mac); err != nil {
+	if err := nc.PinTunnelNeighbor(ctx, net.ParseIP("192.168.77.2"), mac); err != nil {
 		t.Fatal(err)
 	}
 	out, err := n.in.Appctl("tnl/neigh/show")

@@ -12,6 +12,7 @@
 package nodeinit
 
 import (
+	"context"
 	"net"
 
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
@@ -119,4 +120,17 @@ type NodeConfig struct {
 	Uplink UplinkConfig
 	// PodMTU is the MTU of the gateway and of pod interfaces.
 	PodMTU int
+	// OVSRunDir is ovs-vswitchd's run directory (for ovs-appctl).
+	OVSRunDir string
+}
+
+// PinTunnelNeighbor pins a remote node's underlay MAC in ovs-vswitchd's
+// tunnel neighbour table (see the package function of that name). Without
+// an underlay bridge (the kernel datapath) the kernel resolves neighbours
+// and there is nothing to pin.
+func (nc *NodeConfig) PinTunnelNeighbor(ctx context.Context, ip net.IP, mac net.HardwareAddr) error {
+	if nc.Uplink.BridgeName == "" {
+		return nil
+	}
+	return PinTunnelNeighbor(ctx, nc.OVSRunDir, nc.Uplink.BridgeName, ip, mac)
 }
