@@ -22,6 +22,18 @@ const testBridge = "br0"
 // OpenFlow 1.3 and 1.5, and returns the instance and the bridge's socket.
 func startBridge(t *testing.T) (*ovsinstance.Instance, string) {
 	t.Helper()
+	return startBridgeTB(t)
+}
+
+// startBridgeB is startBridge for benchmarks; it returns the bridge's socket.
+func startBridgeB(b *testing.B) string {
+	b.Helper()
+	_, mgmt := startBridgeTB(b)
+	return mgmt
+}
+
+func startBridgeTB(t testing.TB) (*ovsinstance.Instance, string) {
+	t.Helper()
 	in := ovsinstance.StartForTest(t, "ofconn")
 	if _, err := in.Vsctl("add-br", testBridge, "--", "set", "bridge", testBridge,
 		"datapath_type=netdev", "protocols=OpenFlow13,OpenFlow15", "fail_mode=secure"); err != nil {
