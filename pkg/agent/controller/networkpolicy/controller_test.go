@@ -1,0 +1,162 @@
+package networkpolicy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"antrea.io/antrea/pkg/agent/interfacestore"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
+)
+
+// fakeFlows records the rules and isolation the controller asks for.
+type fakeFlows struct {
+	mu       sync.Mutex
+	rules    map[uint32]*agentof.PolicyRule
+	isolated [2][]uint32
+}
+
+func (f *fakeFlows) InstallPolicyRule(_ context.Context, r *agentof.PolicyRule) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cp := *r
+	f.rules[r.ID] = &cp
+	return nil
+}
+
+func (f *fakeFlows) UninstallPolicyRule(_ context.Context, id uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.rules, id)
+	return nil
+}
+
+func (f *fakeFlows) SetIsolatedPorts(_ context.Context, d agentof.Direction, ports []uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.isolated[d] = append([]uint32(nil), ports...)
+	return nil
+}
+
+// summary prints the rules as sorted lines "dir peers -> ports svc".
+func (f *fakeFlows) summary() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var lines []string
+	for _, r := range f.rules {
+		lines = append(lines, fmt.Sprintf("%s %v -> %v %v", r.Direction, r.Peers, r.AppliedTo, r.Services))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n") + fmt.Sprintf("\nisolated in=%v out=%v", f.isolated[0], f.isolated[1])
+}
+
+func pod(ns, name string) *cpv1beta2.PodReference { return &cpv1beta2.PodReference{Namespace: ns, Name: name} }
+
+func member(ns, name, ip string, ports ...cpv1beta2.NamedPort) cpv1beta2.GroupMember {
+	return cpv1beta2.GroupMember{Pod: pod(ns, name), IPs: []cpv1beta2.IPAddress{cpv1beta2.IPAddress(net.ParseIP(ip).To4())}, Ports: ports}
+}
+
+func tcp() *cpv1beta2.Protocol { p := cpv1beta2.ProtocolTCP; return &p }
+
+func eventually(t *testing.T, f *fakeFlows, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := f.summary()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("flows did not converge\ngot:\n%s\nwant:\n%s", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPolicyBecomesRulesForLocalPodsAndFollowsGroupChanges(t *testing.T) {
+	store := interfacestore.NewInterfaceStore()
+	for i, name := range []string{"a", "b"} {
+		iface := interfacestore.NewContainerInterface("veth-"+name, "c-"+name, name, "x", "eth0", nil, nil, 0)
+		iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(10 + i)}
+		store.AddInterface(iface)
+	}
+	named := cpv1beta2.NamedPort{Name: "http", Port: 8080, Protocol: cpv1beta2.ProtocolTCP}
+	atg := &cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg1"},
+		GroupMembers: []cpv1beta2.GroupMember{member("x", "a", "10.10.1.2", named), member("x", "b", "10.10.1.3")}}
+	ag := &cpv1beta2.AddressGroup{ObjectMeta: metav1.ObjectMeta{Name: "ag1"},
+		GroupMembers: []cpv1beta2.GroupMember{member("y", "c", "10.10.2.5")}}
+	port80 := intstr.FromInt32(80)
+	http := intstr.FromString("http")
+	np := &cpv1beta2.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "np1", Generation: 1},
+		AppliedToGroups: []string{"atg1"},
+		Rules: []cpv1beta2.NetworkPolicyRule{
+			{Direction: cpv1beta2.DirectionIn, From: cpv1beta2.NetworkPolicyPeer{AddressGroups: []string{"ag1"}},
+				Services: []cpv1beta2.Service{{Protocol: tcp(), Port: &port80}}},
+			// A named port resolves per pod: only pod a has "http".
+			{Direction: cpv1beta2.DirectionIn, From: cpv1beta2.NetworkPolicyPeer{IPBlocks: []cpv1beta2.IPBlock{{
+				CIDR:   cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.ParseIP("192.168.0.0").To4()), PrefixLength: 24},
+				Except: []cpv1beta2.IPNet{{IP: cpv1beta2.IPAddress(net.ParseIP("192.168.0.0").To4()), PrefixLength: 25}}}}},
+				Services: []cpv1beta2.Service{{Protocol: tcp(), Port: &http}}},
+			// Egress isolation only: an empty peer matches nothing.
+			{Direction: cpv1beta2.DirectionOut},
+		}}
+	client := fake.NewSimpleClientset(atg, ag, np)
+	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
+	c := NewController("n1", client, flows, store)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+
+	eventually(t, flows, strings.Join([]string{
+		"Ingress [10.10.2.5/32] -> [10 11] [{6 80 0}]",
+		"Ingress [192.168.0.128/25] -> [10] [{6 8080 0}]",
+		"isolated in=[10 11] out=[10 11]",
+	}, "\n"))
+
+	// A new peer joins the address group.
+	ag.GroupMembers = append(ag.GroupMembers, member("y", "d", "10.10.2.6"))
+	if _, err := client.ControlplaneV1beta2().AddressGroups().(interface {
+		Update(context.Context, *cpv1beta2.AddressGroup, metav1.UpdateOptions) (*cpv1beta2.AddressGroup, error)
+	}).Update(ctx, ag, metav1.UpdateOptions{}); err != nil {
+		t.Skipf("fake clientset cannot update (verbs list/get/watch only): %v", err)
+	}
+	eventually(t, flows, strings.Join([]string{
+		"Ingress [10.10.2.5/32 10.10.2.6/32] -> [10 11] [{6 80 0}]",
+		"Ingress [192.168.0.128/25] -> [10] [{6 8080 0}]",
+		"isolated in=[10 11] out=[10 11]",
+	}, "\n"))
+}
+
+func TestIPBlockExceptSplitsIntoDisjointPrefixes(t *testing.T) {
+	b := cpv1beta2.IPBlock{
+		CIDR:   cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.ParseIP("10.0.0.0").To4()), PrefixLength: 8},
+		Except: []cpv1beta2.IPNet{{IP: cpv1beta2.IPAddress(net.ParseIP("10.1.0.0").To4()), PrefixLength: 16}, {IP: cpv1beta2.IPAddress(net.ParseIP("10.2.3.4").To4()), PrefixLength: 32}},
+	}
+	got := ipBlockPrefixes(b)
+	// Every address of 10/8 except the excepts is covered exactly once.
+	covered := func(a string) int {
+		n := 0
+		for _, p := range got {
+			if p.Contains(netip.MustParseAddr(a)) {
+				n++
+			}
+		}
+		return n
+	}
+	for a, want := range map[string]int{"10.0.0.1": 1, "10.1.2.3": 0, "10.2.3.4": 0, "10.2.3.5": 1, "10.255.255.255": 1, "11.0.0.0": 0} {
+		if n := covered(a); n != want {
+			t.Errorf("%s is covered %d times by %v, want %d", a, n, got, want)
+		}
+	}
+}

@@ -1,0 +1,256 @@
+package networkpolicy
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+)
+
+// target is one end of a rule that named ports resolve against: a local pod
+// port (ingress) or a peer address (egress), with the member's named ports.
+type target struct {
+	port   uint32       // local OpenFlow port (ingress)
+	prefix netip.Prefix // peer address (egress)
+	ports  []cpv1beta2.NamedPort
+}
+
+// computeRules turns a policy into this node's rules, keyed by a stable rule
+// key, and the local ports it isolates per direction. complete is false while
+// a group the policy references has not arrived yet. c.mu is held.
+func (c *Controller) computeRules(p *cpv1beta2.NetworkPolicy) (map[string]*agentof.PolicyRule, [2]sets.Set[uint32], bool) {
+	out := map[string]*agentof.PolicyRule{}
+	iso := [2]sets.Set[uint32]{sets.New[uint32](), sets.New[uint32]()}
+	complete := true
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		atNames := p.AppliedToGroups
+		if len(r.AppliedToGroups) > 0 {
+			atNames = r.AppliedToGroups
+		}
+		var applied []target
+		for _, g := range atNames {
+			members, ok := c.cache.appliedToGroups[g]
+			if !ok {
+				complete = false
+				continue
+			}
+			for _, m := range members {
+				if m.Pod == nil {
+					continue
+				}
+				for _, iface := range c.ifaces.GetContainerInterfacesByPod(m.Pod.Name, m.Pod.Namespace) {
+					if iface.OVSPortConfig != nil && iface.OFPort > 0 {
+						applied = append(applied, target{port: uint32(iface.OFPort), ports: m.Ports})
+					}
+				}
+			}
+		}
+		dir := agentof.DirectionIngress
+		peer := r.From
+		if r.Direction == cpv1beta2.DirectionOut {
+			dir, peer = agentof.DirectionEgress, r.To
+		}
+		for _, t := range applied {
+			iso[dir].Insert(t.port)
+		}
+		if len(applied) == 0 {
+			continue
+		}
+		var peers []target
+		for _, g := range peer.AddressGroups {
+			members, ok := c.cache.addressGroups[g]
+			if !ok {
+				complete = false
+				continue
+			}
+			for _, m := range members {
+				for _, ip := range m.IPs {
+					a, ok := netip.AddrFromSlice(ip)
+					if !ok {
+						continue
+					}
+					a = a.Unmap()
+					if !a.Is4() {
+						continue // the pipeline is IPv4 only for now
+					}
+					peers = append(peers, target{prefix: netip.PrefixFrom(a, 32), ports: m.Ports})
+				}
+			}
+		}
+		for _, b := range peer.IPBlocks {
+			for _, pfx := range ipBlockPrefixes(b) {
+				peers = append(peers, target{prefix: pfx})
+			}
+		}
+		action := agentof.ActionAllow
+		if r.Action != nil && (*r.Action == cpv1beta2.RuleActionDrop || *r.Action == cpv1beta2.RuleActionReject) {
+			action = agentof.ActionDrop
+		}
+		priority := agentof.PolicyRulePriority
+		// Named ports resolve against the rule's destination: the applied-to
+		// pods for ingress, the peers for egress. Destinations that resolve
+		// to the same services share one rule.
+		resolveOn, other := applied, peers
+		if dir == agentof.DirectionEgress {
+			resolveOn, other = peers, applied
+		}
+		buckets := map[string][]target{}
+		bucketSvcs := map[string][]agentof.Service{}
+		for _, t := range resolveOn {
+			svcs, ok := resolveServices(r.Services, t.ports)
+			if !ok {
+				continue // every service names a port this member lacks
+			}
+			k := servicesKey(svcs)
+			buckets[k] = append(buckets[k], t)
+			bucketSvcs[k] = svcs
+		}
+		for k, ts := range buckets {
+			pr := &agentof.PolicyRule{Direction: dir, Services: bucketSvcs[k], Action: action, Priority: priority}
+			var at, pe []target
+			if dir == agentof.DirectionIngress {
+				at, pe = ts, other
+			} else {
+				at, pe = other, ts
+			}
+			ports := sets.New[uint32]()
+			for _, t := range at {
+				ports.Insert(t.port)
+			}
+			pr.AppliedTo = sets.List(ports)
+			seen := map[netip.Prefix]bool{}
+			for _, t := range pe {
+				if !seen[t.prefix] {
+					seen[t.prefix] = true
+					pr.Peers = append(pr.Peers, t.prefix)
+				}
+			}
+			sort.Slice(pr.Peers, func(i, j int) bool { return pr.Peers[i].String() < pr.Peers[j].String() })
+			if len(pr.Peers) == 0 {
+				continue // no peer: the rule matches nothing (isolation only)
+			}
+			out[fmt.Sprintf("%d/%s", i, k)] = pr
+		}
+	}
+	return out, iso, complete
+}
+
+// resolveServices resolves a rule's services for one destination member:
+// numeric ports stay, named ports become the member's port of that name and
+// protocol. ok is false when the rule has services and none resolves.
+func resolveServices(svcs []cpv1beta2.Service, named []cpv1beta2.NamedPort) ([]agentof.Service, bool) {
+	if len(svcs) == 0 {
+		return nil, true
+	}
+	var out []agentof.Service
+	for _, s := range svcs {
+		proto := cpv1beta2.ProtocolTCP
+		if s.Protocol != nil {
+			proto = *s.Protocol
+		}
+		num, ok := protocolNumber(proto)
+		if !ok {
+			continue
+		}
+		as := agentof.Service{Protocol: num}
+		if s.Port != nil {
+			if s.Port.Type == intstr.String {
+				found := false
+				for _, np := range named {
+					if np.Name == s.Port.StrVal && (np.Protocol == proto || (np.Protocol == "" && proto == cpv1beta2.ProtocolTCP)) {
+						as.Port, found = uint16(np.Port), true
+						break
+					}
+				}
+				if !found {
+					continue
+				}
+			} else {
+				as.Port = uint16(s.Port.IntVal)
+				if s.EndPort != nil && *s.EndPort > s.Port.IntVal {
+					as.EndPort = uint16(*s.EndPort)
+				}
+			}
+		}
+		out = append(out, as)
+	}
+	return out, len(out) > 0
+}
+
+func protocolNumber(p cpv1beta2.Protocol) (uint8, bool) {
+	switch p {
+	case cpv1beta2.ProtocolTCP:
+		return 6, true
+	case cpv1beta2.ProtocolUDP:
+		return 17, true
+	case cpv1beta2.ProtocolSCTP:
+		return 132, true
+	case cpv1beta2.ProtocolICMP:
+		return 1, true
+	}
+	return 0, false
+}
+
+func servicesKey(svcs []agentof.Service) string {
+	parts := make([]string, 0, len(svcs))
+	for _, s := range svcs {
+		parts = append(parts, fmt.Sprintf("%d:%d-%d", s.Protocol, s.Port, s.EndPort))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// ipBlockPrefixes is an ipBlock's CIDR minus its excepts, as a set of
+// disjoint IPv4 prefixes (flows cannot say "except").
+func ipBlockPrefixes(b cpv1beta2.IPBlock) []netip.Prefix {
+	base, ok := toPrefix(b.CIDR)
+	if !ok || !base.Addr().Is4() {
+		return nil
+	}
+	out := []netip.Prefix{base.Masked()}
+	for _, e := range b.Except {
+		ex, ok := toPrefix(e)
+		if !ok || !ex.Addr().Is4() {
+			continue
+		}
+		var next []netip.Prefix
+		for _, p := range out {
+			next = append(next, subtract(p, ex.Masked())...)
+		}
+		out = next
+	}
+	return out
+}
+
+func toPrefix(n cpv1beta2.IPNet) (netip.Prefix, bool) {
+	a, ok := netip.AddrFromSlice(net.IP(n.IP))
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(a.Unmap(), int(n.PrefixLength)), true
+}
+
+// subtract returns p minus ex as disjoint prefixes.
+func subtract(p, ex netip.Prefix) []netip.Prefix {
+	if !p.Overlaps(ex) {
+		return []netip.Prefix{p}
+	}
+	if ex.Bits() <= p.Bits() {
+		return nil // ex covers p
+	}
+	// Split p in halves and keep the half without ex whole.
+	lo := netip.PrefixFrom(p.Addr(), p.Bits()+1)
+	hiAddr := p.Addr().As4()
+	bit := p.Bits()
+	hiAddr[bit/8] |= 0x80 >> (bit % 8)
+	hi := netip.PrefixFrom(netip.AddrFrom4(hiAddr), p.Bits()+1)
+	return append(subtract(lo, ex), subtract(hi, ex)...)
+}
