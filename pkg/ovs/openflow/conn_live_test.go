@@ -39,9 +39,12 @@ func addVethPort(t *testing.T, in *ovsinstance.Instance, name string, ofport int
 }
 
 // udpFrame builds an Ethernet/IPv4/UDP frame from 10.0.0.1 to 10.0.0.2.
-func udpFrame(payload string) []byte {
+func udpFrame(payload string) []byte { return udpFrameFrom(1, payload) }
+
+// udpFrameFrom builds an Ethernet/IPv4/UDP frame from 10.0.1.src to 10.0.0.2.
+func udpFrameFrom(src byte, payload string) []byte {
 	b := []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00}
-	ip := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
+	ip := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 1, src, 10, 0, 0, 2}
 	binary.BigEndian.PutUint16(ip[2:], uint16(20+8+len(payload)))
 	var sum uint32
 	for i := 0; i < 20; i += 2 {
@@ -152,6 +155,47 @@ func TestAPacketOutReachesItsPort(t *testing.T) {
 	if got != n {
 		t.Fatalf("%s received %d packets, want %d", peer, got, n)
 	}
+}
+
+func TestASelectGroupSpreadsTraffic(t *testing.T) {
+	_, mgmt := startBridge(t)
+	c := dialForTest(t, mgmt, Options{})
+	ctx := testCtx(t)
+	const nBuckets, nPackets = 4, 200
+	g := &GroupMod{Command: GroupAdd, Type: GroupSelect, GroupID: 1, SelectionMethod: "hash", Fields: []Field{FieldIPv4Src}}
+	for i := range nBuckets {
+		g.Buckets = append(g.Buckets, Bucket{Weight: 100, Actions: []Action{ResubmitToTable(uint8(10 + i))}})
+	}
+	if err := c.Bundle(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	var outs []Message
+	for i := range nPackets {
+		outs = append(outs, &PacketOut{Actions: []Action{&Group{ID: 1}}, Data: udpFrameFrom(byte(i), "spread")})
+	}
+	if err := c.Apply(ctx, outs...); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := c.GroupStats(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stats) != 1 || len(stats[0].Buckets) != nBuckets {
+		t.Fatalf("want stats of one group with %d buckets, got %+v", nBuckets, stats)
+	}
+	total := uint64(0)
+	for i, bs := range stats[0].Buckets {
+		// 200 distinct sources over 4 equal buckets: an empty bucket has
+		// probability 4*(3/4)^200, i.e. never.
+		if bs.PacketCount == 0 {
+			t.Fatalf("bucket %d got no packets: %+v", i, stats[0].Buckets)
+		}
+		total += bs.PacketCount
+	}
+	if total != nPackets {
+		t.Fatalf("buckets counted %d packets, want %d", total, nPackets)
+	}
+	t.Logf("packets per bucket: %+v", stats[0].Buckets)
 }
 
 func TestDialOverTCP(t *testing.T) {
