@@ -3,7 +3,6 @@ package openflow
 import (
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 )
 
 // U128 is a 128-bit value (IPv6 addresses, ct_label, xxreg). Narrower fields
@@ -60,17 +59,6 @@ func ones(n uint) U128 {
 
 // bitRange returns the mask of bits [start, end] (inclusive).
 func bitRange(start, end uint) U128 { return ones(end - start + 1).shl(start) }
-
-// trailingZeros counts the zero bits below the lowest set bit (128 if zero).
-func (u U128) trailingZeros() uint {
-	if u.Lo != 0 {
-		return uint(bits.TrailingZeros64(u.Lo))
-	}
-	if u.Hi != 0 {
-		return 64 + uint(bits.TrailingZeros64(u.Hi))
-	}
-	return 128
-}
 
 // appendBytes appends the low n bytes of u, big endian.
 func (u U128) appendBytes(b []byte, n int) []byte {
