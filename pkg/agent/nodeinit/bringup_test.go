@@ -435,3 +435,23 @@ func TestStableMACIsLocallyAdministeredUnicastAndDependsOnTheSeed(t *testing.T) 
 		t.Errorf("MAC %s is not locally administered unicast", a)
 	}
 }
+
+func TestTheGatewayTakesTheFirstAddressOfEachPodCIDR(t *testing.T) {
+	for _, tc := range []struct{ cidr, want string }{
+		{"10.10.1.0/24", "10.10.1.1"},
+		{"10.10.1.77/24", "10.10.1.1"}, // a host address in the CIDR still names its network
+		{"10.11.0.0/16", "10.11.0.1"},
+		{"fd00:10:244:1::/64", "fd00:10:244:1::1"},
+	} {
+		t.Run(tc.cidr, func(t *testing.T) {
+			ip, n, err := net.ParseCIDR(tc.cidr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.IP = ip
+			if got := firstIP(n).String(); got != tc.want {
+				t.Errorf("firstIP(%s) = %s, want %s", tc.cidr, got, tc.want)
+			}
+		})
+	}
+}

@@ -61,6 +61,7 @@ func podTraffic(t *testing.T, n *testNode, local, remote *NodeConfig) {
 }
 
 func TestTunnelsCarryTrafficBetweenTwoNetdevNodesThroughTheUnderlayBridge(t *testing.T) {
+	ovsinstance.RequireRoot(t)
 	for _, encap := range []ovsconfig.TunnelType{ovsconfig.GeneveTunnel, ovsconfig.VXLANTunnel} {
 		t.Run(string(encap), func(t *testing.T) {
 			a, b := twoNodes(t)
