@@ -90,7 +90,8 @@ func (a *adder) phase(t *testing.T, pods []*pod, parallel int) latencies {
 }
 
 // TestCNIAddLatencyReport measures CNI ADD latency of antrea (libcni -> the
-// antrea-cni binary -> CNIServer -> veth + OVS port + flows) next to the
+// antrea-cni binary -> CNIServer -> veth + OVS port + the agent pipeline's
+// pod flows) next to the
 // reference bridge + host-local plugins in the same run. It is a measurement,
 // not a test: it asserts nothing about time and only runs when
 // ANTREA_CNI_BENCH=1 (hack/bench/cni.sh).
@@ -104,7 +105,7 @@ func TestCNIAddLatencyReport(t *testing.T) {
 		t.Fatal("CNI_REFERENCE_BIN must name the directory of the reference bridge and host-local plugins")
 	}
 	const sequential, concurrentN, parallel = 100, 20, 20
-	e := newEnv(t, true)
+	e := newEnvWith(t, true, withAgentPipeline)
 
 	// The reference plugins get a node netns of their own for their bridge.
 	refNS := "/var/run/netns/" + ovsinstance.NewNetNS(t, "cnitest")
@@ -115,7 +116,7 @@ func TestCNIAddLatencyReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := &adder{name: "bridge+host-local", cni: libcni.NewCNIConfigWithCacheDir([]string{refBin}, t.TempDir(), nil), list: refList, hostNS: refNS}
-	antrea := &adder{name: "antrea (flows via ovs-ofctl)", cni: e.cni, list: e.list}
+	antrea := &adder{name: "antrea (agent pipeline)", cni: e.cni, list: e.list}
 
 	newPods := func(prefix string, n int) []*pod {
 		out := make([]*pod, n)
@@ -139,8 +140,7 @@ func TestCNIAddLatencyReport(t *testing.T) {
 	measure(ref)
 	measure(antrea)
 	// Same again with flow installation out of the picture, which isolates
-	// the CNI path itself (the ovs-ofctl stand-in forks a process per ADD,
-	// unlike the agent's in-process OpenFlow client).
+	// the CNI path itself.
 	e.stopSrv()
 	e.installer = noFlows{}
 	e.startServer(true)
