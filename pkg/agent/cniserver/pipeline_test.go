@@ -2,8 +2,10 @@ package cniserver
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,6 +85,18 @@ func podFlows(t *testing.T, e *env, ip, mac string, ofPort int32) []string {
 	return found
 }
 
+// bridgeFlows is the bridge's flow table without counters.
+func bridgeFlows(t *testing.T, e *env) string {
+	t.Helper()
+	out, err := e.ovs.Ofctl("dump-flows", testBridge, "--no-names", "--no-stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
 func TestWithTheAgentPipelinePodsTalkAndDelLeavesNoFlowOfThePod(t *testing.T) {
@@ -127,6 +141,24 @@ func TestWithTheAgentPipelinePodsTalkAndDelLeavesNoFlowOfThePod(t *testing.T) {
 				t.Errorf("server side: %v", err)
 			}
 		})
+	}
+
+	// An ADD that fails after its flows went in takes them out again: the
+	// bridge holds the same flows as before it.
+	before := bridgeFlows(t, e)
+	e.srv.inject = func(step string) error {
+		if step == stepFlows {
+			return errors.New("injected failure after the flows")
+		}
+		return nil
+	}
+	doomed := e.newPod("doomed")
+	if _, err := e.cni.AddNetworkList(ctx, e.list, doomed.rt); err == nil {
+		t.Fatal("ADD with an injected failure succeeded")
+	}
+	e.srv.inject = nil
+	if after := bridgeFlows(t, e); after != before {
+		t.Errorf("flows changed by a rolled-back ADD:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 
 	if err := e.cni.DelNetworkList(ctx, e.list, b.rt); err != nil {
