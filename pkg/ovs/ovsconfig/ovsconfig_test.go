@@ -647,3 +647,43 @@ func BenchmarkCreatePortReadOFPortDelete(b *testing.B) {
 		}
 	}
 }
+
+func TestConcurrentPodPortsAreAllCreatedAndDeleted(t *testing.T) {
+	in, conn := startOVS(t)
+	ctx := testCtx(t)
+	br := newBridge(t, conn, "br-int")
+	const n = 16
+	uuids := make([]string, n)
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			var err error
+			// Parallel CNI ADDs each mutate the bridge's ports; none may lose another's insert.
+			uuids[i], err = br.CreateInternalPort(ctx, fmt.Sprintf("par%02d", i), 0, "", map[string]string{"i": strconv.Itoa(i)})
+			if err == nil {
+				_, err = br.GetOFPort(ctx, fmt.Sprintf("par%02d", i))
+			}
+			errs <- err
+		}(i)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ports := strings.Fields(vsctl(t, in, "list-ports", "br-int"))
+	if len(ports) != n {
+		t.Fatalf("br-int has %d ports after %d parallel creates: %v", len(ports), n, ports)
+	}
+	for i := 0; i < n; i++ {
+		go func(i int) { errs <- br.DeletePort(ctx, uuids[i]) }(i)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := vsctl(t, in, "list-ports", "br-int"); out != "" {
+		t.Errorf("ports left after parallel deletes: %q", out)
+	}
+}
