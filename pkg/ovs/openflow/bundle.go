@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Bundle control types (OpenFlow 1.5.1 section 7.3.9, ofp_bundle_ctrl_type).
@@ -172,7 +173,7 @@ func (c *Conn) Bundle(ctx context.Context, msgs ...Message) error {
 	_, openErr := c.wait(ctx, open)
 	_, closeErr := c.wait(ctx, closeCall)
 	if openErr != nil || closeErr != nil {
-		if c.Err() == nil && ctx.Err() == nil {
+		if c.Err() == nil {
 			c.discard(ctx, id, flags)
 		}
 		return &BundleError{ID: id, Messages: n, Failed: c.batchErrors(bt), Err: errors.Join(openErr, closeErr)}
@@ -194,16 +195,34 @@ func (c *Conn) Bundle(ctx context.Context, msgs ...Message) error {
 	}
 	if _, err := c.wait(ctx, commit); err != nil {
 		// On OFPBFC_MSG_FAILED the switch has already sent the error of the
-		// failed message (same connection, so it arrived first).
-		return &BundleError{ID: id, Messages: n, Failed: c.batchErrors(bt), Err: err}
+		// failed message (same connection, so it arrived first); that error
+		// says everything the commit's does not.
+		failed := c.batchErrors(bt)
+		if len(failed) > 0 && isBundleMsgFailed(err) {
+			err = nil
+		}
+		return &BundleError{ID: id, Messages: n, Failed: failed, Err: err}
 	}
 	return nil
 }
 
-// discard drops an open bundle; failures are only logged since the caller
-// is already returning an error and the switch forgets the bundle when the
-// connection ends anyway.
+// isBundleMsgFailed reports whether err is OFPBFC_MSG_FAILED, in its
+// OpenFlow 1.5 or its ONF (1.3) form.
+func isBundleMsgFailed(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	return (e.Type == ErrTypeBundleFailed && e.Code == errCodeBundleMsgFailed) ||
+		(e.Type == errTypeExperimenter && e.Experimenter == ONFExperimenter && e.Code == onfErrBundleMsgFailed)
+}
+
+// discard drops an open bundle. Failures are ignored: the caller is already
+// returning an error and the switch forgets the bundle when the connection
+// ends anyway. It runs even when the caller's context is done, briefly.
 func (c *Conn) discard(ctx context.Context, id uint32, flags uint16) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	m := &bundleControl{id: id, typ: bundleDiscardRequest, flags: flags}
 	cl := newCall(c.allocXids(1), m, m.String())
 	if err := c.register(cl); err != nil {

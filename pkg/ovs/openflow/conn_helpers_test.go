@@ -100,7 +100,6 @@ func oxmField(field uint8, value []byte) []byte {
 
 func oxmInPort(p uint32) []byte         { return oxmField(0, binary.BigEndian.AppendUint32(nil, p)) }
 func oxmEthType(t uint16) []byte        { return oxmField(5, binary.BigEndian.AppendUint16(nil, t)) }
-func oxmIPProto(p uint8) []byte         { return oxmField(10, []byte{p}) }
 func oxmIPv4Src(a, b, c, d byte) []byte { return oxmField(11, []byte{a, b, c, d}) }
 
 // actOutput is OFPAT_OUTPUT.

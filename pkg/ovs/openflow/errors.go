@@ -26,6 +26,8 @@ const (
 // Bundle error codes (OFPET_BUNDLE_FAILED) the bundle code reacts to.
 const (
 	errCodeBundleMsgFailed uint16 = 13
+	// onfErrBundleMsgFailed is the same error in ONF form (OpenFlow 1.3).
+	onfErrBundleMsgFailed uint16 = 2313
 )
 
 // errCodeNames names the codes of each standard error type, indexed by code.
