@@ -28,10 +28,12 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/cniserver"
+	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/route"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
 	"antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
@@ -71,17 +73,10 @@ func (o *Options) validate() error {
 }
 
 func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+	cfg, err := restConfig(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %q: %w", kubeconfig, err)
+		return nil, err
 	}
-	cfg.UserAgent = "antrea-agent"
 	return kubernetes.NewForConfig(cfg)
 }
 
@@ -224,13 +219,20 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
+	cpClient, err := controlplaneClient(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	policies := npcontroller.NewController(o.NodeName, cpClient, flows, store)
+	go policies.Run(ctx)
+
 	cni, err := cniserver.New(cniserver.Config{
 		SocketPath:  o.CNISocket,
 		NodeName:    o.NodeName,
 		PodCIDRs:    podCIDRs,
 		MTU:         nc.PodMTU,
 		IPAMDataDir: o.IPAMDataDir,
-	}, cniserver.Deps{OVS: bridge, Flows: flows, InterfaceStore: store})
+	}, cniserver.Deps{OVS: bridge, Flows: &podFlowsNotifier{Client: flows, ready: policies.PodInterfaceReady}, InterfaceStore: store})
 	if err != nil {
 		return err
 	}
@@ -252,6 +254,44 @@ func Run(ctx context.Context, o Options) error {
 	case err := <-routeErr:
 		return fmt.Errorf("node route controller: %w", err)
 	}
+}
+
+// podFlowsNotifier tells the policy controller when a pod's port and flows
+// exist, so policies that apply to the pod are realized for it.
+type podFlowsNotifier struct {
+	*agentof.Client
+	ready func(ifName string)
+}
+
+func (n *podFlowsNotifier) InstallPodFlows(ifName string, ips []net.IP, mac net.HardwareAddr, ofPort uint32) error {
+	if err := n.Client.InstallPodFlows(ifName, ips, mac, ofPort); err != nil {
+		return err
+	}
+	n.ready(ifName)
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %q: %w", kubeconfig, err)
+	}
+	cfg.UserAgent = "antrea-agent"
+	return cfg, nil
+}
+
+func controlplaneClient(kubeconfig string) (versioned.Interface, error) {
+	cfg, err := restConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return versioned.NewForConfig(cfg)
 }
 
 // waitRoutesInstalled waits (bounded) until every other node known at start

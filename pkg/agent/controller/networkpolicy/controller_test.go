@@ -61,7 +61,9 @@ func (f *fakeFlows) summary() string {
 	return strings.Join(lines, "\n") + fmt.Sprintf("\nisolated in=%v out=%v", f.isolated[0], f.isolated[1])
 }
 
-func pod(ns, name string) *cpv1beta2.PodReference { return &cpv1beta2.PodReference{Namespace: ns, Name: name} }
+func pod(ns, name string) *cpv1beta2.PodReference {
+	return &cpv1beta2.PodReference{Namespace: ns, Name: name}
+}
 
 func member(ns, name, ip string, ports ...cpv1beta2.NamedPort) cpv1beta2.GroupMember {
 	return cpv1beta2.GroupMember{Pod: pod(ns, name), IPs: []cpv1beta2.IPAddress{cpv1beta2.IPAddress(net.ParseIP(ip).To4())}, Ports: ports}
