@@ -63,7 +63,7 @@ func NewAppliedToGroupREST(s storage.Interface) *REST {
 // NewNetworkPolicyREST serves networkpolicies from the NetworkPolicy store;
 // its table shows how many Nodes realized each policy according to status.
 func NewNetworkPolicyREST(s storage.Interface, status *StatusStore) *REST {
-	t := &policyTable{store: s, status: status}
+	t := &policyTable{status: status}
 	return &REST{store: s, resource: controlplane.Resource("networkpolicies"), singular: "networkpolicy",
 		newFunc:      func() runtime.Object { return &controlplane.NetworkPolicy{} },
 		newListFunc:  func() runtime.Object { return &controlplane.NetworkPolicyList{} },

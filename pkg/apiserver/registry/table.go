@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"antrea.io/antrea/pkg/apis/controlplane"
-	"antrea.io/antrea/pkg/apiserver/storage"
 )
 
 // tableRows turns a list or a single object into table rows.
@@ -55,7 +54,6 @@ func groupTable(_ context.Context, obj runtime.Object) (*metav1.Table, error) {
 
 // policyTable renders policies with their source and realization.
 type policyTable struct {
-	store  storage.Interface
 	status *StatusStore
 }
 
