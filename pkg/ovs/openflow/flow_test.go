@@ -106,6 +106,11 @@ func flowCases() []flowCase {
 				m.ICMPv6Type(135).Set(FieldNDTarget, addrU128(ip("fd00::7"))).Set(FieldNDSLL, macU128(mac("aa:00:00:00:00:07")))
 			}, &Output{Port: PortNormal}),
 			"table=6, priority=105,icmp6,icmp_type=135,nd_target=fd00::7,nd_sll=aa:00:00:00:00:07 actions=NORMAL", false},
+		{"IPv6 flow label, ECN and an IPv6 tunnel source",
+			mk(6, 106, 0, func(m *Match) {
+				m.Set(FieldIPv6Label, U64(0x12345)).Set(FieldIPECN, U64(1)).Set(FieldTunIPv6Src, addrU128(ip("fd01::1")))
+			}, &SetField{Field: FieldIPv6Label, Value: U64(0x54321)}),
+			"table=6, priority=106,ipv6,tun_ipv6_src=fd01::1,ipv6_label=0x12345,nw_ecn=1 actions=set_field:0x54321->ipv6_label", false},
 		{"registers match whole, masked and by bit range",
 			mk(7, 100, 0, func(m *Match) {
 				m.Reg(0, 1).RegMasked(5, 0x10, 0xf0).RegRange(Reg(15).Range(16, 31), 5)

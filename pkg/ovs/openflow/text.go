@@ -382,7 +382,7 @@ func appendMatchText(b []byte, m *Match, priority uint16) []byte {
 		ip6("ipv6_src", FieldIPv6Src)
 		ip6("ipv6_dst", FieldIPv6Dst)
 		if v, mask, ok := t.u(FieldIPv6Label); ok {
-			if mask == 0xfffff {
+			if mask == 0xffffffff {
 				b = fmt.Appendf(b, "ipv6_label=0x%05x,", v)
 			} else {
 				b = fmt.Appendf(b, "ipv6_label=0x%05x/0x%05x,", v, mask)
