@@ -51,9 +51,34 @@ type Instance struct {
 	stoppedDB bool
 }
 
-// Start creates the database if needed and starts both daemons. It returns once
-// ovs-vswitchd answers on its control socket.
+// Start creates the database if needed and starts both daemons as children
+// of this process. It returns once ovs-vswitchd answers on its control socket.
 func Start(ctx context.Context, cfg Config) (*Instance, error) {
+	in, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.CreateDB(); err != nil {
+		return nil, err
+	}
+	if err := in.StartDB(ctx); err != nil {
+		return nil, err
+	}
+	if err := in.StartVSwitchd(ctx); err != nil {
+		in.Stop()
+		return nil, err
+	}
+	if err := in.RecordVersion(); err != nil {
+		in.Stop()
+		return nil, err
+	}
+	return in, nil
+}
+
+// New returns an instance bound to cfg without starting anything: for a
+// supervisor that runs the daemons itself (DBServerArgs, VSwitchdArgs, Env)
+// and then uses the instance to run OVS commands against them.
+func New(cfg Config) (*Instance, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("ovsinstance: Config.Dir is required")
 	}
@@ -65,20 +90,76 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	in := &Instance{cfg: cfg}
+	return &Instance{cfg: cfg}, nil
+}
+
+// CreateDB creates the database file unless it exists.
+func (in *Instance) CreateDB() error {
 	if _, err := os.Stat(in.DBPath()); errors.Is(err, os.ErrNotExist) {
 		if out, err := in.command("ovsdb-tool", "create", in.DBPath(), SchemaPath).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("ovsdb-tool create %s: %w: %s", in.DBPath(), err, out)
+			return fmt.Errorf("ovsdb-tool create %s: %w: %s", in.DBPath(), err, out)
 		}
 	}
-	if err := in.StartDB(ctx); err != nil {
-		return nil, err
+	return nil
+}
+
+// DBServerArgs are ovsdb-server's arguments for this instance.
+func (in *Instance) DBServerArgs() []string {
+	return []string{in.DBPath(),
+		"--remote=punix:" + in.DBSocket(),
+		"--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
+		"--pidfile=" + filepath.Join(in.cfg.Dir, "ovsdb-server.pid"),
+		"--unixctl=" + filepath.Join(in.cfg.Dir, "ovsdb-server.ctl"),
+		"--log-file=" + filepath.Join(in.cfg.Dir, "ovsdb-server.vlog")}
+}
+
+// VSwitchdArgs are ovs-vswitchd's arguments for this instance.
+func (in *Instance) VSwitchdArgs() []string {
+	return []string{in.DBEndpoint(),
+		"--pidfile=" + filepath.Join(in.cfg.Dir, "ovs-vswitchd.pid"),
+		"--unixctl=" + filepath.Join(in.cfg.Dir, "ovs-vswitchd.ctl"),
+		"--log-file=" + filepath.Join(in.cfg.Dir, "ovs-vswitchd.vlog")}
+}
+
+// EnvVars are the OVS_* variables that bind OVS programs to this instance.
+func (in *Instance) EnvVars() []string {
+	return []string{
+		"OVS_RUNDIR=" + in.cfg.Dir,
+		"OVS_DBDIR=" + in.cfg.Dir,
+		"OVS_LOGDIR=" + in.cfg.Dir,
+		"OVS_SYSCONFDIR=" + in.cfg.Dir,
 	}
-	if err := in.StartVSwitchd(ctx); err != nil {
-		in.Stop()
-		return nil, err
+}
+
+// RecordVersion writes ovs-vswitchd's version into the Open_vSwitch table, as
+// ovs-ctl does on real nodes (the agent reads it from there).
+func (in *Instance) RecordVersion() error {
+	out, err := in.Run("ovs-vswitchd", "--version")
+	if err != nil {
+		return err
 	}
-	return in, nil
+	first := strings.SplitN(out, "\n", 2)[0]
+	f := strings.Fields(first)
+	if len(f) == 0 {
+		return fmt.Errorf("ovs-vswitchd --version printed nothing")
+	}
+	_, err = in.Vsctl("set", "Open_vSwitch", ".", "ovs_version="+f[len(f)-1])
+	return err
+}
+
+// WaitReady waits until ovs-vswitchd (and so ovsdb-server) of this instance
+// answers, or ctx ends.
+func (in *Instance) WaitReady(ctx context.Context) error {
+	for {
+		if _, err := in.Appctl("version"); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("OVS in %s is not ready: %w", in.cfg.Dir, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Dir is the instance's directory.
@@ -103,12 +184,7 @@ func (in *Instance) BridgeMgmt(bridge string) string {
 
 // Env is the environment that points OVS commands at this instance.
 func (in *Instance) Env() []string {
-	return append(os.Environ(),
-		"OVS_RUNDIR="+in.cfg.Dir,
-		"OVS_DBDIR="+in.cfg.Dir,
-		"OVS_LOGDIR="+in.cfg.Dir,
-		"OVS_SYSCONFDIR="+in.cfg.Dir,
-	)
+	return append(os.Environ(), in.EnvVars()...)
 }
 
 // command builds a command bound to this instance, run inside its netns.
@@ -180,12 +256,7 @@ func (in *Instance) StartDB(ctx context.Context) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	_ = os.Remove(in.DBSocket())
-	cmd, done, err := in.startDaemon(ctx, "ovsdb-server", in.DBPath(),
-		"--remote=punix:"+in.DBSocket(),
-		"--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
-		"--pidfile="+filepath.Join(in.cfg.Dir, "ovsdb-server.pid"),
-		"--unixctl="+filepath.Join(in.cfg.Dir, "ovsdb-server.ctl"),
-		"--log-file="+filepath.Join(in.cfg.Dir, "ovsdb-server.vlog"))
+	cmd, done, err := in.startDaemon(ctx, "ovsdb-server", in.DBServerArgs()...)
 	if err != nil {
 		return err
 	}
@@ -203,10 +274,7 @@ func (in *Instance) StartDB(ctx context.Context) error {
 func (in *Instance) StartVSwitchd(ctx context.Context) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	cmd, done, err := in.startDaemon(ctx, "ovs-vswitchd", in.DBEndpoint(),
-		"--pidfile="+filepath.Join(in.cfg.Dir, "ovs-vswitchd.pid"),
-		"--unixctl="+filepath.Join(in.cfg.Dir, "ovs-vswitchd.ctl"),
-		"--log-file="+filepath.Join(in.cfg.Dir, "ovs-vswitchd.vlog"))
+	cmd, done, err := in.startDaemon(ctx, "ovs-vswitchd", in.VSwitchdArgs()...)
 	if err != nil {
 		return err
 	}
