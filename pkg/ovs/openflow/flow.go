@@ -87,6 +87,14 @@ func (f *Flow) AppendText(b []byte) []byte {
 	return appendActionsText(b, f.Actions)
 }
 
+// MatchKey identifies the flow within its switch as a strict modify or
+// delete selects it: table, priority and match ("table=0,priority=100,ip,...").
+// Callers use it to key caches of installed flows.
+func (f *Flow) MatchKey() string {
+	b := fmt.Appendf(make([]byte, 0, 64), "table=%d,priority=%d,", f.Table, f.Priority)
+	return string(appendMatchText(b, &f.Match, defaultPriority))
+}
+
 func appendFlowFlags(b []byte, fl FlowFlags) []byte {
 	names := [...]string{"send_flow_rem ", "check_overlap ", "reset_counts ", "no_packet_counts ", "no_byte_counts "}
 	for i, n := range names {

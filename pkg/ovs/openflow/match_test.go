@@ -92,3 +92,15 @@ func TestEncodingRejectsWhatOvsWouldReject(t *testing.T) {
 		t.Errorf("a meter in OpenFlow 1.3 should become an instruction, got %v", err)
 	}
 }
+
+func TestMatchKeyIgnoresActionsAndCookie(t *testing.T) {
+	a := mk(3, 100, 1, func(m *Match) { m.TCPDst(80) }, &Output{Port: 1})
+	b := mk(3, 100, 2, func(m *Match) { m.IPProto(6).TCPDst(80) }, &Output{Port: 2})
+	c := mk(3, 101, 1, func(m *Match) { m.TCPDst(80) }, &Output{Port: 1})
+	if a.MatchKey() != b.MatchKey() {
+		t.Errorf("same table, priority and match give keys %q and %q", a.MatchKey(), b.MatchKey())
+	}
+	if a.MatchKey() == c.MatchKey() || a.MatchKey() != "table=3,priority=100,tcp,tp_dst=80" {
+		t.Errorf("keys %q and %q", a.MatchKey(), c.MatchKey())
+	}
+}

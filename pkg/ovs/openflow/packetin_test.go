@@ -85,8 +85,8 @@ func TestEncodedPacketInsDecodeInOvsAndRoundTrip(t *testing.T) {
 }
 
 // TestControllerActionYieldsAPacketInWithItsUserdata sends a packet through a
-// live bridge whose flow has controller(userdata=...,pause) and decodes the
-// NXT_PACKET_IN2 the switch sends.
+// live bridge whose flows have controller(userdata=...[,pause]), decodes the
+// NXT_PACKET_IN2s the switch sends and resumes the paused one.
 func TestControllerActionYieldsAPacketInWithItsUserdata(t *testing.T) {
 	in, br := encBridge(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -100,7 +100,7 @@ func TestControllerActionYieldsAPacketInWithItsUserdata(t *testing.T) {
 	f := &Flow{Table: 3, Priority: 10, Cookie: 0x77,
 		Actions: []Action{Load(Reg(2).All(), 0x1234), SendToController([]byte{0xab, 0xcd}, false), ResubmitToTable(4)}}
 	f.Match.EthType(EthTypeARP)
-	paused := &Flow{Table: 4, Priority: 10, Actions: []Action{SendToController([]byte{0xef}, true)}}
+	paused := &Flow{Table: 4, Priority: 10, Actions: []Action{SendToController([]byte{0xef}, true), SendToController([]byte{0x01}, false)}}
 	for _, fl := range []*Flow{f, paused} {
 		if _, err := in.Ofctl("add-flow", br, fl.String()); err != nil {
 			t.Fatal(err)
@@ -142,6 +142,13 @@ func TestControllerActionYieldsAPacketInWithItsUserdata(t *testing.T) {
 	}
 	p = next()
 	if !bytes.Equal(p.UserData, []byte{0xef}) || len(p.Continuation) == 0 {
-		t.Errorf("paused packet-in has userdata %x and a continuation of %d bytes, want ef and some", p.UserData, len(p.Continuation))
+		t.Fatalf("paused packet-in has userdata %x and a continuation of %d bytes, want ef and some", p.UserData, len(p.Continuation))
+	}
+	// Resuming runs the rest of the paused flow's actions: the second controller action.
+	if err := c.Send(ctx, p.Resume()); err != nil {
+		t.Fatal(err)
+	}
+	if p = next(); !bytes.Equal(p.UserData, []byte{0x01}) {
+		t.Errorf("after resume got packet-in with userdata %x, want 01", p.UserData)
 	}
 }
