@@ -147,11 +147,19 @@ func (in *Instance) RecordVersion() error {
 	return err
 }
 
+// syncConfig returns once ovs-vswitchd has applied the database (its bridges
+// and their management sockets exist): ovs-vsctl without --no-wait bumps
+// next_cfg and waits for ovs-vswitchd to report it in cur_cfg.
+func (in *Instance) syncConfig() error {
+	_, err := in.Run("ovs-vsctl", "--db="+in.DBEndpoint(), "--timeout=5", "set", "Open_vSwitch", ".", "external_ids:ovsinstance-sync=true")
+	return err
+}
+
 // WaitReady waits until ovs-vswitchd (and so ovsdb-server) of this instance
-// answers, or ctx ends.
+// answers and has applied its configuration, or ctx ends.
 func (in *Instance) WaitReady(ctx context.Context) error {
 	for {
-		if _, err := in.Appctl("version"); err == nil {
+		if _, err := in.Appctl("version"); err == nil && in.syncConfig() == nil {
 			return nil
 		}
 		select {
@@ -281,7 +289,7 @@ func (in *Instance) StartVSwitchd(ctx context.Context) error {
 	in.vsCmd, in.vsDone = cmd, done
 	if err := waitFor(ctx, done, func() bool {
 		_, err := in.Appctl("version")
-		return err == nil
+		return err == nil && in.syncConfig() == nil
 	}); err != nil {
 		return fmt.Errorf("ovs-vswitchd in %s: %w (see %s)", in.cfg.Dir, err, filepath.Join(in.cfg.Dir, "ovs-vswitchd.log"))
 	}
