@@ -115,7 +115,7 @@ func TestCNIAddLatencyReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := &adder{name: "bridge+host-local", cni: libcni.NewCNIConfigWithCacheDir([]string{refBin}, t.TempDir(), nil), list: refList, hostNS: refNS}
+	ref := &adder{name: "bridge+host-local", cni: newCNIConfig(refBin, t.TempDir()), list: refList, hostNS: refNS}
 	antrea := &adder{name: "antrea (agent pipeline)", cni: e.cni, list: e.list}
 
 	newPods := func(prefix string, n int) []*pod {

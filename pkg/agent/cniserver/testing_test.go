@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/version"
 
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
@@ -115,6 +117,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// newCNIConfig is libcni with an explicit exec: libcni sets a default one
+// lazily, which races when goroutines share the config (as containerd's do).
+func newCNIConfig(binDir, cacheDir string) *libcni.CNIConfig {
+	return libcni.NewCNIConfigWithCacheDir([]string{binDir}, cacheDir, &invoke.DefaultExec{
+		RawExec:       &invoke.RawExec{Stderr: os.Stderr},
+		PluginDecoder: version.PluginDecoder{},
+	})
+}
+
 // env is one node: a real OVS instance in its own netns with br-int, a
 // CNIServer serving on a unix socket, and libcni set up to call the real
 // antrea-cni binary.
@@ -198,7 +209,7 @@ func newEnvWith(t *testing.T, ready bool, setup func(e *env) PodFlowInstaller) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.cni = libcni.NewCNIConfigWithCacheDir([]string{shimDir(t)}, t.TempDir(), nil)
+	e.cni = newCNIConfig(shimDir(t), t.TempDir())
 	return e
 }
 
