@@ -256,11 +256,13 @@ func (s *Server) CmdCheck(ctx context.Context, req *cnipb.CniCmdRequest) (*cnipb
 
 // CmdStatus implements the CNI 1.1 STATUS verb: ready or PLUGIN_NOT_AVAILABLE.
 func (s *Server) CmdStatus(_ context.Context, req *cnipb.CniCmdRequest) (*cnipb.CniCmdResponse, error) {
-	var err error
 	if !s.Ready() {
-		err = newError(cnipb.ErrorCode_PLUGIN_NOT_AVAILABLE, nil, "antrea-agent on node %s is not ready for pod networking", s.cfg.NodeName)
+		// Runtimes poll STATUS: "not yet" is an answer, not an error to log.
+		klog.V(2).InfoS("CNI STATUS: not ready", "node", s.cfg.NodeName)
+		return &cnipb.CniCmdResponse{Error: toProto(newError(cnipb.ErrorCode_PLUGIN_NOT_AVAILABLE, nil,
+			"antrea-agent on node %s is not ready for pod networking", s.cfg.NodeName))}, nil
 	}
-	return s.respond("STATUS", req, nil, err), nil
+	return s.respond("STATUS", req, nil, nil), nil
 }
 
 // CmdGC implements the CNI 1.1 GC verb.
