@@ -52,7 +52,7 @@ func hostInterfaceName(podNamespace, podName, containerID string) string {
 	return prefix + "-" + hex.EncodeToString(sum[:])[:hostIfHashLen]
 }
 
-// podInterface is what setupPodInterface made.
+// podInterface is what createVeth made.
 type podInterface struct {
 	hostName string
 	hostMAC  net.HardwareAddr
