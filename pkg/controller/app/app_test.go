@@ -1,0 +1,156 @@
+package app_test
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"antrea.io/antrea/pkg/apiserver/apiservertest"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
+	"antrea.io/antrea/pkg/controller/app"
+)
+
+func createPod(t *testing.T, ctx context.Context, c kubernetes.Interface, name, node, ip string, labels map[string]string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "none",
+			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 80, Protocol: corev1.ProtocolTCP}}}}},
+	}
+	created, err := c.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating pod %s: %v", name, err)
+	}
+	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}}
+	if _, err := c.CoreV1().Pods("ns").UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("setting the IP of pod %s: %v", name, err)
+	}
+}
+
+// TestRunServesComputedPoliciesPerNode runs the whole antrea-controller
+// (informers, computation, API server, CA sync) against a real kube-apiserver
+// and reads the result through the aggregated API, as an agent would.
+func TestRunServesComputedPoliciesPerNode(t *testing.T) {
+	cp := apiservertest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cp.ApplyManifests(t, ctx, "antrea-controller-rbac.yaml", "antrea-agent-rbac.yaml", "antrea-apiservice.yaml")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	opts := app.NewOptions()
+	opts.Kubeconfig = cp.Kubeconfig
+	opts.Workers = 2
+	opts.APIServer.SecureServing.Listener = ln
+	opts.APIServer.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
+	opts.APIServer.SecureServing.BindPort = port
+	opts.APIServer.SecureServing.ServerCert.CertDirectory = filepath.Join(cp.Dir, "serving")
+	if err := opts.Validate(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	// No CA here: antrea-controller writes it into the APIService itself.
+	cp.PointAPIServiceAt(t, ctx, port, nil)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("app.Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("antrea-controller did not stop")
+		}
+	})
+	cp.WaitAPIServiceAvailable(t, ctx)
+
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPod(t, ctx, kube, "web", "n1", "10.10.1.2", map[string]string{"app": "web"})
+	createPod(t, ctx, kube, "db", "n2", "10.10.2.2", map[string]string{"app": "db"})
+	port80 := intstr.FromInt32(80)
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-from-db"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: &port80}},
+			}},
+		},
+	}
+	if _, err := kube.NetworkingV1().NetworkPolicies("ns").Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	cpClient := versioned.NewForConfigOrDie(cp.Config).ControlplaneV1beta2()
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := cpClient.NetworkPolicies().List(ctx, metav1.ListOptions{FieldSelector: "nodeName=n1"})
+		if err != nil {
+			return false, err
+		}
+		return len(l.Items) == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("the policy never reached n1's slice: %v", err)
+	}
+
+	tests := []struct {
+		name     string
+		list     func() (int, error)
+		wantSize int
+	}{
+		{"n1, which runs the selected pod, gets the policy", func() (int, error) {
+			l, err := cpClient.NetworkPolicies().List(ctx, metav1.ListOptions{FieldSelector: "nodeName=n1"})
+			if err == nil && (l.Items[0].SourceRef == nil || l.Items[0].SourceRef.Name != "web-from-db") {
+				t.Errorf("policy source = %+v, want ns/web-from-db", l.Items[0].SourceRef)
+			}
+			return len(l.Items), err
+		}, 1},
+		{"n2, which runs only the peer, gets no policy", func() (int, error) {
+			l, err := cpClient.NetworkPolicies().List(ctx, metav1.ListOptions{FieldSelector: "nodeName=n2"})
+			return len(l.Items), err
+		}, 0},
+		{"n1's applied-to group holds the web pod", func() (int, error) {
+			l, err := cpClient.AppliedToGroups().List(ctx, metav1.ListOptions{FieldSelector: "nodeName=n1"})
+			if err == nil && len(l.Items) == 1 && (len(l.Items[0].GroupMembers) != 1 || l.Items[0].GroupMembers[0].Pod.Name != "web") {
+				t.Errorf("applied-to members = %+v, want web", l.Items[0].GroupMembers)
+			}
+			return len(l.Items), err
+		}, 1},
+		{"n1's address group holds the db pod from n2", func() (int, error) {
+			l, err := cpClient.AddressGroups().List(ctx, metav1.ListOptions{FieldSelector: "nodeName=n1"})
+			if err == nil && len(l.Items) == 1 && (len(l.Items[0].GroupMembers) != 1 || l.Items[0].GroupMembers[0].Pod.Name != "db") {
+				t.Errorf("address group members = %+v, want db", l.Items[0].GroupMembers)
+			}
+			return len(l.Items), err
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, err := tt.list()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != tt.wantSize {
+				t.Fatalf("listed %d, want %d", n, tt.wantSize)
+			}
+		})
+	}
+}
