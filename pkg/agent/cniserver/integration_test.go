@@ -302,33 +302,44 @@ func TestDelSucceedsForAPodNeverAddedTwiceAndAfterItsNetnsIsGone(t *testing.T) {
 
 func TestARestartedServerRecoversItsPodsFromOVSAndItsAddressesFromDisk(t *testing.T) {
 	ovsinstance.RequireRoot(t)
-	e := newEnv(t, true)
-	p := e.newPod("survivor")
-	if _, err := e.cni.AddNetworkList(ctxT(t), e.list, p.rt); err != nil {
-		t.Fatal(err)
-	}
-	e.stopSrv()
-	e.startServer(true)
-	if err := e.cni.CheckNetworkList(ctxT(t), e.list, p.rt); err != nil {
-		t.Errorf("CHECK after a restart: %v", err)
-	}
-	// The address is still taken: a new pod gets the next one.
-	q := e.newPod("newcomer")
-	r, err := e.cni.AddNetworkList(ctxT(t), e.list, q.rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, _ := current.NewResultFromResult(r)
-	if got := res.IPs[0].Address.IP.String(); got != "10.123.1.3" {
-		t.Errorf("new pod after restart got %s, want 10.123.1.3", got)
-	}
-	for _, pp := range []*pod{p, q} {
-		if err := e.cni.DelNetworkList(ctxT(t), e.list, pp.rt); err != nil {
-			t.Errorf("DEL %s: %v", pp.name, err)
-		}
-	}
-	if left := e.leftovers(t); len(left) > 0 {
-		t.Errorf("after DEL: %v", left)
+	for _, tc := range []struct {
+		name       string
+		agentStore bool
+	}{
+		{"with its own interface store", false},
+		{"with the agent's interface store", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, true)
+			p := e.newPod("survivor")
+			if _, err := e.cni.AddNetworkList(ctxT(t), e.list, p.rt); err != nil {
+				t.Fatal(err)
+			}
+			e.stopSrv()
+			e.agentStore = tc.agentStore
+			e.startServer(true)
+			if err := e.cni.CheckNetworkList(ctxT(t), e.list, p.rt); err != nil {
+				t.Errorf("CHECK after a restart: %v", err)
+			}
+			// The address is still taken: a new pod gets the next one.
+			q := e.newPod("newcomer")
+			r, err := e.cni.AddNetworkList(ctxT(t), e.list, q.rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, _ := current.NewResultFromResult(r)
+			if got := res.IPs[0].Address.IP.String(); got != "10.123.1.3" {
+				t.Errorf("new pod after restart got %s, want 10.123.1.3", got)
+			}
+			for _, pp := range []*pod{p, q} {
+				if err := e.cni.DelNetworkList(ctxT(t), e.list, pp.rt); err != nil {
+					t.Errorf("DEL %s: %v", pp.name, err)
+				}
+			}
+			if left := e.leftovers(t); len(left) > 0 {
+				t.Errorf("after DEL: %v", left)
+			}
+		})
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
@@ -136,11 +137,14 @@ type env struct {
 	flows *ofctlFlows
 	// installer is what startServer gives the server (flows by default).
 	installer PodFlowInstaller
-	srv       *Server
-	cfg       Config
-	cni       *libcni.CNIConfig
-	list      *libcni.NetworkConfigList
-	stopSrv   func()
+	// agentStore: startServer hands the server an interface store built
+	// from OVSDB, as the agent does, instead of letting it keep its own.
+	agentStore bool
+	srv        *Server
+	cfg        Config
+	cni        *libcni.CNIConfig
+	list       *libcni.NetworkConfigList
+	stopSrv    func()
 }
 
 const testBridge = "br-int"
@@ -216,7 +220,18 @@ func newEnvWith(t *testing.T, ready bool, setup func(e *env) PodFlowInstaller) *
 // startServer starts a CNIServer (again, after stopServer: an agent restart).
 func (e *env) startServer(ready bool) {
 	t := e.t
-	srv, err := New(e.cfg, Deps{OVS: e.ports, Flows: e.installer})
+	deps := Deps{OVS: e.ports, Flows: e.installer}
+	if e.agentStore {
+		// As antrea-agent does: the store is rebuilt from OVSDB at start and
+		// handed to the server.
+		ports, err := e.ports.GetPortList(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deps.InterfaceStore = interfacestore.NewInterfaceStore()
+		deps.InterfaceStore.Initialize(interfacestore.InterfaceConfigsFromOVSPorts(ports))
+	}
+	srv, err := New(e.cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
