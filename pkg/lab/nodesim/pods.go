@@ -55,6 +55,9 @@ func (sim *simulator) sync(ctx context.Context, key string) error {
 		st = nil
 	}
 	if pod.DeletionTimestamp != nil {
+		if st != nil {
+			sim.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Stopping the pod's processes and tearing down its sandbox")
+		}
 		return sim.finishDeletion(ctx, pod, st)
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
@@ -414,6 +417,7 @@ func (sim *simulator) startContainer(ctx context.Context, pod *corev1.Pod, st *p
 		return err
 	}
 	klog.InfoS("Started container process", "pod", key, "container", c.Name, "pid", pid, "command", append([]string{spec.Path}, spec.Args...), "log", spec.LogPath)
+	sim.recorder.Eventf(pod, corev1.EventTypeNormal, "Started", "Started container %s: %s (pid %d)", c.Name, strings.Join(append([]string{spec.Path}, spec.Args...), " "), pid)
 	// Ready once it answers on every port, so a test that waits for Ready
 	// does not race the server's bind.
 	cs.Ready = waitServing(ctx, st.netnsPath(), probes, 5*time.Second)

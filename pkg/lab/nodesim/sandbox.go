@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -97,24 +98,40 @@ func loadCNIConfList(dir string) (*libcni.NetworkConfigList, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CNI config dir %s: %w", dir, err)
 	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no CNI configuration in %s", dir)
+	}
 	sort.Strings(files)
-	for _, f := range files {
-		var list *libcni.NetworkConfigList
-		if strings.HasSuffix(f, ".conflist") {
-			list, err = libcni.ConfListFromFile(f)
-		} else {
-			var conf *libcni.PluginConfig
-			conf, err = libcni.ConfFromFile(f)
-			if err == nil {
-				list, err = libcni.ConfListFromConf(conf)
-			}
-		}
+	f := files[0]
+	if strings.HasSuffix(f, ".conflist") {
+		list, err := libcni.ConfListFromFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("CNI config %s: %w", f, err)
 		}
 		return list, nil
 	}
-	return nil, fmt.Errorf("no CNI configuration in %s", dir)
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("CNI config %s: %w", f, err)
+	}
+	var single struct {
+		CNIVersion string `json:"cniVersion"`
+		Name       string `json:"name"`
+	}
+	if err := json.Unmarshal(b, &single); err != nil {
+		return nil, fmt.Errorf("CNI config %s: %w", f, err)
+	}
+	wrapped, err := json.Marshal(map[string]any{
+		"cniVersion": single.CNIVersion, "name": single.Name, "plugins": []json.RawMessage{b},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("CNI config %s: %w", f, err)
+	}
+	list, err := libcni.ConfListFromBytes(wrapped)
+	if err != nil {
+		return nil, fmt.Errorf("CNI config %s: %w", f, err)
+	}
+	return list, nil
 }
 
 // runtimeConf is what containerd passes to libcni for a pod sandbox.

@@ -127,9 +127,17 @@ func TestTheFirstCNIConfigInLexicalOrderIsUsed(t *testing.T) {
 	if err != nil || list.Name != "antrea" {
 		t.Fatalf("first conflist: %+v %v", list, err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "01-single.conf"),
+		[]byte(`{"cniVersion":"0.4.0","name":"single","type":"bridge"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list, err = loadCNIConfList(dir)
+	if err != nil || list.Name != "single" || len(list.Plugins) != 1 || list.Plugins[0].Network.Type != "bridge" {
+		t.Fatalf("a single-plugin .conf first in order: %+v %v", list, err)
+	}
 	// DEL must be able to rebuild the list from the recorded bytes.
 	again, err := libcni.ConfListFromBytes(list.Bytes)
-	if err != nil || again.Name != "antrea" {
+	if err != nil || again.Name != "single" {
 		t.Fatalf("recorded conflist: %+v %v", again, err)
 	}
 }
