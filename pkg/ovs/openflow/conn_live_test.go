@@ -366,3 +366,41 @@ func TestAVSwitchdRestartIsNoticedAndTheReplayRestoresEveryFlow(t *testing.T) {
 		}
 	})
 }
+
+func TestPortStatusAndFlowRemovedArriveOnTheirChannels(t *testing.T) {
+	in, mgmt := startBridge(t)
+	c := dialForTest(t, mgmt, Options{AsyncMessages: true})
+	ctx := testCtx(t)
+
+	addVethPort(t, in, "ofc-ps", 7)
+	select {
+	case f := <-c.PortStatus():
+		if f.Header.Type != TypePortStatus {
+			t.Fatalf("got message type %d on the port status channel", f.Header.Type)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no port status after adding a port")
+	}
+
+	f := ipFlow(0, 0x99, 9, 9, 7)
+	f.Flags = FlowSendFlowRem
+	if err := c.Bundle(ctx, AddFlow(f)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Bundle(ctx, DeleteFlows(TableAll, 0x99, ^uint64(0))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case fr := <-c.FlowRemoved():
+		if fr.Header.Type != TypeFlowRemoved {
+			t.Fatalf("got message type %d on the flow removed channel", fr.Header.Type)
+		}
+		// ofp15_flow_removed: table_id, reason, priority, idle and hard
+		// timeouts, then the cookie (OpenFlow 1.3 puts the cookie first).
+		if ck := binary.BigEndian.Uint64(fr.Body[8:16]); ck != 0x99 || fr.Body[1] != 2 {
+			t.Fatalf("flow removed for cookie %#x reason %d, want cookie 0x99 reason 2 (OFPRR_DELETE)", ck, fr.Body[1])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no flow removed after deleting a send_flow_rem flow")
+	}
+}
