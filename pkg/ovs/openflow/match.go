@@ -122,6 +122,10 @@ func (m *Match) SetMasked(f Field, value, mask U128) *Match {
 		m.fields[i] = mf
 		return m
 	}
+	if m.fields == nil {
+		// Most flows match on a handful of fields: one allocation for them.
+		m.fields = make([]MatchField, 0, 4)
+	}
 	m.fields = append(m.fields, MatchField{})
 	copy(m.fields[i+1:], m.fields[i:])
 	m.fields[i] = mf
@@ -629,6 +633,9 @@ func decodeOXM(b []byte) (Field, U128, U128, int, error) {
 			return 0, U128{}, U128{}, 0, fmt.Errorf("openflow: masked OXM %s has odd length %d", f, n)
 		}
 		n /= 2
+	}
+	if hasMask && !fieldInfos[f].maskable {
+		return 0, U128{}, U128{}, 0, fmt.Errorf("openflow: OXM %s cannot be masked", f)
 	}
 	if n == 0 || n > 16 {
 		return 0, U128{}, U128{}, 0, fmt.Errorf("openflow: OXM %s has bad length %d", f, len(payload))

@@ -72,10 +72,13 @@ func (p *PacketIn) appendProps(b []byte, resume bool) []byte {
 // Resume returns the NXT_RESUME message that continues a paused packet.
 func (p *PacketIn) Resume() Message { return &resume{p} }
 
+// resume is the NXT_RESUME message of a paused packet-in.
 type resume struct{ p *PacketIn }
 
+// MsgType implements Message.
 func (r *resume) MsgType() uint8 { return TypeExperimenter }
 
+// AppendBody implements Message.
 func (r *resume) AppendBody(b []byte, _ uint8) ([]byte, error) {
 	if len(r.p.Continuation) == 0 {
 		return b, fmt.Errorf("openflow: resume: packet-in has no continuation")
