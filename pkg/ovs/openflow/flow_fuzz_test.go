@@ -155,7 +155,8 @@ func mustFlowStats(f *Flow, version uint8) []byte {
 }
 
 // FuzzParseFlow feeds arbitrary text to the parser: it may reject it but
-// not panic, and what it accepts must print and encode.
+// not panic, and what it accepts and can encode must print as text that
+// parses back to itself.
 func FuzzParseFlow(f *testing.F) {
 	for _, tc := range flowCases() {
 		f.Add(tc.want)
@@ -165,7 +166,16 @@ func FuzzParseFlow(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_ = fl.String()
-		_, _ = Marshal(AddFlow(fl), Version15, 1)
+		if _, err := Marshal(AddFlow(fl), Version15, 1); err != nil {
+			return
+		}
+		// What prints must parse back to the same text.
+		again, err := ParseFlow(fl.String())
+		if err != nil {
+			t.Fatalf("ParseFlow(%q) printed %q, which does not parse: %v", s, fl.String(), err)
+		}
+		if again.String() != fl.String() {
+			t.Fatalf("ParseFlow(%q) printed %q, which parses to %q", s, fl.String(), again.String())
+		}
 	})
 }
