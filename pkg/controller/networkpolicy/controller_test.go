@@ -284,6 +284,27 @@ func TestPoliciesWithTheSameSelectorsShareGroupsAndAddressGroupsSpanAllTheirPoli
 	if !slices.Equal(p1.AppliedToGroups, p2.AppliedToGroups) {
 		t.Errorf("np1 and np2 apply to %v and %v, want the same group", p1.AppliedToGroups, p2.AppliedToGroups)
 	}
+
+	// Without np3 (applied on n2) the shared group no longer spans n2.
+	if err := e.client.NetworkingV1().NetworkPolicies("x").Delete(e.ctx, "np3", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(t, func() error {
+		if ag, _ := e.addressGroup(agKey); !slices.Equal(ag.SortedNodeNames(), []string{"n1"}) {
+			return fmt.Errorf("AddressGroup span %v after deleting np3, want [n1]", ag.SortedNodeNames())
+		}
+		return nil
+	})
+
+	// Nor once np2 moves to a rule without it.
+	e.update(t, newPolicy("x", "np2", networkingv1.NetworkPolicySpec{PodSelector: *matchLabels("app", "a")}))
+	e.update(t, newPolicy("x", "np1", networkingv1.NetworkPolicySpec{PodSelector: *matchLabels("app", "b"), Ingress: fromProd}))
+	e.eventually(t, func() error {
+		if ag, _ := e.addressGroup(agKey); !slices.Equal(ag.SortedNodeNames(), []string{"n2"}) {
+			return fmt.Errorf("AddressGroup span %v after np1 moved to app=b and np2 dropped it, want [n2]", ag.SortedNodeNames())
+		}
+		return nil
+	})
 }
 
 func TestIncrementalUpdatesKeepTheStoresCurrent(t *testing.T) {

@@ -143,6 +143,7 @@ func (c *Controller) syncPolicy(_ context.Context, key string) error {
 			c.releaseAddressGroupLocked(ag, key)
 		}
 	}
+	oldAGs := p.addressGroups
 	p.appliedTo, p.addressGroups = atg, ags
 
 	desired := &types.NetworkPolicy{
@@ -156,15 +157,31 @@ func (c *Controller) syncPolicy(_ context.Context, key string) error {
 	if err := c.publishAppliedToGroupLocked(atg); err != nil {
 		return err
 	}
-	for _, ag := range ags {
-		if err := c.publishAddressGroupLocked(ag); err != nil {
-			return err
-		}
+	if err := c.publishAddressGroupsLocked(ags); err != nil {
+		return err
 	}
 	if err := c.publishPolicyLocked(p, desired); err != nil {
 		return err
 	}
+	// Groups this policy stopped using may have lost Nodes from their span.
+	if err := c.publishAddressGroupsLocked(oldAGs); err != nil {
+		return err
+	}
 	return c.collectGarbageLocked()
+}
+
+// publishAddressGroupsLocked writes the AddressGroups that changed and are
+// still used; unused ones are left to collectGarbageLocked.
+func (c *Controller) publishAddressGroupsLocked(ags []*addressGroupState) error {
+	for _, ag := range ags {
+		if ag.policies.Len() == 0 {
+			continue
+		}
+		if err := c.publishAddressGroupLocked(ag); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deletePolicyLocked removes a policy from the store and releases its groups.
@@ -184,6 +201,10 @@ func (c *Controller) deletePolicyLocked(p *policyState) error {
 	}
 	delete(c.policies, p.key)
 	klog.V(2).InfoS("Deleted internal NetworkPolicy", "networkPolicy", p.key, "name", p.name)
+	// AddressGroups other policies still use may have lost Nodes from their span.
+	if err := c.publishAddressGroupsLocked(p.addressGroups); err != nil {
+		return err
+	}
 	return c.collectGarbageLocked()
 }
 
