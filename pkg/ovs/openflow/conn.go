@@ -144,7 +144,6 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 	}
 	c, err := NewConn(ctx, nc, opts)
 	if err != nil {
-		nc.Close()
 		return nil, fmt.Errorf("openflow: handshake with %s: %w", addr, err)
 	}
 	return c, nil
@@ -152,7 +151,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 
 // NewConn runs the handshake on an established stream (HELLO and version
 // negotiation, features request, async configuration) and starts the reader
-// and keepalive goroutines. It takes ownership of nc.
+// and keepalive goroutines. It takes ownership of nc, and closes it on failure.
 func NewConn(ctx context.Context, nc net.Conn, opts Options) (*Conn, error) {
 	opts = opts.withDefaults()
 	c := &Conn{
@@ -169,6 +168,7 @@ func NewConn(ctx context.Context, nc net.Conn, opts Options) (*Conn, error) {
 	}
 	br := bufio.NewReaderSize(nc, readBufferSize)
 	if err := c.hello(ctx, br); err != nil {
+		nc.Close()
 		return nil, err
 	}
 	go c.readLoop(br)
@@ -196,8 +196,7 @@ func NewConn(ctx context.Context, nc net.Conn, opts Options) (*Conn, error) {
 
 // hello sends our HELLO and reads the switch's, before the reader starts.
 func (c *Conn) hello(ctx context.Context, br *bufio.Reader) error {
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Now()) })
-	defer stop()
+	defer interruptOnCancel(ctx, c.nc.SetDeadline)()
 	msg, err := Marshal(&Hello{Versions: c.opts.Versions}, highestVersion(c.opts.Versions), c.allocXids(1))
 	if err != nil {
 		return err
@@ -229,11 +228,27 @@ func (c *Conn) hello(ctx context.Context, br *bufio.Reader) error {
 	default:
 		return fmt.Errorf("expected hello, got message type %d", h.Type)
 	}
-	if c.version, err = NegotiateVersion(c.opts.Versions, h, body); err != nil {
-		return err
+	c.version, err = NegotiateVersion(c.opts.Versions, h, body)
+	return err
+}
+
+// interruptOnCancel makes blocking I/O return when ctx ends, by moving a
+// deadline (set is SetDeadline or SetWriteDeadline) to now. Only the
+// handshake uses it: afterwards an interrupted write could cut a message. The returned
+// func undoes it; it waits for a racing cancellation so that no stale
+// deadline is left behind to break the next, unrelated, I/O.
+func interruptOnCancel(ctx context.Context, set func(time.Time) error) (restore func()) {
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = set(time.Now())
+		close(fired)
+	})
+	return func() {
+		if !stop() {
+			<-fired
+			_ = set(time.Time{})
+		}
 	}
-	_ = c.nc.SetDeadline(time.Time{})
-	return nil
 }
 
 // contextErr prefers the context's error over the I/O error it caused.
@@ -308,8 +323,11 @@ func (c *Conn) allocXids(n int) uint32 {
 type encoder func(b []byte, i int) ([]byte, error)
 
 // writeBatch encodes n messages into the write buffer and writes them in
-// chunks of about writeFlushSize. A failed or interrupted write may leave a
-// partial message on the stream, so it ends the connection.
+// chunks of about writeFlushSize. The context is checked between chunks,
+// which are whole messages: a caller that gives up stops the batch without
+// cutting a message in half, so the shared stream stays usable. A write that
+// blocks because the switch stopped reading ends with the connection, which
+// the keepalive declares dead.
 func (c *Conn) writeBatch(ctx context.Context, n int, enc encoder) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -318,21 +336,20 @@ func (c *Conn) writeBatch(ctx context.Context, n int, enc encoder) error {
 		return c.Err()
 	default:
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetWriteDeadline(time.Now()) })
-	defer stop()
 	b := c.wbuf[:0]
+	defer func() {
+		if cap(b) <= 4*writeFlushSize {
+			c.wbuf = b[:0]
+		}
+	}()
 	var err error
 	for i := 0; i < n; i++ {
 		if b, err = enc(b, i); err != nil {
-			// Nothing of this message is written: the buffer is cut back by
-			// AppendMessage, so flush what came before and keep the stream whole.
+			// Nothing of this message is in the buffer (the encoders cut it
+			// back), so flushing what came before keeps the stream whole.
 			if werr := c.flush(ctx, b); werr != nil {
 				return werr
 			}
-			c.wbuf = b[:0]
 			return err
 		}
 		if len(b) >= writeFlushSize {
@@ -342,19 +359,19 @@ func (c *Conn) writeBatch(ctx context.Context, n int, enc encoder) error {
 			b = b[:0]
 		}
 	}
-	err = c.flush(ctx, b)
-	if cap(b) <= 4*writeFlushSize {
-		c.wbuf = b[:0]
-	}
-	return err
+	return c.flush(ctx, b)
 }
 
+// flush writes whole messages, unless ctx is already done.
 func (c *Conn) flush(ctx context.Context, b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("openflow: write to %s: %w", c.addr, err)
+	}
 	if _, err := c.nc.Write(b); err != nil {
-		err = fmt.Errorf("openflow: write to %s: %w", c.addr, contextErr(ctx, err))
+		err = fmt.Errorf("openflow: write to %s: %w", c.addr, err)
 		c.fail(err)
 		return err
 	}
@@ -457,8 +474,6 @@ func (c *Conn) Send(ctx context.Context, msgs ...Message) error {
 func (c *Conn) SendRaw(ctx context.Context, encoded []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetWriteDeadline(time.Now()) })
-	defer stop()
 	return c.flush(ctx, encoded)
 }
 
@@ -686,15 +701,22 @@ func (c *Conn) handleError(h Header, body []byte) {
 		cl.ch <- callResult{err: e}
 		return
 	}
+	var owner *batch
 	for bt := range c.batches {
 		if bt.contains(h.Xid) {
-			bt.errs = append(bt.errs, e)
-			c.mu.Unlock()
-			// Formatting the failed message happens outside the lock; the
-			// sender reads e only after its barrier or commit reply.
-			e.Request = describe(bt.msgs[h.Xid-bt.first])
-			return
+			owner = bt
+			break
 		}
+	}
+	if owner != nil {
+		c.mu.Unlock()
+		// Describe the failed message (a flow's text) outside the lock, then
+		// hand the complete error over.
+		e.Request = describe(owner.msgs[h.Xid-owner.first])
+		c.mu.Lock()
+		owner.errs = append(owner.errs, e)
+		c.mu.Unlock()
+		return
 	}
 	c.mu.Unlock()
 	klog.ErrorS(e, "OpenFlow error for a request nobody waits for", "addr", c.addr)

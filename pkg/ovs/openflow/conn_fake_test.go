@@ -237,3 +237,25 @@ func TestSendWritesBatchesWholeAndInOrder(t *testing.T) {
 		prev = f.Header.Xid
 	}
 }
+
+func TestContextsEndingAroundCallsLeaveTheConnectionUsable(t *testing.T) {
+	_, nc := newFakeSwitch(t, true)
+	c, err := NewConn(testCtx(t), nc, Options{EchoInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Cancel each context before, while or right after its call writes:
+	// giving up on a call must never break the shared connection.
+	for i := range 200 {
+		ctx, cancel := context.WithCancel(context.Background())
+		go cancel()
+		_ = c.Echo(ctx)
+		if c.Err() != nil {
+			t.Fatalf("connection died after %d cancelled calls: %v", i, c.Err())
+		}
+	}
+	if err := c.Echo(testCtx(t)); err != nil {
+		t.Fatalf("echo after cancelled calls: %v", err)
+	}
+}
