@@ -402,17 +402,21 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 	podB := makePod("pod-b", corev1.Container{Name: "server", Image: "agnhost", Ports: []corev1.ContainerPort{
 		{ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {ContainerPort: 5353, Protocol: corev1.ProtocolUDP}}})
 	podC := makePod("pod-c", corev1.Container{Name: "sleeper", Image: "busybox", Command: []string{"sleep", "3600"}})
+	// Its command leaves a process in a new session, out of reach of the
+	// container's process group: the netns sweep must still stop it.
+	podE := makePod("pod-e", corev1.Container{Name: "forker", Image: "busybox",
+		Command: []string{"sh", "-c", "setsid sleep 3600 & exec sleep 3600"}})
 	podH := makePod("pod-h", corev1.Container{Name: "server", Image: "agnhost", Ports: []corev1.ContainerPort{{ContainerPort: 9090}}})
 	podH.Spec.HostNetwork = true
 	pods := map[string]*corev1.Pod{}
 
 	step("pods bound to the node become Running and Ready with an IP of the podCIDR", func(t *testing.T) {
-		for _, p := range []*corev1.Pod{podA, podB, podC, podH} {
+		for _, p := range []*corev1.Pod{podA, podB, podC, podE, podH} {
 			if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for _, p := range []*corev1.Pod{podA, podB, podC, podH} {
+		for _, p := range []*corev1.Pod{podA, podB, podC, podE, podH} {
 			eventually(t, 30*time.Second, "pod "+p.Name+" Ready", func() (bool, string) {
 				got, err := client.CoreV1().Pods("default").Get(ctx, p.Name, metav1.GetOptions{})
 				if err != nil {
@@ -456,7 +460,9 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 			t.Fatal(err)
 		}
 		if before.ResourceVersion != after.ResourceVersion {
-			t.Fatalf("pod-a keeps being rewritten: resourceVersion %s then %s", before.ResourceVersion, after.ResourceVersion)
+			b1, _ := json.MarshalIndent(before, "", " ")
+			b2, _ := json.MarshalIndent(after, "", " ")
+			t.Fatalf("pod-a keeps being rewritten: resourceVersion %s then %s\nbefore: %s\nafter: %s", before.ResourceVersion, after.ResourceVersion, b1, b2)
 		}
 	})
 
@@ -616,8 +622,12 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 	step("Cleanup stops every pod and removes every pod netns of the node", func(t *testing.T) {
 		sim.stop()
 		states, err := loadStates(cfg.StateDir)
-		if err != nil || len(states) != 4 {
-			t.Fatalf("states before Cleanup: %d (%v), want pod-b, pod-c, pod-d, pod-h", len(states), err)
+		if err != nil || len(states) != 5 {
+			t.Fatalf("states before Cleanup: %d (%v), want pod-b, pod-c, pod-d, pod-e, pod-h", len(states), err)
+		}
+		inE, err := processesInNetNS(netnsPath(pods["pod-e"].Annotations[NetNSAnnotation]))
+		if err != nil || len(inE) != 2 {
+			t.Fatalf("processes in pod-e's netns: %v (%v), want sleep and its escaped child", inE, err)
 		}
 		if err := Cleanup(ctx, cfg); err != nil {
 			t.Fatal(err)
@@ -631,6 +641,12 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 			}
 			if netnsExists(s.NetNS) {
 				t.Errorf("pod %s netns %s still exists", s.key(), s.NetNS)
+			}
+		}
+		for _, pid := range inE {
+			reap(pid)
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+				t.Errorf("process %d of pod-e's netns survived Cleanup", pid)
 			}
 		}
 		if left, _ := loadStates(cfg.StateDir); len(left) != 0 {

@@ -243,6 +243,15 @@ func (sim *simulator) annotateNetNS(ctx context.Context, pod *corev1.Pod, netns 
 // Event, with the reason kubelet uses.
 func (sim *simulator) reportSandboxFailure(ctx context.Context, pod *corev1.Pod, cause error) {
 	sim.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", cause)
+	err := sim.writeStatus(ctx, pod, func(pod *corev1.Pod) *corev1.PodStatus { return sim.sandboxFailureStatus(pod, cause) })
+	if err != nil {
+		klog.ErrorS(err, "Could not report sandbox failure", "pod", klog.KObj(pod))
+	}
+}
+
+// sandboxFailureStatus is a Pending status that carries the failure, as
+// kubelet shows it.
+func (sim *simulator) sandboxFailureStatus(pod *corev1.Pod, cause error) *corev1.PodStatus {
 	status := pod.Status.DeepCopy()
 	status.Phase = corev1.PodPending
 	status.HostIP = sim.cfg.NodeIP.String()
@@ -259,9 +268,7 @@ func (sim *simulator) reportSandboxFailure(ctx context.Context, pod *corev1.Pod,
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating", Message: msg}},
 		})
 	}
-	if err := sim.writeStatus(ctx, pod, status); err != nil {
-		klog.ErrorS(err, "Could not report sandbox failure", "pod", klog.KObj(pod))
-	}
+	return status
 }
 
 // ensureProcesses starts every container process that does not run. It

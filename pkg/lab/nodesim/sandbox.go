@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // podIfName is the pod's interface, as kubelet names it.
@@ -81,6 +83,11 @@ func deleteNetNS(ctx context.Context, name string) error {
 	}
 	if _, err := os.Stat(netnsPath(name)); errors.Is(err, os.ErrNotExist) {
 		return nil
+	}
+	// Whatever still runs inside (a process whose PID was never recorded,
+	// or one a container command spawned into a new session) goes with it.
+	if err := stopProcessesInNetNS(ctx, netnsPath(name)); err != nil {
+		return fmt.Errorf("delete netns %s: %w", name, err)
 	}
 	if out, err := exec.CommandContext(ctx, "ip", "netns", "delete", name).CombinedOutput(); err != nil {
 		// `ip netns delete` fails on a plain file a crash left behind.
@@ -202,4 +209,52 @@ func (sim *simulator) cniDel(ctx context.Context, s *podState) error {
 		return fmt.Errorf("CNI DEL %s for pod %s: %w", list.Name, s.key(), err)
 	}
 	return nil
+}
+
+// stopProcessesInNetNS stops every process inside the netns bind-mounted at path.
+func stopProcessesInNetNS(ctx context.Context, path string) error {
+	pids, err := processesInNetNS(path)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, pid := range pids {
+		_, ticks, err := procInfo(pid)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if err := stopProcess(ctx, pid, ticks, stopGrace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// processesInNetNS lists the live processes whose network namespace is the one
+// bind-mounted at path, by comparing /proc/PID/ns/net with it.
+func processesInNetNS(path string) ([]int, error) {
+	var target unix.Stat_t
+	if err := unix.Stat(path, &target); err != nil {
+		return nil, nil // not a netns (or gone): nothing can run in it
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat("/proc/"+e.Name()+"/ns/net", &st) != nil || st.Ino != target.Ino || st.Dev != target.Dev {
+			continue
+		}
+		if state, _, err := procInfo(pid); err == nil && state != 'Z' && state != 'X' {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
 }

@@ -77,6 +77,11 @@ func setCondition(status *corev1.PodStatus, t corev1.PodConditionType, s corev1.
 
 // updatePodStatus reports the sandbox's IPs and its containers' state.
 func (sim *simulator) updatePodStatus(ctx context.Context, pod *corev1.Pod, st *podState) error {
+	return sim.writeStatus(ctx, pod, func(pod *corev1.Pod) *corev1.PodStatus { return sim.runningStatus(pod, st) })
+}
+
+// runningStatus is the pod's status computed from its sandbox and processes.
+func (sim *simulator) runningStatus(pod *corev1.Pod, st *podState) *corev1.PodStatus {
 	status := pod.Status.DeepCopy()
 	status.HostIP = sim.cfg.NodeIP.String()
 	status.HostIPs = []corev1.HostIP{{IP: sim.cfg.NodeIP.String()}}
@@ -152,32 +157,35 @@ func (sim *simulator) updatePodStatus(ctx context.Context, pod *corev1.Pod, st *
 		setCondition(status, corev1.ContainersReady, corev1.ConditionFalse, "ContainersNotReady", "containers not ready")
 		setCondition(status, corev1.PodReady, corev1.ConditionFalse, "ContainersNotReady", "containers not ready")
 	}
-	return sim.writeStatus(ctx, pod, status)
+	return status
 }
 
-// writeStatus updates the pod's status subresource when it differs.
-func (sim *simulator) writeStatus(ctx context.Context, pod *corev1.Pod, status *corev1.PodStatus) error {
-	if apiequality.Semantic.DeepEqual(&pod.Status, status) {
-		return nil
-	}
-	p := pod.DeepCopy()
-	p.Status = *status
-	_, err := sim.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) {
-		// The cached pod is behind (e.g. our own annotation patch). The
-		// simulator is the status's only writer, so apply it to the latest.
-		latest, getErr := sim.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if getErr != nil {
-			return fmt.Errorf("update status of pod %s/%s: %w", pod.Namespace, pod.Name, getErr)
+// writeStatus updates the pod's status subresource to compute(pod) when that
+// differs. On a conflict the cached pod was behind (e.g. our own annotation
+// patch): the status is computed again from the latest pod, not overwritten
+// with one computed from stale data.
+func (sim *simulator) writeStatus(ctx context.Context, pod *corev1.Pod, compute func(*corev1.Pod) *corev1.PodStatus) error {
+	for attempt := 0; ; attempt++ {
+		status := compute(pod)
+		if apiequality.Semantic.DeepEqual(&pod.Status, status) {
+			return nil
+		}
+		p := pod.DeepCopy()
+		p.Status = *status
+		_, err := sim.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= 2 {
+			return fmt.Errorf("update status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		latest, err := sim.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("update status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 		if latest.UID != pod.UID {
 			return fmt.Errorf("update status of pod %s/%s: the pod was replaced", pod.Namespace, pod.Name)
 		}
-		latest.Status = *status
-		_, err = sim.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, latest, metav1.UpdateOptions{})
+		pod = latest
 	}
-	if err != nil {
-		return fmt.Errorf("update status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	return nil
 }
