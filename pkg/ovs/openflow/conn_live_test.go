@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"runtime"
@@ -155,6 +156,34 @@ func TestAPacketOutReachesItsPort(t *testing.T) {
 	if got != n {
 		t.Fatalf("%s received %d packets, want %d", peer, got, n)
 	}
+
+	for _, version := range []uint8{Version15, Version13} {
+		t.Run(fmt.Sprintf("port desc and port stats show it over version %#x", version), func(t *testing.T) {
+			c := dialForTest(t, mgmt, Options{Versions: []uint8{version}})
+			ports, err := c.PortDesc(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			idx := slices.IndexFunc(ports, func(p PortDesc) bool { return p.PortNo == 1 })
+			if idx < 0 || ports[idx].Name != "ofc-p1" {
+				t.Fatalf("port desc lacks port 1 named ofc-p1: %+v", ports)
+			}
+			stats, err := c.PortStats(testCtx(t), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(stats) != 1 || stats[0].PortNo != 1 || stats[0].TxPackets < n {
+				t.Fatalf("port stats of port 1 should count at least %d sent packets: %+v", n, stats)
+			}
+			tables, err := c.TableStats(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tables) < 250 || tables[0].TableID != 0 {
+				t.Fatalf("want stats of every table, got %d", len(tables))
+			}
+		})
+	}
 }
 
 func TestASelectGroupSpreadsTraffic(t *testing.T) {
@@ -182,6 +211,13 @@ func TestASelectGroupSpreadsTraffic(t *testing.T) {
 	}
 	if len(stats) != 1 || len(stats[0].Buckets) != nBuckets {
 		t.Fatalf("want stats of one group with %d buckets, got %+v", nBuckets, stats)
+	}
+	desc, err := c.GroupDesc(ctx, GroupIDAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(desc) != 1 || desc[0].GroupID != 1 || desc[0].Type != GroupSelect || len(desc[0].Buckets) != nBuckets {
+		t.Fatalf("group desc should show the select group with %d buckets: %+v", nBuckets, desc)
 	}
 	total := uint64(0)
 	for i, bs := range stats[0].Buckets {
