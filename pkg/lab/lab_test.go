@@ -97,7 +97,8 @@ func TestOptionsValidation(t *testing.T) {
 		{"zero nodes are refused", func(o *Options) { o.Nodes = 0 }, true},
 		{"vxlan is a valid encap", func(o *Options) { o.Encap = "vxlan" }, false},
 		{"gre is not an encap the lab offers", func(o *Options) { o.Encap = "gre" }, true},
-		{"the antrea runtime is refused until the agent exists", func(o *Options) { o.Runtime = RuntimeAntrea }, true},
+		{"the antrea runtime is accepted", func(o *Options) { o.Runtime = RuntimeAntrea }, false},
+		{"an unknown runtime is refused", func(o *Options) { o.Runtime = "kubenet" }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

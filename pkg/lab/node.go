@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -20,7 +21,7 @@ func (o Options) NodesimConfig(n NodeInfo, kubeconfig string) nodesim.Config {
 		Kubeconfig:     kubeconfig,
 		NodeIP:         net.ParseIP(n.IP),
 		CNIConfDir:     filepath.Join(dir, "cni", "net.d"),
-		CNIBinDirs:     []string{o.CNIBinDir},
+		CNIBinDirs:     []string{o.nodeCNIBinDir(n.Name), o.CNIBinDir},
 		CNICacheDir:    filepath.Join(dir, "cni", "cache"),
 		PodNetNSPrefix: PodNetNSPrefix,
 		StateDir:       filepath.Join(dir, "state"),
@@ -33,11 +34,16 @@ func (o Options) NodesimConfig(n NodeInfo, kubeconfig string) nodesim.Config {
 // startNode starts the node's daemons inside its netns. With the reference
 // CNI runtime that is only the node simulator; the Antrea runtime will add the
 // node's OVS instance and antrea-agent here, before the simulator.
-func (s *supervisor) startNode(n NodeInfo, c *credentials) error {
+func (s *supervisor) startNode(ctx context.Context, n NodeInfo, c *credentials) error {
 	cfg := s.opts.NodesimConfig(n, c.kubeconfigs[n.Name])
 	for _, d := range []string{cfg.CNIConfDir, cfg.CNICacheDir, cfg.StateDir, cfg.PodLogDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create dir %s of node %s: %w", d, n.Name, err)
+		}
+	}
+	if s.opts.Runtime == RuntimeAntrea {
+		if err := s.startAntreaNode(ctx, n, c); err != nil {
+			return err
 		}
 	}
 	if _, err := os.Stat(cfg.TestPodBinary); err != nil {

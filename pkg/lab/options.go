@@ -49,8 +49,8 @@ const (
 	// RuntimeReferenceCNI uses the reference bridge + host-local plugins; the
 	// node simulator writes their conflist and routes other nodes' podCIDRs.
 	RuntimeReferenceCNI NodeRuntime = "reference-cni"
-	// RuntimeAntrea runs a per-node OVS instance, antrea-agent and antrea-cni.
-	// Not available yet: the agent does not exist.
+	// RuntimeAntrea runs antrea-controller, and per node an OVS instance,
+	// antrea-agent and antrea-cni.
 	RuntimeAntrea NodeRuntime = "antrea"
 )
 
@@ -121,7 +121,6 @@ func (o *Options) Validate() error {
 	switch o.Runtime {
 	case RuntimeReferenceCNI:
 	case RuntimeAntrea:
-		return fmt.Errorf("node runtime %q is not available yet (antrea-agent does not exist); use %q", o.Runtime, RuntimeReferenceCNI)
 	default:
 		return fmt.Errorf("unknown node runtime %q", o.Runtime)
 	}

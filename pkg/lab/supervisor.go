@@ -130,9 +130,15 @@ func (s *supervisor) start(ctx context.Context) error {
 		return err
 	}
 	s.relay = r
+	if s.opts.Runtime == RuntimeAntrea {
+		s.logf("starting antrea-controller and registering the controlplane.antrea.io APIService")
+		if err := s.startAntreaController(ctx, creds); err != nil {
+			return err
+		}
+	}
 	for _, n := range nodes {
 		s.logf("starting node %s (netns %s, underlay IP %s, runtime %s)", n.Name, n.NetNS, n.IP, s.opts.Runtime)
-		if err := s.startNode(n, creds); err != nil {
+		if err := s.startNode(ctx, n, creds); err != nil {
 			return err
 		}
 	}
@@ -156,7 +162,16 @@ func (s *supervisor) daemonExited(d *daemon) {
 // apiClient is a client of the API server that dials inside the cp netns, so
 // it works before (and without) the relay.
 func (s *supervisor) apiClient(creds *credentials) (kubernetes.Interface, error) {
-	cfg := &rest.Config{
+	c, err := kubernetes.NewForConfig(s.restConfig(creds))
+	if err != nil {
+		return nil, fmt.Errorf("API server client: %w", err)
+	}
+	return c, nil
+}
+
+// restConfig is the admin's client configuration, dialing inside the cp netns.
+func (s *supervisor) restConfig(creds *credentials) *rest.Config {
+	return &rest.Config{
 		Host: "https://" + net.JoinHostPort(controlPlaneIP().String(), fmt.Sprint(APIServerPort)),
 		TLSClientConfig: rest.TLSClientConfig{
 			CAData:   creds.pki.CA.CertPEM,
@@ -166,11 +181,6 @@ func (s *supervisor) apiClient(creds *credentials) (kubernetes.Interface, error)
 		Dial:    s.dialer.DialContext,
 		Timeout: 10 * time.Second,
 	}
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("API server client: %w", err)
-	}
-	return c, nil
 }
 
 func (s *supervisor) waitNodesReady(ctx context.Context, want int) error {

@@ -355,7 +355,7 @@ func (sim *simulator) containerProcess(pod *corev1.Pod, st *podState, c corev1.C
 		Dir:     "/",
 		LogPath: filepath.Join(sim.cfg.PodLogDir, fmt.Sprintf("%s_%s_%s.log", pod.Namespace, pod.Name, c.Name)),
 		Env: []string{
-			"PATH=" + os.Getenv("PATH"),
+			"PATH=" + sim.podPATH(),
 			"HOME=/",
 			"HOSTNAME=" + pod.Name,
 			"POD_NAME=" + pod.Name,
@@ -373,7 +373,7 @@ func (sim *simulator) containerProcess(pod *corev1.Pod, st *podState, c corev1.C
 		}
 	}
 	if len(c.Command) > 0 {
-		spec.Path = c.Command[0]
+		spec.Path = lookPath(c.Command[0], sim.podPATH())
 		spec.Args = append(append([]string{}, c.Command[1:]...), c.Args...)
 		return spec, nil
 	}
@@ -432,4 +432,30 @@ func (sim *simulator) startContainer(ctx context.Context, pod *corev1.Pod, st *p
 		klog.InfoS("Container process does not answer yet", "pod", key, "container", c.Name, "pid", pid)
 	}
 	return nil
+}
+
+// podPATH is the PATH of pod processes: the simulator's, with the directory of
+// the test pod program first, so a command can name antrea-testpod (and the
+// project's other binaries) without a path.
+func (sim *simulator) podPATH() string {
+	return filepath.Dir(sim.cfg.TestPodBinary) + string(filepath.ListSeparator) + os.Getenv("PATH")
+}
+
+// lookPath resolves a command name against path, as a shell would; names
+// with a slash, and names not found, are returned unchanged (the start then
+// fails with a clear error).
+func lookPath(name, path string) string {
+	if strings.Contains(name, "/") {
+		return name
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return name
 }

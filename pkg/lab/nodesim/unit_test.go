@@ -16,7 +16,11 @@ import (
 )
 
 func TestContainerProcessMapsAContainerToAProcess(t *testing.T) {
-	sim := &simulator{cfg: Config{NodeName: "n1", TestPodBinary: "/bin/antrea-testpod", PodLogDir: "/logs"}}
+	binDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(binDir, "antrea-testpod"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sim := &simulator{cfg: Config{NodeName: "n1", TestPodBinary: filepath.Join(binDir, "antrea-testpod"), PodLogDir: "/logs"}}
 	st := &podState{Namespace: "x", Name: "a", IPs: []string{"10.0.0.5"}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "a"}}
 	tests := []struct {
@@ -29,7 +33,7 @@ func TestContainerProcessMapsAContainerToAProcess(t *testing.T) {
 		{
 			name:       "an image-only container without ports serves TCP and UDP 80 and 81",
 			container:  corev1.Container{Name: "c", Image: "agnhost"},
-			wantPath:   "/bin/antrea-testpod",
+			wantPath:   filepath.Join(binDir, "antrea-testpod"),
 			wantArgs:   []string{"serve", "--name", "a", "--tcp", "80,81", "--udp", "80,81"},
 			wantProbes: []probe{{"tcp", "80"}, {"tcp", "81"}, {"udp", "80"}, {"udp", "81"}},
 		},
@@ -37,15 +41,21 @@ func TestContainerProcessMapsAContainerToAProcess(t *testing.T) {
 			name: "an image-only container serves exactly its declared TCP and UDP ports",
 			container: corev1.Container{Name: "c", Image: "agnhost", Ports: []corev1.ContainerPort{
 				{ContainerPort: 8080}, {ContainerPort: 53, Protocol: corev1.ProtocolUDP}, {ContainerPort: 9000, Protocol: corev1.ProtocolTCP}}},
-			wantPath:   "/bin/antrea-testpod",
+			wantPath:   filepath.Join(binDir, "antrea-testpod"),
 			wantArgs:   []string{"serve", "--name", "a", "--tcp", "8080,9000", "--udp", "53"},
 			wantProbes: []probe{{"tcp", "8080"}, {"udp", "53"}, {"tcp", "9000"}},
 		},
 		{
 			name:      "a container with a command runs the command and its args",
-			container: corev1.Container{Name: "c", Image: "busybox", Command: []string{"sleep"}, Args: []string{"10"}},
-			wantPath:  "sleep",
+			container: corev1.Container{Name: "c", Image: "busybox", Command: []string{"/bin/sleep"}, Args: []string{"10"}},
+			wantPath:  "/bin/sleep",
 			wantArgs:  []string{"10"},
+		},
+		{
+			name:      "a command without a path is found next to the test pod program first",
+			container: corev1.Container{Name: "c", Image: "busybox", Command: []string{"antrea-testpod", "connect"}},
+			wantPath:  filepath.Join(binDir, "antrea-testpod"),
+			wantArgs:  []string{"connect"},
 		},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,245 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+
+	"antrea.io/antrea/pkg/ovs/ovsinstance"
+)
+
+// The Antrea runtime: antrea-controller in the control-plane netns, and per
+// node an OVS instance (userspace datapath), antrea-agent and the antrea-cni
+// plugin that the node simulator calls through libcni.
+const (
+	// ControllerPort is where antrea-controller serves the controlplane API,
+	// on the cp netns' loopback (the APIService reaches it as localhost).
+	ControllerPort = 10349
+	// cniPluginName is the plugin "type" the agent's conflist names.
+	cniPluginName = "antrea"
+)
+
+// NodeOVSDir is the run directory of a node's OVS instance: its db.sock and
+// br-int.mgmt live there, so `ovs-ofctl dump-flows DIR/br-int.mgmt` works.
+func (o Options) NodeOVSDir(node string) string { return filepath.Join(o.nodeDir(node), "ovs") }
+
+func (o Options) nodeCNIBinDir(node string) string { return filepath.Join(o.nodeDir(node), "cni", "bin") }
+
+func (o Options) manifestDir() string {
+	return filepath.Join(filepath.Dir(o.BinDir), "build", "yamls")
+}
+
+// startAntreaNode starts the node's OVS daemons and antrea-agent inside the
+// node netns, and puts the antrea-cni plugin where the simulator looks.
+func (s *supervisor) startAntreaNode(ctx context.Context, n NodeInfo, c *credentials) error {
+	in, err := ovsinstance.New(ovsinstance.Config{Dir: s.opts.NodeOVSDir(n.Name), NetNS: n.NetNS})
+	if err != nil {
+		return fmt.Errorf("OVS of node %s: %w", n.Name, err)
+	}
+	if err := in.CreateDB(); err != nil {
+		return fmt.Errorf("OVS of node %s: %w", n.Name, err)
+	}
+	// ovs-vswitchd runs inside the node netns: its internal ports (br-int,
+	// antrea-gw0, br-phy) are created where it runs. OVS_* select the instance.
+	enter := append(append([]string{"env"}, in.EnvVars()...), "ip", "netns", "exec", n.NetNS)
+	if _, err := s.startDaemonWith("ovsdb-server", n.Name, n.NetNS, enter, "ovsdb-server", in.DBServerArgs()...); err != nil {
+		return err
+	}
+	if _, err := s.startDaemonWith("ovs-vswitchd", n.Name, n.NetNS, enter, "ovs-vswitchd", in.VSwitchdArgs()...); err != nil {
+		return err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := in.WaitReady(waitCtx); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	if err := in.RecordVersion(); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+
+	binDir := s.opts.nodeCNIBinDir(n.Name)
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return err
+	}
+	plugin := filepath.Join(binDir, cniPluginName)
+	_ = os.Remove(plugin)
+	if err := os.Symlink(filepath.Join(s.opts.BinDir, "antrea-cni"), plugin); err != nil {
+		return fmt.Errorf("install antrea-cni for node %s: %w", n.Name, err)
+	}
+	cfg := s.opts.NodesimConfig(n, c.kubeconfigs[n.Name])
+	dir := s.opts.nodeDir(n.Name)
+	// setns only (see startNode): the agent must see the pod netns mounts.
+	_, err = s.startDaemonWith("antrea-agent", n.Name, n.NetNS, []string{"nsenter", "--net=" + netnsPath(n.NetNS), "--"},
+		filepath.Join(s.opts.BinDir, "antrea-agent"),
+		"--kubeconfig="+c.kubeconfigs["antrea-agent"],
+		"--node-name="+n.Name,
+		"--ovs-run-dir="+in.Dir(),
+		"--ovs-datapath=netdev",
+		"--tunnel-type="+s.opts.Encap,
+		"--uplink=eth0",
+		"--cni-socket="+filepath.Join(dir, "antrea", "cni.sock"),
+		"--cni-conf-dir="+cfg.CNIConfDir,
+		"--ipam-data-dir="+filepath.Join(dir, "ipam"))
+	return err
+}
+
+// startAntreaController applies the Antrea manifests (RBAC, APIService), then
+// starts antrea-controller in the cp netns and waits until kube-apiserver
+// reports its APIService Available.
+func (s *supervisor) startAntreaController(ctx context.Context, c *credentials) error {
+	cfg := s.restConfig(c)
+	if err := applyManifests(ctx, cfg, s.opts.manifestDir()); err != nil {
+		return err
+	}
+	kc := c.kubeconfigs["antrea-controller"]
+	d, err := s.startDaemon("antrea-controller", "", ControlPlaneNetNS, filepath.Join(s.opts.BinDir, "antrea-controller"),
+		"--kubeconfig="+kc,
+		"--authentication-kubeconfig="+kc,
+		"--authorization-kubeconfig="+kc,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", ControllerPort),
+		"--cert-dir="+filepath.Join(s.opts.Dir, "antrea-controller"))
+	if err != nil {
+		return err
+	}
+	agg, err := aggregatorclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return d.waitUntil(ctx, "APIService v1beta2.controlplane.antrea.io Available", func(ctx context.Context) bool {
+		as, err := agg.ApiregistrationV1().APIServices().Get(ctx, "v1beta2.controlplane.antrea.io", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, cond := range as.Status.Conditions {
+			if cond.Type == apiregistrationv1.Available {
+				return cond.Status == apiregistrationv1.ConditionTrue
+			}
+		}
+		return false
+	})
+}
+
+// applyManifests creates (or updates) every object of the YAML files in dir.
+// Bindings to the kube-system/antrea-* ServiceAccounts are also bound to the
+// users of the same name, which is how the lab's components authenticate
+// (client certificates), so the manifests stay the single source of RBAC.
+func applyManifests(ctx context.Context, cfg *rest.Config, dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no manifests in %s", dir)
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	agg, err := aggregatorclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = apiregistrationv1.AddToScheme(scheme)
+	decoder := serializer.NewCodecFactory(scheme).UniversalDeserializer()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		r := utilyaml.NewYAMLReader(bufioReader(data))
+		for {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+				continue
+			}
+			obj, _, err := decoder.Decode(doc, nil, nil)
+			if err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			if err := apply(ctx, kc, agg, obj); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+		}
+	}
+	return nil
+}
+
+func stripComments(doc []byte) []byte {
+	var out []string
+	for _, l := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			out = append(out, l)
+		}
+	}
+	return []byte(strings.Join(out, "\n"))
+}
+
+// withUsers adds a User subject for every kube-system/antrea-* ServiceAccount.
+func withUsers(subjects []rbacv1.Subject) []rbacv1.Subject {
+	out := append([]rbacv1.Subject(nil), subjects...)
+	for _, s := range subjects {
+		if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == "kube-system" && strings.HasPrefix(s.Name, "antrea-") {
+			out = append(out, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: s.Name})
+		}
+	}
+	return out
+}
+
+func apply(ctx context.Context, kc kubernetes.Interface, agg aggregatorclient.Interface, obj runtime.Object) error {
+	var err error
+	switch o := obj.(type) {
+	case *corev1.ServiceAccount:
+		_, err = kc.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *corev1.Service:
+		_, err = kc.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.ClusterRole:
+		_, err = kc.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.Role:
+		_, err = kc.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.ClusterRoleBinding:
+		o.Subjects = withUsers(o.Subjects)
+		_, err = kc.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.RoleBinding:
+		o.Subjects = withUsers(o.Subjects)
+		_, err = kc.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *apiregistrationv1.APIService:
+		_, err = agg.ApiregistrationV1().APIServices().Create(ctx, o, metav1.CreateOptions{})
+	default:
+		return fmt.Errorf("unsupported manifest kind %T", obj)
+	}
+	if apierrors.IsAlreadyExists(err) {
+		return nil // a lab's cluster is new: an existing object is our own from this run
+	}
+	return err
+}
+
+func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
