@@ -232,7 +232,10 @@ func (sim *simulator) annotateNetNS(ctx context.Context, pod *corev1.Pod, netns 
 	if err != nil {
 		return nil, err
 	}
-	updated, err := sim.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	// Through the status subresource: the NodeRestriction admission plugin
+	// forbids a node to update a pod itself, but lets it patch the status of
+	// its own pods, and the status strategy keeps metadata annotations.
+	updated, err := sim.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return nil, fmt.Errorf("annotate pod %s/%s with its netns: %w", pod.Namespace, pod.Name, err)
 	}
