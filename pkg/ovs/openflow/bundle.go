@@ -134,7 +134,9 @@ func (e *BundleError) Unwrap() []error {
 // buffer allows, waits for the close reply (by then the switch has reported
 // every message it could not decode), then commits, or discards when a
 // message failed. A failed commit returns the error of the message that
-// failed. The switch rolls a failed commit back itself.
+// failed; the switch rolls a failed commit back itself. Every *BundleError
+// means nothing was applied; any other error after the commit was sent
+// (context ended, connection lost) means the outcome is unknown.
 func (c *Conn) Bundle(ctx context.Context, msgs ...Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -144,9 +146,13 @@ func (c *Conn) Bundle(ctx context.Context, msgs ...Message) error {
 	n := len(msgs)
 	// xids: open, the messages, close, commit.
 	first := c.allocXids(n + 3)
-	open := newCall(first, nil, fmt.Sprintf("bundle %d open", id))
+	// The control messages name themselves in errors (String), so the hot
+	// path formats nothing.
+	openMsg := &bundleControl{id: id, typ: bundleOpenRequest, flags: flags}
+	closeMsg := &bundleControl{id: id, typ: bundleCloseRequest, flags: flags}
+	open := newCall(first, openMsg, "")
 	bt := &batch{first: first + 1, msgs: msgs}
-	closeCall := newCall(first+uint32(n)+1, nil, fmt.Sprintf("bundle %d close", id))
+	closeCall := newCall(first+uint32(n)+1, closeMsg, "")
 	if err := c.watch(bt, open, closeCall); err != nil {
 		return err
 	}
@@ -154,9 +160,9 @@ func (c *Conn) Bundle(ctx context.Context, msgs ...Message) error {
 	err := c.writeBatch(ctx, n+2, func(b []byte, i int) ([]byte, error) {
 		switch i {
 		case 0:
-			return c.appendBundleControl(b, &bundleControl{id: id, typ: bundleOpenRequest, flags: flags}, open.xid)
+			return c.appendBundleControl(b, openMsg, open.xid)
 		case n + 1:
-			return c.appendBundleControl(b, &bundleControl{id: id, typ: bundleCloseRequest, flags: flags}, closeCall.xid)
+			return c.appendBundleControl(b, closeMsg, closeCall.xid)
 		}
 		return c.appendBundleAdd(b, id, flags, msgs[i-1], bt.first+uint32(i-1))
 	})
@@ -182,18 +188,25 @@ func (c *Conn) Bundle(ctx context.Context, msgs ...Message) error {
 		c.discard(ctx, id, flags)
 		return &BundleError{ID: id, Messages: n, Failed: failed}
 	}
-	commit := newCall(first+uint32(n)+2, nil, fmt.Sprintf("bundle %d commit", id))
+	commitMsg := &bundleControl{id: id, typ: bundleCommitRequest, flags: flags}
+	commit := newCall(first+uint32(n)+2, commitMsg, "")
 	if err := c.register(commit); err != nil {
 		return err
 	}
 	err = c.writeBatch(ctx, 1, func(b []byte, _ int) ([]byte, error) {
-		return c.appendBundleControl(b, &bundleControl{id: id, typ: bundleCommitRequest, flags: flags}, commit.xid)
+		return c.appendBundleControl(b, commitMsg, commit.xid)
 	})
 	if err != nil {
 		c.unregister(commit.xid)
 		return &BundleError{ID: id, Messages: n, Err: err}
 	}
 	if _, err := c.wait(ctx, commit); err != nil {
+		var ofErr *Error
+		if !errors.As(err, &ofErr) {
+			// The commit went out but its answer was not seen (the caller
+			// gave up, or the connection died): the switch may have applied it.
+			return fmt.Errorf("openflow: bundle %d of %d messages: commit sent, outcome unknown: %w", id, n, err)
+		}
 		// On OFPBFC_MSG_FAILED the switch has already sent the error of the
 		// failed message (same connection, so it arrived first); that error
 		// says everything the commit's does not.
