@@ -111,25 +111,42 @@ func TestAControllerFlowYieldsAPacketInWithItsUserdata(t *testing.T) {
 	if _, err := in.Ofctl("add-flow", testBridge, "table=0,priority=10,udp,actions=controller(userdata=01.02.03.04.05)"); err != nil {
 		t.Fatal(err)
 	}
-	c := dialForTest(t, mgmt, Options{AsyncMessages: true})
 	frame := udpFrame("hello controller")
-	// output:TABLE runs the packet through the pipeline, where it meets the controller flow.
-	if err := c.Apply(testCtx(t), packetOut(frame, actOutput(ofppTable))); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name    string
+		version uint8
+		out     Message
+	}{
+		{"over 1.5 with a hand-encoded packet-out", Version15, packetOut(frame, actOutput(ofppTable))},
+		{"over 1.5 with the typed packet-out", Version15, &PacketOut{Actions: []Action{&Output{Port: PortTable}}, Data: frame}},
+		{"over 1.3 with the typed packet-out", Version13, &PacketOut{Actions: []Action{&Output{Port: PortTable}}, Data: frame}},
 	}
-	select {
-	case f := <-c.PacketIns():
-		if !IsPacketIn2(f) {
-			t.Fatalf("want an NXT_PACKET_IN2, got type %d", f.Header.Type)
-		}
-		if ud := packetIn2Prop(t, f, 7); !bytes.Equal(ud, []byte{1, 2, 3, 4, 5}) {
-			t.Fatalf("userdata %x, want 0102030405", ud)
-		}
-		if pkt := packetIn2Prop(t, f, 0); !bytes.Equal(pkt, frame) {
-			t.Fatalf("packet differs:\n got %x\nwant %x", pkt, frame)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no packet-in")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialForTest(t, mgmt, Options{Versions: []uint8{tc.version}, AsyncMessages: true})
+			// output:TABLE runs the packet through the pipeline, where it meets the controller flow.
+			if err := c.Apply(testCtx(t), tc.out); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case f := <-c.PacketIns():
+				if !IsPacketIn2(f) {
+					t.Fatalf("want an NXT_PACKET_IN2, got type %d", f.Header.Type)
+				}
+				if ud := packetIn2Prop(t, f, 7); !bytes.Equal(ud, []byte{1, 2, 3, 4, 5}) {
+					t.Fatalf("userdata %x, want 0102030405", ud)
+				}
+				p, err := DecodeAnyPacketIn(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(p.UserData, []byte{1, 2, 3, 4, 5}) || !bytes.Equal(p.Data, frame) {
+					t.Fatalf("decoded packet-in: userdata %x, packet %x", p.UserData, p.Data)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no packet-in")
+			}
+		})
 	}
 }
 
