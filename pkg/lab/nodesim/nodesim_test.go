@@ -542,6 +542,54 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 		})
 	})
 
+	step("pods whose processes all exit finish with their exit code and release their sandbox", func(t *testing.T) {
+		tests := []struct {
+			name      string
+			command   []string
+			wantPhase corev1.PodPhase
+			wantExit  int32
+		}{
+			{"pod-ok", []string{"true"}, corev1.PodSucceeded, 0},
+			{"pod-fail", []string{"sh", "-c", "exit 3"}, corev1.PodFailed, 3},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name+" ends "+string(tt.wantPhase), func(t *testing.T) {
+				p := makePod(tt.name, corev1.Container{Name: "once", Image: "busybox", Command: tt.command})
+				p.Spec.RestartPolicy = corev1.RestartPolicyNever
+				created, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got *corev1.Pod
+				eventually(t, 20*time.Second, "pod "+tt.name+" finished", func() (bool, string) {
+					got, err = client.CoreV1().Pods("default").Get(ctx, tt.name, metav1.GetOptions{})
+					if err != nil {
+						return false, err.Error()
+					}
+					return got.Status.Phase == tt.wantPhase, string(got.Status.Phase)
+				})
+				cs := got.Status.ContainerStatuses
+				if len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != tt.wantExit {
+					t.Fatalf("container statuses %+v, want terminated with exit code %d", cs, tt.wantExit)
+				}
+				eventually(t, 10*time.Second, "sandbox of "+tt.name+" released", func() (bool, string) {
+					_, err := os.Stat(statePath(cfg.StateDir, string(created.UID)))
+					return errors.Is(err, os.ErrNotExist) && !netnsExists(got.Annotations[NetNSAnnotation]), fmt.Sprint(err)
+				})
+				if _, err := os.Stat(filepath.Join(cfg.StateDir, "ipam", "lab-bridge", got.Status.PodIP)); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("host-local still holds %s's IP %s: %v", tt.name, got.Status.PodIP, err)
+				}
+				if err := client.CoreV1().Pods("default").Delete(ctx, tt.name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, 10*time.Second, "pod "+tt.name+" gone", func() (bool, string) {
+					_, err := client.CoreV1().Pods("default").Get(ctx, tt.name, metav1.GetOptions{})
+					return apierrors.IsNotFound(err), fmt.Sprint(err)
+				})
+			})
+		}
+	})
+
 	var beforeA *podState
 	var killedPID int
 	step("a restarted simulator adopts running pods and restarts a dead process", func(t *testing.T) {

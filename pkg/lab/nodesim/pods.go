@@ -61,6 +61,12 @@ func (sim *simulator) sync(ctx context.Context, key string) error {
 		return sim.finishDeletion(ctx, pod, st)
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		// As kubelet stops a finished pod's sandbox: its IP goes back to the
+		// pool, while its status keeps the IP it had.
+		if st != nil {
+			klog.InfoS("Pod finished, tearing down its sandbox", "pod", key, "phase", pod.Status.Phase)
+			return sim.teardown(ctx, st)
+		}
 		return nil
 	}
 

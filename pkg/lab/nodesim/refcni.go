@@ -36,6 +36,9 @@ func referenceConfList(podCIDR, ipamDir string) ([]byte, error) {
 			"type":      "bridge",
 			"bridge":    referenceBridge,
 			"isGateway": true,
+			// A default route via the bridge: other nodes' pods are reached
+			// through the node's routes to their podCIDRs.
+			"isDefaultGateway": true,
 			"ipMasq":    false,
 			"ipam": map[string]any{
 				"type":    "host-local",
