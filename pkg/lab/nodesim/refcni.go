@@ -39,7 +39,7 @@ func referenceConfList(podCIDR, ipamDir string) ([]byte, error) {
 			// A default route via the bridge: other nodes' pods are reached
 			// through the node's routes to their podCIDRs.
 			"isDefaultGateway": true,
-			"ipMasq":    false,
+			"ipMasq":           false,
 			"ipam": map[string]any{
 				"type":    "host-local",
 				"ranges":  [][]map[string]string{{{"subnet": podCIDR}}},
