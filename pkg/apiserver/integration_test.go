@@ -39,7 +39,7 @@ type harness struct {
 
 // startControlPlane starts kube-apiserver (aggregation enabled) and our API
 // server on loopback, applies the manifests and waits for the APIService.
-func startControlPlane(t *testing.T) *harness {
+func startControlPlane(t testing.TB) *harness {
 	cp := apiservertest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{ctx: ctx, cp: cp}
