@@ -11,6 +11,26 @@
 // computes the desired object and writes the difference into the apiserver
 // stores (pkg/apiserver/storage). Syncs are idempotent and retried with
 // rate-limited backoff.
+//
+// What agents receive for a K8s NetworkPolicy (the contract):
+//   - one AppliedToGroup per distinct podSelector (members: scheduled, live
+//     Pods, by Node) and one AddressGroup per distinct peer selector
+//     (members: live Pods with an IP); both kinds carry each member's named
+//     container ports, so named ports in rules are resolved per Pod by the agent;
+//   - rules only for the directions the policy isolates (policyTypes, or its
+//     API default: Ingress, plus Egress when egress rules exist); Action nil
+//     (Allow) and Priority -1 on every rule; Priority and TierPriority nil;
+//   - a direction isolated without rules becomes one rule with an empty peer
+//     and no services: it matches nothing, so only the default drop of the
+//     applied-to Pods remains (upstream Antrea's representation);
+//   - an absent or empty peer list becomes IPBlocks 0.0.0.0/0 and ::/0, plus
+//     the all-Pods AddressGroup for an egress rule with a named port; absent
+//     or empty ports become nil Services (every port);
+//   - spans: an AppliedToGroup spans the Nodes of its members, a policy spans
+//     its AppliedToGroup, and an AddressGroup spans every policy using it;
+//   - names are UUIDs derived from the normalized selector (groups) or from
+//     namespace/name (policies), stable across restarts; Generation starts
+//     at 1 and increases when rules or groups change, not on span changes.
 package networkpolicy
 
 import (
