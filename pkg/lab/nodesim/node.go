@@ -59,16 +59,24 @@ func (sim *simulator) registerNode(ctx context.Context) error {
 
 // networkReady reports, like a container runtime, whether a CNI configuration
 // is present: until it is, the node is NotReady and gets no pods.
-func (sim *simulator) networkReady() (bool, string) {
-	if _, err := loadCNIConfList(sim.cfg.CNIConfDir); err != nil {
+func (sim *simulator) networkReady(ctx context.Context) (bool, string) {
+	list, err := loadCNIConfList(sim.cfg.CNIConfDir)
+	if err != nil {
 		return false, "container runtime network not ready: " + err.Error()
+	}
+	// CNI 1.1 STATUS (libcni skips older versions), as containerd asks it:
+	// the plugin says whether it can take ADDs now.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := sim.cni.GetStatusNetworkList(ctx, list); err != nil {
+		return false, fmt.Sprintf("container runtime network not ready: CNI STATUS of %s: %v", list.Name, err)
 	}
 	return true, "node simulator is posting ready status"
 }
 
 // updateNodeStatus writes the node's status with a fresh heartbeat.
 func (sim *simulator) updateNodeStatus(ctx context.Context) error {
-	ready, msg := sim.networkReady()
+	ready, msg := sim.networkReady(ctx)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := sim.client.CoreV1().Nodes().Get(ctx, sim.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
@@ -145,7 +153,7 @@ func (sim *simulator) heartbeat(ctx context.Context) {
 		if err := sim.renewLease(ctx); err != nil {
 			klog.ErrorS(err, "Node lease renewal failed", "node", sim.cfg.NodeName)
 		}
-		ready, _ := sim.networkReady()
+		ready, _ := sim.networkReady(ctx)
 		if time.Since(lastStatus) >= sim.cfg.StatusInterval || ready != sim.lastNetworkReady.Load() {
 			if err := sim.updateNodeStatus(ctx); err != nil {
 				klog.ErrorS(err, "Node status heartbeat failed", "node", sim.cfg.NodeName)

@@ -595,7 +595,13 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 	step("a restarted simulator adopts running pods and restarts a dead process", func(t *testing.T) {
 		beforeA = readState(t, cfg.StateDir, pods["pod-a"].UID)
 		beforeC := readState(t, cfg.StateDir, pods["pod-c"].UID)
+		beforeB := readState(t, cfg.StateDir, pods["pod-b"].UID)
 		sim.stop()
+		// While it is down, pod-b's state is lost: its attachment must be
+		// garbage-collected and the pod given a new sandbox.
+		if err := os.Remove(statePath(cfg.StateDir, string(pods["pod-b"].UID))); err != nil {
+			t.Fatal(err)
+		}
 		// While it is down, pod-c's process dies.
 		killedPID = beforeC.Containers[0].PID
 		if err := syscall.Kill(killedPID, syscall.SIGKILL); err != nil {
@@ -612,6 +618,32 @@ func TestSimulatorRunsPodsLikeKubelet(t *testing.T) {
 			return len(cs) == 1 && cs[0].RestartCount == 1 && cs[0].Ready, fmt.Sprintf("%+v", cs)
 		})
 		reap(killedPID)
+		eventually(t, 20*time.Second, "pod-b in a new sandbox", func() (bool, string) {
+			got, err := client.CoreV1().Pods("default").Get(ctx, "pod-b", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if _, err := os.Stat(statePath(cfg.StateDir, string(got.UID))); err != nil {
+				return false, err.Error()
+			}
+			after := readState(t, cfg.StateDir, got.UID)
+			return podReady(got) && after.SandboxID != beforeB.SandboxID && got.Status.PodIP == after.IPs[0],
+				fmt.Sprintf("ready %v podIP %s sandbox %s", podReady(got), got.Status.PodIP, after.SandboxID)
+		})
+		reap(beforeB.Containers[0].PID)
+		if alive(beforeB.Containers[0].PID, beforeB.Containers[0].StartTicks) {
+			t.Errorf("pod-b's old process %d survived its lost sandbox", beforeB.Containers[0].PID)
+		}
+		afterB := readState(t, cfg.StateDir, pods["pod-b"].UID)
+		t.Logf("pod-b: IP %s in sandbox %.12s, after its state was lost IP %s in sandbox %.12s", beforeB.IPs[0], beforeB.SandboxID, afterB.IPs[0], afterB.SandboxID)
+		if afterB.IPs[0] != beforeB.IPs[0] {
+			if _, err := os.Stat(filepath.Join(cfg.StateDir, "ipam", "lab-bridge", beforeB.IPs[0])); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("pod-b's old IP %s was not released by CNI GC: %v", beforeB.IPs[0], err)
+			}
+		}
+		if res := probeFrom(t, nodeNS, "tcp", net.JoinHostPort(afterB.IPs[0], "8080")); res.Verdict != testpod.Connected || res.Name != "pod-b" {
+			t.Fatalf("pod-b in its new sandbox: %s", res)
+		}
 		afterA := readState(t, cfg.StateDir, pods["pod-a"].UID)
 		if afterA.NetNS != beforeA.NetNS || afterA.SandboxID != beforeA.SandboxID ||
 			afterA.IPs[0] != beforeA.IPs[0] || afterA.Containers[0].PID != beforeA.Containers[0].PID {

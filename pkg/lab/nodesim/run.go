@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	cnitypes "github.com/containernetworking/cni/pkg/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -157,6 +158,9 @@ func (sim *simulator) run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), podInformer.Informer().HasSynced) {
 		return fmt.Errorf("node %s: pod informer did not sync: %w", cfg.NodeName, ctx.Err())
 	}
+	// Before any ADD can run: DEL whatever the CNI cache holds that no
+	// recorded sandbox owns (e.g. state lost in a crash), freeing its IP.
+	sim.garbageCollect(ctx, states)
 	// Pods that went away while we were down are only known from their state.
 	for _, s := range states {
 		sim.queue.Add(s.key())
@@ -218,4 +222,26 @@ func (sim *simulator) checkProcesses(context.Context) {
 	for _, key := range dead {
 		sim.queue.Add(key)
 	}
+}
+
+// garbageCollect runs CNI GC (libcni: DEL of every cached attachment not in
+// the valid list, then GC for CNI 1.1 plugins) with the recorded sandboxes as
+// the valid attachments, as containerd does. Failures are only logged: GC is
+// hygiene, not a condition for running pods.
+func (sim *simulator) garbageCollect(ctx context.Context, states []*podState) {
+	list, err := loadCNIConfList(sim.cfg.CNIConfDir)
+	if err != nil {
+		return
+	}
+	var valid []cnitypes.GCAttachment
+	for _, s := range states {
+		if s.SandboxID != "" && s.NetNS != "" {
+			valid = append(valid, cnitypes.GCAttachment{ContainerID: s.SandboxID, IfName: podIfName})
+		}
+	}
+	if err := sim.cni.GCNetworkList(ctx, list, &libcni.GCArgs{ValidAttachments: valid}); err != nil {
+		klog.ErrorS(err, "CNI GC failed", "node", sim.cfg.NodeName, "network", list.Name)
+		return
+	}
+	klog.InfoS("CNI GC done", "node", sim.cfg.NodeName, "network", list.Name, "validAttachments", len(valid))
 }
