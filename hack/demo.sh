@@ -91,7 +91,8 @@ for proto in tcp udp; do
     printf '%-6s %-28s' "" "${s##*-}@${node[$s]} (${ip[$s]})"
     for d in "${pods[@]}"; do
       if out=$("$LAB" exec -n "$NS" "$s" -- antrea-testpod connect --protocol "$proto" --to "${ip[$d]}:80" --timeout 2s 2>&1); then
-        printf ' %-22s' "ok(${out#connected })"
+        answered=${out#connected }
+        printf ' %-22s' "ok(${answered##*-})"
       else
         printf ' %-22s' "FAIL:${out%% *}"
         failures=$((failures + 1))
@@ -101,7 +102,7 @@ for proto in tcp udp; do
   done
 done
 echo
-echo "ok(NAME) = connected, NAME is the pod that answered; FAIL:verdict = refused or timeout"
+echo "ok(X) = connected and pod ...-X answered; FAIL:verdict = refused or timeout"
 if [ "$failures" -ne 0 ]; then
   echo "$failures probes failed" >&2
   exit 1

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 )
 
 // procStat is what the lab needs from /proc/PID/stat.
@@ -136,4 +139,35 @@ func pidsInNetNS(netns string) []Process {
 		}
 	}
 	return out
+}
+
+// becomeSubreaper makes orphaned descendants (pod processes whose node
+// simulator exited) children of this process instead of PID 1, which does not
+// reap on these machines; reapOrphans then collects them.
+func becomeSubreaper() {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		klog.ErrorS(err, "Could not become a child subreaper; orphaned pod processes may stay <defunct>")
+	}
+}
+
+// reapOrphans waits for every exited child of this process. Call it only when
+// no exec.Cmd of this process is running, so no other Wait is pending.
+func reapOrphans() {
+	self := os.Getpid()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := readProcStat(pid)
+		if err != nil || st.ppid != self || st.state != 'Z' {
+			continue
+		}
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
 }

@@ -54,6 +54,7 @@ func Supervise(ctx context.Context, opts Options, progress func(format string, a
 	if err := os.MkdirAll(opts.logDir(), 0o755); err != nil {
 		return fmt.Errorf("create log dir %s: %w", opts.logDir(), err)
 	}
+	becomeSubreaper()
 	pid := os.Getpid()
 	s := &supervisor{
 		opts: opts,
@@ -257,6 +258,8 @@ func (s *supervisor) teardown(keepLogs bool) {
 	}
 	st := s.store.snapshot()
 	cleanup(context.Background(), s.opts, &st, keepLogs)
+	// Every daemon has been waited for: what is left are orphans we inherited.
+	reapOrphans()
 }
 
 // httpGetInNetNS is a plain HTTP GET dialed inside the cp netns (etcd health).
