@@ -24,10 +24,14 @@ import (
 func addVethPort(t *testing.T, in *ovsinstance.Instance, name string, ofport int) string {
 	t.Helper()
 	peer := name + "-peer"
+	// Both ends stay silent (no IPv6 autoconfiguration, no ARP), so the
+	// peer counts only what OVS sends.
 	for _, args := range [][]string{
 		{"ip", "link", "add", name, "type", "veth", "peer", "name", peer},
-		{"ip", "link", "set", name, "up"},
-		{"ip", "link", "set", peer, "up"},
+		{"sysctl", "-qw", "net.ipv6.conf." + name + ".disable_ipv6=1"},
+		{"sysctl", "-qw", "net.ipv6.conf." + peer + ".disable_ipv6=1"},
+		{"ip", "link", "set", name, "arp", "off", "up"},
+		{"ip", "link", "set", peer, "arp", "off", "up"},
 	} {
 		if _, err := in.Run(args[0], args[1:]...); err != nil {
 			t.Fatal(err)
