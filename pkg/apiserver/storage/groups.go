@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 
 	"antrea.io/antrea/pkg/apis/controlplane"
@@ -49,6 +50,10 @@ func (addressGroupResource) key(obj any) (string, error) {
 		return "", fmt.Errorf("addressgroups store got %T, want *types.AddressGroup", obj)
 	}
 	return g.Name, nil
+}
+
+func (addressGroupResource) span(obj any) sets.Set[string] {
+	return obj.(*types.AddressGroup).NodeNames
 }
 
 func (addressGroupResource) inSpan(obj any, node string) bool {
@@ -102,6 +107,10 @@ func (appliedToGroupResource) key(obj any) (string, error) {
 		return "", fmt.Errorf("appliedtogroups store got %T, want *types.AppliedToGroup", obj)
 	}
 	return g.Name, nil
+}
+
+func (appliedToGroupResource) span(obj any) sets.Set[string] {
+	return obj.(*types.AppliedToGroup).NodeNames
 }
 
 func (appliedToGroupResource) inSpan(obj any, node string) bool {
@@ -225,6 +234,10 @@ func (networkPolicyResource) key(obj any) (string, error) {
 		return "", fmt.Errorf("networkpolicies store got %T, want *types.NetworkPolicy", obj)
 	}
 	return p.Name, nil
+}
+
+func (networkPolicyResource) span(obj any) sets.Set[string] {
+	return obj.(*types.NetworkPolicy).NodeNames
 }
 
 func (networkPolicyResource) inSpan(obj any, node string) bool {

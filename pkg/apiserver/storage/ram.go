@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -25,6 +26,8 @@ type resource interface {
 	key(obj any) (string, error)
 	// inSpan reports whether the object spans the Node.
 	inSpan(obj any, node string) bool
+	// span returns the Nodes the object spans.
+	span(obj any) sets.Set[string]
 	// view is the controlplane object a Node ("" = everyone) sees.
 	view(obj any, node string, rv uint64) runtime.Object
 	// prepare precomputes, once per change, what modified() hands to watchers.
@@ -74,7 +77,13 @@ type store struct {
 	head     int      // index of the oldest event in history
 	count    int      // number of events in history
 	watchers map[int]*watcher
-	nextID   int
+	// byNode and anyNode index the watchers so that a change is handed only
+	// to the watchers of Nodes in its old or new span (and to watchers
+	// without a nodeName): with many agents, a change on one Node wakes one
+	// agent's watcher, not all of them.
+	byNode  map[string]map[int]*watcher
+	anyNode map[int]*watcher
+	nextID  int
 }
 
 func newStore(res resource, indexers cache.Indexers, opts Options) *store {
@@ -93,6 +102,8 @@ func newStore(res resource, indexers cache.Indexers, opts Options) *store {
 		rvs:      map[string]uint64{},
 		history:  make([]*event, opts.HistorySize),
 		watchers: map[int]*watcher{},
+		byNode:   map[string]map[int]*watcher{},
+		anyNode:  map[int]*watcher{},
 	}
 	s.indexer = cache.NewIndexer(func(obj any) (string, error) { return res.key(obj) }, indexers)
 	return s
@@ -168,17 +179,68 @@ func (s *store) record(key string, prev, cur any) {
 	} else {
 		s.head = (s.head + 1) % len(s.history)
 	}
-	for id, w := range s.watchers {
-		select {
-		case w.input <- e:
-		default:
-			// A watcher this far behind would hold back the writer; close it
-			// and let its client list again.
-			klog.InfoS("Closing a watcher that fell behind", "resource", s.res.groupResource(), "watcher", id, "buffer", s.opts.WatcherBuffer)
-			delete(s.watchers, id)
-			w.closeInput()
+	for id, w := range s.anyNode {
+		s.dispatch(id, w, e)
+	}
+	var nodes sets.Set[string]
+	switch {
+	case prev == nil:
+		nodes = s.res.span(cur)
+	case cur == nil:
+		nodes = s.res.span(prev)
+	default:
+		nodes = s.res.span(prev).Union(s.res.span(cur))
+	}
+	for node := range nodes {
+		for id, w := range s.byNode[node] {
+			s.dispatch(id, w, e)
 		}
 	}
+}
+
+// dispatch hands a change to a watcher without blocking the writer.
+func (s *store) dispatch(id int, w *watcher, e *event) {
+	select {
+	case w.input <- e:
+	default:
+		// A watcher this far behind would hold back the writer; close it
+		// and let its client list again.
+		klog.InfoS("Closing a watcher that fell behind", "resource", s.res.groupResource(), "watcher", id, "buffer", s.opts.WatcherBuffer)
+		s.unregister(id)
+	}
+}
+
+// register adds a watcher; called with mu held.
+func (s *store) register(w *watcher) int {
+	id := s.nextID
+	s.nextID++
+	s.watchers[id] = w
+	if w.hasNode {
+		if s.byNode[w.node] == nil {
+			s.byNode[w.node] = map[int]*watcher{}
+		}
+		s.byNode[w.node][id] = w
+	} else {
+		s.anyNode[id] = w
+	}
+	return id
+}
+
+// unregister removes a watcher and closes its input; called with mu held.
+func (s *store) unregister(id int) {
+	w, ok := s.watchers[id]
+	if !ok {
+		return
+	}
+	delete(s.watchers, id)
+	delete(s.anyNode, id)
+	if m := s.byNode[w.node]; m != nil {
+		delete(m, id)
+		if len(m) == 0 {
+			delete(s.byNode, w.node)
+		}
+	}
+	w.closeInput()
 }
 
 func (s *store) Get(key string) (any, bool, error) {
@@ -289,19 +351,15 @@ func (s *store) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, 
 		}
 		w.lastRV = fromRV
 	}
-	id := s.nextID
-	s.nextID++
-	s.watchers[id] = w
+	id := s.register(w)
 	s.mu.Unlock()
 
 	w.stop = func() {
 		s.mu.Lock()
-		if _, ok := s.watchers[id]; ok {
-			delete(s.watchers, id)
-			w.closeInput()
-		}
+		s.unregister(id)
 		s.mu.Unlock()
 	}
+	w.currentRV = s.ResourceVersion
 	go w.run(ctx)
 	return w, nil
 }

@@ -27,7 +27,8 @@ type watcher struct {
 	result chan watch.Event
 	done   chan struct{}
 
-	stop      func() // unregisters from the store
+	stop      func()        // unregisters from the store
+	currentRV func() uint64 // the store's latest version
 	stopOnce  sync.Once
 	closeOnce sync.Once
 }
@@ -97,7 +98,7 @@ func (w *watcher) run(ctx context.Context) {
 				return
 			}
 		case <-tick:
-			if !send(w.bookmark()) {
+			if !w.catchUp(send) || !send(w.bookmark()) {
 				return
 			}
 		case <-w.done:
@@ -127,6 +128,32 @@ func (w *watcher) process(e *event) (watch.Event, bool) {
 		}
 	}
 	return watch.Event{}, false
+}
+
+// catchUp moves lastRV to the store's latest version. The store hands this
+// watcher only the changes of its Node, so the others would never move
+// lastRV; every change up to the version read here is already in the input
+// (the store queues a change before its version becomes visible), so
+// processing the queued input first keeps "everything up to lastRV was
+// sent" true. It returns false when the watch ended.
+func (w *watcher) catchUp(send func(watch.Event) bool) bool {
+	latest := w.currentRV()
+	for {
+		select {
+		case e, ok := <-w.input:
+			if !ok {
+				return false
+			}
+			if ev, ok := w.process(e); ok && !send(ev) {
+				return false
+			}
+		default:
+			if latest > w.lastRV {
+				w.lastRV = latest
+			}
+			return true
+		}
+	}
 }
 
 func (w *watcher) bookmark() watch.Event {
