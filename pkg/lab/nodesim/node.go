@@ -148,10 +148,17 @@ func trimNewline(b []byte) []byte {
 // the status every StatusInterval, or at once when network readiness changes.
 func (sim *simulator) heartbeat(ctx context.Context) {
 	renew := sim.cfg.LeaseDuration / 4
+	var lastRenew time.Time
 	lastStatus := time.Now()
+	// The tick is short so that a change of network readiness shows soon;
+	// the Lease and the status are written on their own periods.
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := sim.renewLease(ctx); err != nil {
-			klog.ErrorS(err, "Node lease renewal failed", "node", sim.cfg.NodeName)
+		if time.Since(lastRenew) >= renew {
+			if err := sim.renewLease(ctx); err != nil {
+				klog.ErrorS(err, "Node lease renewal failed", "node", sim.cfg.NodeName)
+			} else {
+				lastRenew = time.Now()
+			}
 		}
 		ready, _ := sim.networkReady(ctx)
 		if time.Since(lastStatus) >= sim.cfg.StatusInterval || ready != sim.lastNetworkReady.Load() {
@@ -161,7 +168,7 @@ func (sim *simulator) heartbeat(ctx context.Context) {
 			}
 			lastStatus = time.Now()
 		}
-	}, min(renew, 5*time.Second))
+	}, min(renew, 2*time.Second))
 }
 
 // renewLease creates or renews the node's Lease in kube-node-lease, owned by
