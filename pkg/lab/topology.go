@@ -60,6 +60,11 @@ func (t *topology) attach(ctx context.Context, netns, bridgePort, addr string) e
 		{"ip", "-n", UnderlayNetNS, "link", "set", bridgePort, "master", underlayBridge, "up"},
 		{"ip", "-n", netns, "addr", "add", addr, "dev", "eth0"},
 		{"ip", "-n", netns, "link", "set", "eth0", "up"},
+		// A veth hands its peer packets with checksums left to offload; the
+		// userspace datapath of a node that holds its uplink in br-phy passes
+		// them on unchecked and the receiving kernel drops them (ICMP works,
+		// TCP does not). Senders on the underlay therefore compute checksums.
+		{"ip", "netns", "exec", netns, "ethtool", "-K", "eth0", "tx", "off"},
 	}
 	for _, s := range steps {
 		if err := run(ctx, s[0], s[1:]...); err != nil {
