@@ -214,6 +214,9 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	if ids == nil {
+		ids = map[string]string{}
+	}
 	ids[flowRoundKey] = strconv.FormatUint(uint64(round), 10)
 	if err := bridge.SetExternalIDs(ctx, ids); err != nil {
 		return err
