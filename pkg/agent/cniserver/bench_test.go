@@ -3,9 +3,7 @@ package cniserver
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -16,13 +14,6 @@ import (
 
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
-
-// noFlows stands in for the flow installer when the benchmark measures the
-// CNI path without flow programming.
-type noFlows struct{}
-
-func (noFlows) InstallPodFlows(string, []net.IP, net.HardwareAddr, uint32) error { return nil }
-func (noFlows) UninstallPodFlows(string) error                                   { return nil }
 
 // latencies summarises one phase.
 type latencies []time.Duration
@@ -60,19 +51,16 @@ func (a *adder) do(ctx context.Context, add bool, rt *libcni.RuntimeConf) error 
 	return ns.WithNetNSPath(a.hostNS, func(ns.NetNS) error { return fn() })
 }
 
-// phase runs n ADDs, `parallel` at a time, times each, then deletes them all.
-func (a *adder) phase(t *testing.T, pods []*pod, parallel int) latencies {
+// batch runs the ADDs of pods, all at once, and returns each one's latency.
+func (a *adder) batch(t *testing.T, pods []*pod) latencies {
 	t.Helper()
 	ctx := ctxT(t)
 	lat := make(latencies, len(pods))
-	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for i, p := range pods {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
 			start := time.Now()
 			if err := a.do(ctx, true, p.rt); err != nil {
 				t.Errorf("%s ADD %s: %v", a.name, p.name, err)
@@ -81,12 +69,17 @@ func (a *adder) phase(t *testing.T, pods []*pod, parallel int) latencies {
 		}()
 	}
 	wg.Wait()
+	return lat
+}
+
+// delAll deletes the pods' attachments.
+func (a *adder) delAll(t *testing.T, pods []*pod) {
+	t.Helper()
 	for _, p := range pods {
-		if err := a.do(ctx, false, p.rt); err != nil {
+		if err := a.do(ctxT(t), false, p.rt); err != nil {
 			t.Errorf("%s DEL %s: %v", a.name, p.name, err)
 		}
 	}
-	return lat
 }
 
 // TestCNIAddLatencyReport measures CNI ADD latency of antrea (libcni -> the
@@ -104,7 +97,7 @@ func TestCNIAddLatencyReport(t *testing.T) {
 	if refBin == "" {
 		t.Fatal("CNI_REFERENCE_BIN must name the directory of the reference bridge and host-local plugins")
 	}
-	const sequential, concurrentN, parallel = 100, 20, 20
+	const sequential, concurrentN, rounds = 100, 20, 3
 	e := newEnvWith(t, true, withAgentPipeline)
 
 	// The reference plugins get a node netns of their own for their bridge.
@@ -125,26 +118,38 @@ func TestCNIAddLatencyReport(t *testing.T) {
 		}
 		return out
 	}
-	type row struct {
-		plugin, phase string
-		lat           latencies
-	}
-	var rows []row
-	measure := func(a *adder) {
-		rows = append(rows, row{a.name, fmt.Sprintf("%d sequential", sequential), a.phase(t, newPods("s", sequential), 1)})
-		rows = append(rows, row{a.name, fmt.Sprintf("%d concurrent", concurrentN), a.phase(t, newPods("c", concurrentN), parallel)})
-	}
+	adders := []*adder{ref, antrea}
+	seq := make([]latencies, len(adders))
+	conc := make([]latencies, len(adders))
 	// Warm up both (page cache, first exec of each binary).
-	_ = ref.phase(t, newPods("w", 3), 1)
-	_ = antrea.phase(t, newPods("w", 3), 1)
-	measure(ref)
-	measure(antrea)
-	// Same again with flow installation out of the picture, which isolates
-	// the CNI path itself.
-	e.stopSrv()
-	e.installer = noFlows{}
-	e.startServer(true)
-	measure(&adder{name: "antrea (no flow install)", cni: e.cni, list: e.list})
+	for _, a := range adders {
+		w := newPods("w"+a.name[:1], 3)
+		for _, p := range w {
+			a.batch(t, []*pod{p})
+		}
+		a.delAll(t, w)
+	}
+	// The plugins take turns, pod by pod and batch by batch, so that both
+	// see the same load from whatever else runs on the machine.
+	pods := make([][]*pod, len(adders))
+	for i, a := range adders {
+		pods[i] = newPods("s"+a.name[:1], sequential)
+	}
+	for n := 0; n < sequential; n++ {
+		for i, a := range adders {
+			seq[i] = append(seq[i], a.batch(t, pods[i][n:n+1])...)
+		}
+	}
+	for i, a := range adders {
+		a.delAll(t, pods[i])
+	}
+	for round := 0; round < rounds; round++ {
+		for i, a := range adders {
+			batch := newPods(fmt.Sprintf("c%d%s", round, a.name[:1]), concurrentN)
+			conc[i] = append(conc[i], a.batch(t, batch)...)
+			a.delAll(t, batch)
+		}
+	}
 	// The fixed cost of the shim: exec of antrea-cni, gRPC dial and a call
 	// that does no work in the agent.
 	status := make(latencies, sequential)
@@ -155,25 +160,35 @@ func TestCNIAddLatencyReport(t *testing.T) {
 		}
 		status[i] = time.Since(start)
 	}
-	statusRow := row{"antrea STATUS (shim only)", fmt.Sprintf("%d sequential", sequential), status}
 
 	if t.Failed() {
 		return
 	}
-	fmt.Printf("\nCNI ADD latency on one node (%s)\n", filepath.Base(os.Args[0]))
-	fmt.Printf("%-30s %-15s %9s %9s\n", "plugin", "phase", "p50", "p99")
-	for _, r := range rows {
-		fmt.Printf("%-30s %-15s %9s %9s\n", r.plugin, r.phase, r.lat.pct(0.50).Round(100*time.Microsecond), r.lat.pct(0.99).Round(100*time.Microsecond))
-	}
-	fmt.Printf("%-30s %-15s %9s %9s\n", statusRow.plugin, statusRow.phase,
-		statusRow.lat.pct(0.50).Round(100*time.Microsecond), statusRow.lat.pct(0.99).Round(100*time.Microsecond))
-	fmt.Println("\nratio antrea / bridge+host-local (p50, p99):")
-	for _, r := range rows[2:] {
-		for _, b := range rows[:2] {
-			if b.phase == r.phase {
-				fmt.Printf("%-30s %-15s %8.2fx %8.2fx\n", r.plugin, r.phase,
-					float64(r.lat.pct(0.5))/float64(b.lat.pct(0.5)), float64(r.lat.pct(0.99))/float64(b.lat.pct(0.99)))
+	fmt.Printf("\nCNI ADD latency on one node, plugins taking turns (%d sequential ADDs; %d rounds of %d concurrent ADDs)\n",
+		sequential, rounds, concurrentN)
+	fmt.Printf("%-26s %-14s %9s %9s %9s %9s\n", "plugin", "phase", "p50", "p99", "p50 ratio", "p99 ratio")
+	show := func(name, phase string, l, base latencies) {
+		ratio := func(p float64) string {
+			if base == nil {
+				return ""
 			}
+			return fmt.Sprintf("%.2fx", float64(l.pct(p))/float64(base.pct(p)))
+		}
+		fmt.Printf("%-26s %-14s %9s %9s %9s %9s\n", name, phase,
+			l.pct(0.50).Round(100*time.Microsecond), l.pct(0.99).Round(100*time.Microsecond), ratio(0.5), ratio(0.99))
+	}
+	// Ratios are to the reference plugins (adders[0]).
+	for _, phase := range []struct {
+		name string
+		lat  []latencies
+	}{{"sequential", seq}, {"concurrent", conc}} {
+		for i, a := range adders {
+			var base latencies
+			if i > 0 {
+				base = phase.lat[0]
+			}
+			show(a.name, phase.name, phase.lat[i], base)
 		}
 	}
+	show("antrea STATUS (shim only)", "sequential", status, nil)
 }

@@ -11,6 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -52,22 +56,28 @@ type Driver interface {
 }
 
 // HostLocal is the host-local driver: one allocator per podCIDR, all sharing
-// one on-disk store.
+// one on-disk store in the reference plugin's format (a file per address,
+// named by the address, holding "containerID\r\nifname").
 type HostLocal struct {
 	// mu serialises allocations inside this process: the disk store's lock is
 	// an flock on one shared file descriptor, which does not exclude
 	// goroutines of the same process from each other.
 	mu         sync.Mutex
 	store      *disk.Store
+	dir        string
 	allocators []*allocator.IPAllocator
 	ranges     []allocator.RangeSet
+	// held mirrors the reservations on disk, by owner key: the store can only
+	// answer "what does this owner hold" by reading every reservation file,
+	// which made each ADD O(pods) and serialised concurrent ADDs behind it.
+	held map[string][]net.IP
 }
 
 var _ Driver = &HostLocal{}
 
-// NewHostLocal opens (or creates) the store under dataDir/network and builds
-// an allocator for each podCIDR. The gateway of a CIDR is its first address
-// and is never handed out.
+// NewHostLocal opens (or creates) the store under dataDir/network, reads the
+// reservations it holds and builds an allocator for each podCIDR. The gateway
+// of a CIDR is its first address and is never handed out.
 func NewHostLocal(network, dataDir string, podCIDRs []*net.IPNet) (*HostLocal, error) {
 	if len(podCIDRs) == 0 {
 		return nil, errors.New("host-local IPAM: no podCIDR configured")
@@ -76,7 +86,7 @@ func NewHostLocal(network, dataDir string, podCIDRs []*net.IPNet) (*HostLocal, e
 	if err != nil {
 		return nil, fmt.Errorf("host-local IPAM: open store %s/%s: %w", dataDir, network, err)
 	}
-	h := &HostLocal{store: store}
+	h := &HostLocal{store: store, dir: filepath.Join(dataDir, network)}
 	for i, cidr := range podCIDRs {
 		rs := allocator.RangeSet{allocator.Range{Subnet: types.IPNet(*cidr)}}
 		if err := rs.Canonicalize(); err != nil {
@@ -86,7 +96,38 @@ func NewHostLocal(network, dataDir string, podCIDRs []*net.IPNet) (*HostLocal, e
 		h.ranges = append(h.ranges, rs)
 		h.allocators = append(h.allocators, allocator.NewIPAllocator(&h.ranges[i], store, i))
 	}
+	if err := h.load(); err != nil {
+		store.Close()
+		return nil, err
+	}
 	return h, nil
+}
+
+// ownerKey is what a reservation file of the owner holds.
+func ownerKey(containerID, ifName string) string {
+	return strings.TrimSpace(containerID) + disk.LineBreak + ifName
+}
+
+// load rebuilds held from the reservation files.
+func (h *HostLocal) load() error {
+	entries, err := os.ReadDir(h.dir)
+	if err != nil {
+		return fmt.Errorf("host-local IPAM: read store %s: %w", h.dir, err)
+	}
+	h.held = map[string][]net.IP{}
+	for _, e := range entries {
+		ip := net.ParseIP(e.Name())
+		if ip == nil || !e.Type().IsRegular() {
+			continue // the lock and the last_reserved_ip.N markers
+		}
+		data, err := os.ReadFile(filepath.Join(h.dir, e.Name()))
+		if err != nil {
+			return fmt.Errorf("host-local IPAM: read reservation %s: %w", e.Name(), err)
+		}
+		key := strings.TrimSpace(string(data))
+		h.held[key] = append(h.held[key], ip)
+	}
+	return nil
 }
 
 // Gateways returns the gateway address of each podCIDR, in order.
@@ -105,30 +146,59 @@ func (h *HostLocal) Close() error { return h.store.Close() }
 func (h *HostLocal) Add(_ context.Context, owner Owner) ([]*current.IPConfig, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	held := h.store.GetByID(owner.ContainerID, owner.IfName)
+	if err := h.store.Lock(); err != nil {
+		return nil, fmt.Errorf("lock the IPAM store for %s: %w", owner, err)
+	}
+	defer h.store.Unlock()
+	key := ownerKey(owner.ContainerID, owner.IfName)
+	held := h.held[key]
 	var ips []*current.IPConfig
-	for i, a := range h.allocators {
-		if ip := h.heldIn(i, held); ip != nil {
+	var reserved []net.IP
+	for i, rs := range h.ranges {
+		if ip := heldIn(rs, held); ip != nil {
 			// A retried ADD (e.g. after an agent crash) gets what it already has.
-			r := h.ranges[i][0]
-			ips = append(ips, &current.IPConfig{Address: net.IPNet{IP: ip, Mask: r.Subnet.Mask}, Gateway: r.Gateway})
+			ips = append(ips, &current.IPConfig{Address: net.IPNet{IP: ip, Mask: rs[0].Subnet.Mask}, Gateway: rs[0].Gateway})
 			continue
 		}
-		ipc, err := a.Get(owner.ContainerID, owner.IfName, nil)
+		ipc, err := h.reserve(i, owner)
 		if err != nil {
-			for j := 0; j < i; j++ {
-				_ = h.allocators[j].Release(owner.ContainerID, owner.IfName)
+			for _, ip := range reserved {
+				_ = os.Remove(filepath.Join(h.dir, ip.String()))
 			}
-			return nil, fmt.Errorf("allocate an address in %s for %s: %w", h.ranges[i].String(), owner, err)
+			return nil, fmt.Errorf("allocate an address in %s for %s: %w", rs.String(), owner, err)
 		}
+		reserved = append(reserved, ipc.Address.IP)
 		ips = append(ips, ipc)
 	}
+	h.held[key] = append(held, reserved...)
 	return ips, nil
 }
 
-func (h *HostLocal) heldIn(rangeIdx int, held []net.IP) net.IP {
+// reserve takes the next free address of range i, round-robin from the last
+// one reserved, as host-local does.
+func (h *HostLocal) reserve(i int, owner Owner) (*current.IPConfig, error) {
+	iter, err := h.allocators[i].GetIter()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		addr, gw := iter.Next()
+		if addr == nil {
+			return nil, errors.New("no address left")
+		}
+		ok, err := h.store.Reserve(owner.ContainerID, owner.IfName, addr.IP, strconv.Itoa(i))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return &current.IPConfig{Address: *addr, Gateway: gw}, nil
+		}
+	}
+}
+
+func heldIn(rs allocator.RangeSet, held []net.IP) net.IP {
 	for _, ip := range held {
-		if h.ranges[rangeIdx].Contains(ip) {
+		if rs.Contains(ip) {
 			return ip
 		}
 	}
@@ -139,10 +209,21 @@ func (h *HostLocal) heldIn(rangeIdx int, held []net.IP) net.IP {
 func (h *HostLocal) Del(_ context.Context, owner Owner) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	// Every allocator shares the store, so one release frees all families.
-	if err := h.allocators[0].Release(owner.ContainerID, owner.IfName); err != nil {
-		return fmt.Errorf("release the addresses of %s: %w", owner, err)
+	if err := h.store.Lock(); err != nil {
+		return fmt.Errorf("lock the IPAM store for %s: %w", owner, err)
 	}
+	defer h.store.Unlock()
+	key := ownerKey(owner.ContainerID, owner.IfName)
+	var errs []error
+	for _, ip := range h.held[key] {
+		if err := os.Remove(filepath.Join(h.dir, ip.String())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("release the addresses of %s: %w", owner, errors.Join(errs...))
+	}
+	delete(h.held, key)
 	return nil
 }
 
@@ -150,15 +231,11 @@ func (h *HostLocal) Del(_ context.Context, owner Owner) error {
 func (h *HostLocal) Check(_ context.Context, owner Owner) ([]net.IP, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.store.Lock(); err != nil {
-		return nil, fmt.Errorf("lock the IPAM store: %w", err)
-	}
-	defer h.store.Unlock()
-	ips := h.store.GetByID(owner.ContainerID, owner.IfName)
+	ips := h.held[ownerKey(owner.ContainerID, owner.IfName)]
 	if len(ips) == 0 {
 		return nil, fmt.Errorf("%s: %w", owner, ErrNotAllocated)
 	}
-	return ips, nil
+	return append([]net.IP(nil), ips...), nil
 }
 
 // GC implements Driver.
@@ -168,5 +245,5 @@ func (h *HostLocal) GC(_ context.Context, valid []types.GCAttachment) error {
 	if err := h.store.GC(valid); err != nil {
 		return fmt.Errorf("garbage-collect IPAM reservations: %w", err)
 	}
-	return nil
+	return h.load()
 }

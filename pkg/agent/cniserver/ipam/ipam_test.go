@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
+	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/disk"
 )
 
 func cidrs(t *testing.T, ss ...string) []*net.IPNet {
@@ -154,5 +156,67 @@ func TestConcurrentAddsNeverShareAnAddressAndAFullRangeIsAnError(t *testing.T) {
 func TestAHostLocalDriverNeedsAPodCIDR(t *testing.T) {
 	if _, err := NewHostLocal("antrea", t.TempDir(), nil); err == nil {
 		t.Error("NewHostLocal without podCIDR succeeded")
+	}
+}
+
+func TestReservationsAreInTheReferencePluginsFormatBothWays(t *testing.T) {
+	dir := t.TempDir()
+	cidr := cidrs(t, "10.1.2.0/24")
+	// Written by the reference plugin's allocator before the agent starts...
+	store, err := disk.New("antrea", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := allocator.RangeSet{allocator.Range{Subnet: types.IPNet(*cidr[0])}}
+	if err := rs.Canonicalize(); err != nil {
+		t.Fatal(err)
+	}
+	ref := allocator.NewIPAllocator(&rs, store, 0)
+	old, err := ref.Get("c-old", "eth0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ... it is known to the agent's driver after a start.
+	h := newHostLocal(t, dir, "10.1.2.0/24")
+	ips, err := h.Check(context.Background(), Owner{ContainerID: "c-old", IfName: "eth0"})
+	if err != nil || len(ips) != 1 || !ips[0].Equal(old.Address.IP) {
+		t.Errorf("driver sees %v, %v; want %s", ips, err, old.Address.IP)
+	}
+	// And what the driver reserves, the reference plugin sees.
+	got, err := h.Add(context.Background(), owner(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen := store.GetByID("c7", "eth0"); len(seen) != 1 || !seen[0].Equal(got[0].Address.IP) {
+		t.Errorf("reference store sees %v for c7, want %s", seen, got[0].Address.IP)
+	}
+	if got[0].Address.IP.Equal(old.Address.IP) {
+		t.Errorf("driver handed out %s, which the reference allocator holds", old.Address.IP)
+	}
+	store.Close()
+}
+
+// BenchmarkHostLocalAddDel measures one allocation and release with 200
+// other pods holding addresses.
+func BenchmarkHostLocalAddDel(b *testing.B) {
+	_, n, _ := net.ParseCIDR("10.1.0.0/16")
+	h, err := NewHostLocal("antrea", b.TempDir(), []*net.IPNet{n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	for i := 0; i < 200; i++ {
+		if _, err := h.Add(context.Background(), owner(1000+i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := h.Add(context.Background(), owner(i)); err != nil {
+			b.Fatal(err)
+		}
+		if err := h.Del(context.Background(), owner(i)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
