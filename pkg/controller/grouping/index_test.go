@@ -495,3 +495,40 @@ func TestRandomEventsKeepMembersEqualToABruteForceEvaluation(t *testing.T) {
 		clear(before)
 	}
 }
+
+func TestMemberDataChangesOnlyWithWhatAGroupMemberIsBuiltFrom(t *testing.T) {
+	base := func() *v1.Pod {
+		p := newPod("ns", "p", map[string]string{"app": "a"}, "10.0.0.1", "n1")
+		p.Status.Phase = v1.PodRunning
+		p.Spec.Containers = []v1.Container{{Name: "c", Ports: []v1.ContainerPort{{Name: "http", ContainerPort: 80, Protocol: v1.ProtocolTCP}}}}
+		return p
+	}
+	tests := []struct {
+		name   string
+		change func(p *v1.Pod)
+		want   bool
+	}{
+		{"labels, annotations and conditions do not count", func(p *v1.Pod) {
+			p.Labels = map[string]string{"app": "b"}
+			p.Annotations = map[string]string{"x": "y"}
+			p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+		}, false},
+		{"a new IP counts", func(p *v1.Pod) { p.Status.PodIPs = []v1.PodIP{{IP: "10.0.0.2"}}; p.Status.PodIP = "10.0.0.2" }, true},
+		{"a second IP counts", func(p *v1.Pod) { p.Status.PodIPs = append(p.Status.PodIPs, v1.PodIP{IP: "fd00::1"}) }, true},
+		{"scheduling on a node counts", func(p *v1.Pod) { p.Spec.NodeName = "n2" }, true},
+		{"termination counts", func(p *v1.Pod) { p.Status.Phase = v1.PodFailed }, true},
+		{"a renamed port counts", func(p *v1.Pod) { p.Spec.Containers[0].Ports[0].Name = "web" }, true},
+		{"a port number counts", func(p *v1.Pod) { p.Spec.Containers[0].Ports[0].ContainerPort = 81 }, true},
+		{"a port protocol counts", func(p *v1.Pod) { p.Spec.Containers[0].Ports[0].Protocol = v1.ProtocolUDP }, true},
+		{"an added container counts", func(p *v1.Pod) { p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "d"}) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old, cur := base(), base()
+			tt.change(cur)
+			if got := MemberDataChanged(old, cur); got != tt.want {
+				t.Errorf("MemberDataChanged = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
