@@ -21,9 +21,18 @@ import (
 // stays registered in the index while either exists.
 type selectorGroups struct {
 	sel       *grouping.Selector
+	name      string
 	typesSel  *types.GroupSelector
 	appliedTo *appliedToGroupState
 	address   *addressGroupState
+}
+
+// groupNameLocked is groupName, without hashing for selectors in use.
+func (c *Controller) groupNameLocked(selectorKey string) string {
+	if sg, ok := c.groupsBySelector[selectorKey]; ok {
+		return sg.name
+	}
+	return groupName(selectorKey)
 }
 
 // typesSelector is the selector in the stores' form, built once per selector.
@@ -102,7 +111,7 @@ func (c *Controller) syncPolicy(_ context.Context, key string) error {
 		}
 		return c.deletePolicyLocked(p)
 	}
-	computed, err := computePolicy(np, groupName)
+	computed, err := computePolicy(np, c.groupNameLocked)
 	if err != nil {
 		// The API server validates policies, so this is a malformed object a
 		// retry cannot fix; the previous computation, if any, stays.
@@ -263,7 +272,7 @@ func (c *Controller) selectorLocked(sel *grouping.Selector) *selectorGroups {
 	sg := c.groupsBySelector[key]
 	if sg == nil {
 		c.index.AddGroup(sel)
-		sg = &selectorGroups{sel: sel}
+		sg = &selectorGroups{sel: sel, name: groupName(key)}
 		c.groupsBySelector[key] = sg
 	}
 	return sg
@@ -273,7 +282,7 @@ func (c *Controller) acquireAppliedToGroupLocked(sel *grouping.Selector, policyK
 	sg := c.selectorLocked(sel)
 	if sg.appliedTo == nil {
 		atg := &appliedToGroupState{
-			name:          groupName(sel.Key()),
+			name:          sg.name,
 			sel:           sg.sel,
 			typesSel:      sg.typesSelector(),
 			policies:      sets.New[string](),
@@ -293,7 +302,7 @@ func (c *Controller) acquireAddressGroupLocked(sel *grouping.Selector, policyKey
 	sg := c.selectorLocked(sel)
 	if sg.address == nil {
 		ag := &addressGroupState{
-			name:            groupName(sel.Key()),
+			name:            sg.name,
 			sel:             sg.sel,
 			typesSel:        sg.typesSelector(),
 			policies:        sets.New[string](),
