@@ -1,0 +1,106 @@
+package conformance
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mattfenwick/cyclonus/pkg/generator"
+)
+
+// caseTimeout bounds one case: its actions, pod start-ups and every step's
+// probing (each step at most realizeTimeout plus a confirmation matrix).
+const caseTimeout = 4 * time.Minute
+
+// testCase is a case whose actions may depend on the pods' current IPs
+// (ipBlock peers), so it is built after the model is reset.
+type testCase struct {
+	name  string
+	build func(pods map[string]peer) *generator.TestCase
+}
+
+// fixed wraps a case that does not depend on the pods.
+func fixed(tc *generator.TestCase) testCase {
+	return testCase{name: tc.Description, build: func(map[string]peer) *generator.TestCase { return tc }}
+}
+
+// runCases runs each case as a subtest, on the base model reset before each.
+func runCases(t *testing.T, cases []testCase) {
+	t.Helper()
+	filter := os.Getenv(envCase)
+	for _, tc := range cases {
+		if filter != "" && !strings.Contains(tc.name, filter) {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			c := setup(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			peers, err := c.peers(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byKey := map[string]peer{}
+			for _, p := range peers {
+				byKey[p.key()] = p
+			}
+			runCase(t, c, tc.build(byKey))
+		})
+	}
+}
+
+// runCase applies each step's actions and checks that the lab's matrix equals
+// the oracles' for the state after the step.
+func runCase(t *testing.T, c *cluster, tc *generator.TestCase) {
+	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
+	defer cancel()
+	for i, step := range tc.Steps {
+		for _, a := range step.Actions {
+			if err := c.apply(ctx, a); err != nil {
+				t.Fatalf("step %d: %v", i+1, err)
+			}
+		}
+		if err := c.waitPodsReady(ctx); err != nil {
+			t.Fatalf("step %d: %v", i+1, err)
+		}
+		checkStep(ctx, t, c, i+1)
+	}
+}
+
+// checkStep compares the lab with the oracles for the current state.
+func checkStep(ctx context.Context, t *testing.T, c *cluster, step int) {
+	t.Helper()
+	peers, err := c.peers(ctx)
+	if err != nil {
+		t.Fatalf("step %d: %v", step, err)
+	}
+	policies, err := c.policies(ctx)
+	if err != nil {
+		t.Fatalf("step %d: %v", step, err)
+	}
+	exp := expect(ctx, peers, policies)
+	for _, d := range exp.Disagreements {
+		t.Errorf("step %d: the oracles disagree: %s", step, d)
+	}
+	all := cells(peers)
+	start := time.Now()
+	obs, rounds := newProber(peers).probeUntil(ctx, all, exp.Allowed)
+	bad := mismatches(all, obs, exp.Allowed)
+	allowed := 0
+	for _, c := range all {
+		if exp.Allowed[c] {
+			allowed++
+		}
+	}
+	if len(bad) == 0 {
+		t.Logf("step %d: all %d probes equal the oracle (%d allowed, %d denied) after %d probe rounds in %.1fs",
+			step, len(all), allowed, len(all)-allowed, rounds, time.Since(start).Seconds())
+		return
+	}
+	t.Errorf("step %d: %d of %d probes differ from the oracle after %s (lab runtime %s)\n%s\n%s\n\nflows of the involved pods:\n%s",
+		step, len(bad), len(all), realizeTimeout, c.e.runtime,
+		describeMismatches(bad, obs, exp.Allowed), renderMatrices(peers, obs, exp.Allowed),
+		c.e.flowsOfInvolvedPods(ctx, peers, bad))
+}
