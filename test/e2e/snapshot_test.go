@@ -40,7 +40,11 @@ func takeSnapshot(labDir string) snapshot {
 		if err != nil || len(raw) == 0 {
 			continue
 		}
-		cmdline := strings.TrimSpace(strings.ReplaceAll(string(raw), "\x00", " "))
+		argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if isShortLivedCLI(argv) {
+			continue
+		}
+		cmdline := strings.Join(argv, " ")
 		if strings.Contains(cmdline, labDir) || strings.Contains(cmdline, "antrea-lab ") {
 			s.processes = append(s.processes, fmt.Sprintf("%d(%c) %s", pid, procState(pid), cmdline))
 		}
@@ -51,6 +55,22 @@ func takeSnapshot(labDir string) snapshot {
 	sort.Strings(s.netns)
 	sort.Strings(s.processes)
 	return s
+}
+
+// isShortLivedCLI tells the commands people and tests run against a lab
+// (down, status, exec, logs), which name the lab directory in their flags but
+// are not part of the lab, from its daemons.
+func isShortLivedCLI(argv []string) bool {
+	if filepath.Base(argv[0]) != "antrea-lab" {
+		return false
+	}
+	for _, a := range argv[1:] {
+		switch a {
+		case "down", "status", "exec", "logs":
+			return true
+		}
+	}
+	return false
 }
 
 // labFootprint is what a running lab made, read from its state file and the
