@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -156,5 +157,40 @@ func TestAliveTellsRunningFromExitedZombieAndReusedProcesses(t *testing.T) {
 	}
 	if p.Alive() {
 		t.Fatal("a killed (zombie) process should not be alive")
+	}
+}
+
+func TestLogsFindsAComponentsLogByNodeNameOrNumber(t *testing.T) {
+	o := DefaultOptions()
+	o.Dir = t.TempDir()
+	if err := os.MkdirAll(o.LogDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(o.LogPath("nodesim", "node-1"), []byte("hello from node-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, component, node string
+		want                  string
+		wantErr               bool
+	}{
+		{"a node given by name", "nodesim", "node-1", "hello from node-1\n", false},
+		{"a node given by number", "nodesim", "1", "hello from node-1\n", false},
+		{"a component without a log names the logs there are", "etcd", "", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out strings.Builder
+			err := Logs(o, tt.component, tt.node, &out)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Logs() = %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "nodesim-node-1") {
+				t.Fatalf("the error should list the available logs: %v", err)
+			}
+			if out.String() != tt.want {
+				t.Fatalf("Logs() printed %q, want %q", out.String(), tt.want)
+			}
+		})
 	}
 }
