@@ -43,7 +43,9 @@ const (
 // br-int.mgmt live there, so `ovs-ofctl dump-flows DIR/br-int.mgmt` works.
 func (o Options) NodeOVSDir(node string) string { return filepath.Join(o.nodeDir(node), "ovs") }
 
-func (o Options) nodeCNIBinDir(node string) string { return filepath.Join(o.nodeDir(node), "cni", "bin") }
+func (o Options) nodeCNIBinDir(node string) string {
+	return filepath.Join(o.nodeDir(node), "cni", "bin")
+}
 
 func (o Options) manifestDir() string {
 	return filepath.Join(filepath.Dir(o.BinDir), "build", "yamls")
