@@ -28,9 +28,10 @@
 //     or empty ports become nil Services (every port);
 //   - spans: an AppliedToGroup spans the Nodes of its members, a policy spans
 //     its AppliedToGroup, and an AddressGroup spans every policy using it;
-//   - names are UUIDs derived from the normalized selector (groups) or from
-//     namespace/name (policies), stable across restarts; Generation starts
-//     at 1 and increases when rules or groups change, not on span changes.
+//   - group names are UUIDs derived from the normalized selector, stable
+//     across restarts; a policy is named by the K8s policy's UID; Generation
+//     starts at 1 and increases when rules or groups change, not on span
+//     changes.
 package networkpolicy
 
 import (
@@ -41,6 +42,7 @@ import (
 
 	"github.com/google/uuid"
 	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -75,11 +77,14 @@ func groupName(selectorKey string) string {
 	return uuid.NewSHA1(groupNamespace, []byte(selectorKey)).String()
 }
 
-// policyName is the name of the internal NetworkPolicy of a K8s policy,
-// derived from its namespace and name so that it is stable and unique among
-// policy kinds.
-func policyName(namespace, name string) string {
-	return uuid.NewSHA1(groupNamespace, []byte("K8sNetworkPolicy:"+namespace+"/"+name)).String()
+// policyName is the name of the internal NetworkPolicy of a K8s policy: its
+// UID, as upstream Antrea names it. Objects without a UID (hand-made ones in
+// tests) get a UUID derived from their namespace and name.
+func policyName(np *networkingv1.NetworkPolicy) string {
+	if np.UID != "" {
+		return string(np.UID)
+	}
+	return uuid.NewSHA1(groupNamespace, []byte("K8sNetworkPolicy:"+np.Namespace+"/"+np.Name)).String()
 }
 
 // Controller computes internal NetworkPolicies and their groups.

@@ -183,6 +183,9 @@ func TestPoliciesComputeTheRulesKubernetesSemanticsSay(t *testing.T) {
 			if p.Generation != 1 {
 				t.Errorf("Generation = %d, want 1", p.Generation)
 			}
+			if p.Name != "uid-x-np" || p.UID != "uid-x-np" {
+				t.Errorf("internal policy named %q (UID %q), want the K8s policy's UID", p.Name, p.UID)
+			}
 			atgKey := selKey(t, "x", &tt.spec.PodSelector, nil)
 			if want := []string{groupName(atgKey)}; !slices.Equal(p.AppliedToGroups, want) {
 				t.Errorf("AppliedToGroups = %v, want %v", p.AppliedToGroups, want)
@@ -510,6 +513,34 @@ func TestPolicyUpdatesAndDeletesReleaseTheirGroups(t *testing.T) {
 		}
 		if ag, _ := e.addressGroup(cKey); !slices.Equal(ag.SortedNodeNames(), []string{"n2"}) {
 			return fmt.Errorf("AddressGroup app=c span %v, want [n2]", ag.SortedNodeNames())
+		}
+		return nil
+	})
+
+	// np1 deleted and created again before a sync: a new UID, a new object.
+	if err := e.client.NetworkingV1().NetworkPolicies("x").Delete(e.ctx, "np1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recreated := newPolicy("x", "np1", np1)
+	recreated.UID = "uid-x-np1-again"
+	e.create(t, recreated)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		// No sync runs until the informer holds the new object, so that one
+		// sync sees the UID change.
+		if np, err := e.c.npLister.NetworkPolicies("x").Get("np1"); err == nil && np.UID == recreated.UID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("informer never saw the recreated np1")
+		}
+	}
+	e.eventually(t, func() error {
+		p, ok := e.policy("x", "np1")
+		if !ok || p.Name != "uid-x-np1-again" || p.Generation != 1 {
+			return fmt.Errorf("recreated np1 stored as %+v, want name uid-x-np1-again, generation 1", p)
+		}
+		if _, ok, _ := e.nps.Get("uid-x-np1"); ok {
+			return fmt.Errorf("the internal policy of the deleted np1 is still stored")
 		}
 		return nil
 	})

@@ -75,11 +75,17 @@ func (e *env) eventually(t *testing.T, check func() error) {
 }
 
 func (e *env) policy(ns, name string) (*types.NetworkPolicy, bool) {
-	obj, ok, _ := e.nps.Get(policyName(ns, name))
-	if !ok {
-		return nil, false
+	var found *types.NetworkPolicy
+	for _, obj := range e.nps.List() {
+		p := obj.(*types.NetworkPolicy)
+		if p.SourceRef != nil && p.SourceRef.Namespace == ns && p.SourceRef.Name == name {
+			if found != nil {
+				panic(fmt.Sprintf("two internal policies for %s/%s", ns, name))
+			}
+			found = p
+		}
 	}
-	return obj.(*types.NetworkPolicy), true
+	return found, found != nil
 }
 
 func (e *env) addressGroup(key string) (*types.AddressGroup, bool) {

@@ -118,9 +118,19 @@ func (c *Controller) syncPolicy(_ context.Context, key string) error {
 		klog.ErrorS(err, "Cannot compute NetworkPolicy", "networkPolicy", key)
 		return nil
 	}
+	internalName := policyName(np)
 	if p == nil {
-		p = &policyState{key: key, name: policyName(namespace, name)}
+		p = &policyState{key: key, name: internalName}
 		c.policies[key] = p
+	} else if p.name != internalName {
+		// The policy was deleted and created again (a new UID) before this
+		// sync: agents must see the old object go and a new one come.
+		if p.published != nil {
+			if err := c.networkPolicyStore.Delete(p.name); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting replaced internal NetworkPolicy %s of %s: %w", p.name, key, err)
+			}
+		}
+		p.name, p.published, p.generation = internalName, nil, 0
 	}
 	atg := c.acquireAppliedToGroupLocked(computed.appliedTo, key)
 	agKeys := make([]string, 0, len(computed.addressGroups))
