@@ -212,13 +212,19 @@ func TestUpdatesInFlight(t *testing.T) {
 			step(generator.UpdatePolicy(policy("x", "from-y-b", podSel("pod", "c"), both, nil,
 				to(networkingv1.NetworkPolicyPeer{PodSelector: selPtr("pod", "a")})))),
 			step(generator.DeletePolicy("x", "from-y-b")))),
-		fixed(generator.NewTestCase("a pod deleted and re-created with a new IP keeps its rules, as peer and as target", nil,
-			step(generator.CreatePolicy(fromPodB),
-				generator.CreatePolicy(policy("y", "isolate-b", podSel("pod", "b"), ingressOnly,
-					from(networkingv1.NetworkPolicyPeer{NamespaceSelector: selPtr("ns", "x")}), nil))),
-			step(generator.DeletePod("y", "b")),
-			step(generator.CreatePod("y", "b", map[string]string{"pod": "b"})),
-			step(generator.DeletePod("x", "a"), generator.CreatePod("x", "a", map[string]string{"pod": "a"})))),
+		{
+			name: "a pod deleted and re-created with a new IP keeps its rules, as peer and as target",
+			build: func(map[string]peer) *generator.TestCase {
+				return generator.NewTestCase("recreate", nil,
+					step(generator.CreatePolicy(fromPodB),
+						generator.CreatePolicy(policy("y", "isolate-b", podSel("pod", "b"), ingressOnly,
+							from(networkingv1.NetworkPolicyPeer{NamespaceSelector: selPtr("ns", "x")}), nil))),
+					step(generator.DeletePod("y", "b")),
+					step(generator.CreatePod("y", "b", map[string]string{"pod": "b"})),
+					step(generator.DeletePod("x", "a"), generator.CreatePod("x", "a", map[string]string{"pod": "a"})))
+			},
+			newIP: []string{"y/b", "x/a"},
+		},
 	}
 	runCases(t, cases)
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,7 +149,22 @@ func (e *labEnv) start() error {
 			return err
 		}
 		if st == nil {
-			break
+			// Another test package (e2e) may bring labs up and down in a
+			// row: the machine is free only when no `antrea-lab up` has run
+			// for a while.
+			if pids := labUpProcesses(); len(pids) > 0 {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("antrea-lab up processes %v kept running for 20 minutes", pids)
+				}
+				fmt.Printf("conformance: antrea-lab up is running (pids %v); waiting for it to end\n", pids)
+				time.Sleep(10 * time.Second)
+				continue
+			}
+			time.Sleep(3 * time.Second)
+			if st, _ := lab.LoadState(e.opts.StatePath()); st == nil && len(labUpProcesses()) == 0 {
+				break
+			}
+			continue
 		}
 		alive := st.Supervisor.Alive()
 		if reuse && alive && st.Phase == lab.PhaseReady {
@@ -308,6 +325,28 @@ func reapZombies() {
 			return
 		}
 	}
+}
+
+// labUpProcesses lists the PIDs of `antrea-lab up` commands running on the
+// machine (read from /proc; nothing is signalled).
+func labUpProcesses() []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		if len(args) > 1 && filepath.Base(args[0]) == "antrea-lab" && slices.Contains(args[1:], "up") {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // selectAll reports whether every case should run.

@@ -31,6 +31,9 @@ const (
 	// realizeTimeout bounds how long a step may take to show the expected
 	// matrix.
 	realizeTimeout = 30 * time.Second
+	// settleTime spaces probe rounds; realization is expected within tens
+	// of milliseconds, so two matching passes this far apart are stable.
+	settleTime = 500 * time.Millisecond
 )
 
 // observation is what one probe saw.
@@ -71,7 +74,7 @@ func (p *prober) probe(ctx context.Context, cs []cell) map[cell]observation {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			o := p.probeOne(ctx, c)
+			o := p.probeOne(ctx, c, probeTimeout)
 			mu.Lock()
 			out[c] = o
 			mu.Unlock()
@@ -81,7 +84,7 @@ func (p *prober) probe(ctx context.Context, cs []cell) map[cell]observation {
 	return out
 }
 
-func (p *prober) probeOne(ctx context.Context, c cell) observation {
+func (p *prober) probeOne(ctx context.Context, c cell, timeout time.Duration) observation {
 	src, dst := p.peers[c.From], p.peers[c.To]
 	netns, err := ns.GetNS(filepath.Join("/var/run/netns", src.NetNS))
 	if err != nil {
@@ -94,7 +97,7 @@ func (p *prober) probeOne(ctx context.Context, c cell) observation {
 		res, err = testpod.Connect(ctx, testpod.ConnectConfig{
 			Protocol: strings.ToLower(string(c.PP.Protocol)),
 			To:       net.JoinHostPort(dst.IP, strconv.Itoa(c.PP.Port)),
-			Timeout:  probeTimeout,
+			Timeout:  timeout,
 		})
 		return err
 	})
@@ -112,30 +115,33 @@ func (p *prober) probeOne(ctx context.Context, c cell) observation {
 	return o
 }
 
-// probeUntil probes the whole matrix until it equals the expectation, then
-// once more in full to confirm that the state is stable, or until
-// realizeTimeout. Only mismatching cells are probed again in between, so a
-// step costs about one matrix when the product is fast.
+// probeUntil probes the whole matrix until two full passes in a row, at
+// least settleTime apart, equal the expectation, or until realizeTimeout.
+// One matching pass is not enough: right after a change, a cell can match
+// because the old state happens to agree with the new expectation. Between
+// full passes only mismatching cells are probed again.
 func (p *prober) probeUntil(ctx context.Context, all []cell, want map[cell]bool) (map[cell]observation, int) {
 	deadline := time.Now().Add(realizeTimeout)
 	obs := p.probe(ctx, all)
-	full, rounds := true, 1
+	full, matchingFull, rounds := true, 0, 1
 	for {
 		bad := mismatches(all, obs, want)
 		if len(bad) == 0 && full {
-			return obs, rounds
+			matchingFull++
+		} else if len(bad) > 0 {
+			matchingFull = 0
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if matchingFull >= 2 || time.Now().After(deadline) || ctx.Err() != nil {
 			return obs, rounds
 		}
 		rounds++
+		select {
+		case <-ctx.Done():
+		case <-time.After(settleTime):
+		}
 		if len(bad) == 0 {
 			obs, full = p.probe(ctx, all), true
 			continue
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
 		}
 		for c, o := range p.probe(ctx, bad) {
 			obs[c] = o

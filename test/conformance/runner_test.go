@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,9 @@ const caseTimeout = 4 * time.Minute
 type testCase struct {
 	name  string
 	build func(pods map[string]peer) *generator.TestCase
+	// newIP lists pods that the case re-creates and that must come back
+	// with another address, or the case would not test what it claims.
+	newIP []string
 }
 
 // fixed wraps a case that does not depend on the pods.
@@ -47,6 +51,22 @@ func runCases(t *testing.T, cases []testCase) {
 				byKey[p.key()] = p
 			}
 			runCase(t, c, tc.build(byKey))
+			if len(tc.newIP) == 0 || t.Failed() {
+				return
+			}
+			after, err := c.peers(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range after {
+				if slices.Contains(tc.newIP, p.key()) {
+					if p.IP == byKey[p.key()].IP {
+						t.Errorf("pod %s was re-created with its old IP %s; the case needs a new one", p.key(), p.IP)
+					} else {
+						t.Logf("pod %s was re-created: IP %s -> %s", p.key(), byKey[p.key()].IP, p.IP)
+					}
+				}
+			}
 		})
 	}
 }
