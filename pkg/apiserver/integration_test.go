@@ -16,7 +16,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -26,6 +28,7 @@ import (
 	"antrea.io/antrea/pkg/apiserver"
 	"antrea.io/antrea/pkg/apiserver/apiservertest"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
+	informers "antrea.io/antrea/pkg/client/informers/externalversions"
 	"antrea.io/antrea/pkg/controller/app"
 	"antrea.io/antrea/pkg/controller/types"
 )
@@ -133,6 +136,7 @@ func TestControlplaneAPIThroughKubeAPIServer(t *testing.T) {
 			if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
 				t.Errorf("GET %s anonymously: %d, want 401 or 403", url, resp.StatusCode)
 			}
+			t.Logf("GET %s anonymously: %d", url, resp.StatusCode)
 		}
 	})
 
@@ -180,17 +184,23 @@ func TestControlplaneAPIThroughKubeAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Stop()
+		// next skips bookmarks: clients may ask for them (client-go's watch-list
+		// does), and they carry no change.
 		next := func() watch.Event {
-			select {
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					t.Fatal("watch closed")
+			for {
+				select {
+				case ev, ok := <-w.ResultChan():
+					if !ok {
+						t.Fatal("watch closed")
+					}
+					if ev.Type == watch.Bookmark {
+						continue
+					}
+					return ev
+				case <-time.After(10 * time.Second):
+					t.Fatal("no watch event")
 				}
-				return ev
-			case <-time.After(10 * time.Second):
-				t.Fatal("no watch event")
 			}
-			return watch.Event{}
 		}
 		if ev := next(); ev.Type != watch.Added {
 			t.Fatalf("first event %s, want ADDED", ev.Type)
@@ -208,10 +218,47 @@ func TestControlplaneAPIThroughKubeAPIServer(t *testing.T) {
 		ev := next()
 		patch, ok := ev.Object.(*v1beta2.AppliedToGroupPatch)
 		if ev.Type != watch.Modified || !ok {
-			t.Fatalf("got %s %T, want MODIFIED AppliedToGroupPatch", ev.Type, ev.Object)
+			t.Fatalf("got %s %T %+v, want MODIFIED AppliedToGroupPatch", ev.Type, ev.Object, ev.Object)
 		}
 		if len(patch.AddedGroupMembers) != 1 || patch.AddedGroupMembers[0].Pod.Name != "d" || len(patch.RemovedGroupMembers) != 0 {
 			t.Fatalf("patch = %+v, want only d added", patch)
+		}
+	})
+
+	t.Run("an informer of the generated client syncs and follows changes", func(t *testing.T) {
+		factory := informers.NewSharedInformerFactoryWithOptions(agent, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = "nodeName=n1"
+		}))
+		informer := factory.Controlplane().V1beta2().NetworkPolicies()
+		lister := informer.Lister()
+		informer.Informer()
+		stop := make(chan struct{})
+		factory.Start(stop)
+		defer func() {
+			// Shutdown waits for the informers, which stop only once stop is closed.
+			close(stop)
+			factory.Shutdown()
+		}()
+		syncCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		for typ, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
+			if !ok {
+				t.Fatalf("informer of %v never synced", typ)
+			}
+		}
+		if l, _ := lister.List(labels.Everything()); len(l) != 1 {
+			t.Fatalf("informer holds %d policies, want 1", len(l))
+		}
+		if err := h.stores.NetworkPolicies.Create(&types.NetworkPolicy{Name: "np2", Generation: 1, SpanMeta: types.SpanMeta{NodeNames: sets.New("n1")}}); err != nil {
+			t.Fatal(err)
+		}
+		defer h.stores.NetworkPolicies.Delete("np2")
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			_, err := lister.Get("np2")
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("the informer never saw np2: %v", err)
 		}
 	})
 

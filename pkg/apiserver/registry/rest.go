@@ -147,6 +147,11 @@ func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptio
 	if options != nil {
 		opts.ResourceVersion = options.ResourceVersion
 		opts.AllowBookmarks = options.AllowWatchBookmarks
+		// The watch-list protocol is sendInitialEvents with bookmarks. The server
+		// also defaults sendInitialEvents=true on a plain watch from version ""
+		// or "0"; that one must get no annotated bookmark (the generic watch
+		// handler has no watch-list hook for it).
+		opts.SendInitialEvents = options.SendInitialEvents != nil && *options.SendInitialEvents && options.AllowWatchBookmarks
 	}
 	return r.store.Watch(ctx, opts)
 }

@@ -101,4 +101,9 @@ type WatchOptions struct {
 	Selectors *Selectors
 	// AllowBookmarks asks for BOOKMARK events carrying the latest version.
 	AllowBookmarks bool
+	// SendInitialEvents is the watch-list protocol of client-go informers
+	// (sendInitialEvents=true): the current state as ADDED events whatever
+	// ResourceVersion says, then a BOOKMARK annotated
+	// k8s.io/initial-events-end=true, which tells the informer it has synced.
+	SendInitialEvents bool
 }

@@ -302,7 +302,7 @@ func (s *store) GetObject(key string, sel *Selectors) (runtime.Object, bool) {
 
 func (s *store) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, error) {
 	var fromRV uint64
-	if opts.ResourceVersion != "" {
+	if opts.ResourceVersion != "" && !opts.SendInitialEvents {
 		v, err := strconv.ParseUint(opts.ResourceVersion, 10, 64)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q: %v", opts.ResourceVersion, err))
@@ -316,6 +316,7 @@ func (s *store) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, 
 		hasNode:   hasNode,
 		key:       opts.Selectors.key(),
 		bookmarks: opts.AllowBookmarks,
+		listEnd:   opts.SendInitialEvents,
 		interval:  s.opts.BookmarkInterval,
 		input:     make(chan *event, s.opts.WatcherBuffer),
 		result:    make(chan watch.Event),

@@ -451,3 +451,26 @@ func TestListAndGetFilterByNode(t *testing.T) {
 		t.Error("GetObject(g2) for n1 found it, want not found: g2 has no member on n1")
 	}
 }
+
+func TestWatchListEndsTheInitialEventsWithAnAnnotatedBookmark(t *testing.T) {
+	s := NewNetworkPolicyStore()
+	if err := s.Create(policy("p", 1, []string{"n1"})); err != nil {
+		t.Fatal(err)
+	}
+	// A resourceVersion is ignored by the watch-list: it always starts from the current state.
+	w := mustWatch(t, s, WatchOptions{Selectors: onNode("n1"), AllowBookmarks: true, SendInitialEvents: true, ResourceVersion: "1"})
+	if ev := next(t, w); ev.Type != watch.Added {
+		t.Fatalf("got %s, want ADDED", ev.Type)
+	}
+	ev := next(t, w)
+	m, err := meta.Accessor(ev.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != watch.Bookmark || m.GetAnnotations()["k8s.io/initial-events-end"] != "true" {
+		t.Fatalf("got %s with annotations %v, want a BOOKMARK annotated k8s.io/initial-events-end=true", ev.Type, m.GetAnnotations())
+	}
+	if rvOf(t, ev.Object) != 1 {
+		t.Errorf("bookmark at version %d, want 1", rvOf(t, ev.Object))
+	}
+}

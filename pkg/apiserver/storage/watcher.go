@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -17,6 +18,7 @@ type watcher struct {
 	hasNode   bool
 	key       string
 	bookmarks bool
+	listEnd   bool // annotate the bookmark after the initial events (watch-list)
 	interval  time.Duration
 
 	initial []watch.Event // ADDED events of a fresh watch
@@ -78,10 +80,17 @@ func (w *watcher) run(ctx context.Context) {
 	}
 	w.replay = nil
 	var tick <-chan time.Time
+	if w.listEnd {
+		ev := w.bookmark()
+		ev.Object.(metav1.Object).SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+		if !send(ev) {
+			return
+		}
+	}
 	if w.bookmarks {
 		// A bookmark right after the initial state tells the client which
 		// version it has reached even if nothing it sees changes for a while.
-		if !send(w.bookmark()) {
+		if !w.listEnd && !send(w.bookmark()) {
 			return
 		}
 		t := time.NewTicker(w.interval)
