@@ -101,7 +101,9 @@ func (s *supervisor) startAntreaNode(ctx context.Context, n NodeInfo, c *credent
 		"--uplink=eth0",
 		"--cni-socket="+filepath.Join(dir, "antrea", "cni.sock"),
 		"--cni-conf-dir="+cfg.CNIConfDir,
-		"--ipam-data-dir="+filepath.Join(dir, "ipam"))
+		// Under the simulator's state dir, where host-local's files are for the
+		// reference runtime too: one place to look for a node's allocations.
+		"--ipam-data-dir="+filepath.Join(cfg.StateDir, "antrea-ipam"))
 	return err
 }
 

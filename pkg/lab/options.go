@@ -80,7 +80,7 @@ func DefaultOptions() Options {
 	o := Options{
 		Nodes:      2,
 		Encap:      "geneve",
-		Runtime:    RuntimeReferenceCNI,
+		Runtime:    RuntimeAntrea,
 		Dir:        filepath.Join(root, "_output", "lab"),
 		BinDir:     filepath.Join(root, "bin"),
 		KubeBinDir: filepath.Join(root, "_output", "bin"),
