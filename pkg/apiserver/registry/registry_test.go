@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -63,8 +64,8 @@ func TestListAppliesNodeNameAndRejectsOtherSelectors(t *testing.T) {
 			if len(l.Items) != tt.wantItems {
 				t.Fatalf("listed %d, want %d", len(l.Items), tt.wantItems)
 			}
-			if l.ResourceVersion != "2" {
-				t.Errorf("list resourceVersion = %q, want 2 (two creations)", l.ResourceVersion)
+			if want := strconv.FormatUint(s.ResourceVersion(), 10); l.ResourceVersion != want {
+				t.Errorf("list resourceVersion = %q, want the store's %s", l.ResourceVersion, want)
 			}
 		})
 	}

@@ -105,6 +105,11 @@ func newStore(res resource, indexers cache.Indexers, opts Options) *store {
 		byNode:   map[string]map[int]*watcher{},
 		anyNode:  map[int]*watcher{},
 	}
+	// Versions start at the creation time in nanoseconds rather than at 0, so
+	// a version held by a client of a previous controller process is older
+	// than anything this store holds and gets 410 Gone (the client lists
+	// again) instead of resuming at a version that meant something else.
+	s.rv = uint64(time.Now().UnixNano())
 	s.indexer = cache.NewIndexer(func(obj any) (string, error) { return res.key(obj) }, indexers)
 	return s
 }

@@ -323,6 +323,11 @@ func TestBookmarksCarryTheVersionAWatcherHasReached(t *testing.T) {
 }
 
 func TestWatchResumesFromAResourceVersion(t *testing.T) {
+	old := NewAddressGroupStore()
+	if err := old.Create(addressGroup("g", nil)); err != nil {
+		t.Fatal(err)
+	}
+	previous := old.ResourceVersion()
 	s := NewAddressGroupStore(Options{HistorySize: 3})
 	if err := s.Create(addressGroup("g", []string{"n1"}, pod("a", "10.0.0.1"))); err != nil {
 		t.Fatal(err)
@@ -350,7 +355,8 @@ func TestWatchResumesFromAResourceVersion(t *testing.T) {
 		rv   uint64
 	}{
 		{"a version older than the held history is gone", listRV},
-		{"a version newer than the store (previous process) is gone", s.ResourceVersion() + 10},
+		{"a version newer than the store is gone", s.ResourceVersion() + 10},
+		{"a version of a previous store (controller process) is gone", previous},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.Watch(context.Background(), WatchOptions{ResourceVersion: strconv.FormatUint(tc.rv, 10)})
@@ -458,7 +464,7 @@ func TestWatchListEndsTheInitialEventsWithAnAnnotatedBookmark(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A resourceVersion is ignored by the watch-list: it always starts from the current state.
-	w := mustWatch(t, s, WatchOptions{Selectors: onNode("n1"), AllowBookmarks: true, SendInitialEvents: true, ResourceVersion: "1"})
+	w := mustWatch(t, s, WatchOptions{Selectors: onNode("n1"), AllowBookmarks: true, SendInitialEvents: true, ResourceVersion: "12345"})
 	if ev := next(t, w); ev.Type != watch.Added {
 		t.Fatalf("got %s, want ADDED", ev.Type)
 	}
@@ -470,7 +476,7 @@ func TestWatchListEndsTheInitialEventsWithAnAnnotatedBookmark(t *testing.T) {
 	if ev.Type != watch.Bookmark || m.GetAnnotations()["k8s.io/initial-events-end"] != "true" {
 		t.Fatalf("got %s with annotations %v, want a BOOKMARK annotated k8s.io/initial-events-end=true", ev.Type, m.GetAnnotations())
 	}
-	if rvOf(t, ev.Object) != 1 {
-		t.Errorf("bookmark at version %d, want 1", rvOf(t, ev.Object))
+	if rvOf(t, ev.Object) != s.ResourceVersion() {
+		t.Errorf("bookmark at version %d, want %d", rvOf(t, ev.Object), s.ResourceVersion())
 	}
 }
