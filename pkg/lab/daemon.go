@@ -17,7 +17,20 @@ type daemon struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error // set before done is closed
+	// enter, bin and args start the daemon again (see restartable).
+	enter []string
+	bin   string
+	args  []string
 }
+
+// restartable are the daemons the supervisor restarts when they exit, as a
+// DaemonSet (antrea-agent), a Deployment (antrea-controller) or systemd (OVS)
+// would on a real cluster: a crash or a kill is then a restart, which is what
+// the agent's restart guarantees are about.
+var restartable = map[string]bool{"antrea-agent": true, "antrea-controller": true, "ovsdb-server": true, "ovs-vswitchd": true}
+
+// restartDelay is how long the supervisor waits before restarting a daemon.
+const restartDelay = time.Second
 
 // startDaemon starts bin with args inside netns as a child of this process,
 // with stdout and stderr appended to the component's log, and records it in
@@ -50,8 +63,11 @@ func (s *supervisor) startDaemonWith(component, node, netns string, enter []stri
 	d := &daemon{
 		proc: Process{Component: component, Node: node, PID: cmd.Process.Pid,
 			StartTime: processStartTime(cmd.Process.Pid), NetNS: netns, Log: logPath},
-		cmd:  cmd,
-		done: make(chan struct{}),
+		cmd:   cmd,
+		done:  make(chan struct{}),
+		enter: enter,
+		bin:   bin,
+		args:  args,
 	}
 	go func() {
 		d.err = cmd.Wait()

@@ -155,9 +155,28 @@ func (s *supervisor) daemonExited(d *daemon) {
 	s.mu.Lock()
 	stopping := s.stopping
 	s.mu.Unlock()
-	if !stopping {
-		klog.ErrorS(d.err, "Daemon exited", "component", d.proc.Component, "node", d.proc.Node, "pid", d.proc.PID, "log", d.proc.Log)
+	if stopping {
+		return
 	}
+	klog.ErrorS(d.err, "Daemon exited", "component", d.proc.Component, "node", d.proc.Node, "pid", d.proc.PID, "log", d.proc.Log)
+	if !restartable[d.proc.Component] {
+		return
+	}
+	go func() {
+		time.Sleep(restartDelay)
+		s.mu.Lock()
+		stopping := s.stopping
+		s.mu.Unlock()
+		if stopping {
+			return
+		}
+		nd, err := s.startDaemonWith(d.proc.Component, d.proc.Node, d.proc.NetNS, d.enter, d.bin, d.args...)
+		if err != nil {
+			klog.ErrorS(err, "Could not restart daemon", "component", d.proc.Component, "node", d.proc.Node)
+			return
+		}
+		klog.InfoS("Restarted daemon", "component", d.proc.Component, "node", d.proc.Node, "pid", nd.proc.PID)
+	}()
 }
 
 // apiClient is a client of the API server that dials inside the cp netns, so
