@@ -241,9 +241,9 @@ func TestDatapath(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			e.createPods(t, ctx, map[string]*corev1.Pod{
-				"a1": pinned("node-1"),
-				"a2": pinned("node-1"),
-				"b1": pinned("node-2"),
+				"a1":    pinned("node-1"),
+				"a2":    pinned("node-1"),
+				"b1":    pinned("node-2"),
 				"iperf": pinned("node-2", corev1.Container{Name: "iperf", Image: "iperf3", Command: []string{"iperf3", "-s"}}),
 			})
 			t.Run("pods, nodes and protocols reach each other", func(t *testing.T) {
