@@ -126,7 +126,7 @@ func TestControlplaneAPIThroughKubeAPIServer(t *testing.T) {
 		insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 		for _, url := range []string{
 			fmt.Sprintf("https://127.0.0.1:%d/apis/controlplane.antrea.io/v1beta2/networkpolicies", h.port),
-			h.cp.Config.Host + "/apis/controlplane.antrea.io/v1beta2/networkpolicies",
+			strings.TrimSuffix(h.cp.Config.Host, "/") + "/apis/controlplane.antrea.io/v1beta2/networkpolicies",
 		} {
 			resp, err := insecure.Get(url)
 			if err != nil {
@@ -299,5 +299,23 @@ func TestControlplaneAPIThroughKubeAPIServer(t *testing.T) {
 			t.Fatalf("kubectl get printed:\n%s\nwant the source and 1/2", out)
 		}
 		t.Logf("kubectl get networkpolicies.controlplane.antrea.io:\n%s", out)
+
+		out, err = exec.CommandContext(ctx, kubectl, "--kubeconfig", h.cp.Kubeconfig, "get", "appliedtogroups.controlplane.antrea.io",
+			"--field-selector", "nodeName=n1", "-o", "jsonpath={.items[*].groupMembers[*].pod.name}").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "a d" {
+			t.Errorf("kubectl get appliedtogroups --field-selector nodeName=n1 printed %q (%v), want the members on n1: a d", out, err)
+		}
+		// kube-apiserver aggregates the OpenAPI of an APIService asynchronously.
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			raw, err := agent.ControlplaneV1beta2().RESTClient().Get().AbsPath("/openapi/v3").DoRaw(ctx)
+			return err == nil && strings.Contains(string(raw), "apis/controlplane.antrea.io/v1beta2"), nil
+		})
+		if err != nil {
+			t.Fatalf("kube-apiserver never aggregated the controlplane OpenAPI: %v", err)
+		}
+		out, err = exec.CommandContext(ctx, kubectl, "--kubeconfig", h.cp.Kubeconfig, "explain", "networkpolicies.controlplane.antrea.io.sourceRef").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "NetworkPolicyReference") {
+			t.Errorf("kubectl explain printed:\n%s\n(%v), want the NetworkPolicyReference schema", out, err)
+		}
 	})
 }
