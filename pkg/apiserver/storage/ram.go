@@ -56,12 +56,26 @@ const (
 	defaultBookmarkInterval = time.Minute
 )
 
-// event is one change, kept in history and handed to every watcher.
+// event is one change, handed to every concerned watcher and kept in history.
 type event struct {
-	key       string
-	rv        uint64
+	key string
+	rv  uint64
+	// prev and cur are the objects before and after (nil: absent). History
+	// keeps a copy without them, so that it holds only deltas and spans, not
+	// every version of large groups.
 	prev, cur any
-	prepared  any
+	// existed/exists and prevSpan/curSpan say what prev and cur were, also in
+	// the history copy.
+	existed, exists   bool
+	prevSpan, curSpan sets.Set[string]
+	prepared          any
+}
+
+// forHistory is the copy of e kept in history.
+func (e *event) forHistory() *event {
+	h := *e
+	h.prev, h.cur = nil, nil
+	return &h
 }
 
 // store is the in-memory, indexed, watchable store shared by the resources.
@@ -168,7 +182,13 @@ func (s *store) Delete(key string) error {
 // changes in version order.
 func (s *store) record(key string, prev, cur any) {
 	s.rv++
-	e := &event{key: key, rv: s.rv, prev: prev, cur: cur}
+	e := &event{key: key, rv: s.rv, prev: prev, cur: cur, existed: prev != nil, exists: cur != nil}
+	if prev != nil {
+		e.prevSpan = s.res.span(prev)
+	}
+	if cur != nil {
+		e.curSpan = s.res.span(cur)
+	}
 	if prev != nil && cur != nil {
 		e.prepared = s.res.prepare(prev, cur, s.rv)
 	}
@@ -178,7 +198,7 @@ func (s *store) record(key string, prev, cur any) {
 		s.rvs[key] = s.rv
 	}
 	idx := (s.head + s.count) % len(s.history)
-	s.history[idx] = e
+	s.history[idx] = e.forHistory()
 	if s.count < len(s.history) {
 		s.count++
 	} else {
@@ -187,16 +207,7 @@ func (s *store) record(key string, prev, cur any) {
 	for id, w := range s.anyNode {
 		s.dispatch(id, w, e)
 	}
-	var nodes sets.Set[string]
-	switch {
-	case prev == nil:
-		nodes = s.res.span(cur)
-	case cur == nil:
-		nodes = s.res.span(prev)
-	default:
-		nodes = s.res.span(prev).Union(s.res.span(cur))
-	}
-	for node := range nodes {
+	for node := range e.prevSpan.Union(e.curSpan) {
 		for id, w := range s.byNode[node] {
 			s.dispatch(id, w, e)
 		}
@@ -351,9 +362,17 @@ func (s *store) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, 
 		}
 		for i := 0; i < s.count; i++ {
 			e := s.history[(s.head+i)%len(s.history)]
-			if e.rv > fromRV {
-				w.replay = append(w.replay, e)
+			if e.rv <= fromRV {
+				continue
 			}
+			// History holds no full objects: an object entering this
+			// watcher's view in the window cannot be replayed, so the client
+			// lists again.
+			if w.entersView(e) {
+				s.mu.Unlock()
+				return nil, apierrors.NewResourceExpired(fmt.Sprintf("%s %s changed too much after resourceVersion %d to resume", s.res.groupResource(), e.key, fromRV))
+			}
+			w.replay = append(w.replay, e)
 		}
 		w.lastRV = fromRV
 	}

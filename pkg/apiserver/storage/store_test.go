@@ -480,3 +480,50 @@ func TestWatchListEndsTheInitialEventsWithAnAnnotatedBookmark(t *testing.T) {
 		t.Errorf("bookmark at version %d, want %d", rvOf(t, ev.Object), s.ResourceVersion())
 	}
 }
+
+func TestResumingReplaysDeletionsButListsAgainForNewObjects(t *testing.T) {
+	s := NewAddressGroupStore()
+	for _, name := range []string{"kept", "gone"} {
+		if err := s.Create(addressGroup(name, []string{"n1"}, pod("a", "10.0.0.1"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rv := strconv.FormatUint(s.ResourceVersion(), 10)
+	if err := s.Delete("gone"); err != nil {
+		t.Fatal(err)
+	}
+	w := mustWatch(t, s, WatchOptions{Selectors: onNode("n1"), ResourceVersion: rv})
+	ev := next(t, w)
+	if ev.Type != watch.Deleted || ev.Object.(metaObject).GetName() != "gone" {
+		t.Fatalf("got %s %#v, want DELETED gone", ev.Type, ev.Object)
+	}
+
+	tests := []struct {
+		name   string
+		node   string
+		change func() error
+	}{
+		{"a new object in the window", "n1", func() error { return s.Create(addressGroup("new", []string{"n1"})) }},
+		{"an object entering the node's span in the window", "n2", func() error {
+			return s.Update(addressGroup("kept", []string{"n1", "n2"}, pod("a", "10.0.0.1")))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+" makes the watcher of that node list again", func(t *testing.T) {
+			from := s.ResourceVersion()
+			if err := tt.change(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := s.Watch(context.Background(), WatchOptions{Selectors: onNode(tt.node), ResourceVersion: strconv.FormatUint(from, 10)})
+			if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+				t.Fatalf("err = %v, want 410 Gone", err)
+			}
+			// A node the change does not bring anything to resumes fine.
+			w, err := s.Watch(context.Background(), WatchOptions{Selectors: onNode("n3"), ResourceVersion: strconv.FormatUint(from, 10)})
+			if err != nil {
+				t.Fatalf("watcher of an unconcerned node: %v", err)
+			}
+			w.Stop()
+		})
+	}
+}

@@ -124,12 +124,19 @@ func (w *watcher) process(e *event) (watch.Event, bool) {
 	if w.key != "" && e.key != w.key {
 		return watch.Event{}, false
 	}
-	was := e.prev != nil && (!w.hasNode || w.res.inSpan(e.prev, w.node))
-	is := e.cur != nil && (!w.hasNode || w.res.inSpan(e.cur, w.node))
+	was, is := w.sees(e)
 	switch {
 	case !was && is:
 		return watch.Event{Type: watch.Added, Object: w.res.view(e.cur, w.node, e.rv)}, true
 	case was && !is:
+		if e.prev == nil {
+			// A replayed deletion: history keeps no object, the name is enough.
+			obj := w.res.empty()
+			m := obj.(metav1.Object)
+			m.SetName(e.key)
+			m.SetResourceVersion(strconv.FormatUint(e.rv, 10))
+			return watch.Event{Type: watch.Deleted, Object: obj}, true
+		}
 		return watch.Event{Type: watch.Deleted, Object: w.res.view(e.prev, w.node, e.rv)}, true
 	case was && is:
 		if obj := w.res.modified(e.prepared, w.node); obj != nil {
@@ -163,6 +170,23 @@ func (w *watcher) catchUp(send func(watch.Event) bool) bool {
 			return true
 		}
 	}
+}
+
+// sees reports whether the object was and is in this watcher's view.
+func (w *watcher) sees(e *event) (was, is bool) {
+	was = e.existed && (!w.hasNode || e.prevSpan.Has(w.node))
+	is = e.exists && (!w.hasNode || e.curSpan.Has(w.node))
+	return was, is
+}
+
+// entersView reports whether a change brings an object into this watcher's
+// view, which needs the full object.
+func (w *watcher) entersView(e *event) bool {
+	if w.key != "" && e.key != w.key {
+		return false
+	}
+	was, is := w.sees(e)
+	return !was && is
 }
 
 func (w *watcher) bookmark() watch.Event {
