@@ -13,6 +13,10 @@ BIN=$OUT/bin         # third-party binaries the lab and tests run
 TOOLS=$OUT/tools     # Go tools used by the build (protoc plugins, linters)
 CNIBIN=$OUT/cni/bin  # reference CNI plugins and cnitool
 BUILD=$OUT/build     # scratch modules
+# The control-plane binaries take minutes to build and depend only on their
+# versions, so they are kept in a cache outside the checkout (a fresh clone,
+# as CI makes, reuses them) and linked into $BIN.
+CACHE=${ANTREA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/antrea}
 mkdir -p "$BIN" "$TOOLS" "$CNIBIN" "$BUILD"
 
 K8S_VERSION=v1.37.2
@@ -20,6 +24,8 @@ K8S_LIB_VERSION=v0.37.2
 ETCD_VERSION=v3.7.3
 CNI_VERSION=v1.3.1
 CNI_PLUGINS_VERSION=v1.10.0
+KUBECACHE=$CACHE/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
+mkdir -p "$KUBECACHE"
 PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.5.1
 STATICCHECK_VERSION=v0.8.2
@@ -53,7 +59,7 @@ go_install_to() {
 }
 
 build_etcd() {
-  [ -x "$BIN/etcd" ] && return
+  [ -x "$KUBECACHE/etcd" ] && return
   log "building etcd $ETCD_VERSION (a few minutes the first time)"
   local d=$BUILD/etcd
   mkdir -p "$d"
@@ -71,13 +77,13 @@ func main() { etcdmain.Main(os.Args) }
 GO
   (cd "$d" && rm -f go.mod go.sum && go mod init lab/etcd >/dev/null 2>&1 &&
     go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 && go mod tidy >/dev/null 2>&1 &&
-    go build -trimpath -o "$BIN/etcd" .)
+    go build -trimpath -o "$KUBECACHE/etcd" .)
 }
 
 build_kube() {
   local missing=0
   for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    [ -x "$BIN/$b" ] || missing=1
+    [ -x "$KUBECACHE/$b" ] || missing=1
   done
   [ $missing -eq 0 ] && return
   log "building Kubernetes $K8S_VERSION binaries (about 6 minutes the first time)"
@@ -115,9 +121,17 @@ GO
     ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
   for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    [ -x "$BIN/$b" ] && continue
+    [ -x "$KUBECACHE/$b" ] && continue
     log "  go build $b"
-    (cd "$d" && go build -trimpath -ldflags "$ld" -o "$BIN/$b" "k8s.io/kubernetes/cmd/$b")
+    (cd "$d" && go build -trimpath -ldflags "$ld" -o "$KUBECACHE/$b" "k8s.io/kubernetes/cmd/$b")
+  done
+}
+
+# link_kube puts the cached control-plane binaries where the lab and envtest look.
+link_kube() {
+  local b
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    ln -sfn "$KUBECACHE/$b" "$BIN/$b"
   done
 }
 
@@ -142,10 +156,10 @@ install_tools() {
 what=${1:-all}
 case $what in
   apt) install_apt ;;
-  kube) build_etcd; build_kube ;;
+  kube) build_etcd; build_kube; link_kube ;;
   cni) install_cni ;;
   tools) install_tools ;;
-  all) install_apt; install_cni; install_tools; build_etcd; build_kube ;;
+  all) install_apt; install_cni; install_tools; build_etcd; build_kube; link_kube ;;
   *) echo "usage: $0 [all|apt|kube|cni|tools]" >&2; exit 2 ;;
 esac
 log "ok ($what)"
