@@ -261,3 +261,32 @@ func TestCyclonusGeneratedCases(t *testing.T) {
 	t.Logf("running %d of the %d cases cyclonus generates (ANTREA_CONFORMANCE=all runs all)", len(cases), len(all))
 	runCases(t, cases)
 }
+
+// TestManyRulesOnOnePod applies 5,000 rules to one pod (50 policies of 100
+// rules, each from its own unused /32 on its own port) and then one rule
+// that admits namespace y. Every rule applied to a pod shares that pod's
+// destination-clause flow, so this checks that a pod may carry more rules
+// than one OpenFlow message can list conjunctions for (about 4,090).
+// It runs with ANTREA_CONFORMANCE=all only: it is heavy.
+func TestManyRulesOnOnePod(t *testing.T) {
+	requireLab(t)
+	if !selectAll() {
+		t.Skip("heavy (5,000 rules on one pod): runs with ANTREA_CONFORMANCE=all")
+	}
+	const policies, rulesPer = 50, 100
+	var actions []*generator.Action
+	for p := range policies {
+		var rules []networkingv1.NetworkPolicyIngressRule
+		for r := range rulesPer {
+			rules = append(rules, networkingv1.NetworkPolicyIngressRule{
+				From:  []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: fmt.Sprintf("192.168.%d.%d/32", p, r)}}},
+				Ports: []networkingv1.NetworkPolicyPort{port(tcp, intstr.FromInt(1000+p*rulesPer+r))},
+			})
+		}
+		actions = append(actions, generator.CreatePolicy(policy("x", fmt.Sprintf("many-%d", p), podSel("pod", "c"), ingressOnly, rules, nil)))
+	}
+	actions = append(actions, generator.CreatePolicy(policy("x", "from-y", podSel("pod", "c"), ingressOnly,
+		from(networkingv1.NetworkPolicyPeer{NamespaceSelector: selPtr("ns", "y")}), nil)))
+	runCases(t, []testCase{fixed(generator.NewTestCase("5,000 rules and one more on one pod", nil,
+		generator.NewTestStep(generator.ProbeAllAvailable, actions...)))})
+}
