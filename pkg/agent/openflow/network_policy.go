@@ -89,8 +89,8 @@ type PolicyRule struct {
 const (
 	// PolicyRulePriority is the default priority of K8s NetworkPolicy rules.
 	PolicyRulePriority   uint16 = 200
-	priorityPolicyBypass        = 64990
-	priorityDefaultDrop         = 200
+	priorityPolicyBypass uint16 = 64990
+	priorityDefaultDrop  uint16 = 200
 )
 
 // conjMatch is one flow shared by every rule clause with the same table,

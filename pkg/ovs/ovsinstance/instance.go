@@ -43,12 +43,11 @@ type Config struct {
 type Instance struct {
 	cfg Config
 
-	mu        sync.Mutex
-	dbCmd     *exec.Cmd
-	dbDone    chan struct{}
-	vsCmd     *exec.Cmd
-	vsDone    chan struct{}
-	stoppedDB bool
+	mu     sync.Mutex
+	dbCmd  *exec.Cmd
+	dbDone chan struct{}
+	vsCmd  *exec.Cmd
+	vsDone chan struct{}
 }
 
 // Start creates the database if needed and starts both daemons as children
