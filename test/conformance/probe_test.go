@@ -272,6 +272,28 @@ func (e *labEnv) flowsOfInvolvedPods(ctx context.Context, peers []peer, bad []ce
 		if n >= 300 {
 			fmt.Fprintln(&b, "... (truncated at 300 flows)")
 		}
+		// The datapath's cached megaflows for the involved pods: a stale one
+		// (actions of an older flow table) explains a wrong cell whose
+		// OpenFlow flows look right.
+		ctl := filepath.Join(filepath.Dir(sock), "ovs-vswitchd.ctl")
+		dp, err := exec.CommandContext(ctx, "ovs-appctl", "-t", ctl, "dpctl/dump-flows").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(&b, "dpctl/dump-flows failed: %v: %s\n", err, dp)
+			continue
+		}
+		fmt.Fprintf(&b, "--- ovs-appctl -t %s dpctl/dump-flows (filtered)\n", ctl)
+		n = 0
+		for _, line := range strings.Split(string(dp), "\n") {
+			for _, ip := range ips {
+				if strings.Contains(line, "="+ip+",") || strings.Contains(line, "="+ip+"/") || strings.Contains(line, "="+ip+")") {
+					if n < 100 {
+						fmt.Fprintln(&b, line)
+					}
+					n++
+					break
+				}
+			}
+		}
 	}
 	return b.String()
 }
