@@ -148,9 +148,10 @@ func (in *Instance) RecordVersion() error {
 
 // syncConfig returns once ovs-vswitchd has applied the database (its bridges
 // and their management sockets exist): ovs-vsctl without --no-wait bumps
-// next_cfg and waits for ovs-vswitchd to report it in cur_cfg.
+// next_cfg and waits for ovs-vswitchd to report it in cur_cfg; removing a key
+// that is not there changes nothing else.
 func (in *Instance) syncConfig() error {
-	_, err := in.Run("ovs-vsctl", "--db="+in.DBEndpoint(), "--timeout=5", "set", "Open_vSwitch", ".", "external_ids:ovsinstance-sync=true")
+	_, err := in.Run("ovs-vsctl", "--db="+in.DBEndpoint(), "--timeout=5", "remove", "Open_vSwitch", ".", "external_ids", "ovsinstance-sync")
 	return err
 }
 
