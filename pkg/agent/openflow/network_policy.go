@@ -230,54 +230,84 @@ func portMasks(port, end uint16) [][2]uint16 {
 // InstallPolicyRule installs a rule or changes it to the given version, as
 // one bundle holding only the difference: flows the new version no longer
 // needs are removed, shared flows get their conjunction actions updated, new
-// ones are added. An empty AppliedTo removes the rule's flows.
+// ones are added. An empty AppliedTo removes the rule's flows. The client's
+// record changes only once OVS accepted the bundle, so a failed write leaves
+// both as they were and a retry starts from the truth.
 func (c *Client) InstallPolicyRule(ctx context.Context, r *PolicyRule) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	msgs := c.policyRuleMsgs(r)
-	return c.write(ctx, fmt.Sprintf("policy rule %d", r.ID), msgs)
+	msgs, commit := c.policyRuleMsgs(r)
+	if err := c.write(ctx, fmt.Sprintf("policy rule %d", r.ID), msgs); err != nil {
+		return err
+	}
+	commit()
+	return nil
 }
 
 // UninstallPolicyRule removes a rule's flows; unknown ids are a no-op.
 func (c *Client) UninstallPolicyRule(ctx context.Context, id uint32) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	msgs := c.policyRuleMsgs(&PolicyRule{ID: id})
-	return c.write(ctx, fmt.Sprintf("policy rule %d", id), msgs)
+	return c.InstallPolicyRule(ctx, &PolicyRule{ID: id})
 }
 
-// policyRuleMsgs updates the policy state to the rule's new version and
-// returns the flow mods that take OVS there. c.mu is held.
-func (c *Client) policyRuleMsgs(r *PolicyRule) []openflow.Message {
+// conjunctionsPerFlow bounds the conjunction actions one shared flow carries
+// (each is 16 bytes; an OpenFlow message holds 64 KiB), and priorityBand is
+// how many priorities below a rule's own its flows may be spread over.
+// Rules whose ids fall in different blocks of conjunctionsPerFlow get
+// different priorities, so a match shared by thousands of rules (every rule
+// applied to one pod shares that pod's flow) becomes several flows. For
+// allow rules this keeps the semantics: OVS tries lower priorities when no
+// conjunction completes at a higher one.
+const (
+	conjunctionsPerFlow = 2000
+	priorityBand        = 100
+)
+
+func rulePriority(r *PolicyRule) uint16 {
+	return r.Priority - uint16((r.ID/conjunctionsPerFlow)%priorityBand)
+}
+
+// policyRuleMsgs computes the flow mods that take OVS from the rule's
+// installed version to r, and the commit that records r once they are
+// applied. c.mu is held.
+func (c *Client) policyRuleMsgs(r *PolicyRule) ([]openflow.Message, func()) {
 	st := &c.policy
 	old := st.rules[r.ID]
-	touched := map[string]bool{}
-	var msgs []openflow.Message
+	// New conjunction sets of every touched shared flow (copies: the state
+	// itself changes only in commit).
+	touched := map[string]map[uint32]*openflow.Conjunction{}
+	templates := map[string]*openflow.Flow{}
+	touch := func(k string, f *openflow.Flow) map[uint32]*openflow.Conjunction {
+		if m, ok := touched[k]; ok {
+			return m
+		}
+		m := map[uint32]*openflow.Conjunction{}
+		if cm := st.matches[k]; cm != nil {
+			for id, cj := range cm.conjs {
+				m[id] = cj
+			}
+			f = cm.flow
+		}
+		touched[k], templates[k] = m, f
+		return m
+	}
 	if old != nil {
 		for _, k := range old.keys {
 			if cm := st.matches[k]; cm != nil {
-				delete(cm.conjs, r.ID)
-				touched[k] = true
+				delete(touch(k, cm.flow), r.ID)
 			}
 		}
-		delete(st.rules, r.ID)
 	}
 	var newRule *installedRule
 	if len(r.AppliedTo) > 0 && (r.AnyPeer || len(r.Peers) > 0) {
 		rt, dt := c.b.ruleTables(r.Direction)
+		prio := rulePriority(r)
 		clauses := clauseMatches(r)
 		newRule = &installedRule{rule: r}
 		for i, clause := range clauses {
 			for _, mk := range clause {
-				f := c.b.flow(rt, r.Priority, mk)
+				f := c.b.flow(rt, prio, mk)
 				k := flowKey(f)
-				cm := st.matches[k]
-				if cm == nil {
-					cm = &conjMatch{flow: f, conjs: map[uint32]*openflow.Conjunction{}}
-					st.matches[k] = cm
-				}
-				cm.conjs[r.ID] = &openflow.Conjunction{ID: r.ID, Clause: uint8(i + 1), NClauses: uint8(len(clauses))}
-				touched[k] = true
+				touch(k, f)[r.ID] = &openflow.Conjunction{ID: r.ID, Clause: uint8(i + 1), NClauses: uint8(len(clauses))}
 				newRule.keys = append(newRule.keys, k)
 			}
 		}
@@ -285,9 +315,9 @@ func (c *Client) policyRuleMsgs(r *PolicyRule) []openflow.Message {
 		if r.Action == ActionAllow {
 			act = []openflow.Action{c.b.next(dt)}
 		}
-		newRule.actFlow = c.b.flow(rt, r.Priority, func(m *openflow.Match) { m.EthType(0x0800).ConjID(r.ID) }, act...)
-		st.rules[r.ID] = newRule
+		newRule.actFlow = c.b.flow(rt, prio, func(m *openflow.Match) { m.EthType(0x0800).ConjID(r.ID) }, act...)
 	}
+	var msgs []openflow.Message
 	// The conj_id flow goes in first on add and last on delete, so that within
 	// the bundle a completed conjunction always finds its action.
 	if newRule != nil {
@@ -299,20 +329,34 @@ func (c *Client) policyRuleMsgs(r *PolicyRule) []openflow.Message {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		cm := st.matches[k]
-		if len(cm.conjs) == 0 {
-			msgs = append(msgs, openflow.DeleteFlowStrict(cm.flow))
-			delete(st.matches, k)
+		if len(touched[k]) == 0 {
+			if st.matches[k] != nil {
+				msgs = append(msgs, openflow.DeleteFlowStrict(templates[k]))
+			}
 			continue
 		}
-		f := *cm.flow
-		f.Actions = conjActions(cm.conjs)
+		f := *templates[k]
+		f.Actions = conjActions(touched[k])
 		msgs = append(msgs, openflow.AddFlow(&f))
 	}
 	if old != nil && (newRule == nil || flowKey(old.actFlow) != flowKey(newRule.actFlow)) {
 		msgs = append(msgs, openflow.DeleteFlowStrict(old.actFlow))
 	}
-	return msgs
+	commit := func() {
+		for _, k := range keys {
+			if len(touched[k]) == 0 {
+				delete(st.matches, k)
+				continue
+			}
+			st.matches[k] = &conjMatch{flow: templates[k], conjs: touched[k]}
+		}
+		if newRule == nil {
+			delete(st.rules, r.ID)
+		} else {
+			st.rules[r.ID] = newRule
+		}
+	}
+	return msgs, commit
 }
 
 func conjActions(conjs map[uint32]*openflow.Conjunction) []openflow.Action {

@@ -227,3 +227,70 @@ func TestIngressPolicyOnRealOVS(t *testing.T) {
 		t.Fatalf("after removal the bridge should hold exactly the client's flows\nbridge:\n%s\nclient:\n%s", got, want)
 	}
 }
+
+func TestThousandsOfRulesOnOnePodFitInOpenFlowMessages(t *testing.T) {
+	c, br := newUnitClient(t)
+	ctx := context.Background()
+	for id := uint32(1); id <= 5000; id++ {
+		r := &PolicyRule{ID: id, Direction: DirectionIngress, AppliedTo: []uint32{10},
+			Peers:    []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 20, byte(id >> 8), byte(id)}), 32)},
+			Priority: PolicyRulePriority}
+		if err := c.InstallPolicyRule(ctx, r); err != nil {
+			t.Fatalf("rule %d: %v", id, err)
+		}
+	}
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	shared := 0
+	for _, f := range br.flows {
+		if _, err := openflow.Marshal(openflow.AddFlow(f), openflow.Version15, 1); err != nil {
+			t.Fatalf("flow %.80s... does not fit an OpenFlow message: %v", f.String(), err)
+		}
+		if strings.Contains(f.String(), "reg1=0xa ") {
+			shared++
+		}
+	}
+	if shared < 3 {
+		t.Fatalf("5000 rules on one pod should spread its destination flow over at least 3 priorities, found %d flows", shared)
+	}
+}
+
+// failingBridge rejects every bundle.
+type failingBridge struct{ *recordingBridge }
+
+func (f failingBridge) Bundle(context.Context, ...openflow.Message) error {
+	return fmt.Errorf("switch rejected the bundle")
+}
+
+func TestAFailedWriteLeavesTheRecordUnchanged(t *testing.T) {
+	c, br := newUnitClient(t)
+	ctx := context.Background()
+	r := &PolicyRule{ID: 1, Direction: DirectionIngress, AppliedTo: []uint32{10},
+		Peers: []netip.Prefix{netip.MustParsePrefix("10.20.0.5/32")}, Priority: PolicyRulePriority}
+	if err := c.InstallPolicyRule(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	before := clientFlows(c)
+	c.bridge = failingBridge{br}
+	if err := c.UninstallPolicyRule(ctx, 1); err == nil {
+		t.Fatal("the uninstall should report the rejected bundle")
+	}
+	r2 := &PolicyRule{ID: 2, Direction: DirectionIngress, AppliedTo: []uint32{10},
+		Peers: []netip.Prefix{netip.MustParsePrefix("10.20.0.6/32")}, Priority: PolicyRulePriority}
+	if err := c.InstallPolicyRule(ctx, r2); err == nil {
+		t.Fatal("the install should report the rejected bundle")
+	}
+	if got := clientFlows(c); strings.Join(got, "\n") != strings.Join(before, "\n") {
+		t.Fatalf("failed writes changed the client's record\nbefore:\n%s\nafter:\n%s", strings.Join(before, "\n"), strings.Join(got, "\n"))
+	}
+	// Once the switch accepts again, the retry removes the rule completely.
+	c.bridge = br
+	if err := c.UninstallPolicyRule(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range br.inTable(c.p.Table(IngressRuleTable)) {
+		if strings.Contains(f, "conjunction") || strings.Contains(f, "conj_id") {
+			t.Errorf("flow of the removed rule left behind: %s", f)
+		}
+	}
+}
