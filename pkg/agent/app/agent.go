@@ -198,6 +198,10 @@ func Run(ctx context.Context, o Options) error {
 	}
 	klog.InfoS("Restored pod interfaces from OVSDB", "pods", store.GetContainerInterfaceNum())
 
+	if err := route.EnsureMasquerade(podCIDRs[0], nc.Gateway.Name); err != nil {
+		return err
+	}
+
 	informerFactory := informers.NewSharedInformerFactory(client, 0)
 	routes := route.NewController(o.NodeName, informerFactory.Core().V1().Nodes(), flows,
 		&route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: podCIDRs[0]},
