@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # demo.sh (make demo): brings up a 2-node antrea-lab on a real Kubernetes
-# control plane, runs 4 pods that kube-scheduler spreads over both nodes, and
+# control plane with Antrea (antrea-controller, and per node OVS, antrea-agent
+# and antrea-cni), runs 4 pods that kube-scheduler spreads over both nodes,
 # shows pod-to-pod connectivity across nodes (TCP and UDP) with the test pod
-# program's client. The lab stays up at the end so you can explore it
+# program's client, then applies a NetworkPolicy and shows what it allows. The lab stays up at the end so you can explore it
 # (export KUBECONFIG=_output/lab/kubeconfig); DEMO_KEEP=0 tears it down.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,19 +21,19 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
-step "1/7 Tearing down a lab left over from an earlier run (if any)"
+step "1/9 Tearing down a lab left over from an earlier run (if any)"
 "$LAB" down
 
-step "2/7 Bringing up a 2-node lab: etcd, kube-apiserver, kube-controller-manager, kube-scheduler + 2 simulated nodes"
+step "2/9 Bringing up a 2-node lab: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, antrea-controller + 2 nodes (OVS, antrea-agent)"
 start=$(date +%s%N)
-"$LAB" up --nodes 2
+"$LAB" up --nodes 2 --runtime antrea
 end=$(date +%s%N)
 echo "antrea-lab up returned after $(( (end - start) / 1000000 )) ms"
 
-step "3/7 kubectl get nodes -o wide"
+step "3/9 kubectl get nodes -o wide"
 kubectl get nodes -o wide
 
-step "4/7 Creating namespace $NS and a Deployment of 4 pods, spread over both nodes by kube-scheduler"
+step "4/9 Creating namespace $NS and a Deployment of 4 pods, spread over both nodes by kube-scheduler"
 kubectl create namespace "$NS"
 kubectl apply -n "$NS" -f - <<'YAML'
 apiVersion: apps/v1
@@ -62,7 +63,7 @@ spec:
         - {containerPort: 80, protocol: UDP}
 YAML
 
-step "5/7 Waiting for the 4 pods to be Ready"
+step "5/9 Waiting for the 4 pods to be Ready"
 kubectl -n "$NS" rollout status deployment/web --timeout=120s
 kubectl -n "$NS" wait --for=condition=Ready pod -l app=web --timeout=60s
 kubectl -n "$NS" get pods -o wide
@@ -80,7 +81,7 @@ if [ "$nodes_used" -lt 2 ]; then
   exit 1
 fi
 
-step "6/7 Connectivity matrix: antrea-lab exec -n $NS SRC -- antrea-testpod connect --protocol P --to DST:80 --timeout 2s"
+step "6/9 Connectivity matrix: antrea-lab exec -n $NS SRC -- antrea-testpod connect --protocol P --to DST:80 --timeout 2s"
 failures=0
 for proto in tcp udp; do
   echo
@@ -109,7 +110,74 @@ if [ "$failures" -ne 0 ]; then
 fi
 echo "every pod reaches every pod over TCP and UDP, within and across nodes"
 
-step "7/7 The lab"
+step "7/9 A NetworkPolicy: only pods labelled role=frontend may reach app=web (TCP 80)"
+kubectl apply -n "$NS" -f - <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata: {name: frontend, labels: {role: frontend}}
+spec:
+  nodeName: node-1
+  containers: [{name: c, image: antrea-testpod}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: other, labels: {role: other}}
+spec:
+  nodeName: node-2
+  containers: [{name: c, image: antrea-testpod}]
+YAML
+kubectl -n "$NS" wait --for=condition=Ready pod/frontend pod/other --timeout=60s
+probe_clients() {
+  local want_other=$1 bad=0
+  printf '%-22s' "from \\ to"
+  for d in "${pods[@]}"; do printf ' %-22s' "${d##*-}@${node[$d]}"; done
+  echo
+  for s in frontend other; do
+    printf '%-22s' "$s"
+    for d in "${pods[@]}"; do
+      if out=$("$LAB" exec -n "$NS" "$s" -- antrea-testpod connect --protocol tcp --to "${ip[$d]}:80" --timeout 1s 2>&1); then
+        v=ok
+      else
+        v=${out%% *}
+      fi
+      printf ' %-22s' "$v"
+      if [ "$s" = frontend ] && [ "$v" != ok ]; then bad=$((bad + 1)); fi
+      if [ "$s" = other ] && [ "$v" != "$want_other" ]; then bad=$((bad + 1)); fi
+    done
+    echo
+  done
+  return $bad
+}
+echo "before the policy:"
+probe_clients ok || { echo "unexpected verdicts before the policy" >&2; exit 1; }
+kubectl apply -n "$NS" -f - <<'YAML'
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-from-frontend}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress]
+  ingress:
+  - from: [{podSelector: {matchLabels: {role: frontend}}}]
+    ports: [{protocol: TCP, port: 80}]
+YAML
+start=$(date +%s%N)
+until "$LAB" exec -n "$NS" other -- antrea-testpod connect --protocol tcp --to "${ip[${pods[0]}]}:80" --timeout 200ms >/dev/null 2>&1; [ $? -eq 2 ]; do
+  if [ $(( ($(date +%s%N) - start) / 1000000 )) -gt 30000 ]; then echo "policy not enforced after 30 s" >&2; exit 1; fi
+done
+echo "policy enforced $(( ($(date +%s%N) - start) / 1000000 )) ms after kubectl apply (as seen from pod other)"
+echo "after the policy:"
+probe_clients timeout || { echo "unexpected verdicts with the policy" >&2; exit 1; }
+echo "frontend still reaches every web pod; other (not role=frontend) times out: isolated pods drop what no rule allows"
+
+step "8/9 How Antrea computed and realized it"
+kubectl get networkpolicies.controlplane.antrea.io
+kubectl get addressgroups.controlplane.antrea.io,appliedtogroups.controlplane.antrea.io
+echo
+echo "conjunctive flows on node-1 (ovs-ofctl -O OpenFlow15 dump-flows _output/lab/nodes/node-1/ovs/br-int.mgmt):"
+ovs-ofctl -O OpenFlow15 --no-stats dump-flows "$ROOT/_output/lab/nodes/node-1/ovs/br-int.mgmt" | grep -E 'conj|reg1=.*actions=drop' || true
+
+step "9/9 The lab"
 "$LAB" status
 if [ "$DEMO_KEEP" = "0" ]; then
   step "Tearing the lab down (DEMO_KEEP=0)"
@@ -120,8 +188,10 @@ else
 The lab is still up. Try:
   export KUBECONFIG=$KUBECONFIG
   kubectl get pods -A -o wide
+  kubectl get networkpolicies.controlplane.antrea.io
   $LAB exec -n $NS ${pods[0]} -- ip addr
-  $LAB logs nodesim --node 1
+  ovs-ofctl -O OpenFlow15 dump-flows _output/lab/nodes/node-1/ovs/br-int.mgmt
+  $LAB logs antrea-agent --node 1
 Tear it down with:  $LAB down   (or: make lab-down)
 EOT
 fi
