@@ -91,7 +91,10 @@ for proto in tcp udp; do
   for s in "${pods[@]}"; do
     printf '%-6s %-28s' "" "${s##*-}@${node[$s]} (${ip[$s]})"
     for d in "${pods[@]}"; do
-      if out=$("$LAB" exec -n "$NS" "$s" -- antrea-testpod connect --protocol "$proto" --to "${ip[$d]}:80" --timeout 2s 2>&1); then
+      # One retry: the userspace datapath may lose the very first packet
+      # between two nodes while it sets up (ENVIRONMENT.md, tunnels).
+      if out=$("$LAB" exec -n "$NS" "$s" -- antrea-testpod connect --protocol "$proto" --to "${ip[$d]}:80" --timeout 2s 2>&1) ||
+        out=$("$LAB" exec -n "$NS" "$s" -- antrea-testpod connect --protocol "$proto" --to "${ip[$d]}:80" --timeout 2s 2>&1); then
         answered=${out#connected }
         printf ' %-22s' "ok(${answered##*-})"
       else
