@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,13 +147,24 @@ func (in *Instance) RecordVersion() error {
 	return err
 }
 
-// syncConfig returns once ovs-vswitchd has applied the database (its bridges
-// and their management sockets exist): ovs-vsctl without --no-wait bumps
-// next_cfg and waits for ovs-vswitchd to report it in cur_cfg; removing a key
-// that is not there changes nothing else.
+// syncConfig reports whether ovs-vswitchd has applied the database: every
+// bridge in it has its OpenFlow management socket. (ovs-vsctl's own wait for
+// cur_cfg does not cover a freshly restarted ovs-vswitchd: the counter
+// survives in the database.)
 func (in *Instance) syncConfig() error {
-	_, err := in.Run("ovs-vsctl", "--db="+in.DBEndpoint(), "--timeout=5", "remove", "Open_vSwitch", ".", "external_ids", "ovsinstance-sync")
-	return err
+	out, err := in.Run("ovs-vsctl", "--db="+in.DBEndpoint(), "--timeout=5", "list-br")
+	if err != nil {
+		return err
+	}
+	for _, br := range strings.Fields(out) {
+		// Dial rather than stat: a killed ovs-vswitchd leaves its socket file.
+		c, err := net.DialTimeout("unix", in.BridgeMgmt(br), time.Second)
+		if err != nil {
+			return fmt.Errorf("bridge %s is not configured yet: %w", br, err)
+		}
+		c.Close()
+	}
+	return nil
 }
 
 // WaitReady waits until ovs-vswitchd (and so ovsdb-server) of this instance
