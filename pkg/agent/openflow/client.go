@@ -136,11 +136,11 @@ func (c *Client) replace(ctx context.Context, what string, cache map[string][]*o
 	old := cache[key]
 	keep := map[string]bool{}
 	for _, f := range flows {
-		keep[flowKey(f)] = true
+		keep[f.MatchKey()] = true
 	}
 	var msgs []openflow.Message
 	for _, f := range old {
-		if !keep[flowKey(f)] {
+		if !keep[f.MatchKey()] {
 			msgs = append(msgs, openflow.DeleteFlowStrict(f))
 		}
 	}
@@ -154,13 +154,6 @@ func (c *Client) replace(ctx context.Context, what string, cache map[string][]*o
 		cache[key] = flows
 	}
 	return nil
-}
-
-// flowKey identifies a flow in OVS: table, priority and match.
-func flowKey(f *openflow.Flow) string {
-	g := *f
-	g.Actions, g.Cookie = nil, 0
-	return g.String()
 }
 
 // InstallPodFlows installs the flows of one local pod port as one bundle.

@@ -306,7 +306,7 @@ func (c *Client) policyRuleMsgs(r *PolicyRule) ([]openflow.Message, func()) {
 		for i, clause := range clauses {
 			for _, mk := range clause {
 				f := c.b.flow(rt, prio, mk)
-				k := flowKey(f)
+				k := f.MatchKey()
 				touch(k, f)[r.ID] = &openflow.Conjunction{ID: r.ID, Clause: uint8(i + 1), NClauses: uint8(len(clauses))}
 				newRule.keys = append(newRule.keys, k)
 			}
@@ -339,7 +339,7 @@ func (c *Client) policyRuleMsgs(r *PolicyRule) ([]openflow.Message, func()) {
 		f.Actions = conjActions(touched[k])
 		msgs = append(msgs, openflow.AddFlow(&f))
 	}
-	if old != nil && (newRule == nil || flowKey(old.actFlow) != flowKey(newRule.actFlow)) {
+	if old != nil && (newRule == nil || old.actFlow.MatchKey() != newRule.actFlow.MatchKey()) {
 		msgs = append(msgs, openflow.DeleteFlowStrict(old.actFlow))
 	}
 	commit := func() {

@@ -37,9 +37,9 @@ func (r *recordingBridge) Bundle(_ context.Context, msgs ...openflow.Message) er
 		f := fm.Flow
 		switch fm.Command {
 		case openflow.FlowAdd:
-			r.flows[flowKey(&f)] = &f
+			r.flows[f.MatchKey()] = &f
 		case openflow.FlowDeleteStrict:
-			delete(r.flows, flowKey(&f))
+			delete(r.flows, f.MatchKey())
 		case openflow.FlowDelete:
 			for k, g := range r.flows {
 				if g.Cookie&fm.CookieMask == fm.Flow.Cookie&fm.CookieMask {

@@ -203,11 +203,7 @@ func (c *Controller) watchers() []*watcher {
 				if err != nil {
 					return nil, "", err
 				}
-				objs := make([]runtime.Object, len(l.Items))
-				for i := range l.Items {
-					objs[i] = &l.Items[i]
-				}
-				return objs, l.ResourceVersion, nil
+				return objects(l.Items), l.ResourceVersion, nil
 			},
 			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return cp.NetworkPolicies().Watch(ctx, o)
@@ -267,21 +263,13 @@ func (c *Controller) groupWatcher(kind string, address bool) *watcher {
 				if err != nil {
 					return nil, "", err
 				}
-				objs := make([]runtime.Object, len(l.Items))
-				for i := range l.Items {
-					objs[i] = &l.Items[i]
-				}
-				return objs, l.ResourceVersion, nil
+				return objects(l.Items), l.ResourceVersion, nil
 			}
 			l, err := cp.AppliedToGroups().List(ctx, o)
 			if err != nil {
 				return nil, "", err
 			}
-			objs := make([]runtime.Object, len(l.Items))
-			for i := range l.Items {
-				objs[i] = &l.Items[i]
-			}
-			return objs, l.ResourceVersion, nil
+			return objects(l.Items), l.ResourceVersion, nil
 		},
 		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			if address {
@@ -313,19 +301,19 @@ func (c *Controller) groupWatcher(kind string, address bool) *watcher {
 		apply: func(ev watch.Event) (sets.Set[string], error) {
 			gs := groups()
 			var name string
+			patch := func(added, removed []cpv1beta2.GroupMember) {
+				if gs[name] == nil {
+					gs[name] = map[string]cpv1beta2.GroupMember{}
+				}
+				patchMembers(gs[name], added, removed)
+			}
 			switch o := ev.Object.(type) {
 			case *cpv1beta2.AddressGroupPatch:
 				name = o.Name
-				if gs[name] == nil {
-					gs[name] = map[string]cpv1beta2.GroupMember{}
-				}
-				patchMembers(gs[name], o.AddedGroupMembers, o.RemovedGroupMembers)
+				patch(o.AddedGroupMembers, o.RemovedGroupMembers)
 			case *cpv1beta2.AppliedToGroupPatch:
 				name = o.Name
-				if gs[name] == nil {
-					gs[name] = map[string]cpv1beta2.GroupMember{}
-				}
-				patchMembers(gs[name], o.AddedGroupMembers, o.RemovedGroupMembers)
+				patch(o.AddedGroupMembers, o.RemovedGroupMembers)
 			default:
 				var members []cpv1beta2.GroupMember
 				name, members = groupOf(ev.Object)
@@ -341,6 +329,18 @@ func (c *Controller) groupWatcher(kind string, address bool) *watcher {
 			return c.cache.policiesUsing(name, address), nil
 		},
 	}
+}
+
+// objects returns pointers to a list's items as runtime.Objects.
+func objects[T any, PT interface {
+	*T
+	runtime.Object
+}](items []T) []runtime.Object {
+	out := make([]runtime.Object, len(items))
+	for i := range items {
+		out[i] = PT(&items[i])
+	}
+	return out
 }
 
 func groupOf(o runtime.Object) (string, []cpv1beta2.GroupMember) {
