@@ -230,7 +230,10 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	purger := newDatapathPurger(o.OVSRunDir)
+	go purger.run(ctx)
 	policies := npcontroller.NewController(o.NodeName, cpClient, flows, store)
+	policies.OnRealized = purger.Changed
 	go policies.Run(ctx)
 
 	cni, err := cniserver.New(cniserver.Config{

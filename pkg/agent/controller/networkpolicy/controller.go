@@ -63,6 +63,9 @@ type Controller struct {
 	synced chan struct{}
 	// listed counts the watchers that finished their first list.
 	listed sets.Set[string]
+	// OnRealized, if set, is called after a policy's flows changed (set it
+	// before Run).
+	OnRealized func()
 }
 
 // NewController makes a controller for this node.
@@ -230,6 +233,9 @@ func (c *Controller) syncPolicy(ctx context.Context, name string) error {
 	}
 	if policy != nil && complete {
 		c.status.Add(name)
+	}
+	if c.OnRealized != nil {
+		c.OnRealized()
 	}
 	if policy == nil {
 		delete(c.reported, name)
