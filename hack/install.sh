@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # install.sh puts on this machine everything the project's tests and lab need:
 # Debian packages (Open vSwitch, iproute2, ...), a real Kubernetes control plane
-# (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) built
-# from the Go module proxy, cnitool and the reference CNI plugins, and the Go
-# tools the build uses. It is idempotent: every step is skipped when its output
+# (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and
+# real nodes (kubelet, kube-proxy, containerd, runc, crictl) built from the Go
+# module proxy, the upstream test image's contents (agnhost and a Debian rootfs
+# with its tools), the upstream e2e.test, cnitool and the reference CNI
+# plugins, and the Go tools the build uses. It is idempotent: every step is skipped when its output
 # is already there, and every output lives under _output/ (ignored by git).
 set -euo pipefail
 
@@ -29,13 +31,25 @@ mkdir -p "$KUBECACHE"
 PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.5.1
 STATICCHECK_VERSION=v0.8.2
+CONTAINERD_VERSION=v2.4.2
+RUNC_VERSION=v1.5.3
+CRICTL_VERSION=v1.37.0
+# Node runtime binaries, cached like the control plane.
+NODECACHE=$CACHE/node-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-crictl-$CRICTL_VERSION
+# The Debian rootfs of the agnhost image: the packages upstream's agnhost
+# Dockerfile (test/images/agnhost/Dockerfile) installs on its base image.
+ROOTFS_PACKAGES=bash,curl,ca-certificates,netcat-openbsd,iproute2,iputils-ping,dnsutils,socat,iperf,procps,util-linux,less
+ROOTFS_SUITE=bookworm
+# Bump when build_rootfs changes what it does to the rootfs.
+ROOTFS_RECIPE=2
+ROOTFS=$CACHE/rootfs-$ROOTFS_SUITE-$(printf '%s %s' "$ROOTFS_PACKAGES" "$ROOTFS_RECIPE" | sha256sum | cut -c1-12)
 
 log() { printf '[install] %s\n' "$*" >&2; }
 
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 
-apt_packages=(openvswitch-switch openvswitch-common iproute2 iputils-ping ethtool iptables iperf3 openssl protobuf-compiler jq conntrack tcpdump procps)
+apt_packages=(openvswitch-switch openvswitch-common iproute2 iputils-ping ethtool iptables iperf3 openssl protobuf-compiler jq conntrack tcpdump procps libseccomp-dev debootstrap util-linux)
 install_apt() {
   local missing=()
   for p in "${apt_packages[@]}"; do
@@ -80,9 +94,12 @@ GO
     go build -trimpath -o "$KUBECACHE/etcd" .)
 }
 
+# The binaries built from the k8s.io/kubernetes scratch module: the control
+# plane, the node agents, the test image's program and the e2e suite.
+KUBE_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 build_kube() {
   local missing=0
-  for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for b in "${KUBE_CMDS[@]}" agnhost e2e.test; do
     [ -x "$KUBECACHE/$b" ] || missing=1
   done
   [ $missing -eq 0 ] && return
@@ -112,6 +129,10 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/test/images/agnhost"
+	_ "k8s.io/kubernetes/test/e2e"
 )
 GO
   (cd "$d" && go mod tidy >/dev/null 2>&1)
@@ -120,19 +141,86 @@ GO
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
-  for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for b in "${KUBE_CMDS[@]}"; do
     [ -x "$KUBECACHE/$b" ] && continue
     log "  go build $b"
-    (cd "$d" && go build -trimpath -ldflags "$ld" -o "$KUBECACHE/$b" "k8s.io/kubernetes/cmd/$b")
+    (cd "$d" && nice go build -trimpath -ldflags "$ld" -o "$KUBECACHE/$b" "k8s.io/kubernetes/cmd/$b")
   done
+  if [ ! -x "$KUBECACHE/agnhost" ]; then
+    log "  go build agnhost (the upstream test image's program)"
+    (cd "$d" && nice go build -trimpath -ldflags "-s -w" -o "$KUBECACHE/agnhost" k8s.io/kubernetes/test/images/agnhost)
+  fi
+  if [ ! -x "$KUBECACHE/e2e.test" ]; then
+    log "  go test -c k8s.io/kubernetes/test/e2e (the upstream e2e suite)"
+    (cd "$d" && nice go test -c -trimpath -ldflags "$ld" -o "$KUBECACHE/e2e.test" k8s.io/kubernetes/test/e2e)
+  fi
+  # agnhost's image also carries porter's test certificate (Dockerfile: ADD porter/localhost.*).
+  local src
+  src=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | jq -r .Dir)
+  for f in localhost.crt localhost.key; do
+    [ -f "$KUBECACHE/agnhost-$f" ] || cp "$src/test/images/agnhost/porter/$f" "$KUBECACHE/agnhost-$f"
+  done
+}
+
+# build_node_runtime builds containerd, its runc shim, runc (cgo, seccomp:
+# kubelet asks for the RuntimeDefault profile) and crictl.
+build_node_runtime() {
+  mkdir -p "$NODECACHE"
+  local b
+  for b in containerd ctr containerd-shim-runc-v2; do
+    [ -x "$NODECACHE/$b" ] && continue
+    log "go install containerd's $b $CONTAINERD_VERSION"
+    GOBIN=$NODECACHE nice go install "github.com/containerd/containerd/v2/cmd/$b@$CONTAINERD_VERSION"
+  done
+  if [ ! -x "$NODECACHE/runc" ]; then
+    log "go install runc $RUNC_VERSION (cgo, seccomp, static)"
+    GOBIN=$NODECACHE CGO_ENABLED=1 nice go install -tags seccomp -ldflags '-extldflags -static' "github.com/opencontainers/runc@$RUNC_VERSION"
+  fi
+  if [ ! -x "$NODECACHE/crictl" ]; then
+    log "go install crictl $CRICTL_VERSION"
+    GOBIN=$NODECACHE nice go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+  fi
+}
+
+# build_rootfs makes the Debian rootfs of the agnhost image with debootstrap
+# from this machine's Debian mirror, trimmed of docs, locales and apt lists.
+build_rootfs() {
+  [ -f "$ROOTFS/.complete" ] && return
+  local mirror
+  mirror=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  [ -n "$mirror" ] || mirror=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+  [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+  log "debootstrap $ROOTFS_SUITE ($ROOTFS_PACKAGES) from $mirror (about 30 s)"
+  rm -rf "$ROOTFS.tmp"
+  nice debootstrap --variant=minbase --include="$ROOTFS_PACKAGES" "$ROOTFS_SUITE" "$ROOTFS.tmp" "$mirror" >"$CACHE/debootstrap.log" 2>&1 ||
+    { tail -20 "$CACHE/debootstrap.log" >&2; exit 1; }
+  # What agnhost's Dockerfile adds besides packages: /uploads (netexec), the
+  # iperf link, and the user and group an e2e SupplementalGroups test expects.
+  mkdir -p "$ROOTFS.tmp/uploads"
+  ln -sfn /usr/bin/iperf "$ROOTFS.tmp/usr/local/bin/iperf"
+  chroot "$ROOTFS.tmp" /bin/sh -c 'groupadd -g 50000 group-defined-in-image &&
+    useradd -u 1000 -M -s /bin/sh -G group-defined-in-image user-defined-in-image'
+  rm -rf "$ROOTFS.tmp"/usr/share/{doc,man,info,locale}/* "$ROOTFS.tmp"/var/lib/apt/lists/* "$ROOTFS.tmp"/var/cache/apt/*.bin \
+    "$ROOTFS.tmp"/var/cache/apt/archives/*.deb "$ROOTFS.tmp"/var/log/*
+  touch "$ROOTFS.tmp/.complete"
+  rm -rf "$ROOTFS"
+  mv "$ROOTFS.tmp" "$ROOTFS"
 }
 
 # link_kube puts the cached control-plane binaries where the lab and envtest look.
 link_kube() {
   local b
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for b in etcd "${KUBE_CMDS[@]}" agnhost e2e.test agnhost-localhost.crt agnhost-localhost.key; do
     ln -sfn "$KUBECACHE/$b" "$BIN/$b"
   done
+}
+
+link_node_runtime() {
+  local b
+  for b in containerd ctr containerd-shim-runc-v2 runc crictl; do
+    ln -sfn "$NODECACHE/$b" "$BIN/$b"
+  done
+  ln -sfn "$ROOTFS" "$OUT/rootfs-agnhost"
 }
 
 install_cni() {
@@ -157,9 +245,11 @@ what=${1:-all}
 case $what in
   apt) install_apt ;;
   kube) build_etcd; build_kube; link_kube ;;
+  node) build_node_runtime; build_rootfs; link_node_runtime ;;
+  rootfs) build_rootfs ;;
   cni) install_cni ;;
   tools) install_tools ;;
-  all) install_apt; install_cni; install_tools; build_etcd; build_kube; link_kube ;;
-  *) echo "usage: $0 [all|apt|kube|cni|tools]" >&2; exit 2 ;;
+  all) install_apt; install_cni; install_tools; build_etcd; build_kube; link_kube; build_node_runtime; build_rootfs; link_node_runtime ;;
+  *) echo "usage: $0 [all|apt|kube|node|cni|tools]" >&2; exit 2 ;;
 esac
 log "ok ($what)"

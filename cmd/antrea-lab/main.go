@@ -55,9 +55,10 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&opts.BinDir, "bin-dir", opts.BinDir, "directory of this project's binaries")
 	root.PersistentFlags().StringVar(&opts.KubeBinDir, "kube-bin-dir", opts.KubeBinDir, "directory of etcd and the Kubernetes binaries")
 	root.PersistentFlags().StringVar(&opts.CNIBinDir, "cni-bin-dir", opts.CNIBinDir, "directory of the reference CNI plugins")
+	root.PersistentFlags().StringVar(&opts.ImageDir, "image-dir", opts.ImageDir, "image store the lab registry serves (ANTREA_CACHE/images)")
 
 	root.AddCommand(upCommand(&opts), downCommand(&opts), statusCommand(&opts), execCommand(&opts),
-		logsCommand(&opts), nodesimCommand())
+		logsCommand(&opts), loadCommand(&opts), imagesCommand(&opts), nodesimCommand(), nodeMountsCommand())
 	return root
 }
 
@@ -68,12 +69,14 @@ func signalContext() (context.Context, context.CancelFunc) {
 func upCommand(opts *lab.Options) *cobra.Command {
 	var foreground bool
 	runtime := string(opts.Runtime)
+	kubelet := string(opts.Kubelet)
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Bring up a lab and return once every node is Ready (the supervisor keeps running in the background)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Runtime = lab.NodeRuntime(runtime)
+			opts.Kubelet = lab.Kubelet(kubelet)
 			ctx, cancel := signalContext()
 			defer cancel()
 			if foreground {
@@ -87,6 +90,7 @@ func upCommand(opts *lab.Options) *cobra.Command {
 	cmd.Flags().IntVar(&opts.Nodes, "nodes", opts.Nodes, "number of nodes")
 	cmd.Flags().StringVar(&opts.Encap, "encap", opts.Encap, "tunnel type between nodes: geneve or vxlan (Antrea runtime)")
 	cmd.Flags().StringVar(&runtime, "runtime", runtime, "how pods are networked: reference-cni (bridge + host-local) or antrea")
+	cmd.Flags().StringVar(&kubelet, "kubelet", kubelet, "what runs pods on a node: real (kubelet + containerd + runc) or sim (the node simulator: pods are host processes)")
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "be the supervisor: run until SIGINT/SIGTERM, then tear the lab down")
 	return cmd
 }
@@ -179,4 +183,59 @@ func nodesimCommand() *cobra.Command {
 	cmd.Flags().StringVar(&configPath, "config", "", "nodesim configuration (JSON of nodesim.Config)")
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
+}
+
+func nodeMountsCommand() *cobra.Command {
+	var configPath string
+	cmd := &cobra.Command{
+		Use:    "node-mounts --config FILE",
+		Short:  "Hold a real node's mount namespace (started by the supervisor under unshare --mount)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			return lab.NodeMounts(ctx, configPath)
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "", "the node's mounts (JSON)")
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+func loadCommand(opts *lab.Options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "load FILE.tar...",
+		Short: "Add the images of tar files (docker save, crane, OCI layout) to the lab registry, as `kind load image-archive` does",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, f := range args {
+				names, err := lab.Load(*opts, f)
+				if err != nil {
+					return fmt.Errorf("load %s: %w", f, err)
+				}
+				for _, n := range names {
+					fmt.Fprintf(cmd.OutOrStdout(), "loaded %s\n", n)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func imagesCommand(opts *lab.Options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "images",
+		Short: "Build the lab's images (agnhost, pause, antrea-testpod) where their inputs changed, then list the store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.Validate(); err != nil {
+				return err
+			}
+			if err := lab.EnsureImages(*opts); err != nil {
+				return err
+			}
+			return lab.ListImages(*opts, cmd.OutOrStdout())
+		},
+	}
 }

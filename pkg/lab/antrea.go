@@ -51,9 +51,10 @@ func (o Options) manifestDir() string {
 	return filepath.Join(filepath.Dir(o.BinDir), "build", "yamls")
 }
 
-// startAntreaNode starts the node's OVS daemons and antrea-agent inside the
-// node netns, and puts the antrea-cni plugin where the simulator looks.
-func (s *supervisor) startAntreaNode(ctx context.Context, n NodeInfo, c *credentials) error {
+// startAntreaNode starts the node's OVS daemons inside the node netns and
+// antrea-agent with enter (the node's namespaces), and puts the antrea-cni
+// plugin where the node's runtime looks.
+func (s *supervisor) startAntreaNode(ctx context.Context, n NodeInfo, c *credentials, enter []string) error {
 	in, err := ovsinstance.New(ovsinstance.Config{Dir: s.opts.NodeOVSDir(n.Name), NetNS: n.NetNS})
 	if err != nil {
 		return fmt.Errorf("OVS of node %s: %w", n.Name, err)
@@ -63,11 +64,11 @@ func (s *supervisor) startAntreaNode(ctx context.Context, n NodeInfo, c *credent
 	}
 	// ovs-vswitchd runs inside the node netns: its internal ports (br-int,
 	// antrea-gw0, br-phy) are created where it runs. OVS_* select the instance.
-	enter := append(append([]string{"env"}, in.EnvVars()...), "ip", "netns", "exec", n.NetNS)
-	if _, err := s.startDaemonWith("ovsdb-server", n.Name, n.NetNS, enter, "ovsdb-server", in.DBServerArgs()...); err != nil {
+	ovsEnter := append(append([]string{"env"}, in.EnvVars()...), "ip", "netns", "exec", n.NetNS)
+	if _, err := s.startDaemonWith("ovsdb-server", n.Name, n.NetNS, ovsEnter, "ovsdb-server", in.DBServerArgs()...); err != nil {
 		return err
 	}
-	if _, err := s.startDaemonWith("ovs-vswitchd", n.Name, n.NetNS, enter, "ovs-vswitchd", in.VSwitchdArgs()...); err != nil {
+	if _, err := s.startDaemonWith("ovs-vswitchd", n.Name, n.NetNS, ovsEnter, "ovs-vswitchd", in.VSwitchdArgs()...); err != nil {
 		return err
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -80,6 +81,17 @@ func (s *supervisor) startAntreaNode(ctx context.Context, n NodeInfo, c *credent
 	}
 
 	binDir := s.opts.nodeCNIBinDir(n.Name)
+	confDir := s.opts.NodesimConfig(n, "").CNIConfDir
+	socket := filepath.Join(s.opts.nodeDir(n.Name), "antrea", "cni.sock")
+	ipamDir := filepath.Join(s.opts.NodesimConfig(n, "").StateDir, "antrea-ipam")
+	if s.opts.Kubelet == KubeletReal {
+		// The node's own /opt/cni/bin, /etc/cni/net.d, /var/run/antrea and
+		// /var/lib/antrea, as the agent finds them on any node.
+		binDir = s.opts.nodeHostPath(n.Name, "/opt/cni/bin")
+		confDir = s.opts.nodeHostPath(n.Name, "/etc/cni/net.d")
+		socket = filepath.Join(s.opts.nodeHostPath(n.Name, "/var/run/antrea"), "cni.sock")
+		ipamDir = filepath.Join(s.opts.nodeHostPath(n.Name, "/var/lib/antrea"), "ipam")
+	}
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return err
 	}
@@ -88,10 +100,7 @@ func (s *supervisor) startAntreaNode(ctx context.Context, n NodeInfo, c *credent
 	if err := os.Symlink(filepath.Join(s.opts.BinDir, "antrea-cni"), plugin); err != nil {
 		return fmt.Errorf("install antrea-cni for node %s: %w", n.Name, err)
 	}
-	cfg := s.opts.NodesimConfig(n, c.kubeconfigs[n.Name])
-	dir := s.opts.nodeDir(n.Name)
-	// setns only (see startNode): the agent must see the pod netns mounts.
-	_, err = s.startDaemonWith("antrea-agent", n.Name, n.NetNS, []string{"nsenter", "--net=" + netnsPath(n.NetNS), "--"},
+	_, err = s.startDaemonWith("antrea-agent", n.Name, n.NetNS, enter,
 		filepath.Join(s.opts.BinDir, "antrea-agent"),
 		"--kubeconfig="+c.kubeconfigs["antrea-agent"],
 		"--node-name="+n.Name,
@@ -99,11 +108,9 @@ func (s *supervisor) startAntreaNode(ctx context.Context, n NodeInfo, c *credent
 		"--ovs-datapath=netdev",
 		"--tunnel-type="+s.opts.Encap,
 		"--uplink=eth0",
-		"--cni-socket="+filepath.Join(dir, "antrea", "cni.sock"),
-		"--cni-conf-dir="+cfg.CNIConfDir,
-		// Under the simulator's state dir, where host-local's files are for the
-		// reference runtime too: one place to look for a node's allocations.
-		"--ipam-data-dir="+filepath.Join(cfg.StateDir, "antrea-ipam"))
+		"--cni-socket="+socket,
+		"--cni-conf-dir="+confDir,
+		"--ipam-data-dir="+ipamDir)
 	return err
 }
 

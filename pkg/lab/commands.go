@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -49,7 +50,7 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(self, "up", "--foreground",
-		fmt.Sprintf("--nodes=%d", opts.Nodes), "--encap="+opts.Encap, "--runtime="+string(opts.Runtime),
+		fmt.Sprintf("--nodes=%d", opts.Nodes), "--encap="+opts.Encap, "--runtime="+string(opts.Runtime), "--kubelet="+string(opts.Kubelet),
 		"--dir="+opts.Dir, "--bin-dir="+opts.BinDir, "--kube-bin-dir="+opts.KubeBinDir, "--cni-bin-dir="+opts.CNIBinDir)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// A session of its own: the supervisor outlives this command and the
@@ -122,7 +123,7 @@ func Down(ctx context.Context, opts Options, out io.Writer) error {
 		return err
 	}
 	leftover := labNetNS()
-	if st == nil && len(leftover) == 0 {
+	if st == nil && len(leftover) == 0 && len(leftoverCgroups()) == 0 {
 		if _, err := os.Stat(opts.Dir); errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintln(out, "no lab is running")
 			return nil
@@ -142,7 +143,10 @@ func Down(ctx context.Context, opts Options, out io.Writer) error {
 	if rest := labNetNS(); len(rest) > 0 {
 		return fmt.Errorf("lab network namespaces remain: %s", strings.Join(rest, ", "))
 	}
-	fmt.Fprintln(out, "lab is down: no lab netns, process or file remains")
+	if rest := leftoverCgroups(); len(rest) > 0 {
+		return fmt.Errorf("lab cgroups remain (a process in them would not die): %s", strings.Join(rest, ", "))
+	}
+	fmt.Fprintln(out, "lab is down: no lab netns, cgroup, mount, process or file remains")
 	return nil
 }
 
@@ -206,7 +210,7 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%dMiB\t%s\n", p.Component, node, p.PID, state, rss>>20, logPath)
 	}
-	pods := podProcesses()
+	pods := podProcesses(st)
 	var podRSS uint64
 	for _, p := range pods {
 		podRSS += p.RSSBytes()
@@ -251,12 +255,33 @@ func printNodes(out io.Writer, nodes []corev1.Node) {
 	tw.Flush()
 }
 
-// podProcesses lists the processes living in pod namespaces of the lab.
-func podProcesses() []Process {
+// podProcesses lists the processes of the lab's pods: those in pod
+// namespaces of simulated nodes, and on real nodes the containers (in the
+// nodes' cgroups) and their containerd shims (in the node netns, not started
+// by the supervisor).
+func podProcesses(st *State) []Process {
 	var out []Process
 	for _, n := range labNetNS() {
 		if strings.HasPrefix(n, PodNetNSPrefix) {
 			out = append(out, pidsInNetNS(n)...)
+		}
+	}
+	for _, dir := range nodeCgroupDirs("pids") {
+		for _, pid := range cgroupPIDs(dir) {
+			out = append(out, Process{Component: "container", PID: pid, StartTime: processStartTime(pid)})
+		}
+	}
+	if st != nil && st.Options.Kubelet == KubeletReal {
+		daemons := map[int]bool{}
+		for _, p := range st.Processes {
+			daemons[p.PID] = true
+		}
+		for _, n := range st.Nodes {
+			for _, p := range pidsInNetNS(n.NetNS) {
+				if !daemons[p.PID] {
+					out = append(out, p)
+				}
+			}
 		}
 	}
 	return out
@@ -270,14 +295,17 @@ func TotalRSS(opts Options) (uint64, error) {
 		return 0, err
 	}
 	var total uint64
-	for _, p := range append(append([]Process{st.Supervisor}, st.Processes...), podProcesses()...) {
+	for _, p := range append(append([]Process{st.Supervisor}, st.Processes...), podProcesses(st)...) {
 		total += p.RSSBytes()
 	}
 	return total, nil
 }
 
-// PodNetNS returns the name of a pod's netns, as its node simulator recorded it.
-func PodNetNS(ctx context.Context, opts Options, namespace, pod string) (string, error) {
+// PodNetNSPath returns the path of a pod's network namespace, which host
+// tools can enter (nsenter --net=PATH, setns): on a real node the netns of the
+// pod's processes, found through the pod's cgroup; on a simulated node the
+// netns its simulator recorded in the pod's annotation.
+func PodNetNSPath(ctx context.Context, opts Options, namespace, pod string) (string, error) {
 	c, err := hostClient(opts)
 	if err != nil {
 		return "", err
@@ -286,28 +314,68 @@ func PodNetNS(ctx context.Context, opts Options, namespace, pod string) (string,
 	if err != nil {
 		return "", fmt.Errorf("get pod %s/%s: %w", namespace, pod, err)
 	}
-	netns := p.Annotations[PodNetNSAnnotation]
-	if netns == "" {
-		return "", fmt.Errorf("pod %s/%s has no %s annotation yet (is it scheduled and started?)", namespace, pod, PodNetNSAnnotation)
-	}
-	if !strings.HasPrefix(netns, PodNetNSPrefix) || strings.ContainsAny(netns, "/\x00") {
-		return "", fmt.Errorf("pod %s/%s: annotation %s=%q is not a lab pod netns", namespace, pod, PodNetNSAnnotation, netns)
-	}
-	return netns, nil
+	return NetNSPathOfPod(p)
 }
 
-// Exec runs argv inside the pod's netns, as `kubectl exec` would, with the
+// NetNSPathOfPod is PodNetNSPath for a pod object at hand.
+func NetNSPathOfPod(p *corev1.Pod) (string, error) {
+	if netns := p.Annotations[PodNetNSAnnotation]; netns != "" {
+		if !strings.HasPrefix(netns, PodNetNSPrefix) || strings.ContainsAny(netns, "/\x00") {
+			return "", fmt.Errorf("pod %s/%s: annotation %s=%q is not a lab pod netns", p.Namespace, p.Name, PodNetNSAnnotation, netns)
+		}
+		return netnsPath(netns), nil
+	}
+	pid, err := podProcess(p.UID)
+	if err != nil {
+		return "", fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return fmt.Sprintf("/proc/%d/ns/net", pid), nil
+}
+
+// podProcess finds a process of the pod with this UID in the real nodes'
+// cgroups (kubelet's cgroupfs layout: <root>/kubepods[/<qos>]/pod<UID>/<ctr>).
+func podProcess(uid types.UID) (int, error) {
+	want := "pod" + string(uid)
+	for _, node := range nodeCgroupDirs("pids") {
+		for _, qos := range []string{"", "burstable", "besteffort"} {
+			dir := filepath.Join(node, "kubepods", qos, want)
+			if _, err := os.Stat(dir); err != nil {
+				continue
+			}
+			for _, pid := range cgroupPIDs(dir) {
+				if _, err := os.Stat(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil {
+					return pid, nil
+				}
+			}
+			return 0, fmt.Errorf("no process in cgroup %s yet (is the pod running?)", dir)
+		}
+	}
+	return 0, fmt.Errorf("no cgroup %s on any node (not started yet, or not a lab pod)", want)
+}
+
+// nodeCgroupDirs lists the real nodes' cgroups in one hierarchy.
+func nodeCgroupDirs(controller string) []string {
+	var out []string
+	for _, d := range leftoverCgroups() {
+		if filepath.Base(filepath.Dir(d)) == controller {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Exec runs argv from the host's filesystem inside the pod's netns, with the
 // given stdio; our binaries (antrea-testpod) are on its PATH. It returns the
-// command's exit code.
+// command's exit code. (For a command of the pod's own image, kubectl exec.)
 func Exec(ctx context.Context, opts Options, namespace, pod string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if len(argv) == 0 {
 		return 0, errors.New("exec: no command given")
 	}
-	netns, err := PodNetNS(ctx, opts, namespace, pod)
+	netns, err := PodNetNSPath(ctx, opts, namespace, pod)
 	if err != nil {
 		return 0, err
 	}
-	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", netns}, argv...)...)
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + netns, "--"}, argv...)...)
 	cmd.Env = append(os.Environ(), "PATH="+opts.BinDir+":"+os.Getenv("PATH"))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	err = cmd.Run()

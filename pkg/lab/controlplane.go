@@ -19,6 +19,11 @@ type credentials struct {
 	// "controller-manager", "scheduler", "antrea-controller", "antrea-agent",
 	// and one per node name.
 	kubeconfigs map[string]string
+	// kubelets are the files of each real node's kubelet, by node name.
+	kubelets map[string]nodeKubeletFiles
+	// kubeletClientCert and kubeletClientKey are the API server's client
+	// credentials towards kubelets (exec, logs, port-forward).
+	kubeletClientCert, kubeletClientKey string
 }
 
 func (s *supervisor) kubeconfigDir() string { return filepath.Join(s.opts.Dir, "kubeconfigs") }
@@ -40,7 +45,10 @@ func (s *supervisor) writeCredentials(nodes []NodeInfo) (*credentials, error) {
 	}
 	local := fmt.Sprintf("https://127.0.0.1:%d", APIServerPort)
 	underlay := "https://" + net.JoinHostPort(cpIP.String(), fmt.Sprint(APIServerPort))
-	c := &credentials{pki: p, files: files, kubeconfigs: map[string]string{}}
+	c := &credentials{pki: p, files: files, kubeconfigs: map[string]string{}, kubelets: map[string]nodeKubeletFiles{}}
+	if err := s.writeKubeletCredentials(c, nodes); err != nil {
+		return nil, err
+	}
 	type user struct {
 		name, cn string
 		groups   []string
@@ -76,6 +84,52 @@ func (s *supervisor) writeCredentials(nodes []NodeInfo) (*credentials, error) {
 		c.kubeconfigs[u.name] = path
 	}
 	return c, nil
+}
+
+// writeKubeletCredentials issues each node's kubelet serving certificate
+// (for its name and IP) and the API server's client certificate for kubelets.
+func (s *supervisor) writeKubeletCredentials(c *credentials, nodes []NodeInfo) error {
+	client, err := c.pki.CA.clientCert("kube-apiserver-kubelet-client", "system:masters")
+	if err != nil {
+		return err
+	}
+	c.kubeletClientCert = filepath.Join(s.opts.pkiDir(), "apiserver-kubelet-client.crt")
+	c.kubeletClientKey = filepath.Join(s.opts.pkiDir(), "apiserver-kubelet-client.key")
+	if err := writeKeyPair(client, c.kubeletClientCert, c.kubeletClientKey); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		kp, err := c.pki.CA.issue(certSpec{commonName: n.Name, dnsNames: []string{n.Name},
+			ips: []net.IP{net.ParseIP(n.IP)}, server: true})
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(s.opts.kubeletDir(n.Name), "pki")
+		kf := nodeKubeletFiles{
+			servingCert: filepath.Join(dir, "kubelet.crt"),
+			servingKey:  filepath.Join(dir, "kubelet.key"),
+			clientCA:    c.files.CACert,
+		}
+		if err := writeKeyPair(kp, kf.servingCert, kf.servingKey); err != nil {
+			return err
+		}
+		c.kubelets[n.Name] = kf
+	}
+	return nil
+}
+
+// writeKeyPair writes a certificate and its key (mode 0600).
+func writeKeyPair(kp *keyPair, certPath, keyPath string) error {
+	if err := os.MkdirAll(filepath.Dir(certPath), 0o700); err != nil {
+		return fmt.Errorf("create dir of %s: %w", certPath, err)
+	}
+	if err := os.WriteFile(certPath, kp.CertPEM, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", certPath, err)
+	}
+	if err := os.WriteFile(keyPath, kp.KeyPEM, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", keyPath, err)
+	}
+	return nil
 }
 
 // startControlPlane starts etcd, kube-apiserver, kube-controller-manager and
@@ -134,6 +188,12 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--proxy-client-cert-file="+f.ProxyClientCert,
 		"--proxy-client-key-file="+f.ProxyClientKey,
+		// exec, logs and port-forward go to the node's kubelet, which
+		// serves a certificate of the lab CA for the node's IP.
+		"--kubelet-client-certificate="+c.kubeletClientCert,
+		"--kubelet-client-key="+c.kubeletClientKey,
+		"--kubelet-certificate-authority="+f.CACert,
+		"--kubelet-preferred-address-types=InternalIP",
 		"--cert-dir="+filepath.Join(s.opts.Dir, "apiserver-certs"))
 	if err != nil {
 		return err

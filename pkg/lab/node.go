@@ -31,10 +31,13 @@ func (o Options) NodesimConfig(n NodeInfo, kubeconfig string) nodesim.Config {
 	}
 }
 
-// startNode starts the node's daemons inside its netns. With the reference
-// CNI runtime that is only the node simulator; the Antrea runtime will add the
-// node's OVS instance and antrea-agent here, before the simulator.
+// startNode starts the node's daemons inside its netns: a real node
+// (startRealNode), or the node simulator, preceded for the Antrea runtime by
+// the node's OVS instance and antrea-agent.
 func (s *supervisor) startNode(ctx context.Context, n NodeInfo, c *credentials) error {
+	if s.opts.Kubelet == KubeletReal {
+		return s.startRealNode(ctx, n, c)
+	}
 	cfg := s.opts.NodesimConfig(n, c.kubeconfigs[n.Name])
 	for _, d := range []string{cfg.CNIConfDir, cfg.CNICacheDir, cfg.StateDir, cfg.PodLogDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -42,7 +45,8 @@ func (s *supervisor) startNode(ctx context.Context, n NodeInfo, c *credentials) 
 		}
 	}
 	if s.opts.Runtime == RuntimeAntrea {
-		if err := s.startAntreaNode(ctx, n, c); err != nil {
+		// setns only (see below): the agent must see the pod netns mounts.
+		if err := s.startAntreaNode(ctx, n, c, []string{"nsenter", "--net=" + netnsPath(n.NetNS), "--"}); err != nil {
 			return err
 		}
 	}

@@ -62,6 +62,8 @@ type Options struct {
 	Encap string `json:"encap"`
 	// Runtime selects how pods are networked.
 	Runtime NodeRuntime `json:"runtime"`
+	// Kubelet selects real nodes (kubelet + containerd) or the simulator.
+	Kubelet Kubelet `json:"kubelet"`
 	// Dir holds the state file, certificates, kubeconfigs, logs and node data.
 	Dir string `json:"dir"`
 	// BinDir holds our binaries (antrea-lab, antrea-testpod, ...).
@@ -70,6 +72,8 @@ type Options struct {
 	KubeBinDir string `json:"kubeBinDir"`
 	// CNIBinDir holds the reference CNI plugins.
 	CNIBinDir string `json:"cniBinDir"`
+	// ImageDir is the image store the lab registry serves (ImageStoreDir).
+	ImageDir string `json:"imageDir"`
 }
 
 // DefaultOptions derives the directories from where this binary lives:
@@ -81,10 +85,12 @@ func DefaultOptions() Options {
 		Nodes:      2,
 		Encap:      "geneve",
 		Runtime:    RuntimeAntrea,
+		Kubelet:    KubeletReal,
 		Dir:        filepath.Join(root, "_output", "lab"),
 		BinDir:     filepath.Join(root, "bin"),
 		KubeBinDir: filepath.Join(root, "_output", "bin"),
 		CNIBinDir:  filepath.Join(root, "_output", "cni", "bin"),
+		ImageDir:   ImageStoreDir(),
 	}
 	if d := os.Getenv("ANTREA_LAB_DIR"); d != "" {
 		o.Dir = d
@@ -124,7 +130,21 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("unknown node runtime %q", o.Runtime)
 	}
-	for _, d := range []*string{&o.Dir, &o.BinDir, &o.KubeBinDir, &o.CNIBinDir} {
+	switch o.Kubelet {
+	case "":
+		o.Kubelet = KubeletReal
+	case KubeletReal:
+		if o.Runtime == RuntimeReferenceCNI {
+			return fmt.Errorf("--runtime %s needs --kubelet %s (real nodes run Antrea)", RuntimeReferenceCNI, KubeletSim)
+		}
+	case KubeletSim:
+	default:
+		return fmt.Errorf("--kubelet must be %s or %s, got %q", KubeletReal, KubeletSim, o.Kubelet)
+	}
+	if o.ImageDir == "" {
+		o.ImageDir = ImageStoreDir()
+	}
+	for _, d := range []*string{&o.Dir, &o.BinDir, &o.KubeBinDir, &o.CNIBinDir, &o.ImageDir} {
 		abs, err := filepath.Abs(*d)
 		if err != nil {
 			return err

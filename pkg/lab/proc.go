@@ -152,7 +152,13 @@ func becomeSubreaper() {
 
 // reapOrphans waits for every exited child of this process. Call it only when
 // no exec.Cmd of this process is running, so no other Wait is pending.
-func reapOrphans() {
+func reapOrphans() { reapOrphansExcept(nil) }
+
+// reapOrphansExcept waits for every exited child of this process but the
+// given PIDs (children whose exec.Cmd waits for them). Real nodes make
+// orphans all the time: each containerd shim daemonizes, so this subreaper
+// inherits it and must collect it when its pod is gone.
+func reapOrphansExcept(keep map[int]bool) {
 	self := os.Getpid()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -164,7 +170,7 @@ func reapOrphans() {
 			continue
 		}
 		st, err := readProcStat(pid)
-		if err != nil || st.ppid != self || st.state != 'Z' {
+		if err != nil || st.ppid != self || st.state != 'Z' || keep[pid] {
 			continue
 		}
 		var ws unix.WaitStatus

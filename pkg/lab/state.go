@@ -39,6 +39,12 @@ type State struct {
 	// Files lists every file and directory the lab created outside of Dir.
 	// Dir itself is always removed by `down`.
 	Files []string `json:"files"`
+	// Cgroups lists the cgroups made for real nodes (one per hierarchy and
+	// node); `down` kills what is left in them and removes them.
+	Cgroups []string `json:"cgroups,omitempty"`
+	// MountPoints lists directories the lab created on the host as targets
+	// of a node's bind mounts, parents first; `down` removes them if empty.
+	MountPoints []string `json:"mountPoints,omitempty"`
 	// Nodes describes the simulated nodes.
 	Nodes []NodeInfo `json:"nodes"`
 	// Kubeconfig is the host kubeconfig (server https://127.0.0.1:6443).

@@ -31,8 +31,9 @@ type supervisor struct {
 	daemons  []*daemon
 	stopping bool
 
-	dialer *netnsDialer
-	relay  *relay
+	dialer   *netnsDialer
+	relay    *relay
+	registry *http.Server
 	client kubernetes.Interface
 	// logf reports progress to whoever started the lab.
 	logf func(format string, args ...any)
@@ -82,10 +83,32 @@ func Supervise(ctx context.Context, opts Options, progress func(format string, a
 	}
 	st := s.store.snapshot()
 	progress("lab ready: %d nodes Ready %.1fs after start", len(st.Nodes), st.ReadyAt.Sub(st.StartedAt).Seconds())
-	<-ctx.Done()
+	s.reapUntil(ctx)
 	progress("stopping the lab")
 	s.teardown(false)
 	return nil
+}
+
+// reapUntil collects exited orphans (containerd shims of deleted pods) every
+// few seconds until ctx ends, leaving alone the daemons' own zombies, which
+// their exec.Cmd waits for.
+func (s *supervisor) reapUntil(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		keep := make(map[int]bool, len(s.daemons))
+		for _, d := range s.daemons {
+			keep[d.proc.PID] = true
+		}
+		s.mu.Unlock()
+		reapOrphansExcept(keep)
+	}
 }
 
 // refuseIfRunning fails when a supervisor of this lab still runs, and removes
@@ -99,7 +122,7 @@ func refuseIfRunning(opts Options) error {
 		return fmt.Errorf("a lab is already running (supervisor pid %d, phase %s, state %s); run `antrea-lab down` first",
 			st.Supervisor.PID, st.Phase, opts.statePath())
 	}
-	if st != nil || len(labNetNS()) > 0 {
+	if st != nil || len(labNetNS()) > 0 || len(leftoverCgroups()) > 0 {
 		klog.InfoS("Removing leftovers of a previous lab", "state", opts.statePath())
 		cleanup(context.Background(), opts, st, false)
 	}
@@ -131,6 +154,15 @@ func (s *supervisor) start(ctx context.Context) error {
 		return err
 	}
 	s.relay = r
+	if s.opts.Kubelet == KubeletReal {
+		s.logf("building the lab's images where their inputs changed, serving them on %s", registryAddr())
+		if err := EnsureImages(s.opts); err != nil {
+			return err
+		}
+		if err := s.startRegistry(); err != nil {
+			return err
+		}
+	}
 	if s.opts.Runtime == RuntimeAntrea {
 		s.logf("starting antrea-controller and registering the controlplane.antrea.io APIService")
 		if err := s.startAntreaController(ctx, creds); err != nil {
@@ -272,6 +304,7 @@ func (s *supervisor) teardown(keepLogs bool) {
 		klog.InfoS("Stopping daemon", "component", d.proc.Component, "node", d.proc.Node, "pid", d.proc.PID)
 		d.stop(10 * time.Second)
 	}
+	s.stopRegistry()
 	if s.dialer != nil {
 		_ = s.dialer.Close()
 	}
@@ -331,12 +364,26 @@ func cleanup(ctx context.Context, opts Options, st *State, keepLogs bool) {
 			p.terminate(2 * time.Second)
 		}
 	}
+	// Containers of real nodes live in netns that containerd made; their
+	// cgroups find them (kubelet and containerd are stopped by now).
+	var cgroups []string
+	if st != nil {
+		cgroups = append(cgroups, st.Cgroups...)
+	}
+	cgroups = append(cgroups, leftoverCgroups()...)
+	removeCgroups(cgroups)
 	for _, n := range all {
 		if err := deleteNetNS(ctx, n); err != nil {
 			klog.ErrorS(err, "Could not delete lab netns", "netns", n)
 		}
 	}
 	if st != nil {
+		for i := len(st.MountPoints) - 1; i >= 0; i-- {
+			// Only empty directories: the lab made them as mount targets.
+			if err := os.Remove(st.MountPoints[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+				klog.ErrorS(err, "Could not remove a mount point the lab made", "path", st.MountPoints[i])
+			}
+		}
 		for _, f := range st.Files {
 			if err := os.RemoveAll(f); err != nil {
 				klog.ErrorS(err, "Could not remove lab file", "path", f)

@@ -1,0 +1,235 @@
+package lab
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/lab/images"
+)
+
+// The lab's images: built here from files this machine holds (no Docker, no
+// pull from the Internet), kept in an image store outside the checkout, and
+// served by a registry on the control plane's underlay address that every
+// node's containerd uses as the mirror of registry.k8s.io, docker.io, quay.io
+// and ghcr.io. A pod's `image:` therefore resolves as on any cluster, and an
+// image the store lacks fails the pod with the usual ErrImagePull.
+
+// Image names the lab builds. The agnhost tags are those upstream's suites
+// ask for: e2e.test v1.37.2 (2.66.1 and older pins of some specs) and the SIG
+// network-policy-api conformance suite (2.45).
+var (
+	AgnhostImages = []string{
+		"registry.k8s.io/e2e-test-images/agnhost:2.66.1",
+		"registry.k8s.io/e2e-test-images/agnhost:2.55",
+		"registry.k8s.io/e2e-test-images/agnhost:2.53",
+		"registry.k8s.io/e2e-test-images/agnhost:2.45",
+	}
+	// TestPodImage runs antrea-testpod serve (TCP and UDP 80 and 81,
+	// answering with the pod's name); its entrypoint is antrea-testpod, so
+	// args ["serve", "--tcp", "8080"] or ["connect", ...] select a mode.
+	TestPodImage = "docker.io/antrea/antrea-testpod:latest"
+	pauseImages  = []string{SandboxImage}
+)
+
+// AgnhostImage is the agnhost image of e2e.test v1.37.2.
+var AgnhostImage = AgnhostImages[0]
+
+// ImageStoreDir is the default image store: the versioned cache outside the
+// checkout (ANTREA_CACHE, else ~/.cache/antrea) that fresh clones share.
+func ImageStoreDir() string {
+	cache := os.Getenv("ANTREA_CACHE")
+	if cache == "" {
+		base := os.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			home, _ := os.UserHomeDir()
+			base = filepath.Join(home, ".cache")
+		}
+		cache = filepath.Join(base, "antrea")
+	}
+	return filepath.Join(cache, "images")
+}
+
+// agnhostRootFS is the Debian rootfs hack/install.sh makes for agnhost.
+func (o Options) agnhostRootFS() string {
+	return filepath.Join(filepath.Dir(o.KubeBinDir), "rootfs-agnhost")
+}
+
+// imageSpecs are the images the lab builds, from the binaries and rootfs
+// the install and build steps made.
+func (o Options) imageSpecs() ([]images.Spec, error) {
+	rootfs, err := filepath.EvalSymlinks(o.agnhostRootFS())
+	if err != nil {
+		return nil, fmt.Errorf("the agnhost rootfs is missing (run hack/install.sh): %w", err)
+	}
+	kube := func(name string) string { return filepath.Join(o.KubeBinDir, name) }
+	return []images.Spec{
+		{
+			// As upstream's test/images/agnhost/Dockerfile: Debian instead of
+			// Alpine with the same tools, /agnhost and its agnhost-2 link,
+			// porter's certificate, /uploads (in the rootfs).
+			Names:  AgnhostImages,
+			RootFS: rootfs,
+			Files: []images.File{
+				{Path: "/agnhost", Source: kube("agnhost"), Mode: 0o755},
+				{Path: "/agnhost-2", Link: "agnhost"},
+				{Path: "/localhost.crt", Source: kube("agnhost-localhost.crt"), Mode: 0o644},
+				{Path: "/localhost.key", Source: kube("agnhost-localhost.key"), Mode: 0o644},
+			},
+			Entrypoint:   []string{"/agnhost"},
+			Cmd:          []string{"pause"},
+			ExposedPorts: []string{"80", "8080", "8081", "9376", "5000"},
+		},
+		{
+			Names:      pauseImages,
+			Files:      []images.File{{Path: "/pause", Source: filepath.Join(o.BinDir, "antrea-pause"), Mode: 0o755}},
+			Entrypoint: []string{"/pause"},
+		},
+		{
+			Names:      []string{TestPodImage},
+			Files:      []images.File{{Path: "/antrea-testpod", Source: filepath.Join(o.BinDir, "antrea-testpod"), Mode: 0o755}},
+			Entrypoint: []string{"/antrea-testpod"},
+			Cmd:        []string{"serve"},
+		},
+	}, nil
+}
+
+// EnsureImages builds every lab image whose inputs changed since the store
+// last built it (seconds for the agnhost image, nothing when unchanged).
+func EnsureImages(opts Options) error {
+	store, err := images.NewStore(opts.ImageDir)
+	if err != nil {
+		return err
+	}
+	specs, err := opts.imageSpecs()
+	if err != nil {
+		return err
+	}
+	for _, spec := range specs {
+		key, err := inputsKey(spec)
+		if err != nil {
+			return fmt.Errorf("image %s: %w", spec.Names[0], err)
+		}
+		start := time.Now()
+		if err := store.Ensure(spec, key); err != nil {
+			return err
+		}
+		klog.InfoS("Image ready", "image", spec.Names[0], "duration", time.Since(start))
+	}
+	return nil
+}
+
+// inputsKey fingerprints the files a spec reads by path, size and mtime
+// (the rootfs by its cache path, which names its recipe).
+func inputsKey(spec images.Spec) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "rootfs=%s\n", spec.RootFS)
+	for _, f := range spec.Files {
+		if f.Source == "" {
+			continue
+		}
+		fi, err := os.Stat(f.Source)
+		if err != nil {
+			return "", fmt.Errorf("%s is missing (run make build and hack/install.sh): %w", f.Source, err)
+		}
+		fmt.Fprintf(h, "%s %d %d\n", f.Source, fi.Size(), fi.ModTime().UnixNano())
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// registryAddr is where the lab registry listens: the control plane's
+// underlay address, which every node reaches.
+func registryAddr() string {
+	return net.JoinHostPort(controlPlaneIP().String(), strconv.Itoa(RegistryPort))
+}
+
+// startRegistry serves the image store inside the cp netns.
+func (s *supervisor) startRegistry() error {
+	store, err := images.NewStore(s.opts.ImageDir)
+	if err != nil {
+		return err
+	}
+	h, err := images.NewRegistry(store)
+	if err != nil {
+		return err
+	}
+	cp, err := ns.GetNS(netnsPath(ControlPlaneNetNS))
+	if err != nil {
+		return err
+	}
+	defer cp.Close()
+	var ln net.Listener
+	// A socket stays in the netns it was made in.
+	if err := cp.Do(func(ns.NetNS) error {
+		var err error
+		ln, err = net.Listen("tcp", registryAddr())
+		return err
+	}); err != nil {
+		return fmt.Errorf("listen for the lab registry on %s: %w", registryAddr(), err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s.registry = srv
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Lab registry stopped")
+		}
+	}()
+	klog.InfoS("Lab registry serving", "addr", registryAddr(), "store", store.Dir())
+	return nil
+}
+
+func (s *supervisor) stopRegistry() {
+	if s.registry != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = s.registry.Shutdown(ctx)
+	}
+}
+
+// Load adds the images of a tar (`docker save`, crane or go-containerregistry
+// tarball, or an OCI layout) to the lab's image store, as `kind load
+// image-archive` does; nodes pull them from the lab registry.
+func Load(opts Options, path string) ([]string, error) {
+	store, err := images.NewStore(opts.ImageDir)
+	if err != nil {
+		return nil, err
+	}
+	return images.LoadTarball(store, path)
+}
+
+// ListImages prints every image of the store with its manifest digest.
+func ListImages(opts Options, out io.Writer) error {
+	store, err := images.NewStore(opts.ImageDir)
+	if err != nil {
+		return err
+	}
+	imgs, err := store.Images()
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(imgs))
+	for n := range imgs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "IMAGE\tDIGEST")
+	for _, n := range names {
+		fmt.Fprintf(tw, "%s\t%s\n", n, imgs[n])
+	}
+	return tw.Flush()
+}
