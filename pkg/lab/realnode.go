@@ -105,7 +105,9 @@ func (o Options) nodeHostPath(node, path string) string {
 	}
 	return filepath.Join(o.nodeDir(node), "host", strings.TrimPrefix(filepath.Clean(path), "/"))
 }
-func (o Options) containerdDir(node string) string { return filepath.Join(o.nodeDir(node), "containerd") }
+func (o Options) containerdDir(node string) string {
+	return filepath.Join(o.nodeDir(node), "containerd")
+}
 
 // ContainerdSocket is a real node's CRI endpoint (for crictl/ctr from the host).
 func (o Options) ContainerdSocket(node string) string {

@@ -34,7 +34,7 @@ type supervisor struct {
 	dialer   *netnsDialer
 	relay    *relay
 	registry *http.Server
-	client kubernetes.Interface
+	client   kubernetes.Interface
 	// logf reports progress to whoever started the lab.
 	logf func(format string, args ...any)
 }
