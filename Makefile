@@ -11,7 +11,7 @@ LDFLAGS := -X antrea.io/antrea/pkg/version.Version=$(VERSION) \
            -X antrea.io/antrea/pkg/version.GitTreeState=$(GIT_TREE_STATE)
 export PATH := $(OUTPUT)/bin:$(OUTPUT)/tools:$(OUTPUT)/cni/bin:$(PATH)
 
-.PHONY: all install build test unit integration e2e demo lab-up lab-down codegen fmt lint conformance bench clean
+.PHONY: all install build images test unit integration e2e demo lab-up lab-down codegen fmt lint conformance e2e-upstream bench clean
 
 all: build
 
@@ -23,6 +23,10 @@ install:
 build:
 	@mkdir -p $(BINDIR)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/ ./cmd/...
+
+## images: the lab's images (agnhost, pause, antrea-testpod) into the image store, where their inputs changed.
+images: install build
+	$(BINDIR)/antrea-lab images
 
 ## test: install, lint, unit, integration and e2e tests (needs root for the last two).
 test: install build lint
@@ -54,6 +58,10 @@ lint:
 
 conformance: install build
 	ANTREA_CONFORMANCE=all $(GO) test -count=1 -timeout 60m ./test/conformance/...
+
+## e2e-upstream: upstream's e2e.test v1.37.2 NetworkPolicy specs, unchanged, on a 2-node lab of real nodes.
+e2e-upstream: install build
+	./hack/e2e-upstream.sh
 
 bench: install build
 	./hack/bench/run.sh
