@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -43,6 +45,14 @@ func NodeMounts(ctx context.Context, configPath string) error {
 		return err
 	}
 	klog.InfoS("Node mount namespace ready", "mounts", len(cfg.Binds), "ns", self)
+	klog.Flush()
+	// Hold the namespace with the smallest process there is: sleep keeps
+	// this PID (nsenter -t PID finds the namespace through it) and dies of
+	// the supervisor's SIGTERM.
+	if sleep, err := exec.LookPath("sleep"); err == nil {
+		err = syscall.Exec(sleep, []string{"sleep", "infinity"}, os.Environ())
+		klog.ErrorS(err, "Could not exec sleep; holding the mount namespace in this process")
+	}
 	<-ctx.Done()
 	return nil
 }

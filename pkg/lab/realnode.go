@@ -518,10 +518,14 @@ func removeCgroupTree(dir string) error {
 	return nil
 }
 
-// leftoverCgroups lists cgroups with the lab's prefix in any hierarchy.
+// leftoverCgroups lists cgroups with the lab's prefix in any hierarchy,
+// including those the lab did not create itself (runc also makes the pods'
+// cgroups in the hybrid unified hierarchy).
 func leftoverCgroups() []string {
 	var out []string
-	for _, ctrl := range cgroupControllers {
+	hierarchies, _ := os.ReadDir(cgroupFS)
+	for _, h := range hierarchies {
+		ctrl := h.Name()
 		entries, _ := os.ReadDir(filepath.Join(cgroupFS, ctrl))
 		for _, e := range entries {
 			if e.IsDir() && strings.HasPrefix(e.Name(), NetNSPrefix) {
