@@ -1,11 +1,13 @@
 // Package lab runs antrea-lab: a real multi-node Kubernetes cluster on one
 // machine, made of network namespaces. A control-plane netns holds etcd,
-// kube-apiserver, kube-controller-manager and kube-scheduler; one netns per
-// node holds that node's simulator (and later its OVS and antrea-agent); an
-// underlay netns holds the Linux bridge that joins them. The supervisor keeps
-// every daemon as its child, relays the API server to 127.0.0.1:6443 in the
-// root netns and records everything it made in a state file so that `down`
-// can remove it, also after a crash.
+// kube-apiserver, kube-controller-manager, kube-scheduler, antrea-controller
+// and the lab's image registry; each node has a netns, a mount namespace and
+// cgroups of its own, where containerd, kubelet, the node's OVS and
+// antrea-agent run (or, with --kubelet sim, a node simulator instead of
+// kubelet and containerd); an underlay netns holds the Linux bridge that
+// joins them. The supervisor keeps every daemon as its child, relays the API
+// server to 127.0.0.1:6443 in the root netns and records everything it made
+// in a state file so that `down` can remove it, also after a crash.
 package lab
 
 import (
