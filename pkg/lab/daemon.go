@@ -25,9 +25,11 @@ type daemon struct {
 
 // restartable are the daemons the supervisor restarts when they exit, as a
 // DaemonSet (antrea-agent), a Deployment (antrea-controller) or systemd (OVS)
-// would on a real cluster: a crash or a kill is then a restart, which is what
+// would on a real cluster (systemd for kubelet and containerd too): a crash or
+// a kill is then a restart, which is what
 // the agent's restart guarantees are about.
-var restartable = map[string]bool{"antrea-agent": true, "antrea-controller": true, "ovsdb-server": true, "ovs-vswitchd": true}
+var restartable = map[string]bool{"antrea-agent": true, "antrea-controller": true, "ovsdb-server": true, "ovs-vswitchd": true,
+	"kubelet": true, "containerd": true}
 
 // restartDelay is how long the supervisor waits before restarting a daemon.
 const restartDelay = time.Second
