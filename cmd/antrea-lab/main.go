@@ -26,6 +26,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
+	lab.CloseInheritedFDsOnExec()
 	root := newRootCommand()
 	err := root.Execute()
 	var ee exitError

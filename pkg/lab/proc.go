@@ -177,3 +177,21 @@ func reapOrphansExcept(keep map[int]bool) {
 		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 	}
 }
+
+// CloseInheritedFDsOnExec marks every file descriptor above stderr that this
+// process inherited close-on-exec, so that the lab's daemons do not hold what
+// the caller had open: a lock taken with flock(1) around `antrea-lab up`, say,
+// would otherwise be held for as long as the lab runs.
+func CloseInheritedFDsOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= 2 {
+			continue
+		}
+		unix.CloseOnExec(fd)
+	}
+}
