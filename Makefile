@@ -56,8 +56,10 @@ lint:
 	$(GO) vet ./...
 	$(OUTPUT)/tools/staticcheck $$($(GO) list ./... | grep -v /pkg/client/)  # pkg/client is generated
 
+## conformance: every case of our NetworkPolicy conformance suite, then upstream's e2e NetworkPolicy specs.
 conformance: install build
 	ANTREA_CONFORMANCE=all $(GO) test -count=1 -timeout 60m ./test/conformance/...
+	./hack/e2e-upstream.sh
 
 ## e2e-upstream: upstream's e2e.test v1.37.2 NetworkPolicy specs, unchanged, on a 2-node lab of real nodes.
 e2e-upstream: install build
