@@ -60,7 +60,8 @@ jq -r --arg skipre "$SKIP" --arg reason "$SKIP_REASON" '
       ((.RunTime // 0) / 1e9 | floor | tostring) + "s",
       $name,
       (if .State == "skipped" and ($name | test($skipre)) then $reason
-       elif .State == "failed" then (.Failure.Message // "" | split("\n")[0])
+       elif .State == "skipped" then "not selected by the focus"
+       elif .State != "passed" then (.Failure.Message // "" | split("\n")[0])
        else "" end) ]
   | @tsv' "$REPORT_DIR/report.json" | sort >"$REPORT_DIR/specs.tsv" || true
 awk -F'\t' '{printf "%-8s %6s  %s%s\n", $1, $2, $3, ($4 != "" ? "\n                 -> " $4 : "")}' "$REPORT_DIR/specs.tsv"
