@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"antrea.io/antrea/test/labtest"
 )
 
 // flipWatcher tells when TCP connections from a pod to a destination start
@@ -98,7 +99,7 @@ func BenchmarkPolicyRealization(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	pods := peersByKey(ctx, b, c)
-	client := c.e.client.NetworkingV1().NetworkPolicies("x")
+	client := c.e.Client.NetworkingV1().NetworkPolicies("x")
 	if _, err := client.Create(ctx, policy("x", "deny-ingress", metav1.LabelSelector{}, ingressOnly, nil, nil), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
@@ -204,7 +205,8 @@ func BenchmarkThroughputWithUnrelatedRules(b *testing.B) {
 	// changed for a second, so the agent is done before we measure.
 	waitFlows := func(what string, ok func(int) bool) int {
 		var last, stable int
-		err := poll(ctx, what, func() (bool, error) {
+		stableFor := int(time.Second / labtest.PollInterval)
+		err := labtest.Poll(ctx, what, func() error {
 			n := nodeFlowCount(ctx, b, c.e, dst.Node)
 			if n == last && ok(n) {
 				stable++
@@ -212,7 +214,10 @@ func BenchmarkThroughputWithUnrelatedRules(b *testing.B) {
 				stable = 0
 			}
 			last = n
-			return stable >= 10, nil
+			if stable < stableFor {
+				return fmt.Errorf("%d flows, unchanged for %d polls", n, stable)
+			}
+			return nil
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -235,13 +240,16 @@ func BenchmarkThroughputWithUnrelatedRules(b *testing.B) {
 			}
 			t := targets[p%len(targets)]
 			np := policy(t.Namespace, fmt.Sprintf("unrelated-%d", p), podSel("pod", t.Name), ingressOnly, rules, nil)
-			if _, err := c.e.client.NetworkingV1().NetworkPolicies(t.Namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+			if _, err := c.e.Client.NetworkingV1().NetworkPolicies(t.Namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		// Realized when the node holds every rule's conj_id flow.
-		if err := poll(ctx, "10,000 rules in br-int", func() (bool, error) {
-			return nodeConjIDFlows(ctx, b, c.e, dst.Node) >= policies*rulesPer, nil
+		if err := labtest.Poll(ctx, "10,000 rules in br-int", func() error {
+			if n := nodeConjIDFlows(ctx, b, c.e, dst.Node); n < policies*rulesPer {
+				return fmt.Errorf("%d conj_id flows", n)
+			}
+			return nil
 		}); err != nil {
 			b.Fatal(err)
 		}
@@ -249,13 +257,16 @@ func BenchmarkThroughputWithUnrelatedRules(b *testing.B) {
 		flows := waitFlows("flows settled", func(int) bool { return true })
 		loaded := measure("with 10,000 rules")
 		for _, ns := range []string{"x", "z"} {
-			if err := c.e.client.NetworkingV1().NetworkPolicies(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			if err := c.e.Client.NetworkingV1().NetworkPolicies(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		rctx, rcancel := context.WithTimeout(ctx, time.Minute)
-		if err := poll(rctx, "rules removed", func() (bool, error) {
-			return nodeFlowCount(rctx, b, c.e, dst.Node) <= flowsBefore, nil
+		if err := labtest.Poll(rctx, "rules removed", func() error {
+			if n := nodeFlowCount(rctx, b, c.e, dst.Node); n > flowsBefore {
+				return fmt.Errorf("%d flows, %d before the rules", n, flowsBefore)
+			}
+			return nil
 		}); err != nil {
 			rcancel()
 			b.Fatalf("%v: flows left on %s:\n%s", err, dst.Node, policyFlows(ctx, c.e, dst.Node))
@@ -307,7 +318,7 @@ func peersByKey(ctx context.Context, tb testing.TB, c *cluster) map[string]peer 
 // nodeFlowCount is the number of flows in a node's br-int.
 func nodeFlowCount(ctx context.Context, tb testing.TB, e *labEnv, node string) int {
 	tb.Helper()
-	out, err := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "dump-aggregate", "unix:"+e.ovsMgmtSocket(node)).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "dump-aggregate", "unix:"+e.BridgeSocket(node)).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("dump-aggregate on %s: %v: %s", node, err, out)
 	}
@@ -325,7 +336,7 @@ func nodeFlowCount(ctx context.Context, tb testing.TB, e *labEnv, node string) i
 // nodeConjIDFlows counts a node's conj_id flows: one per installed rule.
 func nodeConjIDFlows(ctx context.Context, tb testing.TB, e *labEnv, node string) int {
 	tb.Helper()
-	out, err := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", "unix:"+e.ovsMgmtSocket(node)).Output()
+	out, err := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", "unix:"+e.BridgeSocket(node)).Output()
 	if err != nil {
 		tb.Fatalf("dump-flows on %s: %v", node, err)
 	}
@@ -334,7 +345,7 @@ func nodeConjIDFlows(ctx context.Context, tb testing.TB, e *labEnv, node string)
 
 // policyFlows returns a node's flows that take part in conjunctions.
 func policyFlows(ctx context.Context, e *labEnv, node string) string {
-	out, _ := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", "unix:"+e.ovsMgmtSocket(node)).Output()
+	out, _ := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", "unix:"+e.BridgeSocket(node)).Output()
 	var keep []string
 	for _, l := range strings.Split(string(out), "\n") {
 		if strings.Contains(l, "conj") {
@@ -409,8 +420,9 @@ func throughput(ctx context.Context, src, dst peer, d time.Duration) (float64, e
 	}
 }
 
-func inNetNS(name string, fn func() error) error {
-	netns, err := ns.GetNS(filepath.Join("/var/run/netns", name))
+// inNetNS runs fn on a thread inside the netns at path (a peer's NetNS).
+func inNetNS(path string, fn func() error) error {
+	netns, err := ns.GetNS(path)
 	if err != nil {
 		return err
 	}

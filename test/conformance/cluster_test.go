@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"antrea.io/antrea/pkg/lab"
+	"antrea.io/antrea/test/labtest"
 )
 
 // The model of the upstream netpol tests.
@@ -26,26 +26,17 @@ var (
 	basePods       = []string{"a", "b", "c"}
 )
 
-// servedPorts are the container ports every test pod declares, with the
-// names cyclonus' generator refers to (serve-<port>-<protocol>), so named
-// ports in policies resolve. The lab's pods serve exactly what they declare.
-var servedPorts = []corev1.ContainerPort{
-	{Name: "serve-80-tcp", ContainerPort: 80, Protocol: corev1.ProtocolTCP},
-	{Name: "serve-81-tcp", ContainerPort: 81, Protocol: corev1.ProtocolTCP},
-	{Name: "serve-80-udp", ContainerPort: 80, Protocol: corev1.ProtocolUDP},
-	{Name: "serve-81-udp", ContainerPort: 81, Protocol: corev1.ProtocolUDP},
-}
-
 // peer is one pod as the oracles and the prober see it.
 type peer struct {
 	Namespace string
 	Name      string
 	IP        string
 	Node      string
-	NetNS     string
-	Labels    map[string]string
-	NSLabels  map[string]string
-	Ports     []corev1.ContainerPort
+	// NetNS is the path of the pod's netns (labtest.PodNetNS).
+	NetNS    string
+	Labels   map[string]string
+	NSLabels map[string]string
+	Ports    []corev1.ContainerPort
 }
 
 func (p peer) key() string { return p.Namespace + "/" + p.Name }
@@ -92,7 +83,7 @@ func setup(t *testing.T) *cluster {
 // namespace, namespaces x,y,z labelled ns=<name>, pods a,b,c labelled
 // pod=<name> in each, and nothing else.
 func (c *cluster) reset(ctx context.Context) error {
-	client := c.e.client
+	client := c.e.Client
 	for ns := range c.namespaces {
 		err := client.NetworkingV1().NetworkPolicies(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -144,7 +135,7 @@ func (c *cluster) reset(ctx context.Context) error {
 // nodeFor spreads pods over the nodes: the base pods alternate (x/a on the
 // first node, x/b on the second, ...), later pods continue the sequence.
 func (c *cluster) nodeFor(ns, name string) string {
-	nodes := c.e.nodes
+	nodes := c.e.Nodes
 	nsIdx, podIdx := slices.Index(baseNamespaces, ns), slices.Index(basePods, name)
 	if nsIdx >= 0 && podIdx >= 0 {
 		return nodes[(nsIdx*len(basePods)+podIdx)%len(nodes)]
@@ -154,7 +145,7 @@ func (c *cluster) nodeFor(ns, name string) string {
 }
 
 func (c *cluster) ensureNamespace(ctx context.Context, name string, labels map[string]string) error {
-	client := c.e.client
+	client := c.e.Client
 	c.namespaces[name] = true
 	got, err := client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -166,7 +157,7 @@ func (c *cluster) ensureNamespace(ctx context.Context, name string, labels map[s
 	} else if err != nil {
 		return fmt.Errorf("get namespace %s: %w", name, err)
 	} else if got.DeletionTimestamp != nil {
-		if err := c.waitGone(ctx, "namespace "+name, func() error {
+		if err := labtest.WaitGone(ctx, "namespace "+name, func() error {
 			_, err := client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 			return err
 		}); err != nil {
@@ -180,13 +171,7 @@ func (c *cluster) ensureNamespace(ctx context.Context, name string, labels map[s
 	}
 	// Pods need the namespace's default ServiceAccount, which
 	// kube-controller-manager creates.
-	return poll(ctx, "ServiceAccount "+name+"/default", func() (bool, error) {
-		_, err := client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return err == nil, err
-	})
+	return labtest.WaitDefaultServiceAccount(ctx, client, name)
 }
 
 // labelsEqualIgnoringName compares namespace labels without the
@@ -200,7 +185,7 @@ func labelsEqualIgnoringName(got, want map[string]string) bool {
 }
 
 func (c *cluster) setNamespaceLabels(ctx context.Context, name string, labels map[string]string) error {
-	client := c.e.client
+	client := c.e.Client
 	ns, err := client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get namespace %s: %w", name, err)
@@ -213,12 +198,12 @@ func (c *cluster) setNamespaceLabels(ctx context.Context, name string, labels ma
 }
 
 func (c *cluster) deleteNamespace(ctx context.Context, name string) error {
-	client := c.e.client
+	client := c.e.Client
 	err := client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete namespace %s: %w", name, err)
 	}
-	err = c.waitGone(ctx, "namespace "+name, func() error {
+	err = labtest.WaitGone(ctx, "namespace "+name, func() error {
 		_, err := client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 		return err
 	})
@@ -236,19 +221,19 @@ func (c *cluster) createPod(ctx context.Context, ns, name string, labels map[str
 			// run puts the same pods on the same nodes.
 			NodeName:                      c.nodeFor(ns, name),
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
-			Containers: []corev1.Container{{
-				Name: "server", Image: "antrea-testpod", Ports: slices.Clone(servedPorts),
-			}},
+			// Serving the ports of the upstream netpol tests, declared with
+			// the names cyclonus' generator refers to (serve-<port>-<protocol>).
+			Containers: []corev1.Container{labtest.TestPodContainer("server", []int{80, 81}, []int{80, 81})},
 		},
 	}
-	if _, err := c.e.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := c.e.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create pod %s/%s: %w", ns, name, err)
 	}
 	return nil
 }
 
 func (c *cluster) setPodLabels(ctx context.Context, ns, name string, labels map[string]string) error {
-	client := c.e.client
+	client := c.e.Client
 	pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get pod %s/%s: %w", ns, name, err)
@@ -263,72 +248,50 @@ func (c *cluster) setPodLabels(ctx context.Context, ns, name string, labels map[
 // deletePod deletes a pod and waits until the node has torn it down and the
 // API server no longer has it.
 func (c *cluster) deletePod(ctx context.Context, ns, name string) error {
-	client := c.e.client
+	client := c.e.Client
 	err := client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete pod %s/%s: %w", ns, name, err)
 	}
-	return c.waitGone(ctx, "pod "+ns+"/"+name, func() error {
+	return labtest.WaitGone(ctx, "pod "+ns+"/"+name, func() error {
 		_, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		return err
 	})
 }
 
-func (c *cluster) waitGone(ctx context.Context, what string, get func() error) error {
-	return poll(ctx, what+" gone", func() (bool, error) {
-		err := get()
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, err
-	})
-}
-
 // waitPodsReady waits until every pod of the managed namespaces is Ready
-// with an IP and a netns.
+// with an IP and a netns the prober can enter.
 func (c *cluster) waitPodsReady(ctx context.Context) error {
-	var last string
-	err := poll(ctx, "pods Ready", func() (bool, error) {
+	return labtest.Poll(ctx, "pods Ready", func() error {
 		var waiting []string
 		for ns := range c.namespaces {
-			pods, err := c.e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			pods, err := c.e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
-				return false, err
+				return err
 			}
 			for _, p := range pods.Items {
-				if p.DeletionTimestamp != nil || p.Status.PodIP == "" || p.Annotations[lab.PodNetNSAnnotation] == "" || !podReady(&p) {
-					waiting = append(waiting, ns+"/"+p.Name)
+				if err := labtest.CheckPodUsable(&p); err != nil {
+					waiting = append(waiting, err.Error())
 				}
 			}
 		}
-		sort.Strings(waiting)
-		last = strings.Join(waiting, ", ")
-		return len(waiting) == 0, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%w (not ready: %s)", err, last)
-	}
-	return nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodReady {
-			return cond.Status == corev1.ConditionTrue
+		if len(waiting) > 0 {
+			sort.Strings(waiting)
+			return fmt.Errorf("not ready: %s", strings.Join(waiting, "; "))
 		}
-	}
-	return false
+		return nil
+	})
 }
 
 // peers reads every pod of the managed namespaces as the oracles see it.
 func (c *cluster) peers(ctx context.Context) ([]peer, error) {
 	var out []peer
 	for ns := range c.namespaces {
-		n, err := c.e.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		n, err := c.e.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("get namespace %s: %w", ns, err)
 		}
-		pods, err := c.e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		pods, err := c.e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("list pods of namespace %s: %w", ns, err)
 		}
@@ -340,9 +303,13 @@ func (c *cluster) peers(ctx context.Context) ([]peer, error) {
 			for _, ctr := range p.Spec.Containers {
 				ports = append(ports, ctr.Ports...)
 			}
+			netns, err := labtest.PodNetNS(&p)
+			if err != nil {
+				return nil, err
+			}
 			out = append(out, peer{
 				Namespace: ns, Name: p.Name, IP: p.Status.PodIP, Node: p.Spec.NodeName,
-				NetNS: p.Annotations[lab.PodNetNSAnnotation], Labels: p.Labels, NSLabels: n.Labels, Ports: ports,
+				NetNS: netns, Labels: p.Labels, NSLabels: n.Labels, Ports: ports,
 			})
 		}
 	}
@@ -356,7 +323,7 @@ func (c *cluster) peers(ctx context.Context) ([]peer, error) {
 func (c *cluster) policies(ctx context.Context) ([]*networkingv1.NetworkPolicy, error) {
 	var out []*networkingv1.NetworkPolicy
 	for ns := range c.namespaces {
-		list, err := c.e.client.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
+		list, err := c.e.Client.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("list policies of namespace %s: %w", ns, err)
 		}
@@ -372,7 +339,7 @@ func (c *cluster) policies(ctx context.Context) ([]*networkingv1.NetworkPolicy, 
 
 // apply performs one action of a cyclonus test step.
 func (c *cluster) apply(ctx context.Context, a *generator.Action) error {
-	client := c.e.client
+	client := c.e.Client
 	switch {
 	case a.CreatePolicy != nil:
 		p := a.CreatePolicy.Policy.DeepCopy()
@@ -418,28 +385,4 @@ func (c *cluster) apply(ctx context.Context, a *generator.Action) error {
 		return fmt.Errorf("unsupported cyclonus action %+v", a)
 	}
 	return nil
-}
-
-// poll calls cond every 100ms until it is true, fails, or ctx ends.
-func poll(ctx context.Context, what string, cond func() (bool, error)) error {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var lastErr error
-	for {
-		ok, err := cond()
-		if ok {
-			return nil
-		}
-		if err != nil {
-			lastErr = err
-		}
-		select {
-		case <-ctx.Done():
-			if lastErr != nil {
-				return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), lastErr)
-			}
-			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-		case <-tick.C:
-		}
-	}
 }

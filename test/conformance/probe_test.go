@@ -86,7 +86,7 @@ func (p *prober) probe(ctx context.Context, cs []cell) map[cell]observation {
 
 func (p *prober) probeOne(ctx context.Context, c cell, timeout time.Duration) observation {
 	src, dst := p.peers[c.From], p.peers[c.To]
-	netns, err := ns.GetNS(filepath.Join("/var/run/netns", src.NetNS))
+	netns, err := ns.GetNS(src.NetNS)
 	if err != nil {
 		return observation{Verdict: "error", Err: fmt.Sprintf("open netns of %s: %v", c.From, err)}
 	}
@@ -240,10 +240,10 @@ func (e *labEnv) flowsOfInvolvedPods(ctx context.Context, peers []peer, bad []ce
 		}
 	})
 	for _, node := range names {
-		sock := e.ovsMgmtSocket(node)
+		sock := e.BridgeSocket(node)
 		fmt.Fprintf(&b, "\n=== node %s: ovs-ofctl -O OpenFlow15 dump-flows %s (filtered)\n", node, sock)
 		if _, err := os.Stat(sock); err != nil {
-			fmt.Fprintf(&b, "no OVS on this node (%v): the lab's runtime is %s\n", err, e.runtime)
+			fmt.Fprintf(&b, "no OVS on this node (%v): the lab's runtime is %s\n", err, e.Opts.Runtime)
 			continue
 		}
 		dbSock := filepath.Join(filepath.Dir(sock), "db.sock")

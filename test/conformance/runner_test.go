@@ -120,7 +120,7 @@ func checkStep(ctx context.Context, t *testing.T, c *cluster, step int) {
 		return
 	}
 	t.Errorf("step %d: %d of %d probes differ from the oracle after %s (lab runtime %s)\n%s\n%s\n\nflows of the involved pods:\n%s",
-		step, len(bad), len(all), realizeTimeout, c.e.runtime,
+		step, len(bad), len(all), realizeTimeout, c.e.Opts.Runtime,
 		describeMismatches(bad, obs, exp.Allowed), renderMatrices(peers, obs, exp.Allowed),
 		c.e.flowsOfInvolvedPods(ctx, peers, bad))
 }

@@ -2,12 +2,13 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,92 +17,71 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"antrea.io/antrea/pkg/lab"
+	"antrea.io/antrea/test/labtest"
 )
 
 const podsPerTest = 4
 
-// testPods creates a namespace with podsPerTest pods that the scheduler
-// must spread over both nodes, and waits until each is Ready with an IP.
+// testPods creates a namespace with podsPerTest test pods serving TCP and UDP
+// 80 and 81 that the scheduler must spread over both nodes, and waits until
+// each is Ready with an IP.
 func testPods(t *testing.T, e *labEnv, ctx context.Context) (string, []corev1.Pod) {
 	t.Helper()
-	ns := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1000000)
-	if _, err := e.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace %s: %v", ns, err)
-	}
-	t.Cleanup(func() {
-		_ = e.client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-	})
-	// The namespace's default ServiceAccount comes from kube-controller-manager.
-	waitFor(t, ctx, "ServiceAccount "+ns+"/default", func() (bool, string) {
-		_, err := e.client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
+	var names []string
 	for i := range podsPerTest {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Labels: map[string]string{"app": "e2e"}},
-			Spec: corev1.PodSpec{
-				TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-					MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
-					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "e2e"}},
-				}},
-				Containers: []corev1.Container{{Name: "c", Image: "antrea-testpod"}},
-			},
-		}
-		if _, err := e.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create pod %s/%s: %v", ns, pod.Name, err)
-		}
+		names = append(names, fmt.Sprintf("p%d", i))
 	}
+	ns, byName := createPods(t, e, ctx, func(name string) corev1.PodSpec {
+		return corev1.PodSpec{
+			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+				MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "e2e"}},
+			}},
+			Containers: []corev1.Container{labtest.TestPodContainer("c", []int{80, 81}, []int{80, 81})},
+		}
+	}, names...)
 	var pods []corev1.Pod
-	waitFor(t, ctx, "pods Ready with an IP", func() (bool, string) {
-		list, err := e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		for _, p := range list.Items {
-			if p.Status.PodIP != "" && podReady(&p) {
-				ready++
-			}
-		}
-		pods = list.Items
-		return ready == podsPerTest, fmt.Sprintf("%d/%d ready", ready, podsPerTest)
-	})
+	for _, n := range names {
+		pods = append(pods, *byName[n])
+	}
 	return ns, pods
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {
+// createPods creates a namespace (deleted when the test ends) and in it a pod
+// per name, labelled app=e2e, with the spec spec(name); it waits until each
+// is Ready with an IP and a netns.
+func createPods(t *testing.T, e *labEnv, ctx context.Context, spec func(name string) corev1.PodSpec, names ...string) (string, map[string]*corev1.Pod) {
 	t.Helper()
-	var last string
-	for {
-		ok, msg := cond()
-		if ok {
-			return
+	ns := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1000000)
+	if err := labtest.CreateNamespace(ctx, e.Client, ns, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	for _, name := range names {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "e2e"}},
+			Spec:       spec(name),
 		}
-		last = msg
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v (last: %s)", what, ctx.Err(), last)
-		case <-time.After(250 * time.Millisecond):
+		if _, err := e.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create pod %s/%s: %v", ns, pod.Name, err)
 		}
 	}
+	pods, err := labtest.WaitPodsUsable(ctx, e.Client, ns, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, pods
 }
 
 func TestPodsSpreadOverNodesGetIPsFromTheirNodesPodCIDRAndReachEachOther(t *testing.T) {
 	e := requireLab(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns, pods := testPods(t, e, ctx)
 
-	nodes, err := e.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := e.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,20 +105,26 @@ func TestPodsSpreadOverNodesGetIPsFromTheirNodesPodCIDRAndReachEachOther(t *test
 	}
 
 	t.Run("status lists every component alive and both nodes Ready", func(t *testing.T) {
-		out, err := e.labCmd(ctx, "status")
+		out, err := e.Cmd(ctx, "status")
 		if err != nil {
 			t.Fatalf("antrea-lab status: %v\n%s", err, out)
 		}
-		for _, want := range []string{"phase Ready", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
-			"nodesim", "node-1", "node-2", e.opts.KubeconfigPath()} {
-			if !strings.Contains(out, want) {
-				t.Errorf("status should mention %q:\n%s", want, out)
+		want := []string{"phase Ready", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+			"node-1", "node-2", e.Opts.KubeconfigPath()}
+		if e.Real() {
+			want = append(want, "kubelet", "containerd", "node-mounts")
+		} else {
+			want = append(want, "nodesim")
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("status should mention %q:\n%s", w, out)
 			}
 		}
 		if strings.Contains(out, " dead ") || strings.Contains(out, "NotReady") {
 			t.Errorf("status shows a dead component or a NotReady node:\n%s", out)
 		}
-		rss, err := lab.TotalRSS(e.opts)
+		rss, err := lab.TotalRSS(e.Opts)
 		if err != nil || rss == 0 {
 			t.Errorf("total RSS of the lab: %d, %v", rss, err)
 		}
@@ -156,7 +142,7 @@ func TestPodsSpreadOverNodesGetIPsFromTheirNodesPodCIDRAndReachEachOther(t *test
 					var out string
 					var err error
 					for attempt := 0; attempt < 3; attempt++ {
-						out, err = e.labCmd(ctx, "exec", "-n", ns, src.Name, "--", "antrea-testpod", "connect",
+						out, err = e.Exec(ctx, ns, src.Name, "antrea-testpod", "connect",
 							"--protocol", proto, "--to", net.JoinHostPort(dst.Status.PodIP, "80"), "--timeout", "2s")
 						if err == nil && strings.Contains(out, "connected") && strings.Contains(out, dst.Name) {
 							return
@@ -168,66 +154,231 @@ func TestPodsSpreadOverNodesGetIPsFromTheirNodesPodCIDRAndReachEachOther(t *test
 		}
 	}
 	t.Run("a port nobody serves is refused and exec passes the exit code through", func(t *testing.T) {
-		out, err := e.labCmd(ctx, "exec", "-n", ns, pods[0].Name, "--", "antrea-testpod", "connect",
+		out, err := e.Exec(ctx, ns, pods[0].Name, "antrea-testpod", "connect",
 			"--protocol", "tcp", "--to", net.JoinHostPort(pods[1].Status.PodIP, "82"), "--timeout", "2s")
-		exitErr, ok := err.(interface{ ExitCode() int })
-		if !ok || exitErr.ExitCode() != 1 || !strings.Contains(out, "refused") {
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 || !strings.Contains(out, "refused") {
 			t.Fatalf("want refused with exit code 1, got %v: %s", err, out)
 		}
 	})
 }
 
+// TestKubectlExecIntoAPodOfARealNodeConnectsAcrossNodesAndKubectlLogsShowsItsOutput
+// goes through the API server to the node's kubelet and containerd, as
+// kubectl does on any cluster: exec runs the image's own binary in the
+// container, logs reads what the container printed.
+func TestKubectlExecIntoAPodOfARealNodeConnectsAcrossNodesAndKubectlLogsShowsItsOutput(t *testing.T) {
+	e := requireReal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns, pods := createPods(t, e, ctx, func(name string) corev1.PodSpec {
+		if name == "client" {
+			return corev1.PodSpec{NodeName: e.Nodes[0], Containers: []corev1.Container{{
+				Name: "agnhost", Image: lab.AgnhostImage, ImagePullPolicy: corev1.PullIfNotPresent, Args: []string{"pause"}}}}
+		}
+		return corev1.PodSpec{NodeName: e.Nodes[1], Containers: []corev1.Container{labtest.TestPodContainer("server", []int{80}, nil)}}
+	}, "client", "server")
+	client, server := pods["client"], pods["server"]
+	if client.Spec.NodeName == server.Spec.NodeName {
+		t.Fatalf("client and server should be on different nodes, both are on %s", client.Spec.NodeName)
+	}
+
+	t.Run("agnhost connect from the client reaches the server on the other node", func(t *testing.T) {
+		to := net.JoinHostPort(server.Status.PodIP, "80")
+		var stdout, stderr string
+		var err error
+		// The first packet between nodes may be lost while neighbours resolve.
+		for attempt := 0; attempt < 3; attempt++ {
+			stdout, stderr, err = e.Kubectl(ctx, "exec", "-n", ns, "client", "--", "/agnhost", "connect", "--timeout=2s", to)
+			if err == nil {
+				return
+			}
+		}
+		t.Fatalf("kubectl exec client -- /agnhost connect --timeout=2s %s (3 attempts): %v\nstdout: %s\nstderr: %s", to, err, stdout, stderr)
+	})
+	t.Run("agnhost connect to a port nobody serves fails with its exit code", func(t *testing.T) {
+		to := net.JoinHostPort(server.Status.PodIP, "82")
+		stdout, stderr, err := e.Kubectl(ctx, "exec", "-n", ns, "client", "--", "/agnhost", "connect", "--timeout=2s", to)
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() == 0 || !strings.Contains(stderr, "REFUSED") {
+			t.Fatalf("want a non-zero exit code and REFUSED, got %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+		}
+	})
+	t.Run("kubectl exec runs the image's own shell", func(t *testing.T) {
+		stdout, stderr, err := e.Kubectl(ctx, "exec", "-n", ns, "client", "--", "sh", "-c", "hostname; test -x /agnhost && echo has-agnhost")
+		if err != nil || !strings.Contains(stdout, "client") || !strings.Contains(stdout, "has-agnhost") {
+			t.Fatalf("kubectl exec client -- sh -c ...: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+		}
+	})
+	t.Run("kubectl logs shows what the server printed", func(t *testing.T) {
+		// antrea-testpod serve logs one line when it listens.
+		labtest.WaitFor(t, ctx, "the server's log line", func() error {
+			stdout, stderr, err := e.Kubectl(ctx, "logs", "-n", ns, "server")
+			if err != nil {
+				return fmt.Errorf("kubectl logs: %v: %s", err, stderr)
+			}
+			if !strings.Contains(stdout, "Serving") || !strings.Contains(stdout, `name="server"`) {
+				return fmt.Errorf("log lacks the Serving line naming the pod: %q", stdout)
+			}
+			return nil
+		})
+	})
+}
+
+// podTrace is what a running pod holds on its node, read before it is
+// deleted so that the test can check each item is released.
+type podTrace struct {
+	pod corev1.Pod
+	// netnsPath and netnsID are the pod's netns (a /proc/<pid>/ns/net of a
+	// real node's pod, a /var/run/netns entry of a simulated one).
+	netnsPath, netnsID string
+	// procs are the pod's processes: those in its cgroups on a real node,
+	// those in its netns on a simulated one.
+	procs []process
+	// cgroups are the pod's cgroups (real nodes).
+	cgroups []string
+}
+
 func TestDeletedPodsGetCNIDelTheirNetNSRemovedAndTheirIPsReleased(t *testing.T) {
 	e := requireLab(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns, pods := testPods(t, e, ctx)
-	netns := map[string]string{}
+	var traces []podTrace
 	for _, p := range pods {
-		netns[p.Name] = p.Annotations[lab.PodNetNSAnnotation]
-		if netns[p.Name] == "" {
-			t.Fatalf("pod %s has no %s annotation", p.Name, lab.PodNetNSAnnotation)
+		tr := podTrace{pod: p}
+		var err error
+		if tr.netnsPath, err = labtest.PodNetNS(&p); err != nil {
+			t.Fatal(err)
 		}
-		if got := allocatedIPs(t, e); !got[p.Status.PodIP] {
-			t.Fatalf("host-local should hold IP %s of pod %s while it runs; holds %v", p.Status.PodIP, p.Name, got)
+		if tr.netnsID, err = labtest.NetNSID(tr.netnsPath); err != nil {
+			t.Fatalf("netns %s of pod %s: %v", tr.netnsPath, p.Name, err)
 		}
+		var pids []int
+		if e.Real() {
+			tr.cgroups = labtest.PodCgroups(string(p.UID))
+			if len(tr.cgroups) == 0 {
+				t.Fatalf("pod %s has no cgroup pod%s on a lab node", p.Name, p.UID)
+			}
+			for _, c := range tr.cgroups {
+				pids = append(pids, labtest.CgroupPIDs(c)...)
+			}
+		} else {
+			pids = labtest.PIDsInNetNS(tr.netnsPath)
+		}
+		for _, pid := range pids {
+			tr.procs = append(tr.procs, newProcess(pid))
+		}
+		if len(tr.procs) == 0 {
+			t.Fatalf("pod %s has no process (netns %s, cgroups %v)", p.Name, tr.netnsPath, tr.cgroups)
+		}
+		// What the checks below look for must be there while the pod runs,
+		// or their passing after the delete would prove nothing.
+		if got := allocatedIPs(e); !got[p.Status.PodIP] {
+			t.Fatalf("IPAM should hold IP %s of pod %s while it runs; holds %v", p.Status.PodIP, p.Name, got)
+		}
+		if n := cachedCNIResults(e, p.Spec.NodeName, &p); n == 0 {
+			t.Fatalf("libcni should cache the ADD result of running pod %s in %s", p.Name, cniCacheDir(e, p.Spec.NodeName))
+		}
+		if e.Opts.Runtime == lab.RuntimeAntrea {
+			if port, err := ovsPortOf(ctx, e, &p); err != nil || port == "" {
+				t.Fatalf("running pod %s should have an OVS port on %s: %q, %v", p.Name, p.Spec.NodeName, port, err)
+			}
+		}
+		traces = append(traces, tr)
 	}
 	for _, p := range pods {
-		if err := e.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		if err := e.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatalf("delete pod %s: %v", p.Name, err)
 		}
 	}
-	waitFor(t, ctx, "the pods to be gone from the API", func() (bool, string) {
+	labtest.WaitFor(t, ctx, "the pods to be gone from the API", func() error {
 		left := 0
 		for _, p := range pods {
-			if _, err := e.client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			if _, err := e.Client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				left++
 			}
 		}
-		return left == 0, fmt.Sprintf("%d pods left", left)
+		if left > 0 {
+			return fmt.Errorf("%d pods left", left)
+		}
+		return nil
 	})
-	for _, p := range pods {
-		if _, err := os.Stat(filepath.Join("/var/run/netns", netns[p.Name])); err == nil {
-			t.Errorf("netns %s of deleted pod %s still exists", netns[p.Name], p.Name)
-		}
-		if got := allocatedIPs(t, e); got[p.Status.PodIP] {
-			t.Errorf("IP %s of deleted pod %s is still allocated by host-local (no CNI DEL?)", p.Status.PodIP, p.Name)
-		}
-		if n := cachedCNIResults(t, e, p.Spec.NodeName, string(p.UID)); n != 0 {
-			t.Errorf("libcni still caches %d results of deleted pod %s (no CNI DEL?)", n, p.Name)
+	// The node may finish the teardown (kubelet's housekeeping removes pod
+	// cgroups every few seconds) after the API object is gone.
+	for _, tr := range traces {
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+		err := labtest.Poll(wctx, "pod "+tr.pod.Name+" released by its node", func() error {
+			if left := leftovers(ctx, e, tr); len(left) > 0 {
+				return errors.New(strings.Join(left, "; "))
+			}
+			return nil
+		})
+		wcancel()
+		if err != nil {
+			t.Errorf("deleted pod %s (node %s, IP %s): %v", tr.pod.Name, tr.pod.Spec.NodeName, tr.pod.Status.PodIP, err)
 		}
 	}
 }
 
-// allocatedIPs lists the IPs host-local holds on every node: it keeps one file
-// named by the IP under its dataDir, which the node simulator puts under the
-// node's state dir.
-func allocatedIPs(t *testing.T, e *labEnv) map[string]bool {
-	t.Helper()
+// leftovers lists what of a deleted pod its node still holds.
+func leftovers(ctx context.Context, e *labEnv, tr podTrace) []string {
+	var out []string
+	p := &tr.pod
+	for _, proc := range tr.procs {
+		if labtest.Exists(proc.pid, proc.start) {
+			out = append(out, fmt.Sprintf("process %d %q still exists (state %c)", proc.pid, proc.what, labtest.ProcState(proc.pid)))
+		}
+	}
+	for _, c := range tr.cgroups {
+		if pids := labtest.CgroupPIDs(c); len(pids) > 0 {
+			out = append(out, fmt.Sprintf("cgroup %s still holds processes %v", c, pids))
+		}
+	}
+	if !e.Real() {
+		if _, err := os.Stat(tr.netnsPath); err == nil {
+			out = append(out, fmt.Sprintf("netns %s still exists", tr.netnsPath))
+		}
+	}
+	for _, u := range labtest.NetNSUsers(tr.netnsID) {
+		out = append(out, "netns "+tr.netnsID+": "+u)
+	}
+	if allocatedIPs(e)[p.Status.PodIP] {
+		out = append(out, fmt.Sprintf("IP %s is still allocated (no CNI DEL?)", p.Status.PodIP))
+	}
+	if n := cachedCNIResults(e, p.Spec.NodeName, p); n != 0 {
+		out = append(out, fmt.Sprintf("libcni still caches %d results (no CNI DEL?)", n))
+	}
+	if e.Opts.Runtime == lab.RuntimeAntrea {
+		if port, err := ovsPortOf(ctx, e, p); err != nil || port != "" {
+			out = append(out, fmt.Sprintf("OVS port %q is still on br-int (%v)", port, err))
+		}
+	}
+	return out
+}
+
+// ipamDirs are where the nodes' IPAM keeps its reservations, one file named
+// by each allocated IP: host-local's dataDir (reference CNI) or the agent's
+// IPAM data dir (Antrea), under the node simulator's state dir; on a real
+// node the agent's /var/lib/antrea/ipam, which its mount namespace binds to
+// the node's directory.
+func ipamDirs(e *labEnv) []string {
+	var dirs []string
+	for _, n := range e.Nodes {
+		if e.Real() {
+			dirs = append(dirs, filepath.Join(e.NodeHostDir(n), "var", "lib", "antrea", "ipam"))
+		} else {
+			dirs = append(dirs, e.Opts.NodesimConfig(lab.NodeInfo{Name: n}, "").StateDir)
+		}
+	}
+	return dirs
+}
+
+// allocatedIPs lists the IPs the nodes' IPAM holds.
+func allocatedIPs(e *labEnv) map[string]bool {
 	ips := map[string]bool{}
-	for _, n := range []string{lab.NodeName(1), lab.NodeName(2)} {
-		cfg := e.opts.NodesimConfig(lab.NodeInfo{Name: n}, "")
-		_ = filepath.WalkDir(cfg.StateDir, func(path string, d os.DirEntry, err error) error {
+	for _, dir := range ipamDirs(e) {
+		_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() && net.ParseIP(d.Name()) != nil {
 				ips[d.Name()] = true
 			}
@@ -237,18 +388,33 @@ func allocatedIPs(t *testing.T, e *labEnv) map[string]bool {
 	return ips
 }
 
+// cniCacheDir is where libcni caches the results of a node's ADDs: the node
+// simulator's cache dir, or libcni's default /var/lib/cni, which containerd
+// uses and a real node's mount namespace binds to the node's directory.
+func cniCacheDir(e *labEnv, node string) string {
+	if e.Real() {
+		return filepath.Join(e.NodeHostDir(node), "var", "lib", "cni")
+	}
+	return e.Opts.NodesimConfig(lab.NodeInfo{Name: node}, "").CNICacheDir
+}
+
 // cachedCNIResults counts the result files libcni keeps for a pod's sandbox;
-// DEL removes them. Cache file names hold the container ID, not the pod UID,
-// so files are matched through their content, which records the pod's args.
-func cachedCNIResults(t *testing.T, e *labEnv, node, uid string) int {
-	t.Helper()
-	cfg := e.opts.NodesimConfig(lab.NodeInfo{Name: node}, "")
+// DEL removes them. Cache file names hold the sandbox ID, not the pod, so
+// files are matched through their content, which records the pod's CNI_ARGS
+// (its UID, or its namespace and name).
+func cachedCNIResults(e *labEnv, node string, p *corev1.Pod) int {
 	n := 0
-	_ = filepath.WalkDir(cfg.CNICacheDir, func(path string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(cniCacheDir(e, node), func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return nil
 		}
-		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), uid) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		s := string(data)
+		if strings.Contains(s, string(p.UID)) ||
+			(strings.Contains(s, `"K8S_POD_NAMESPACE","`+p.Namespace+`"`) && strings.Contains(s, `"K8S_POD_NAME","`+p.Name+`"`)) {
 			n++
 		}
 		return nil
@@ -256,36 +422,60 @@ func cachedCNIResults(t *testing.T, e *labEnv, node, uid string) int {
 	return n
 }
 
+// ovsPortOf returns the name of the br-int port the agent made for the pod
+// (found by the pod-name and pod-namespace external_ids it records), "" if
+// there is none.
+func ovsPortOf(ctx context.Context, e *labEnv, p *corev1.Pod) (string, error) {
+	db := "unix:" + filepath.Join(e.OVSDir(p.Spec.NodeName), "db.sock")
+	out, err := exec.CommandContext(ctx, "ovs-vsctl", "--db="+db, "--bare", "--columns=name", "find", "Port",
+		"external_ids:pod-name="+p.Name, "external_ids:pod-namespace="+p.Namespace).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("ovs-vsctl find Port on %s: %v: %s", p.Spec.NodeName, err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 func TestASecondUpIsRefusedWhileTheLabRuns(t *testing.T) {
 	e := requireLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := e.labCmd(ctx, "up", "--nodes=1")
+	out, err := e.Cmd(ctx, append([]string{"up"}, labtest.UpFlags(oneNode(e.Opts))...)...)
 	if err == nil || !strings.Contains(out, "already running") {
 		t.Fatalf("a second up should fail saying a lab is already running; got %v: %s", err, out)
 	}
-	st, err := lab.LoadState(e.opts.StatePath())
+	st, err := lab.LoadState(e.Opts.StatePath())
 	if err != nil || st == nil || st.Phase != lab.PhaseReady || !st.Supervisor.Alive() {
 		t.Fatalf("the running lab should be untouched by the refused up: %+v, %v", st, err)
 	}
 }
 
-// TestDownCleansUpAfterTheSupervisorWasKilled runs last: it ends the shared lab.
+func oneNode(o lab.Options) lab.Options {
+	o.Nodes = 1
+	return o
+}
+
+// TestDownCleansUpAfterTheSupervisorWasKilled runs last of the tests on the
+// shared lab: it ends it.
 func TestDownCleansUpAfterTheSupervisorWasKilled(t *testing.T) {
 	e := requireLab(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// Pods make pod netns and pod processes that down must find too.
+	// Pods make pod netns, containers, shims and pod cgroups that down must
+	// find too.
 	testPods(t, e, ctx)
 	fp := recordFootprint(t, e)
-	if len(fp.podPIDs) == 0 {
+	if e.Real() {
+		if len(fp.containers) == 0 || len(fp.shims) == 0 {
+			t.Fatalf("expected containers in the lab's cgroups and containerd shims before the kill; got %d and %d",
+				len(fp.containers), len(fp.shims))
+		}
+	} else if len(fp.netnsPIDs) == 0 {
 		t.Fatal("expected processes in the lab's namespaces before the kill")
 	}
-	if err := e.supervisor.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := e.KillSupervisor(); err != nil {
 		t.Fatal(err)
 	}
-	<-e.waited
-	out, err := e.labCmd(ctx, "down")
+	out, err := e.Cmd(ctx, "down")
 	if err != nil {
 		t.Fatalf("antrea-lab down after SIGKILL: %v\n%s", err, out)
 	}
@@ -297,15 +487,16 @@ func TestDownCleansUpAfterTheSupervisorWasKilled(t *testing.T) {
 // returns, the supervisor keeps running) and checks an orderly down.
 func TestUpThenDownLeavesNothing(t *testing.T) {
 	e := requireLab(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), labtest.StartTimeout)
 	defer cancel()
 	// Normally the shared lab is gone (the test above ends it); not when this
 	// test runs alone.
-	if out, err := e.labCmd(ctx, "down"); err != nil {
+	if out, err := e.Cmd(ctx, "down"); err != nil {
 		t.Fatalf("antrea-lab down of the shared lab: %v\n%s", err, out)
 	}
-	e.before = takeSnapshot(e.opts.Dir)
-	out, err := e.labCmd(ctx, "up", "--nodes=1")
+	labtest.ReapZombies()
+	e.before = takeSnapshot(e.Opts.Dir)
+	out, err := e.Cmd(ctx, append([]string{"up"}, labtest.UpFlags(oneNode(e.Opts))...)...)
 	if err != nil {
 		t.Fatalf("antrea-lab up: %v\n%s", err, out)
 	}
@@ -313,15 +504,18 @@ func TestUpThenDownLeavesNothing(t *testing.T) {
 		t.Errorf("up should end with the status of a Ready node:\n%s", out)
 	}
 	fp := recordFootprint(t, e)
-	out, err = e.labCmd(ctx, "down")
+	out, err = e.Cmd(ctx, "down")
 	if err != nil {
 		t.Fatalf("antrea-lab down: %v\n%s", err, out)
 	}
 	// The detached supervisor was reparented to us (subreaper); give it a
 	// moment to exit after down saw it gone, then reap it.
-	waitFor(t, ctx, "the supervisor to exit", func() (bool, string) {
-		reapZombieChildren()
-		return procState(fp.state.Supervisor.PID) == 0, fmt.Sprintf("state %c", procState(fp.state.Supervisor.PID))
+	labtest.WaitFor(t, ctx, "the supervisor to exit", func() error {
+		labtest.ReapZombies()
+		if s := labtest.ProcState(fp.state.Supervisor.PID); s != 0 {
+			return fmt.Errorf("state %c", s)
+		}
+		return nil
 	})
 	assertNothingLeft(t, e, fp)
 }

@@ -10,190 +10,112 @@ package datapath
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"antrea.io/antrea/pkg/lab"
+	"antrea.io/antrea/test/labtest"
 )
 
+// namespace holds the test's pods.
+const namespace = "datapath"
+
 type env struct {
-	root, bin string
-	opts      lab.Options
-	client    kubernetes.Interface
-	pods      map[string]*corev1.Pod // by name
-	nodeIP    map[string]string      // node name -> underlay IP
-	gwIP      map[string]string      // node name -> antrea-gw0 IP
-}
-
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the lab creates network namespaces")
-	}
-	wd, _ := os.Getwd()
-	e := &env{root: filepath.Join(wd, "..", "..", "..")}
-	e.bin = os.Getenv("ANTREA_BIN")
-	if e.bin == "" {
-		e.bin = filepath.Join(e.root, "bin")
-	}
-	e.opts = lab.DefaultOptions()
-	e.opts.BinDir = e.bin
-	e.opts.Dir = filepath.Join(e.root, "_output", "lab")
-	e.opts.KubeBinDir = filepath.Join(e.root, "_output", "bin")
-	e.opts.CNIBinDir = filepath.Join(e.root, "_output", "cni", "bin")
-	for _, f := range []string{"antrea-lab", "antrea-agent", "antrea-controller", "antrea-cni", "antrea-testpod"} {
-		if _, err := os.Stat(filepath.Join(e.bin, f)); err != nil {
-			t.Skipf("%s is missing (run make build)", f)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(e.opts.KubeBinDir, "kube-apiserver")); err != nil {
-		t.Skip("Kubernetes binaries are missing (run hack/install.sh)")
-	}
-	return e
-}
-
-func (e *env) lab(ctx context.Context, args ...string) (string, error) {
-	full := append([]string{"--dir=" + e.opts.Dir, "--bin-dir=" + e.bin, "--kube-bin-dir=" + e.opts.KubeBinDir,
-		"--cni-bin-dir=" + e.opts.CNIBinDir}, args...)
-	cmd := exec.CommandContext(ctx, filepath.Join(e.bin, "antrea-lab"), full...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
+	*labtest.Lab
+	pods   map[string]*corev1.Pod // by name
+	nodeIP map[string]string      // node name -> underlay IP
+	gwIP   map[string]string      // node name -> antrea-gw0 IP
 }
 
 // up brings a 2-node Antrea lab up with the given encapsulation and takes it
-// down when the test ends.
-func (e *env) up(t *testing.T, encap string) {
+// down when the test ends (after logging the lab's logs and flows if the test
+// failed).
+func up(t *testing.T, encap string) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	opts := labtest.Options()
+	opts.Encap = encap
+	if reason := labtest.Check(&opts); reason != "" {
+		t.Skip(reason)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), labtest.StartTimeout)
 	defer cancel()
-	if out, err := e.lab(ctx, "down"); err != nil {
+	// A lab left running (e.g. by make demo) holds the fixed namespaces.
+	if out, err := labtest.Run(ctx, opts, "down"); err != nil {
 		t.Fatalf("antrea-lab down: %v\n%s", err, out)
 	}
+	l, err := labtest.Start(ctx, opts)
+	e := &env{Lab: l}
 	t.Cleanup(func() {
 		if t.Failed() {
 			e.dumpForFailure(t)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if out, err := e.lab(ctx, "down"); err != nil {
-			t.Errorf("antrea-lab down: %v\n%s", err, out)
+		if err := l.Stop(); err != nil {
+			t.Error(err)
 		}
 	})
-	start := time.Now()
-	if out, err := e.lab(ctx, "up", "--nodes=2", "--runtime=antrea", "--encap="+encap); err != nil {
-		t.Fatalf("antrea-lab up --encap %s: %v\n%s", encap, err, out)
-	}
-	t.Logf("lab (Antrea, %s) up in %.1fs", encap, time.Since(start).Seconds())
-	cfg, err := clientcmd.BuildConfigFromFlags("", e.opts.KubeconfigPath())
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("lab (encap %s, kubelet %s) did not come up: %v", encap, opts.Kubelet, err)
 	}
-	if e.client, err = kubernetes.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	st, err := lab.LoadState(e.opts.StatePath())
+	t.Logf("lab (Antrea, %s, kubelet %s) Ready %.1fs after antrea-lab up", encap, l.Opts.Kubelet, l.UpDuration.Seconds())
+	st, err := lab.LoadState(l.Opts.StatePath())
 	if err != nil || st == nil {
 		t.Fatalf("lab state: %v", err)
 	}
 	e.nodeIP, e.gwIP = map[string]string{}, map[string]string{}
 	for _, n := range st.Nodes {
 		e.nodeIP[n.Name] = n.IP
-		node, err := e.client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		node, err := l.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cidr := node.Spec.PodCIDR
-		e.gwIP[n.Name] = strings.TrimSuffix(cidr, ".0/24") + ".1"
+		e.gwIP[n.Name] = strings.TrimSuffix(node.Spec.PodCIDR, ".0/24") + ".1"
 	}
+	return e
 }
 
 func (e *env) dumpForFailure(t *testing.T) {
-	for _, n := range []string{"node-1", "node-2"} {
-		out, _ := exec.Command("ovs-ofctl", "-O", "OpenFlow15", "dump-flows", filepath.Join(e.opts.NodeOVSDir(n), "br-int.mgmt")).CombinedOutput()
+	for _, n := range e.Nodes {
+		out, _ := exec.Command("ovs-ofctl", "-O", "OpenFlow15", "dump-flows", e.BridgeSocket(n)).CombinedOutput()
 		t.Logf("flows of %s:\n%s", n, out)
-		logs, _ := os.ReadFile(e.opts.LogPath("antrea-agent", n))
-		if len(logs) > 3000 {
-			logs = logs[len(logs)-3000:]
-		}
-		t.Logf("antrea-agent log of %s (tail):\n%s", n, logs)
 	}
+	t.Logf("lab logs:\n%s", e.LogTails(3000))
 }
 
 // createPods makes pods pinned to nodes and waits until they are Ready.
 func (e *env) createPods(t *testing.T, ctx context.Context, specs map[string]*corev1.Pod) {
 	t.Helper()
-	ns := "datapath"
-	if _, err := e.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if err := labtest.CreateNamespace(ctx, e.Client, namespace, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "the default ServiceAccount", func() error {
-		_, err := e.client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
-		return err
-	})
+	var names []string
 	for name, p := range specs {
-		p.Name, p.Namespace = name, ns
-		if _, err := e.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		p.Name, p.Namespace = name, namespace
+		if _, err := e.Client.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		names = append(names, name)
 	}
-	e.pods = map[string]*corev1.Pod{}
-	waitFor(t, ctx, "pods Running and Ready", func() error {
-		for name := range specs {
-			p, err := e.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if p.Status.PodIP == "" || !ready(p) {
-				return fmt.Errorf("pod %s not ready (%s)", name, p.Status.Phase)
-			}
-			e.pods[name] = p
-		}
-		return nil
-	})
+	pods, err := labtest.WaitPodsUsable(ctx, e.Client, namespace, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pods = pods
 }
 
-func ready(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func waitFor(t *testing.T, ctx context.Context, what string, f func() error) {
-	t.Helper()
-	var err error
-	for {
-		if err = f(); err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v (last: %v)", what, ctx.Err(), err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func pinned(node string, containers ...corev1.Container) *corev1.Pod {
-	if len(containers) == 0 {
-		containers = []corev1.Container{{Name: "c", Image: "antrea-testpod"}}
-	}
-	return &corev1.Pod{Spec: corev1.PodSpec{NodeName: node, Containers: containers}}
+// pinned is a test pod (TCP and UDP 80 and 81) bound to node.
+func pinned(node string) *corev1.Pod {
+	return &corev1.Pod{Spec: corev1.PodSpec{NodeName: node,
+		Containers: []corev1.Container{labtest.TestPodContainer("c", []int{80, 81}, []int{80, 81})}}}
 }
 
 // probe runs the test pod client (or ping for ICMP) from a pod, or from a
@@ -203,16 +125,17 @@ func (e *env) probe(ctx context.Context, from, proto, to string) error {
 	if proto == "icmp" {
 		argv = []string{"ping", "-c", "1", "-W", "2", to}
 	} else {
-		argv = []string{filepath.Join(e.bin, "antrea-testpod"), "connect", "--protocol", proto, "--to", to + ":80", "--timeout", "2s"}
+		argv = []string{filepath.Join(e.Opts.BinDir, "antrea-testpod"), "connect", "--protocol", proto, "--to", to + ":80", "--timeout", "2s"}
 	}
-	var cmd *exec.Cmd
+	var out []byte
+	var err error
 	if strings.HasPrefix(from, "node-") {
-		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", "antrea-lab-" + from}, argv...)...)
+		out, err = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", lab.NetNSPrefix + from}, argv...)...).CombinedOutput()
 	} else {
-		full := append([]string{"--dir=" + e.opts.Dir, "exec", "-n", "datapath", from, "--"}, argv...)
-		cmd = exec.CommandContext(ctx, filepath.Join(e.bin, "antrea-lab"), full...)
+		var s string
+		s, err = e.Exec(ctx, namespace, from, argv...)
+		out = []byte(s)
 	}
-	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s -> %s %s: %v: %s", from, proto, to, err, strings.TrimSpace(string(out)))
 	}
@@ -236,16 +159,16 @@ func (e *env) ip(pod string) string { return e.pods[pod].Status.PodIP }
 func TestDatapath(t *testing.T) {
 	for _, encap := range []string{"geneve", "vxlan"} {
 		t.Run(encap, func(t *testing.T) {
-			e := newEnv(t)
-			e.up(t, encap)
+			e := up(t, encap)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			e.createPods(t, ctx, map[string]*corev1.Pod{
 				"a1":    pinned("node-1"),
 				"a2":    pinned("node-1"),
 				"b1":    pinned("node-2"),
-				"iperf": pinned("node-2", corev1.Container{Name: "iperf", Image: "iperf3", Command: []string{"iperf3", "-s"}}),
+				"iperf": pinned("node-2"),
 			})
+			e.startIperfServer(t, ctx, "iperf")
 			t.Run("pods, nodes and protocols reach each other", func(t *testing.T) {
 				cases := []struct{ name, from, to string }{
 					{"pod to pod on one node", "a1", e.ip("a2")},
@@ -275,10 +198,10 @@ func TestDatapath(t *testing.T) {
 				e.streamSurvives(t, ctx, "antrea-agent")
 			})
 			t.Run("flows come back after ovs-vswitchd restarts", func(t *testing.T) {
-				before := e.flowCount(t, "node-1")
+				before := e.flowCount("node-1")
 				e.kill(t, "ovs-vswitchd", "node-1")
-				waitFor(t, ctx, "node-1's flows to be replayed", func() error {
-					if n := e.flowCount(t, "node-1"); n != before {
+				labtest.WaitFor(t, ctx, "node-1's flows to be replayed", func() error {
+					if n := e.flowCount("node-1"); n != before {
 						return fmt.Errorf("%d flows, want %d", n, before)
 					}
 					return nil
@@ -294,13 +217,69 @@ func TestDatapath(t *testing.T) {
 	}
 }
 
+// syncBuffer is a bytes.Buffer that a command writes while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startIperfServer runs the host's iperf3 server inside the pod's netns (the
+// pod's own image has no iperf3; entering its netns is what `antrea-lab
+// exec` does) until the test ends, and waits until it listens.
+func (e *env) startIperfServer(t *testing.T, ctx context.Context, pod string) {
+	t.Helper()
+	netns, err := labtest.PodNetNS(e.pods[pod])
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := exec.Command("nsenter", "--net="+netns, "--", "iperf3", "--server", "--forceflush")
+	var out syncBuffer
+	srv.Stdout, srv.Stderr = &out, &out
+	// Not in our process group: a ^C of the test must not leave it behind
+	// unwaited, the cleanup below kills it by PID.
+	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := srv.Start(); err != nil {
+		t.Fatalf("start iperf3 --server in pod %s (netns %s): %v", pod, netns, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(srv.Process.Pid, syscall.SIGKILL)
+		<-done
+	})
+	labtest.WaitFor(t, ctx, "iperf3 to listen in pod "+pod, func() error {
+		select {
+		case err := <-done:
+			done <- err
+			return fmt.Errorf("iperf3 --server exited: %v: %s", err, out.String())
+		default:
+		}
+		if !strings.Contains(out.String(), "Server listening") {
+			return errors.New("not listening yet: " + out.String())
+		}
+		return nil
+	})
+}
+
 // streamSurvives runs a 6-second iperf3 TCP stream from a1 (node-1) to the
 // iperf pod (node-2) and restarts component on both nodes in the middle; the
 // stream must complete without an error.
 func (e *env) streamSurvives(t *testing.T, ctx context.Context, component string) {
 	t.Helper()
-	iperf := exec.CommandContext(ctx, filepath.Join(e.bin, "antrea-lab"), "--dir="+e.opts.Dir, "exec", "-n", "datapath", "a1", "--",
-		"iperf3", "-c", e.ip("iperf"), "-t", "6", "-i", "1", "-b", "50M")
+	iperf := exec.CommandContext(ctx, filepath.Join(e.Opts.BinDir, "antrea-lab"), append(labtest.Flags(e.Opts),
+		"exec", "-n", namespace, "a1", "--", "iperf3", "-c", e.ip("iperf"), "-t", "6", "-i", "1", "-b", "50M")...)
 	var out bytes.Buffer
 	iperf.Stdout, iperf.Stderr = &out, &out
 	if err := iperf.Start(); err != nil {
@@ -326,7 +305,7 @@ func (e *env) streamSurvives(t *testing.T, ctx context.Context, component string
 // kill sends SIGKILL to a lab daemon; the supervisor restarts it.
 func (e *env) kill(t *testing.T, component, node string) {
 	t.Helper()
-	st, err := lab.LoadState(e.opts.StatePath())
+	st, err := lab.LoadState(e.Opts.StatePath())
 	if err != nil || st == nil {
 		t.Fatalf("lab state: %v", err)
 	}
@@ -344,8 +323,8 @@ func (e *env) kill(t *testing.T, component, node string) {
 
 func (e *env) waitRestarted(t *testing.T, ctx context.Context, component string) {
 	t.Helper()
-	waitFor(t, ctx, component+" restarted on every node", func() error {
-		st, err := lab.LoadState(e.opts.StatePath())
+	labtest.WaitFor(t, ctx, component+" restarted on every node", func() error {
+		st, err := lab.LoadState(e.Opts.StatePath())
 		if err != nil || st == nil {
 			return fmt.Errorf("state: %v", err)
 		}
@@ -363,8 +342,8 @@ func (e *env) waitRestarted(t *testing.T, ctx context.Context, component string)
 }
 
 // flowCount is the number of flows on a node's br-int (0 while unreachable).
-func (e *env) flowCount(t *testing.T, node string) int {
-	out, err := exec.Command("ovs-ofctl", "-O", "OpenFlow15", "dump-flows", filepath.Join(e.opts.NodeOVSDir(node), "br-int.mgmt")).Output()
+func (e *env) flowCount(node string) int {
+	out, err := exec.Command("ovs-ofctl", "-O", "OpenFlow15", "dump-flows", e.BridgeSocket(node)).Output()
 	if err != nil {
 		return 0
 	}
