@@ -87,10 +87,10 @@ func (s *supervisor) startAntreaNode(ctx context.Context, n NodeInfo, c *credent
 	if s.opts.Kubelet == KubeletReal {
 		// The node's own /opt/cni/bin, /etc/cni/net.d, /var/run/antrea and
 		// /var/lib/antrea, as the agent finds them on any node.
-		binDir = s.opts.nodeHostPath(n.Name, "/opt/cni/bin")
-		confDir = s.opts.nodeHostPath(n.Name, "/etc/cni/net.d")
-		socket = filepath.Join(s.opts.nodeHostPath(n.Name, "/var/run/antrea"), "cni.sock")
-		ipamDir = filepath.Join(s.opts.nodeHostPath(n.Name, "/var/lib/antrea"), "ipam")
+		binDir = s.opts.NodeHostPath(n.Name, "/opt/cni/bin")
+		confDir = s.opts.NodeHostPath(n.Name, "/etc/cni/net.d")
+		socket = filepath.Join(s.opts.NodeHostPath(n.Name, "/var/run/antrea"), "cni.sock")
+		ipamDir = filepath.Join(s.opts.NodeHostPath(n.Name, "/var/lib/antrea"), "ipam")
 	}
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return err

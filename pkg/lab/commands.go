@@ -123,7 +123,7 @@ func Down(ctx context.Context, opts Options, out io.Writer) error {
 		return err
 	}
 	leftover := labNetNS()
-	if st == nil && len(leftover) == 0 && len(leftoverCgroups()) == 0 {
+	if st == nil && len(leftover) == 0 && len(LabCgroups()) == 0 {
 		if _, err := os.Stat(opts.Dir); errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintln(out, "no lab is running")
 			return nil
@@ -143,7 +143,7 @@ func Down(ctx context.Context, opts Options, out io.Writer) error {
 	if rest := labNetNS(); len(rest) > 0 {
 		return fmt.Errorf("lab network namespaces remain: %s", strings.Join(rest, ", "))
 	}
-	if rest := leftoverCgroups(); len(rest) > 0 {
+	if rest := LabCgroups(); len(rest) > 0 {
 		return fmt.Errorf("lab cgroups remain (a process in them would not die): %s", strings.Join(rest, ", "))
 	}
 	fmt.Fprintln(out, "lab is down: no lab netns, cgroup, mount, process or file remains")
@@ -267,7 +267,7 @@ func podProcesses(st *State) []Process {
 		}
 	}
 	for _, dir := range nodeCgroupDirs("pids") {
-		for _, pid := range cgroupPIDs(dir) {
+		for _, pid := range CgroupPIDs(dir) {
 			out = append(out, Process{Component: "container", PID: pid, StartTime: processStartTime(pid)})
 		}
 	}
@@ -332,31 +332,42 @@ func NetNSPathOfPod(p *corev1.Pod) (string, error) {
 	return fmt.Sprintf("/proc/%d/ns/net", pid), nil
 }
 
-// podProcess finds a process of the pod with this UID in the real nodes'
-// cgroups (kubelet's cgroupfs layout: <root>/kubepods[/<qos>]/pod<UID>/<ctr>).
+// podProcess finds a process of the pod with this UID in its cgroups.
 func podProcess(uid types.UID) (int, error) {
-	want := "pod" + string(uid)
-	for _, node := range nodeCgroupDirs("pids") {
-		for _, qos := range []string{"", "burstable", "besteffort"} {
-			dir := filepath.Join(node, "kubepods", qos, want)
-			if _, err := os.Stat(dir); err != nil {
-				continue
+	dirs := PodCgroups(string(uid))
+	if len(dirs) == 0 {
+		return 0, fmt.Errorf("no cgroup pod%s on any node (not started yet, or not a lab pod)", uid)
+	}
+	for _, dir := range dirs {
+		for _, pid := range CgroupPIDs(dir) {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil {
+				return pid, nil
 			}
-			for _, pid := range cgroupPIDs(dir) {
-				if _, err := os.Stat(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil {
-					return pid, nil
-				}
-			}
-			return 0, fmt.Errorf("no process in cgroup %s yet (is the pod running?)", dir)
 		}
 	}
-	return 0, fmt.Errorf("no cgroup %s on any node (not started yet, or not a lab pod)", want)
+	return 0, fmt.Errorf("no process in cgroups %v yet (is the pod running?)", dirs)
+}
+
+// PodCgroups lists the cgroups of the pod with this UID on the lab's real
+// nodes, in every hierarchy: kubelet's cgroupfs layout names them pod<UID>,
+// under <node cgroup>/kubepods[/<QoS class>].
+func PodCgroups(uid string) []string {
+	var out []string
+	for _, node := range LabCgroups() {
+		for _, qos := range []string{"", "burstable", "besteffort"} {
+			dir := filepath.Join(node, "kubepods", qos, "pod"+uid)
+			if _, err := os.Stat(dir); err == nil {
+				out = append(out, dir)
+			}
+		}
+	}
+	return out
 }
 
 // nodeCgroupDirs lists the real nodes' cgroups in one hierarchy.
 func nodeCgroupDirs(controller string) []string {
 	var out []string
-	for _, d := range leftoverCgroups() {
+	for _, d := range LabCgroups() {
 		if filepath.Base(filepath.Dir(d)) == controller {
 			out = append(out, d)
 		}

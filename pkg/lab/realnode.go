@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,10 +57,10 @@ const (
 	KubeletPort = 10250
 )
 
-// nodeHostPaths are the host paths a real node has of its own: its mount
-// namespace binds each to a directory of the node (nodeHostPath), so that
+// NodeHostPaths are the host paths a real node has of its own: its mount
+// namespace binds each to a directory of the node (NodeHostPath), so that
 // hostPath volumes, CNI files and agent sockets are per node as on a cluster.
-var nodeHostPaths = []string{
+var NodeHostPaths = []string{
 	"/opt/cni/bin",
 	"/etc/cni/net.d",
 	"/var/run/antrea",
@@ -99,7 +100,7 @@ type nodeMountsConfig struct {
 }
 
 // Directories of a real node, all under its node directory.
-func (o Options) nodeHostPath(node, path string) string {
+func (o Options) NodeHostPath(node, path string) string {
 	if path == "/var/run/openvswitch" {
 		return o.NodeOVSDir(node) // where the node's ovsdb-server puts db.sock
 	}
@@ -195,8 +196,8 @@ func (s *supervisor) startNodeMounts(ctx context.Context, n NodeInfo) (int, erro
 		}
 		cfg.Binds = append(cfg.Binds, bindMount{Source: f, Target: sc.path})
 	}
-	for _, p := range nodeHostPaths {
-		src := s.opts.nodeHostPath(n.Name, p)
+	for _, p := range NodeHostPaths {
+		src := s.opts.NodeHostPath(n.Name, p)
 		if err := os.MkdirAll(src, 0o755); err != nil {
 			return 0, fmt.Errorf("create %s of node %s: %w", src, n.Name, err)
 		}
@@ -442,8 +443,8 @@ func writeFile(path, data string) error {
 // cgroupFS is where the cgroup hierarchies are mounted.
 const cgroupFS = "/sys/fs/cgroup"
 
-// cgroupPIDs lists every process in the cgroup dir or below it.
-func cgroupPIDs(dir string) []int {
+// CgroupPIDs lists every process in the cgroup dir or below it, each once.
+func CgroupPIDs(dir string) []int {
 	var pids []int
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
@@ -454,7 +455,7 @@ func cgroupPIDs(dir string) []int {
 			return nil
 		}
 		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil {
+			if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(pids, pid) {
 				pids = append(pids, pid)
 			}
 		}
@@ -468,7 +469,7 @@ func cgroupPIDs(dir string) []int {
 // first. A cgroup holding an exiting process is retried for a while.
 func removeCgroups(dirs []string) {
 	for _, dir := range dirs {
-		for _, pid := range cgroupPIDs(dir) {
+		for _, pid := range CgroupPIDs(dir) {
 			p := Process{Component: "container", PID: pid, StartTime: processStartTime(pid)}
 			klog.V(2).InfoS("Killing process left in a lab cgroup", "pid", pid, "cgroup", dir)
 			p.terminate(0)
@@ -480,11 +481,11 @@ func removeCgroups(dirs []string) {
 			err := removeCgroupTree(dir)
 			if err == nil || time.Now().After(deadline) {
 				if err != nil {
-					klog.ErrorS(err, "Could not remove lab cgroup", "cgroup", dir, "pids", cgroupPIDs(dir))
+					klog.ErrorS(err, "Could not remove lab cgroup", "cgroup", dir, "pids", CgroupPIDs(dir))
 				}
 				break
 			}
-			for _, pid := range cgroupPIDs(dir) {
+			for _, pid := range CgroupPIDs(dir) {
 				(&Process{PID: pid, StartTime: processStartTime(pid)}).terminate(0)
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -518,10 +519,10 @@ func removeCgroupTree(dir string) error {
 	return nil
 }
 
-// leftoverCgroups lists cgroups with the lab's prefix in any hierarchy,
+// LabCgroups lists cgroups with the lab's prefix in any hierarchy,
 // including those the lab did not create itself (runc also makes the pods'
 // cgroups in the hybrid unified hierarchy).
-func leftoverCgroups() []string {
+func LabCgroups() []string {
 	var out []string
 	hierarchies, _ := os.ReadDir(cgroupFS)
 	for _, h := range hierarchies {

@@ -122,7 +122,7 @@ func refuseIfRunning(opts Options) error {
 		return fmt.Errorf("a lab is already running (supervisor pid %d, phase %s, state %s); run `antrea-lab down` first",
 			st.Supervisor.PID, st.Phase, opts.statePath())
 	}
-	if st != nil || len(labNetNS()) > 0 || len(leftoverCgroups()) > 0 {
+	if st != nil || len(labNetNS()) > 0 || len(LabCgroups()) > 0 {
 		klog.InfoS("Removing leftovers of a previous lab", "state", opts.statePath())
 		cleanup(context.Background(), opts, st, false)
 	}
@@ -370,7 +370,7 @@ func cleanup(ctx context.Context, opts Options, st *State, keepLogs bool) {
 	if st != nil {
 		cgroups = append(cgroups, st.Cgroups...)
 	}
-	cgroups = append(cgroups, leftoverCgroups()...)
+	cgroups = append(cgroups, LabCgroups()...)
 	removeCgroups(cgroups)
 	for _, n := range all {
 		if err := deleteNetNS(ctx, n); err != nil {

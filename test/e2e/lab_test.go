@@ -366,7 +366,7 @@ func ipamDirs(e *labEnv) []string {
 	var dirs []string
 	for _, n := range e.Nodes {
 		if e.Real() {
-			dirs = append(dirs, filepath.Join(e.NodeHostDir(n), "var", "lib", "antrea", "ipam"))
+			dirs = append(dirs, filepath.Join(e.NodeHostPath(n, "/var/lib/antrea"), "ipam"))
 		} else {
 			dirs = append(dirs, e.Opts.NodesimConfig(lab.NodeInfo{Name: n}, "").StateDir)
 		}
@@ -393,7 +393,7 @@ func allocatedIPs(e *labEnv) map[string]bool {
 // uses and a real node's mount namespace binds to the node's directory.
 func cniCacheDir(e *labEnv, node string) string {
 	if e.Real() {
-		return filepath.Join(e.NodeHostDir(node), "var", "lib", "cni")
+		return e.NodeHostPath(node, "/var/lib/cni")
 	}
 	return e.Opts.NodesimConfig(lab.NodeInfo{Name: node}, "").CNICacheDir
 }

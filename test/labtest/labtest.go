@@ -369,12 +369,9 @@ func (l *Lab) OVSDir(node string) string { return l.Opts.NodeOVSDir(node) }
 // `ovs-ofctl ... unix:SOCKET`.
 func (l *Lab) BridgeSocket(node string) string { return filepath.Join(l.OVSDir(node), "br-int.mgmt") }
 
-// NodeHostDir is where a real node's own host paths live (its mount
-// namespace binds /var/lib/antrea to NodeHostDir/var/lib/antrea, ...): the
-// layout of pkg/lab's nodeHostPath.
-func (l *Lab) NodeHostDir(node string) string {
-	return filepath.Join(l.Opts.Dir, "nodes", node, "host")
-}
+// NodeHostPath is where a real node's own copy of a host path lives (its
+// mount namespace binds /var/lib/antrea there, ...).
+func (l *Lab) NodeHostPath(node, path string) string { return l.Opts.NodeHostPath(node, path) }
 
 // DumpLogs writes the tail (tailBytes) of every component log of the lab and
 // of the supervisor's output to w: what to read when bring-up or a test failed.

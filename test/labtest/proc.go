@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,8 +17,6 @@ import (
 // What the tests read from /proc and /sys/fs/cgroup to see what a lab left
 // on the machine. Nothing here signals a process.
 
-// cgroupFS is where the cgroup v1 hierarchies are mounted.
-const cgroupFS = "/sys/fs/cgroup"
 
 func allPIDs() []int {
 	entries, _ := os.ReadDir("/proc")
@@ -206,34 +202,15 @@ func LabMounts(labDir string) []string {
 	return out
 }
 
-// LabCgroups lists the lab's cgroups in every hierarchy
-// (/sys/fs/cgroup/*/antrea-lab*).
+// LabCgroups lists the lab's cgroups in every hierarchy.
 func LabCgroups() []string {
-	dirs, _ := filepath.Glob(filepath.Join(cgroupFS, "*", lab.NetNSPrefix+"*"))
+	dirs := lab.LabCgroups()
 	slices.Sort(dirs)
 	return dirs
 }
 
 // CgroupPIDs lists the processes in cgroup dir and below it.
-func CgroupPIDs(dir string) []int {
-	var pids []int
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-		if err != nil {
-			return nil
-		}
-		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(pids, pid) {
-				pids = append(pids, pid)
-			}
-		}
-		return nil
-	})
-	return pids
-}
+func CgroupPIDs(dir string) []int { return lab.CgroupPIDs(dir) }
 
 // LabCgroupPIDs lists every process in the lab's cgroups (the containers of
 // real nodes), each once.
@@ -250,19 +227,5 @@ func LabCgroupPIDs() []int {
 	return out
 }
 
-// PodCgroups lists the cgroups of the pod with this UID on the lab's real
-// nodes, in every hierarchy: kubelet's cgroupfs layout names them
-// pod<UID>, under <node cgroup>/kubepods[/<qos class>].
-func PodCgroups(uid string) []string {
-	want := "pod" + uid
-	var out []string
-	for _, node := range LabCgroups() {
-		for _, qos := range []string{"", "burstable", "besteffort"} {
-			dir := filepath.Join(node, "kubepods", qos, want)
-			if _, err := os.Stat(dir); err == nil {
-				out = append(out, dir)
-			}
-		}
-	}
-	return out
-}
+// PodCgroups lists the cgroups of the pod with this UID on the lab's real nodes.
+func PodCgroups(uid string) []string { return lab.PodCgroups(uid) }
