@@ -30,6 +30,7 @@ func main() {
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "directory the CNI conflist is written to (empty: do not write)")
 	fs.StringVar(&o.IPAMDataDir, "ipam-data-dir", "/var/lib/antrea/ipam", "host-local IPAM state directory")
 	fs.IntVar(&o.MTU, "mtu", 0, "pod MTU (0: the uplink MTU minus the tunnel overhead)")
+	fs.BoolVar(&o.EnableProxy, "enable-proxy", true, "realize ClusterIP Services in OVS (AntreaProxy); off: leave Services to kube-proxy")
 	klog.InitFlags(fs)
 	_ = fs.Parse(os.Args[1:])
 	if *showVersion {

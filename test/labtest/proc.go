@@ -17,7 +17,6 @@ import (
 // What the tests read from /proc and /sys/fs/cgroup to see what a lab left
 // on the machine. Nothing here signals a process.
 
-
 func allPIDs() []int {
 	entries, _ := os.ReadDir("/proc")
 	var out []int

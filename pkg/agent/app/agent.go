@@ -1,10 +1,12 @@
 // Package app runs antrea-agent: it brings up the node's OVS (bridge, gateway,
 // tunnel, underlay), lays out the OpenFlow pipeline and installs the node's
 // flows, rebuilds the interface store from OVSDB and replays the flows of
-// existing pods, keeps routes to the other nodes, and serves the CNI. Order
-// matters: the CNI is served (and reports ready) only once the pipeline is in
-// place, and flows of an earlier run are removed only after this run's flows
-// replaced them, so a restart never leaves a window without flows.
+// existing pods, keeps routes to the other nodes, realizes Services (AntreaProxy,
+// pkg/agent/proxy) and serves the CNI. Order matters: the CNI is served (and
+// reports ready) only once the pipeline is in place, and flows of an earlier
+// run are removed only after this run's flows replaced them, so a restart
+// never leaves a window without flows (Service groups excepted: the proxy
+// replaces them once its caches synced, see proxy.Run).
 package app
 
 import (
@@ -32,6 +34,7 @@ import (
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/agent/proxy"
 	"antrea.io/antrea/pkg/agent/route"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	"antrea.io/antrea/pkg/ovs/openflow"
@@ -50,6 +53,9 @@ type Options struct {
 	CNIConfDir   string
 	IPAMDataDir  string
 	MTU          int
+	// EnableProxy runs AntreaProxy: ClusterIP Services in OVS (the feature
+	// gate upstream calls AntreaProxy).
+	EnableProxy bool
 }
 
 // flowRoundKey is the bridge external_id holding the cookie round of the
@@ -206,6 +212,15 @@ func Run(ctx context.Context, o Options) error {
 	routes := route.NewController(o.NodeName, informerFactory.Core().V1().Nodes(), flows,
 		&route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: podCIDRs[0]},
 		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer) })
+	proxyErr := make(chan error, 1)
+	if o.EnableProxy {
+		services, err := proxy.New(o.NodeName, informerFactory.Core().V1().Services(),
+			informerFactory.Discovery().V1().EndpointSlices(), flows)
+		if err != nil {
+			return err
+		}
+		go func() { proxyErr <- services.Run(ctx) }()
+	}
 	informerFactory.Start(ctx.Done())
 	routeErr := make(chan error, 1)
 	go func() { routeErr <- routes.Run(ctx) }()
@@ -253,7 +268,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	cni.SetReady()
 	klog.InfoS("Agent ready", "node", o.NodeName, "podCIDR", podCIDRs[0], "gateway", gwIP, "flowRound", round,
-		"tunnel", nc.TunnelType, "datapath", nc.DatapathType)
+		"tunnel", nc.TunnelType, "datapath", nc.DatapathType, "proxy", o.EnableProxy)
 	cniErr := make(chan error, 1)
 	go func() { cniErr <- cni.Run(ctx) }()
 	select {
@@ -263,6 +278,11 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("CNI server: %w", err)
 	case err := <-routeErr:
 		return fmt.Errorf("node route controller: %w", err)
+	case err := <-proxyErr:
+		if err == nil {
+			return nil
+		}
+		return fmt.Errorf("proxy: %w", err)
 	}
 }
 

@@ -56,12 +56,14 @@ type Client struct {
 	peers map[string][]*openflow.Flow // by remote node name
 	// policy holds the NetworkPolicy flows, shared between rules.
 	policy policyState
+	// svc holds the Services' groups and flows.
+	svc serviceState
 }
 
 // NewClient lays out the pipeline and returns a client writing flows of the
 // given round to bridge.
 func NewClient(bridge Bridge, round uint32) (*Client, error) {
-	p, err := buildPipeline(podConnectivity{}, networkPolicy{})
+	p, err := buildPipeline(podConnectivity{}, networkPolicy{}, service{})
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +75,7 @@ func NewClient(bridge Bridge, round uint32) (*Client, error) {
 		pods:   map[string][]*openflow.Flow{},
 		peers:  map[string][]*openflow.Flow{},
 		policy: newPolicyState(),
+		svc:    newServiceState(),
 	}, nil
 }
 
@@ -108,6 +111,7 @@ func withTimeout() (context.Context, context.CancelFunc) {
 func (c *Client) Initialize(ctx context.Context, node *NodeConfig) error {
 	flows := append(c.b.missFlows(), c.b.nodeFlows(node)...)
 	flows = append(flows, c.b.policyFixedFlows()...)
+	flows = append(flows, c.b.serviceFixedFlows()...)
 	if err := c.write(ctx, "node", addMods(flows)); err != nil {
 		return err
 	}
@@ -215,6 +219,7 @@ func (c *Client) Flows() []*openflow.Flow {
 		all = append(all, fs...)
 	}
 	all = append(all, c.policyFlows()...)
+	all = append(all, c.serviceFlows()...)
 	c.mu.Unlock()
 	sort.SliceStable(all, func(i, j int) bool {
 		if all[i].Table != all[j].Table {
@@ -228,13 +233,23 @@ func (c *Client) Flows() []*openflow.Flow {
 	return all
 }
 
-// Replay writes every known flow again, in one bundle: after ovs-vswitchd
-// restarted (the switch lost its flows) or on a new connection.
+// Replay writes every known group and flow again, in one bundle: after
+// ovs-vswitchd restarted (the switch lost its flows) or on a new connection.
+// Groups go first (flows refer to them), after a delete of every group, as a
+// group that still exists cannot be added again.
 func (c *Client) Replay(ctx context.Context, bridge Bridge) error {
-	flows := c.Flows()
-	if err := bridge.Bundle(ctx, addMods(flows)...); err != nil {
-		return fmt.Errorf("replay %d flows: %w", len(flows), err)
+	groups, flows := c.Groups(), c.Flows()
+	var msgs []openflow.Message
+	if len(groups) > 0 {
+		msgs = append(msgs, &openflow.GroupMod{Command: openflow.GroupDelete, GroupID: openflow.GroupIDAll})
+		for _, g := range groups {
+			msgs = append(msgs, g)
+		}
 	}
-	klog.InfoS("Replayed flows", "flows", len(flows))
+	msgs = append(msgs, addMods(flows)...)
+	if err := bridge.Bundle(ctx, msgs...); err != nil {
+		return fmt.Errorf("replay %d groups and %d flows: %w", len(groups), len(flows), err)
+	}
+	klog.InfoS("Replayed flows", "groups", len(groups), "flows", len(flows))
 	return nil
 }

@@ -9,7 +9,8 @@ import (
 
 // Register fields and marks, declared once. reg0 carries small marks about
 // where a packet came from and what the pipeline decided; reg1 carries the
-// output port chosen by L2ForwardingCalc.
+// output port chosen by L2ForwardingCalc; reg3 and reg4 carry the endpoint a
+// Service's group chose, from ServiceLB to EndpointDNAT.
 var (
 	// PktSourceField (reg0[0..3]) says where the packet entered the bridge.
 	PktSourceField = openflow.Reg(0).Range(0, 3)
@@ -20,8 +21,30 @@ var (
 	// RewriteMACField (reg0[9]) asks L3Forwarding to route the packet (rewrite
 	// its MACs) and L3DecTTL to decrement its TTL.
 	RewriteMACField = openflow.Reg(0).Range(9, 9)
+	// HairpinField (reg0[10]) marks a packet a pod sent to itself through a
+	// Service (request or reply): Output sends it back through IN_PORT.
+	HairpinField = openflow.Reg(0).Range(10, 10)
 	// TargetOFPortField (reg1) is the port Output sends the packet to.
 	TargetOFPortField = openflow.Reg(1).All()
+	// EndpointIPField (reg3) is the IPv4 address of the endpoint chosen by a
+	// Service group's bucket.
+	EndpointIPField = openflow.Reg(3).All()
+	// EndpointPortField (reg4[0..15]) is that endpoint's port.
+	EndpointPortField = openflow.Reg(4).Range(0, 15)
+	// EndpointSelectedField (reg4[16]) is set by the bucket that filled
+	// EndpointIPField and EndpointPortField: EndpointDNAT acts only then.
+	EndpointSelectedField = openflow.Reg(4).Range(16, 16)
+)
+
+// Conntrack marks (ct_mark bits), set when EndpointDNAT commits a connection
+// and read back from conntrack on its later packets and replies.
+var (
+	// ServiceCTMark (ct_mark[0]) marks a connection to a Service: it is
+	// committed (with its DNAT) by EndpointDNAT, so ConntrackCommit leaves it.
+	ServiceCTMark = openflow.FieldCTMark.Range(0, 0)
+	// HairpinCTMark (ct_mark[1]) marks a Service connection from a pod to
+	// itself, which is also source-NATed (to HairpinIP, in SNATCtZone).
+	HairpinCTMark = openflow.FieldCTMark.Range(1, 1)
 )
 
 // Values of PktSourceField and PktDestinationField.
@@ -35,8 +58,19 @@ const (
 	ToLocal   = 3
 )
 
-// CtZone is the conntrack zone of pod traffic.
-const CtZone = 0xfff0
+// Conntrack zones.
+const (
+	// CtZone is the conntrack zone of pod traffic (and of Service DNAT).
+	CtZone = 0xfff0
+	// SNATCtZone is the zone of the source NAT of hairpin Service traffic.
+	SNATCtZone = 0xfff1
+)
+
+// HairpinIP is the source address a pod sees on a connection it made to
+// itself through a Service: without the source NAT the pod would receive a
+// packet from its own address, which its kernel drops as martian. It is
+// link-local, so it never collides with a pod, node or Service address.
+var HairpinIP = netip.MustParseAddr("169.254.0.253")
 
 // GlobalVirtualMAC is the destination MAC of packets sent through the tunnel
 // and the MAC the ARP responder gives for remote gateways.

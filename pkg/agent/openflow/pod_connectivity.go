@@ -20,7 +20,7 @@ var (
 	SpoofGuardTable = &TableSpec{Name: "SpoofGuard", Stage: ValidationStage, Pipeline: PipelineIP, Miss: MissDrop,
 		Doc: "Lets through IP from each pod port only with the pod's own IP and MAC, and everything from the gateway and tunnel."}
 	ConntrackZoneTable = &TableSpec{Name: "ConntrackZone", Stage: ConntrackStateStage, Pipeline: PipelineIP, Miss: MissNext,
-		Doc: "Sends IP packets through conntrack in the pod zone; they come back in ConntrackState."}
+		Doc: "Sends IP packets through conntrack in the pod zone, applying the NAT of their connection (Service DNAT, un-DNAT of replies); they come back in ConntrackState."}
 	ConntrackStateTable = &TableSpec{Name: "ConntrackState", Stage: ConntrackStateStage, Pipeline: PipelineIP, Miss: MissNext,
 		Doc: "Drops packets conntrack marks invalid."}
 	L3ForwardingTable = &TableSpec{Name: "L3Forwarding", Stage: RoutingStage, Pipeline: PipelineIP, Miss: MissNext,
@@ -118,8 +118,10 @@ func (b *flowBuilder) nodeFlows(n *NodeConfig) []*openflow.Flow {
 		b.flow(ClassifierTable, priorityNormal, func(m *openflow.Match) { m.InPort(gw) },
 			load(PktSourceField, FromGateway), b.next(ClassifierTable)),
 		b.flow(SpoofGuardTable, priorityNormal, func(m *openflow.Match) { m.InPort(gw).EthType(0x0800) }, b.next(SpoofGuardTable)),
+		// nat: packets of a DNATed (Service) connection are DNATed again, its
+		// replies un-DNATed; other connections pass unchanged.
 		b.flow(ConntrackZoneTable, priorityNormal, func(m *openflow.Match) { m.EthType(0x0800) },
-			&openflow.CT{Zone: CtZone, Table: b.p.Table(ConntrackStateTable).ID}),
+			&openflow.CT{Zone: CtZone, Table: b.p.Table(ConntrackStateTable).ID, Actions: []openflow.Action{&openflow.NAT{}}}),
 		b.flow(ConntrackStateTable, priorityNormal, func(m *openflow.Match) {
 			m.EthType(0x0800).CTState(openflow.CTStateInv|openflow.CTStateTrk, openflow.CTStateInv|openflow.CTStateTrk)
 		}),

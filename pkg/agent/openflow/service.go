@@ -1,0 +1,515 @@
+package openflow
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+
+	"antrea.io/antrea/pkg/ovs/openflow"
+)
+
+// Tables of the Service feature (the data path of AntreaProxy). The first
+// packet of a connection to a ClusterIP and port meets its flow in ServiceLB,
+// which sends it to the port's select group; the group picks one bucket (one
+// per ready endpoint), which loads the endpoint's address and port into
+// registers and resubmits to EndpointDNAT; there one flow per endpoint commits
+// the connection with nat(dst=endpoint). Later packets of the connection are
+// DNATed, and its replies un-DNATed, by ConntrackZone's ct(nat): they never
+// meet the group again. Both tables sit before the policy stages, so
+// NetworkPolicy sees the real endpoint.
+var (
+	ServiceLBTable = &TableSpec{Name: "ServiceLB", Stage: PreRoutingStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Sends the first packet of a connection to a Service's ClusterIP and port to the port's select group, whose buckets pick an endpoint; later packets of Service connections are marked for routing (and hairpin)."}
+	EndpointDNATTable = &TableSpec{Name: "EndpointDNAT", Stage: PreRoutingStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Commits a Service connection with its destination NATed to the endpoint the group chose (reg3, reg4[0..15]), and asks L3Forwarding to route it."}
+	ServiceHairpinSNATTable = &TableSpec{Name: "ServiceHairpinSNAT", Stage: ConntrackStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Source-NATs a pod's Service connection to itself to the hairpin address, after policy saw its real source."}
+)
+
+type service struct{}
+
+func (service) tables() []*TableSpec {
+	return []*TableSpec{ServiceLBTable, EndpointDNATTable, ServiceHairpinSNATTable}
+}
+
+// ServicePort is one port of a Service as the data path matches it.
+type ServicePort struct {
+	IP       netip.Addr // the ClusterIP
+	Protocol uint8      // openflow.IPProtoTCP or IPProtoUDP
+	Port     uint16
+}
+
+func (p ServicePort) String() string {
+	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(p.IP, p.Port), protocolName(p.Protocol))
+}
+
+func protocolName(p uint8) string {
+	switch p {
+	case openflow.IPProtoTCP:
+		return "TCP"
+	case openflow.IPProtoUDP:
+		return "UDP"
+	case openflow.IPProtoSCTP:
+		return "SCTP"
+	}
+	return fmt.Sprintf("proto%d", p)
+}
+
+// Endpoint is a ready endpoint of a ServicePort: where its connections are
+// DNATed to. Local is true for a pod on this node: such an endpoint can be
+// its own client (hairpin).
+type Endpoint struct {
+	IP    netip.Addr
+	Port  uint16
+	Local bool
+}
+
+func (e Endpoint) compare(o Endpoint) int {
+	if c := e.IP.Compare(o.IP); c != 0 {
+		return c
+	}
+	if e.Port != o.Port {
+		if e.Port < o.Port {
+			return -1
+		}
+		return 1
+	}
+	if e.Local != o.Local {
+		if !e.Local {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// ServiceEndpoints is the desired state of one Service: the endpoints of
+// each of its ports (an empty list: the port has no ready endpoint).
+type ServiceEndpoints map[ServicePort][]Endpoint
+
+// NormalizeEndpoints returns a sorted, de-duplicated copy (nil when empty),
+// so equal sets compare equal and buckets come out in a stable order.
+func NormalizeEndpoints(eps []Endpoint) []Endpoint {
+	if len(eps) == 0 {
+		return nil
+	}
+	out := append([]Endpoint(nil), eps...)
+	sort.Slice(out, func(i, j int) bool { return out[i].compare(out[j]) < 0 })
+	n := 0
+	for i, e := range out {
+		if i == 0 || e != out[n-1] {
+			out[n] = e
+			n++
+		}
+	}
+	return out[:n]
+}
+
+// Equal says whether two states hold the same ports with the same
+// normalized endpoints.
+func (s ServiceEndpoints) Equal(o ServiceEndpoints) bool {
+	if len(s) != len(o) {
+		return false
+	}
+	for p, eps := range s {
+		other, ok := o[p]
+		if !ok || !equalEndpoints(NormalizeEndpoints(eps), NormalizeEndpoints(other)) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalEndpoints(a, b []Endpoint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// bucketWeight is every endpoint's weight: equal shares.
+const bucketWeight = 100
+
+// endpointKey names one endpoint's EndpointDNAT flows: endpoints of the same
+// protocol, address and port share them, whatever Services they belong to.
+type endpointKey struct {
+	Protocol uint8
+	IP       netip.Addr
+	Port     uint16
+}
+
+func keyOf(proto uint8, e Endpoint) endpointKey { return endpointKey{proto, e.IP, e.Port} }
+
+// endpointUse counts the Service ports using an endpoint, and those of them
+// that see it as local: its DNAT flow lives while ports > 0, its hairpin
+// flow while local > 0.
+type endpointUse struct{ ports, local int }
+
+func (u endpointUse) add(d endpointUse) endpointUse {
+	return endpointUse{u.ports + d.ports, u.local + d.local}
+}
+
+// installedPort is a Service port in OVS: its group and sorted endpoints.
+type installedPort struct {
+	owner     string
+	groupID   uint32
+	endpoints []Endpoint
+}
+
+// serviceState is the client's record of what OVS holds for Services.
+type serviceState struct {
+	services  map[string]ServiceEndpoints // by Service name, sorted endpoints
+	ports     map[ServicePort]*installedPort
+	endpoints map[endpointKey]endpointUse
+	lastGroup uint32
+}
+
+func newServiceState() serviceState {
+	return serviceState{services: map[string]ServiceEndpoints{}, ports: map[ServicePort]*installedPort{}, endpoints: map[endpointKey]endpointUse{}}
+}
+
+// serviceFixedFlows are the flows every Service shares:
+//   - later packets of a Service connection (ct_mark[0], restored by
+//     ConntrackZone's ct(nat)) are routed like its first packet, so a request
+//     the client sent to the gateway MAC reaches a local endpoint's MAC.
+//     That holds for +new packets too: a SYN retransmitted after policy
+//     dropped the first one is already DNATed and still new; switched to
+//     the gateway MAC it would go round the node's kernel and come back from
+//     the gateway, which ingress policy trusts;
+//   - connections committed by EndpointDNAT are not committed again;
+//   - a hairpin connection (ct_mark[1]) is also source-NATed to HairpinIP
+//     and leaves through the port it came in; its replies, sent to HairpinIP,
+//     are un-SNATed before ConntrackZone un-DNATs them. The un-SNAT flow
+//     matches untracked packets only, so a packet to HairpinIP that is no
+//     reply meets it once, not in a loop.
+func (b *flowBuilder) serviceFixedFlows() []*openflow.Flow {
+	newTrk := openflow.CTStateNew | openflow.CTStateTrk
+	afterLB := b.next(EndpointDNATTable)
+	return []*openflow.Flow{
+		b.flow(ConntrackZoneTable, priorityHigh, func(m *openflow.Match) {
+			m.EthType(openflow.EthTypeIPv4).CTState(0, openflow.CTStateTrk).IPDst(HairpinIP)
+		}, &openflow.CT{Zone: SNATCtZone, Table: b.p.Table(ConntrackZoneTable).ID, Actions: []openflow.Action{&openflow.NAT{}}}),
+		b.flow(ServiceLBTable, priorityHigh, func(m *openflow.Match) {
+			m.EthType(openflow.EthTypeIPv4).CTState(openflow.CTStateTrk, openflow.CTStateTrk)
+			matchField(m, HairpinCTMark, 1)
+		}, load(RewriteMACField, 1), load(HairpinField, 1), afterLB),
+		b.flow(ServiceLBTable, priorityNormal, func(m *openflow.Match) {
+			m.EthType(openflow.EthTypeIPv4).CTState(openflow.CTStateTrk, openflow.CTStateTrk)
+			matchField(m, ServiceCTMark, 1)
+		}, load(RewriteMACField, 1), afterLB),
+		b.flow(ConntrackCommitTable, priorityHigh, func(m *openflow.Match) {
+			m.EthType(openflow.EthTypeIPv4).CTState(newTrk, newTrk)
+			matchField(m, ServiceCTMark, 1)
+		}, b.next(ConntrackCommitTable)),
+		b.flow(ServiceHairpinSNATTable, priorityNormal, func(m *openflow.Match) {
+			m.EthType(openflow.EthTypeIPv4).CTState(newTrk, newTrk|openflow.CTStateRpl)
+			matchField(m, HairpinCTMark, 1)
+		}, &openflow.CT{Commit: true, Zone: SNATCtZone, Table: b.p.Table(ServiceHairpinSNATTable).Next().ID,
+			Actions: []openflow.Action{&openflow.NAT{Src: true, MinAddr: HairpinIP}}}),
+		b.flow(ServiceHairpinSNATTable, priorityNormal, func(m *openflow.Match) {
+			m.EthType(openflow.EthTypeIPv4).CTState(openflow.CTStateTrk, newTrk|openflow.CTStateRpl)
+			matchField(m, HairpinCTMark, 1)
+		}, &openflow.CT{Zone: SNATCtZone, Table: b.p.Table(ServiceHairpinSNATTable).Next().ID,
+			Actions: []openflow.Action{&openflow.NAT{}}}),
+		b.flow(OutputTable, priorityHigh, func(m *openflow.Match) {
+			matchField(m, OFPortFoundField, 1)
+			matchField(m, HairpinField, 1)
+		}, &openflow.Output{Port: openflow.PortInPort}),
+	}
+}
+
+func (b *flowBuilder) matchServicePort(m *openflow.Match, p ServicePort) {
+	m.EthType(openflow.EthTypeIPv4).IPProto(p.Protocol).IPDst(p.IP)
+	switch p.Protocol {
+	case openflow.IPProtoTCP:
+		m.TCPDst(p.Port)
+	case openflow.IPProtoUDP:
+		m.UDPDst(p.Port)
+	case openflow.IPProtoSCTP:
+		m.SCTPDst(p.Port)
+	}
+}
+
+// serviceLBFlow sends a new connection to the port's group.
+func (b *flowBuilder) serviceLBFlow(p ServicePort, groupID uint32) *openflow.Flow {
+	return b.flow(ServiceLBTable, priorityNormal, func(m *openflow.Match) {
+		b.matchServicePort(m, p)
+		m.CTState(openflow.CTStateNew|openflow.CTStateTrk, openflow.CTStateNew|openflow.CTStateTrk)
+	}, &openflow.Group{ID: groupID})
+}
+
+// serviceGroup is the select group of a port: one bucket per endpoint. With
+// no endpoint the group has no bucket and drops.
+func (b *flowBuilder) serviceGroup(cmd openflow.GroupModCommand, groupID uint32, eps []Endpoint) *openflow.GroupMod {
+	g := &openflow.GroupMod{Command: cmd, Type: openflow.GroupSelect, GroupID: groupID}
+	if cmd == openflow.GroupDelete {
+		return g
+	}
+	dnat := b.p.Table(EndpointDNATTable).ID
+	for _, e := range eps {
+		g.Buckets = append(g.Buckets, openflow.Bucket{Weight: bucketWeight, Actions: []openflow.Action{
+			load(EndpointIPField, ip4Uint(e.IP)),
+			load(EndpointPortField, uint64(e.Port)),
+			load(EndpointSelectedField, 1),
+			openflow.ResubmitToTable(dnat),
+		}})
+	}
+	return g
+}
+
+// endpointFlow is the EndpointDNAT flow of one endpoint, the DNAT commit;
+// with hairpin, the one at higher priority for a local endpoint being its
+// own client, which also marks the connection hairpin.
+func (b *flowBuilder) endpointFlow(k endpointKey, hairpin bool) *openflow.Flow {
+	match := func(m *openflow.Match) {
+		m.EthType(openflow.EthTypeIPv4).IPProto(k.Protocol)
+		matchField(m, EndpointIPField, ip4Uint(k.IP))
+		matchField(m, EndpointPortField, uint64(k.Port))
+		matchField(m, EndpointSelectedField, 1)
+		if hairpin {
+			m.IPSrc(k.IP)
+		}
+	}
+	nat := []openflow.Action{&openflow.NAT{Dst: true, MinAddr: k.IP, MinPort: k.Port}, load(ServiceCTMark, 1)}
+	acts := []openflow.Action{load(RewriteMACField, 1)}
+	prio := uint16(priorityNormal)
+	if hairpin {
+		nat = append(nat, load(HairpinCTMark, 1))
+		acts = append(acts, load(HairpinField, 1))
+		prio = priorityHigh
+	}
+	acts = append(acts, &openflow.CT{Commit: true, Zone: CtZone, Table: b.p.Table(EndpointDNATTable).Next().ID, Actions: nat})
+	return b.flow(EndpointDNATTable, prio, match, acts...)
+}
+
+func ip4Uint(a netip.Addr) uint64 {
+	v := a.As4()
+	return uint64(v[0])<<24 | uint64(v[1])<<16 | uint64(v[2])<<8 | uint64(v[3])
+}
+
+// InstallService makes OVS hold exactly the given ports and endpoints for the
+// Service name, writing only the difference from what it holds, as one
+// bundle: new endpoints' DNAT flows, then new and changed groups, then new
+// ServiceLB flows; then removed ports' ServiceLB flows, their groups, and
+// DNAT flows no port uses any more. An empty want removes the Service. The
+// client's record changes only once OVS accepted the bundle.
+func (c *Client) InstallService(ctx context.Context, name string, want ServiceEndpoints) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	msgs, commit, err := c.serviceMsgs(name, want)
+	if err != nil {
+		return err
+	}
+	if err := c.write(ctx, "service "+name, msgs); err != nil {
+		return err
+	}
+	commit()
+	return nil
+}
+
+// UninstallService removes a Service's groups and flows; unknown names are a no-op.
+func (c *Client) UninstallService(ctx context.Context, name string) error {
+	return c.InstallService(ctx, name, nil)
+}
+
+// DeleteAllGroups removes every group of the bridge, and with them every
+// flow that uses one. The agent calls it once at start, before the first
+// Service is installed: this run does not know the group ids of the last.
+// Established connections do not use groups and keep flowing.
+func (c *Client) DeleteAllGroups(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.svc.ports) > 0 {
+		return fmt.Errorf("delete all groups: %d Service ports are installed", len(c.svc.ports))
+	}
+	return c.write(ctx, "all groups", []openflow.Message{&openflow.GroupMod{Command: openflow.GroupDelete, GroupID: openflow.GroupIDAll}})
+}
+
+// serviceMsgs computes the messages from the installed state of Service name
+// to want, and the commit recording want. c.mu is held.
+func (c *Client) serviceMsgs(name string, want ServiceEndpoints) ([]openflow.Message, func(), error) {
+	st := &c.svc
+	have := st.services[name]
+	sorted := ServiceEndpoints{}
+	for p, eps := range want {
+		if !p.IP.Is4() {
+			return nil, nil, fmt.Errorf("service %s port %s: only IPv4 ClusterIPs are supported", name, p)
+		}
+		if ip := st.ports[p]; ip != nil && ip.owner != name {
+			return nil, nil, fmt.Errorf("service %s port %s: already installed for service %s", name, p, ip.owner)
+		}
+		eps = NormalizeEndpoints(eps)
+		for _, e := range eps {
+			if !e.IP.Is4() {
+				return nil, nil, fmt.Errorf("service %s port %s: endpoint %s is not IPv4", name, p, e.IP)
+			}
+		}
+		sorted[p] = eps
+	}
+	refs := map[endpointKey]endpointUse{} // change of each endpoint's use
+	var groupMods, lbAdds, lbDels, groupDels []openflow.Message
+	newPorts := map[ServicePort]*installedPort{}
+	lastGroup := st.lastGroup
+	for _, p := range sortedPorts(sorted) {
+		eps := sorted[p]
+		old := st.ports[p]
+		for _, e := range eps {
+			refs[keyOf(p.Protocol, e)] = refs[keyOf(p.Protocol, e)].add(use(e, 1))
+		}
+		if old == nil {
+			lastGroup++
+			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, endpoints: eps}
+			groupMods = append(groupMods, c.b.serviceGroup(openflow.GroupAdd, lastGroup, eps))
+			lbAdds = append(lbAdds, openflow.AddFlow(c.b.serviceLBFlow(p, lastGroup)))
+			continue
+		}
+		newPorts[p] = &installedPort{owner: name, groupID: old.groupID, endpoints: eps}
+		if !equalEndpoints(old.endpoints, eps) {
+			groupMods = append(groupMods, c.b.serviceGroup(openflow.GroupModify, old.groupID, eps))
+		}
+	}
+	for _, p := range sortedPorts(have) {
+		for _, e := range have[p] {
+			refs[keyOf(p.Protocol, e)] = refs[keyOf(p.Protocol, e)].add(use(e, -1))
+		}
+		if _, keep := sorted[p]; keep {
+			continue
+		}
+		old := st.ports[p]
+		lbDels = append(lbDels, openflow.DeleteFlowStrict(c.b.serviceLBFlow(p, old.groupID)))
+		groupDels = append(groupDels, c.b.serviceGroup(openflow.GroupDelete, old.groupID, nil))
+	}
+	var epAdds, epDels []openflow.Message
+	for _, k := range sortedEndpointKeys(refs) {
+		before := st.endpoints[k]
+		after := before.add(refs[k])
+		for _, f := range []struct {
+			hairpin       bool
+			before, after int
+		}{{false, before.ports, after.ports}, {true, before.local, after.local}} {
+			switch {
+			case f.before == 0 && f.after > 0:
+				epAdds = append(epAdds, openflow.AddFlow(c.b.endpointFlow(k, f.hairpin)))
+			case f.before > 0 && f.after == 0:
+				epDels = append(epDels, openflow.DeleteFlowStrict(c.b.endpointFlow(k, f.hairpin)))
+			}
+		}
+	}
+	var msgs []openflow.Message
+	for _, part := range [][]openflow.Message{epAdds, groupMods, lbAdds, lbDels, groupDels, epDels} {
+		msgs = append(msgs, part...)
+	}
+	commit := func() {
+		st.lastGroup = lastGroup
+		for p := range have {
+			delete(st.ports, p)
+		}
+		for p, ip := range newPorts {
+			st.ports[p] = ip
+		}
+		for k, d := range refs {
+			if u := st.endpoints[k].add(d); u.ports > 0 {
+				st.endpoints[k] = u
+			} else {
+				delete(st.endpoints, k)
+			}
+		}
+		if len(sorted) == 0 {
+			delete(st.services, name)
+		} else {
+			st.services[name] = sorted
+		}
+	}
+	return msgs, commit, nil
+}
+
+func sortedPorts(s ServiceEndpoints) []ServicePort {
+	out := make([]ServicePort, 0, len(s))
+	for p := range s {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return comparePorts(out[i], out[j]) < 0 })
+	return out
+}
+
+func comparePorts(a, b ServicePort) int {
+	if c := a.IP.Compare(b.IP); c != 0 {
+		return c
+	}
+	if a.Protocol != b.Protocol {
+		return int(a.Protocol) - int(b.Protocol)
+	}
+	return int(a.Port) - int(b.Port)
+}
+
+// use is what one port's endpoint adds to (n 1) or takes from (n -1) its use.
+func use(e Endpoint, n int) endpointUse {
+	if e.Local {
+		return endpointUse{n, n}
+	}
+	return endpointUse{n, 0}
+}
+
+func sortedEndpointKeys(m map[endpointKey]endpointUse) []endpointKey {
+	out := make([]endpointKey, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Protocol != out[j].Protocol {
+			return out[i].Protocol < out[j].Protocol
+		}
+		if c := out[i].IP.Compare(out[j].IP); c != 0 {
+			return c < 0
+		}
+		return out[i].Port < out[j].Port
+	})
+	return out
+}
+
+// serviceFlows lists the installed Service flows (for replay and Flows). c.mu is held.
+func (c *Client) serviceFlows() []*openflow.Flow {
+	var out []*openflow.Flow
+	for p, ip := range c.svc.ports {
+		out = append(out, c.b.serviceLBFlow(p, ip.groupID))
+	}
+	for k, u := range c.svc.endpoints {
+		out = append(out, c.b.endpointFlow(k, false))
+		if u.local > 0 {
+			out = append(out, c.b.endpointFlow(k, true))
+		}
+	}
+	return out
+}
+
+// Groups returns the installed groups as group-add messages, by group id.
+func (c *Client) Groups() []*openflow.GroupMod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.serviceGroups()
+}
+
+func (c *Client) serviceGroups() []*openflow.GroupMod {
+	out := make([]*openflow.GroupMod, 0, len(c.svc.ports))
+	for _, ip := range c.svc.ports {
+		out = append(out, c.b.serviceGroup(openflow.GroupAdd, ip.groupID, ip.endpoints))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GroupID < out[j].GroupID })
+	return out
+}
+
+// groupStrings prints groups as `ovs-ofctl -O OpenFlow15 dump-groups` does,
+// one line each.
+func groupStrings(groups []*openflow.GroupMod) []string {
+	out := make([]string, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, g.String())
+	}
+	return out
+}

@@ -1,0 +1,304 @@
+package openflow
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"antrea.io/antrea/pkg/ovs/openflow"
+)
+
+// groupBridge is recordingBridge with groups: it applies group mods as OVS
+// would (add fails on an existing id, modify and delete on a missing one) and
+// keeps every bundle's messages, so tests see exactly what went out.
+type groupBridge struct {
+	*recordingBridge
+	mu      sync.Mutex
+	groups  map[uint32]*openflow.GroupMod
+	written [][]openflow.Message
+}
+
+func newGroupBridge() *groupBridge {
+	return &groupBridge{recordingBridge: newRecordingBridge(), groups: map[uint32]*openflow.GroupMod{}}
+}
+
+func (g *groupBridge) Bundle(ctx context.Context, msgs ...openflow.Message) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	groups := map[uint32]*openflow.GroupMod{}
+	for id, gm := range g.groups {
+		groups[id] = gm
+	}
+	var flows []openflow.Message
+	for _, m := range msgs {
+		gm, ok := m.(*openflow.GroupMod)
+		if !ok {
+			flows = append(flows, m)
+			continue
+		}
+		switch {
+		case gm.Command == openflow.GroupDelete && gm.GroupID == openflow.GroupIDAll:
+			groups = map[uint32]*openflow.GroupMod{}
+		case gm.Command == openflow.GroupAdd && groups[gm.GroupID] != nil:
+			return fmt.Errorf("group %d exists", gm.GroupID)
+		case gm.Command != openflow.GroupAdd && groups[gm.GroupID] == nil:
+			return fmt.Errorf("group %d unknown", gm.GroupID)
+		case gm.Command == openflow.GroupDelete:
+			delete(groups, gm.GroupID)
+		default:
+			groups[gm.GroupID] = gm
+		}
+	}
+	if err := g.recordingBridge.Bundle(ctx, flows...); err != nil {
+		return err
+	}
+	g.groups = groups
+	g.written = append(g.written, msgs)
+	return nil
+}
+
+// groupStrings prints the groups as dump-groups does, by id.
+func (g *groupBridge) groupStrings() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, gm := range g.groups {
+		a := *gm
+		a.Command = openflow.GroupAdd
+		out = append(out, a.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// last returns the messages of the last bundle, one line each: "add",
+// "delete" or "modify", then the flow or group as dump-flows and dump-groups
+// print them.
+func (g *groupBridge) last() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.written) == 0 {
+		return nil
+	}
+	var out []string
+	for _, m := range g.written[len(g.written)-1] {
+		switch m := m.(type) {
+		case *openflow.FlowMod:
+			verb := map[openflow.FlowModCommand]string{openflow.FlowAdd: "add", openflow.FlowDeleteStrict: "delete"}[m.Command]
+			out = append(out, verb+" "+m.Flow.String())
+		case *openflow.GroupMod:
+			verb := map[openflow.GroupModCommand]string{openflow.GroupAdd: "add", openflow.GroupModify: "modify", openflow.GroupDelete: "delete"}[m.Command]
+			out = append(out, verb+" "+m.String())
+		default:
+			out = append(out, fmt.Sprint(m))
+		}
+	}
+	return out
+}
+
+func (g *groupBridge) bundleCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.written)
+}
+
+func newServiceUnitClient(t *testing.T) (*Client, *groupBridge) {
+	t.Helper()
+	br := newGroupBridge()
+	c, err := NewClient(br, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Initialize(context.Background(), testNode()); err != nil {
+		t.Fatal(err)
+	}
+	return c, br
+}
+
+func testNode() *NodeConfig {
+	mac, _ := net.ParseMAC("0a:00:00:00:00:01")
+	return &NodeConfig{GatewayOFPort: 2, GatewayIP: net.ParseIP("10.10.1.1"), GatewayMAC: mac}
+}
+
+var (
+	webTCP = ServicePort{IP: netip.MustParseAddr("10.96.0.10"), Protocol: 6, Port: 80}
+	webUDP = ServicePort{IP: netip.MustParseAddr("10.96.0.10"), Protocol: 17, Port: 53}
+	ep1    = Endpoint{IP: netip.MustParseAddr("10.10.1.3"), Port: 8080, Local: true}
+	ep2    = Endpoint{IP: netip.MustParseAddr("10.10.2.3"), Port: 8080}
+)
+
+func TestAServiceIsOneBundleOfGroupsAndFlows(t *testing.T) {
+	c, br := newServiceUnitClient(t)
+	ctx := context.Background()
+	before := br.bundleCount()
+	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep2, ep1}}); err != nil {
+		t.Fatal(err)
+	}
+	if br.bundleCount() != before+1 {
+		t.Fatalf("installing a Service should write one bundle, wrote %d", br.bundleCount()-before)
+	}
+	lb, dnat := c.p.Table(ServiceLBTable).ID, c.p.Table(EndpointDNATTable).ID
+	next := c.p.Table(EndpointDNATTable).Next().ID
+	want := []string{
+		// DNAT flows first: the group's buckets resubmit to them.
+		fmt.Sprintf("add cookie=0x100000001, table=%d, priority=200,tcp,reg3=0xa0a0103,reg4=0x11f90/0x1ffff actions=set_field:0x200/0x200->reg0,ct(commit,table=%d,zone=65520,nat(dst=10.10.1.3:8080),exec(set_field:0x1/0x1->ct_mark))", dnat, next),
+		fmt.Sprintf("add cookie=0x100000001, table=%d, priority=210,tcp,reg3=0xa0a0103,reg4=0x11f90/0x1ffff,nw_src=10.10.1.3 actions=set_field:0x200/0x200->reg0,set_field:0x400/0x400->reg0,ct(commit,table=%d,zone=65520,nat(dst=10.10.1.3:8080),exec(set_field:0x1/0x1->ct_mark,set_field:0x2/0x2->ct_mark))", dnat, next),
+		fmt.Sprintf("add cookie=0x100000001, table=%d, priority=200,tcp,reg3=0xa0a0203,reg4=0x11f90/0x1ffff actions=set_field:0x200/0x200->reg0,ct(commit,table=%d,zone=65520,nat(dst=10.10.2.3:8080),exec(set_field:0x1/0x1->ct_mark))", dnat, next),
+		// Then the group (buckets sorted by endpoint), then the flow using it.
+		fmt.Sprintf("add group_id=1,type=select,bucket=bucket_id:0,weight:100,actions=set_field:0xa0a0103->reg3,set_field:0x1f90/0xffff->reg4,set_field:0x10000/0x10000->reg4,resubmit(,%d),bucket=bucket_id:1,weight:100,actions=set_field:0xa0a0203->reg3,set_field:0x1f90/0xffff->reg4,set_field:0x10000/0x10000->reg4,resubmit(,%d)", dnat, dnat),
+		fmt.Sprintf("add cookie=0x100000001, table=%d, priority=200,ct_state=+new+trk,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=group:1", lb),
+	}
+	if got := br.last(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the bundle should add the DNAT flows, the group and the ServiceLB flow, in that order\ngot:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// The same state again writes nothing.
+	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1, ep2}}); err != nil {
+		t.Fatal(err)
+	}
+	if br.bundleCount() != before+1 {
+		t.Fatal("re-installing an unchanged Service should write nothing")
+	}
+}
+
+func TestRemovingAnEndpointModifiesTheGroupAndDeletesItsFlow(t *testing.T) {
+	c, br := newServiceUnitClient(t)
+	ctx := context.Background()
+	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1, ep2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1}}); err != nil {
+		t.Fatal(err)
+	}
+	got := br.last()
+	if len(got) != 2 || !strings.HasPrefix(got[0], "modify group_id=1,type=select,bucket=bucket_id:0,weight:100,actions=set_field:0xa0a0103->reg3") ||
+		strings.Contains(got[0], "bucket_id:1") || !strings.HasPrefix(got[1], "delete ") || !strings.Contains(got[1], "nat(dst=10.10.2.3:8080)") {
+		t.Fatalf("removing an endpoint should be one group modify with one bucket and the delete of that endpoint's DNAT flow, got:\n%s", strings.Join(got, "\n"))
+	}
+	// No endpoint left: the group stays, with no bucket (it drops).
+	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: nil}); err != nil {
+		t.Fatal(err)
+	}
+	if g := br.groupStrings(); len(g) != 1 || g[0] != "group_id=1,type=select" {
+		t.Fatalf("a port without endpoints should keep an empty group, have %q", g)
+	}
+}
+
+func TestAnEndpointSharedByTwoServicesKeepsItsFlowUntilBothAreGone(t *testing.T) {
+	c, br := newServiceUnitClient(t)
+	ctx := context.Background()
+	other := ServicePort{IP: netip.MustParseAddr("10.96.0.11"), Protocol: 6, Port: 8080}
+	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InstallService(ctx, "default/web2", ServiceEndpoints{other: {ep1}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := br.last(); len(got) != 2 {
+		t.Fatalf("the second Service should add only its group and ServiceLB flow (the DNAT flows exist), got:\n%s", strings.Join(got, "\n"))
+	}
+	if err := c.UninstallService(ctx, "default/web"); err != nil {
+		t.Fatal(err)
+	}
+	if got := br.last(); len(got) != 2 || !strings.HasPrefix(got[0], "delete ") || !strings.Contains(got[0], "nw_dst=10.96.0.10") || !strings.HasPrefix(got[1], "delete group_id=1") {
+		t.Fatalf("removing the first Service should delete only its ServiceLB flow and then its group, got:\n%s", strings.Join(got, "\n"))
+	}
+	if err := c.UninstallService(ctx, "default/web2"); err != nil {
+		t.Fatal(err)
+	}
+	if g := br.groupStrings(); len(g) != 0 {
+		t.Fatalf("no group should remain, have %q", g)
+	}
+	if got, want := len(br.inTable(c.p.Table(EndpointDNATTable))), 1; got != want {
+		t.Fatalf("EndpointDNAT should be back to its miss flow only, has %d flows", got)
+	}
+}
+
+func TestAPortClaimedByAnotherServiceIsRefused(t *testing.T) {
+	c, br := newServiceUnitClient(t)
+	ctx := context.Background()
+	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1}, webUDP: {ep1}}); err != nil {
+		t.Fatal(err)
+	}
+	n := br.bundleCount()
+	if err := c.InstallService(ctx, "default/other", ServiceEndpoints{webTCP: {ep2}}); err == nil {
+		t.Fatal("a ClusterIP port installed for another Service should be refused")
+	}
+	if br.bundleCount() != n {
+		t.Fatal("a refused Service should write nothing")
+	}
+	// Once the first Service lets the port go, the other gets it.
+	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webUDP: {ep1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InstallService(ctx, "default/other", ServiceEndpoints{webTCP: {ep2}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReplayAddsGroupsBeforeTheFlowsThatUseThem(t *testing.T) {
+	c, _ := newServiceUnitClient(t)
+	ctx := context.Background()
+	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1, ep2}, webUDP: {ep1}}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newGroupBridge()
+	if err := c.Replay(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	msgs := fresh.last()
+	if !strings.HasPrefix(msgs[0], "delete group_id=4294967292") || !strings.HasPrefix(msgs[1], "add group_id=1,") || !strings.HasPrefix(msgs[2], "add group_id=2,") {
+		t.Fatalf("replay should delete all groups, then add the groups, then the flows; starts with:\n%s", strings.Join(msgs[:3], "\n"))
+	}
+	if got, want := strings.Join(fresh.groupStrings(), "\n"), strings.Join(groupStrings(c.Groups()), "\n"); got != want {
+		t.Fatalf("replayed groups\n%s\nwant\n%s", got, want)
+	}
+	if got, want := len(fresh.recordingBridge.flows), len(c.Flows()); got != want {
+		t.Fatalf("replayed %d flows, the client has %d", got, want)
+	}
+}
+
+func TestAFailedServiceWriteLeavesTheRecordUnchanged(t *testing.T) {
+	c, br := newServiceUnitClient(t)
+	ctx := context.Background()
+	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1}}); err != nil {
+		t.Fatal(err)
+	}
+	// The switch lost the group behind the client's back: the modify fails.
+	br.mu.Lock()
+	delete(br.groups, 1)
+	br.mu.Unlock()
+	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1, ep2}}); err == nil {
+		t.Fatal("the write should fail")
+	}
+	if g := groupStrings(c.Groups()); len(g) != 1 || strings.Contains(g[0], "bucket_id:1") {
+		t.Fatalf("after a failed write the client should still record one bucket, has %q", g)
+	}
+}
+
+func TestAnEndpointSeenLocalByOneServiceOnlyKeepsItsDNATFlowWithoutHairpin(t *testing.T) {
+	c, br := newServiceUnitClient(t)
+	ctx := context.Background()
+	other := ServicePort{IP: netip.MustParseAddr("10.96.0.11"), Protocol: 6, Port: 8080}
+	remoteView := ep1
+	remoteView.Local = false // a slice without nodeName
+	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InstallService(ctx, "default/web2", ServiceEndpoints{other: {remoteView}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UninstallService(ctx, "default/web"); err != nil {
+		t.Fatal(err)
+	}
+	got := br.inTable(c.p.Table(EndpointDNATTable))
+	sort.Strings(got)
+	if len(got) != 2 || !strings.Contains(strings.Join(got, "\n"), "priority=200,tcp,reg3=0xa0a0103") || strings.Contains(strings.Join(got, "\n"), "nw_src=") {
+		t.Fatalf("the endpoint's DNAT flow should stay for web2, its hairpin flow should go with web; EndpointDNAT has:\n%s", strings.Join(got, "\n"))
+	}
+}

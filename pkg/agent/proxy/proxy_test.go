@@ -1,0 +1,302 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func service(name, clusterIP string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec:       corev1.ServiceSpec{ClusterIP: clusterIP, ClusterIPs: []string{clusterIP}, Ports: ports},
+	}
+}
+
+func svcPort(name string, proto corev1.Protocol, port int32, target int) corev1.ServicePort {
+	return corev1.ServicePort{Name: name, Protocol: proto, Port: port, TargetPort: intstr.FromInt(target)}
+}
+
+type ep struct {
+	ip          string
+	node        string
+	ready       *bool
+	serving     *bool
+	terminating *bool
+}
+
+func slice(name, svc string, ports []discoveryv1.EndpointPort, eps ...ep) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       ports,
+	}
+	for _, e := range eps {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{e.ip},
+			NodeName:   ptr(e.node),
+			Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating},
+		})
+	}
+	return s
+}
+
+func slicePorts(ps ...discoveryv1.EndpointPort) []discoveryv1.EndpointPort { return ps }
+
+func epPort(name string, proto corev1.Protocol, port int32) discoveryv1.EndpointPort {
+	return discoveryv1.EndpointPort{Name: ptr(name), Protocol: ptr(proto), Port: ptr(port)}
+}
+
+func vipPort(ip string, proto uint8, port uint16) agentof.ServicePort {
+	return agentof.ServicePort{IP: netip.MustParseAddr(ip), Protocol: proto, Port: port}
+}
+
+func endpoint(ip string, port uint16, local bool) agentof.Endpoint {
+	return agentof.Endpoint{IP: netip.MustParseAddr(ip), Port: port, Local: local}
+}
+
+func TestDesiredState(t *testing.T) {
+	web := service("web", "10.96.0.10", svcPort("http", corev1.ProtocolTCP, 80, 8080), svcPort("dns", corev1.ProtocolUDP, 53, 5353))
+	webPorts := slicePorts(epPort("http", corev1.ProtocolTCP, 8080), epPort("dns", corev1.ProtocolUDP, 5353))
+	for _, tc := range []struct {
+		name   string
+		svc    *corev1.Service
+		slices []*discoveryv1.EndpointSlice
+		want   agentof.ServiceEndpoints
+	}{
+		{
+			name:   "each port gets the ready endpoints at the slice's port of the same name",
+			svc:    web,
+			slices: []*discoveryv1.EndpointSlice{slice("web-1", "web", webPorts, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.2.3", node: "node-2", ready: ptr(true)})},
+			want: agentof.ServiceEndpoints{
+				vipPort("10.96.0.10", 6, 80):  {endpoint("10.10.1.3", 8080, true), endpoint("10.10.2.3", 8080, false)},
+				vipPort("10.96.0.10", 17, 53): {endpoint("10.10.1.3", 5353, true), endpoint("10.10.2.3", 5353, false)},
+			},
+		},
+		{
+			name: "endpoints of several slices are merged and de-duplicated",
+			svc:  web,
+			slices: []*discoveryv1.EndpointSlice{
+				slice("web-1", "web", webPorts, ep{ip: "10.10.2.3", node: "node-2"}),
+				slice("web-2", "web", webPorts, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.2.3", node: "node-2"}),
+			},
+			want: agentof.ServiceEndpoints{
+				vipPort("10.96.0.10", 6, 80):  {endpoint("10.10.1.3", 8080, true), endpoint("10.10.2.3", 8080, false)},
+				vipPort("10.96.0.10", 17, 53): {endpoint("10.10.1.3", 5353, true), endpoint("10.10.2.3", 5353, false)},
+			},
+		},
+		{
+			name:   "not-ready endpoints are left out; a port without endpoints stays, empty",
+			svc:    web,
+			slices: []*discoveryv1.EndpointSlice{slice("web-1", "web", webPorts, ep{ip: "10.10.1.3", node: "node-1", ready: ptr(false)})},
+			want: agentof.ServiceEndpoints{
+				vipPort("10.96.0.10", 6, 80):  nil,
+				vipPort("10.96.0.10", 17, 53): nil,
+			},
+		},
+		{
+			name: "serving terminating endpoints are used only when none is ready",
+			svc:  service("web", "10.96.0.10", svcPort("", corev1.ProtocolTCP, 80, 8080)),
+			slices: []*discoveryv1.EndpointSlice{slice("web-1", "web", slicePorts(epPort("", corev1.ProtocolTCP, 8080)),
+				ep{ip: "10.10.1.3", node: "node-1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)},
+				ep{ip: "10.10.1.4", node: "node-1", ready: ptr(false), serving: ptr(false), terminating: ptr(true)})},
+			want: agentof.ServiceEndpoints{vipPort("10.96.0.10", 6, 80): {endpoint("10.10.1.3", 8080, true)}},
+		},
+		{
+			name: "a slice port of another protocol or name does not serve the Service port",
+			svc:  service("web", "10.96.0.10", svcPort("http", corev1.ProtocolTCP, 80, 8080)),
+			slices: []*discoveryv1.EndpointSlice{slice("web-1", "web", slicePorts(epPort("http", corev1.ProtocolUDP, 8080), epPort("other", corev1.ProtocolTCP, 9090)),
+				ep{ip: "10.10.1.3", node: "node-1"})},
+			want: agentof.ServiceEndpoints{vipPort("10.96.0.10", 6, 80): nil},
+		},
+		{
+			name: "IPv6 slices and SCTP ports are not realized",
+			svc:  service("web", "10.96.0.10", svcPort("http", corev1.ProtocolTCP, 80, 8080), svcPort("s", corev1.ProtocolSCTP, 9, 9)),
+			slices: []*discoveryv1.EndpointSlice{func() *discoveryv1.EndpointSlice {
+				s := slice("web-v6", "web", slicePorts(epPort("http", corev1.ProtocolTCP, 8080)), ep{ip: "fd00::3", node: "node-1"})
+				s.AddressType = discoveryv1.AddressTypeIPv6
+				return s
+			}()},
+			want: agentof.ServiceEndpoints{vipPort("10.96.0.10", 6, 80): nil},
+		},
+		{
+			name:   "a headless Service has no state",
+			svc:    service("web", corev1.ClusterIPNone, svcPort("http", corev1.ProtocolTCP, 80, 8080)),
+			slices: []*discoveryv1.EndpointSlice{slice("web-1", "web", slicePorts(epPort("http", corev1.ProtocolTCP, 8080)), ep{ip: "10.10.1.3", node: "node-1"})},
+		},
+		{
+			name: "a Service without ClusterIP (ExternalName) has no state",
+			svc:  &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ext"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := desiredState(tc.svc, tc.slices, "node-1"); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got  %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// fakeFlows records InstallService calls; failNext makes the next one fail.
+type fakeFlows struct {
+	mu       sync.Mutex
+	calls    []string
+	state    map[string]agentof.ServiceEndpoints
+	failNext bool
+	resets   int
+}
+
+func (f *fakeFlows) InstallService(_ context.Context, name string, want agentof.ServiceEndpoints) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failNext {
+		f.failNext = false
+		return fmt.Errorf("bundle refused")
+	}
+	f.calls = append(f.calls, name)
+	if len(want) == 0 {
+		delete(f.state, name)
+	} else {
+		f.state[name] = want
+	}
+	return nil
+}
+
+func (f *fakeFlows) DeleteAllGroups(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.calls) > 0 {
+		return fmt.Errorf("groups deleted after a Service was installed")
+	}
+	f.resets++
+	return nil
+}
+
+func (f *fakeFlows) snapshot() ([]string, map[string]agentof.ServiceEndpoints) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := map[string]agentof.ServiceEndpoints{}
+	for k, v := range f.state {
+		st[k] = v
+	}
+	return append([]string(nil), f.calls...), st
+}
+
+func startProxy(t *testing.T, objs ...interface{}) (*fake.Clientset, *fakeFlows) {
+	t.Helper()
+	client := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, o := range objs {
+		create(t, client, o)
+	}
+	f := informers.NewSharedInformerFactory(client, 0)
+	flows := &fakeFlows{state: map[string]agentof.ServiceEndpoints{}}
+	p, err := New("node-1", f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), flows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	go func() { _ = p.Run(ctx) }()
+	return client, flows
+}
+
+func create(t *testing.T, client *fake.Clientset, o interface{}) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	switch o := o.(type) {
+	case *corev1.Service:
+		_, err = client.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *discoveryv1.EndpointSlice:
+		_, err = client.DiscoveryV1().EndpointSlices(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually waits until cond holds on the fake's record.
+func eventually(t *testing.T, flows *fakeFlows, what string, cond func(calls []string, st map[string]agentof.ServiceEndpoints) bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return cond(flows.snapshot()), nil
+	})
+	if err != nil {
+		calls, st := flows.snapshot()
+		t.Fatalf("%s: calls %v, state %v", what, calls, st)
+	}
+}
+
+func TestProxyInstallsOnlyWhatChanged(t *testing.T) {
+	ports := slicePorts(epPort("http", corev1.ProtocolTCP, 8080))
+	client, flows := startProxy(t,
+		service("web", "10.96.0.10", svcPort("http", corev1.ProtocolTCP, 80, 8080)),
+		slice("web-1", "web", ports, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.2.3", node: "node-2"}),
+		service("headless", corev1.ClusterIPNone, svcPort("http", corev1.ProtocolTCP, 80, 8080)),
+		slice("headless-1", "headless", ports, ep{ip: "10.10.1.4", node: "node-1"}),
+	)
+	vip := vipPort("10.96.0.10", 6, 80)
+	eventually(t, flows, "the Service should be installed with both endpoints, the headless one not at all", func(calls []string, st map[string]agentof.ServiceEndpoints) bool {
+		return len(calls) == 1 && calls[0] == "default/web" && len(st["default/web"][vip]) == 2
+	})
+	if flows.resets != 1 {
+		t.Fatalf("groups of an earlier run should be deleted once, before the first install; were %d times", flows.resets)
+	}
+	ctx := context.Background()
+
+	// A change that does not touch the desired state writes nothing.
+	svc, _ := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	svc.Labels = map[string]string{"touched": "yes"}
+	if _, err := client.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An endpoint becomes not ready: one install with one endpoint left. A
+	// failing first attempt is retried.
+	flows.mu.Lock()
+	flows.failNext = true
+	flows.mu.Unlock()
+	s, _ := client.DiscoveryV1().EndpointSlices("default").Get(ctx, "web-1", metav1.GetOptions{})
+	s.Endpoints[1].Conditions.Ready = ptr(false)
+	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, flows, "one more install with the remaining endpoint", func(calls []string, st map[string]agentof.ServiceEndpoints) bool {
+		return len(calls) == 2 && reflect.DeepEqual(st["default/web"][vip], []agentof.Endpoint{endpoint("10.10.1.3", 8080, true)})
+	})
+
+	// The Service goes: one uninstall; its slice going later writes nothing.
+	if err := client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, flows, "the Service should be uninstalled", func(calls []string, st map[string]agentof.ServiceEndpoints) bool {
+		return len(calls) == 3 && len(st) == 0
+	})
+	if err := client.DiscoveryV1().EndpointSlices("default").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A new Service is a marker: once it is installed, every earlier event was processed.
+	create(t, client, service("marker", "10.96.0.11", svcPort("", corev1.ProtocolUDP, 53, 53)))
+	eventually(t, flows, "the marker Service should be installed", func(calls []string, st map[string]agentof.ServiceEndpoints) bool {
+		return len(st) == 1 && st["default/marker"] != nil
+	})
+	if calls, _ := flows.snapshot(); len(calls) != 4 {
+		t.Fatalf("the label change and the late slice delete should have written nothing; calls %v", calls)
+	}
+}
