@@ -99,7 +99,8 @@ type nodeMountsConfig struct {
 	Ready string `json:"ready"`
 }
 
-// Directories of a real node, all under its node directory.
+// NodeHostPath is where a real node keeps its own copy of the host path
+// path (one of nodeHostPaths), which its mount namespace binds over path.
 func (o Options) NodeHostPath(node, path string) string {
 	if path == "/var/run/openvswitch" {
 		return o.NodeOVSDir(node) // where the node's ovsdb-server puts db.sock
