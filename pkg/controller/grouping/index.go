@@ -26,7 +26,9 @@ type Index struct {
 	// Namespace selectors; Namespace-scoped groups live in their nsItem.
 	clusterByPod *selectorIndex[*groupItem]
 	clusterByNs  *selectorIndex[*groupItem]
-	handlers     []EventHandler
+	// blocks files the ipBlock groups by CIDR.
+	blocks   *blockIndex
+	handlers []EventHandler
 }
 
 type podItem struct {
@@ -65,6 +67,7 @@ func NewIndex() *Index {
 		groups:       map[string]*groupItem{},
 		clusterByPod: newSelectorIndex[*groupItem](),
 		clusterByNs:  newSelectorIndex[*groupItem](),
+		blocks:       newBlockIndex(),
 	}
 }
 
@@ -79,6 +82,15 @@ func podLabels(p *podItem) labels.Set      { return p.pod.Labels }
 func nsLabels(n *nsItem) labels.Set        { return n.labels }
 func podKey(namespace, name string) string { return namespace + "/" + name }
 
+// selectsLocked tells whether g selects the Pod of item as the index holds
+// it now.
+func (i *Index) selectsLocked(g *groupItem, item *podItem) bool {
+	if b := g.sel.IPBlock; b != nil {
+		return i.blocks.holds(b, item)
+	}
+	return (!g.sel.ClusterScoped() || item.ns.clusterGroups.has(g)) && g.sel.PodSelector.Matches(labels.Set(item.pod.Labels))
+}
+
 // AddGroup registers the group of sel, computing its members, and returns its
 // key. Registering a selector whose key is already known is a no-op. No event
 // is sent for the new group: the caller syncs it.
@@ -92,6 +104,14 @@ func (i *Index) AddGroup(sel *Selector) string {
 	g := &groupItem{key: key, sel: sel, members: set[*podItem]{}}
 	i.groups[key] = g
 	addMember := func(p *podItem) { g.members[p] = struct{}{} }
+	if sel.IPBlock != nil {
+		if !i.blocks.active() {
+			i.blocks.activate(i.pods)
+		}
+		i.blocks.add(g)
+		i.blocks.covered(sel.IPBlock, addMember)
+		return key
+	}
 	if !sel.ClusterScoped() {
 		ns := i.namespaceLocked(sel.Namespace)
 		ns.groups.add(g, sel.PodSelector)
@@ -118,6 +138,10 @@ func (i *Index) DeleteGroup(key string) {
 		return
 	}
 	delete(i.groups, key)
+	if g.sel.IPBlock != nil {
+		i.blocks.remove(g)
+		return
+	}
 	if !g.sel.ClusterScoped() {
 		ns := i.namespaces[g.sel.Namespace]
 		ns.groups.remove(g, g.sel.PodSelector)
@@ -186,9 +210,9 @@ func (i *Index) addPod(pod *v1.Pod) []string {
 	}
 	item.pod = pod
 	ns.pods.add(item, pod.Labels)
+	oldIPs, newIPs := i.blocks.repod(item, old, pod)
 
 	dataChanged := old == nil || MemberDataChanged(old, pod)
-	newLabels := labels.Set(pod.Labels)
 	var affected []string
 	seen := set[*groupItem]{}
 	check := func(g *groupItem) {
@@ -197,7 +221,7 @@ func (i *Index) addPod(pod *v1.Pod) []string {
 		}
 		seen[g] = struct{}{}
 		was := g.members.has(item)
-		is := (!g.sel.ClusterScoped() || ns.clusterGroups.has(g)) && g.sel.PodSelector.Matches(newLabels)
+		is := i.selectsLocked(g, item)
 		if is {
 			g.members[item] = struct{}{}
 		} else if was {
@@ -210,9 +234,11 @@ func (i *Index) addPod(pod *v1.Pod) []string {
 	if old != nil {
 		ns.groups.candidates(old.Labels, check)
 		i.clusterByPod.candidates(old.Labels, check)
+		i.blocks.candidates(oldIPs, check)
 	}
 	ns.groups.candidates(pod.Labels, check)
 	i.clusterByPod.candidates(pod.Labels, check)
+	i.blocks.candidates(newIPs, check)
 	return affected
 }
 
@@ -239,10 +265,12 @@ func (i *Index) deletePod(namespace, name string) []string {
 			affected = append(affected, g.key)
 		}
 	}
-	// Each group is filed once per index and the Pod has one value per label
-	// key, so no group is visited twice here.
+	// A group visited twice (an ipBlock holding two of the Pod's addresses)
+	// is no member any more the second time.
 	ns.groups.candidates(item.pod.Labels, check)
 	i.clusterByPod.candidates(item.pod.Labels, check)
+	i.blocks.candidates(i.blocks.addrs[item], check)
+	i.blocks.unfile(item)
 	i.gcNamespaceLocked(ns)
 	return affected
 }

@@ -3,6 +3,7 @@ package grouping
 import (
 	"fmt"
 	"math/rand"
+	"net/netip"
 	"slices"
 	"sort"
 	"testing"
@@ -384,9 +385,9 @@ func TestSelectorIndexVisitsOnlySelectorsThatCouldMatch(t *testing.T) {
 }
 
 // TestRandomEventsKeepMembersEqualToABruteForceEvaluation drives the index with
-// random pod, namespace and group operations and, after each, compares every
-// group's members with a scan of all pods, and checks that each group whose
-// members changed was notified.
+// random pod, namespace and group operations (label and ipBlock groups) and,
+// after each, compares every group's members with a scan of all pods, and
+// checks that each group whose members changed was notified.
 func TestRandomEventsKeepMembersEqualToABruteForceEvaluation(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	values := []string{"a", "b", "c"}
@@ -422,9 +423,21 @@ func TestRandomEventsKeepMembersEqualToABruteForceEvaluation(t *testing.T) {
 	nsLbls := map[string]labels.Set{}
 	sels := map[string]*Selector{}
 
+	blocks := []*Selector{
+		NewIPBlockSelector(netip.MustParsePrefix("10.0.0.0/8"), nil),
+		NewIPBlockSelector(netip.MustParsePrefix("10.0.0.0/8"), []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}),
+		NewIPBlockSelector(netip.MustParsePrefix("10.1.0.0/16"), []netip.Prefix{netip.MustParsePrefix("10.1.0.1/32")}),
+		NewIPBlockSelector(netip.MustParsePrefix("10.2.0.2/32"), nil),
+	}
 	brute := func(s *Selector) []string {
 		var out []string
 		for _, p := range pods {
+			if s.IPBlock != nil {
+				if s.IPBlock.containsAny(podAddrs(p)) {
+					out = append(out, p.Namespace+"/"+p.Name)
+				}
+				continue
+			}
 			nl, ok := nsLbls[p.Namespace]
 			if !ok {
 				nl = namespaceLabels(p.Namespace, nil)
@@ -453,7 +466,11 @@ func TestRandomEventsKeepMembersEqualToABruteForceEvaluation(t *testing.T) {
 		switch op := rng.Intn(10); {
 		case op < 4:
 			name := fmt.Sprintf("p%d", rng.Intn(8))
-			p := newPod(ns, name, randLabels(), fmt.Sprintf("10.0.0.%d", rng.Intn(3)), "n1")
+			ip := fmt.Sprintf("10.%d.0.%d", rng.Intn(3), rng.Intn(3))
+			if rng.Intn(8) == 0 {
+				ip = ""
+			}
+			p := newPod(ns, name, randLabels(), ip, "n1")
 			pods[ns+"/"+name] = p
 			idx.AddPod(p)
 		case op < 5:
@@ -469,10 +486,13 @@ func TestRandomEventsKeepMembersEqualToABruteForceEvaluation(t *testing.T) {
 			idx.DeleteNamespace(ns)
 		case op < 9:
 			var s *Selector
-			if rng.Intn(2) == 0 {
+			switch rng.Intn(3) {
+			case 0:
 				s = mustSelector(t, ns, randSelector(), nil)
-			} else {
+			case 1:
 				s = mustSelector(t, "", randSelector(), randSelector())
+			default:
+				s = blocks[rng.Intn(len(blocks))]
 			}
 			sels[idx.AddGroup(s)] = s
 		default:

@@ -4,8 +4,8 @@
 // groups the event affects, without scanning every group.
 //
 // A group is identified by the normalized string form of its selector
-// (namespace + podSelector + namespaceSelector), so two policy rules that
-// select the same peers share one group.
+// (namespace + podSelector + namespaceSelector, or an ipBlock), so two policy
+// rules that select the same peers share one group.
 package grouping
 
 import (
@@ -23,14 +23,18 @@ import (
 const NamespaceNameLabel = "kubernetes.io/metadata.name"
 
 // Selector selects Pods either in one Namespace (NamespaceSelector nil) or in
-// every Namespace whose labels match NamespaceSelector (Namespace empty).
+// every Namespace whose labels match NamespaceSelector (Namespace empty), or,
+// built by NewIPBlockSelector, by address rather than by label.
 type Selector struct {
 	// Namespace is the only Namespace searched when NamespaceSelector is nil.
 	Namespace string
-	// PodSelector selects Pods by label; never nil.
+	// PodSelector selects Pods by label; nil exactly when IPBlock is set.
 	PodSelector labels.Selector
 	// NamespaceSelector selects Namespaces by label; nil means "only Namespace".
 	NamespaceSelector labels.Selector
+	// IPBlock, when set, selects the Pods with an address in the block, in
+	// every Namespace; the label fields are then unset.
+	IPBlock *IPBlock
 
 	key string
 }
@@ -73,10 +77,14 @@ func (s *Selector) Key() string {
 // String returns Key, so a Selector prints usefully in logs.
 func (s *Selector) String() string { return s.Key() }
 
-// ClusterScoped tells whether the selector spans Namespaces.
+// ClusterScoped tells whether the label selector spans Namespaces; it is
+// false for an ipBlock selector, which is filed apart from label selectors.
 func (s *Selector) ClusterScoped() bool { return s.NamespaceSelector != nil }
 
 func normalize(s *Selector) string {
+	if s.IPBlock != nil {
+		return "ipBlock=" + s.IPBlock.String()
+	}
 	var b strings.Builder
 	if s.NamespaceSelector == nil {
 		b.WriteString("namespace=")

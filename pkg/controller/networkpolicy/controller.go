@@ -26,6 +26,10 @@
 //   - an absent or empty peer list becomes IPBlocks 0.0.0.0/0 and ::/0, plus
 //     the all-Pods AddressGroup for an egress rule with a named port; absent
 //     or empty ports become nil Services (every port);
+//   - an egress rule with a named port also gets, for each ipBlock peer, the
+//     AddressGroup of the Pods with an address in the block (minus except)
+//     and a named port, holding only those addresses: Kubernetes resolves a
+//     named port on the destination Pod whichever peer matched its address;
 //   - spans: an AppliedToGroup spans the Nodes of its members, a policy spans
 //     its AppliedToGroup, and an AddressGroup spans every policy using it;
 //   - group names are UUIDs derived from the normalized selector, stable

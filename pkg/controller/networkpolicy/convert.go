@@ -3,6 +3,7 @@ package networkpolicy
 import (
 	"fmt"
 	"net"
+	"net/netip"
 
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -109,11 +110,14 @@ func computePolicy(np *networkingv1.NetworkPolicy, groupName func(selectorKey st
 }
 
 // toPeer converts a rule's peers. Absent and empty lists both mean "every
-// address" (Kubernetes treats them alike). An egress rule to every address
-// that uses a named port also gets the all-Pods AddressGroup, because the
-// agent resolves a named port against the members of the peer's groups — as
-// upstream Antrea does; ingress named ports resolve against the applied-to
-// members instead.
+// address" (Kubernetes treats them alike). The agent resolves the named
+// ports of an egress rule against the members of the peer's AddressGroups
+// (ingress named ports resolve against the applied-to members instead), and
+// Kubernetes resolves them on the destination Pod whatever kind of peer
+// matched its address. So an egress rule with a named port gets, besides its
+// ipBlocks, the AddressGroup of the Pods inside each block (minus except);
+// to every address, that is the all-Pods AddressGroup, as upstream Antrea
+// does. An address of a block that is no Pod's resolves no named port.
 func (cp *computedPolicy) toPeer(np *networkingv1.NetworkPolicy, peers []networkingv1.NetworkPolicyPeer, dir controlplane.Direction, namedPort bool, groupName func(string) string) (controlplane.NetworkPolicyPeer, error) {
 	var out controlplane.NetworkPolicyPeer
 	if len(peers) == 0 {
@@ -140,6 +144,13 @@ func (cp *computedPolicy) toPeer(np *networkingv1.NetworkPolicy, peers []network
 				continue
 			}
 			out.IPBlocks = append(out.IPBlocks, b)
+			if dir == controlplane.DirectionOut && namedPort {
+				name := cp.addAddressGroup(ipBlockSelector(b), groupName)
+				if !seen[name] {
+					seen[name] = true
+					out.AddressGroups = append(out.AddressGroups, name)
+				}
+			}
 			continue
 		}
 		sel, err := grouping.NewSelector(np.Namespace, p.PodSelector, p.NamespaceSelector)
@@ -208,6 +219,26 @@ func toIPBlock(b *networkingv1.IPBlock) (controlplane.IPBlock, error) {
 		out.Except = append(out.Except, ex)
 	}
 	return out, nil
+}
+
+// ipBlockSelector is the index selector of the Pods inside a converted block.
+func ipBlockSelector(b controlplane.IPBlock) *grouping.Selector {
+	except := make([]netip.Prefix, 0, len(b.Except))
+	for _, e := range b.Except {
+		except = append(except, ipNetPrefix(e))
+	}
+	return grouping.NewIPBlockSelector(ipNetPrefix(b.CIDR), except)
+}
+
+// ipNetPrefix converts an IPNet made by toIPNet, which is always valid.
+func ipNetPrefix(n controlplane.IPNet) netip.Prefix {
+	a, _ := netip.AddrFromSlice(n.IP)
+	return netip.PrefixFrom(a, int(n.PrefixLength))
+}
+
+// prefixIPNet is the API form of a prefix.
+func prefixIPNet(p netip.Prefix) controlplane.IPNet {
+	return controlplane.IPNet{IP: controlplane.IPAddress(p.Addr().AsSlice()), PrefixLength: int32(p.Bits())}
 }
 
 func toIPNet(cidr string) (controlplane.IPNet, error) {

@@ -3,6 +3,7 @@ package networkpolicy
 import (
 	"context"
 	"fmt"
+	"net/netip"
 
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/apis/controlplane"
+	"antrea.io/antrea/pkg/controller/grouping"
 	"antrea.io/antrea/pkg/controller/types"
 )
 
@@ -146,22 +148,53 @@ func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets
 }
 
 // computeAddressGroupLocked recomputes the members of ag: every selected Pod
-// with an IP that has not terminated.
+// with an IP that has not terminated (for an ipBlock group, see blockMember).
 func (c *Controller) computeAddressGroupLocked(ag *addressGroupState) {
 	pods, _ := c.index.GroupPods(ag.sel.Key())
 	members := make(controlplane.GroupMemberSet, len(pods))
+	block := ag.sel.IPBlock
 	for _, pod := range pods {
 		if podTerminated(pod) || pod.Status.PodIP == "" && len(pod.Status.PodIPs) == 0 {
 			continue
 		}
 		m := c.memberLocked(pod)
-		members[m.key] = m.member
+		if block == nil {
+			members[m.key] = m.member
+		} else if key, member := blockMember(block, m); member != nil {
+			members[key] = member
+		}
 	}
 	if ag.members != nil && ag.members.Equal(members) {
 		return
 	}
 	ag.members = members
 	ag.dirty = true
+}
+
+// blockMember is the member of a Pod in the group of an ipBlock: the Pod
+// with only its addresses inside the block, so that a dual-stack Pod does
+// not lend its ports to its other address. It is nil for a Pod without named
+// ports, which such a group, there only to resolve named ports, can leave out.
+func blockMember(block *grouping.IPBlock, m *cachedMember) (string, *controlplane.GroupMember) {
+	if len(m.member.Ports) == 0 {
+		return "", nil
+	}
+	var ips []controlplane.IPAddress
+	for _, ip := range m.member.IPs {
+		if a, ok := netip.AddrFromSlice(ip); ok && block.Contains(a) {
+			ips = append(ips, ip)
+		}
+	}
+	switch len(ips) {
+	case 0:
+		return "", nil
+	case len(m.member.IPs):
+		return m.key, m.member
+	}
+	// Members are never modified once built, so the copy may share the rest.
+	member := *m.member
+	member.IPs = ips
+	return controlplane.MemberKey(&member), &member
 }
 
 func (c *Controller) publishAppliedToGroupLocked(atg *appliedToGroupState) error {

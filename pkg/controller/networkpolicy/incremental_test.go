@@ -54,7 +54,8 @@ func randomChangesAgainstFreshComputation(t *testing.T, seed int64) {
 	nodes := []string{"n1", "n2", "n3", "n4"}
 	pick := func(s []string) string { return s[rng.Intn(len(s))] }
 	randPod := func(ns, name string) *v1.Pod {
-		ip := fmt.Sprintf("10.1.%d.%d", rng.Intn(4), rng.Intn(250))
+		// 10.1/16 is the except of the ipBlock peer below, 10.2/16 is not.
+		ip := fmt.Sprintf("10.%d.%d.%d", 1+rng.Intn(2), rng.Intn(4), rng.Intn(250))
 		node := pick(nodes)
 		if rng.Intn(6) == 0 {
 			ip, node = "", ""

@@ -37,7 +37,16 @@ func (c *Controller) groupNameLocked(selectorKey string) string {
 
 // typesSelector is the selector in the stores' form, built once per selector.
 func (sg *selectorGroups) typesSelector() *types.GroupSelector {
-	if sg.typesSel == nil {
+	if sg.typesSel != nil {
+		return sg.typesSel
+	}
+	if b := sg.sel.IPBlock; b != nil {
+		block := &controlplane.IPBlock{CIDR: prefixIPNet(b.CIDR)}
+		for _, e := range b.Except {
+			block.Except = append(block.Except, prefixIPNet(e))
+		}
+		sg.typesSel = types.NewIPBlockGroupSelector(block, b.String())
+	} else {
 		sg.typesSel = types.NewGroupSelector(sg.sel.Namespace, sg.sel.PodSelector, sg.sel.NamespaceSelector)
 	}
 	return sg.typesSel

@@ -43,7 +43,12 @@ type GroupSelector struct {
 	PodSelector labels.Selector
 	// NamespaceSelector selects Namespaces; nil when Namespace is set.
 	NamespaceSelector labels.Selector
-	// NormalizedName identifies the selector; use NewGroupSelector to fill it.
+	// IPBlock, when set, selects the Pods whose addresses the block covers
+	// (an AddressGroup that resolves the named ports of an egress rule with
+	// an ipBlock peer); the other selectors are then unset.
+	IPBlock *controlplane.IPBlock
+	// NormalizedName identifies the selector; use NewGroupSelector or
+	// NewIPBlockGroupSelector to fill it.
 	NormalizedName string
 }
 
@@ -63,6 +68,12 @@ func NewGroupSelector(namespace string, podSelector, namespaceSelector labels.Se
 	}
 	gs.NormalizedName = strings.Join(parts, " And ")
 	return gs
+}
+
+// NewIPBlockGroupSelector builds the GroupSelector of the Pods in block;
+// normalizedBlock is the block's canonical text, which names it.
+func NewIPBlockGroupSelector(block *controlplane.IPBlock, normalizedBlock string) *GroupSelector {
+	return &GroupSelector{IPBlock: block, NormalizedName: "ipBlock=" + normalizedBlock}
 }
 
 // String is the NormalizedName.

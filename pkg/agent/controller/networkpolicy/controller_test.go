@@ -162,3 +162,43 @@ func TestIPBlockExceptSplitsIntoDisjointPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// An egress rule with a named port and an ipBlock peer arrives with the
+// AddressGroup of the Pods inside the block (issue 10): the name resolves
+// per Pod, as for a selector peer, and the block's other addresses keep
+// only the numbered ports.
+func TestEgressNamedPortToAnIPBlockResolvesOnThePodsOfTheBlock(t *testing.T) {
+	store := interfacestore.NewInterfaceStore()
+	for i, name := range []string{"a", "b"} {
+		iface := interfacestore.NewContainerInterface("veth-"+name, "c-"+name, name, "x", "eth0", nil, nil, 0)
+		iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(10 + i)}
+		store.AddInterface(iface)
+	}
+	atg := &cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg1"},
+		GroupMembers: []cpv1beta2.GroupMember{member("x", "a", "10.10.1.2"), member("x", "b", "10.10.1.3")}}
+	block := &cpv1beta2.AddressGroup{ObjectMeta: metav1.ObjectMeta{Name: "block"},
+		GroupMembers: []cpv1beta2.GroupMember{
+			member("y", "c", "10.10.2.5", cpv1beta2.NamedPort{Name: "http", Port: 8080, Protocol: cpv1beta2.ProtocolTCP}),
+			member("y", "d", "10.10.2.6", cpv1beta2.NamedPort{Name: "http", Port: 9090, Protocol: cpv1beta2.ProtocolTCP}),
+		}}
+	http, https := intstr.FromString("http"), intstr.FromInt32(443)
+	np := &cpv1beta2.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "np1", Generation: 1},
+		AppliedToGroups: []string{"atg1"},
+		Rules: []cpv1beta2.NetworkPolicyRule{{Direction: cpv1beta2.DirectionOut,
+			To: cpv1beta2.NetworkPolicyPeer{AddressGroups: []string{"block"}, IPBlocks: []cpv1beta2.IPBlock{{
+				CIDR: cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.ParseIP("10.0.0.0").To4()), PrefixLength: 8}}}},
+			Services: []cpv1beta2.Service{{Protocol: tcp(), Port: &http}, {Protocol: tcp(), Port: &https}}}}}
+	client := fake.NewSimpleClientset(atg, block, np)
+	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
+	c := NewController("n1", client, flows, store)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+
+	eventually(t, flows, strings.Join([]string{
+		"Egress [10.0.0.0/8] -> [10 11] [{6 443 0}]",
+		"Egress [10.10.2.5/32] -> [10 11] [{6 8080 0} {6 443 0}]",
+		"Egress [10.10.2.6/32] -> [10 11] [{6 9090 0} {6 443 0}]",
+		"isolated in=[] out=[10 11]",
+	}, "\n"))
+}
