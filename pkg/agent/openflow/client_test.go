@@ -184,14 +184,7 @@ func TestPodFlowsConnectPodsAndGatewayOnRealOVS(t *testing.T) {
 	if err := in.RestartVSwitchd(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := strings.Join(clientFlows(c), "\n")
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Join(dumpFlows(t, in), "\n") != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("flows were not replayed after an ovs-vswitchd restart; bridge has:\n%s", strings.Join(dumpFlows(t, in), "\n"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFlowsReplayed(t, in, c)
 	pingEventually(t, pod1.ns, pod2.ip)
 }
 
@@ -227,5 +220,19 @@ func TestDeleteRoundRemovesOnlyStaleFlows(t *testing.T) {
 	}
 	if got, want := strings.Join(dumpFlows(t, in), "\n"), strings.Join(clientFlows(cur), "\n"); got != want {
 		t.Fatalf("after DeleteRound only the current round's flows should remain\ngot:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// waitFlowsReplayed waits until the bridge holds exactly the client's flows
+// again, as the reconnect after an ovs-vswitchd restart replays them.
+func waitFlowsReplayed(t *testing.T, in *ovsinstance.Instance, c *Client) {
+	t.Helper()
+	want := strings.Join(clientFlows(c), "\n")
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Join(dumpFlows(t, in), "\n") != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("flows were not replayed after an ovs-vswitchd restart; bridge has:\n%s", strings.Join(dumpFlows(t, in), "\n"))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

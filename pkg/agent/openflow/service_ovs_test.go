@@ -281,14 +281,7 @@ func TestServiceOnRealOVS(t *testing.T) {
 	if err := in.RestartVSwitchd(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := strings.Join(clientFlows(c), "\n")
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Join(dumpFlows(t, in), "\n") != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("flows were not replayed after an ovs-vswitchd restart; bridge has:\n%s", strings.Join(dumpFlows(t, in), "\n"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFlowsReplayed(t, in, c)
 	if got, want := strings.Join(dumpGroups(t, in), "\n"), strings.Join(groupStrings(c.Groups()), "\n"); got != want {
 		t.Fatalf("after the restart the bridge should hold the client's groups\nbridge:\n%s\nclient:\n%s", got, want)
 	}
