@@ -14,6 +14,24 @@ trap '"$LAB" down >/dev/null 2>&1 || true' EXIT
 
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
+# deployment NAME REPLICAS IMAGE ARGS EXTRA: applies a Deployment in namespace bench
+# (EXTRA: one more pod spec line).
+deployment() {
+  kubectl -n bench apply -f - >/dev/null <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1}
+spec:
+  replicas: $2
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      $5
+      containers: [{name: c, image: $3, args: $4}]
+YAML
+}
+
 # measure KUBELET IMAGE ARGS: prints "up_ms deploy20_ms rss10_mib".
 measure() {
   local kubelet=$1 image=$2 args=$3 t up deploy rss
@@ -23,35 +41,12 @@ measure() {
   up=$(ms "$t")
   kubectl create namespace bench >/dev/null
   until kubectl -n bench get serviceaccount default >/dev/null 2>&1; do sleep 0.2; done
-  kubectl -n bench apply -f - >/dev/null <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: ten}
-spec:
-  replicas: 10
-  selector: {matchLabels: {app: ten}}
-  template:
-    metadata: {labels: {app: ten}}
-    spec:
-      terminationGracePeriodSeconds: 0
-      containers: [{name: c, image: $image, args: $args}]
-YAML
+  deployment ten 10 "$image" "$args" "terminationGracePeriodSeconds: 0"
   kubectl -n bench rollout status deployment/ten --timeout=300s >/dev/null
   rss=$("$LAB" status | sed -n 's/.*total RSS of the lab: \([0-9]*\) MiB.*/\1/p')
   kubectl -n bench delete deployment ten --wait=false >/dev/null
   t=$(date +%s%N)
-  kubectl -n bench apply -f - >/dev/null <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: twenty}
-spec:
-  replicas: 20
-  selector: {matchLabels: {app: twenty}}
-  template:
-    metadata: {labels: {app: twenty}}
-    spec:
-      containers: [{name: c, image: $image, args: $args}]
-YAML
+  deployment twenty 20 "$image" "$args" ""
   kubectl -n bench rollout status deployment/twenty --timeout=300s >/dev/null
   deploy=$(ms "$t")
   "$LAB" down >/dev/null
