@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # demo.sh (make demo): brings up a 2-node antrea-lab: a real Kubernetes
-# control plane and real nodes (kubelet + containerd + runc) with Antrea
-# (antrea-controller, and per node OVS, antrea-agent and antrea-cni), runs 4
+# control plane and real nodes (kubelet + containerd + runc), onto which the
+# lab installs Antrea from its manifest build/yamls/antrea.yml (`kubectl
+# apply`: the antrea-controller Deployment and the antrea-agent DaemonSet with
+# its install-cni, antrea-agent and antrea-ovs containers), runs 4
 # agnhost pods (the upstream e2e test image) that kube-scheduler spreads over
 # both nodes, shows pod-to-pod connectivity across nodes (TCP and UDP) with
 # `kubectl exec ... /agnhost connect`, a pod's logs, then applies a
@@ -28,14 +30,15 @@ AGNHOST=registry.k8s.io/e2e-test-images/agnhost:2.66.1
 step "1/9 Tearing down a lab left over from an earlier run (if any)"
 "$LAB" down
 
-step "2/9 Bringing up a 2-node lab: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, antrea-controller, image registry + 2 real nodes (containerd, kubelet, OVS, antrea-agent)"
+step "2/9 Bringing up a 2-node lab: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, image registry + 2 real nodes (containerd, kubelet), then kubectl apply -f build/yamls/antrea.yml"
 start=$(date +%s%N)
 "$LAB" up --nodes 2 --runtime antrea --kubelet real
 end=$(date +%s%N)
 echo "antrea-lab up returned after $(( (end - start) / 1000000 )) ms"
 
-step "3/9 kubectl get nodes -o wide"
+step "3/9 kubectl get nodes -o wide; Antrea's pods, installed from build/yamls/antrea.yml"
 kubectl get nodes -o wide
+kubectl -n kube-system get pods -l app=antrea -o wide
 
 step "4/9 Creating namespace $NS and a Deployment of 4 agnhost pods (netexec on TCP and UDP 80), spread over both nodes by kube-scheduler"
 kubectl create namespace "$NS"

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -47,6 +44,7 @@ func (o Options) nodeCNIBinDir(node string) string {
 	return filepath.Join(o.nodeDir(node), "cni", "bin")
 }
 
+// manifestDir is build/yamls of the repository.
 func (o Options) manifestDir() string {
 	return filepath.Join(filepath.Dir(o.BinDir), "build", "yamls")
 }
@@ -114,12 +112,21 @@ func (s *supervisor) startAntreaNode(ctx context.Context, n NodeInfo, c *credent
 	return err
 }
 
-// startAntreaController applies the Antrea manifests (RBAC, APIService), then
-// starts antrea-controller in the cp netns and waits until kube-apiserver
-// reports its APIService Available.
+// startAntreaController applies the RBAC of Antrea's manifest and the
+// simulator's APIService, then starts antrea-controller in the cp netns and
+// waits until kube-apiserver reports its APIService Available. This is the
+// node simulator's way; real nodes install Antrea from its manifest
+// (installAntrea).
 func (s *supervisor) startAntreaController(ctx context.Context, c *credentials) error {
 	cfg := s.restConfig(c)
-	if err := applyManifests(ctx, cfg, s.opts.manifestDir()); err != nil {
+	manifest, err := os.ReadFile(s.opts.SourceManifest())
+	if err != nil {
+		return fmt.Errorf("read the Antrea manifest (make manifests): %w", err)
+	}
+	if err := applyManifest(ctx, cfg, s.opts.SourceManifest(), manifest, isRBAC); err != nil {
+		return err
+	}
+	if err := applyManifest(ctx, cfg, "simulator APIService", simAPIService, nil); err != nil {
 		return err
 	}
 	kc := c.kubeconfigs["antrea-controller"]
@@ -137,8 +144,8 @@ func (s *supervisor) startAntreaController(ctx context.Context, c *credentials) 
 	if err != nil {
 		return err
 	}
-	return d.waitUntil(ctx, "APIService v1beta2.controlplane.antrea.io Available", func(ctx context.Context) bool {
-		as, err := agg.ApiregistrationV1().APIServices().Get(ctx, "v1beta2.controlplane.antrea.io", metav1.GetOptions{})
+	return d.waitUntil(ctx, "APIService "+controlplaneAPIService+" Available", func(ctx context.Context) bool {
+		as, err := agg.ApiregistrationV1().APIServices().Get(ctx, controlplaneAPIService, metav1.GetOptions{})
 		if err != nil {
 			return false
 		}
@@ -151,18 +158,55 @@ func (s *supervisor) startAntreaController(ctx context.Context, c *credentials) 
 	})
 }
 
-// applyManifests creates (or updates) every object of the YAML files in dir.
-// Bindings to the kube-system/antrea-* ServiceAccounts are also bound to the
-// users of the same name, which is how the lab's components authenticate
-// (client certificates), so the manifests stay the single source of RBAC.
-func applyManifests(ctx context.Context, cfg *rest.Config, dir string) error {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return err
+// simAPIService is the controlplane API of the node simulator's lab: the
+// controller listens on loopback of the control-plane netns, and Endpoints
+// may not point at 127.0.0.0/8, so the Service is an ExternalName to
+// localhost (docs/design/controlplane-api.md). kube-apiserver verifies the
+// controller's certificate for antrea.kube-system.svc against caBundle,
+// which antrea-controller fills in itself.
+var simAPIService = []byte(fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata:
+  name: antrea
+  namespace: kube-system
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports:
+    - name: https
+      port: %[1]d
+      protocol: TCP
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1beta2.controlplane.antrea.io
+spec:
+  group: controlplane.antrea.io
+  version: v1beta2
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  service:
+    name: antrea
+    namespace: kube-system
+    port: %[1]d
+`, ControllerPort))
+
+// isRBAC keeps the ServiceAccounts, roles and bindings of a manifest.
+func isRBAC(obj runtime.Object) bool {
+	switch obj.(type) {
+	case *corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.Role, *rbacv1.ClusterRoleBinding, *rbacv1.RoleBinding:
+		return true
 	}
-	if len(files) == 0 {
-		return fmt.Errorf("no manifests in %s", dir)
-	}
+	return false
+}
+
+// applyManifest creates every object of a YAML manifest that keep accepts
+// (nil: all). Bindings to the kube-system/antrea-* ServiceAccounts are also
+// bound to the users of the same name, which is how the simulator lab's
+// components authenticate (client certificates), so the manifest stays the
+// single source of RBAC.
+func applyManifest(ctx context.Context, cfg *rest.Config, what string, data []byte, keep func(runtime.Object) bool) error {
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -175,30 +219,20 @@ func applyManifests(ctx context.Context, cfg *rest.Config, dir string) error {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = apiregistrationv1.AddToScheme(scheme)
 	decoder := serializer.NewCodecFactory(scheme).UniversalDeserializer()
-	for _, f := range files {
-		data, err := os.ReadFile(f)
+	docs, err := splitYAML(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	for _, doc := range docs {
+		obj, _, err := decoder.Decode(doc, nil, nil)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		r := utilyaml.NewYAMLReader(bufioReader(data))
-		for {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
-			if len(bytes.TrimSpace(stripComments(doc))) == 0 {
-				continue
-			}
-			obj, _, err := decoder.Decode(doc, nil, nil)
-			if err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
-			if err := apply(ctx, kc, agg, obj); err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
+		if keep != nil && !keep(obj) {
+			continue
+		}
+		if err := apply(ctx, kc, agg, obj); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -228,6 +229,14 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 			printNodes(out, nodes.Items)
 		}
 	}
+	if a := st.Antrea; !a.AppliedAt.IsZero() {
+		fmt.Fprintf(out, "\nAntrea: installed from %s (kubectl apply at %s", opts.AppliedManifest(), a.AppliedAt.Format(time.RFC3339))
+		if !a.AgentsReadyAt.IsZero() && !a.ControllerReadyAt.IsZero() {
+			fmt.Fprintf(out, "; agents ready after %.1fs, controller after %.1fs", a.AgentsReadyAt.Sub(a.AppliedAt).Seconds(),
+				a.ControllerReadyAt.Sub(a.AppliedAt).Seconds())
+		}
+		fmt.Fprintf(out, "); its pods: kubectl -n %s get pods -l app=antrea -o wide\n", AntreaNamespace)
+	}
 	fmt.Fprintf(out, "\nkubeconfig: export KUBECONFIG=%s\n", st.Kubeconfig)
 	fmt.Fprintf(out, "logs:       %s (antrea-lab logs COMPONENT [--node NODE])\n", opts.logDir())
 	fmt.Fprintf(out, "tear down:  antrea-lab down\n")
@@ -401,10 +410,17 @@ func Exec(ctx context.Context, opts Options, namespace, pod string, argv []strin
 }
 
 // Logs copies a component's log to out. node selects the node of a per-node
-// component (a name like node-1, or just its number).
+// component (a name like node-1, or just its number). On real nodes the
+// components of Antrea's manifest (antrea-agent, antrea-ovs, install-cni,
+// antrea-controller) are containers: their logs are read from kubelet's pod
+// log files, the newest container first (as `kubectl logs`), without the CRI
+// timestamp prefix.
 func Logs(opts Options, component, node string, out io.Writer) error {
 	if node != "" && !strings.HasPrefix(node, "node-") {
 		node = "node-" + node
+	}
+	if files := AntreaContainerLogs(opts, component, node); len(files) > 0 {
+		return copyCRILog(files[len(files)-1], out)
 	}
 	path := opts.LogPath(component, node)
 	f, err := os.Open(path)
@@ -416,9 +432,61 @@ func Logs(opts Options, component, node string, out io.Writer) error {
 				names = append(names, strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())))
 			}
 		}
+		names = append(names, antreaContainers...)
 		return fmt.Errorf("no log for %s (available: %s): %w", filepath.Base(path), strings.Join(names, ", "), err)
 	}
 	defer f.Close()
 	_, err = io.Copy(out, f)
 	return err
+}
+
+// antreaContainers are the containers of Antrea's manifest.
+var antreaContainers = []string{"antrea-agent", "antrea-ovs", "install-cni", "antrea-controller"}
+
+// AntreaContainerLogs returns kubelet's log files of the container named
+// component in Antrea's pods on node (every node if empty), oldest first.
+func AntreaContainerLogs(opts Options, component, node string) []string {
+	if !slices.Contains(antreaContainers, component) {
+		return nil
+	}
+	nodes := "node-*"
+	if node != "" {
+		nodes = node
+	}
+	files, _ := filepath.Glob(filepath.Join(opts.Dir, "nodes", nodes, "kubelet", "pod-logs",
+		AntreaNamespace+"_antrea-*", component, "*.log"))
+	sort.Slice(files, func(i, j int) bool {
+		fi, errI := os.Stat(files[i])
+		fj, errJ := os.Stat(files[j])
+		if errI != nil || errJ != nil {
+			return files[i] < files[j]
+		}
+		return fi.ModTime().Before(fj.ModTime())
+	})
+	return files
+}
+
+// copyCRILog copies a CRI log file ("<time> <stream> <P|F> <text>" lines)
+// to out as the container wrote it.
+func copyCRILog(path string, out io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.SplitN(sc.Text(), " ", 4)
+		if len(fields) < 4 {
+			fmt.Fprintln(out, sc.Text())
+			continue
+		}
+		if fields[2] == "P" {
+			fmt.Fprint(out, fields[3])
+		} else {
+			fmt.Fprintln(out, fields[3])
+		}
+	}
+	return sc.Err()
 }

@@ -164,6 +164,11 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 
 	s.logf("starting kube-apiserver (advertise %s, services %s)", controlPlaneIP(), ServiceCIDR)
 	f := c.files
+	// With real nodes the aggregator dials the endpoints of an APIService's
+	// Service (antrea-controller's node IP: it is hostNetwork) rather than
+	// its ClusterIP, which nothing realizes in the control plane's netns (no
+	// kube-proxy there). The node simulator's controller runs in this netns
+	// behind an ExternalName Service, which only the default routing takes.
 	apiserver, err := s.startDaemon("kube-apiserver", "", ControlPlaneNetNS, bin("kube-apiserver"),
 		"--etcd-servers=http://127.0.0.1:2379",
 		"--bind-address=0.0.0.0",
@@ -188,6 +193,7 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--proxy-client-cert-file="+f.ProxyClientCert,
 		"--proxy-client-key-file="+f.ProxyClientKey,
+		fmt.Sprintf("--enable-aggregator-routing=%t", s.opts.Kubelet == KubeletReal),
 		// exec, logs and port-forward go to the node's kubelet, which
 		// serves a certificate of the lab CA for the node's IP.
 		"--kubelet-client-certificate="+c.kubeletClientCert,

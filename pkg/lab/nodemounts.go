@@ -40,6 +40,13 @@ func NodeMounts(ctx context.Context, configPath string) error {
 		if err := unix.Mount(b.Source, b.Target, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind %s on %s: %w", b.Source, b.Target, err)
 		}
+		if b.Shared {
+			// Still a slave of nothing on the host: only this node's
+			// mounts under it propagate, and only to its containers.
+			if err := unix.Mount("", b.Target, "", unix.MS_SHARED, ""); err != nil {
+				return fmt.Errorf("make %s shared: %w", b.Target, err)
+			}
+		}
 	}
 	if err := os.WriteFile(cfg.Ready, []byte("ready\n"), 0o644); err != nil {
 		return err

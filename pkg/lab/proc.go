@@ -195,3 +195,32 @@ func CloseInheritedFDsOnExec() {
 		unix.CloseOnExec(fd)
 	}
 }
+
+// NodeProcesses returns the live processes of a node whose command name
+// (/proc/PID/comm) is comm, such as antrea-agent or ovs-vswitchd: daemons of
+// the supervisor on simulated nodes, containers' processes on real nodes
+// (Antrea from its manifest), found through the node's netns either way.
+func NodeProcesses(opts Options, node, comm string) ([]Process, error) {
+	st, err := LoadState(opts.statePath())
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, fmt.Errorf("no lab is running (%s)", opts.statePath())
+	}
+	for _, n := range st.Nodes {
+		if n.Name != node {
+			continue
+		}
+		var out []Process
+		for _, p := range pidsInNetNS(n.NetNS) {
+			name, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.PID))
+			if err == nil && strings.TrimSpace(string(name)) == comm {
+				p.Component, p.Node = comm, node
+				out = append(out, p)
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("the lab has no node %q", node)
+}

@@ -61,6 +61,7 @@ const (
 // namespace binds each to a directory of the node (NodeHostPath), so that
 // hostPath volumes, CNI files and agent sockets are per node as on a cluster.
 var NodeHostPaths = []string{
+	"/var/run/netns",
 	"/opt/cni/bin",
 	"/etc/cni/net.d",
 	"/var/run/antrea",
@@ -90,7 +91,16 @@ var cgroupControllers = []string{"cpu", "cpuacct", "cpuset", "memory", "devices"
 type bindMount struct {
 	Source string `json:"source"`
 	Target string `json:"target"`
+	// Shared makes the mount a shared one (a peer group of its own inside
+	// the node), so that mounts made under it later reach the containers
+	// that mount it with HostToContainer propagation.
+	Shared bool `json:"shared,omitempty"`
 }
+
+// sharedNodeHostPaths are the NodeHostPaths whose later sub-mounts the node's
+// containers must see: containerd mounts each pod's netns in /var/run/netns,
+// and antrea-agent (a container) opens them.
+var sharedNodeHostPaths = map[string]bool{"/var/run/netns": true}
 
 // nodeMountsConfig is what `antrea-lab node-mounts` reads.
 type nodeMountsConfig struct {
@@ -120,8 +130,8 @@ func (o Options) kubeletDir(node string) string { return filepath.Join(o.nodeDir
 // nodeCgroup is the name of a node's cgroup in every hierarchy.
 func nodeCgroup(node NodeInfo) string { return node.NetNS }
 
-// startRealNode starts a real node: cgroups, mount namespace, then Antrea
-// (OVS, agent), containerd and kubelet.
+// startRealNode starts a real node: cgroups, mount namespace, containerd and
+// kubelet. Antrea comes later, from its manifest (installAntrea).
 func (s *supervisor) startRealNode(ctx context.Context, n NodeInfo, c *credentials) error {
 	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "kubelet"} {
 		if _, err := os.Stat(filepath.Join(s.opts.KubeBinDir, b)); err != nil {
@@ -137,11 +147,6 @@ func (s *supervisor) startRealNode(ctx context.Context, n NodeInfo, c *credentia
 	}
 	// Every daemon of the node shares its netns and mount namespace.
 	enter := []string{"nsenter", "-t", strconv.Itoa(holder), "-m", "-n", "--"}
-	if s.opts.Runtime == RuntimeAntrea {
-		if err := s.startAntreaNode(ctx, n, c, enter); err != nil {
-			return err
-		}
-	}
 	if err := s.startContainerd(ctx, n, enter); err != nil {
 		return err
 	}
@@ -205,7 +210,7 @@ func (s *supervisor) startNodeMounts(ctx context.Context, n NodeInfo) (int, erro
 		if err := s.ensureMountPoint(p); err != nil {
 			return 0, err
 		}
-		cfg.Binds = append(cfg.Binds, bindMount{Source: src, Target: p})
+		cfg.Binds = append(cfg.Binds, bindMount{Source: src, Target: p, Shared: sharedNodeHostPaths[p]})
 	}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -297,8 +302,10 @@ state = %[3]q
   enable_selinux = false
   # No CAP_SYS_RESOURCE here: containers may only raise their OOM score.
   restrict_oom_score_adj = true
-  # Pod netns mounts in the node's own state dir (its mount namespace).
-  netns_mounts_under_state_dir = true
+  # Pod netns mounts in /var/run/netns as on any node: there the node's
+  # mount namespace binds a directory of its own, shared with the containers
+  # that mount it (antrea-agent opens the netns paths the CNI ADD names).
+  netns_mounts_under_state_dir = false
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]

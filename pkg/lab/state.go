@@ -52,6 +52,16 @@ type State struct {
 	// StartedAt is when `up` began; ReadyAt when every node was Ready.
 	StartedAt time.Time `json:"startedAt"`
 	ReadyAt   time.Time `json:"readyAt,omitzero"`
+	// Antrea records the installation from the manifest (real nodes).
+	Antrea AntreaInstall `json:"antrea,omitzero"`
+}
+
+// AntreaInstall is when the lab applied Antrea's manifest and when its pods
+// became ready.
+type AntreaInstall struct {
+	AppliedAt         time.Time `json:"appliedAt,omitzero"`
+	AgentsReadyAt     time.Time `json:"agentsReadyAt,omitzero"`
+	ControllerReadyAt time.Time `json:"controllerReadyAt,omitzero"`
 }
 
 // Veth is one veth pair: End lives in NetNS, Peer in PeerNetNS.

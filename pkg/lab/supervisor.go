@@ -35,6 +35,7 @@ type supervisor struct {
 	relay    *relay
 	registry *http.Server
 	client   kubernetes.Interface
+	creds    *credentials
 	// logf reports progress to whoever started the lab.
 	logf func(format string, args ...any)
 }
@@ -141,6 +142,7 @@ func (s *supervisor) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.creds = creds
 	dialer, err := newNetNSDialer(ControlPlaneNetNS)
 	if err != nil {
 		return err
@@ -163,7 +165,7 @@ func (s *supervisor) start(ctx context.Context) error {
 			return err
 		}
 	}
-	if s.opts.Runtime == RuntimeAntrea {
+	if s.opts.Runtime == RuntimeAntrea && s.opts.Kubelet == KubeletSim {
 		s.logf("starting antrea-controller and registering the controlplane.antrea.io APIService")
 		if err := s.startAntreaController(ctx, creds); err != nil {
 			return err
@@ -172,6 +174,12 @@ func (s *supervisor) start(ctx context.Context) error {
 	for _, n := range nodes {
 		s.logf("starting node %s (netns %s, underlay IP %s, runtime %s)", n.Name, n.NetNS, n.IP, s.opts.Runtime)
 		if err := s.startNode(ctx, n, creds); err != nil {
+			return err
+		}
+	}
+	if s.opts.Runtime == RuntimeAntrea && s.opts.Kubelet == KubeletReal {
+		s.logf("installing Antrea: kubectl apply -f %s (with the lab's overlay)", s.opts.SourceManifest())
+		if err := s.installAntrea(ctx, len(nodes)); err != nil {
 			return err
 		}
 	}

@@ -378,6 +378,10 @@ func (l *Lab) NodeHostPath(node, path string) string { return l.Opts.NodeHostPat
 func (l *Lab) DumpLogs(w io.Writer, tailBytes int) {
 	files, _ := filepath.Glob(filepath.Join(l.Opts.LogDir(), "*.log"))
 	slices.Sort(files)
+	// On real nodes Antrea runs as containers: kubelet keeps their logs.
+	for _, c := range []string{"install-cni", "antrea-agent", "antrea-ovs", "antrea-controller"} {
+		files = append(files, lab.AntreaContainerLogs(l.Opts, c, "")...)
+	}
 	if l.logPath != "" {
 		files = append(files, l.logPath)
 	}

@@ -35,6 +35,8 @@ type env struct {
 	pods   map[string]*corev1.Pod // by name
 	nodeIP map[string]string      // node name -> underlay IP
 	gwIP   map[string]string      // node name -> antrea-gw0 IP
+	// killed is the process kill killed, by "component/node".
+	killed map[string]lab.Process
 }
 
 // up brings a 2-node Antrea lab up with the given encapsulation and takes it
@@ -302,39 +304,47 @@ func (e *env) streamSurvives(t *testing.T, ctx context.Context, component string
 	e.waitRestarted(t, ctx, component)
 }
 
-// kill sends SIGKILL to a lab daemon; the supervisor restarts it.
+// kill sends SIGKILL to a process of a node (antrea-agent, ovs-vswitchd):
+// on real nodes a container's process, which kubelet restarts (antrea-ovs's
+// start_ovs exits when ovs-vswitchd dies); on simulated nodes a daemon of the
+// supervisor, which restarts it. It remembers the PID for waitRestarted.
 func (e *env) kill(t *testing.T, component, node string) {
 	t.Helper()
-	st, err := lab.LoadState(e.Opts.StatePath())
-	if err != nil || st == nil {
-		t.Fatalf("lab state: %v", err)
+	procs, err := lab.NodeProcesses(e.Opts, node, component)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range st.Processes {
-		if p.Component == component && p.Node == node && p.Alive() {
-			if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("killed %s on %s (pid %d)", component, node, p.PID)
-			return
-		}
+	if len(procs) != 1 {
+		t.Fatalf("want one %s on %s, found %d", component, node, len(procs))
 	}
-	t.Fatalf("no running %s on %s", component, node)
+	p := procs[0]
+	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if e.killed == nil {
+		e.killed = map[string]lab.Process{}
+	}
+	e.killed[component+"/"+node] = p
+	t.Logf("killed %s on %s (pid %d)", component, node, p.PID)
 }
 
+// waitRestarted waits until component runs again, as a new process, on every
+// node where kill killed it.
 func (e *env) waitRestarted(t *testing.T, ctx context.Context, component string) {
 	t.Helper()
 	labtest.WaitFor(t, ctx, component+" restarted on every node", func() error {
-		st, err := lab.LoadState(e.Opts.StatePath())
-		if err != nil || st == nil {
-			return fmt.Errorf("state: %v", err)
-		}
 		for _, n := range []string{"node-1", "node-2"} {
-			alive := false
-			for _, p := range st.Processes {
-				alive = alive || (p.Component == component && p.Node == n && p.Alive())
+			procs, err := lab.NodeProcesses(e.Opts, n, component)
+			if err != nil {
+				return err
 			}
-			if !alive {
-				return fmt.Errorf("%s not running on %s", component, n)
+			old := e.killed[component+"/"+n]
+			restarted := false
+			for _, p := range procs {
+				restarted = restarted || p.PID != old.PID || p.StartTime != old.StartTime
+			}
+			if !restarted {
+				return fmt.Errorf("%s not running again on %s", component, n)
 			}
 		}
 		return nil

@@ -61,6 +61,10 @@ type Controller struct {
 	queue  workqueue.TypedRateLimitingInterface[string]
 	status workqueue.TypedRateLimitingInterface[string]
 	synced chan struct{}
+	// initial holds the policies known when the watchers synced that have
+	// not been realized yet; realized is closed when it becomes empty.
+	initial  sets.Set[string]
+	realized chan struct{}
 	// listed counts the watchers that finished their first list.
 	listed sets.Set[string]
 	// OnRealized, if set, is called after a policy's flows changed (set it
@@ -85,8 +89,9 @@ func NewController(nodeName string, client versioned.Interface, flows PolicyFlow
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "networkpolicy"}),
 		status: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "networkpolicy-status"}),
-		synced: make(chan struct{}),
-		listed: sets.New[string](),
+		synced:   make(chan struct{}),
+		realized: make(chan struct{}),
+		listed:   sets.New[string](),
 	}
 }
 
@@ -102,10 +107,33 @@ func (c *Controller) Run(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
-	klog.InfoS("NetworkPolicy watchers synced; reconciling", "node", c.nodeName)
+	c.mu.Lock()
+	c.initial = sets.KeySet(c.cache.policies)
+	c.markRealizedLocked("")
+	n := c.initial.Len()
+	c.mu.Unlock()
+	klog.InfoS("NetworkPolicy watchers synced; reconciling", "node", c.nodeName, "policies", n)
 	go c.worker(ctx)
 	go c.statusWorker(ctx)
 	<-ctx.Done()
+}
+
+// InitialRealized is closed once every policy that applied to this node
+// when the watchers first synced has been realized in OVS: the agent lets
+// traffic flow through a restarted OVS only then (flow-restore-wait).
+func (c *Controller) InitialRealized() <-chan struct{} { return c.realized }
+
+// markRealizedLocked records that policy name was realized (or nothing, for
+// ""); c.mu is held.
+func (c *Controller) markRealizedLocked(name string) {
+	if c.initial == nil {
+		return
+	}
+	c.initial.Delete(name)
+	if c.initial.Len() == 0 {
+		c.initial = nil
+		close(c.realized)
+	}
 }
 
 // HasSynced reports whether the first full list of every watcher is in.
@@ -240,6 +268,7 @@ func (c *Controller) syncPolicy(ctx context.Context, name string) error {
 	if policy == nil {
 		delete(c.reported, name)
 	}
+	c.markRealizedLocked(name)
 	return nil
 }
 
