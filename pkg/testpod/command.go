@@ -76,13 +76,24 @@ func serveCommand(ctx context.Context) *cobra.Command {
 
 func connectCommand(ctx context.Context, stdout io.Writer, exit *int) *cobra.Command {
 	cfg := ConnectConfig{Protocol: "tcp", Timeout: time.Second}
+	var every, duration time.Duration
 	cmd := &cobra.Command{
-		Use:   "connect --to HOST:PORT [--protocol tcp|udp] [--timeout 1s]",
-		Short: "Probe HOST:PORT; print connected/refused/timeout (+ the answering name); exit 0/1/2 (3: could not probe)",
-		Args:  cobra.NoArgs,
+		Use: "connect --to HOST:PORT [--protocol tcp|udp] [--timeout 1s] [--every 10ms --for 60s]",
+		Short: "Probe HOST:PORT; print connected/refused/timeout (+ the answering name); exit 0/1/2 (3: could not probe). " +
+			"With --every and --for: probe repeatedly, print the counts and the longest gap between connected probes, exit 0",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.To == "" {
 				return errors.New("connect: --to HOST:PORT is required")
+			}
+			if cmd.Flags().Changed("every") || cmd.Flags().Changed("for") {
+				sum, err := ConnectLoop(ctx, LoopConfig{ConnectConfig: cfg, Every: every, For: duration})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(stdout, sum.String())
+				*exit = 0
+				return nil
 			}
 			res, err := Connect(ctx, cfg)
 			if err != nil {
@@ -96,5 +107,7 @@ func connectCommand(ctx context.Context, stdout io.Writer, exit *int) *cobra.Com
 	cmd.Flags().StringVar(&cfg.Protocol, "protocol", cfg.Protocol, "tcp or udp")
 	cmd.Flags().StringVar(&cfg.To, "to", "", "HOST:PORT to probe")
 	cmd.Flags().DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "how long to wait for an answer")
+	cmd.Flags().DurationVar(&every, "every", 0, "probe repeatedly, one probe every this long (with --for)")
+	cmd.Flags().DurationVar(&duration, "for", 0, "how long to probe repeatedly (with --every)")
 	return cmd
 }

@@ -198,3 +198,44 @@ func TestTCPProbeIntoSilenceTimesOut(t *testing.T) {
 		t.Fatalf("got %q (err %v), want timeout", res.String(), res.Err)
 	}
 }
+
+func TestConnectLoopCountsEveryVerdictAndTheLongestGap(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	ctx := context.Background()
+	cfg := LoopConfig{ConnectConfig: ConnectConfig{Protocol: "tcp", To: addr, Timeout: 200 * time.Millisecond},
+		Every: 10 * time.Millisecond, For: 300 * time.Millisecond}
+	up, err := ConnectLoop(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Attempts < 2 || up.Connected != up.Attempts || up.LongestGap != 0 {
+		t.Errorf("a listening port: want every probe connected and no gap, got %s", up)
+	}
+	ln.Close()
+	down, err := ConnectLoop(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if down.Attempts < 2 || down.Refused != down.Attempts || down.Connected != 0 {
+		t.Errorf("a closed port: want every probe refused, got %s", down)
+	}
+	if down.LongestGap < cfg.For {
+		t.Errorf("a closed port: the gap should span the whole loop (%v), got %v", cfg.For, down.LongestGap)
+	}
+	if _, err := ConnectLoop(ctx, LoopConfig{ConnectConfig: cfg.ConnectConfig}); err == nil {
+		t.Error("a loop without --every and --for should be refused")
+	}
+}
