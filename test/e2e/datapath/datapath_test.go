@@ -1,8 +1,9 @@
 // Package datapath tests Antrea's pod networking end to end on the lab, once
 // with Geneve and once with VXLAN between the nodes: pod to pod on one node
 // and across nodes, node to pod and pod to node, over TCP, UDP and ICMP; an
-// established TCP stream that survives an antrea-agent restart; and flows that
-// come back after ovs-vswitchd restarts. Everything is driven as a user would:
+// established TCP stream that survives an antrea-agent restart; flows that
+// come back after ovs-vswitchd restarts; and (Geneve, real nodes) an upgrade of
+// Antrea by `kubectl apply` of a new manifest under a stream and a policy. Everything is driven as a user would:
 // the antrea-lab binary, kubectl-equivalent API calls, and probes run inside
 // pod network namespaces with `antrea-lab exec`.
 package datapath
@@ -102,6 +103,7 @@ func (e *env) createPods(t *testing.T, ctx context.Context, specs map[string]*co
 	var names []string
 	for name, p := range specs {
 		p.Name, p.Namespace = name, namespace
+		p.Labels = map[string]string{"pod": name}
 		if _, err := e.Client.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +164,7 @@ func TestDatapath(t *testing.T) {
 	for _, encap := range []string{"geneve", "vxlan"} {
 		t.Run(encap, func(t *testing.T) {
 			e := up(t, encap)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 			defer cancel()
 			e.createPods(t, ctx, map[string]*corev1.Pod{
 				"a1":    pinned("node-1"),
@@ -215,6 +217,11 @@ func TestDatapath(t *testing.T) {
 					t.Errorf("after the ovs-vswitchd restart: %v", err)
 				}
 			})
+			if encap == "geneve" && e.Real() {
+				t.Run("an upgrade keeps the TCP stream and never lets a forbidden connection through", func(t *testing.T) {
+					e.testUpgrade(t, ctx)
+				})
+			}
 		})
 	}
 }

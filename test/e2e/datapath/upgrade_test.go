@@ -1,0 +1,193 @@
+package datapath
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"antrea.io/antrea/pkg/lab"
+	"antrea.io/antrea/pkg/lab/images"
+	"antrea.io/antrea/test/labtest"
+)
+
+// upgradeTag is the tag of the "next version" of Antrea's images.
+const upgradeTag = "e2e-upgrade"
+
+// upgradeWindow bounds the stream and the probes that run while Antrea is
+// upgraded; the rollout must finish inside it.
+const upgradeWindow = 100 * time.Second
+
+// antreaImage matches the images of Antrea's manifest at tag latest.
+var antreaImage = regexp.MustCompile(`(image: "?[^"\s]*antrea/antrea-(agent|controller)):latest`)
+
+// testUpgrade applies the manifest of a new version (new image tags, new
+// image digests) while a TCP stream runs from a1 (node-1) to the iperf pod
+// (node-2) and NetworkPolicy lets only a1 reach b1: the DaemonSet and the
+// Deployment roll, the stream survives, and a2's probe of b1, one every 10 ms
+// for the whole upgrade, never connects.
+func (e *env) testUpgrade(t *testing.T, ctx context.Context) {
+	// b1 accepts only a1 (both on other nodes or the same: a1 and a2 share node-1).
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "b1-only-from-a1", Namespace: namespace},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b1"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a1"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(80))}},
+			}},
+		},
+	}
+	if _, err := e.Client.NetworkingV1().NetworkPolicies(namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labtest.WaitFor(t, ctx, "the policy to be enforced", func() error {
+		if err := e.probe(ctx, "a2", "tcp", e.ip("b1")); err == nil {
+			return fmt.Errorf("a2 still reaches b1")
+		}
+		return e.probe(ctx, "a1", "tcp", e.ip("b1"))
+	})
+
+	// The next version: the same programs in images with new digests.
+	store, err := images.NewStore(lab.ImageStoreDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, repo := range []string{"docker.io/antrea/antrea-agent", "docker.io/antrea/antrea-controller"} {
+		img, err := store.Image(repo + ":latest")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := cf.Config.DeepCopy()
+		if cfg.Labels == nil {
+			cfg.Labels = map[string]string{}
+		}
+		cfg.Labels["org.opencontainers.image.version"] = upgradeTag
+		next, err := mutate.Config(img, *cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Put([]string{repo + ":" + upgradeTag}, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applied, err := os.ReadFile(e.Opts.AppliedManifest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(antreaImage.FindAll(applied, -1)); n < 2 {
+		t.Fatalf("the applied manifest names %d Antrea images at tag latest, want the agent's and the controller's", n)
+	}
+	next := antreaImage.ReplaceAll(applied, []byte("${1}:"+upgradeTag))
+	nextPath := filepath.Join(t.TempDir(), "antrea-next.yml")
+	if err := os.WriteFile(nextPath, next, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// While the stream and the probes run: kubectl apply, then the rollout.
+	secs := strconv.Itoa(int(upgradeWindow.Seconds()))
+	stream := e.background(ctx, "a1", "iperf3", "-c", e.ip("iperf"), "-t", secs, "-i", "5", "-b", "20M")
+	forbidden := e.background(ctx, "a2", "antrea-testpod", "connect", "--to", e.ip("b1")+":80",
+		"--timeout", "200ms", "--every", "10ms", "--for", secs+"s")
+	allowed := e.background(ctx, "a1", "antrea-testpod", "connect", "--to", e.ip("b1")+":80",
+		"--timeout", "200ms", "--every", "100ms", "--for", secs+"s")
+	time.Sleep(3 * time.Second)
+	start := time.Now()
+	if out, stderr, err := e.Kubectl(ctx, "apply", "-f", nextPath); err != nil {
+		t.Fatalf("kubectl apply -f %s: %v\n%s%s", nextPath, err, out, stderr)
+	}
+	for _, w := range []string{"daemonset/" + lab.AgentDaemonSet, "deployment/" + lab.ControllerDeployment} {
+		if out, stderr, err := e.Kubectl(ctx, "-n", lab.AntreaNamespace, "rollout", "status", w, "--timeout=90s"); err != nil {
+			t.Fatalf("kubectl rollout status %s: %v\n%s%s", w, err, out, stderr)
+		}
+	}
+	rollout := time.Since(start)
+	t.Logf("upgrade: kubectl apply to both rollouts complete in %.1fs", rollout.Seconds())
+	if rollout > upgradeWindow-10*time.Second {
+		t.Fatalf("the rollout took %v, longer than the stream and probes run (%v)", rollout, upgradeWindow)
+	}
+	for _, n := range e.Nodes {
+		out, stderr, err := e.Kubectl(ctx, "-n", lab.AntreaNamespace, "get", "pods", "-l", "component=antrea-agent",
+			"--field-selector", "spec.nodeName="+n, "-o", "jsonpath={.items[*].spec.containers[*].image}")
+		if err != nil || !strings.Contains(out, upgradeTag) || strings.Contains(out, ":latest") {
+			t.Errorf("%s: the agent pod runs %q after the upgrade: %v %s", n, out, err, stderr)
+		}
+	}
+
+	streamOut, streamErr := stream.wait()
+	if streamErr != nil {
+		t.Errorf("the TCP stream broke during the upgrade: %v\n%s", streamErr, streamOut)
+	} else {
+		t.Logf("the TCP stream across the upgrade:\n%s", lastLines(streamOut, 8))
+	}
+	fOut, fErr := forbidden.wait()
+	aOut, aErr := allowed.wait()
+	if fErr != nil || aErr != nil {
+		t.Fatalf("probes: forbidden %v: %s; allowed %v: %s", fErr, fOut, aErr, aOut)
+	}
+	t.Logf("upgrade: forbidden a2->b1: %s", strings.TrimSpace(fOut))
+	t.Logf("upgrade: allowed a1->b1: %s", strings.TrimSpace(aOut))
+	if !strings.Contains(fOut, "connected=0 ") || strings.Contains(fOut, "attempts=0 ") {
+		t.Errorf("a forbidden connection went through during the upgrade (policy bypassed): %s", fOut)
+	}
+	if strings.Contains(aOut, "connected=0 ") {
+		t.Errorf("the allowed client never connected during the upgrade: %s", aOut)
+	}
+	if err := e.probeEventually(ctx, "a1", "tcp", e.ip("b1")); err != nil {
+		t.Errorf("after the upgrade: %v", err)
+	}
+	if err := e.probe(ctx, "a2", "tcp", e.ip("b1")); err == nil {
+		t.Errorf("after the upgrade a2 reaches b1 against the policy")
+	}
+}
+
+// bgCmd is a command run in a pod's netns by `antrea-lab exec` in the background.
+type bgCmd struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+}
+
+func (e *env) background(ctx context.Context, pod string, argv ...string) *bgCmd {
+	cmd := exec.CommandContext(ctx, filepath.Join(e.Opts.BinDir, "antrea-lab"),
+		append(append(labtest.Flags(e.Opts), "exec", "-n", namespace, pod, "--"), argv...)...)
+	b := &bgCmd{cmd: cmd, out: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = b.out, b.out
+	if err := cmd.Start(); err != nil {
+		b.done <- err
+		return b
+	}
+	go func() { b.done <- cmd.Wait() }()
+	return b
+}
+
+func (b *bgCmd) wait() (string, error) {
+	err := <-b.done
+	return b.out.String(), err
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func ptr[T any](v T) *T { return &v }
