@@ -11,7 +11,7 @@ LDFLAGS := -X antrea.io/antrea/pkg/version.Version=$(VERSION) \
            -X antrea.io/antrea/pkg/version.GitTreeState=$(GIT_TREE_STATE)
 export PATH := $(OUTPUT)/bin:$(OUTPUT)/tools:$(OUTPUT)/cni/bin:$(PATH)
 
-.PHONY: all install build images test unit integration e2e demo lab-up lab-down codegen fmt lint conformance e2e-upstream bench clean
+.PHONY: all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance e2e-upstream bench clean
 
 all: build
 
@@ -27,6 +27,11 @@ build:
 ## images: the lab's images (agnhost, pause, antrea-testpod) into the image store, where their inputs changed.
 images: install build
 	$(BINDIR)/antrea-lab images
+
+## manifests: build/yamls/antrea.yml, rendered from the Helm chart build/charts/antrea (committed; a test fails when it is stale).
+manifests:
+	./hack/install.sh helm
+	./hack/manifests.sh
 
 ## test: install, lint, unit, integration and e2e tests (needs root for the last two).
 test: install build lint

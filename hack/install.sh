@@ -241,6 +241,30 @@ install_tools() {
   go_install_to "$TOOLS" "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 }
 
+# install_helm builds the helm CLI (make manifests renders the chart with it;
+# the chart's tests lint and render with it), cached like the control plane.
+# The link flags are those of helm's Makefile: without them helm calls itself
+# "v3.22" and renders for Kubernetes v1.20 instead of the version of the
+# client-go it is built with.
+HELM_VERSION=v3.22.0
+install_helm() {
+  local dir=$CACHE/helm-$HELM_VERSION
+  if [ ! -x "$dir/helm" ]; then
+    log "go install helm $HELM_VERSION (about 2 minutes the first time)"
+    local clientgo major minor ld p
+    clientgo=$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | jq -r .GoMod |
+      xargs awk '$1 == "k8s.io/client-go" {print $2}')
+    major=$(( $(echo "$clientgo" | cut -d. -f1 | tr -d v) + 1 ))
+    minor=$(echo "$clientgo" | cut -d. -f2)
+    ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+    for p in pkg/lint/rules pkg/chartutil; do
+      ld="$ld -X helm.sh/helm/v3/$p.k8sVersionMajor=$major -X helm.sh/helm/v3/$p.k8sVersionMinor=$minor"
+    done
+    GOBIN=$dir nice go install -trimpath -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  fi
+  ln -sfn "$dir/helm" "$TOOLS/helm"
+}
+
 what=${1:-all}
 case $what in
   apt) install_apt ;;
@@ -249,7 +273,8 @@ case $what in
   rootfs) build_rootfs ;;
   cni) install_cni ;;
   tools) install_tools ;;
-  all) install_apt; install_cni; install_tools; build_etcd; build_kube; link_kube; build_node_runtime; build_rootfs; link_node_runtime ;;
-  *) echo "usage: $0 [all|apt|kube|node|cni|tools]" >&2; exit 2 ;;
+  helm) install_helm ;;
+  all) install_apt; install_cni; install_tools; install_helm; build_etcd; build_kube; link_kube; build_node_runtime; build_rootfs; link_node_runtime ;;
+  *) echo "usage: $0 [all|apt|kube|node|cni|tools|helm]" >&2; exit 2 ;;
 esac
 log "ok ($what)"
