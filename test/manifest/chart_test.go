@@ -69,8 +69,11 @@ func TestBadValuesFailRenderingNamingTheValue(t *testing.T) {
 		{"an unsupported traffic encap mode", "trafficEncapMode=noEncap", "trafficEncapMode"},
 		{"an unknown feature gate", "featureGates.Bogus=true", "Bogus"},
 		{"a negative MTU", "defaultMTU=-1", "defaultMTU"},
+		{"an MTU below IPv4's minimum", "defaultMTU=60", "defaultMTU"},
 		{"a fractional log verbosity", "logVerbosity=1.5", "logVerbosity"},
-		{"an apiserver address that is not https", "kubeAPIServerOverride=http://10.0.0.1:6443", "kubeAPIServerOverride"},
+		{"an unknown TLS version", "tlsMinVersion=VersionTLS9", "tlsMinVersion"},
+		{"proxyAll, not implemented", "antreaProxy.proxyAll=true", "antreaProxy.proxyAll"},
+		{"skipServices, not implemented", "antreaProxy.skipServices={kube-system/kube-dns}", "antreaProxy.skipServices"},
 	}
 	for _, tt := range tests {
 		for _, skipSchema := range []bool{false, true} {

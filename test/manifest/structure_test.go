@@ -24,6 +24,7 @@ var valueCombinations = [][]string{
 	{"tunnelType=vxlan"},
 	{"ovs.datapathType=netdev", "defaultMTU=1400", "transportInterface=eth1"},
 	{"featureGates.AntreaProxy=false", "logVerbosity=4", "kubeAPIServerOverride=https://10.0.0.1:6443"},
+	{"controller.selfSignedCert=false", "tlsMinVersion=VersionTLS13", "antreaProxy.enable=false", "tunnelCsum=true"},
 }
 
 // forEachRendering runs check on the committed manifest and on the chart
@@ -403,29 +404,24 @@ func TestConfFilesAreWhatTheComponentsRead(t *testing.T) {
 	}
 }
 
-// TestEveryListedFeatureGateIsAccepted: each gate the conf files list (set or
-// commented out with its default) can be set through the values: the
-// schema's list of gates and the chart's agree.
+// TestEveryListedFeatureGateIsAccepted: each gate the conf files list can be
+// set through the values: the schema's list of gates and the chart's agree.
 func TestEveryListedFeatureGateIsAccepted(t *testing.T) {
-	data := configMap(t, decode(t, render(t))).Data
-	var gates []string
+	objs := decode(t, render(t))
+	gates := map[string]string{}
 	for _, file := range []string{"antrea-agent.conf", "antrea-controller.conf"} {
-		for _, line := range strings.Split(data[file], "\n") {
-			name, _, ok := strings.Cut(strings.TrimPrefix(line, "#"), ":")
-			if ok && strings.HasPrefix(line, "#  ") && !strings.Contains(strings.TrimSpace(name), " ") {
-				gates = append(gates, strings.TrimSpace(name))
-			}
+		fg, _ := confOf(t, objs, file)["featureGates"].(map[string]any)
+		for g := range fg {
+			gates[g] = file
 		}
 	}
 	if len(gates) == 0 {
 		t.Fatal("the conf files list no feature gate")
 	}
-	for _, g := range gates {
-		objs := decode(t, render(t, "featureGates."+g+"=false"))
-		if fg, _ := confOf(t, objs, "antrea-agent.conf")["featureGates"].(map[string]any); fg[g] != false {
-			if fg2, _ := confOf(t, objs, "antrea-controller.conf")["featureGates"].(map[string]any); fg2[g] != false {
-				t.Errorf("featureGates.%s=false is in neither conf file", g)
-			}
+	for g, file := range gates {
+		fg, _ := confOf(t, decode(t, render(t, "featureGates."+g+"=false")), file)["featureGates"].(map[string]any)
+		if fg[g] != false {
+			t.Errorf("featureGates.%s=false is not in %s: %v", g, file, fg)
 		}
 	}
 }

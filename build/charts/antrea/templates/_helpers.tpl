@@ -5,41 +5,16 @@ template` as well as `helm install`, with a message naming the value, in the
 words antrea-agent would use for the same mistake in its conf file.
 */}}
 
-{{/* The feature gates each component knows, with their defaults. */}}
+{{/*
+The feature gates each component implements, with their defaults (those of
+pkg/config/agent and pkg/config/controller); values.schema.json lists them too.
+*/}}
 {{- define "antrea.agentFeatureGates" -}}
 AntreaProxy: true
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}
 {}
-{{- end -}}
-
-{{/*
-antrea.featureGates renders the featureGates map of a conf file: a gate set in
-.Values.featureGates is written, every other known gate appears commented out
-with its default. Arguments: "gates" (the known gates, name: default) and
-"values" (.Values.featureGates).
-*/}}
-{{- define "antrea.featureGates" -}}
-{{- $set := dict -}}
-{{- range $name, $default := .gates -}}
-{{- if hasKey $.values $name -}}
-{{- $_ := set $set $name (get $.values $name) -}}
-{{- end -}}
-{{- end -}}
-{{- if $set -}}
-featureGates:
-{{- range $name, $enabled := $set }}
-  {{ $name }}: {{ $enabled }}
-{{- end }}
-{{- else -}}
-featureGates: {}
-{{- end }}
-{{- range $name, $default := .gates }}
-{{- if not (hasKey $.values $name) }}
-#  {{ $name }}: {{ $default }}
-{{- end }}
-{{- end }}
 {{- end -}}
 
 {{/*
@@ -56,7 +31,7 @@ values.yaml (float64) or from --set (int64) without a fraction.
 {{- define "antrea.validate" -}}
 {{- $v := .Values -}}
 {{- if not (has $v.trafficEncapMode (list "encap")) -}}
-{{- fail (printf "trafficEncapMode: %q is not supported (want encap)" (toString $v.trafficEncapMode)) -}}
+{{- fail (printf "trafficEncapMode: %q is not supported by this Antrea (only encap)" (toString $v.trafficEncapMode)) -}}
 {{- end -}}
 {{- if not (has $v.tunnelType (list "geneve" "vxlan")) -}}
 {{- fail (printf "tunnelType: %q is not supported (want geneve or vxlan)" (toString $v.tunnelType)) -}}
@@ -64,11 +39,20 @@ values.yaml (float64) or from --set (int64) without a fraction.
 {{- if not (has $v.ovs.datapathType (list "system" "netdev")) -}}
 {{- fail (printf "ovs.datapathType: %q is not supported (want system or netdev)" (toString $v.ovs.datapathType)) -}}
 {{- end -}}
-{{- if and $v.kubeAPIServerOverride (not (regexMatch "^https://[^/]+$" (toString $v.kubeAPIServerOverride))) -}}
-{{- fail (printf "kubeAPIServerOverride: %q is not an address of the form https://host:port" (toString $v.kubeAPIServerOverride)) -}}
+{{- if not (and (include "antrea.isCount" $v.defaultMTU) (or (eq (float64 $v.defaultMTU) 0.0) (and (ge (float64 $v.defaultMTU) 68.0) (le (float64 $v.defaultMTU) 65535.0)))) -}}
+{{- fail (printf "defaultMTU: %v is out of range (want 0 for automatic, or 68 to 65535)" $v.defaultMTU) -}}
 {{- end -}}
-{{- if not (include "antrea.isCount" $v.defaultMTU) -}}
-{{- fail (printf "defaultMTU: %v is not a number of bytes (0 means automatic)" $v.defaultMTU) -}}
+{{- if $v.antreaProxy.proxyAll -}}
+{{- fail "antreaProxy.proxyAll: true is not supported by this Antrea (AntreaProxy realizes ClusterIPs only; only false)" -}}
+{{- end -}}
+{{- if $v.antreaProxy.nodePortAddresses -}}
+{{- fail (printf "antreaProxy.nodePortAddresses: %v is not supported by this Antrea (NodePorts are not realized; only an empty list)" $v.antreaProxy.nodePortAddresses) -}}
+{{- end -}}
+{{- if $v.antreaProxy.skipServices -}}
+{{- fail (printf "antreaProxy.skipServices: %v is not supported by this Antrea (only an empty list)" $v.antreaProxy.skipServices) -}}
+{{- end -}}
+{{- if not (has $v.tlsMinVersion (list "" "VersionTLS10" "VersionTLS11" "VersionTLS12" "VersionTLS13")) -}}
+{{- fail (printf "tlsMinVersion: %q is not a TLS version (want VersionTLS10, VersionTLS11, VersionTLS12 or VersionTLS13)" (toString $v.tlsMinVersion)) -}}
 {{- end -}}
 {{- if not (include "antrea.isCount" $v.logVerbosity) -}}
 {{- fail (printf "logVerbosity: %v is not a non-negative integer" $v.logVerbosity) -}}
@@ -76,7 +60,7 @@ values.yaml (float64) or from --set (int64) without a fraction.
 {{- $known := merge (include "antrea.agentFeatureGates" . | fromYaml) (include "antrea.controllerFeatureGates" . | fromYaml) -}}
 {{- range $name, $enabled := $v.featureGates -}}
 {{- if not (hasKey $known $name) -}}
-{{- fail (printf "featureGates: unknown feature gate %q (known: %s)" $name (keys $known | sortAlpha | join ", ")) -}}
+{{- fail (printf "featureGates: %q is not a feature gate this Antrea implements (implemented: %s)" $name (keys $known | sortAlpha | join ", ")) -}}
 {{- end -}}
 {{- if not (kindIs "bool" $enabled) -}}
 {{- fail (printf "featureGates: %s: %v is not a boolean" $name $enabled) -}}
