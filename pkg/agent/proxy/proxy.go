@@ -79,14 +79,31 @@ type Proxy struct {
 	installed map[string]agentof.ServiceEndpoints // by Service key, as last accepted by OVS
 }
 
-// New makes a proxy for node nodeName. It adds an index to the
-// EndpointSlice informer, so it must be called before the informers start.
+// Config is what the proxy needs to know besides its informers and the
+// OpenFlow client. The zero value of every field but NodeName is a sensible
+// default.
+type Config struct {
+	// NodeName is this node: endpoints on it are local.
+	NodeName string
+}
+
+// New makes a proxy for node nodeName with the defaults of Config; see
+// NewWithConfig.
 func New(nodeName string, services coreinformers.ServiceInformer, slices discoveryinformers.EndpointSliceInformer, flows FlowInstaller) (*Proxy, error) {
+	return NewWithConfig(Config{NodeName: nodeName}, services, slices, flows)
+}
+
+// NewWithConfig makes a proxy. It adds an index to the EndpointSlice
+// informer, so it must be called before the informers start.
+func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices discoveryinformers.EndpointSliceInformer, flows FlowInstaller) (*Proxy, error) {
+	if cfg.NodeName == "" {
+		return nil, fmt.Errorf("proxy: no node name")
+	}
 	if err := slices.Informer().AddIndexers(cache.Indexers{serviceIndex: sliceServiceKey}); err != nil {
 		return nil, fmt.Errorf("index EndpointSlices by Service: %w", err)
 	}
 	p := &Proxy{
-		nodeName: nodeName,
+		nodeName: cfg.NodeName,
 		flows:    flows,
 		services: services.Lister(),
 		slices:   slices.Informer().GetIndexer(),

@@ -119,6 +119,42 @@ func TestDesiredState(t *testing.T) {
 			want: agentof.ServiceEndpoints{vipPort("10.96.0.10", 6, 80): {endpoint("10.10.1.3", 8080, true)}},
 		},
 		{
+			name: "conditions left unset mean ready; a ready terminating endpoint (publishNotReadyAddresses) is ready; not ready but serving and not terminating is left out",
+			svc:  service("web", "10.96.0.10", svcPort("", corev1.ProtocolTCP, 80, 8080)),
+			slices: []*discoveryv1.EndpointSlice{slice("web-1", "web", slicePorts(epPort("", corev1.ProtocolTCP, 8080)),
+				ep{ip: "10.10.1.3", node: "node-1"},
+				ep{ip: "10.10.1.4", node: "node-1", ready: ptr(true), serving: ptr(true), terminating: ptr(true)},
+				ep{ip: "10.10.1.5", node: "node-1", ready: ptr(false), serving: ptr(true), terminating: ptr(false)},
+				ep{ip: "10.10.1.6", node: "node-1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)})},
+			want: agentof.ServiceEndpoints{vipPort("10.96.0.10", 6, 80): {endpoint("10.10.1.3", 8080, true), endpoint("10.10.1.4", 8080, true)}},
+		},
+		{
+			name: "one ready endpoint in any slice excludes the terminating ones of every slice",
+			svc:  service("web", "10.96.0.10", svcPort("", corev1.ProtocolTCP, 80, 8080)),
+			slices: []*discoveryv1.EndpointSlice{
+				slice("web-1", "web", slicePorts(epPort("", corev1.ProtocolTCP, 8080)),
+					ep{ip: "10.10.1.3", node: "node-1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)}),
+				slice("web-2", "web", slicePorts(epPort("", corev1.ProtocolTCP, 8080)),
+					ep{ip: "10.10.2.3", node: "node-2", ready: ptr(true)}),
+			},
+			want: agentof.ServiceEndpoints{vipPort("10.96.0.10", 6, 80): {endpoint("10.10.2.3", 8080, false)}},
+		},
+		{
+			name: "the fallback is per port: a port whose slice port has a ready endpoint does not fall back",
+			svc:  service("web", "10.96.0.10", svcPort("a", corev1.ProtocolTCP, 80, 8080), svcPort("b", corev1.ProtocolTCP, 81, 8081)),
+			slices: []*discoveryv1.EndpointSlice{
+				slice("web-a", "web", slicePorts(epPort("a", corev1.ProtocolTCP, 8080)),
+					ep{ip: "10.10.1.3", node: "node-1", ready: ptr(true)},
+					ep{ip: "10.10.1.4", node: "node-1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)}),
+				slice("web-b", "web", slicePorts(epPort("b", corev1.ProtocolTCP, 8081)),
+					ep{ip: "10.10.1.4", node: "node-1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)}),
+			},
+			want: agentof.ServiceEndpoints{
+				vipPort("10.96.0.10", 6, 80): {endpoint("10.10.1.3", 8080, true)},
+				vipPort("10.96.0.10", 6, 81): {endpoint("10.10.1.4", 8081, true)},
+			},
+		},
+		{
 			name: "a slice port of another protocol or name does not serve the Service port",
 			svc:  service("web", "10.96.0.10", svcPort("http", corev1.ProtocolTCP, 80, 8080)),
 			slices: []*discoveryv1.EndpointSlice{slice("web-1", "web", slicePorts(epPort("http", corev1.ProtocolUDP, 8080), epPort("other", corev1.ProtocolTCP, 9090)),

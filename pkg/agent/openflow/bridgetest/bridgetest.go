@@ -1,0 +1,389 @@
+// Package bridgetest gives the agent's data-plane tests a real node to run
+// on: a private Open vSwitch instance (userspace datapath) in its own network
+// namespace with the integration bridge br-int and the gateway antrea-gw0,
+// pods made of network namespaces wired to the bridge by veths, hosts outside
+// the node, and the oracles the tests ask (dump-flows, dump-groups,
+// ofproto/trace). Everything a test creates is removed when it ends, also on
+// failure. Only the Service tests and the proxy's tests use it so far; the
+// older pod and policy tests of pkg/agent/openflow have their own copies.
+//
+// It does not import pkg/agent/openflow, so that package's own tests can use
+// it: the caller builds its client on Bridge.OF and sets Bridge.Replay.
+package bridgetest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"antrea.io/antrea/pkg/ovs/openflow"
+	"antrea.io/antrea/pkg/ovs/ovsinstance"
+)
+
+// Addresses of every Bridge: the node's pod CIDR and its gateway.
+const (
+	GatewayOFPort = 2
+	PodCIDR       = "10.10.1.0/24"
+	GatewayIP     = "10.10.1.1"
+)
+
+// Run runs a command and fails the test when it fails; it returns the output.
+func Run(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// Bridge is a node: OVS in its own netns with br-int and the gateway.
+type Bridge struct {
+	*ovsinstance.Instance
+	GatewayMAC net.HardwareAddr
+	// OF is the OpenFlow channel to br-int (with packet-ins enabled).
+	OF *openflow.Client
+
+	mu     sync.Mutex
+	replay func(ctx context.Context, conn *openflow.Conn) error
+}
+
+// SetReplay sets what runs when the OpenFlow channel reconnects (after an
+// ovs-vswitchd restart): the agent's client replays its flows there.
+func (b *Bridge) SetReplay(f func(ctx context.Context, conn *openflow.Conn) error) {
+	b.mu.Lock()
+	b.replay = f
+	b.mu.Unlock()
+}
+
+// New starts a node. The node forwards IP (as a real node does): a packet the
+// pipeline wrongly sends to the gateway comes back in from it.
+func New(t testing.TB) *Bridge {
+	t.Helper()
+	in := ovsinstance.StartForTest(t, "svcof")
+	if _, err := in.Vsctl("add-br", "br-int", "--", "set", "bridge", "br-int", "datapath_type=netdev",
+		"protocols=OpenFlow13,OpenFlow15", "fail_mode=secure",
+		"--", "add-port", "br-int", "antrea-gw0", "--", "set", "interface", "antrea-gw0", "type=internal",
+		fmt.Sprintf("ofport_request=%d", GatewayOFPort)); err != nil {
+		t.Fatal(err)
+	}
+	Run(t, "ip", "-n", in.NetNS(), "addr", "add", GatewayIP+"/24", "dev", "antrea-gw0")
+	Run(t, "ip", "-n", in.NetNS(), "link", "set", "antrea-gw0", "up")
+	Run(t, "ip", "netns", "exec", in.NetNS(), "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	b := &Bridge{Instance: in, GatewayMAC: linkMAC(t, in.NetNS(), "antrea-gw0")}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.OF = openflow.NewClient(in.BridgeMgmt("br-int"), openflow.ClientOptions{
+		Conn: openflow.Options{AsyncMessages: true},
+		OnConnect: func(ctx context.Context, conn *openflow.Conn, reconnect bool) error {
+			b.mu.Lock()
+			replay := b.replay
+			b.mu.Unlock()
+			if reconnect && replay != nil {
+				return replay(ctx, conn)
+			}
+			return nil
+		},
+	})
+	done := make(chan struct{})
+	go func() { b.OF.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return b
+}
+
+func linkMAC(t testing.TB, netns, link string) net.HardwareAddr {
+	t.Helper()
+	out := Run(t, "ip", "-n", netns, "-o", "link", "show", link)
+	mac, err := net.ParseMAC(strings.Fields(out[strings.Index(out, "link/ether"):])[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mac
+}
+
+// Pod is a pod: a netns whose eth0 is wired to an OVS port.
+type Pod struct {
+	Name, NS, HostIF string
+	IP               net.IP
+	MAC              net.HardwareAddr
+	OFPort           uint32
+}
+
+// AddPod makes a pod with address cidr (in PodCIDR) and its OVS port.
+func (b *Bridge) AddPod(t testing.TB, name, cidr string) *Pod {
+	t.Helper()
+	podNS := ovsinstance.NewNetNS(t, "svcpod")
+	host := "veth-" + name
+	Run(t, "ip", "-n", podNS, "link", "add", "eth0", "type", "veth", "peer", "name", host, "netns", b.NetNS())
+	Run(t, "ip", "-n", podNS, "addr", "add", cidr, "dev", "eth0")
+	Run(t, "ip", "-n", podNS, "link", "set", "eth0", "up")
+	Run(t, "ip", "-n", podNS, "route", "add", "default", "via", GatewayIP)
+	// netdev datapath pitfalls (ENVIRONMENT.md): no TX checksum offload in
+	// the pod, no kernel ARP nor IPv6 on the host side.
+	Run(t, "ip", "netns", "exec", podNS, "ethtool", "-K", "eth0", "tx", "off")
+	Run(t, "ip", "netns", "exec", b.NetNS(), "sysctl", "-qw", "net.ipv6.conf."+host+".disable_ipv6=1")
+	Run(t, "ip", "-n", b.NetNS(), "link", "set", host, "arp", "off", "up")
+	if _, err := b.Vsctl("add-port", "br-int", host); err != nil {
+		t.Fatal(err)
+	}
+	port, err := b.Vsctl("get", "interface", host, "ofport")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ofPort, err := strconv.ParseUint(strings.TrimSpace(port), 10, 32)
+	if err != nil {
+		t.Fatalf("ofport of %s: %q: %v", host, port, err)
+	}
+	ip, _, _ := net.ParseCIDR(cidr)
+	return &Pod{Name: name, NS: podNS, HostIF: host, IP: ip, MAC: linkMAC(t, podNS, "eth0"), OFPort: uint32(ofPort)}
+}
+
+// AddOutsideHost makes a host outside the cluster: a netns linked to the
+// node by a veth (node side nodeCIDR's first address, host the second) with
+// a default route through the node. The node routes extra prefixes (Service
+// external IPs) to the gateway, as the lead's node path will.
+func (b *Bridge) AddOutsideHost(t testing.TB, name string, link HostLink, toGateway ...string) *Pod {
+	t.Helper()
+	hostNS := ovsinstance.NewNetNS(t, "svcext")
+	nodeIF := "ext-" + name
+	Run(t, "ip", "-n", hostNS, "link", "add", "eth0", "type", "veth", "peer", "name", nodeIF, "netns", b.NetNS())
+	Run(t, "ip", "-n", hostNS, "addr", "add", link.Host, "dev", "eth0")
+	Run(t, "ip", "-n", hostNS, "link", "set", "eth0", "up")
+	Run(t, "ip", "-n", b.NetNS(), "addr", "add", link.Node, "dev", nodeIF)
+	Run(t, "ip", "-n", b.NetNS(), "link", "set", nodeIF, "up")
+	nodeIP, _, _ := net.ParseCIDR(link.Node)
+	Run(t, "ip", "-n", hostNS, "route", "add", "default", "via", nodeIP.String())
+	Run(t, "ip", "netns", "exec", hostNS, "ethtool", "-K", "eth0", "tx", "off")
+	for _, p := range toGateway {
+		Run(t, "ip", "-n", b.NetNS(), "route", "add", p, "dev", "antrea-gw0")
+	}
+	ip, _, _ := net.ParseCIDR(link.Host)
+	return &Pod{Name: name, NS: hostNS, HostIF: nodeIF, IP: ip, MAC: linkMAC(t, hostNS, "eth0")}
+}
+
+// HostLink is the point-to-point link between the node and an outside host:
+// each side's address with its prefix length ("192.168.77.1/24").
+type HostLink struct{ Node, Host string }
+
+// Do runs f with the calling goroutine's thread in the pod's netns; sockets
+// f opens stay there.
+func (p *Pod) Do(t testing.TB, f func() error) error {
+	t.Helper()
+	n, err := ns.GetNS("/var/run/netns/" + p.NS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	return n.Do(func(ns.NetNS) error { return f() })
+}
+
+// ServeWho makes a pod answer on TCP and UDP port with "<name> <client
+// address>": the test learns which endpoint answered and whom it saw.
+func (p *Pod) ServeWho(t testing.TB, port int) {
+	t.Helper()
+	var ln net.Listener
+	var pc net.PacketConn
+	if err := p.Do(t, func() error {
+		var err error
+		if ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port)); err != nil {
+			return err
+		}
+		pc, err = net.ListenPacket("udp4", fmt.Sprintf(":%d", port))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); pc.Close(); wg.Wait() })
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(c, "%s %s\n", p.Name, c.RemoteAddr())
+			c.Close()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 1500)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(fmt.Appendf(nil, "%s %s\n", p.Name, from), from)
+		}
+	}()
+}
+
+// Dial opens a connection from the pod (network "tcp4" or "udp4").
+func (p *Pod) Dial(t testing.TB, network, addr string, timeout time.Duration) (net.Conn, error) {
+	t.Helper()
+	var c net.Conn
+	err := p.Do(t, func() error {
+		var err error
+		c, err = net.DialTimeout(network, addr, timeout)
+		return err
+	})
+	return c, err
+}
+
+// AskWho connects from the pod to addr and returns the answer of ServeWho.
+func (p *Pod) AskWho(t testing.TB, network, addr string, timeout time.Duration) (string, error) {
+	t.Helper()
+	c, err := p.Dial(t, network, addr, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if network == "udp4" {
+		if _, err := c.Write([]byte("who?")); err != nil {
+			return "", err
+		}
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil && !(errors.Is(err, io.EOF) && line != "") {
+		return "", fmt.Errorf("%s %s from %s: %w", network, addr, p.IP, err)
+	}
+	return strings.TrimSpace(line), nil
+}
+
+// AskWhoEventually retries while the first packets resolve ARP.
+func (p *Pod) AskWhoEventually(t testing.TB, network, addr string) string {
+	t.Helper()
+	var err error
+	for i := 0; i < 5; i++ {
+		var s string
+		if s, err = p.AskWho(t, network, addr, time.Second); err == nil {
+			return s
+		}
+	}
+	t.Fatal(err)
+	return ""
+}
+
+// Answerer returns who answered (the first word of AskWho's answer) and the
+// client address it saw.
+func Answerer(answer string) (who, client string) {
+	f := strings.Fields(answer)
+	if len(f) != 2 {
+		return answer, ""
+	}
+	return f[0], f[1]
+}
+
+// DumpFlows returns br-int's flows as `dump-flows --no-stats` prints them,
+// sorted; args select (e.g. "table=7", "cookie=0x1/-1").
+func (b *Bridge) DumpFlows(t testing.TB, args ...string) []string {
+	t.Helper()
+	out, err := b.Ofctl("dump-flows", "br-int", append([]string{"--no-stats"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines(out, "OFPST_FLOW")
+}
+
+// DumpFlowsWithStats returns br-int's flows with durations and counters.
+func (b *Bridge) DumpFlowsWithStats(t testing.TB, args ...string) []string {
+	t.Helper()
+	out, err := b.Ofctl("dump-flows", "br-int", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines(out, "OFPST_FLOW")
+}
+
+// DumpGroups returns br-int's groups as dump-groups prints them, by id.
+func (b *Bridge) DumpGroups(t testing.TB) []string {
+	t.Helper()
+	out, err := b.Ofctl("dump-groups", "br-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := lines(out, "OFPST_GROUP")
+	sort.Slice(groups, func(i, j int) bool { return groupID(groups[i]) < groupID(groups[j]) })
+	return groups
+}
+
+func groupID(s string) int {
+	s = strings.TrimPrefix(s, "group_id=")
+	if i := strings.IndexByte(s, ','); i >= 0 {
+		s = s[:i]
+	}
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func lines(out, header string) []string {
+	var res []string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, header) {
+			res = append(res, l)
+		}
+	}
+	sort.Strings(res)
+	return res
+}
+
+// Trace asks OVS what it does with a packet (ofproto/trace, the oracle).
+func (b *Bridge) Trace(t testing.TB, flow string) string {
+	t.Helper()
+	out, err := b.Appctl("ofproto/trace", "br-int", flow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// PurgeDatapath drops the datapath's cached flows, as the agent does after a
+// policy change.
+func (b *Bridge) PurgeDatapath(t testing.TB) {
+	t.Helper()
+	if _, err := b.Appctl("revalidator/purge"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// IPReceived is the number of IPv4 packets a pod's kernel received (Ip
+// InReceives of /proc/net/snmp): a SYN that reached the pod counts, whatever
+// became of its connection.
+func (p *Pod) IPReceived(t testing.TB) int {
+	t.Helper()
+	out := Run(t, "ip", "netns", "exec", p.NS, "cat", "/proc/net/snmp")
+	var names, values []string
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "Ip: ") {
+			continue
+		}
+		if names == nil {
+			names = strings.Fields(l)
+		} else {
+			values = strings.Fields(l)
+		}
+	}
+	for i, n := range names {
+		if n == "InReceives" && i < len(values) {
+			v, _ := strconv.Atoi(values[i])
+			return v
+		}
+	}
+	t.Fatalf("no Ip InReceives in /proc/net/snmp of %s:\n%s", p.NS, out)
+	return 0
+}

@@ -1,0 +1,216 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
+	"antrea.io/antrea/pkg/ovs/openflow"
+)
+
+// ovsNode is the proxy running for real: informers on a fake API server,
+// the agent's OpenFlow client on a real bridge in its own netns.
+type ovsNode struct {
+	*bridgetest.Bridge
+	client *fake.Clientset
+	flows  *agentof.Client
+	proxy  *Proxy
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+// newOVSNode starts a bridge, initializes the pipeline and runs a proxy
+// (node-1) on it with the given objects already in the API.
+func newOVSNode(t *testing.T, cfg Config, objs ...interface{}) *ovsNode {
+	t.Helper()
+	br := bridgetest.New(t)
+	flows, err := agentof.NewClient(br.OF, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br.SetReplay(func(ctx context.Context, conn *openflow.Conn) error { return flows.Replay(ctx, conn) })
+	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
+	if err := flows.Initialize(context.Background(), &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
+		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: br.GatewayMAC, PodCIDR: cidr}); err != nil {
+		t.Fatal(err)
+	}
+	n := &ovsNode{Bridge: br, client: fake.NewClientset(), flows: flows}
+	for _, o := range objs {
+		create(t, n.client, o)
+	}
+	n.start(t, cfg)
+	return n
+}
+
+// start runs a proxy on the node's client until restart or the test's end.
+func (n *ovsNode) start(t *testing.T, cfg Config) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	f := informers.NewSharedInformerFactory(n.client, 0)
+	if cfg.NodeName == "" {
+		cfg.NodeName = "node-1"
+	}
+	p, err := NewWithConfig(cfg, f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), n.flows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.proxy, n.stop, n.done = p, cancel, make(chan struct{})
+	f.Start(ctx.Done())
+	done := n.done
+	go func() { _ = p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; f.Shutdown() })
+}
+
+// waitGroups waits until the bridge's groups satisfy cond.
+func (n *ovsNode) waitGroups(t *testing.T, what string, cond func(groups []string) bool) {
+	t.Helper()
+	var groups []string
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		groups = n.DumpGroups(t)
+		return cond(groups), nil
+	})
+	if err != nil {
+		t.Fatalf("%s; the bridge has groups:\n%s", what, strings.Join(groups, "\n"))
+	}
+}
+
+// answerers connects count times from the pod to addr and counts who answered.
+func answerers(t *testing.T, from *bridgetest.Pod, network, addr string, count int) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for i := 0; i < count; i++ {
+		who, _ := bridgetest.Answerer(from.AskWhoEventually(t, network, addr))
+		seen[who]++
+	}
+	return seen
+}
+
+func bucketsOf(groups []string) int {
+	n := 0
+	for _, g := range groups {
+		n += strings.Count(g, "bucket=")
+	}
+	return n
+}
+
+func nat(ip string, port int) string { return fmt.Sprintf("nat(dst=%s:%d)", ip, port) }
+
+func hasAll(groups []string, parts ...string) bool {
+	all := strings.Join(groups, "\n")
+	for _, p := range parts {
+		if !strings.Contains(all, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func updateSlice(t *testing.T, c *fake.Clientset, name string, mutate func(*discoveryv1.EndpointSlice)) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := c.DiscoveryV1().EndpointSlices("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate(s)
+	if _, err := c.DiscoveryV1().EndpointSlices("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reg3 is how a group's bucket names an endpoint: its address in reg3.
+func reg3(p *bridgetest.Pod) string {
+	ip := p.IP.To4()
+	return fmt.Sprintf("set_field:0x%x->reg3", uint32(ip[0])<<24|uint32(ip[1])<<16|uint32(ip[2])<<8|uint32(ip[3]))
+}
+
+// TestEndpointConditionsAndSharedEndpointsOnRealOVS follows a rolling update
+// with real connections: a serving terminating endpoint gets connections
+// only while no endpoint is ready, and an endpoint two Services share keeps
+// its flows until the last of them is gone.
+func TestEndpointConditionsAndSharedEndpointsOnRealOVS(t *testing.T) {
+	ports := slicePorts(epPort("", corev1.ProtocolTCP, 8080))
+	n := newOVSNode(t, Config{},
+		service("web", "10.96.0.10", svcPort("", corev1.ProtocolTCP, 80, 8080)),
+		slice("web-1", "web", ports,
+			ep{ip: "10.10.1.3", node: "node-1", ready: ptr(true)},
+			ep{ip: "10.10.1.4", node: "node-1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)}),
+		service("alias", "10.96.0.11", svcPort("", corev1.ProtocolTCP, 8080, 8080)),
+		slice("alias-1", "alias", ports, ep{ip: "10.10.1.3", node: "node-1", ready: ptr(true)}),
+	)
+	cli := n.AddPod(t, "c1", "10.10.1.2/24")
+	e1 := n.AddPod(t, "e1", "10.10.1.3/24")
+	e2 := n.AddPod(t, "e2", "10.10.1.4/24")
+	for _, p := range []*bridgetest.Pod{cli, e1, e2} {
+		if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+			t.Fatal(err)
+		}
+		p.ServeWho(t, 8080)
+	}
+
+	// e1 ready, e2 terminating but serving: e2 gets nothing.
+	n.waitGroups(t, "both Services should be installed, with e1 only", func(g []string) bool {
+		return len(g) == 2 && bucketsOf(g) == 2 && !hasAll(g, reg3(e2))
+	})
+	if seen := answerers(t, cli, "tcp4", "10.96.0.10:80", 20); seen["e1"] != 20 {
+		t.Fatalf("with e1 ready, every connection should reach e1, answered %v", seen)
+	}
+
+	// e1 terminates and stops serving: the terminating, serving e2 drains
+	// the Service rather than nothing answering.
+	updateSlice(t, n.client, "web-1", func(s *discoveryv1.EndpointSlice) {
+		s.Endpoints[0].Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(false), Terminating: ptr(true)}
+	})
+	n.waitGroups(t, "web should fall back to e2", func(g []string) bool { return bucketsOf(g) == 2 && hasAll(g, reg3(e2)) })
+	if seen := answerers(t, cli, "tcp4", "10.96.0.10:80", 20); seen["e2"] != 20 {
+		t.Fatalf("with no ready endpoint, every connection should reach the serving terminating e2, answered %v", seen)
+	}
+	// alias, which shares e1, is unaffected by web's slice.
+	if seen := answerers(t, cli, "tcp4", "10.96.0.11:8080", 5); seen["e1"] != 5 {
+		t.Fatalf("alias should still reach e1, answered %v", seen)
+	}
+
+	// A new ready endpoint (e1 back): terminating e2 is out again.
+	updateSlice(t, n.client, "web-1", func(s *discoveryv1.EndpointSlice) {
+		s.Endpoints[0].Conditions = discoveryv1.EndpointConditions{Ready: ptr(true)}
+	})
+	n.waitGroups(t, "web should be back on e1", func(g []string) bool { return bucketsOf(g) == 2 && !hasAll(g, reg3(e2)) })
+
+	// web goes: e1's DNAT flows stay for alias, e2's (web only) go.
+	ctx := context.Background()
+	if err := n.client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitGroups(t, "only alias's group should remain", func(g []string) bool { return len(g) == 1 })
+	dnat := n.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.EndpointDNATTable).ID))
+	if all := strings.Join(dnat, "\n"); !strings.Contains(all, nat("10.10.1.3", 8080)) || strings.Contains(all, nat("10.10.1.4", 8080)) {
+		t.Fatalf("EndpointDNAT should keep e1's flows (alias uses e1) and drop e2's:\n%s", all)
+	}
+	if seen := answerers(t, cli, "tcp4", "10.96.0.11:8080", 5); seen["e1"] != 5 {
+		t.Fatalf("alias should still reach e1 after web left, answered %v", seen)
+	}
+	if _, err := cli.AskWho(t, "tcp4", "10.96.0.10:80", time.Second); err == nil {
+		t.Fatal("web's ClusterIP should not answer once web is gone")
+	}
+
+	// alias goes too: nothing of either Service is left.
+	if err := n.client.CoreV1().Services("default").Delete(ctx, "alias", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitGroups(t, "no group should remain", func(g []string) bool { return len(g) == 0 })
+	if dnat := n.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.EndpointDNATTable).ID)); len(dnat) != 1 {
+		t.Fatalf("EndpointDNAT should hold its miss flow only:\n%s", strings.Join(dnat, "\n"))
+	}
+}
