@@ -4,7 +4,8 @@
 # (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and
 # real nodes (kubelet, kube-proxy, containerd, runc, crictl) built from the Go
 # module proxy, the upstream test image's contents (agnhost and a Debian rootfs
-# with its tools), the upstream e2e.test, cnitool and the reference CNI
+# with its tools), the Debian rootfs of the antrea-agent image (Open vSwitch,
+# iptables, ...), the upstream e2e.test, cnitool and the reference CNI
 # plugins, and the Go tools the build uses. It is idempotent: every step is skipped when its output
 # is already there, and every output lives under _output/ (ignored by git).
 set -euo pipefail
@@ -43,6 +44,12 @@ ROOTFS_SUITE=bookworm
 # Bump when build_rootfs changes what it does to the rootfs.
 ROOTFS_RECIPE=2
 ROOTFS=$CACHE/rootfs-$ROOTFS_SUITE-$(printf '%s %s' "$ROOTFS_PACKAGES" "$ROOTFS_RECIPE" | sha256sum | cut -c1-12)
+# The Debian rootfs of the antrea-agent image: Open vSwitch's userspace
+# daemons and tools and what the agent runs (iptables, ipset, conntrack, ...).
+AGENT_ROOTFS_PACKAGES=openvswitch-switch,openvswitch-common,iproute2,iptables,nftables,ipset,conntrack,ethtool,procps,ca-certificates,bash
+# Bump when build_agent_rootfs (or debootstrap_rootfs) changes what it does.
+AGENT_ROOTFS_RECIPE=1
+AGENT_ROOTFS=$CACHE/rootfs-antrea-agent-$ROOTFS_SUITE-$(printf '%s %s' "$AGENT_ROOTFS_PACKAGES" "$AGENT_ROOTFS_RECIPE" | sha256sum | cut -c1-12)
 
 log() { printf '[install] %s\n' "$*" >&2; }
 
@@ -182,29 +189,58 @@ build_node_runtime() {
   fi
 }
 
-# build_rootfs makes the Debian rootfs of the agnhost image with debootstrap
-# from this machine's Debian mirror, trimmed of docs, locales and apt lists.
-build_rootfs() {
-  [ -f "$ROOTFS/.complete" ] && return
-  local mirror
+# debootstrap_rootfs DIR PACKAGES [CUSTOMIZE]: makes DIR, a Debian
+# $ROOTFS_SUITE minbase rootfs with PACKAGES (comma-separated) from this
+# machine's Debian mirror, unless DIR/.complete says it is there. CUSTOMIZE,
+# if given, is a function run with the unfinished rootfs's path before it is
+# trimmed of docs, locales, apt lists and logs. DIR appears only when complete.
+debootstrap_rootfs() {
+  local dir=$1 packages=$2 customize=${3:-} mirror
+  [ -f "$dir/.complete" ] && return
   mirror=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
   [ -n "$mirror" ] || mirror=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
   [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
-  log "debootstrap $ROOTFS_SUITE ($ROOTFS_PACKAGES) from $mirror (about 30 s)"
-  rm -rf "$ROOTFS.tmp"
-  nice debootstrap --variant=minbase --include="$ROOTFS_PACKAGES" "$ROOTFS_SUITE" "$ROOTFS.tmp" "$mirror" >"$CACHE/debootstrap.log" 2>&1 ||
-    { tail -20 "$CACHE/debootstrap.log" >&2; exit 1; }
-  # What agnhost's Dockerfile adds besides packages: /uploads (netexec), the
-  # iperf link, and the user and group an e2e SupplementalGroups test expects.
-  mkdir -p "$ROOTFS.tmp/uploads"
-  ln -sfn /usr/bin/iperf "$ROOTFS.tmp/usr/local/bin/iperf"
-  chroot "$ROOTFS.tmp" /bin/sh -c 'groupadd -g 50000 group-defined-in-image &&
+  log "debootstrap $ROOTFS_SUITE ($packages) from $mirror into $dir (about 30 s)"
+  local logfile=$CACHE/debootstrap-$(basename "$dir").log
+  rm -rf "$dir.tmp"
+  nice debootstrap --variant=minbase --include="$packages" "$ROOTFS_SUITE" "$dir.tmp" "$mirror" >"$logfile" 2>&1 ||
+    { tail -20 "$logfile" >&2; exit 1; }
+  [ -z "$customize" ] || "$customize" "$dir.tmp"
+  rm -rf "$dir.tmp"/usr/share/{doc,man,info,locale}/* "$dir.tmp"/var/lib/apt/lists/* "$dir.tmp"/var/cache/apt/*.bin \
+    "$dir.tmp"/var/cache/apt/archives/*.deb "$dir.tmp"/var/log/*
+  touch "$dir.tmp/.complete"
+  rm -rf "$dir"
+  mv "$dir.tmp" "$dir"
+}
+
+# build_rootfs makes the Debian rootfs of the agnhost image.
+build_rootfs() { debootstrap_rootfs "$ROOTFS" "$ROOTFS_PACKAGES" customize_agnhost_rootfs; }
+
+# customize_agnhost_rootfs adds what agnhost's Dockerfile adds besides
+# packages: /uploads (netexec), the iperf link, and the user and group an e2e
+# SupplementalGroups test expects.
+customize_agnhost_rootfs() {
+  local root=$1
+  mkdir -p "$root/uploads"
+  ln -sfn /usr/bin/iperf "$root/usr/local/bin/iperf"
+  chroot "$root" /bin/sh -c 'groupadd -g 50000 group-defined-in-image &&
     useradd -u 1000 -M -s /bin/sh -G group-defined-in-image user-defined-in-image'
-  rm -rf "$ROOTFS.tmp"/usr/share/{doc,man,info,locale}/* "$ROOTFS.tmp"/var/lib/apt/lists/* "$ROOTFS.tmp"/var/cache/apt/*.bin \
-    "$ROOTFS.tmp"/var/cache/apt/archives/*.deb "$ROOTFS.tmp"/var/log/*
-  touch "$ROOTFS.tmp/.complete"
-  rm -rf "$ROOTFS"
-  mv "$ROOTFS.tmp" "$ROOTFS"
+}
+
+# build_agent_rootfs makes the Debian rootfs of the antrea-agent image (its
+# packages: AGENT_ROOTFS_PACKAGES; pkg/lab/registry.go adds our binaries and
+# build/images/scripts) and links it as _output/rootfs-antrea-agent.
+build_agent_rootfs() {
+  debootstrap_rootfs "$AGENT_ROOTFS" "$AGENT_ROOTFS_PACKAGES" customize_agent_rootfs
+  ln -sfn "$AGENT_ROOTFS" "$OUT/rootfs-antrea-agent"
+}
+
+# customize_agent_rootfs leaves no OVS state in the image: start_ovs makes the
+# database (on the node's hostPath), and a system-id baked into the image would
+# be every node's.
+customize_agent_rootfs() {
+  local root=$1
+  rm -rf "$root"/etc/openvswitch/* "$root"/var/lib/openvswitch/* "$root"/run/openvswitch/*
 }
 
 # link_kube puts the cached control-plane binaries where the lab and envtest look.
@@ -269,12 +305,13 @@ what=${1:-all}
 case $what in
   apt) install_apt ;;
   kube) build_etcd; build_kube; link_kube ;;
-  node) build_node_runtime; build_rootfs; link_node_runtime ;;
+  node) build_node_runtime; build_rootfs; link_node_runtime; build_agent_rootfs ;;
   rootfs) build_rootfs ;;
+  agent-rootfs) build_agent_rootfs ;;
   cni) install_cni ;;
   tools) install_tools ;;
   helm) install_helm ;;
-  all) install_apt; install_cni; install_tools; install_helm; build_etcd; build_kube; link_kube; build_node_runtime; build_rootfs; link_node_runtime ;;
-  *) echo "usage: $0 [all|apt|kube|node|cni|tools|helm]" >&2; exit 2 ;;
+  all) install_apt; install_cni; install_tools; install_helm; build_etcd; build_kube; link_kube; build_node_runtime; build_rootfs; link_node_runtime; build_agent_rootfs ;;
+  *) echo "usage: $0 [all|apt|kube|node|rootfs|agent-rootfs|cni|tools|helm]" >&2; exit 2 ;;
 esac
 log "ok ($what)"

@@ -46,6 +46,15 @@ var (
 	pauseImages  = []string{SandboxImage}
 )
 
+// Antrea's own images, under the names build/yamls/antrea.yml uses.
+const (
+	// AgentImage runs the antrea-agent DaemonSet's three containers:
+	// install-cni (install_cni), antrea-agent and antrea-ovs (start_ovs).
+	AgentImage = "docker.io/antrea/antrea-agent:latest"
+	// ControllerImage runs the antrea-controller Deployment.
+	ControllerImage = "docker.io/antrea/antrea-controller:latest"
+)
+
 // AgnhostImage is the agnhost image of e2e.test v1.37.2.
 var AgnhostImage = AgnhostImages[0]
 
@@ -69,6 +78,65 @@ func (o Options) agnhostRootFS() string {
 	return filepath.Join(filepath.Dir(o.KubeBinDir), "rootfs-agnhost")
 }
 
+// agentRootFS is the Debian rootfs hack/install.sh makes for antrea-agent
+// (its build_agent_rootfs: Open vSwitch, iproute2, iptables, ...).
+func (o Options) agentRootFS() string {
+	return filepath.Join(filepath.Dir(o.KubeBinDir), "rootfs-antrea-agent")
+}
+
+// imageScriptsDir holds the scripts of the antrea-agent image, in the
+// checkout whose bin/ holds our binaries.
+func (o Options) imageScriptsDir() string {
+	return filepath.Join(filepath.Dir(o.BinDir), "build", "images", "scripts")
+}
+
+// antreaImageSpecs are Antrea's images, as upstream ships them: the agent's
+// on a Debian rootfs with Open vSwitch's userspace daemons and tools, the
+// controller's a static binary on an almost empty base. Both take our
+// binaries from bin/ (make build), so a rebuild from the same commit gives
+// the same digests.
+func (o Options) antreaImageSpecs() ([]images.Spec, error) {
+	rootfs, err := filepath.EvalSymlinks(o.agentRootFS())
+	if err != nil {
+		return nil, fmt.Errorf("the antrea-agent rootfs is missing (run hack/install.sh agent-rootfs): %w", err)
+	}
+	bin := func(name string) string { return filepath.Join(o.BinDir, name) }
+	script := func(name string) string { return filepath.Join(o.imageScriptsDir(), name) }
+	return []images.Spec{
+		{
+			Names:  []string{AgentImage},
+			RootFS: rootfs,
+			Files: []images.File{
+				{Path: "/usr/local/bin/antrea-agent", Source: bin("antrea-agent"), Mode: 0o755},
+				{Path: "/usr/local/bin/antrea-cni", Source: bin("antrea-cni"), Mode: 0o755},
+				{Path: "/usr/local/bin/start_ovs", Source: script("start_ovs"), Mode: 0o755},
+				{Path: "/usr/local/bin/install_cni", Source: script("install_cni"), Mode: 0o755},
+				// The reference loopback plugin, which install_cni puts on
+				// nodes that lack one.
+				{Path: "/opt/cni", Dir: true},
+				{Path: "/opt/cni/bin", Dir: true},
+				{Path: "/opt/cni/bin/loopback", Source: filepath.Join(o.CNIBinDir, "loopback"), Mode: 0o755},
+			},
+			// The manifest names each container's command; alone, the
+			// image runs the agent.
+			Cmd: []string{"antrea-agent"},
+		},
+		{
+			Names: []string{ControllerImage},
+			Files: []images.File{
+				{Path: "/usr/local/bin/antrea-controller", Source: bin("antrea-controller"), Mode: 0o755},
+				{Path: "/etc/passwd", Content: []byte("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n")},
+				{Path: "/etc/group", Content: []byte("root:x:0:\nnogroup:x:65534:\n")},
+				{Path: "/root", Dir: true, Mode: 0o700},
+				{Path: "/tmp", Dir: true, Mode: 0o1777},
+				// The default cert-dir of the self-signed serving certificate.
+				{Path: "/var/run/antrea", Dir: true},
+			},
+			Entrypoint: []string{"antrea-controller"},
+		},
+	}, nil
+}
+
 // imageSpecs are the images the lab builds, from the binaries and rootfs
 // the install and build steps made.
 func (o Options) imageSpecs() ([]images.Spec, error) {
@@ -76,8 +144,12 @@ func (o Options) imageSpecs() ([]images.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the agnhost rootfs is missing (run hack/install.sh): %w", err)
 	}
+	antrea, err := o.antreaImageSpecs()
+	if err != nil {
+		return nil, err
+	}
 	kube := func(name string) string { return filepath.Join(o.KubeBinDir, name) }
-	return []images.Spec{
+	return append([]images.Spec{
 		{
 			// As upstream's test/images/agnhost/Dockerfile: Debian instead of
 			// Alpine with the same tools, /agnhost and its agnhost-2 link,
@@ -105,7 +177,7 @@ func (o Options) imageSpecs() ([]images.Spec, error) {
 			Entrypoint: []string{"/antrea-testpod"},
 			Cmd:        []string{"serve"},
 		},
-	}, nil
+	}, antrea...), nil
 }
 
 // EnsureImages builds every lab image whose inputs changed since the store
@@ -211,7 +283,8 @@ func Load(opts Options, path string) ([]string, error) {
 	return images.LoadTarball(store, path)
 }
 
-// ListImages prints every image of the store with its manifest digest.
+// ListImages prints every image of the store with its manifest digest and
+// size (its config and layers, uncompressed as stored and served).
 func ListImages(opts Options, out io.Writer) error {
 	store, err := images.NewStore(opts.ImageDir)
 	if err != nil {
@@ -227,9 +300,32 @@ func ListImages(opts Options, out io.Writer) error {
 	}
 	sort.Strings(names)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "IMAGE\tDIGEST")
+	fmt.Fprintln(tw, "IMAGE\tDIGEST\tSIZE")
 	for _, n := range names {
-		fmt.Fprintf(tw, "%s\t%s\n", n, imgs[n])
+		size := "?"
+		if b, err := imageSize(store, n); err == nil && b >= 1e6 {
+			size = fmt.Sprintf("%.1f MB", float64(b)/1e6)
+		} else if err == nil {
+			size = fmt.Sprintf("%.1f kB", float64(b)/1e3)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", n, imgs[n], size)
 	}
 	return tw.Flush()
+}
+
+// imageSize is the size of an image's config and layers in bytes.
+func imageSize(store *images.Store, name string) (int64, error) {
+	img, err := store.Image(name)
+	if err != nil {
+		return 0, err
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return 0, err
+	}
+	size := m.Config.Size
+	for _, l := range m.Layers {
+		size += l.Size
+	}
+	return size, nil
 }

@@ -60,16 +60,41 @@ type Spec struct {
 	ExposedPorts []string `json:"exposedPorts,omitempty"`
 }
 
-// File is one entry of an image's files layer.
+// File is one entry of an image's files layer: a copy of Source, a file
+// holding Content, a symlink to Link or a directory (exactly one of them).
 type File struct {
 	// Path is where the file is in the image, e.g. /usr/local/bin/agnhost.
 	Path string `json:"path"`
 	// Source is the host file copied there (symlinks followed).
 	Source string `json:"source,omitempty"`
-	// Mode is the file's permission bits; 0 takes Source's.
+	// Content, if not nil, is the file's content (e.g. a small /etc/passwd).
+	Content []byte `json:"content,omitempty"`
+	// Mode is the entry's permission bits as tar stores them (0o1777 for a
+	// sticky /tmp); 0 takes Source's, else 0644 for Content, 0755 for Dir.
 	Mode int64 `json:"mode,omitempty"`
-	// Link, if set, makes the entry a symlink to Link instead of a copy of Source.
+	// Link, if set, makes the entry a symlink to Link.
 	Link string `json:"link,omitempty"`
+	// Dir makes the entry an empty directory.
+	Dir bool `json:"dir,omitempty"`
+}
+
+// kinds counts how many of Source, Content, Link and Dir f sets.
+func (f *File) kinds() int {
+	n := 0
+	for _, set := range []bool{f.Source != "", f.Content != nil, f.Link != "", f.Dir} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// modeOr is f.Mode, or def when it is 0.
+func (f *File) modeOr(def int64) int64 {
+	if f.Mode == 0 {
+		return def
+	}
+	return f.Mode
 }
 
 // Build builds the image spec describes. Its layers are spooled once to
@@ -342,6 +367,9 @@ func writeFiles(w io.Writer, files []File, parents bool) error {
 		if seen[name] {
 			return fmt.Errorf("file %q: path given twice", f.Path)
 		}
+		if k := f.kinds(); k != 1 {
+			return fmt.Errorf("file %q: sets %d of Source, Content, Link and Dir, want exactly one", f.Path, k)
+		}
 		seen[name] = true
 		entries = append(entries, entry{name: name, file: f})
 	}
@@ -368,15 +396,25 @@ func writeFiles(w io.Writer, files []File, parents bool) error {
 			if err := tw.WriteHeader(hdr); err != nil {
 				return err
 			}
+		case f.Dir:
+			hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, e.name+"/", f.modeOr(0o755)
+			if err := tw.WriteHeader(hdr); err != nil {
+				return err
+			}
 		case f.Link != "":
 			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, f.Link, 0o777
 			if err := tw.WriteHeader(hdr); err != nil {
 				return err
 			}
-		default:
-			if f.Source == "" {
-				return fmt.Errorf("file %q: neither Source nor Link set", f.Path)
+		case f.Content != nil:
+			hdr.Typeflag, hdr.Size, hdr.Mode = tar.TypeReg, int64(len(f.Content)), f.modeOr(0o644)
+			if err := tw.WriteHeader(hdr); err != nil {
+				return err
 			}
+			if _, err := tw.Write(f.Content); err != nil {
+				return err
+			}
+		default:
 			fi, err := os.Stat(f.Source)
 			if err != nil {
 				return fmt.Errorf("file %q: %w", f.Path, err)

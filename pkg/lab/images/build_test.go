@@ -174,6 +174,25 @@ func TestBuild(t *testing.T) {
 				"usr/local/bin/netexec symlink 0777 0:0 -> agnhost",
 			}},
 		},
+		{
+			name: "inline contents and directories take their modes, parents made once",
+			spec: Spec{Names: []string{"docker.io/antrea/antrea-controller:latest"}, Files: []File{
+				{Path: "/etc/group", Content: []byte("root:x:0:\n")},
+				{Path: "/etc/empty", Content: []byte{}, Mode: 0o600},
+				{Path: "/tmp", Dir: true, Mode: 0o1777},
+				{Path: "/var/run/antrea", Dir: true},
+				{Path: "/var", Dir: true, Mode: 0o700},
+			}},
+			layers: [][]string{{
+				"etc/ dir 0755 0:0",
+				"etc/empty file 0600 0:0 size=0",
+				"etc/group file 0644 0:0 size=10",
+				"tmp/ dir 1777 0:0",
+				"var/ dir 0700 0:0",
+				"var/run/ dir 0755 0:0",
+				"var/run/antrea/ dir 0755 0:0",
+			}},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -256,6 +275,8 @@ func TestBuildRefusesBadFiles(t *testing.T) {
 	}{
 		{"a path given twice", []File{{Path: "/a", Source: src}, {Path: "a", Source: src}}},
 		{"a file with neither source nor link", []File{{Path: "/a"}}},
+		{"a file with both a source and content", []File{{Path: "/a", Source: src, Content: []byte("x")}}},
+		{"a directory with a link", []File{{Path: "/a", Dir: true, Link: "b"}}},
 		{"a missing source", []File{{Path: "/a", Source: filepath.Join(t.TempDir(), "missing")}}},
 		{"a directory as source", []File{{Path: "/a", Source: t.TempDir()}}},
 		{"the root as path", []File{{Path: "/", Source: src}}},
