@@ -1,5 +1,8 @@
 // Command antrea-controller computes NetworkPolicies once for the cluster and
-// serves each Node's slice through the controlplane.antrea.io API.
+// serves each Node's slice through the controlplane.antrea.io API. Its
+// settings come from --config (antrea-controller.conf,
+// docs/configuration.md) and flags given explicitly, which win. See
+// pkg/controller/app.
 package main
 
 import (
@@ -28,12 +31,15 @@ func main() {
 				fmt.Println(version.String("antrea-controller"))
 				return nil
 			}
+			if err := opts.Complete(cmd.Flags()); err != nil {
+				return err
+			}
 			if err := opts.Validate(); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			klog.InfoS("Starting", "version", version.String("antrea-controller"))
+			klog.InfoS("Starting", "version", version.String("antrea-controller"), "config", opts.ConfigFile)
 			return app.Run(ctx, opts)
 		},
 	}

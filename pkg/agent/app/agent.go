@@ -11,7 +11,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -25,8 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/cniserver"
@@ -37,54 +34,14 @@ import (
 	"antrea.io/antrea/pkg/agent/proxy"
 	"antrea.io/antrea/pkg/agent/route"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
+	"antrea.io/antrea/pkg/config"
 	"antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
 
-// Options are the agent's settings (flags of cmd/antrea-agent).
-type Options struct {
-	Kubeconfig   string
-	NodeName     string
-	OVSRunDir    string // ovsdb-server and ovs-vswitchd run dir (db.sock, <bridge>.mgmt)
-	DatapathType string // netdev or system
-	TunnelType   string // geneve or vxlan
-	UplinkName   string // the node's underlay interface
-	CNISocket    string
-	CNIConfDir   string
-	IPAMDataDir  string
-	MTU          int
-	// EnableProxy runs AntreaProxy: ClusterIP Services in OVS (the feature
-	// gate upstream calls AntreaProxy).
-	EnableProxy bool
-}
-
 // flowRoundKey is the bridge external_id holding the cookie round of the
 // flows installed by the last agent run.
 const flowRoundKey = "antrea.io/flow-round"
-
-func (o *Options) validate() error {
-	switch {
-	case o.NodeName == "":
-		return errors.New("--node-name (or NODE_NAME) is required")
-	case o.OVSRunDir == "":
-		return errors.New("--ovs-run-dir is required")
-	case o.DatapathType != "netdev" && o.DatapathType != "system":
-		return fmt.Errorf("--ovs-datapath %q: want netdev or system", o.DatapathType)
-	case o.TunnelType != "geneve" && o.TunnelType != "vxlan":
-		return fmt.Errorf("--tunnel-type %q: want geneve or vxlan", o.TunnelType)
-	case o.DatapathType == "netdev" && o.UplinkName == "":
-		return errors.New("--uplink is required with the netdev datapath")
-	}
-	return nil
-}
-
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	cfg, err := restConfig(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	return kubernetes.NewForConfig(cfg)
-}
 
 // waitForNode waits until the Node has a pod CIDR (kube-controller-manager
 // allocates it after the node registers).
@@ -124,11 +81,15 @@ func Run(ctx context.Context, o Options) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	client, err := kubeClient(o.Kubeconfig)
+	kubeConfig, err := config.KubeRESTConfig(o.Kubeconfig, o.KubeAPIServerOverride, "antrea-agent")
 	if err != nil {
 		return err
 	}
-	_, podCIDRs, err := waitForNode(ctx, client, o.NodeName)
+	client, err := kubernetes.NewForConfig(kubeConfig)
+	if err != nil {
+		return err
+	}
+	node, podCIDRs, err := waitForNode(ctx, client, o.NodeName)
 	if err != nil {
 		return err
 	}
@@ -137,15 +98,26 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer ovsdb.Close()
+	uplink, nodeIP := o.UplinkName, net.IP(nil)
+	if uplink == "" {
+		if uplink, nodeIP, err = findTransportInterface(ctx, node, ovsdb); err != nil {
+			return err
+		}
+		klog.InfoS("Found the transport interface", "node", o.NodeName, "interface", uplink, "nodeIP", nodeIP)
+	}
 	nc, err := nodeinit.Bringup(ctx, nodeinit.Config{
 		NodeName:     o.NodeName,
 		Conn:         ovsdb,
 		OVSRunDir:    o.OVSRunDir,
 		DatapathType: ovsconfig.OVSDatapathType(o.DatapathType),
 		TunnelType:   ovsconfig.TunnelType(o.TunnelType),
+		TunnelCSum:   o.TunnelCsum,
+		NodeIP:       nodeIP,
 		PodCIDRs:     podCIDRs,
-		UplinkName:   o.UplinkName,
+		UplinkName:   uplink,
 		MTU:          o.MTU,
+		BridgeName:   o.OVSBridge,
+		GatewayName:  o.HostGateway,
 	})
 	if err != nil {
 		return fmt.Errorf("bring up node %s: %w", o.NodeName, err)
@@ -241,7 +213,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	cpClient, err := controlplaneClient(o.Kubeconfig)
+	cpClient, err := versioned.NewForConfig(kubeConfig)
 	if err != nil {
 		return err
 	}
@@ -299,29 +271,6 @@ func (n *podFlowsNotifier) InstallPodFlows(ifName string, ips []net.IP, mac net.
 	}
 	n.ready(ifName)
 	return nil
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %q: %w", kubeconfig, err)
-	}
-	cfg.UserAgent = "antrea-agent"
-	return cfg, nil
-}
-
-func controlplaneClient(kubeconfig string) (versioned.Interface, error) {
-	cfg, err := restConfig(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	return versioned.NewForConfig(cfg)
 }
 
 // waitRoutesInstalled waits (bounded) until every other node known at start

@@ -8,89 +8,30 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
 	"antrea.io/antrea/pkg/apiserver"
+	"antrea.io/antrea/pkg/config"
 	"antrea.io/antrea/pkg/controller/networkpolicy"
 )
 
 // APIServiceName is the APIService the controller serves and keeps the CA bundle of.
 const APIServiceName = "v1beta2.controlplane.antrea.io"
 
-// Options are antrea-controller's flags.
-type Options struct {
-	// Kubeconfig is the file to reach kube-apiserver; empty means in-cluster.
-	Kubeconfig string
-	// Workers is the number of computation workers.
-	Workers int
-	// SyncAPIServiceCA makes the controller write its serving CA into the
-	// APIService's caBundle, so kube-apiserver can verify it.
-	SyncAPIServiceCA bool
-	// APIServer holds the serving and delegated authn/authz options.
-	APIServer *apiserver.Options
-}
-
-// NewOptions returns the defaults.
-func NewOptions() *Options {
-	return &Options{Workers: 4, SyncAPIServiceCA: true, APIServer: apiserver.NewOptions()}
-}
-
-// AddFlags registers the flags: --kubeconfig, --workers, --sync-apiservice-ca
-// and the API server's (--bind-address, --secure-port, --cert-dir,
-// --tls-cert-file, --authentication-kubeconfig, ...).
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig to reach kube-apiserver; empty for in-cluster config")
-	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of NetworkPolicy computation workers")
-	fs.BoolVar(&o.SyncAPIServiceCA, "sync-apiservice-ca", o.SyncAPIServiceCA, "Write the serving CA into the caBundle of APIService "+APIServiceName)
-	o.APIServer.SecureServing.AddFlags(fs)
-	o.APIServer.Authentication.AddFlags(fs)
-	o.APIServer.Authorization.AddFlags(fs)
-}
-
-// Validate checks the options.
-func (o *Options) Validate() error {
-	var errs []error
-	errs = append(errs, o.APIServer.SecureServing.Validate()...)
-	errs = append(errs, o.APIServer.Authentication.Validate()...)
-	errs = append(errs, o.APIServer.Authorization.Validate()...)
-	if o.Workers < 1 {
-		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("invalid options: %v", errs)
-	}
-	return nil
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("loading in-cluster config: %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
-	}
-	return cfg, nil
-}
-
 // Run starts everything and blocks until ctx ends or the API server fails.
 func Run(ctx context.Context, o *Options) error {
-	cfg, err := restConfig(o.Kubeconfig)
+	cfg, err := config.KubeRESTConfig(o.Kubeconfig, o.KubeAPIServerOverride, "antrea-controller")
 	if err != nil {
+		return err
+	}
+	if err := o.completeServing(); err != nil {
 		return err
 	}
 	kubeClient, err := kubernetes.NewForConfig(cfg)
@@ -112,7 +53,7 @@ func Run(ctx context.Context, o *Options) error {
 		if err != nil {
 			return fmt.Errorf("creating the aggregator client: %w", err)
 		}
-		ca, err := server.CABundle()
+		ca, err := o.caBundle(server)
 		if err != nil {
 			return err
 		}

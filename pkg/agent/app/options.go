@@ -1,0 +1,122 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	agentconfig "antrea.io/antrea/pkg/config/agent"
+)
+
+// Options are the agent's settings: the config file (--config, upstream's
+// antrea-agent.conf, pkg/config/agent) with the flags given on the command
+// line on top. The flags serve the lab's node simulator and tests.
+type Options struct {
+	// ConfigFile is the antrea-agent.conf to read; "" means the defaults.
+	ConfigFile string
+	Kubeconfig string
+	// KubeAPIServerOverride replaces kube-apiserver's address (host,
+	// host:port or URL); "" keeps the kubeconfig's or in-cluster one.
+	KubeAPIServerOverride string
+	NodeName              string
+	OVSBridge             string // integration bridge (br-int)
+	HostGateway           string // gateway interface (antrea-gw0)
+	OVSRunDir             string // ovsdb-server and ovs-vswitchd run dir (db.sock, <bridge>.mgmt)
+	DatapathType          string // netdev or system
+	TunnelType            string // geneve or vxlan
+	TunnelCsum            bool   // outer UDP checksums on the tunnel
+	// UplinkName is the node's underlay (transport) interface; "" means the
+	// interface holding the Node's InternalIP (see transportInterface).
+	UplinkName string
+	CNISocket  string
+	// CNIConfDir is where the agent writes the CNI conflist; "" (the default)
+	// writes none: the manifest's install-cni init container installs it.
+	CNIConfDir  string
+	IPAMDataDir string
+	MTU         int
+	// EnableProxy runs AntreaProxy: ClusterIP Services in OVS (the feature
+	// gate upstream calls AntreaProxy, and antreaProxy.enable).
+	EnableProxy bool
+}
+
+// NewOptions returns the options of the default config file, the node name
+// from $NODE_NAME.
+func NewOptions() Options {
+	o := Options{
+		NodeName:    os.Getenv("NODE_NAME"),
+		IPAMDataDir: "/var/lib/antrea/ipam",
+	}
+	o.applyConfig(agentconfig.Defaults(), nil)
+	return o
+}
+
+// AddFlags registers --config and the flags that override the file's keys.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "the agent's config file (antrea-agent.conf); flags given explicitly override its keys")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the cluster (empty: in-cluster config) [clientConnection.kubeconfig]")
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "name of this node (default $NODE_NAME)")
+	fs.StringVar(&o.OVSRunDir, "ovs-run-dir", o.OVSRunDir, "run directory of ovsdb-server and ovs-vswitchd [ovsRunDir]")
+	fs.StringVar(&o.DatapathType, "ovs-datapath", o.DatapathType, "OVS datapath type: system (kernel) or netdev (userspace) [ovsDatapathType]")
+	fs.StringVar(&o.TunnelType, "tunnel-type", o.TunnelType, "encapsulation between nodes: geneve or vxlan [tunnelType]")
+	fs.StringVar(&o.UplinkName, "uplink", o.UplinkName, "the node's underlay interface (empty: the one holding the Node's InternalIP) [transportInterface]")
+	fs.StringVar(&o.CNISocket, "cni-socket", o.CNISocket, "unix socket of the CNI gRPC API [cniSocket]")
+	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", o.CNIConfDir, "directory the CNI conflist is written to (empty: do not write; install-cni does)")
+	fs.StringVar(&o.IPAMDataDir, "ipam-data-dir", o.IPAMDataDir, "host-local IPAM state directory")
+	fs.IntVar(&o.MTU, "mtu", o.MTU, "pod MTU (0: the uplink MTU minus the tunnel overhead) [defaultMTU]")
+	fs.BoolVar(&o.EnableProxy, "enable-proxy", o.EnableProxy, "realize ClusterIP Services in OVS (AntreaProxy); off: leave Services to kube-proxy [featureGates.AntreaProxy, antreaProxy.enable]")
+}
+
+// Complete reads the config file, if one was given, and applies its keys
+// except where a flag of fs was given explicitly: the flag wins.
+func (o *Options) Complete(fs *flag.FlagSet) error {
+	if o.ConfigFile == "" {
+		return nil
+	}
+	cfg, err := agentconfig.Load(o.ConfigFile)
+	if err != nil {
+		return err
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	o.applyConfig(cfg, explicit)
+	return nil
+}
+
+// applyConfig sets every option the file holds, except those whose flag
+// (named next to each) is in explicit.
+func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bool) {
+	set := func(flag string, apply func()) {
+		if flag == "" || !explicit[flag] {
+			apply()
+		}
+	}
+	set("kubeconfig", func() { o.Kubeconfig = c.ClientConnection.Kubeconfig })
+	set("", func() { o.KubeAPIServerOverride = c.KubeAPIServerOverride })
+	set("", func() { o.OVSBridge = c.OVSBridge })
+	set("", func() { o.HostGateway = c.HostGateway })
+	set("ovs-run-dir", func() { o.OVSRunDir = c.OVSRunDir })
+	set("ovs-datapath", func() { o.DatapathType = c.OVSDatapathType })
+	set("tunnel-type", func() { o.TunnelType = c.TunnelType })
+	set("", func() { o.TunnelCsum = c.TunnelCsum })
+	set("uplink", func() { o.UplinkName = c.TransportInterface })
+	set("cni-socket", func() { o.CNISocket = c.CNISocket })
+	set("mtu", func() { o.MTU = c.DefaultMTU })
+	set("enable-proxy", func() { o.EnableProxy = c.ProxyEnabled() })
+}
+
+// validate checks what flags may have set wrong (the file's keys were
+// checked when it was loaded).
+func (o *Options) validate() error {
+	switch {
+	case o.NodeName == "":
+		return errors.New("--node-name (or NODE_NAME) is required")
+	case o.OVSRunDir == "":
+		return errors.New("--ovs-run-dir is required")
+	case o.DatapathType != agentconfig.DatapathNetdev && o.DatapathType != agentconfig.DatapathSystem:
+		return fmt.Errorf("--ovs-datapath %q: want netdev or system", o.DatapathType)
+	case o.TunnelType != agentconfig.TunnelGeneve && o.TunnelType != agentconfig.TunnelVXLAN:
+		return fmt.Errorf("--tunnel-type %q: want geneve or vxlan", o.TunnelType)
+	}
+	return nil
+}

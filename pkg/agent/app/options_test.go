@@ -1,0 +1,174 @@
+package app
+
+import (
+	"flag"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"antrea.io/antrea/pkg/agent/interfacestore"
+	"antrea.io/antrea/pkg/ovs/ovsconfig"
+)
+
+// parse runs what cmd/antrea-agent runs: flags, then Complete.
+func parse(t *testing.T, args ...string) (Options, error) {
+	t.Helper()
+	t.Setenv("NODE_NAME", "n1")
+	o := NewOptions()
+	fs := flag.NewFlagSet("antrea-agent", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return o, o.Complete(fs)
+}
+
+func writeConf(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "antrea-agent.conf")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
+	o, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Options{
+		NodeName: "n1", OVSBridge: "br-int", HostGateway: "antrea-gw0", OVSRunDir: "/var/run/openvswitch",
+		DatapathType: "system", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
+		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true,
+	}
+	if o != want {
+		t.Errorf("\n got %+v\nwant %+v", o, want)
+	}
+	if o.CNIConfDir != "" {
+		t.Errorf("CNIConfDir = %q by default, want none (install-cni writes the conflist)", o.CNIConfDir)
+	}
+}
+
+func TestOptionsFromConfigFile(t *testing.T) {
+	conf := writeConf(t, `
+featureGates:
+  AntreaProxy: false
+cniSocket: /run/antrea/cni.sock
+clientConnection:
+  kubeconfig: /etc/antrea/kubeconfig
+ovsBridge: br-x
+ovsDatapathType: netdev
+ovsRunDir: /run/ovs
+hostGateway: gw-x
+tunnelType: vxlan
+tunnelCsum: true
+defaultMTU: 1400
+transportInterface: eth1
+kubeAPIServerOverride: https://10.0.0.1:6443
+`)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want func(o *Options)
+	}{
+		{name: "every key of the file maps to its option", want: func(*Options) {}},
+		{name: "an explicit flag overrides the file",
+			args: []string{"--tunnel-type=geneve", "--uplink=eth0", "--ovs-datapath=system", "--mtu=0", "--enable-proxy=true"},
+			want: func(o *Options) {
+				o.TunnelType, o.UplinkName, o.DatapathType, o.MTU, o.EnableProxy = "geneve", "eth0", "system", 0, true
+			}},
+		{name: "an explicit flag equal to its default still overrides the file",
+			args: []string{"--kubeconfig=", "--cni-socket=/var/run/antrea/cni.sock", "--ovs-run-dir=/var/run/openvswitch"},
+			want: func(o *Options) {
+				o.Kubeconfig, o.CNISocket, o.OVSRunDir = "", "/var/run/antrea/cni.sock", "/var/run/openvswitch"
+			}},
+		{name: "flags the file has no key for keep their value",
+			args: []string{"--node-name=n2", "--cni-conf-dir=/etc/cni/net.d", "--ipam-data-dir=/x"},
+			want: func(o *Options) { o.NodeName, o.CNIConfDir, o.IPAMDataDir = "n2", "/etc/cni/net.d", "/x" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parse(t, append([]string{"--config=" + conf}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Options{
+				ConfigFile: conf, Kubeconfig: "/etc/antrea/kubeconfig", KubeAPIServerOverride: "https://10.0.0.1:6443",
+				NodeName: "n1", OVSBridge: "br-x", HostGateway: "gw-x", OVSRunDir: "/run/ovs", DatapathType: "netdev",
+				TunnelType: "vxlan", TunnelCsum: true, UplinkName: "eth1", CNISocket: "/run/antrea/cni.sock",
+				IPAMDataDir: "/var/lib/antrea/ipam", MTU: 1400, EnableProxy: false,
+			}
+			tc.want(&want)
+			if got != want {
+				t.Errorf("\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestABadConfigFileFailsNamingTheKey(t *testing.T) {
+	conf := writeConf(t, "tunnelType: gre\n")
+	_, err := parse(t, "--config="+conf)
+	if err == nil || !strings.Contains(err.Error(), `antrea-agent.conf: tunnelType: "gre" is not supported`) {
+		t.Errorf("got %v, want an error naming tunnelType", err)
+	}
+}
+
+func TestNodeInternalIPPrefersIPv4(t *testing.T) {
+	node := func(addrs ...corev1.NodeAddress) *corev1.Node {
+		return &corev1.Node{Status: corev1.NodeStatus{Addresses: addrs}}
+	}
+	for _, tc := range []struct {
+		name string
+		node *corev1.Node
+		want string
+	}{
+		{"no address gives none", node(), "<nil>"},
+		{"an ExternalIP is not used", node(corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "1.2.3.4"}), "<nil>"},
+		{"the IPv4 InternalIP wins over an earlier IPv6 one", node(
+			corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "fd00::2"},
+			corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.2"}), "10.0.0.2"},
+		{"an IPv6-only node gives its IPv6 InternalIP", node(
+			corev1.NodeAddress{Type: corev1.NodeHostName, Address: "n1"},
+			corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "fd00::2"}), "fd00::2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nodeInternalIP(tc.node).String(); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRecordedUplinkIsTheUplinkPortOfBrPhy(t *testing.T) {
+	uplinkIDs := interfacestore.BuildOVSPortExternalIDs(interfacestore.NewUplinkInterface("eth0", nil, nil))
+	ports := []ovsconfig.OVSPortData{
+		{Name: "br-phy"},
+		{Name: "eth0", ExternalIDs: uplinkIDs},
+	}
+	if got := recordedUplink(ports); got != "eth0" {
+		t.Errorf("got %q, want eth0", got)
+	}
+	if got := recordedUplink(ports[:1]); got != "" {
+		t.Errorf("without an uplink port: got %q, want none", got)
+	}
+}
+
+func TestLinkWithIPFindsTheLinkHoldingTheAddress(t *testing.T) {
+	got, err := linkWithIP(net.ParseIP("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "lo" {
+		t.Errorf("127.0.0.1 is on %q, want lo", got)
+	}
+	if got, err := linkWithIP(net.ParseIP("192.0.2.201")); got != "" || err != nil {
+		t.Errorf("an address nowhere: got %q, %v; want none", got, err)
+	}
+}

@@ -1,0 +1,256 @@
+// Package agent is antrea-agent's config file, antrea-agent.conf, in
+// upstream Antrea's format: the same keys with the same defaults, for the
+// keys this Antrea implements. Load decodes strictly: an unknown key, a
+// value of the wrong type or a bad value is an error naming the file and the
+// key. Upstream keys this Antrea does not implement are accepted at
+// upstream's default value only (see unsupportedKeys), so the file upstream's
+// chart writes loads here unchanged. docs/configuration.md describes every
+// key; testdata/antrea-agent.conf is a commented example holding the defaults.
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"antrea.io/antrea/pkg/config"
+	"antrea.io/antrea/pkg/config/internal/strict"
+)
+
+// FileName is the file's name where the manifest mounts it (/etc/antrea).
+const FileName = "antrea-agent.conf"
+
+// Feature gates this Antrea implements.
+const (
+	// AntreaProxy realizes Services in OVS (pkg/agent/proxy).
+	AntreaProxy = "AntreaProxy"
+)
+
+// Supported values.
+const (
+	DatapathSystem = "system"
+	DatapathNetdev = "netdev"
+	EncapModeEncap = "encap"
+	TunnelGeneve   = "geneve"
+	TunnelVXLAN    = "vxlan"
+	// UplinkBridgeName is the OVS bridge that holds the uplink with the
+	// netdev datapath (pkg/agent/nodeinit); no other bridge may take its name.
+	UplinkBridgeName = "br-phy"
+)
+
+// AgentConfig is antrea-agent.conf. Field comments give upstream's meaning
+// and default; the json tags are upstream's key names.
+type AgentConfig struct {
+	// FeatureGates maps feature names to on/off. Only gates this Antrea
+	// implements are kept (AntreaProxy, default true).
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+	// CNISocket is the unix socket the CNI plugin reaches the agent on.
+	// Default /var/run/antrea/cni.sock.
+	CNISocket string `json:"cniSocket"`
+	// ClientConnection says how to reach kube-apiserver.
+	ClientConnection config.ClientConnection `json:"clientConnection"`
+	// OVSBridge is the integration bridge. Default br-int.
+	OVSBridge string `json:"ovsBridge"`
+	// OVSDatapathType is system (kernel) or netdev (userspace). Default system.
+	OVSDatapathType string `json:"ovsDatapathType"`
+	// OVSRunDir is where ovsdb-server's and ovs-vswitchd's sockets are.
+	// Default /var/run/openvswitch.
+	OVSRunDir string `json:"ovsRunDir"`
+	// HostGateway is the node's gateway interface to pods. Default antrea-gw0.
+	HostGateway string `json:"hostGateway"`
+	// TrafficEncapMode is how inter-node pod traffic travels; only encap
+	// (the default) is implemented.
+	TrafficEncapMode string `json:"trafficEncapMode"`
+	// TunnelType is geneve (default) or vxlan.
+	TunnelType string `json:"tunnelType"`
+	// TunnelCsum asks for outer UDP checksums on the tunnel. Default false.
+	TunnelCsum bool `json:"tunnelCsum"`
+	// DefaultMTU is the MTU of the gateway and pod interfaces; 0 (default)
+	// means the transport interface's MTU minus the tunnel overhead.
+	DefaultMTU int `json:"defaultMTU"`
+	// TransportInterface is the node's interface that carries tunnel traffic;
+	// "" (default) means the interface holding the Node's InternalIP.
+	TransportInterface string `json:"transportInterface"`
+	// KubeAPIServerOverride replaces kube-apiserver's address of the
+	// kubeconfig or in-cluster config: a host, host:port or URL. Default "".
+	KubeAPIServerOverride string `json:"kubeAPIServerOverride"`
+	// APIPort is the port of the agent's API server. Default 10350. The agent
+	// serves no API yet: the key is checked and otherwise unused.
+	APIPort int `json:"apiPort"`
+	// EnablePrometheusMetrics turns the metrics listener on. Default true.
+	// The agent exports no metrics yet: the key is checked and unused.
+	EnablePrometheusMetrics bool `json:"enablePrometheusMetrics"`
+	// AntreaProxy holds AntreaProxy's options.
+	AntreaProxy AntreaProxyConfig `json:"antreaProxy"`
+}
+
+// AntreaProxyConfig is the antreaProxy section.
+type AntreaProxyConfig struct {
+	// Enable runs AntreaProxy (upstream's replacement for the AntreaProxy
+	// gate); it runs when both are true. Default true.
+	Enable bool `json:"enable"`
+	// ProxyAll also proxies NodePort and LoadBalancer traffic from anywhere;
+	// not implemented: false only.
+	ProxyAll bool `json:"proxyAll"`
+	// NodePortAddresses are the host addresses of NodePorts (with proxyAll);
+	// not implemented: empty only.
+	NodePortAddresses []string `json:"nodePortAddresses,omitempty"`
+	// SkipServices are Services (ClusterIP or namespace/name) AntreaProxy
+	// leaves alone; not implemented: empty only.
+	SkipServices []string `json:"skipServices,omitempty"`
+	// ProxyLoadBalancerIPs load-balances traffic to LoadBalancer IPs.
+	// Default true. AntreaProxy realizes ClusterIPs only, so traffic to
+	// LoadBalancer IPs is never load-balanced here whatever the value.
+	ProxyLoadBalancerIPs bool `json:"proxyLoadBalancerIPs"`
+}
+
+// Defaults returns upstream's defaults.
+func Defaults() *AgentConfig {
+	return &AgentConfig{
+		FeatureGates:            map[string]bool{AntreaProxy: true},
+		CNISocket:               "/var/run/antrea/cni.sock",
+		OVSBridge:               "br-int",
+		OVSDatapathType:         DatapathSystem,
+		OVSRunDir:               "/var/run/openvswitch",
+		HostGateway:             "antrea-gw0",
+		TrafficEncapMode:        EncapModeEncap,
+		TunnelType:              TunnelGeneve,
+		APIPort:                 10350,
+		EnablePrometheusMetrics: true,
+		AntreaProxy:             AntreaProxyConfig{Enable: true, ProxyLoadBalancerIPs: true},
+	}
+}
+
+// Load reads the file at path over the defaults, strictly, and validates it.
+func Load(path string) (*AgentConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Parse is Load for data read from file (named in errors).
+func Parse(file string, data []byte) (*AgentConfig, error) {
+	c := Defaults()
+	if err := strict.Decode(file, data, c, spec); err != nil {
+		return nil, err
+	}
+	if err := strict.WithFile(file, c.validate()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ProxyEnabled says whether AntreaProxy runs: its gate and antreaProxy.enable.
+func (c *AgentConfig) ProxyEnabled() bool {
+	return c.FeatureGates[AntreaProxy] && c.AntreaProxy.Enable
+}
+
+// Validate checks every value; each error names its key.
+func (c *AgentConfig) Validate() error {
+	return errors.Join(c.validate()...)
+}
+
+func (c *AgentConfig) validate() []error {
+	var errs []error
+	fail := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	for name := range c.FeatureGates {
+		if !implementedGate(name) {
+			fail("featureGates", "%q is not a feature gate this Antrea implements", name)
+		}
+	}
+	if err := checkAbsPath(c.CNISocket); err != nil {
+		fail("cniSocket", "%v", err)
+	}
+	if err := checkInterfaceName(c.OVSBridge); err != nil {
+		fail("ovsBridge", "%v", err)
+	} else if c.OVSBridge == UplinkBridgeName {
+		fail("ovsBridge", "%q is reserved for the underlay bridge of the netdev datapath", c.OVSBridge)
+	}
+	switch c.OVSDatapathType {
+	case DatapathSystem, DatapathNetdev:
+	default:
+		fail("ovsDatapathType", "%q is not a datapath type (want system or netdev)", c.OVSDatapathType)
+	}
+	if err := checkAbsPath(c.OVSRunDir); err != nil {
+		fail("ovsRunDir", "%v", err)
+	}
+	if err := checkInterfaceName(c.HostGateway); err != nil {
+		fail("hostGateway", "%v", err)
+	} else if c.HostGateway == c.OVSBridge || c.HostGateway == UplinkBridgeName {
+		fail("hostGateway", "%q is already the name of a bridge", c.HostGateway)
+	}
+	switch strings.ToLower(c.TrafficEncapMode) {
+	case "encap":
+	case "noencap", "hybrid", "networkpolicyonly":
+		fail("trafficEncapMode", "%q is not supported by this Antrea (only encap)", c.TrafficEncapMode)
+	default:
+		fail("trafficEncapMode", "%q is not a mode (want encap; upstream also has noEncap, hybrid and networkPolicyOnly)", c.TrafficEncapMode)
+	}
+	switch c.TunnelType {
+	case TunnelGeneve, TunnelVXLAN:
+	case "gre", "stt":
+		fail("tunnelType", "%q is not supported (want geneve or vxlan)", c.TunnelType)
+	default:
+		fail("tunnelType", "%q is not a tunnel type (want geneve or vxlan)", c.TunnelType)
+	}
+	if c.DefaultMTU != 0 && (c.DefaultMTU < 68 || c.DefaultMTU > 65535) {
+		fail("defaultMTU", "%d is out of range (want 0 for automatic, or 68 to 65535)", c.DefaultMTU)
+	}
+	if c.TransportInterface != "" {
+		if err := checkInterfaceName(c.TransportInterface); err != nil {
+			fail("transportInterface", "%v", err)
+		}
+	}
+	if _, err := config.ParseAPIServerOverride(c.KubeAPIServerOverride); err != nil {
+		fail("kubeAPIServerOverride", "%v", err)
+	}
+	if c.APIPort < 1 || c.APIPort > 65535 {
+		fail("apiPort", "%d is not a port (want 1 to 65535)", c.APIPort)
+	}
+	if c.AntreaProxy.ProxyAll {
+		fail("antreaProxy.proxyAll", "true is not supported by this Antrea (AntreaProxy realizes ClusterIPs only; only false)")
+	}
+	if len(c.AntreaProxy.NodePortAddresses) > 0 {
+		fail("antreaProxy.nodePortAddresses", "%q is not supported by this Antrea (NodePorts are not realized; only an empty list)", c.AntreaProxy.NodePortAddresses)
+	}
+	if len(c.AntreaProxy.SkipServices) > 0 {
+		fail("antreaProxy.skipServices", "%q is not supported by this Antrea (only an empty list)", c.AntreaProxy.SkipServices)
+	}
+	return errs
+}
+
+func implementedGate(name string) bool {
+	for _, g := range spec.Gates {
+		if g.Name == name {
+			return g.Implemented
+		}
+	}
+	return false
+}
+
+// checkInterfaceName accepts a Linux interface name (IFNAMSIZ-1 bytes, no
+// '/', no whitespace, not "." or "..").
+func checkInterfaceName(s string) error {
+	switch {
+	case s == "":
+		return errors.New("must not be empty")
+	case len(s) > 15:
+		return fmt.Errorf("%q is longer than 15 characters (an interface name)", s)
+	case s == "." || s == ".." || strings.ContainsAny(s, "/: \t\n"):
+		return fmt.Errorf("%q is not a valid interface name", s)
+	}
+	return nil
+}
+
+func checkAbsPath(s string) error {
+	if !filepath.IsAbs(s) {
+		return fmt.Errorf("%q is not an absolute path", s)
+	}
+	return nil
+}

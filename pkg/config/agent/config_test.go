@@ -1,0 +1,312 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestExampleFileHoldsTheDefaults(t *testing.T) {
+	got, err := Load(filepath.Join("testdata", FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Defaults(); !reflect.DeepEqual(got, want) {
+		t.Errorf("testdata/%s:\n got %+v\nwant %+v", FileName, got, want)
+	}
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	if err := Defaults().Validate(); err != nil {
+		t.Error(err)
+	}
+	if !Defaults().ProxyEnabled() {
+		t.Error("AntreaProxy is off by default, want on")
+	}
+}
+
+func TestEveryKeySetsItsField(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string
+		want func(c *AgentConfig)
+	}{
+		{"an empty file gives the defaults", "", nil},
+		{"AntreaProxy can be turned off", "featureGates:\n  AntreaProxy: false\n",
+			func(c *AgentConfig) { c.FeatureGates[AntreaProxy] = false }},
+		{"featureGates without AntreaProxy keeps it on", "featureGates:\n  Traceflow: true\n", nil},
+		{"cniSocket sets the socket", "cniSocket: /run/antrea/cni.sock\n",
+			func(c *AgentConfig) { c.CNISocket = "/run/antrea/cni.sock" }},
+		{"clientConnection.kubeconfig sets the kubeconfig", "clientConnection:\n  kubeconfig: /etc/antrea/kc\n",
+			func(c *AgentConfig) { c.ClientConnection.Kubeconfig = "/etc/antrea/kc" }},
+		{"ovsBridge sets the bridge", "ovsBridge: br-x\n", func(c *AgentConfig) { c.OVSBridge = "br-x" }},
+		{"ovsDatapathType netdev is accepted", "ovsDatapathType: netdev\n",
+			func(c *AgentConfig) { c.OVSDatapathType = DatapathNetdev }},
+		{"ovsRunDir sets the run dir", "ovsRunDir: /run/ovs\n", func(c *AgentConfig) { c.OVSRunDir = "/run/ovs" }},
+		{"hostGateway sets the gateway", "hostGateway: gw0\n", func(c *AgentConfig) { c.HostGateway = "gw0" }},
+		{"trafficEncapMode encap is accepted", "trafficEncapMode: encap\n", nil},
+		{"tunnelType vxlan is accepted", "tunnelType: vxlan\n", func(c *AgentConfig) { c.TunnelType = TunnelVXLAN }},
+		{"tunnelCsum turns checksums on", "tunnelCsum: true\n", func(c *AgentConfig) { c.TunnelCsum = true }},
+		{"defaultMTU sets the MTU", "defaultMTU: 1400\n", func(c *AgentConfig) { c.DefaultMTU = 1400 }},
+		{"transportInterface names the uplink", "transportInterface: eth1\n",
+			func(c *AgentConfig) { c.TransportInterface = "eth1" }},
+		{"kubeAPIServerOverride takes a URL", "kubeAPIServerOverride: https://10.0.0.1:6443\n",
+			func(c *AgentConfig) { c.KubeAPIServerOverride = "https://10.0.0.1:6443" }},
+		{"kubeAPIServerOverride takes host:port", "kubeAPIServerOverride: 10.0.0.1:6443\n",
+			func(c *AgentConfig) { c.KubeAPIServerOverride = "10.0.0.1:6443" }},
+		{"apiPort sets the port", "apiPort: 10360\n", func(c *AgentConfig) { c.APIPort = 10360 }},
+		{"enablePrometheusMetrics can be turned off", "enablePrometheusMetrics: false\n",
+			func(c *AgentConfig) { c.EnablePrometheusMetrics = false }},
+		{"antreaProxy.enable can be turned off", "antreaProxy:\n  enable: false\n",
+			func(c *AgentConfig) { c.AntreaProxy.Enable = false }},
+		{"antreaProxy.proxyAll false is accepted", "antreaProxy:\n  proxyAll: false\n", nil},
+		{"antreaProxy.nodePortAddresses empty is accepted", "antreaProxy:\n  nodePortAddresses: []\n", nil},
+		{"antreaProxy.skipServices empty is accepted", "antreaProxy:\n  skipServices: []\n", nil},
+		{"antreaProxy.proxyLoadBalancerIPs can be turned off", "antreaProxy:\n  proxyLoadBalancerIPs: false\n",
+			func(c *AgentConfig) { c.AntreaProxy.ProxyLoadBalancerIPs = false }},
+		{"an upstream key at its default is accepted", "noSNAT: false\ntunnelPort: 0\ntrafficEncryptionMode: none\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(FileName, []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Defaults()
+			if tc.want != nil {
+				tc.want(want)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestBadValuesAreRefusedNamingTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string
+		want string
+	}{
+		{"an unknown key is refused with the closest key", "tunnelTyp: vxlan\n",
+			`antrea-agent.conf: unknown key "tunnelTyp" (did you mean "tunnelType"?)`},
+		{"an unknown nested key is refused", "antreaProxy:\n  proxyAl: false\n",
+			`antrea-agent.conf: unknown key "antreaProxy.proxyAl" (did you mean "antreaProxy.proxyAll"?)`},
+		{"an unknown feature gate is refused", "featureGates:\n  AntreaProxi: true\n",
+			`antrea-agent.conf: featureGates: unknown feature gate "AntreaProxi" (did you mean "AntreaProxy"?)`},
+		{"an upstream gate that is off upstream cannot be turned on", "featureGates:\n  Multicluster: true\n",
+			`antrea-agent.conf: featureGates.Multicluster: true is not supported by this Antrea`},
+		{"gre is refused", "tunnelType: gre\n",
+			`antrea-agent.conf: tunnelType: "gre" is not supported (want geneve or vxlan)`},
+		{"a made-up tunnel type is refused", "tunnelType: ipip\n",
+			`antrea-agent.conf: tunnelType: "ipip" is not a tunnel type (want geneve or vxlan)`},
+		{"noEncap is refused", "trafficEncapMode: noEncap\n",
+			`antrea-agent.conf: trafficEncapMode: "noEncap" is not supported by this Antrea (only encap)`},
+		{"a made-up encap mode is refused", "trafficEncapMode: tunnel\n",
+			`antrea-agent.conf: trafficEncapMode: "tunnel" is not a mode`},
+		{"a made-up datapath is refused", "ovsDatapathType: dpdk\n",
+			`antrea-agent.conf: ovsDatapathType: "dpdk" is not a datapath type (want system or netdev)`},
+		{"an MTU too small is refused", "defaultMTU: 20\n",
+			`antrea-agent.conf: defaultMTU: 20 is out of range`},
+		{"an MTU given as a string is refused", "defaultMTU: \"1450\"\n",
+			`antrea-agent.conf: defaultMTU: want an integer, got "1450"`},
+		{"a bridge name too long is refused", "ovsBridge: a-very-long-bridge-name\n",
+			`antrea-agent.conf: ovsBridge: "a-very-long-bridge-name" is longer than 15 characters`},
+		{"br-phy is reserved", "ovsBridge: br-phy\n",
+			`antrea-agent.conf: ovsBridge: "br-phy" is reserved`},
+		{"an empty bridge name is refused", "ovsBridge: \"\"\n",
+			`antrea-agent.conf: ovsBridge: must not be empty`},
+		{"a gateway named as the bridge is refused", "hostGateway: br-int\n",
+			`antrea-agent.conf: hostGateway: "br-int" is already the name of a bridge`},
+		{"a transport interface with a slash is refused", "transportInterface: eth0/1\n",
+			`antrea-agent.conf: transportInterface: "eth0/1" is not a valid interface name`},
+		{"a relative socket path is refused", "cniSocket: cni.sock\n",
+			`antrea-agent.conf: cniSocket: "cni.sock" is not an absolute path`},
+		{"a relative OVS run dir is refused", "ovsRunDir: run\n",
+			`antrea-agent.conf: ovsRunDir: "run" is not an absolute path`},
+		{"an override with another scheme is refused", "kubeAPIServerOverride: ftp://x\n",
+			`antrea-agent.conf: kubeAPIServerOverride: "ftp://x": scheme "ftp" is not supported`},
+		{"a port out of range is refused", "apiPort: 70000\n",
+			`antrea-agent.conf: apiPort: 70000 is not a port`},
+		{"proxyAll is refused", "antreaProxy:\n  proxyAll: true\n",
+			`antrea-agent.conf: antreaProxy.proxyAll: true is not supported by this Antrea`},
+		{"nodePortAddresses are refused", "antreaProxy:\n  nodePortAddresses: [10.0.0.0/8]\n",
+			`antrea-agent.conf: antreaProxy.nodePortAddresses: ["10.0.0.0/8"] is not supported by this Antrea`},
+		{"skipServices are refused", "antreaProxy:\n  skipServices: [kube-system/kube-dns]\n",
+			`antrea-agent.conf: antreaProxy.skipServices: ["kube-system/kube-dns"] is not supported by this Antrea`},
+		{"an upstream key off its default is refused", "noSNAT: true\n",
+			`antrea-agent.conf: noSNAT: true is not supported by this Antrea (only the encap mode is implemented; only false, upstream's default)`},
+		{"encryption is refused", "trafficEncryptionMode: wireGuard\n",
+			`antrea-agent.conf: trafficEncryptionMode: "wireGuard" is not supported by this Antrea`},
+		{"flowExporter cannot be enabled", "flowExporter:\n  enable: true\n",
+			`antrea-agent.conf: flowExporter.enable: true is not supported by this Antrea (FlowExporter is not implemented`},
+		{"a bool given as a string is refused", "tunnelCsum: \"true\"\n",
+			`antrea-agent.conf: tunnelCsum: want true or false, got "true"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(FileName, []byte(tc.yaml))
+			if err == nil {
+				t.Fatal("Parse succeeded, want an error")
+			}
+			if !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("got error\n  %v\nwant one starting with\n  %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadNamesTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := os.WriteFile(path, []byte("tunnelType: gre\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	want := path + `: tunnelType: "gre" is not supported (want geneve or vxlan)`
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.conf")); err == nil {
+		t.Error("Load of a missing file succeeded")
+	}
+}
+
+func TestProxyRunsOnlyWhenGateAndEnableAreOn(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		gate, enable bool
+		want         bool
+	}{
+		{"both on", true, true, true},
+		{"gate off", false, true, false},
+		{"enable off", true, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Defaults()
+			c.FeatureGates[AntreaProxy] = tc.gate
+			c.AntreaProxy.Enable = tc.enable
+			if got := c.ProxyEnabled(); got != tc.want {
+				t.Errorf("ProxyEnabled() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// upstreamChartDefaults is the file upstream's chart renders with its
+// default values (values only; key names and defaults of antrea-io/antrea's
+// build/charts/antrea/conf/antrea-agent.conf): it must load here unchanged.
+const upstreamChartDefaults = `
+featureGates:
+  AllAlpha: false
+  AllBeta: false
+  AntreaProxy: true
+  TopologyAwareHints: true
+  ServiceTrafficDistribution: true
+  CleanupStaleUDPSvcConntrack: true
+  Traceflow: true
+  PacketCapture: false
+  NodePortLocal: true
+  AntreaPolicy: true
+  FlowExporter: false
+  NetworkPolicyStats: true
+  Egress: true
+  AntreaIPAM: false
+  Multicast: true
+  Multicluster: false
+  SecondaryNetwork: false
+  ServiceExternalIP: true
+  TrafficControl: false
+  IPsecCertAuth: false
+  SupportBundleCollection: false
+  L7NetworkPolicy: false
+  LoadBalancerModeDSR: false
+  EgressTrafficShaping: false
+  EgressSeparateSubnet: false
+  NodeNetworkPolicy: false
+  L7FlowExporter: false
+  NodeLatencyMonitor: false
+  BGPPolicy: false
+ovsBridge: "br-int"
+hostGateway: "antrea-gw0"
+trafficEncapMode: "encap"
+noSNAT: false
+snatFullyRandomPorts: false
+tunnelType: "geneve"
+tunnelPort: 0
+tunnelCsum: false
+trafficEncryptionMode: "none"
+enableBridgingMode: false
+disableTXChecksumOffload: false
+defaultMTU: 0
+packetInRate: 5000
+wireGuard:
+  port: 51820
+egress:
+  exceptCIDRs:
+  maxEgressIPsPerNode: 255
+  snatFullyRandomPorts:
+serviceCIDR: ""
+serviceCIDRv6: ""
+apiPort: 10350
+enablePrometheusMetrics: true
+flowExporter:
+  enable: false
+  flowCollectorAddr: "flow-aggregator/flow-aggregator"
+  flowPollInterval: "5s"
+  activeFlowExportTimeout: "5s"
+  idleFlowExportTimeout: "15s"
+nodePortLocal:
+  enable: false
+  portRange: "61000-62000"
+kubeAPIServerOverride: ""
+dnsServerOverride: ""
+fqdnCacheMinTTL: 0
+tlsCipherSuites: ""
+tlsMinVersion: ""
+transportInterface: ""
+multicast:
+  enable: false
+  multicastInterfaces:
+  igmpQueryVersions:
+  - 1
+  - 2
+  - 3
+  igmpQueryInterval: "125s"
+transportInterfaceCIDRs:
+antreaProxy:
+  enable: true
+  proxyAll: false
+  nodePortAddresses:
+  skipServices:
+  proxyLoadBalancerIPs: true
+  serviceProxyName: ""
+  defaultLoadBalancerMode: "nat"
+ipsec:
+  authenticationMode: "psk"
+multicluster:
+  enableGateway: false
+  namespace: ""
+  enableStretchedNetworkPolicy: false
+  enablePodToPodConnectivity: false
+  trafficEncryptionMode: "none"
+  wireGuard:
+    port: 51821
+auditLogging:
+  maxSize: 500
+  maxBackups: 3
+  maxAge: 28
+  compress: true
+secondaryNetwork:
+  ovsBridges:
+`
+
+func TestUpstreamChartFileLoads(t *testing.T) {
+	got, err := Parse("upstream-antrea-agent.conf", []byte(upstreamChartDefaults))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Defaults(); !reflect.DeepEqual(got, want) {
+		t.Errorf("\n got %+v\nwant %+v", got, want)
+	}
+}
