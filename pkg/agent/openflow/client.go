@@ -112,6 +112,9 @@ func (c *Client) Initialize(ctx context.Context, node *NodeConfig) error {
 	flows := append(c.b.missFlows(), c.b.nodeFlows(node)...)
 	flows = append(flows, c.b.policyFixedFlows()...)
 	flows = append(flows, c.b.serviceFixedFlows()...)
+	if err := ensureMeters(ctx, c.bridge); err != nil {
+		return err
+	}
 	if err := c.write(ctx, "node", addMods(flows)); err != nil {
 		return err
 	}
@@ -233,12 +236,15 @@ func (c *Client) Flows() []*openflow.Flow {
 	return all
 }
 
-// Replay writes every known group and flow again, in one bundle: after
+// Replay writes the meters, then every known group and flow again, in one bundle: after
 // ovs-vswitchd restarted (the switch lost its flows) or on a new connection.
 // Groups go first (flows refer to them), after a delete of every group, as a
 // group that still exists cannot be added again.
 func (c *Client) Replay(ctx context.Context, bridge Bridge) error {
 	groups, flows := c.Groups(), c.Flows()
+	if err := ensureMeters(ctx, bridge); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
 	var msgs []openflow.Message
 	if len(groups) > 0 {
 		msgs = append(msgs, &openflow.GroupMod{Command: openflow.GroupDelete, GroupID: openflow.GroupIDAll})

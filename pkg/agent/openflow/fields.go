@@ -34,6 +34,10 @@ var (
 	// EndpointSelectedField (reg4[16]) is set by the bucket that filled
 	// EndpointIPField and EndpointPortField: EndpointDNAT acts only then.
 	EndpointSelectedField = openflow.Reg(4).Range(16, 16)
+	// EndpointRejectField (reg4[17]) is set by the one bucket of a Service
+	// port without endpoints: EndpointDNAT sends the packet to the agent,
+	// which answers with a TCP reset or an ICMP port unreachable.
+	EndpointRejectField = openflow.Reg(4).Range(17, 17)
 )
 
 // Conntrack marks (ct_mark bits), set when EndpointDNAT commits a connection

@@ -2,6 +2,7 @@ package openflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -22,7 +23,7 @@ var (
 	ServiceLBTable = &TableSpec{Name: "ServiceLB", Stage: PreRoutingStage, Pipeline: PipelineIP, Miss: MissNext,
 		Doc: "Sends the first packet of a connection to a Service's ClusterIP and port to the port's select group, whose buckets pick an endpoint; later packets of Service connections are marked for routing (and hairpin)."}
 	EndpointDNATTable = &TableSpec{Name: "EndpointDNAT", Stage: PreRoutingStage, Pipeline: PipelineIP, Miss: MissNext,
-		Doc: "Commits a Service connection with its destination NATed to the endpoint the group chose (reg3, reg4[0..15]), and asks L3Forwarding to route it."}
+		Doc: "Commits a Service connection with its destination NATed to the endpoint the group chose (reg3, reg4[0..15]), and asks L3Forwarding to route it; sends the first packet to a port without endpoints (reg4[17]) to the agent, through a meter, to be rejected."}
 	ServiceHairpinSNATTable = &TableSpec{Name: "ServiceHairpinSNAT", Stage: ConntrackStage, Pipeline: PipelineIP, Miss: MissNext,
 		Doc: "Source-NATs a pod's Service connection to itself to the hairpin address, after policy saw its real source."}
 )
@@ -84,9 +85,46 @@ func (e Endpoint) compare(o Endpoint) int {
 	return 0
 }
 
-// ServiceEndpoints is the desired state of one Service: the endpoints of
-// each of its ports (an empty list: the port has no ready endpoint).
-type ServiceEndpoints map[ServicePort][]Endpoint
+// NoEndpoints is what a new connection to a Service port without endpoints
+// meets.
+type NoEndpoints uint8
+
+// What a port without endpoints does, as kube-proxy does: a Service with no
+// endpoint anywhere rejects at once (TCP reset, ICMP port unreachable), so
+// clients fail fast instead of timing out; a port whose traffic policy is
+// Local and whose endpoints are all on other nodes drops.
+const (
+	Reject NoEndpoints = iota
+	Drop
+)
+
+func (n NoEndpoints) String() string {
+	if n == Drop {
+		return "drop"
+	}
+	return "reject"
+}
+
+// PortState is the desired state of one Service port: its endpoints, and
+// what happens without them.
+type PortState struct {
+	Endpoints   []Endpoint
+	NoEndpoints NoEndpoints
+}
+
+// Equal says whether two port states are the same once normalized.
+func (s PortState) Equal(o PortState) bool {
+	return s.NoEndpoints == o.NoEndpoints && equalEndpoints(NormalizeEndpoints(s.Endpoints), NormalizeEndpoints(o.Endpoints))
+}
+
+func (s PortState) normalized() PortState {
+	s.Endpoints = NormalizeEndpoints(s.Endpoints)
+	return s
+}
+
+// ServiceState is the desired state of one Service: the state of each of
+// its ports.
+type ServiceState map[ServicePort]PortState
 
 // NormalizeEndpoints returns a sorted, de-duplicated copy (nil when empty),
 // so equal sets compare equal and buckets come out in a stable order.
@@ -106,15 +144,14 @@ func NormalizeEndpoints(eps []Endpoint) []Endpoint {
 	return out[:n]
 }
 
-// Equal says whether two states hold the same ports with the same
-// normalized endpoints.
-func (s ServiceEndpoints) Equal(o ServiceEndpoints) bool {
+// Equal says whether two states hold the same ports in the same states.
+func (s ServiceState) Equal(o ServiceState) bool {
 	if len(s) != len(o) {
 		return false
 	}
-	for p, eps := range s {
+	for p, ps := range s {
 		other, ok := o[p]
-		if !ok || !equalEndpoints(NormalizeEndpoints(eps), NormalizeEndpoints(other)) {
+		if !ok || !ps.Equal(other) {
 			return false
 		}
 	}
@@ -155,23 +192,23 @@ func (u endpointUse) add(d endpointUse) endpointUse {
 	return endpointUse{u.ports + d.ports, u.local + d.local}
 }
 
-// installedPort is a Service port in OVS: its group and sorted endpoints.
+// installedPort is a Service port in OVS: its group and normalized state.
 type installedPort struct {
-	owner     string
-	groupID   uint32
-	endpoints []Endpoint
+	owner   string
+	groupID uint32
+	state   PortState
 }
 
 // serviceState is the client's record of what OVS holds for Services.
 type serviceState struct {
-	services  map[string]ServiceEndpoints // by Service name, sorted endpoints
+	services  map[string]ServiceState // by Service name, normalized
 	ports     map[ServicePort]*installedPort
 	endpoints map[endpointKey]endpointUse
 	lastGroup uint32
 }
 
 func newServiceState() serviceState {
-	return serviceState{services: map[string]ServiceEndpoints{}, ports: map[ServicePort]*installedPort{}, endpoints: map[endpointKey]endpointUse{}}
+	return serviceState{services: map[string]ServiceState{}, ports: map[ServicePort]*installedPort{}, endpoints: map[endpointKey]endpointUse{}}
 }
 
 // serviceFixedFlows are the flows every Service shares:
@@ -187,7 +224,10 @@ func newServiceState() serviceState {
 //     and leaves through the port it came in; its replies, sent to HairpinIP,
 //     are un-SNATed before ConntrackZone un-DNATs them. The un-SNAT flow
 //     matches untracked packets only, so a packet to HairpinIP that is no
-//     reply meets it once, not in a loop.
+//     reply meets it once, not in a loop;
+//   - the first packet to a port without endpoints (its group's one bucket
+//     set reg4[17]) goes to the agent through the reject meter, which bounds
+//     the packet-ins; the agent answers it (see pkg/agent/proxy).
 func (b *flowBuilder) serviceFixedFlows() []*openflow.Flow {
 	newTrk := openflow.CTStateNew | openflow.CTStateTrk
 	afterLB := b.next(EndpointDNATTable)
@@ -221,7 +261,64 @@ func (b *flowBuilder) serviceFixedFlows() []*openflow.Flow {
 			matchField(m, OFPortFoundField, 1)
 			matchField(m, HairpinField, 1)
 		}, &openflow.Output{Port: openflow.PortInPort}),
+		b.flow(EndpointDNATTable, priorityHigh, func(m *openflow.Match) {
+			m.EthType(openflow.EthTypeIPv4)
+			matchField(m, EndpointRejectField, 1)
+		}, &openflow.Meter{ID: ServiceRejectMeterID}, &openflow.Controller{MaxLen: rejectMaxLen, Reason: openflow.ReasonAction,
+			UserData: []byte{PacketInServiceReject}}),
 	}
+}
+
+// Packet-ins of Services: the first byte of a packet-in's userdata says what
+// the agent is asked to do with it.
+const (
+	// PacketInServiceReject asks the agent to reject the packet: a TCP
+	// reset or an ICMP port unreachable to its sender.
+	PacketInServiceReject byte = 1
+)
+
+// The reject meter bounds the packet-ins of Services without endpoints, so a
+// client retrying in a loop (or a flood) cannot keep the agent busy: above
+// ServiceRejectRate packets a second (after a burst of as many) they drop,
+// and those clients time out instead of being refused.
+const (
+	ServiceRejectMeterID uint32 = 1
+	ServiceRejectRate    uint32 = 500
+	// rejectMaxLen is how much of the packet the agent needs: Ethernet, IP
+	// and TCP headers with options, or what an ICMP error quotes.
+	rejectMaxLen = 256
+)
+
+func serviceRejectMeter(cmd openflow.MeterModCommand) *openflow.MeterMod {
+	return &openflow.MeterMod{Command: cmd, Flags: openflow.MeterPktps | openflow.MeterBurst | openflow.MeterStats, MeterID: ServiceRejectMeterID,
+		Bands: []openflow.MeterBand{{Rate: ServiceRejectRate, BurstSize: ServiceRejectRate}}}
+}
+
+// applier sends messages that cannot go in a bundle (meter mods: Open
+// vSwitch does not bundle them), one by one, reporting the rejected ones.
+type applier interface {
+	Apply(ctx context.Context, msgs ...openflow.Message) error
+}
+
+// ensureMeters installs the meters the fixed flows use, before them: added,
+// or modified when they exist (a meter is never deleted, as that would
+// delete the flows using it). A bridge that cannot apply (a unit test's
+// fake) gets none.
+func ensureMeters(ctx context.Context, bridge Bridge) error {
+	a, ok := bridge.(applier)
+	if !ok {
+		return nil
+	}
+	if err := a.Apply(ctx, serviceRejectMeter(openflow.MeterAdd)); err != nil {
+		var ofErr *openflow.Error
+		if !errors.As(err, &ofErr) {
+			return fmt.Errorf("add meter %d: %w", ServiceRejectMeterID, err)
+		}
+		if err := a.Apply(ctx, serviceRejectMeter(openflow.MeterModify)); err != nil {
+			return fmt.Errorf("add or modify meter %d: %w", ServiceRejectMeterID, err)
+		}
+	}
+	return nil
 }
 
 func (b *flowBuilder) matchServicePort(m *openflow.Match, p ServicePort) {
@@ -244,15 +341,23 @@ func (b *flowBuilder) serviceLBFlow(p ServicePort, groupID uint32) *openflow.Flo
 	}, &openflow.Group{ID: groupID})
 }
 
-// serviceGroup is the select group of a port: one bucket per endpoint. With
-// no endpoint the group has no bucket and drops.
-func (b *flowBuilder) serviceGroup(cmd openflow.GroupModCommand, groupID uint32, eps []Endpoint) *openflow.GroupMod {
+// serviceGroup is the select group of a port: one bucket per endpoint.
+// Without endpoints, a port that rejects has one bucket marking the packet
+// for rejection, one that drops has none.
+func (b *flowBuilder) serviceGroup(cmd openflow.GroupModCommand, groupID uint32, ps PortState) *openflow.GroupMod {
 	g := &openflow.GroupMod{Command: cmd, Type: openflow.GroupSelect, GroupID: groupID}
 	if cmd == openflow.GroupDelete {
 		return g
 	}
 	dnat := b.p.Table(EndpointDNATTable).ID
-	for _, e := range eps {
+	if len(ps.Endpoints) == 0 && ps.NoEndpoints == Reject {
+		g.Buckets = []openflow.Bucket{{Weight: bucketWeight, Actions: []openflow.Action{
+			load(EndpointRejectField, 1),
+			openflow.ResubmitToTable(dnat),
+		}}}
+		return g
+	}
+	for _, e := range ps.Endpoints {
 		g.Buckets = append(g.Buckets, openflow.Bucket{Weight: bucketWeight, Actions: []openflow.Action{
 			load(EndpointIPField, ip4Uint(e.IP)),
 			load(EndpointPortField, uint64(e.Port)),
@@ -293,13 +398,13 @@ func ip4Uint(a netip.Addr) uint64 {
 	return uint64(v[0])<<24 | uint64(v[1])<<16 | uint64(v[2])<<8 | uint64(v[3])
 }
 
-// InstallService makes OVS hold exactly the given ports and endpoints for the
-// Service name, writing only the difference from what it holds, as one
+// InstallService makes OVS hold exactly the given ports and their states for
+// the Service name, writing only the difference from what it holds, as one
 // bundle: new endpoints' DNAT flows, then new and changed groups, then new
 // ServiceLB flows; then removed ports' ServiceLB flows, their groups, and
 // DNAT flows no port uses any more. An empty want removes the Service. The
 // client's record changes only once OVS accepted the bundle.
-func (c *Client) InstallService(ctx context.Context, name string, want ServiceEndpoints) error {
+func (c *Client) InstallService(ctx context.Context, name string, want ServiceState) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	msgs, commit, err := c.serviceMsgs(name, want)
@@ -333,57 +438,57 @@ func (c *Client) DeleteAllGroups(ctx context.Context) error {
 
 // serviceMsgs computes the messages from the installed state of Service name
 // to want, and the commit recording want. c.mu is held.
-func (c *Client) serviceMsgs(name string, want ServiceEndpoints) ([]openflow.Message, func(), error) {
+func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message, func(), error) {
 	st := &c.svc
 	have := st.services[name]
-	sorted := ServiceEndpoints{}
-	for p, eps := range want {
+	norm := ServiceState{}
+	for p, ps := range want {
 		if !p.IP.Is4() {
 			return nil, nil, fmt.Errorf("service %s port %s: only IPv4 ClusterIPs are supported", name, p)
 		}
 		if ip := st.ports[p]; ip != nil && ip.owner != name {
 			return nil, nil, fmt.Errorf("service %s port %s: already installed for service %s", name, p, ip.owner)
 		}
-		eps = NormalizeEndpoints(eps)
-		for _, e := range eps {
+		ps = ps.normalized()
+		for _, e := range ps.Endpoints {
 			if !e.IP.Is4() {
 				return nil, nil, fmt.Errorf("service %s port %s: endpoint %s is not IPv4", name, p, e.IP)
 			}
 		}
-		sorted[p] = eps
+		norm[p] = ps
 	}
 	refs := map[endpointKey]endpointUse{} // change of each endpoint's use
 	var groupMods, lbAdds, lbDels, groupDels []openflow.Message
 	newPorts := map[ServicePort]*installedPort{}
 	lastGroup := st.lastGroup
-	for _, p := range sortedPorts(sorted) {
-		eps := sorted[p]
+	for _, p := range sortedPorts(norm) {
+		ps := norm[p]
 		old := st.ports[p]
-		for _, e := range eps {
+		for _, e := range ps.Endpoints {
 			refs[keyOf(p.Protocol, e)] = refs[keyOf(p.Protocol, e)].add(use(e, 1))
 		}
 		if old == nil {
 			lastGroup++
-			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, endpoints: eps}
-			groupMods = append(groupMods, c.b.serviceGroup(openflow.GroupAdd, lastGroup, eps))
+			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, state: ps}
+			groupMods = append(groupMods, c.b.serviceGroup(openflow.GroupAdd, lastGroup, ps))
 			lbAdds = append(lbAdds, openflow.AddFlow(c.b.serviceLBFlow(p, lastGroup)))
 			continue
 		}
-		newPorts[p] = &installedPort{owner: name, groupID: old.groupID, endpoints: eps}
-		if !equalEndpoints(old.endpoints, eps) {
-			groupMods = append(groupMods, c.b.serviceGroup(openflow.GroupModify, old.groupID, eps))
+		newPorts[p] = &installedPort{owner: name, groupID: old.groupID, state: ps}
+		if !old.state.Equal(ps) {
+			groupMods = append(groupMods, c.b.serviceGroup(openflow.GroupModify, old.groupID, ps))
 		}
 	}
 	for _, p := range sortedPorts(have) {
-		for _, e := range have[p] {
+		for _, e := range have[p].Endpoints {
 			refs[keyOf(p.Protocol, e)] = refs[keyOf(p.Protocol, e)].add(use(e, -1))
 		}
-		if _, keep := sorted[p]; keep {
+		if _, keep := norm[p]; keep {
 			continue
 		}
 		old := st.ports[p]
 		lbDels = append(lbDels, openflow.DeleteFlowStrict(c.b.serviceLBFlow(p, old.groupID)))
-		groupDels = append(groupDels, c.b.serviceGroup(openflow.GroupDelete, old.groupID, nil))
+		groupDels = append(groupDels, c.b.serviceGroup(openflow.GroupDelete, old.groupID, PortState{}))
 	}
 	var epAdds, epDels []openflow.Message
 	for _, k := range sortedEndpointKeys(refs) {
@@ -420,16 +525,16 @@ func (c *Client) serviceMsgs(name string, want ServiceEndpoints) ([]openflow.Mes
 				delete(st.endpoints, k)
 			}
 		}
-		if len(sorted) == 0 {
+		if len(norm) == 0 {
 			delete(st.services, name)
 		} else {
-			st.services[name] = sorted
+			st.services[name] = norm
 		}
 	}
 	return msgs, commit, nil
 }
 
-func sortedPorts(s ServiceEndpoints) []ServicePort {
+func sortedPorts(s ServiceState) []ServicePort {
 	out := make([]ServicePort, 0, len(s))
 	for p := range s {
 		out = append(out, p)
@@ -498,7 +603,7 @@ func (c *Client) Groups() []*openflow.GroupMod {
 func (c *Client) serviceGroups() []*openflow.GroupMod {
 	out := make([]*openflow.GroupMod, 0, len(c.svc.ports))
 	for _, ip := range c.svc.ports {
-		out = append(out, c.b.serviceGroup(openflow.GroupAdd, ip.groupID, ip.endpoints))
+		out = append(out, c.b.serviceGroup(openflow.GroupAdd, ip.groupID, ip.state))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GroupID < out[j].GroupID })
 	return out

@@ -150,7 +150,7 @@ func TestServiceOnRealOVS(t *testing.T) {
 		}
 		return out
 	}
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{tcpPort: endpoints(e1, e2), udpPort: endpoints(e1, e2)}); err != nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{tcpPort: {Endpoints: endpoints(e1, e2)}, udpPort: {Endpoints: endpoints(e1, e2)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := strings.Join(dumpFlows(t, in), "\n"), strings.Join(clientFlows(c), "\n"); got != want {
@@ -258,7 +258,7 @@ func TestServiceOnRealOVS(t *testing.T) {
 	}
 
 	// e2 leaves: the group has one bucket, and every connection lands on e1.
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{tcpPort: endpoints(e1), udpPort: endpoints(e1)}); err != nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{tcpPort: {Endpoints: endpoints(e1)}, udpPort: {Endpoints: endpoints(e1)}}); err != nil {
 		t.Fatal(err)
 	}
 	groups := dumpGroups(t, in)

@@ -136,7 +136,7 @@ func TestAServiceIsOneBundleOfGroupsAndFlows(t *testing.T) {
 	c, br := newServiceUnitClient(t)
 	ctx := context.Background()
 	before := br.bundleCount()
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep2, ep1}}); err != nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep2, ep1}}}); err != nil {
 		t.Fatal(err)
 	}
 	if br.bundleCount() != before+1 {
@@ -158,7 +158,7 @@ func TestAServiceIsOneBundleOfGroupsAndFlows(t *testing.T) {
 	}
 
 	// The same state again writes nothing.
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1, ep2}}); err != nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1, ep2}}}); err != nil {
 		t.Fatal(err)
 	}
 	if br.bundleCount() != before+1 {
@@ -169,10 +169,10 @@ func TestAServiceIsOneBundleOfGroupsAndFlows(t *testing.T) {
 func TestRemovingAnEndpointModifiesTheGroupAndDeletesItsFlow(t *testing.T) {
 	c, br := newServiceUnitClient(t)
 	ctx := context.Background()
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1, ep2}}); err != nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1, ep2}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1}}); err != nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1}}}); err != nil {
 		t.Fatal(err)
 	}
 	got := br.last()
@@ -180,23 +180,51 @@ func TestRemovingAnEndpointModifiesTheGroupAndDeletesItsFlow(t *testing.T) {
 		strings.Contains(got[0], "bucket_id:1") || !strings.HasPrefix(got[1], "delete ") || !strings.Contains(got[1], "nat(dst=10.10.2.3:8080)") {
 		t.Fatalf("removing an endpoint should be one group modify with one bucket and the delete of that endpoint's DNAT flow, got:\n%s", strings.Join(got, "\n"))
 	}
-	// No endpoint left: the group stays, with no bucket (it drops).
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: nil}); err != nil {
+	// No endpoint left: the group stays, with one bucket that marks the
+	// packet for rejection; it no longer uses the endpoint's DNAT flow.
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {}}); err != nil {
+		t.Fatal(err)
+	}
+	dnat := c.p.Table(EndpointDNATTable).ID
+	if g, want := br.groupStrings(), fmt.Sprintf("group_id=1,type=select,bucket=bucket_id:0,weight:100,actions=set_field:0x20000/0x20000->reg4,resubmit(,%d)", dnat); len(g) != 1 || g[0] != want {
+		t.Fatalf("a port without endpoints should keep its group with a reject bucket\nhave %q\nwant %q", g, want)
+	}
+	if eps := endpointDNATFlows(br, c); len(eps) != 0 {
+		t.Fatalf("no DNAT flow should remain:\n%s", strings.Join(eps, "\n"))
+	}
+	// A port whose traffic policy drops without endpoints has an empty group.
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {NoEndpoints: Drop}}); err != nil {
 		t.Fatal(err)
 	}
 	if g := br.groupStrings(); len(g) != 1 || g[0] != "group_id=1,type=select" {
-		t.Fatalf("a port without endpoints should keep an empty group, have %q", g)
+		t.Fatalf("a port that drops without endpoints should have an empty group, have %q", g)
 	}
+	if got := br.last(); len(got) != 1 || !strings.HasPrefix(got[0], "modify group_id=1,") {
+		t.Fatalf("switching from reject to drop should be one group modify, got:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// endpointDNATFlows are the per-endpoint flows of EndpointDNAT (not its
+// miss and reject flows).
+func endpointDNATFlows(br *groupBridge, c *Client) []string {
+	var out []string
+	for _, f := range br.inTable(c.p.Table(EndpointDNATTable)) {
+		if strings.Contains(f, "nat(dst=") {
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func TestAnEndpointSharedByTwoServicesKeepsItsFlowUntilBothAreGone(t *testing.T) {
 	c, br := newServiceUnitClient(t)
 	ctx := context.Background()
 	other := ServicePort{IP: netip.MustParseAddr("10.96.0.11"), Protocol: 6, Port: 8080}
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1}}); err != nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.InstallService(ctx, "default/web2", ServiceEndpoints{other: {ep1}}); err != nil {
+	if err := c.InstallService(ctx, "default/web2", ServiceState{other: {Endpoints: []Endpoint{ep1}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := br.last(); len(got) != 2 {
@@ -214,29 +242,29 @@ func TestAnEndpointSharedByTwoServicesKeepsItsFlowUntilBothAreGone(t *testing.T)
 	if g := br.groupStrings(); len(g) != 0 {
 		t.Fatalf("no group should remain, have %q", g)
 	}
-	if got, want := len(br.inTable(c.p.Table(EndpointDNATTable))), 1; got != want {
-		t.Fatalf("EndpointDNAT should be back to its miss flow only, has %d flows", got)
+	if got := endpointDNATFlows(br, c); len(got) != 0 {
+		t.Fatalf("EndpointDNAT should have no endpoint flow left, has:\n%s", strings.Join(got, "\n"))
 	}
 }
 
 func TestAPortClaimedByAnotherServiceIsRefused(t *testing.T) {
 	c, br := newServiceUnitClient(t)
 	ctx := context.Background()
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1}, webUDP: {ep1}}); err != nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1}}, webUDP: {Endpoints: []Endpoint{ep1}}}); err != nil {
 		t.Fatal(err)
 	}
 	n := br.bundleCount()
-	if err := c.InstallService(ctx, "default/other", ServiceEndpoints{webTCP: {ep2}}); err == nil {
+	if err := c.InstallService(ctx, "default/other", ServiceState{webTCP: {Endpoints: []Endpoint{ep2}}}); err == nil {
 		t.Fatal("a ClusterIP port installed for another Service should be refused")
 	}
 	if br.bundleCount() != n {
 		t.Fatal("a refused Service should write nothing")
 	}
 	// Once the first Service lets the port go, the other gets it.
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webUDP: {ep1}}); err != nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{webUDP: {Endpoints: []Endpoint{ep1}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.InstallService(ctx, "default/other", ServiceEndpoints{webTCP: {ep2}}); err != nil {
+	if err := c.InstallService(ctx, "default/other", ServiceState{webTCP: {Endpoints: []Endpoint{ep2}}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -244,7 +272,7 @@ func TestAPortClaimedByAnotherServiceIsRefused(t *testing.T) {
 func TestReplayAddsGroupsBeforeTheFlowsThatUseThem(t *testing.T) {
 	c, _ := newServiceUnitClient(t)
 	ctx := context.Background()
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1, ep2}, webUDP: {ep1}}); err != nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1, ep2}}, webUDP: {Endpoints: []Endpoint{ep1}}}); err != nil {
 		t.Fatal(err)
 	}
 	fresh := newGroupBridge()
@@ -266,14 +294,14 @@ func TestReplayAddsGroupsBeforeTheFlowsThatUseThem(t *testing.T) {
 func TestAFailedServiceWriteLeavesTheRecordUnchanged(t *testing.T) {
 	c, br := newServiceUnitClient(t)
 	ctx := context.Background()
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1}}); err != nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1}}}); err != nil {
 		t.Fatal(err)
 	}
 	// The switch lost the group behind the client's back: the modify fails.
 	br.mu.Lock()
 	delete(br.groups, 1)
 	br.mu.Unlock()
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1, ep2}}); err == nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1, ep2}}}); err == nil {
 		t.Fatal("the write should fail")
 	}
 	if g := groupStrings(c.Groups()); len(g) != 1 || strings.Contains(g[0], "bucket_id:1") {
@@ -287,18 +315,17 @@ func TestAnEndpointSeenLocalByOneServiceOnlyKeepsItsDNATFlowWithoutHairpin(t *te
 	other := ServicePort{IP: netip.MustParseAddr("10.96.0.11"), Protocol: 6, Port: 8080}
 	remoteView := ep1
 	remoteView.Local = false // a slice without nodeName
-	if err := c.InstallService(ctx, "default/web", ServiceEndpoints{webTCP: {ep1}}); err != nil {
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.InstallService(ctx, "default/web2", ServiceEndpoints{other: {remoteView}}); err != nil {
+	if err := c.InstallService(ctx, "default/web2", ServiceState{other: {Endpoints: []Endpoint{remoteView}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.UninstallService(ctx, "default/web"); err != nil {
 		t.Fatal(err)
 	}
-	got := br.inTable(c.p.Table(EndpointDNATTable))
-	sort.Strings(got)
-	if len(got) != 2 || !strings.Contains(strings.Join(got, "\n"), "priority=200,tcp,reg3=0xa0a0103") || strings.Contains(strings.Join(got, "\n"), "nw_src=") {
+	got := endpointDNATFlows(br, c)
+	if len(got) != 1 || !strings.Contains(strings.Join(got, "\n"), "priority=200,tcp,reg3=0xa0a0103") || strings.Contains(strings.Join(got, "\n"), "nw_src=") {
 		t.Fatalf("the endpoint's DNAT flow should stay for web2, its hairpin flow should go with web; EndpointDNAT has:\n%s", strings.Join(got, "\n"))
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,7 +47,7 @@ import (
 type FlowInstaller interface {
 	// InstallService makes OVS hold exactly these ports and endpoints for
 	// the Service (an empty state removes it).
-	InstallService(ctx context.Context, name string, want agentof.ServiceEndpoints) error
+	InstallService(ctx context.Context, name string, want agentof.ServiceState) error
 	// DeleteAllGroups removes the groups (and the flows using them) an
 	// earlier agent run left; called once before the first install.
 	DeleteAllGroups(ctx context.Context) error
@@ -75,8 +76,10 @@ type Proxy struct {
 	slices    cache.Indexer
 	synced    []cache.InformerSynced
 	queue     workqueue.TypedRateLimitingInterface[string]
+	packets   PacketIO
+	rejected  atomic.Uint64
 	mu        sync.Mutex
-	installed map[string]agentof.ServiceEndpoints // by Service key, as last accepted by OVS
+	installed map[string]agentof.ServiceState // by Service key, as last accepted by OVS
 }
 
 // Config is what the proxy needs to know besides its informers and the
@@ -85,6 +88,10 @@ type Proxy struct {
 type Config struct {
 	// NodeName is this node: endpoints on it are local.
 	NodeName string
+	// Packets is the switch's packet-in/packet-out channel, through which
+	// the proxy rejects connections to Services without endpoints. Without
+	// it such connections are dropped (they time out).
+	Packets PacketIO
 }
 
 // New makes a proxy for node nodeName with the defaults of Config; see
@@ -104,13 +111,14 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 	}
 	p := &Proxy{
 		nodeName: cfg.NodeName,
+		packets:  cfg.Packets,
 		flows:    flows,
 		services: services.Lister(),
 		slices:   slices.Informer().GetIndexer(),
 		synced:   []cache.InformerSynced{services.Informer().HasSynced, slices.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "proxy"}),
-		installed: map[string]agentof.ServiceEndpoints{},
+		installed: map[string]agentof.ServiceState{},
 	}
 	_, err := services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.enqueueService,
@@ -158,6 +166,11 @@ func (p *Proxy) enqueueSlice(obj interface{}) {
 func (p *Proxy) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer p.queue.ShutDown()
+	if p.packets != nil {
+		go p.serveRejects(ctx)
+	} else {
+		klog.InfoS("No packet-in channel: connections to Services without endpoints are dropped, not rejected")
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), p.synced...) {
 		return fmt.Errorf("proxy: informer caches did not sync")
 	}
@@ -201,7 +214,7 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	var want agentof.ServiceEndpoints
+	var want agentof.ServiceState
 	svc, err := p.services.Services(ns).Get(name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -238,10 +251,10 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 	return nil
 }
 
-func countEndpoints(s agentof.ServiceEndpoints) int {
+func countEndpoints(s agentof.ServiceState) int {
 	n := 0
-	for _, eps := range s {
-		n += len(eps)
+	for _, ps := range s {
+		n += len(ps.Endpoints)
 	}
 	return n
 }
@@ -252,8 +265,8 @@ func countEndpoints(s agentof.ServiceEndpoints) int {
 // slice port's number (the targetPort resolved). Ready endpoints are used;
 // when none is ready, serving terminating ones (as kube-proxy does, so
 // connections drain gracefully). Headless Services and Services without a
-// ClusterIP have no state.
-func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodeName string) agentof.ServiceEndpoints {
+// ClusterIP have no state. A port without endpoints rejects new connections.
+func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodeName string) agentof.ServiceState {
 	var vips []netip.Addr
 	ips := svc.Spec.ClusterIPs
 	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
@@ -270,15 +283,15 @@ func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 	if len(vips) == 0 {
 		return nil
 	}
-	out := agentof.ServiceEndpoints{}
+	out := agentof.ServiceState{}
 	for _, sp := range svc.Spec.Ports {
 		proto, ok := protocolNumber(sp.Protocol)
 		if !ok {
 			continue
 		}
-		eps := portEndpoints(sp, slices, nodeName)
+		ps := agentof.PortState{Endpoints: portEndpoints(sp, slices, nodeName), NoEndpoints: agentof.Reject}
 		for _, vip := range vips {
-			out[agentof.ServicePort{IP: vip, Protocol: proto, Port: uint16(sp.Port)}] = eps
+			out[agentof.ServicePort{IP: vip, Protocol: proto, Port: uint16(sp.Port)}] = ps
 		}
 	}
 	if len(out) == 0 {

@@ -2,9 +2,14 @@ package proxy
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
+	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +40,12 @@ type ovsNode struct {
 // (node-1) on it with the given objects already in the API.
 func newOVSNode(t *testing.T, cfg Config, objs ...interface{}) *ovsNode {
 	t.Helper()
-	br := bridgetest.New(t)
+	return newOVSNodeOn(t, bridgetest.New(t), cfg, objs...)
+}
+
+// newOVSNodeOn is newOVSNode on a bridge the caller started.
+func newOVSNodeOn(t *testing.T, br *bridgetest.Bridge, cfg Config, objs ...interface{}) *ovsNode {
+	t.Helper()
 	flows, err := agentof.NewClient(br.OF, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +220,162 @@ func TestEndpointConditionsAndSharedEndpointsOnRealOVS(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.waitGroups(t, "no group should remain", func(g []string) bool { return len(g) == 0 })
-	if dnat := n.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.EndpointDNATTable).ID)); len(dnat) != 1 {
-		t.Fatalf("EndpointDNAT should hold its miss flow only:\n%s", strings.Join(dnat, "\n"))
+	if dnat := n.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.EndpointDNATTable).ID)); strings.Contains(strings.Join(dnat, "\n"), "nat(dst=") {
+		t.Fatalf("EndpointDNAT should hold no endpoint flow:\n%s", strings.Join(dnat, "\n"))
 	}
+}
+
+// synFrame is a TCP SYN from a pod (to the gateway MAC, as pods send
+// off-subnet traffic) to addr:port.
+func synFrame(from *bridgetest.Pod, gwMAC net.HardwareAddr, dst net.IP, srcPort, dstPort uint16) []byte {
+	f := make([]byte, ethLen+ipv4MinLen+tcpMinLen)
+	copy(f[0:6], gwMAC)
+	copy(f[6:12], from.MAC)
+	binary.BigEndian.PutUint16(f[12:], etherIPv4)
+	ip := f[ethLen:]
+	ip[0], ip[8], ip[9] = 0x45, 64, protoTCP
+	binary.BigEndian.PutUint16(ip[2:], ipv4MinLen+tcpMinLen)
+	copy(ip[12:16], from.IP.To4())
+	copy(ip[16:20], dst.To4())
+	binary.BigEndian.PutUint16(ip[10:], checksum(nil, ip[:ipv4MinLen]))
+	tcp := ip[ipv4MinLen:]
+	binary.BigEndian.PutUint16(tcp[0:], srcPort)
+	binary.BigEndian.PutUint16(tcp[2:], dstPort)
+	binary.BigEndian.PutUint32(tcp[4:], 1000)
+	tcp[12], tcp[13] = 5<<4, tcpSYN
+	binary.BigEndian.PutUint16(tcp[14:], 64240)
+	var s, d [4]byte
+	copy(s[:], from.IP.To4())
+	copy(d[:], dst.To4())
+	binary.BigEndian.PutUint16(tcp[16:], checksum(pseudoHeader(s, d, protoTCP, tcpMinLen), tcp))
+	return f
+}
+
+// flowPackets is n_packets of the one flow of dump-flows output containing part.
+func flowPackets(t *testing.T, flows []string, part string) int {
+	t.Helper()
+	for _, f := range flows {
+		if !strings.Contains(f, part) {
+			continue
+		}
+		i := strings.Index(f, "n_packets=")
+		n, err := strconv.Atoi(f[i+len("n_packets=") : i+strings.IndexByte(f[i:], ',')])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	t.Fatalf("no flow with %q in:\n%s", part, strings.Join(flows, "\n"))
+	return 0
+}
+
+// TestServiceWithoutEndpointsRejectsOnRealOVS: a real connect() to a Service
+// without endpoints fails with ECONNREFUSED at once, a connected UDP socket
+// gets ECONNREFUSED from the ICMP port unreachable; a burst of SYNs is
+// bounded by the meter, and the generated resets never come back through
+// the pipeline.
+func TestServiceWithoutEndpointsRejectsOnRealOVS(t *testing.T) {
+	br := bridgetest.New(t)
+	n := newOVSNodeOn(t, br, Config{Packets: br.OF},
+		service("empty", "10.96.0.20", svcPort("http", corev1.ProtocolTCP, 80, 8080), svcPort("dns", corev1.ProtocolUDP, 53, 53)),
+		slice("empty-1", "empty", slicePorts(epPort("http", corev1.ProtocolTCP, 8080), epPort("dns", corev1.ProtocolUDP, 53)),
+			ep{ip: "10.10.1.3", node: "node-1", ready: ptr(false), serving: ptr(false)}),
+	)
+	cli := n.AddPod(t, "c1", "10.10.1.2/24")
+	if err := n.flows.InstallPodFlows(cli.HostIF, []net.IP{cli.IP}, cli.MAC, cli.OFPort); err != nil {
+		t.Fatal(err)
+	}
+	n.waitGroups(t, "both ports should have their reject bucket", func(g []string) bool {
+		return len(g) == 2 && strings.Count(strings.Join(g, "\n"), "set_field:0x20000/0x20000->reg4") == 2
+	})
+
+	t.Logf("groups:\n%s\nEndpointDNAT:\n%s\nmeters:\n%s", strings.Join(n.DumpGroups(t), "\n"),
+		strings.Join(n.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.EndpointDNATTable).ID)), "\n"), dumpMeters(t, n))
+
+	// TCP: connect() is refused, fast. The first attempt also resolves the
+	// gateway's MAC.
+	var took []time.Duration
+	for i := 0; i < 20; i++ {
+		start := time.Now()
+		c, err := cli.Dial(t, "tcp4", "10.96.0.20:80", 5*time.Second)
+		d := time.Since(start)
+		if err == nil {
+			c.Close()
+			t.Fatal("connect to a Service without endpoints succeeded")
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("connect to a Service without endpoints should be refused, got %v after %v", err, d)
+		}
+		took = append(took, d)
+	}
+	first := took[0]
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	t.Logf("TCP connect to a Service without endpoints: ECONNREFUSED after p50 %v, max %v (20 connects; the first, which also resolved the gateway's MAC: %v)",
+		took[len(took)/2], took[len(took)-1], first)
+
+	// UDP: the datagram is answered by an ICMP port unreachable, which a
+	// connected socket reports as ECONNREFUSED.
+	c, err := cli.Dial(t, "udp4", "10.96.0.20:53", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	if _, err := c.Write([]byte("who?")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Read(make([]byte, 64)); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("a UDP datagram to a Service without endpoints should be refused, read returned %v", err)
+	}
+	t.Logf("UDP to a Service without endpoints: ECONNREFUSED after %v", time.Since(start))
+
+	// A burst: 2000 SYNs injected at the client's port through the whole
+	// pipeline, as fast as the switch takes them. The meter lets a bounded
+	// number reach the agent; every reset goes straight to the client's
+	// port, so the reject flow counts exactly the packets sent to the
+	// Service (20 SYNs, 1 datagram and the burst), nothing more.
+	dnat := fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.EndpointDNATTable).ID)
+	const rejectFlow = "reg4=0x20000/0x20000"
+	rejectedBefore := n.proxy.Rejected()
+	const burst, sent = 2000, 20 + 1
+	var msgs []openflow.Message
+	for i := 0; i < burst; i++ {
+		msgs = append(msgs, &openflow.PacketOut{InPort: cli.OFPort, Actions: []openflow.Action{&openflow.Output{Port: openflow.PortTable}},
+			Data: synFrame(cli, n.GatewayMAC, net.ParseIP("10.96.0.20"), uint16(20000+i), 80)})
+	}
+	ctx := context.Background()
+	if err := n.OF.Apply(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	var hits int
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		hits = flowPackets(t, n.DumpFlowsWithStats(t, dnat), rejectFlow)
+		return hits >= sent+burst, nil
+	})
+	if err != nil || hits != sent+burst {
+		t.Fatalf("the reject flow should count the %d packets sent to the Service and nothing else (a reset coming back would add to it), counted %d", sent+burst, hits)
+	}
+	time.Sleep(time.Second) // let the answers to the burst finish, and the datapath report them
+	if hits := flowPackets(t, n.DumpFlowsWithStats(t, dnat), rejectFlow); hits != sent+burst {
+		t.Fatalf("after the answers, the reject flow should still count exactly the %d packets sent, counted %d", sent+burst, hits)
+	}
+	answered := n.proxy.Rejected() - rejectedBefore
+	meter, err := n.Ofctl("meter-stats", "br-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a burst of %d SYNs: %d answered by the agent; meter: %s", burst, answered, strings.Join(strings.Fields(meter), " "))
+	if answered == 0 || answered >= burst {
+		t.Fatalf("the meter should let some but not all of a burst of %d SYNs reach the agent, %d were answered", burst, answered)
+	}
+}
+
+func dumpMeters(t *testing.T, n *ovsNode) string {
+	t.Helper()
+	out, err := n.Ofctl("dump-meters", "br-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

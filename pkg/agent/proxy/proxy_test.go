@@ -78,15 +78,15 @@ func TestDesiredState(t *testing.T) {
 		name   string
 		svc    *corev1.Service
 		slices []*discoveryv1.EndpointSlice
-		want   agentof.ServiceEndpoints
+		want   agentof.ServiceState
 	}{
 		{
 			name:   "each port gets the ready endpoints at the slice's port of the same name",
 			svc:    web,
 			slices: []*discoveryv1.EndpointSlice{slice("web-1", "web", webPorts, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.2.3", node: "node-2", ready: ptr(true)})},
-			want: agentof.ServiceEndpoints{
-				vipPort("10.96.0.10", 6, 80):  {endpoint("10.10.1.3", 8080, true), endpoint("10.10.2.3", 8080, false)},
-				vipPort("10.96.0.10", 17, 53): {endpoint("10.10.1.3", 5353, true), endpoint("10.10.2.3", 5353, false)},
+			want: agentof.ServiceState{
+				vipPort("10.96.0.10", 6, 80):  {Endpoints: []agentof.Endpoint{endpoint("10.10.1.3", 8080, true), endpoint("10.10.2.3", 8080, false)}},
+				vipPort("10.96.0.10", 17, 53): {Endpoints: []agentof.Endpoint{endpoint("10.10.1.3", 5353, true), endpoint("10.10.2.3", 5353, false)}},
 			},
 		},
 		{
@@ -96,18 +96,18 @@ func TestDesiredState(t *testing.T) {
 				slice("web-1", "web", webPorts, ep{ip: "10.10.2.3", node: "node-2"}),
 				slice("web-2", "web", webPorts, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.2.3", node: "node-2"}),
 			},
-			want: agentof.ServiceEndpoints{
-				vipPort("10.96.0.10", 6, 80):  {endpoint("10.10.1.3", 8080, true), endpoint("10.10.2.3", 8080, false)},
-				vipPort("10.96.0.10", 17, 53): {endpoint("10.10.1.3", 5353, true), endpoint("10.10.2.3", 5353, false)},
+			want: agentof.ServiceState{
+				vipPort("10.96.0.10", 6, 80):  {Endpoints: []agentof.Endpoint{endpoint("10.10.1.3", 8080, true), endpoint("10.10.2.3", 8080, false)}},
+				vipPort("10.96.0.10", 17, 53): {Endpoints: []agentof.Endpoint{endpoint("10.10.1.3", 5353, true), endpoint("10.10.2.3", 5353, false)}},
 			},
 		},
 		{
 			name:   "not-ready endpoints are left out; a port without endpoints stays, empty",
 			svc:    web,
 			slices: []*discoveryv1.EndpointSlice{slice("web-1", "web", webPorts, ep{ip: "10.10.1.3", node: "node-1", ready: ptr(false)})},
-			want: agentof.ServiceEndpoints{
-				vipPort("10.96.0.10", 6, 80):  nil,
-				vipPort("10.96.0.10", 17, 53): nil,
+			want: agentof.ServiceState{
+				vipPort("10.96.0.10", 6, 80):  {},
+				vipPort("10.96.0.10", 17, 53): {},
 			},
 		},
 		{
@@ -116,7 +116,7 @@ func TestDesiredState(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice("web-1", "web", slicePorts(epPort("", corev1.ProtocolTCP, 8080)),
 				ep{ip: "10.10.1.3", node: "node-1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)},
 				ep{ip: "10.10.1.4", node: "node-1", ready: ptr(false), serving: ptr(false), terminating: ptr(true)})},
-			want: agentof.ServiceEndpoints{vipPort("10.96.0.10", 6, 80): {endpoint("10.10.1.3", 8080, true)}},
+			want: agentof.ServiceState{vipPort("10.96.0.10", 6, 80): {Endpoints: []agentof.Endpoint{endpoint("10.10.1.3", 8080, true)}}},
 		},
 		{
 			name: "conditions left unset mean ready; a ready terminating endpoint (publishNotReadyAddresses) is ready; not ready but serving and not terminating is left out",
@@ -126,7 +126,7 @@ func TestDesiredState(t *testing.T) {
 				ep{ip: "10.10.1.4", node: "node-1", ready: ptr(true), serving: ptr(true), terminating: ptr(true)},
 				ep{ip: "10.10.1.5", node: "node-1", ready: ptr(false), serving: ptr(true), terminating: ptr(false)},
 				ep{ip: "10.10.1.6", node: "node-1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)})},
-			want: agentof.ServiceEndpoints{vipPort("10.96.0.10", 6, 80): {endpoint("10.10.1.3", 8080, true), endpoint("10.10.1.4", 8080, true)}},
+			want: agentof.ServiceState{vipPort("10.96.0.10", 6, 80): {Endpoints: []agentof.Endpoint{endpoint("10.10.1.3", 8080, true), endpoint("10.10.1.4", 8080, true)}}},
 		},
 		{
 			name: "one ready endpoint in any slice excludes the terminating ones of every slice",
@@ -137,7 +137,7 @@ func TestDesiredState(t *testing.T) {
 				slice("web-2", "web", slicePorts(epPort("", corev1.ProtocolTCP, 8080)),
 					ep{ip: "10.10.2.3", node: "node-2", ready: ptr(true)}),
 			},
-			want: agentof.ServiceEndpoints{vipPort("10.96.0.10", 6, 80): {endpoint("10.10.2.3", 8080, false)}},
+			want: agentof.ServiceState{vipPort("10.96.0.10", 6, 80): {Endpoints: []agentof.Endpoint{endpoint("10.10.2.3", 8080, false)}}},
 		},
 		{
 			name: "the fallback is per port: a port whose slice port has a ready endpoint does not fall back",
@@ -149,9 +149,9 @@ func TestDesiredState(t *testing.T) {
 				slice("web-b", "web", slicePorts(epPort("b", corev1.ProtocolTCP, 8081)),
 					ep{ip: "10.10.1.4", node: "node-1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)}),
 			},
-			want: agentof.ServiceEndpoints{
-				vipPort("10.96.0.10", 6, 80): {endpoint("10.10.1.3", 8080, true)},
-				vipPort("10.96.0.10", 6, 81): {endpoint("10.10.1.4", 8081, true)},
+			want: agentof.ServiceState{
+				vipPort("10.96.0.10", 6, 80): {Endpoints: []agentof.Endpoint{endpoint("10.10.1.3", 8080, true)}},
+				vipPort("10.96.0.10", 6, 81): {Endpoints: []agentof.Endpoint{endpoint("10.10.1.4", 8081, true)}},
 			},
 		},
 		{
@@ -159,7 +159,7 @@ func TestDesiredState(t *testing.T) {
 			svc:  service("web", "10.96.0.10", svcPort("http", corev1.ProtocolTCP, 80, 8080)),
 			slices: []*discoveryv1.EndpointSlice{slice("web-1", "web", slicePorts(epPort("http", corev1.ProtocolUDP, 8080), epPort("other", corev1.ProtocolTCP, 9090)),
 				ep{ip: "10.10.1.3", node: "node-1"})},
-			want: agentof.ServiceEndpoints{vipPort("10.96.0.10", 6, 80): nil},
+			want: agentof.ServiceState{vipPort("10.96.0.10", 6, 80): {}},
 		},
 		{
 			name: "IPv6 slices and SCTP ports are not realized",
@@ -169,7 +169,7 @@ func TestDesiredState(t *testing.T) {
 				s.AddressType = discoveryv1.AddressTypeIPv6
 				return s
 			}()},
-			want: agentof.ServiceEndpoints{vipPort("10.96.0.10", 6, 80): nil},
+			want: agentof.ServiceState{vipPort("10.96.0.10", 6, 80): {}},
 		},
 		{
 			name:   "a headless Service has no state",
@@ -193,12 +193,12 @@ func TestDesiredState(t *testing.T) {
 type fakeFlows struct {
 	mu       sync.Mutex
 	calls    []string
-	state    map[string]agentof.ServiceEndpoints
+	state    map[string]agentof.ServiceState
 	failNext bool
 	resets   int
 }
 
-func (f *fakeFlows) InstallService(_ context.Context, name string, want agentof.ServiceEndpoints) error {
+func (f *fakeFlows) InstallService(_ context.Context, name string, want agentof.ServiceState) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failNext {
@@ -224,10 +224,10 @@ func (f *fakeFlows) DeleteAllGroups(context.Context) error {
 	return nil
 }
 
-func (f *fakeFlows) snapshot() ([]string, map[string]agentof.ServiceEndpoints) {
+func (f *fakeFlows) snapshot() ([]string, map[string]agentof.ServiceState) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := map[string]agentof.ServiceEndpoints{}
+	st := map[string]agentof.ServiceState{}
 	for k, v := range f.state {
 		st[k] = v
 	}
@@ -243,7 +243,7 @@ func startProxy(t *testing.T, objs ...interface{}) (*fake.Clientset, *fakeFlows)
 		create(t, client, o)
 	}
 	f := informers.NewSharedInformerFactory(client, 0)
-	flows := &fakeFlows{state: map[string]agentof.ServiceEndpoints{}}
+	flows := &fakeFlows{state: map[string]agentof.ServiceState{}}
 	p, err := New("node-1", f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), flows)
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func create(t *testing.T, client *fake.Clientset, o interface{}) {
 }
 
 // eventually waits until cond holds on the fake's record.
-func eventually(t *testing.T, flows *fakeFlows, what string, cond func(calls []string, st map[string]agentof.ServiceEndpoints) bool) {
+func eventually(t *testing.T, flows *fakeFlows, what string, cond func(calls []string, st map[string]agentof.ServiceState) bool) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		return cond(flows.snapshot()), nil
@@ -289,8 +289,8 @@ func TestProxyInstallsOnlyWhatChanged(t *testing.T) {
 		slice("headless-1", "headless", ports, ep{ip: "10.10.1.4", node: "node-1"}),
 	)
 	vip := vipPort("10.96.0.10", 6, 80)
-	eventually(t, flows, "the Service should be installed with both endpoints, the headless one not at all", func(calls []string, st map[string]agentof.ServiceEndpoints) bool {
-		return len(calls) == 1 && calls[0] == "default/web" && len(st["default/web"][vip]) == 2
+	eventually(t, flows, "the Service should be installed with both endpoints, the headless one not at all", func(calls []string, st map[string]agentof.ServiceState) bool {
+		return len(calls) == 1 && calls[0] == "default/web" && len(st["default/web"][vip].Endpoints) == 2
 	})
 	if flows.resets != 1 {
 		t.Fatalf("groups of an earlier run should be deleted once, before the first install; were %d times", flows.resets)
@@ -313,15 +313,15 @@ func TestProxyInstallsOnlyWhatChanged(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, flows, "one more install with the remaining endpoint", func(calls []string, st map[string]agentof.ServiceEndpoints) bool {
-		return len(calls) == 2 && reflect.DeepEqual(st["default/web"][vip], []agentof.Endpoint{endpoint("10.10.1.3", 8080, true)})
+	eventually(t, flows, "one more install with the remaining endpoint", func(calls []string, st map[string]agentof.ServiceState) bool {
+		return len(calls) == 2 && reflect.DeepEqual(st["default/web"][vip].Endpoints, []agentof.Endpoint{endpoint("10.10.1.3", 8080, true)})
 	})
 
 	// The Service goes: one uninstall; its slice going later writes nothing.
 	if err := client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, flows, "the Service should be uninstalled", func(calls []string, st map[string]agentof.ServiceEndpoints) bool {
+	eventually(t, flows, "the Service should be uninstalled", func(calls []string, st map[string]agentof.ServiceState) bool {
 		return len(calls) == 3 && len(st) == 0
 	})
 	if err := client.DiscoveryV1().EndpointSlices("default").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
@@ -329,7 +329,7 @@ func TestProxyInstallsOnlyWhatChanged(t *testing.T) {
 	}
 	// A new Service is a marker: once it is installed, every earlier event was processed.
 	create(t, client, service("marker", "10.96.0.11", svcPort("", corev1.ProtocolUDP, 53, 53)))
-	eventually(t, flows, "the marker Service should be installed", func(calls []string, st map[string]agentof.ServiceEndpoints) bool {
+	eventually(t, flows, "the marker Service should be installed", func(calls []string, st map[string]agentof.ServiceState) bool {
 		return len(st) == 1 && st["default/marker"] != nil
 	})
 	if calls, _ := flows.snapshot(); len(calls) != 4 {
