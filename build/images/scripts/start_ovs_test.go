@@ -295,6 +295,13 @@ func TestStartOVSRunsBothDaemonsAndStopsThemOnSIGTERM(t *testing.T) {
 	if err != nil || strings.Trim(version, `"`) == "" {
 		t.Errorf("ovs_version is %q (%v), want the version of ovs-vswitchd", version, err)
 	}
+	// Held back until the agent has installed its flows (it removes the key).
+	if wait, err := dirs.vsctl("get", "Open_vSwitch", ".", "other_config:flow-restore-wait"); err != nil || wait != `"true"` {
+		t.Errorf("other_config:flow-restore-wait is %s (%v), want \"true\"", wait, err)
+	}
+	if _, err := dirs.vsctl("remove", "Open_vSwitch", ".", "other_config", "flow-restore-wait"); err != nil {
+		t.Fatal(err)
+	}
 	systemID, err := dirs.vsctl("get", "Open_vSwitch", ".", "external_ids:system-id")
 	if err != nil {
 		t.Errorf("no system-id recorded: %v", err)
@@ -329,6 +336,9 @@ func TestStartOVSRunsBothDaemonsAndStopsThemOnSIGTERM(t *testing.T) {
 	}
 	if again, err := dirs.vsctl("get", "Open_vSwitch", ".", "external_ids:system-id"); err != nil || again != systemID {
 		t.Errorf("after a restart the system-id is %s (%v), want %s", again, err, systemID)
+	}
+	if wait, err := dirs.vsctl("get", "Open_vSwitch", ".", "other_config:flow-restore-wait"); err != nil || wait != `"true"` {
+		t.Errorf("after a restart other_config:flow-restore-wait is %s (%v), want \"true\" again", wait, err)
 	}
 	if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
