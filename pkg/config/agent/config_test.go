@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"antrea.io/antrea/pkg/config/internal/strict"
 )
 
 func TestExampleFileHoldsTheDefaults(t *testing.T) {
@@ -94,6 +96,8 @@ func TestBadValuesAreRefusedNamingTheKey(t *testing.T) {
 			`antrea-agent.conf: unknown key "tunnelTyp" (did you mean "tunnelType"?)`},
 		{"an unknown nested key is refused", "antreaProxy:\n  proxyAl: false\n",
 			`antrea-agent.conf: unknown key "antreaProxy.proxyAl" (did you mean "antreaProxy.proxyAll"?)`},
+		{"a key outside its section is pointed to it", "proxyAll: false\n",
+			`antrea-agent.conf: unknown key "proxyAll" (did you mean "antreaProxy.proxyAll"?)`},
 		{"an unknown feature gate is refused", "featureGates:\n  AntreaProxi: true\n",
 			`antrea-agent.conf: featureGates: unknown feature gate "AntreaProxi" (did you mean "AntreaProxy"?)`},
 		{"an upstream gate that is off upstream cannot be turned on", "featureGates:\n  Multicluster: true\n",
@@ -308,5 +312,22 @@ func TestUpstreamChartFileLoads(t *testing.T) {
 	}
 	if want := Defaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestEveryKeyAndGateIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range strict.Keys(&AgentConfig{}) {
+		if !strings.Contains(string(doc), "`"+k) {
+			t.Errorf("docs/configuration.md does not describe key %s", k)
+		}
+	}
+	for _, g := range spec.Gates {
+		if !strings.Contains(string(doc), "`"+g.Name+"`") && !strings.Contains(string(doc), "`featureGates."+g.Name+"`") {
+			t.Errorf("docs/configuration.md does not list feature gate %s", g.Name)
+		}
 	}
 }

@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"antrea.io/antrea/pkg/config/internal/strict"
 )
 
 func TestExampleFileHoldsTheDefaults(t *testing.T) {
@@ -104,5 +107,22 @@ func TestCipherSuitesSplitsTheList(t *testing.T) {
 	c.TLSCipherSuites = "A, B"
 	if got, want := c.CipherSuites(), []string{"A", "B"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("CipherSuites() = %q, want %q", got, want)
+	}
+}
+
+func TestEveryKeyAndGateIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range strict.Keys(&ControllerConfig{}) {
+		if !strings.Contains(string(doc), "`"+k) {
+			t.Errorf("docs/configuration.md does not describe key %s", k)
+		}
+	}
+	for _, g := range spec.Gates {
+		if !strings.Contains(string(doc), "`"+g.Name+"`") {
+			t.Errorf("docs/configuration.md does not list feature gate %s", g.Name)
+		}
 	}
 }
