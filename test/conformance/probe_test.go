@@ -275,7 +275,12 @@ func (e *labEnv) flowsOfInvolvedPods(ctx context.Context, peers []peer, bad []ce
 		// The datapath's cached megaflows for the involved pods: a stale one
 		// (actions of an older flow table) explains a wrong cell whose
 		// OpenFlow flows look right.
+		// The lab's own instances (node simulator) name the control socket
+		// ovs-vswitchd.ctl; the agent image's OVS ovs-vswitchd.PID.ctl.
 		ctl := filepath.Join(filepath.Dir(sock), "ovs-vswitchd.ctl")
+		if found, _ := filepath.Glob(filepath.Join(filepath.Dir(sock), "ovs-vswitchd.*.ctl")); len(found) == 1 {
+			ctl = found[0]
+		}
 		dp, err := exec.CommandContext(ctx, "ovs-appctl", "-t", ctl, "dpctl/dump-flows").CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(&b, "dpctl/dump-flows failed: %v: %s\n", err, dp)
