@@ -227,7 +227,7 @@ func loadCommand(opts *lab.Options) *cobra.Command {
 func imagesCommand(opts *lab.Options) *cobra.Command {
 	return &cobra.Command{
 		Use:   "images",
-		Short: "Build the lab's images (agnhost, pause, antrea-testpod) where their inputs changed, then list the store",
+		Short: "Build the lab's images (antrea-agent, antrea-controller, agnhost, pause, antrea-testpod) where their inputs changed, then list the store",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.Validate(); err != nil {
