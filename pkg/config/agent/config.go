@@ -11,8 +11,10 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"antrea.io/antrea/pkg/config"
@@ -159,7 +161,7 @@ func (c *AgentConfig) validate() []error {
 	fail := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	for name := range c.FeatureGates {
+	for _, name := range slices.Sorted(maps.Keys(c.FeatureGates)) {
 		if !implementedGate(name) {
 			fail("featureGates", "%q is not a feature gate this Antrea implements", name)
 		}

@@ -13,7 +13,9 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	cliflag "k8s.io/component-base/cli/flag"
@@ -108,7 +110,7 @@ func (c *ControllerConfig) validate() []error {
 	fail := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	for name := range c.FeatureGates {
+	for _, name := range slices.Sorted(maps.Keys(c.FeatureGates)) {
 		fail("featureGates", "%q is not a feature gate this Antrea implements", name)
 	}
 	if c.APIPort < 1 || c.APIPort > 65535 {
