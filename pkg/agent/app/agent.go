@@ -15,6 +15,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -134,11 +135,20 @@ func Run(ctx context.Context, o Options) error {
 	round := uint32(prevRound) + 1
 
 	var flows *agentof.Client
+	// restored is set once finishRestore has run: from then on a replay
+	// after an ovs-vswitchd restart releases flow-restore-wait itself.
+	var restored atomic.Bool
 	ofc := openflow.NewClient(filepath.Join(o.OVSRunDir, nc.BridgeName+".mgmt"), openflow.ClientOptions{
 		OnConnect: func(ctx context.Context, conn *openflow.Conn, reconnect bool) error {
 			if reconnect {
 				klog.InfoS("OpenFlow connection re-established; replaying flows", "bridge", nc.BridgeName)
-				return flows.Replay(ctx, conn)
+				if err := flows.Replay(ctx, conn); err != nil {
+					return err
+				}
+				// A restarted ovs-vswitchd waits in flow-restore-wait for
+				// the flows just replayed (all of them, policies included),
+				// unless this run's own restore is still under way.
+				return releaseAfterReplay(ctx, ovsdb, restored.Load())
 			}
 			return nil
 		},
@@ -200,19 +210,6 @@ func Run(ctx context.Context, o Options) error {
 		return ctx.Err()
 	}
 
-	if prevRound > 0 {
-		if err := flows.DeleteRound(ctx, uint32(prevRound)); err != nil {
-			return err
-		}
-	}
-	if ids == nil {
-		ids = map[string]string{}
-	}
-	ids[flowRoundKey] = strconv.FormatUint(uint64(round), 10)
-	if err := bridge.SetExternalIDs(ctx, ids); err != nil {
-		return err
-	}
-
 	cpClient, err := versioned.NewForConfig(kubeConfig)
 	if err != nil {
 		return err
@@ -222,6 +219,12 @@ func Run(ctx context.Context, o Options) error {
 	policies := npcontroller.NewController(o.NodeName, cpClient, flows, store)
 	policies.OnRealized = purger.Changed
 	go policies.Run(ctx)
+	restoreErr := make(chan error, 1)
+	go func() {
+		err := finishRestore(ctx, ovsdb, bridge, flows, policies, ids, prevRound, round)
+		restored.Store(err == nil && ctx.Err() == nil)
+		restoreErr <- err
+	}()
 
 	cni, err := cniserver.New(cniserver.Config{
 		SocketPath:  o.CNISocket,
@@ -243,18 +246,25 @@ func Run(ctx context.Context, o Options) error {
 		"tunnel", nc.TunnelType, "datapath", nc.DatapathType, "proxy", o.EnableProxy)
 	cniErr := make(chan error, 1)
 	go func() { cniErr <- cni.Run(ctx) }()
-	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-cniErr:
-		return fmt.Errorf("CNI server: %w", err)
-	case err := <-routeErr:
-		return fmt.Errorf("node route controller: %w", err)
-	case err := <-proxyErr:
-		if err == nil {
+	for {
+		select {
+		case <-ctx.Done():
 			return nil
+		case err := <-cniErr:
+			return fmt.Errorf("CNI server: %w", err)
+		case err := <-restoreErr:
+			if err != nil {
+				return err
+			}
+			restoreErr = nil // done: a nil channel never fires again
+		case err := <-routeErr:
+			return fmt.Errorf("node route controller: %w", err)
+		case err := <-proxyErr:
+			if err == nil {
+				return nil
+			}
+			return fmt.Errorf("proxy: %w", err)
 		}
-		return fmt.Errorf("proxy: %w", err)
 	}
 }
 
