@@ -78,8 +78,7 @@ func startControlPlane(t testing.TB) *harness {
 		}
 	})
 
-	cp.ApplyManifests(t, ctx, "antrea-controller-rbac.yaml", "antrea-agent-rbac.yaml", "antrea-apiservice.yaml")
-	cp.PointAPIServiceAt(t, ctx, h.port, nil)
+	cp.ApplyAntrea(t, ctx, h.port)
 	// The CA goes in the way antrea-controller puts it (--sync-apiservice-ca).
 	ca, err := server.CABundle()
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
+	"antrea.io/antrea/pkg/apiserver"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
 
@@ -123,10 +124,10 @@ func (s *supervisor) startAntreaController(ctx context.Context, c *credentials) 
 	if err != nil {
 		return fmt.Errorf("read the Antrea manifest (make manifests): %w", err)
 	}
-	if err := applyManifest(ctx, cfg, s.opts.SourceManifest(), manifest, isRBAC); err != nil {
+	if err := applyManifest(ctx, cfg, s.opts.SourceManifest(), manifest, IsRBAC); err != nil {
 		return err
 	}
-	if err := applyManifest(ctx, cfg, "simulator APIService", simAPIService, nil); err != nil {
+	if err := applyManifest(ctx, cfg, "loopback APIService", apiserver.LoopbackRegistration(ControllerPort), nil); err != nil {
 		return err
 	}
 	kc := c.kubeconfigs["antrea-controller"]
@@ -158,42 +159,8 @@ func (s *supervisor) startAntreaController(ctx context.Context, c *credentials) 
 	})
 }
 
-// simAPIService is the controlplane API of the node simulator's lab: the
-// controller listens on loopback of the control-plane netns, and Endpoints
-// may not point at 127.0.0.0/8, so the Service is an ExternalName to
-// localhost (docs/design/controlplane-api.md). kube-apiserver verifies the
-// controller's certificate for antrea.kube-system.svc against caBundle,
-// which antrea-controller fills in itself.
-var simAPIService = []byte(fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata:
-  name: antrea
-  namespace: kube-system
-spec:
-  type: ExternalName
-  externalName: localhost
-  ports:
-    - name: https
-      port: %[1]d
-      protocol: TCP
----
-apiVersion: apiregistration.k8s.io/v1
-kind: APIService
-metadata:
-  name: v1beta2.controlplane.antrea.io
-spec:
-  group: controlplane.antrea.io
-  version: v1beta2
-  groupPriorityMinimum: 100
-  versionPriority: 100
-  service:
-    name: antrea
-    namespace: kube-system
-    port: %[1]d
-`, ControllerPort))
-
-// isRBAC keeps the ServiceAccounts, roles and bindings of a manifest.
-func isRBAC(obj runtime.Object) bool {
+// IsRBAC keeps the ServiceAccounts, roles and bindings of a manifest.
+func IsRBAC(obj runtime.Object) bool {
 	switch obj.(type) {
 	case *corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.Role, *rbacv1.ClusterRoleBinding, *rbacv1.RoleBinding:
 		return true

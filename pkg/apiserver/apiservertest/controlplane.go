@@ -23,6 +23,8 @@ import (
 
 	"encoding/pem"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -33,11 +35,12 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/client-go/util/retry"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"antrea.io/antrea/pkg/apiserver"
 )
 
 // APIServiceName is the controlplane APIService of build/yamls.
@@ -164,8 +167,29 @@ func writeKubeconfig(tb testing.TB, cfg *rest.Config, path string) {
 	}
 }
 
-// ApplyManifests creates every object of the named build/yamls files.
-func (cp *ControlPlane) ApplyManifests(tb testing.TB, ctx context.Context, files ...string) {
+// ApplyAntrea creates what antrea-controller needs in the API server: the
+// ServiceAccounts and RBAC of build/yamls/antrea.yml (the product's manifest,
+// so tests run with its least-privilege roles) and the loopback registration
+// of the controlplane APIService (apiserver.LoopbackRegistration) at port.
+func (cp *ControlPlane) ApplyAntrea(tb testing.TB, ctx context.Context, port int) {
+	tb.Helper()
+	manifest := filepath.Join(RepoRoot(), "build", "yamls", "antrea.yml")
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cp.applyYAML(tb, ctx, manifest, data, func(obj k8sruntime.Object) bool {
+		switch obj.(type) {
+		case *corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.Role, *rbacv1.ClusterRoleBinding, *rbacv1.RoleBinding:
+			return true
+		}
+		return false
+	})
+	cp.applyYAML(tb, ctx, "loopback APIService", apiserver.LoopbackRegistration(port), nil)
+}
+
+// applyYAML creates every object of a YAML stream that keep accepts (nil: all).
+func (cp *ControlPlane) applyYAML(tb testing.TB, ctx context.Context, what string, data []byte, keep func(k8sruntime.Object) bool) {
 	tb.Helper()
 	scheme := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -179,53 +203,27 @@ func (cp *ControlPlane) ApplyManifests(tb testing.TB, ctx context.Context, files
 		tb.Fatal(err)
 	}
 	decoder := serializer.NewCodecFactory(scheme).UniversalDeserializer()
-	for _, file := range files {
-		data, err := os.ReadFile(filepath.Join(RepoRoot(), "build", "yamls", file))
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var raw k8sruntime.RawExtension
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			tb.Fatalf("%s: %v", what, err)
+		}
+		if len(bytes.TrimSpace(raw.Raw)) == 0 || string(bytes.TrimSpace(raw.Raw)) == "null" {
+			continue
+		}
+		obj, _, err := decoder.Decode(raw.Raw, nil, nil)
 		if err != nil {
-			tb.Fatal(err)
+			tb.Fatalf("%s: decoding: %v", what, err)
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			var raw k8sruntime.RawExtension
-			if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				tb.Fatalf("%s: %v", file, err)
-			}
-			if len(bytes.TrimSpace(raw.Raw)) == 0 {
-				continue
-			}
-			obj, _, err := decoder.Decode(raw.Raw, nil, nil)
-			if err != nil {
-				tb.Fatalf("%s: decoding: %v", file, err)
-			}
-			if err := c.Create(ctx, obj.(ctrlclient.Object)); err != nil && !apierrors.IsAlreadyExists(err) {
-				tb.Fatalf("%s: creating %T: %v", file, obj, err)
-			}
+		if keep != nil && !keep(obj) {
+			continue
 		}
-	}
-}
-
-// PointAPIServiceAt sets the APIService's port (the manifests name the
-// production port; on loopback ours is dynamic) and, if ca is not nil, its caBundle.
-func (cp *ControlPlane) PointAPIServiceAt(tb testing.TB, ctx context.Context, port int, ca []byte) {
-	tb.Helper()
-	agg := aggregatorclient.NewForConfigOrDie(cp.Config)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		svc, err := agg.ApiregistrationV1().APIServices().Get(ctx, APIServiceName, metav1.GetOptions{})
-		if err != nil {
-			return err
+		if err := c.Create(ctx, obj.(ctrlclient.Object)); err != nil && !apierrors.IsAlreadyExists(err) {
+			tb.Fatalf("%s: creating %T: %v", what, obj, err)
 		}
-		p := int32(port)
-		svc.Spec.Service.Port = &p
-		if ca != nil {
-			svc.Spec.CABundle = ca
-		}
-		_, err = agg.ApiregistrationV1().APIServices().Update(ctx, svc, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		tb.Fatalf("pointing the APIService at port %d: %v", port, err)
 	}
 }
 

@@ -42,14 +42,13 @@ func createPod(t *testing.T, ctx context.Context, c kubernetes.Interface, name, 
 func TestRunServesComputedPoliciesPerNode(t *testing.T) {
 	cp := apiservertest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	cp.ApplyManifests(t, ctx, "antrea-controller-rbac.yaml", "antrea-agent-rbac.yaml", "antrea-apiservice.yaml")
-
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
+	cp.ApplyAntrea(t, ctx, port)
 	opts := app.NewOptions()
 	opts.Kubeconfig = cp.Kubeconfig
 	opts.Workers = 2
@@ -62,7 +61,6 @@ func TestRunServesComputedPoliciesPerNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No CA here: antrea-controller writes it into the APIService itself.
-	cp.PointAPIServiceAt(t, ctx, port, nil)
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, opts) }()
 	t.Cleanup(func() {
