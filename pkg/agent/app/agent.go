@@ -15,7 +15,6 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -135,9 +134,7 @@ func Run(ctx context.Context, o Options) error {
 	round := uint32(prevRound) + 1
 
 	var flows *agentof.Client
-	// restored is set once finishRestore has run: from then on a replay
-	// after an ovs-vswitchd restart releases flow-restore-wait itself.
-	var restored atomic.Bool
+	rs := &restore{ovsdb: ovsdb}
 	ofc := openflow.NewClient(filepath.Join(o.OVSRunDir, nc.BridgeName+".mgmt"), openflow.ClientOptions{
 		OnConnect: func(ctx context.Context, conn *openflow.Conn, reconnect bool) error {
 			if reconnect {
@@ -145,10 +142,7 @@ func Run(ctx context.Context, o Options) error {
 				if err := flows.Replay(ctx, conn); err != nil {
 					return err
 				}
-				// A restarted ovs-vswitchd waits in flow-restore-wait for
-				// the flows just replayed (all of them, policies included),
-				// unless this run's own restore is still under way.
-				return releaseAfterReplay(ctx, ovsdb, restored.Load())
+				return rs.holdIfRestarted(ctx)
 			}
 			return nil
 		},
@@ -158,6 +152,10 @@ func Run(ctx context.Context, o Options) error {
 	}
 	go ofc.Run(ctx)
 
+	rs.flows = flows
+	if err := rs.holdIfRestarted(ctx); err != nil {
+		return err
+	}
 	gwIP := route.GatewayIP(podCIDRs[0])
 	if err := flows.Initialize(ctx, &agentof.NodeConfig{
 		GatewayOFPort: uint32(nc.Gateway.OFPort),
@@ -220,11 +218,7 @@ func Run(ctx context.Context, o Options) error {
 	policies.OnRealized = purger.Changed
 	go policies.Run(ctx)
 	restoreErr := make(chan error, 1)
-	go func() {
-		err := finishRestore(ctx, ovsdb, bridge, flows, policies, ids, prevRound, round)
-		restored.Store(err == nil && ctx.Err() == nil)
-		restoreErr <- err
-	}()
+	go func() { restoreErr <- rs.finish(ctx, bridge, policies, ids, prevRound, round) }()
 
 	cni, err := cniserver.New(cniserver.Config{
 		SocketPath:  o.CNISocket,

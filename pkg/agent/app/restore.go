@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -18,17 +19,56 @@ type initialPolicies interface {
 	InitialRealized() <-chan struct{}
 }
 
-// finishRestore ends a restart once this run's flows are complete: it waits
-// until the NetworkPolicies known at start are realized, then deletes what
-// the previous run installed and this one did not (its flow round), records
-// this run's round, and only then lets ovs-vswitchd forward if it started
-// held back by flow-restore-wait (a restarted OVS: the agent image's
-// start_ovs sets it). Until then a restarted agent keeps the previous run's
-// flows, policy flows included, and a restarted OVS forwards nothing: no
-// packet ever crosses the node with pod flows but without their policies.
-// Without the controller the wait lasts until it is back, and says so.
-func finishRestore(ctx context.Context, ovsdb *ovsconfig.Connection, bridge *ovsconfig.OVSBridge, flows *agentof.Client,
-	policies initialPolicies, ids map[string]string, prevRound uint64, round uint32) error {
+// restore tracks the end of a restart. Until finish has run, br-int may be
+// held (HoldTraffic): because ovs-vswitchd had restarted when the agent
+// started, or restarted again before the agent's flows were complete.
+type restore struct {
+	ovsdb *ovsconfig.Connection
+	flows *agentof.Client
+
+	mu       sync.Mutex
+	holding  bool
+	finished bool
+}
+
+// holdIfRestarted is called when the agent connects to a (possibly new)
+// ovs-vswitchd, after its flows were installed or replayed. A restarted
+// ovs-vswitchd starts held back by flow-restore-wait (the image's
+// start_ovs), which holds every bridge: with the userspace datapath also
+// br-phy, through which the node reaches the API server. The agent releases
+// that at once, holding br-int alone with one flow if its own flows are not
+// complete yet (before finish); after finish the flows just replayed are
+// complete, policies included, and nothing needs holding.
+func (r *restore) holdIfRestarted(ctx context.Context) error {
+	held, err := r.ovsdb.FlowRestoreWait(ctx)
+	if err != nil || !held {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.finished {
+		if err := r.flows.HoldTraffic(ctx); err != nil {
+			return err
+		}
+		r.holding = true
+	}
+	if err := r.ovsdb.ClearFlowRestoreWait(ctx); err != nil {
+		return err
+	}
+	klog.InfoS("ovs-vswitchd (re)started: released flow-restore-wait", "holdingBrInt", r.holding)
+	return nil
+}
+
+// finish ends a restart once this run's flows are complete: it waits until
+// the NetworkPolicies known at start are realized, then deletes what the
+// previous run installed and this one did not (its flow round), records
+// this run's round, and only then releases br-int if it is held. Until then
+// a restarted agent keeps the previous run's flows, policy flows included,
+// and a restarted OVS forwards nothing through br-int: no packet ever
+// crosses the node with pod flows but without their policies. Without the
+// controller the wait lasts until it is back, and says so.
+func (r *restore) finish(ctx context.Context, bridge *ovsconfig.OVSBridge, policies initialPolicies,
+	ids map[string]string, prevRound uint64, round uint32) error {
 	start := time.Now()
 	for waiting := true; waiting; {
 		select {
@@ -38,11 +78,11 @@ func finishRestore(ctx context.Context, ovsdb *ovsconfig.Connection, bridge *ovs
 			waiting = false
 		case <-time.After(15 * time.Second):
 			klog.InfoS("Still waiting for the NetworkPolicies of this node to be realized before removing the previous run's flows "+
-				"and letting OVS forward (is antrea-controller reachable?)", "waited", time.Since(start).Round(time.Second))
+				"and releasing the bridge (is antrea-controller reachable?)", "waited", time.Since(start).Round(time.Second))
 		}
 	}
 	if prevRound > 0 {
-		if err := flows.DeleteRound(ctx, uint32(prevRound)); err != nil {
+		if err := r.flows.DeleteRound(ctx, uint32(prevRound)); err != nil {
 			return fmt.Errorf("delete the flows of round %d: %w", prevRound, err)
 		}
 	}
@@ -53,34 +93,15 @@ func finishRestore(ctx context.Context, ovsdb *ovsconfig.Connection, bridge *ovs
 	if err := bridge.SetExternalIDs(ctx, ids); err != nil {
 		return err
 	}
-	held, err := ovsdb.FlowRestoreWait(ctx)
-	if err != nil {
-		return err
-	}
-	if held {
-		if err := ovsdb.ClearFlowRestoreWait(ctx); err != nil {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.holding {
+		if err := r.flows.ReleaseTraffic(ctx); err != nil {
 			return err
 		}
 	}
 	klog.InfoS("Flows restored: the previous run's removed, NetworkPolicies realized", "round", round,
-		"previousRound", prevRound, "releasedFlowRestoreWait", held, "after", time.Since(start))
-	return nil
-}
-
-// releaseAfterReplay clears flow-restore-wait once the agent replayed its
-// flows into a restarted ovs-vswitchd; before finishRestore ran (restored
-// false) the release is finishRestore's.
-func releaseAfterReplay(ctx context.Context, ovsdb *ovsconfig.Connection, restored bool) error {
-	if !restored {
-		return nil
-	}
-	held, err := ovsdb.FlowRestoreWait(ctx)
-	if err != nil || !held {
-		return err
-	}
-	if err := ovsdb.ClearFlowRestoreWait(ctx); err != nil {
-		return err
-	}
-	klog.InfoS("Flows replayed into the restarted ovs-vswitchd; released flow-restore-wait")
+		"previousRound", prevRound, "releasedHold", r.holding, "after", time.Since(start))
+	r.holding, r.finished = false, true
 	return nil
 }
