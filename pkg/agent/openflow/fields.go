@@ -38,6 +38,14 @@ var (
 	// port without endpoints: EndpointDNAT sends the packet to the agent,
 	// which answers with a TCP reset or an ICMP port unreachable.
 	EndpointRejectField = openflow.Reg(4).Range(17, 17)
+	// AffinityLookupField (reg4[18]) is set while SessionAffinity is looked
+	// up for the first packet of a connection to a port with ClientIP
+	// affinity: only then do its learned flows match.
+	AffinityLookupField = openflow.Reg(4).Range(18, 18)
+	// AffinityLearnField (reg4[19]) is set by the bucket of a port with
+	// ClientIP affinity before it resubmits to SessionAffinity, where the
+	// flow of its port and endpoint learns the client's affinity.
+	AffinityLearnField = openflow.Reg(4).Range(19, 19)
 )
 
 // Conntrack marks (ct_mark bits), set when EndpointDNAT commits a connection

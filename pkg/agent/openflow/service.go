@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"sort"
 
+	"k8s.io/klog/v2"
+
 	"antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -20,8 +22,10 @@ import (
 // meet the group again. Both tables sit before the policy stages, so
 // NetworkPolicy sees the real endpoint.
 var (
+	SessionAffinityTable = &TableSpec{Name: "SessionAffinity", Stage: PreRoutingStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "ClientIP session affinity: the first packet of a connection to a port with affinity looks up the flows learned from its client's earlier connections (reg4[18] set), which load the endpoint they went to; a lookup that finds none ends there; everything else goes on to ServiceLB."}
 	ServiceLBTable = &TableSpec{Name: "ServiceLB", Stage: PreRoutingStage, Pipeline: PipelineIP, Miss: MissNext,
-		Doc: "Sends the first packet of a connection to a Service's ClusterIP and port to the port's select group, whose buckets pick an endpoint; later packets of Service connections are marked for routing (and hairpin)."}
+		Doc: "Sends the first packet of a connection to a Service's ClusterIP and port to the port's select group, whose buckets pick an endpoint (or, when session affinity found one, straight to EndpointDNAT); later packets of Service connections are marked for routing (and hairpin)."}
 	EndpointDNATTable = &TableSpec{Name: "EndpointDNAT", Stage: PreRoutingStage, Pipeline: PipelineIP, Miss: MissNext,
 		Doc: "Commits a Service connection with its destination NATed to the endpoint the group chose (reg3, reg4[0..15]), and asks L3Forwarding to route it; sends the first packet to a port without endpoints (reg4[17]) to the agent, through a meter, to be rejected."}
 	ServiceHairpinSNATTable = &TableSpec{Name: "ServiceHairpinSNAT", Stage: ConntrackStage, Pipeline: PipelineIP, Miss: MissNext,
@@ -31,7 +35,7 @@ var (
 type service struct{}
 
 func (service) tables() []*TableSpec {
-	return []*TableSpec{ServiceLBTable, EndpointDNATTable, ServiceHairpinSNATTable}
+	return []*TableSpec{SessionAffinityTable, ServiceLBTable, EndpointDNATTable, ServiceHairpinSNATTable}
 }
 
 // ServicePort is one port of a Service as the data path matches it.
@@ -110,11 +114,15 @@ func (n NoEndpoints) String() string {
 type PortState struct {
 	Endpoints   []Endpoint
 	NoEndpoints NoEndpoints
+	// AffinityTimeout is the ClientIP session affinity of the port, in
+	// seconds (Kubernetes allows up to 86400); 0: none.
+	AffinityTimeout uint32
 }
 
 // Equal says whether two port states are the same once normalized.
 func (s PortState) Equal(o PortState) bool {
-	return s.NoEndpoints == o.NoEndpoints && equalEndpoints(NormalizeEndpoints(s.Endpoints), NormalizeEndpoints(o.Endpoints))
+	return s.NoEndpoints == o.NoEndpoints && s.AffinityTimeout == o.AffinityTimeout &&
+		equalEndpoints(NormalizeEndpoints(s.Endpoints), NormalizeEndpoints(o.Endpoints))
 }
 
 func (s PortState) normalized() PortState {
@@ -173,6 +181,10 @@ func equalEndpoints(a, b []Endpoint) bool {
 // bucketWeight is every endpoint's weight: equal shares.
 const bucketWeight = 100
 
+// priorityAffinity ranks ServiceLB's flow for connections whose endpoint
+// session affinity chose above every port's group flow.
+const priorityAffinity = 220
+
 // endpointKey names one endpoint's EndpointDNAT flows: endpoints of the same
 // protocol, address and port share them, whatever Services they belong to.
 type endpointKey struct {
@@ -192,11 +204,14 @@ func (u endpointUse) add(d endpointUse) endpointUse {
 	return endpointUse{u.ports + d.ports, u.local + d.local}
 }
 
-// installedPort is a Service port in OVS: its group and normalized state.
+// installedPort is a Service port in OVS: its group, normalized state and
+// flows (as written: a flow's form may depend on more than the state, such
+// as the longest timeout the switch ages).
 type installedPort struct {
 	owner   string
 	groupID uint32
 	state   PortState
+	flows   []*openflow.Flow
 }
 
 // serviceState is the client's record of what OVS holds for Services.
@@ -205,10 +220,13 @@ type serviceState struct {
 	ports     map[ServicePort]*installedPort
 	endpoints map[endpointKey]endpointUse
 	lastGroup uint32
+	// maxSwitchTimeout is the longest affinity timeout the switch ages.
+	maxSwitchTimeout uint32
 }
 
 func newServiceState() serviceState {
-	return serviceState{services: map[string]ServiceState{}, ports: map[ServicePort]*installedPort{}, endpoints: map[endpointKey]endpointUse{}}
+	return serviceState{services: map[string]ServiceState{}, ports: map[ServicePort]*installedPort{}, endpoints: map[endpointKey]endpointUse{},
+		maxSwitchTimeout: DefaultMaxSwitchTimeout}
 }
 
 // serviceFixedFlows are the flows every Service shares:
@@ -225,6 +243,10 @@ func newServiceState() serviceState {
 //     are un-SNATed before ConntrackZone un-DNATs them. The un-SNAT flow
 //     matches untracked packets only, so a packet to HairpinIP that is no
 //     reply meets it once, not in a loop;
+//   - an affinity lookup that found no learned flow ends (the packet goes
+//     on to ServiceLB from the lookup flow); a new connection whose
+//     endpoint the lookup found goes from ServiceLB straight to
+//     EndpointDNAT, above the port's group flow;
 //   - the first packet to a port without endpoints (its group's one bucket
 //     set reg4[17]) goes to the agent through the reject meter, which bounds
 //     the packet-ins; the agent answers it (see pkg/agent/proxy).
@@ -261,6 +283,14 @@ func (b *flowBuilder) serviceFixedFlows() []*openflow.Flow {
 			matchField(m, OFPortFoundField, 1)
 			matchField(m, HairpinField, 1)
 		}, &openflow.Output{Port: openflow.PortInPort}),
+		b.flow(SessionAffinityTable, priorityLow, func(m *openflow.Match) {
+			m.EthType(openflow.EthTypeIPv4)
+			matchField(m, AffinityLookupField, 1)
+		}),
+		b.flow(ServiceLBTable, priorityAffinity, func(m *openflow.Match) {
+			m.EthType(openflow.EthTypeIPv4).CTState(newTrk, newTrk)
+			matchField(m, EndpointSelectedField, 1)
+		}, b.gotoTable(EndpointDNATTable)),
 		b.flow(EndpointDNATTable, priorityHigh, func(m *openflow.Match) {
 			m.EthType(openflow.EthTypeIPv4)
 			matchField(m, EndpointRejectField, 1)
@@ -343,7 +373,12 @@ func (b *flowBuilder) serviceLBFlow(p ServicePort, groupID uint32) *openflow.Flo
 
 // serviceGroup is the select group of a port: one bucket per endpoint.
 // Without endpoints, a port that rejects has one bucket marking the packet
-// for rejection, one that drops has none.
+// for rejection, one that drops has none. With session affinity a bucket
+// resubmits to SessionAffinity instead of EndpointDNAT: its endpoint's learn
+// flow there learns the client's affinity and goes on to EndpointDNAT.
+// (Open vSwitch runs a bucket's actions as an OpenFlow action set: the
+// set_fields and one resubmit, the last; a learn action, or a second
+// resubmit, in a bucket is ignored.)
 func (b *flowBuilder) serviceGroup(cmd openflow.GroupModCommand, groupID uint32, ps PortState) *openflow.GroupMod {
 	g := &openflow.GroupMod{Command: cmd, Type: openflow.GroupSelect, GroupID: groupID}
 	if cmd == openflow.GroupDelete {
@@ -358,14 +393,165 @@ func (b *flowBuilder) serviceGroup(cmd openflow.GroupModCommand, groupID uint32,
 		return g
 	}
 	for _, e := range ps.Endpoints {
-		g.Buckets = append(g.Buckets, openflow.Bucket{Weight: bucketWeight, Actions: []openflow.Action{
+		acts := []openflow.Action{
 			load(EndpointIPField, ip4Uint(e.IP)),
 			load(EndpointPortField, uint64(e.Port)),
 			load(EndpointSelectedField, 1),
-			openflow.ResubmitToTable(dnat),
-		}})
+		}
+		if ps.AffinityTimeout > 0 {
+			acts = append(acts, load(AffinityLearnField, 1), openflow.ResubmitToTable(b.p.Table(SessionAffinityTable).ID))
+		} else {
+			acts = append(acts, openflow.ResubmitToTable(dnat))
+		}
+		g.Buckets = append(g.Buckets, openflow.Bucket{Weight: bucketWeight, Actions: acts})
 	}
 	return g
+}
+
+// Session affinity. A port with ClientIP affinity has a lookup flow in
+// SessionAffinity: the first packet of a connection sets reg4[18] and
+// resubmits to SessionAffinity, where a flow learned from an earlier
+// connection of the same client to the same port loads the endpoint that
+// connection went to (reg3, reg4[0..15], reg4[16]); then it goes on to
+// ServiceLB, which sends a packet with an endpoint chosen straight to
+// EndpointDNAT, and any other to the port's group. The group's bucket
+// resubmits (reg4[19] set) to its endpoint's learn flow in SessionAffinity,
+// one per port and endpoint, which learns that flow and goes on to
+// EndpointDNAT: so the learned flow's
+// cookie names its endpoint (affinityCookie), and the flows learned for one
+// endpoint are deleted when it leaves the port, without touching the other
+// clients' affinity.
+//
+// Timeouts: Kubernetes allows up to 86400 s, OpenFlow's idle_timeout holds
+// 65535. A learned flow expires when no new connection of its client used
+// it for the port's timeout (kube-proxy's semantics: the recent match is
+// refreshed by every new connection; later packets of a connection never
+// reach SessionAffinity, as ConntrackZone already DNATed them). Up to
+// maxSwitchTimeout the switch does it (idle_timeout); above, the learned
+// flow has no timeout and the agent expires it from the flow's idle time
+// in flow stats (AgeSessionAffinity), which is exact to its polling period.
+
+// Cookies of the learned affinity flows: a tag in the high 16 bits (never a
+// cookie round: rounds are the high 32 bits and count agent restarts), then
+// the endpoint's port and IPv4 address.
+const (
+	cookieAffinityTag uint64 = 0x5ec2 << 48
+	cookieTagMask     uint64 = 0xffff << 48
+)
+
+func affinityCookie(e Endpoint) uint64 {
+	return cookieAffinityTag | uint64(e.Port)<<32 | ip4Uint(e.IP)
+}
+
+// DefaultMaxSwitchTimeout is the longest affinity timeout left to the
+// switch: OpenFlow's 16-bit idle_timeout.
+const DefaultMaxSwitchTimeout = 65535
+
+// affinityIdle is the idle timeout of the flows an affinity port learns: its
+// timeout when the switch can hold it, none otherwise (the agent ages them).
+func (c *Client) affinityIdle(ps PortState) uint16 {
+	if ps.AffinityTimeout == 0 || ps.AffinityTimeout > c.svc.maxSwitchTimeout {
+		return 0
+	}
+	return uint16(ps.AffinityTimeout)
+}
+
+// SetMaxSwitchTimeout lowers the longest affinity timeout left to the
+// switch's idle_timeout (at most DefaultMaxSwitchTimeout); longer ones are
+// aged by the agent. Tests use it to run the agent's ageing in seconds.
+// Ports installed before keep their flows until they change.
+func (c *Client) SetMaxSwitchTimeout(seconds uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.svc.maxSwitchTimeout = min(seconds, DefaultMaxSwitchTimeout)
+}
+
+func l4DstField(proto uint8) openflow.Field {
+	switch proto {
+	case openflow.IPProtoUDP:
+		return openflow.FieldUDPDst
+	case openflow.IPProtoSCTP:
+		return openflow.FieldSCTPDst
+	}
+	return openflow.FieldTCPDst
+}
+
+// affinityLearnFlow is the learn flow of one endpoint of an affinity port,
+// which the endpoint's bucket resubmits to: the flow it learns matches later
+// lookups (reg4[18]) of the same client, Service address, protocol and
+// port, and loads the endpoint; then the packet goes on to EndpointDNAT.
+func (b *flowBuilder) affinityLearnFlow(p ServicePort, e Endpoint, idle uint16) *openflow.Flow {
+	l4 := l4DstField(p.Protocol).All()
+	learn := &openflow.Learn{Table: b.p.Table(SessionAffinityTable).ID, IdleTimeout: idle, Priority: priorityNormal, Cookie: affinityCookie(e),
+		Specs: []openflow.LearnSpec{
+			{Kind: openflow.LearnMatch, Immediate: true, Value: openflow.U64(uint64(openflow.EthTypeIPv4)), Dst: openflow.FieldEthType.All()},
+			{Kind: openflow.LearnMatch, Immediate: true, Value: openflow.U64(uint64(p.Protocol)), Dst: openflow.FieldIPProto.All()},
+			{Kind: openflow.LearnMatch, Immediate: true, Value: openflow.U64(1), Dst: AffinityLookupField},
+			{Kind: openflow.LearnMatch, Src: openflow.FieldIPv4Src.All(), Dst: openflow.FieldIPv4Src.All()},
+			{Kind: openflow.LearnMatch, Src: openflow.FieldIPv4Dst.All(), Dst: openflow.FieldIPv4Dst.All()},
+			{Kind: openflow.LearnMatch, Src: l4, Dst: l4},
+			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(ip4Uint(e.IP)), Dst: EndpointIPField},
+			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(uint64(e.Port)), Dst: EndpointPortField},
+			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(1), Dst: EndpointSelectedField},
+		}}
+	return b.flow(SessionAffinityTable, priorityHigh, func(m *openflow.Match) {
+		b.matchServicePort(m, p)
+		matchField(m, EndpointIPField, ip4Uint(e.IP))
+		matchField(m, EndpointPortField, uint64(e.Port))
+		matchField(m, AffinityLearnField, 1)
+	}, learn, b.gotoTable(EndpointDNATTable))
+}
+
+// affinityLookupFlow starts the affinity lookup of a port's new connections.
+func (b *flowBuilder) affinityLookupFlow(p ServicePort) *openflow.Flow {
+	return b.flow(SessionAffinityTable, priorityHigh, func(m *openflow.Match) {
+		b.matchServicePort(m, p)
+		m.CTState(openflow.CTStateNew|openflow.CTStateTrk, openflow.CTStateNew|openflow.CTStateTrk)
+		matchField(m, AffinityLookupField, 0)
+	}, load(AffinityLookupField, 1), openflow.ResubmitToTable(b.p.Table(SessionAffinityTable).ID), b.next(SessionAffinityTable))
+}
+
+// affinityExactFlow makes every new connection to an affinity port look
+// the learned flows up, and learn, in datapath flows of its own. Without it
+// the datapath flow that cached the first connection's lookup (which found
+// nothing) would carry the client's next connections, made within a few
+// milliseconds, to the group until the revalidators noticed the learned
+// flow; and the datapath flows after the group's recirculation, which run
+// the learn flows, would be shared by the client's connections that hash to
+// the same bucket, so the revalidators, pushing their statistics, would
+// re-run a learn of an earlier connection over a newer one (Open vSwitch
+// refreshes learned flows that way). Both were seen: 1 connection of 15
+// elsewhere. The flow matches the connection's original source port
+// (ct_tp_src 0, which no connection has) and ranks above every flow of a
+// lookup or a learn (reg4[18] is set in both), so the classifier checks it
+// first and un-wildcards the whole field in both datapath flows. (tp_src
+// would not do: Open vSwitch's ports trie un-wildcards only the bits that
+// tell a port from 0, and every ephemeral port has the top bit set.) The
+// cost is one upcall per new connection to an affinity port.
+func (b *flowBuilder) affinityExactFlow(p ServicePort) *openflow.Flow {
+	return b.flow(SessionAffinityTable, priorityAffinityExact, func(m *openflow.Match) {
+		b.matchServicePort(m, p)
+		m.CTState(openflow.CTStateTrk, openflow.CTStateTrk|openflow.CTStateInv) // ct_tp_src's prerequisite
+		m.Set(openflow.FieldCTNwProto, openflow.U64(uint64(p.Protocol)))
+		m.Set(openflow.FieldCTTpSrc, openflow.U64(0))
+		matchField(m, AffinityLookupField, 1)
+	})
+}
+
+// priorityAffinityExact ranks affinityExactFlow above the learn flows and
+// the learned flows.
+const priorityAffinityExact = 230
+
+// deleteLearned deletes the flows a port learned: all of them, or only
+// those of one endpoint.
+func (b *flowBuilder) deleteLearned(p ServicePort, e *Endpoint) *openflow.FlowMod {
+	fm := &openflow.FlowMod{Command: openflow.FlowDelete, Flow: openflow.Flow{Table: b.p.Table(SessionAffinityTable).ID, Cookie: cookieAffinityTag},
+		CookieMask: cookieTagMask}
+	b.matchServicePort(&fm.Flow.Match, p)
+	if e != nil {
+		fm.Flow.Cookie, fm.CookieMask = affinityCookie(*e), ^uint64(0)
+	}
+	return fm
 }
 
 // endpointFlow is the EndpointDNAT flow of one endpoint, the DNAT commit;
@@ -401,8 +587,10 @@ func ip4Uint(a netip.Addr) uint64 {
 // InstallService makes OVS hold exactly the given ports and their states for
 // the Service name, writing only the difference from what it holds, as one
 // bundle: new endpoints' DNAT flows, then new and changed groups, then new
-// ServiceLB flows; then removed ports' ServiceLB flows, their groups, and
-// DNAT flows no port uses any more. An empty want removes the Service. The
+// and changed flows of the ports (ServiceLB, affinity lookup and learn);
+// then the ports' flows no longer wanted, removed ports' groups, the
+// affinity flows learned for removed ports and endpoints, and DNAT flows no
+// port uses any more. An empty want removes the Service. The
 // client's record changes only once OVS accepted the bundle.
 func (c *Client) InstallService(ctx context.Context, name string, want ServiceState) error {
 	c.mu.Lock()
@@ -458,7 +646,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 		norm[p] = ps
 	}
 	refs := map[endpointKey]endpointUse{} // change of each endpoint's use
-	var groupMods, lbAdds, lbDels, groupDels []openflow.Message
+	var groupMods, flowAdds, flowDels, groupDels, learnDels []openflow.Message
 	newPorts := map[ServicePort]*installedPort{}
 	lastGroup := st.lastGroup
 	for _, p := range sortedPorts(norm) {
@@ -469,14 +657,29 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 		}
 		if old == nil {
 			lastGroup++
-			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, state: ps}
+			flows := c.portFlows(p, lastGroup, ps)
+			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, state: ps, flows: flows}
 			groupMods = append(groupMods, c.b.serviceGroup(openflow.GroupAdd, lastGroup, ps))
-			lbAdds = append(lbAdds, openflow.AddFlow(c.b.serviceLBFlow(p, lastGroup)))
+			flowAdds = append(flowAdds, addMods(flows)...)
 			continue
 		}
-		newPorts[p] = &installedPort{owner: name, groupID: old.groupID, state: ps}
-		if !old.state.Equal(ps) {
+		flows := c.portFlows(p, old.groupID, ps)
+		newPorts[p] = &installedPort{owner: name, groupID: old.groupID, state: ps, flows: flows}
+		if !sameGroup(old.state, ps) {
 			groupMods = append(groupMods, c.b.serviceGroup(openflow.GroupModify, old.groupID, ps))
+		}
+		adds, dels := diffFlows(old.flows, flows)
+		flowAdds, flowDels = append(flowAdds, adds...), append(flowDels, dels...)
+		switch was, is := old.state.AffinityTimeout, ps.AffinityTimeout; {
+		case was > 0 && was != is:
+			// Affinity off, or a new timeout: the flows learned go (with a
+			// new timeout, clients learn anew).
+			learnDels = append(learnDels, c.b.deleteLearned(p, nil))
+		case is > 0:
+			// Clients of an endpoint that left are balanced again.
+			for _, e := range removedEndpoints(old.state.Endpoints, ps.Endpoints) {
+				learnDels = append(learnDels, c.b.deleteLearned(p, &e))
+			}
 		}
 	}
 	for _, p := range sortedPorts(have) {
@@ -487,7 +690,12 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 			continue
 		}
 		old := st.ports[p]
-		lbDels = append(lbDels, openflow.DeleteFlowStrict(c.b.serviceLBFlow(p, old.groupID)))
+		for _, f := range old.flows {
+			flowDels = append(flowDels, openflow.DeleteFlowStrict(f))
+		}
+		if old.state.AffinityTimeout > 0 {
+			learnDels = append(learnDels, c.b.deleteLearned(p, nil))
+		}
 		groupDels = append(groupDels, c.b.serviceGroup(openflow.GroupDelete, old.groupID, PortState{}))
 	}
 	var epAdds, epDels []openflow.Message
@@ -507,7 +715,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 		}
 	}
 	var msgs []openflow.Message
-	for _, part := range [][]openflow.Message{epAdds, groupMods, lbAdds, lbDels, groupDels, epDels} {
+	for _, part := range [][]openflow.Message{epAdds, groupMods, flowAdds, flowDels, groupDels, learnDels, epDels} {
 		msgs = append(msgs, part...)
 	}
 	commit := func() {
@@ -532,6 +740,63 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 		}
 	}
 	return msgs, commit, nil
+}
+
+// sameGroup says whether two states of a port have the same group: the
+// same endpoints, action without them, and affinity on or off (its timeout
+// is in the learn flows).
+func sameGroup(a, b PortState) bool {
+	return a.NoEndpoints == b.NoEndpoints && (a.AffinityTimeout > 0) == (b.AffinityTimeout > 0) && equalEndpoints(a.Endpoints, b.Endpoints)
+}
+
+// portFlows are the flows of one port: its ServiceLB flow and, with
+// affinity, its lookup and exact-lookup flows and one learn flow per
+// endpoint.
+func (c *Client) portFlows(p ServicePort, groupID uint32, ps PortState) []*openflow.Flow {
+	flows := []*openflow.Flow{c.b.serviceLBFlow(p, groupID)}
+	if ps.AffinityTimeout > 0 {
+		flows = append(flows, c.b.affinityLookupFlow(p), c.b.affinityExactFlow(p))
+		idle := c.affinityIdle(ps)
+		for _, e := range ps.Endpoints {
+			flows = append(flows, c.b.affinityLearnFlow(p, e, idle))
+		}
+	}
+	return flows
+}
+
+// diffFlows returns the adds of the flows of after that before does not
+// hold as they are, and the strict deletes of the flows of before that after
+// has no flow at the same place (table, priority, match) for.
+func diffFlows(before, after []*openflow.Flow) (adds, dels []openflow.Message) {
+	had := make(map[string]string, len(before))
+	for _, f := range before {
+		had[f.MatchKey()] = f.String()
+	}
+	keep := make(map[string]bool, len(after))
+	for _, f := range after {
+		keep[f.MatchKey()] = true
+		if had[f.MatchKey()] != f.String() {
+			adds = append(adds, openflow.AddFlow(f))
+		}
+	}
+	for _, f := range before {
+		if !keep[f.MatchKey()] {
+			dels = append(dels, openflow.DeleteFlowStrict(f))
+		}
+	}
+	return adds, dels
+}
+
+// removedEndpoints lists the endpoints of before that after has not (both sorted).
+func removedEndpoints(before, after []Endpoint) []Endpoint {
+	var out []Endpoint
+	for _, e := range before {
+		i := sort.Search(len(after), func(i int) bool { return after[i].compare(e) >= 0 })
+		if i == len(after) || after[i] != e {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func sortedPorts(s ServiceState) []ServicePort {
@@ -581,8 +846,8 @@ func sortedEndpointKeys(m map[endpointKey]endpointUse) []endpointKey {
 // serviceFlows lists the installed Service flows (for replay and Flows). c.mu is held.
 func (c *Client) serviceFlows() []*openflow.Flow {
 	var out []*openflow.Flow
-	for p, ip := range c.svc.ports {
-		out = append(out, c.b.serviceLBFlow(p, ip.groupID))
+	for _, ip := range c.svc.ports {
+		out = append(out, ip.flows...)
 	}
 	for k, u := range c.svc.endpoints {
 		out = append(out, c.b.endpointFlow(k, false))
@@ -617,4 +882,70 @@ func groupStrings(groups []*openflow.GroupMod) []string {
 		out = append(out, g.String())
 	}
 	return out
+}
+
+// flowDumper reads flows with their counters (an *openflow.Client).
+type flowDumper interface {
+	DumpFlows(ctx context.Context, table uint8, cookie, cookieMask uint64) ([]openflow.FlowStats, error)
+}
+
+// AgeSessionAffinity expires the learned affinity flows that the switch
+// does not: those of ports whose timeout is above maxSwitchTimeout, which
+// have no idle_timeout. A flow idle (no new connection of its client) for
+// the port's timeout is deleted, strictly, in one bundle. The proxy calls
+// it periodically; it returns how many flows it deleted. A client that
+// connects between the dump and the delete loses its affinity a little
+// early and is balanced again.
+func (c *Client) AgeSessionAffinity(ctx context.Context) (int, error) {
+	c.mu.Lock()
+	long := map[ServicePort]uint32{}
+	for p, ip := range c.svc.ports {
+		if ip.state.AffinityTimeout > c.svc.maxSwitchTimeout {
+			long[ServicePort{IP: p.IP, Protocol: p.Protocol, Port: p.Port}] = ip.state.AffinityTimeout
+		}
+	}
+	c.mu.Unlock()
+	if len(long) == 0 {
+		return 0, nil
+	}
+	d, ok := c.bridge.(flowDumper)
+	if !ok {
+		return 0, fmt.Errorf("age session affinity: the bridge cannot dump flows")
+	}
+	stats, err := d.DumpFlows(ctx, c.p.Table(SessionAffinityTable).ID, cookieAffinityTag, cookieTagMask)
+	if err != nil {
+		return 0, fmt.Errorf("age session affinity: %w", err)
+	}
+	var dels []openflow.Message
+	for i := range stats {
+		fs := &stats[i]
+		timeout, ok := long[learnedPort(&fs.Match)]
+		if !ok || !fs.HasIdle || fs.IdleSec < timeout {
+			continue
+		}
+		f := fs.Flow
+		dels = append(dels, openflow.DeleteFlowStrict(&f))
+	}
+	if err := c.write(ctx, "expired session affinity", dels); err != nil {
+		return 0, err
+	}
+	if len(dels) > 0 {
+		klog.V(2).InfoS("Expired session affinity flows", "flows", len(dels), "learned", len(stats))
+	}
+	return len(dels), nil
+}
+
+// learnedPort is the Service port a learned affinity flow matches.
+func learnedPort(m *openflow.Match) ServicePort {
+	var p ServicePort
+	if v, ok := m.Get(openflow.FieldIPv4Dst); ok {
+		p.IP = netip.AddrFrom4([4]byte{byte(v.Value.Lo >> 24), byte(v.Value.Lo >> 16), byte(v.Value.Lo >> 8), byte(v.Value.Lo)})
+	}
+	if v, ok := m.Get(openflow.FieldIPProto); ok {
+		p.Protocol = uint8(v.Value.Lo)
+	}
+	if v, ok := m.Get(l4DstField(p.Protocol)); ok {
+		p.Port = uint16(v.Value.Lo)
+	}
+	return p
 }

@@ -89,6 +89,10 @@ func (g *groupBridge) last() []string {
 	for _, m := range g.written[len(g.written)-1] {
 		switch m := m.(type) {
 		case *openflow.FlowMod:
+			if m.Command == openflow.FlowDelete {
+				out = append(out, m.String()) // DEL with its cookie mask
+				continue
+			}
 			verb := map[openflow.FlowModCommand]string{openflow.FlowAdd: "add", openflow.FlowDeleteStrict: "delete"}[m.Command]
 			out = append(out, verb+" "+m.Flow.String())
 		case *openflow.GroupMod:
@@ -327,5 +331,147 @@ func TestAnEndpointSeenLocalByOneServiceOnlyKeepsItsDNATFlowWithoutHairpin(t *te
 	got := endpointDNATFlows(br, c)
 	if len(got) != 1 || !strings.Contains(strings.Join(got, "\n"), "priority=200,tcp,reg3=0xa0a0103") || strings.Contains(strings.Join(got, "\n"), "nw_src=") {
 		t.Fatalf("the endpoint's DNAT flow should stay for web2, its hairpin flow should go with web; EndpointDNAT has:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// linesWith returns the lines of msgs that contain every part.
+func linesWith(msgs []string, parts ...string) []string {
+	var out []string
+	for _, m := range msgs {
+		ok := true
+		for _, p := range parts {
+			if !strings.Contains(m, p) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestSessionAffinityFlowsFollowThePort(t *testing.T) {
+	c, br := newServiceUnitClient(t)
+	ctx := context.Background()
+	sa, dnat := c.p.Table(SessionAffinityTable).ID, c.p.Table(EndpointDNATTable).ID
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1, ep2}, AffinityTimeout: 10800}}); err != nil {
+		t.Fatal(err)
+	}
+	got := br.last()
+	if g := linesWith(got, "add group_id=1,"); len(g) != 1 || strings.Count(g[0], fmt.Sprintf("set_field:0x80000/0x80000->reg4,resubmit(,%d)", sa)) != 2 ||
+		strings.Contains(g[0], fmt.Sprintf("resubmit(,%d)", dnat)) {
+		t.Fatalf("each bucket of an affinity port should resubmit to its learn flow in SessionAffinity (and not to EndpointDNAT), got:\n%s", strings.Join(got, "\n"))
+	}
+	for _, want := range []string{
+		fmt.Sprintf("priority=210,ct_state=+new+trk,tcp,reg4=0/0x40000,nw_dst=10.96.0.10,tp_dst=80 actions=set_field:0x40000/0x40000->reg4,resubmit(,%d),goto_table:%d", sa, sa+1),
+		"priority=230,ct_state=-inv+trk,ct_nw_proto=6,ct_tp_src=0,tcp,reg4=0x40000/0x40000,nw_dst=10.96.0.10,tp_dst=80 actions=drop",
+		fmt.Sprintf("priority=210,tcp,reg3=0xa0a0103,reg4=0x81f90/0x8ffff,nw_dst=10.96.0.10,tp_dst=80 actions=learn(table=%d,idle_timeout=10800,priority=200,cookie=0x5ec21f900a0a0103,", sa),
+		"cookie=0x5ec21f900a0a0203,",
+	} {
+		if len(linesWith(got, "add ", want)) != 1 {
+			t.Fatalf("installing an affinity port should add a flow with %q, got:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+
+	// A timeout above what OpenFlow holds: the learn flows lose their idle
+	// timeout (the agent ages), the flows learned with the old timeout go;
+	// the group does not change.
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1, ep2}, AffinityTimeout: 86400}}); err != nil {
+		t.Fatal(err)
+	}
+	got = br.last()
+	if len(linesWith(got, "group_id=")) != 0 || len(linesWith(got, "add ", "actions=learn(")) != 2 || len(linesWith(got, "idle_timeout")) != 0 {
+		t.Fatalf("86400 s should re-add both learn flows without idle_timeout and leave the group, got:\n%s", strings.Join(got, "\n"))
+	}
+	if del := linesWith(got, "DEL ", fmt.Sprintf("table:%d", sa)); len(del) != 1 || !strings.Contains(del[0], "cookie:0x5ec2000000000000/0xffff000000000000") {
+		t.Fatalf("a new timeout should delete the port's learned flows (by the learned tag), got:\n%s", strings.Join(got, "\n"))
+	}
+
+	// ep2 leaves: its bucket, its learn flow and the flows it taught go.
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1}, AffinityTimeout: 86400}}); err != nil {
+		t.Fatal(err)
+	}
+	got = br.last()
+	if len(linesWith(got, "modify group_id=1,")) != 1 || len(linesWith(got, "delete ", "cookie=0x5ec21f900a0a0203,")) != 1 {
+		t.Fatalf("removing ep2 should modify the group and delete its learn flow, got:\n%s", strings.Join(got, "\n"))
+	}
+	if del := linesWith(got, "DEL ", "cookie:0x5ec21f900a0a0203/"); len(del) != 1 || !strings.Contains(del[0], "nw_dst=10.96.0.10,tp_dst=80") {
+		t.Fatalf("removing ep2 should delete the flows learned for ep2 on this port only, got:\n%s", strings.Join(got, "\n"))
+	}
+
+	// Affinity off: the lookup, exact and learn flows, and every flow learned, go.
+	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1}}}); err != nil {
+		t.Fatal(err)
+	}
+	got = br.last()
+	if len(linesWith(got, "delete ", fmt.Sprintf("table=%d", sa))) != 3 || len(linesWith(got, "DEL ", "cookie:0x5ec2000000000000/0xffff000000000000")) != 1 {
+		t.Fatalf("affinity off should delete the port's three SessionAffinity flows and its learned flows, got:\n%s", strings.Join(got, "\n"))
+	}
+	if g := br.groupStrings(); len(g) != 1 || strings.Contains(g[0], "0x80000/0x80000->reg4") || !strings.Contains(g[0], fmt.Sprintf("resubmit(,%d)", dnat)) {
+		t.Fatalf("without affinity the bucket should resubmit to EndpointDNAT, have %q", g)
+	}
+}
+
+// dumpingBridge is a groupBridge that also answers flow dumps of learned
+// flows, as the switch would with their idle times.
+type dumpingBridge struct {
+	*groupBridge
+	learned []openflow.FlowStats
+}
+
+func (d *dumpingBridge) DumpFlows(_ context.Context, table uint8, cookie, mask uint64) ([]openflow.FlowStats, error) {
+	var out []openflow.FlowStats
+	for _, fs := range d.learned {
+		if fs.Table == table && fs.Cookie&mask == cookie&mask {
+			out = append(out, fs)
+		}
+	}
+	return out, nil
+}
+
+func learnedFlow(c *Client, p ServicePort, client string, e Endpoint, idle uint32) openflow.FlowStats {
+	f := openflow.Flow{Table: c.p.Table(SessionAffinityTable).ID, Priority: priorityNormal, Cookie: affinityCookie(e)}
+	f.Match.EthType(openflow.EthTypeIPv4).IPProto(p.Protocol).IPSrc(netip.MustParseAddr(client)).IPDst(p.IP)
+	if p.Protocol == openflow.IPProtoUDP {
+		f.Match.UDPDst(p.Port)
+	} else {
+		f.Match.TCPDst(p.Port)
+	}
+	matchField(&f.Match, AffinityLookupField, 1)
+	return openflow.FlowStats{Flow: f, IdleSec: idle, HasIdle: true}
+}
+
+func TestTheAgentAgesAffinitiesLongerThanOpenFlowHolds(t *testing.T) {
+	br := &dumpingBridge{groupBridge: newGroupBridge()}
+	c, err := NewClient(br, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Initialize(ctx, testNode()); err != nil {
+		t.Fatal(err)
+	}
+	day := ServicePort{IP: netip.MustParseAddr("10.96.0.12"), Protocol: 6, Port: 80}
+	if err := c.InstallService(ctx, "default/day", ServiceState{day: {Endpoints: []Endpoint{ep1}, AffinityTimeout: 86400}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InstallService(ctx, "default/hour", ServiceState{webUDP: {Endpoints: []Endpoint{ep1}, AffinityTimeout: 3600}}); err != nil {
+		t.Fatal(err)
+	}
+	br.learned = []openflow.FlowStats{
+		learnedFlow(c, day, "10.10.1.7", ep1, 86399),   // used 86399 s ago: kept
+		learnedFlow(c, day, "10.10.1.8", ep1, 86400),   // a day: expired
+		learnedFlow(c, webUDP, "10.10.1.9", ep1, 7200), // the switch's idle_timeout ages this port
+		learnedFlow(c, webTCP, "10.10.1.9", ep1, 9e5),  // no such port (yet): left alone
+	}
+	n, err := c.AgeSessionAffinity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := br.last()
+	if n != 1 || len(got) != 1 || !strings.HasPrefix(got[0], "delete ") || !strings.Contains(got[0], "nw_src=10.10.1.8") {
+		t.Fatalf("only the day-old affinity should be deleted (%d), got:\n%s", n, strings.Join(got, "\n"))
 	}
 }

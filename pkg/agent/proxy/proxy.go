@@ -78,6 +78,7 @@ type Proxy struct {
 	queue     workqueue.TypedRateLimitingInterface[string]
 	packets   PacketIO
 	rejected  atomic.Uint64
+	agePeriod time.Duration
 	mu        sync.Mutex
 	installed map[string]agentof.ServiceState // by Service key, as last accepted by OVS
 }
@@ -92,6 +93,19 @@ type Config struct {
 	// the proxy rejects connections to Services without endpoints. Without
 	// it such connections are dropped (they time out).
 	Packets PacketIO
+	// AffinityAgingPeriod is how often the flows of session affinities
+	// longer than the switch can time out (65535 s) are aged; default one
+	// minute, which is also the precision of their expiry.
+	AffinityAgingPeriod time.Duration
+}
+
+// DefaultAffinityAgingPeriod is Config.AffinityAgingPeriod's default.
+const DefaultAffinityAgingPeriod = time.Minute
+
+// affinityAger expires the session affinities the switch cannot (an
+// *agentof.Client).
+type affinityAger interface {
+	AgeSessionAffinity(ctx context.Context) (int, error)
 }
 
 // New makes a proxy for node nodeName with the defaults of Config; see
@@ -106,16 +120,20 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 	if cfg.NodeName == "" {
 		return nil, fmt.Errorf("proxy: no node name")
 	}
+	if cfg.AffinityAgingPeriod <= 0 {
+		cfg.AffinityAgingPeriod = DefaultAffinityAgingPeriod
+	}
 	if err := slices.Informer().AddIndexers(cache.Indexers{serviceIndex: sliceServiceKey}); err != nil {
 		return nil, fmt.Errorf("index EndpointSlices by Service: %w", err)
 	}
 	p := &Proxy{
-		nodeName: cfg.NodeName,
-		packets:  cfg.Packets,
-		flows:    flows,
-		services: services.Lister(),
-		slices:   slices.Informer().GetIndexer(),
-		synced:   []cache.InformerSynced{services.Informer().HasSynced, slices.Informer().HasSynced},
+		nodeName:  cfg.NodeName,
+		packets:   cfg.Packets,
+		agePeriod: cfg.AffinityAgingPeriod,
+		flows:     flows,
+		services:  services.Lister(),
+		slices:    slices.Informer().GetIndexer(),
+		synced:    []cache.InformerSynced{services.Informer().HasSynced, slices.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "proxy"}),
 		installed: map[string]agentof.ServiceState{},
@@ -188,6 +206,13 @@ func (p *Proxy) Run(ctx context.Context) error {
 		for p.processNext(ctx) {
 		}
 	}, time.Second)
+	if ager, ok := p.flows.(affinityAger); ok {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			if _, err := ager.AgeSessionAffinity(ctx); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Cannot age session affinity")
+			}
+		}, p.agePeriod)
+	}
 	<-ctx.Done()
 	return nil
 }
@@ -289,7 +314,7 @@ func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 		if !ok {
 			continue
 		}
-		ps := agentof.PortState{Endpoints: portEndpoints(sp, slices, nodeName), NoEndpoints: agentof.Reject}
+		ps := agentof.PortState{Endpoints: portEndpoints(sp, slices, nodeName), NoEndpoints: agentof.Reject, AffinityTimeout: affinityTimeout(svc)}
 		for _, vip := range vips {
 			out[agentof.ServicePort{IP: vip, Protocol: proto, Port: uint16(sp.Port)}] = ps
 		}
@@ -298,6 +323,22 @@ func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 		return nil
 	}
 	return out
+}
+
+// maxAffinitySeconds is the longest timeoutSeconds Kubernetes validates
+// (pkg/apis/core/validation: one day).
+const maxAffinitySeconds = 86400
+
+// affinityTimeout is the Service's ClientIP session affinity in seconds (0:
+// none); Kubernetes defaults it to 10800 and validates it within 1..86400.
+func affinityTimeout(svc *corev1.Service) uint32 {
+	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+		return 0
+	}
+	if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil && *c.ClientIP.TimeoutSeconds > 0 {
+		return uint32(min(*c.ClientIP.TimeoutSeconds, maxAffinitySeconds))
+	}
+	return uint32(corev1.DefaultClientIPServiceAffinitySeconds)
 }
 
 func protocolNumber(p corev1.Protocol) (uint8, bool) {

@@ -379,3 +379,205 @@ func dumpMeters(t *testing.T, n *ovsNode) string {
 	}
 	return out
 }
+
+func updateService(t *testing.T, c *fake.Clientset, name string, mutate func(*corev1.Service)) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := c.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate(s)
+	if _, err := c.CoreV1().Services("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func clientIPAffinity(seconds int32) func(*corev1.Service) {
+	return func(s *corev1.Service) {
+		if seconds == 0 {
+			s.Spec.SessionAffinity, s.Spec.SessionAffinityConfig = corev1.ServiceAffinityNone, nil
+			return
+		}
+		s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr(seconds)}}
+	}
+}
+
+// learned returns the flows SessionAffinity learned (cookie tag 0x5ec2).
+func (n *ovsNode) learned(t *testing.T) []string {
+	t.Helper()
+	return n.DumpFlows(t, fmt.Sprintf("table=%d,cookie=0x5ec2000000000000/0xffff000000000000", n.flows.Pipeline().Table(agentof.SessionAffinityTable).ID))
+}
+
+// learnFlows returns the learn flows of SessionAffinity (one per affinity
+// port and endpoint).
+func (n *ovsNode) learnFlows(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, f := range n.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.SessionAffinityTable).ID)) {
+		if strings.Contains(f, "actions=learn(") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (n *ovsNode) waitLearnFlows(t *testing.T, what string, cond func([]string) bool) {
+	t.Helper()
+	var flows []string
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		flows = n.learnFlows(t)
+		return cond(flows), nil
+	})
+	if err != nil {
+		t.Fatalf("%s; SessionAffinity has learn flows:\n%s", what, strings.Join(flows, "\n"))
+	}
+}
+
+// waitLearned waits until the learned flows satisfy cond.
+func (n *ovsNode) waitLearned(t *testing.T, what string, timeout time.Duration, cond func([]string) bool) {
+	t.Helper()
+	var flows []string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		flows = n.learned(t)
+		return cond(flows), nil
+	})
+	if err != nil {
+		t.Fatalf("%s; SessionAffinity learned:\n%s", what, strings.Join(flows, "\n"))
+	}
+}
+
+// TestSessionAffinityOnRealOVS: under ClientIP affinity 15 connections get
+// the same endpoint; without it they spread; affinity switches on and off;
+// a learned affinity expires after its timeout, the switch's idle_timeout
+// up to 65535 s and the agent's ageing above (run here in seconds); the
+// clients of an endpoint that leaves are balanced again.
+func TestSessionAffinityOnRealOVS(t *testing.T) {
+	ports := slicePorts(epPort("", corev1.ProtocolTCP, 8080))
+	web := service("web", "10.96.0.10", svcPort("", corev1.ProtocolTCP, 80, 8080))
+	clientIPAffinity(10800)(web)
+	n := newOVSNode(t, Config{AffinityAgingPeriod: 200 * time.Millisecond}, web,
+		slice("web-1", "web", ports, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.1.4", node: "node-1"}, ep{ip: "10.10.1.5", node: "node-1"}))
+	cli := n.AddPod(t, "c1", "10.10.1.2/24")
+	eps := []*bridgetest.Pod{n.AddPod(t, "e1", "10.10.1.3/24"), n.AddPod(t, "e2", "10.10.1.4/24"), n.AddPod(t, "e3", "10.10.1.5/24")}
+	for _, p := range append([]*bridgetest.Pod{cli}, eps...) {
+		if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+			t.Fatal(err)
+		}
+		p.ServeWho(t, 8080)
+	}
+	n.waitGroups(t, "web should be installed with learning buckets", func(g []string) bool {
+		return len(g) == 1 && strings.Count(g[0], "set_field:0x80000/0x80000->reg4") == 3
+	})
+	sticky := func(what string) string {
+		t.Helper()
+		seen := map[string]int{}
+		var order []string
+		for i := 0; i < 15; i++ {
+			answer, err := cli.AskWho(t, "tcp4", "10.96.0.10:80", 2*time.Second)
+			if err != nil {
+				order = append(order, "error: "+err.Error())
+				i--
+				if len(order) > 30 {
+					break
+				}
+				continue
+			}
+			who, _ := bridgetest.Answerer(answer)
+			seen[who]++
+			order = append(order, who)
+		}
+		if len(seen) != 1 {
+			t.Fatalf("%s: 15 connections under ClientIP affinity should all reach one endpoint, reached %v (in order: %v)\nSessionAffinity:\n%s\nServiceLB:\n%s\ngroups:\n%s", what, seen, order,
+				strings.Join(n.DumpFlowsWithStats(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.SessionAffinityTable).ID)), "\n"),
+				strings.Join(n.DumpFlowsWithStats(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.ServiceLBTable).ID)), "\n"),
+				strings.Join(n.DumpGroups(t), "\n"))
+		}
+		for who := range seen {
+			return who
+		}
+		return ""
+	}
+	first := sticky("affinity on")
+	t.Logf("15 connections under affinity all reached %s; SessionAffinity:\n%s\ngroup:\n%s", first,
+		strings.Join(n.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.SessionAffinityTable).ID)), "\n"),
+		strings.Join(n.DumpGroups(t), "\n"))
+	if l := n.learned(t); len(l) != 1 || !strings.Contains(l[0], "idle_timeout=10800") || !strings.Contains(l[0], "nw_src=10.10.1.2") {
+		t.Fatalf("one flow with the Service's timeout should be learned for the client, have:\n%s", strings.Join(l, "\n"))
+	}
+
+	// Affinity off: connections spread again, learned flows are gone.
+	updateService(t, n.client, "web", clientIPAffinity(0))
+	n.waitGroups(t, "the buckets should stop learning", func(g []string) bool { return len(g) == 1 && !strings.Contains(g[0], "0x80000/0x80000->reg4") })
+	if l := n.learned(t); len(l) != 0 {
+		t.Fatalf("switching affinity off should delete the learned flows, have:\n%s", strings.Join(l, "\n"))
+	}
+	if seen := answerers(t, cli, "tcp4", "10.96.0.10:80", 30); len(seen) < 2 {
+		t.Fatalf("without affinity 30 connections should spread over the endpoints, reached %v", seen)
+	}
+
+	// On again, with a 2 s timeout the switch ages: sticky, then expired.
+	updateService(t, n.client, "web", clientIPAffinity(2))
+	n.waitLearnFlows(t, "the learn flows should learn with 2 s", func(l []string) bool {
+		return len(l) == 3 && strings.Count(strings.Join(l, "\n"), "idle_timeout=2,") == 3
+	})
+	sticky("affinity on again")
+	expiry := time.Now()
+	n.waitLearned(t, "the switch should expire the affinity after 2 s without a new connection", 15*time.Second, func(l []string) bool { return len(l) == 0 })
+	t.Logf("a 2 s affinity (switch idle_timeout) expired %v after the last connection", time.Since(expiry).Round(100*time.Millisecond))
+
+	// A timeout above what the switch holds (here: above 1 s, as if above
+	// 65535 s): the learned flow has no timeout and the agent ages it.
+	n.flows.SetMaxSwitchTimeout(1)
+	updateService(t, n.client, "web", clientIPAffinity(3))
+	n.waitLearnFlows(t, "the learn flows should learn without a timeout", func(l []string) bool {
+		return len(l) == 3 && !strings.Contains(strings.Join(l, "\n"), "idle_timeout")
+	})
+	who := sticky("affinity aged by the agent")
+	if l := n.learned(t); len(l) != 1 || strings.Contains(l[0], "idle_timeout") {
+		t.Fatalf("one flow without idle_timeout should be learned, have:\n%s", strings.Join(l, "\n"))
+	}
+	// Connections within the timeout keep it (checked only when this slow
+	// machine really made them within 2 s of the last).
+	last := time.Now()
+	for i := 0; i < 4; i++ {
+		time.Sleep(time.Second)
+		got, _ := bridgetest.Answerer(cli.AskWhoEventually(t, "tcp4", "10.96.0.10:80"))
+		if gap := time.Since(last); got != who && gap < 2*time.Second {
+			t.Fatalf("a connection %v after the last should keep the affinity to %s, reached %s", gap, who, got)
+		}
+		last = time.Now()
+	}
+	start := time.Now()
+	n.waitLearned(t, "the agent should expire the affinity after 3 s without a new connection", 15*time.Second, func(l []string) bool { return len(l) == 0 })
+	t.Logf("a 3 s affinity aged by the agent (every 200 ms) expired %v after the last connection", time.Since(start).Round(100*time.Millisecond))
+
+	// The endpoint a client sticks to leaves: its learned flow goes, the
+	// client lands on another endpoint and sticks there.
+	n.flows.SetMaxSwitchTimeout(agentof.DefaultMaxSwitchTimeout)
+	updateService(t, n.client, "web", clientIPAffinity(10800))
+	n.waitLearnFlows(t, "the learn flows should learn with 10800 s", func(l []string) bool {
+		return len(l) == 3 && strings.Count(strings.Join(l, "\n"), "idle_timeout=10800,") == 3
+	})
+	who = sticky("before the endpoint leaves")
+	updateSlice(t, n.client, "web-1", func(s *discoveryv1.EndpointSlice) {
+		var keep []discoveryv1.Endpoint
+		for i, e := range s.Endpoints {
+			if eps[i].Name != who {
+				keep = append(keep, e)
+			}
+		}
+		s.Endpoints = keep
+	})
+	n.waitGroups(t, "the group should lose the endpoint", func(g []string) bool { return len(g) == 1 && strings.Count(g[0], "bucket=") == 2 })
+	if l := n.learnFlows(t); len(l) != 2 {
+		t.Fatalf("the learn flow of the endpoint that left should be deleted with its bucket, have:\n%s", strings.Join(l, "\n"))
+	}
+	if l := n.learned(t); len(l) != 0 {
+		t.Fatalf("the learned flow to the endpoint that left should be deleted, have:\n%s", strings.Join(l, "\n"))
+	}
+	if again := sticky("after the endpoint left"); again == who {
+		t.Fatalf("the client should have left %s, which is gone", who)
+	}
+}

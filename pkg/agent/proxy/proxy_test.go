@@ -336,3 +336,29 @@ func TestProxyInstallsOnlyWhatChanged(t *testing.T) {
 		t.Fatalf("the label change and the late slice delete should have written nothing; calls %v", calls)
 	}
 }
+
+func TestAffinityTimeoutFollowsTheService(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		svc  func(*corev1.Service)
+		want uint32
+	}{
+		{"no affinity", func(*corev1.Service) {}, 0},
+		{"ClientIP without a config gets Kubernetes' default", func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP }, 10800},
+		{"ClientIP with a short timeout", clientIPAffinity(10), 10},
+		{"ClientIP with a day, beyond OpenFlow's 65535 s", clientIPAffinity(86400), 86400},
+		{"None with a leftover config", func(s *corev1.Service) {
+			clientIPAffinity(10)(s)
+			s.Spec.SessionAffinity = corev1.ServiceAffinityNone
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := service("web", "10.96.0.10", svcPort("", corev1.ProtocolTCP, 80, 8080))
+			tc.svc(svc)
+			got := desiredState(svc, nil, "node-1")
+			if ps := got[vipPort("10.96.0.10", 6, 80)]; ps.AffinityTimeout != tc.want {
+				t.Fatalf("affinity timeout %d, want %d", ps.AffinityTimeout, tc.want)
+			}
+		})
+	}
+}

@@ -411,6 +411,9 @@ func TestAVSwitchdRestartIsNoticedAndTheReplayRestoresEveryFlow(t *testing.T) {
 		var got []*Flow
 		for i := range stats {
 			got = append(got, &stats[i].Flow)
+			if !stats[i].HasIdle || stats[i].IdleSec > 60 {
+				t.Fatalf("Open vSwitch reports a new flow's idle time in OpenFlow 1.5, got %+v", stats[i])
+			}
 		}
 		if !slices.Equal(flowStrings(got), flowStrings(extra)) {
 			t.Fatalf("DumpFlows returned %q, want %q", flowStrings(got), flowStrings(extra))

@@ -8,18 +8,23 @@ import (
 )
 
 // FlowStats is one entry of a flow stats reply: the flow and its counters.
+// IdleSec is how long the flow has not matched a packet, when the switch
+// says (OpenFlow 1.5's idle_time; Open vSwitch reports it): HasIdle.
 type FlowStats struct {
 	Flow
 	DurationSec  uint32
 	DurationNsec uint32
 	PacketCount  uint64
 	ByteCount    uint64
+	IdleSec      uint32
+	HasIdle      bool
 }
 
 // OXS statistics fields of OpenFlow 1.5 ofp_stats (class OFPXSC_OPENFLOW_BASIC).
 const (
 	oxsClassBasic    uint16 = 0x8002
 	oxsDuration      uint8  = 0
+	oxsIdleTime      uint8  = 1
 	oxsPacketCount   uint8  = 4
 	oxsByteCount     uint8  = 5
 	flowDesc15Fixed         = 24
@@ -123,6 +128,8 @@ func (fs *FlowStats) decodeOXS(b []byte) error {
 			switch {
 			case field == oxsDuration && n == 8:
 				fs.DurationSec, fs.DurationNsec = binary.BigEndian.Uint32(v), binary.BigEndian.Uint32(v[4:])
+			case field == oxsIdleTime && n == 8:
+				fs.IdleSec, fs.HasIdle = binary.BigEndian.Uint32(v), true
 			case field == oxsPacketCount && n == 8:
 				fs.PacketCount = binary.BigEndian.Uint64(v)
 			case field == oxsByteCount && n == 8:
