@@ -93,7 +93,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	ovsdb, err := ovsconfig.Connect(ctx, "unix:"+filepath.Join(o.OVSRunDir, "db.sock"))
+	ovsdb, err := connectOVSDB(ctx, "unix:"+filepath.Join(o.OVSRunDir, "db.sock"))
 	if err != nil {
 		return err
 	}

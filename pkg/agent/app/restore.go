@@ -105,3 +105,24 @@ func (r *restore) finish(ctx context.Context, bridge *ovsconfig.OVSBridge, polic
 	r.holding, r.finished = false, true
 	return nil
 }
+
+// connectOVSDB connects to ovsdb-server, waiting for it: in a pod the
+// antrea-ovs container starts it at the same time as the agent starts.
+func connectOVSDB(ctx context.Context, endpoint string) (*ovsconfig.Connection, error) {
+	start := time.Now()
+	for {
+		conn, err := ovsconfig.Connect(ctx, endpoint)
+		if err == nil {
+			return conn, nil
+		}
+		if time.Since(start) > 2*time.Minute || ctx.Err() != nil {
+			return nil, err
+		}
+		klog.V(2).InfoS("Waiting for ovsdb-server", "endpoint", endpoint, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
