@@ -40,13 +40,38 @@ func (service) tables() []*TableSpec {
 
 // ServicePort is one port of a Service as the data path matches it.
 type ServicePort struct {
-	IP       netip.Addr // the ClusterIP
+	IP       netip.Addr // a ClusterIP, an external IP or a LoadBalancer ingress IP
 	Protocol uint8      // openflow.IPProtoTCP or IPProtoUDP
 	Port     uint16
+	// External selects the traffic that enters the bridge from the gateway
+	// (from outside the cluster, through the node), for an address whose
+	// externalTrafficPolicy is Local: its flows rank above those of the same
+	// address and port for every other source (pods).
+	External bool
 }
 
 func (p ServicePort) String() string {
-	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(p.IP, p.Port), protocolName(p.Protocol))
+	s := fmt.Sprintf("%s/%s", netip.AddrPortFrom(p.IP, p.Port), protocolName(p.Protocol))
+	if p.External {
+		s += " from outside"
+	}
+	return s
+}
+
+// vip is the port without the traffic it selects.
+func (p ServicePort) vip() ServicePort {
+	return ServicePort{IP: p.IP, Protocol: p.Protocol, Port: p.Port}
+}
+
+// externalBoost ranks the flows of an External port above those of the
+// same address and port for pods.
+const externalBoost = 5
+
+func (p ServicePort) priority(base uint16) uint16 {
+	if p.External {
+		return base + externalBoost
+	}
+	return base
 }
 
 func protocolName(p uint8) string {
@@ -351,7 +376,17 @@ func ensureMeters(ctx context.Context, bridge Bridge) error {
 	return nil
 }
 
+// matchServicePort matches the packets to a Service port: its address,
+// protocol and port and, for an External port, entering from the gateway.
 func (b *flowBuilder) matchServicePort(m *openflow.Match, p ServicePort) {
+	b.matchVIP(m, p)
+	if p.External {
+		matchField(m, PktSourceField, FromGateway)
+	}
+}
+
+// matchVIP matches the packets to a Service port's address, protocol and port.
+func (b *flowBuilder) matchVIP(m *openflow.Match, p ServicePort) {
 	m.EthType(openflow.EthTypeIPv4).IPProto(p.Protocol).IPDst(p.IP)
 	switch p.Protocol {
 	case openflow.IPProtoTCP:
@@ -365,7 +400,7 @@ func (b *flowBuilder) matchServicePort(m *openflow.Match, p ServicePort) {
 
 // serviceLBFlow sends a new connection to the port's group.
 func (b *flowBuilder) serviceLBFlow(p ServicePort, groupID uint32) *openflow.Flow {
-	return b.flow(ServiceLBTable, priorityNormal, func(m *openflow.Match) {
+	return b.flow(ServiceLBTable, p.priority(priorityNormal), func(m *openflow.Match) {
 		b.matchServicePort(m, p)
 		m.CTState(openflow.CTStateNew|openflow.CTStateTrk, openflow.CTStateNew|openflow.CTStateTrk)
 	}, &openflow.Group{ID: groupID})
@@ -494,7 +529,7 @@ func (b *flowBuilder) affinityLearnFlow(p ServicePort, e Endpoint, idle uint16) 
 			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(uint64(e.Port)), Dst: EndpointPortField},
 			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(1), Dst: EndpointSelectedField},
 		}}
-	return b.flow(SessionAffinityTable, priorityHigh, func(m *openflow.Match) {
+	return b.flow(SessionAffinityTable, p.priority(priorityHigh), func(m *openflow.Match) {
 		b.matchServicePort(m, p)
 		matchField(m, EndpointIPField, ip4Uint(e.IP))
 		matchField(m, EndpointPortField, uint64(e.Port))
@@ -504,7 +539,7 @@ func (b *flowBuilder) affinityLearnFlow(p ServicePort, e Endpoint, idle uint16) 
 
 // affinityLookupFlow starts the affinity lookup of a port's new connections.
 func (b *flowBuilder) affinityLookupFlow(p ServicePort) *openflow.Flow {
-	return b.flow(SessionAffinityTable, priorityHigh, func(m *openflow.Match) {
+	return b.flow(SessionAffinityTable, p.priority(priorityHigh), func(m *openflow.Match) {
 		b.matchServicePort(m, p)
 		m.CTState(openflow.CTStateNew|openflow.CTStateTrk, openflow.CTStateNew|openflow.CTStateTrk)
 		matchField(m, AffinityLookupField, 0)
@@ -529,7 +564,7 @@ func (b *flowBuilder) affinityLookupFlow(p ServicePort) *openflow.Flow {
 // tell a port from 0, and every ephemeral port has the top bit set.) The
 // cost is one upcall per new connection to an affinity port.
 func (b *flowBuilder) affinityExactFlow(p ServicePort) *openflow.Flow {
-	return b.flow(SessionAffinityTable, priorityAffinityExact, func(m *openflow.Match) {
+	return b.flow(SessionAffinityTable, p.priority(priorityAffinityExact), func(m *openflow.Match) {
 		b.matchServicePort(m, p)
 		m.CTState(openflow.CTStateTrk, openflow.CTStateTrk|openflow.CTStateInv) // ct_tp_src's prerequisite
 		m.Set(openflow.FieldCTNwProto, openflow.U64(uint64(p.Protocol)))
@@ -547,7 +582,7 @@ const priorityAffinityExact = 230
 func (b *flowBuilder) deleteLearned(p ServicePort, e *Endpoint) *openflow.FlowMod {
 	fm := &openflow.FlowMod{Command: openflow.FlowDelete, Flow: openflow.Flow{Table: b.p.Table(SessionAffinityTable).ID, Cookie: cookieAffinityTag},
 		CookieMask: cookieTagMask}
-	b.matchServicePort(&fm.Flow.Match, p)
+	b.matchVIP(&fm.Flow.Match, p) // learned flows match the address, whoever the client
 	if e != nil {
 		fm.Flow.Cookie, fm.CookieMask = affinityCookie(*e), ^uint64(0)
 	}
@@ -815,7 +850,16 @@ func comparePorts(a, b ServicePort) int {
 	if a.Protocol != b.Protocol {
 		return int(a.Protocol) - int(b.Protocol)
 	}
-	return int(a.Port) - int(b.Port)
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	switch {
+	case a.External == b.External:
+		return 0
+	case b.External:
+		return -1
+	}
+	return 1
 }
 
 // use is what one port's endpoint adds to (n 1) or takes from (n -1) its use.
@@ -901,7 +945,7 @@ func (c *Client) AgeSessionAffinity(ctx context.Context) (int, error) {
 	long := map[ServicePort]uint32{}
 	for p, ip := range c.svc.ports {
 		if ip.state.AffinityTimeout > c.svc.maxSwitchTimeout {
-			long[ServicePort{IP: p.IP, Protocol: p.Protocol, Port: p.Port}] = ip.state.AffinityTimeout
+			long[p.vip()] = ip.state.AffinityTimeout
 		}
 	}
 	c.mu.Unlock()

@@ -475,3 +475,36 @@ func TestTheAgentAgesAffinitiesLongerThanOpenFlowHolds(t *testing.T) {
 		t.Fatalf("only the day-old affinity should be deleted (%d), got:\n%s", n, strings.Join(got, "\n"))
 	}
 }
+
+func TestAnExternalPortSelectsTrafficFromTheGatewayAboveThePodsOne(t *testing.T) {
+	c, br := newServiceUnitClient(t)
+	ctx := context.Background()
+	ext := ServicePort{IP: netip.MustParseAddr("192.168.100.10"), Protocol: 6, Port: 80}
+	outside := ext
+	outside.External = true
+	if err := c.InstallService(ctx, "default/web", ServiceState{
+		ext:     {Endpoints: []Endpoint{ep1, ep2}},
+		outside: {Endpoints: []Endpoint{ep1}, AffinityTimeout: 60},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := br.last()
+	lb := linesWith(got, "add ", "actions=group:")
+	if len(lb) != 2 || !strings.Contains(strings.Join(lb, "\n"), "priority=200,ct_state=+new+trk,tcp,nw_dst=192.168.100.10,tp_dst=80 actions=group:1") ||
+		!strings.Contains(strings.Join(lb, "\n"), "priority=205,ct_state=+new+trk,tcp,reg0=0x2/0xf,nw_dst=192.168.100.10,tp_dst=80 actions=group:2") {
+		t.Fatalf("the port for outside traffic should match the gateway as source, above the pods' port, got:\n%s", strings.Join(lb, "\n"))
+	}
+	for _, want := range []string{"priority=215,ct_state=+new+trk,tcp,reg0=0x2/0xf,reg4=0/0x40000", "priority=235,", "priority=215,tcp,reg0=0x2/0xf,reg3=0xa0a0103"} {
+		if len(linesWith(got, "add ", want)) != 1 {
+			t.Fatalf("the outside port's affinity flows should match the gateway and rank 5 above, want %q in:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	// Its learned flows are the address's, whoever the client: deleting them
+	// does not select the gateway.
+	if err := c.InstallService(ctx, "default/web", ServiceState{ext: {Endpoints: []Endpoint{ep1, ep2}}, outside: {Endpoints: []Endpoint{ep1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if del := linesWith(br.last(), "DEL "); len(del) != 1 || strings.Contains(del[0], "reg0") {
+		t.Fatalf("switching the outside port's affinity off should delete the learned flows of the address, got:\n%s", strings.Join(br.last(), "\n"))
+	}
+}

@@ -80,7 +80,9 @@ type Proxy struct {
 	rejected  atomic.Uint64
 	agePeriod time.Duration
 	mu        sync.Mutex
-	installed map[string]agentof.ServiceState // by Service key, as last accepted by OVS
+	installed map[string]agentof.ServiceState         // by Service key, as last accepted by OVS
+	claims    map[agentof.ServicePort]string          // the Service realizing each port
+	waiting   map[agentof.ServicePort]map[string]bool // Services that want a port another realizes
 }
 
 // Config is what the proxy needs to know besides its informers and the
@@ -137,6 +139,8 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "proxy"}),
 		installed: map[string]agentof.ServiceState{},
+		claims:    map[agentof.ServicePort]string{},
+		waiting:   map[agentof.ServicePort]map[string]bool{},
 	}
 	_, err := services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.enqueueService,
@@ -257,8 +261,12 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 		want = desiredState(svc, slices, p.nodeName)
 	}
 	p.mu.Lock()
+	taken := p.withoutTakenLocked(key, want)
 	have := p.installed[key]
 	p.mu.Unlock()
+	for _, port := range taken {
+		klog.InfoS("Service port already realized for another Service; waiting for it", "service", key, "port", port.String(), "owner", p.claimOwner(port))
+	}
 	if have.Equal(want) {
 		return nil
 	}
@@ -271,9 +279,57 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 	} else {
 		p.installed[key] = want
 	}
+	freed := p.claimLocked(key, have, want)
 	p.mu.Unlock()
+	for _, k := range freed {
+		p.queue.Add(k)
+	}
 	klog.InfoS("Installed Service", "service", key, "ports", len(want), "endpoints", countEndpoints(want))
 	return nil
+}
+
+// withoutTakenLocked removes from want the ports another Service realizes
+// (two Services may list the same external IP and port): the first keeps
+// it, the other waits until it is free. p.mu is held.
+func (p *Proxy) withoutTakenLocked(key string, want agentof.ServiceState) []agentof.ServicePort {
+	var taken []agentof.ServicePort
+	for port := range want {
+		if owner, ok := p.claims[port]; ok && owner != key {
+			delete(want, port)
+			taken = append(taken, port)
+			if p.waiting[port] == nil {
+				p.waiting[port] = map[string]bool{}
+			}
+			p.waiting[port][key] = true
+		}
+	}
+	return taken
+}
+
+func (p *Proxy) claimOwner(port agentof.ServicePort) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.claims[port]
+}
+
+// claimLocked records the ports a Service now realizes and returns the
+// Services waiting for the ports it let go. p.mu is held.
+func (p *Proxy) claimLocked(key string, have, want agentof.ServiceState) []string {
+	var freed []string
+	for port := range have {
+		if _, keep := want[port]; keep {
+			continue
+		}
+		delete(p.claims, port)
+		for k := range p.waiting[port] {
+			freed = append(freed, k)
+		}
+		delete(p.waiting, port)
+	}
+	for port := range want {
+		p.claims[port] = key
+	}
+	return freed
 }
 
 func countEndpoints(s agentof.ServiceState) int {
@@ -284,43 +340,90 @@ func countEndpoints(s agentof.ServiceState) int {
 	return n
 }
 
-// desiredState is what the data path should hold for a Service: for each of
-// its TCP and UDP ports on each IPv4 ClusterIP, the endpoints of its
-// EndpointSlices for that port (matched by port name and protocol), at the
-// slice port's number (the targetPort resolved). Ready endpoints are used;
-// when none is ready, serving terminating ones (as kube-proxy does, so
-// connections drain gracefully). Headless Services and Services without a
-// ClusterIP have no state. A port without endpoints rejects new connections.
+// desiredState is what the data path should hold for a Service, as
+// kube-proxy realizes it:
+//   - each TCP and UDP port on each IPv4 ClusterIP, for every client, with
+//     the Service's cluster endpoints, or its local ones under
+//     internalTrafficPolicy Local;
+//   - the same ports on each external IP (spec.externalIPs) and, for a
+//     LoadBalancer, each ingress IP of its status (unless its ipMode is
+//     Proxy: the load balancer then proxies, and sends to the nodes), with
+//     the cluster endpoints; under externalTrafficPolicy Local, traffic from
+//     outside the cluster (entering from the gateway) to those addresses
+//     gets its own entry with the local endpoints only, and keeps its
+//     client address (nothing is source-NATed).
+//
+// The endpoints of a port are those of the Service's EndpointSlices for it
+// (matched by port name and protocol), at the slice port's number (the
+// targetPort resolved). Cluster endpoints are the ready ones or, when none
+// is ready, the serving terminating ones (connections drain gracefully);
+// local endpoints, the ready ones on this node or, when none is, the
+// serving terminating ones on this node. A port without endpoints rejects
+// new connections when the Service has no endpoint at all, and drops them
+// when it has some on other nodes only (a Local policy). Headless Services
+// and Services without a ClusterIP have no state. Every port carries the
+// Service's session affinity.
 func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodeName string) agentof.ServiceState {
-	var vips []netip.Addr
-	ips := svc.Spec.ClusterIPs
-	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-		ips = []string{svc.Spec.ClusterIP}
+	clusterIPs := ipv4s(svc.Spec.ClusterIPs)
+	if len(svc.Spec.ClusterIPs) == 0 && svc.Spec.ClusterIP != "" {
+		clusterIPs = ipv4s([]string{svc.Spec.ClusterIP})
 	}
-	for _, s := range ips {
-		if s == corev1.ClusterIPNone {
-			return nil
-		}
-		if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
-			vips = append(vips, a)
-		}
-	}
-	if len(vips) == 0 {
+	if len(clusterIPs) == 0 || svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		return nil
 	}
+	external := ipv4s(svc.Spec.ExternalIPs)
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if in.IPMode != nil && *in.IPMode == corev1.LoadBalancerIPModeProxy {
+				continue
+			}
+			external = append(external, ipv4s([]string{in.IP})...)
+		}
+	}
+	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
+	externalLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	affinity := affinityTimeout(svc)
 	out := agentof.ServiceState{}
 	for _, sp := range svc.Spec.Ports {
 		proto, ok := protocolNumber(sp.Protocol)
 		if !ok {
 			continue
 		}
-		ps := agentof.PortState{Endpoints: portEndpoints(sp, slices, nodeName), NoEndpoints: agentof.Reject, AffinityTimeout: affinityTimeout(svc)}
-		for _, vip := range vips {
-			out[agentof.ServicePort{IP: vip, Protocol: proto, Port: uint16(sp.Port)}] = ps
+		eps := portCandidates(sp, slices, nodeName)
+		cluster := agentof.PortState{Endpoints: eps.cluster(), AffinityTimeout: affinity}
+		local := agentof.PortState{Endpoints: eps.local(), AffinityTimeout: affinity}
+		if len(local.Endpoints) == 0 && eps.any() {
+			local.NoEndpoints = agentof.Drop
+		}
+		internal := cluster
+		if internalLocal {
+			internal = local
+		}
+		for _, ip := range clusterIPs {
+			out[agentof.ServicePort{IP: ip, Protocol: proto, Port: uint16(sp.Port)}] = internal
+		}
+		for _, ip := range external {
+			port := agentof.ServicePort{IP: ip, Protocol: proto, Port: uint16(sp.Port)}
+			out[port] = cluster
+			if externalLocal {
+				port.External = true
+				out[port] = local
+			}
 		}
 	}
 	if len(out) == 0 {
 		return nil
+	}
+	return out
+}
+
+// ipv4s parses the IPv4 addresses of a list (others are not realized yet).
+func ipv4s(ss []string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
+			out = append(out, a)
+		}
 	}
 	return out
 }
@@ -351,9 +454,17 @@ func protocolNumber(p corev1.Protocol) (uint8, bool) {
 	return 0, false // SCTP: not on this slice's data path
 }
 
-// portEndpoints collects the endpoints of one Service port from its slices.
-func portEndpoints(sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice, nodeName string) []agentof.Endpoint {
-	var ready, terminating []agentof.Endpoint
+// candidate is an endpoint of a Service port with its conditions.
+type candidate struct {
+	ep                           agentof.Endpoint
+	ready, servingAndTerminating bool
+}
+
+type candidates []candidate
+
+// portCandidates collects the endpoints of one Service port from its slices.
+func portCandidates(sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice, nodeName string) candidates {
+	var out candidates
 	for _, s := range slices {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 {
 			continue
@@ -363,29 +474,60 @@ func portEndpoints(sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice, n
 			continue
 		}
 		for _, e := range s.Endpoints {
-			isReady := e.Conditions.Ready == nil || *e.Conditions.Ready
-			serving := e.Conditions.Serving == nil || *e.Conditions.Serving
-			isTerminating := e.Conditions.Terminating != nil && *e.Conditions.Terminating
+			c := candidate{
+				// Unset conditions mean ready and serving (the API's contract).
+				ready:                 e.Conditions.Ready == nil || *e.Conditions.Ready,
+				servingAndTerminating: (e.Conditions.Serving == nil || *e.Conditions.Serving) && e.Conditions.Terminating != nil && *e.Conditions.Terminating,
+			}
 			local := e.NodeName != nil && *e.NodeName == nodeName
 			for _, a := range e.Addresses {
 				ip, err := netip.ParseAddr(a)
 				if err != nil || !ip.Is4() {
 					continue
 				}
-				ep := agentof.Endpoint{IP: ip, Port: port, Local: local}
-				switch {
-				case isReady:
-					ready = append(ready, ep)
-				case serving && isTerminating:
-					terminating = append(terminating, ep)
-				}
+				c.ep = agentof.Endpoint{IP: ip, Port: port, Local: local}
+				out = append(out, c)
 			}
+		}
+	}
+	return out
+}
+
+// pick returns the ready endpoints that keep holds or, when there is none,
+// the serving terminating ones.
+func (cs candidates) pick(keep func(agentof.Endpoint) bool) []agentof.Endpoint {
+	var ready, terminating []agentof.Endpoint
+	for _, c := range cs {
+		switch {
+		case !keep(c.ep):
+		case c.ready:
+			ready = append(ready, c.ep)
+		case c.servingAndTerminating:
+			terminating = append(terminating, c.ep)
 		}
 	}
 	if len(ready) == 0 {
 		ready = terminating
 	}
 	return agentof.NormalizeEndpoints(ready)
+}
+
+func (cs candidates) cluster() []agentof.Endpoint {
+	return cs.pick(func(agentof.Endpoint) bool { return true })
+}
+
+func (cs candidates) local() []agentof.Endpoint {
+	return cs.pick(func(e agentof.Endpoint) bool { return e.Local })
+}
+
+// any says whether the port has a usable endpoint anywhere.
+func (cs candidates) any() bool {
+	for _, c := range cs {
+		if c.ready || c.servingAndTerminating {
+			return true
+		}
+	}
+	return false
 }
 
 // slicePort finds the port of a slice serving a Service port: same name (the

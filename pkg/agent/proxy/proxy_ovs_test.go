@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,9 +44,13 @@ func newOVSNode(t *testing.T, cfg Config, objs ...interface{}) *ovsNode {
 	return newOVSNodeOn(t, bridgetest.New(t), cfg, objs...)
 }
 
-// newOVSNodeOn is newOVSNode on a bridge the caller started.
+// newOVSNodeOn is newOVSNode on a bridge the caller started. The proxy
+// rejects through the bridge's channel unless cfg says otherwise.
 func newOVSNodeOn(t *testing.T, br *bridgetest.Bridge, cfg Config, objs ...interface{}) *ovsNode {
 	t.Helper()
+	if cfg.Packets == nil {
+		cfg.Packets = br.OF
+	}
 	flows, err := agentof.NewClient(br.OF, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -579,5 +584,127 @@ func TestSessionAffinityOnRealOVS(t *testing.T) {
 	}
 	if again := sticky("after the endpoint left"); again == who {
 		t.Fatalf("the client should have left %s, which is gone", who)
+	}
+}
+
+// connectOutcome connects and says how it failed: "refused", "timeout",
+// or the answerer.
+func connectOutcome(t *testing.T, from *bridgetest.Pod, addr string) string {
+	t.Helper()
+	answer, err := from.AskWho(t, "tcp4", addr, time.Second)
+	switch {
+	case err == nil:
+		who, _ := bridgetest.Answerer(answer)
+		return who
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, os.ErrDeadlineExceeded) || strings.Contains(err.Error(), "timeout"):
+		return "timeout"
+	}
+	return err.Error()
+}
+
+// TestExternalAddressesAndTrafficPoliciesOnRealOVS: external IPs and
+// LoadBalancer ingress IPs work for pods like ClusterIPs; under
+// externalTrafficPolicy Local a host outside the cluster reaches only the
+// local endpoints and they see its own address; internalTrafficPolicy Local
+// keeps pods on local endpoints; without local endpoints such traffic drops,
+// without any it is refused. The pod e2 is on this bridge, but its slice
+// says node-2: for the proxy it is remote.
+func TestExternalAddressesAndTrafficPoliciesOnRealOVS(t *testing.T) {
+	ports := slicePorts(epPort("", corev1.ProtocolTCP, 8080))
+	eps := []ep{{ip: "10.10.1.3", node: "node-1"}, {ip: "10.10.1.4", node: "node-2"}}
+	web := withSpec(service("web", "10.96.0.10", svcPort("", corev1.ProtocolTCP, 80, 8080)), func(s *corev1.Service) {
+		s.Spec.ExternalIPs = []string{"192.168.100.10"}
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	})
+	loc := withSpec(service("loc", "10.96.0.11", svcPort("", corev1.ProtocolTCP, 80, 8080)), func(s *corev1.Service) {
+		s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyLocal)
+	})
+	lb := withSpec(service("lb", "10.96.0.12", svcPort("", corev1.ProtocolTCP, 80, 8080)), func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeLoadBalancer
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.168.100.11"}, {IP: "192.168.100.12", IPMode: ptr(corev1.LoadBalancerIPModeProxy)}}
+	})
+	n := newOVSNode(t, Config{}, web, slice("web-1", "web", ports, eps...), loc, slice("loc-1", "loc", ports, eps...), lb, slice("lb-1", "lb", ports, eps...))
+	cli := n.AddPod(t, "c1", "10.10.1.2/24")
+	e1 := n.AddPod(t, "e1", "10.10.1.3/24")
+	e2 := n.AddPod(t, "e2", "10.10.1.4/24")
+	for _, p := range []*bridgetest.Pod{cli, e1, e2} {
+		if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e1.ServeWho(t, 8080)
+	e2.ServeWho(t, 8080)
+	out := n.AddOutsideHost(t, "out", bridgetest.HostLink{Node: "192.168.77.1/24", Host: "192.168.77.2/24"})
+	n.RouteToBridge(t, "192.168.100.0/24", agentof.GlobalVirtualMAC)
+	// web: ClusterIP, external IP, external IP from outside; loc; lb: ClusterIP, ingress IP.
+	n.waitGroups(t, "every port should be installed", func(g []string) bool { return len(g) == 6 })
+	t.Logf("ServiceLB:\n%s", strings.Join(n.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.ServiceLBTable).ID)), "\n"))
+
+	// From outside, under externalTrafficPolicy Local: e1 only, and e1 sees
+	// the outside host's own address.
+	for i := 0; i < 20; i++ {
+		who, client := bridgetest.Answerer(out.AskWhoEventually(t, "tcp4", "192.168.100.10:80"))
+		if who != "e1" || !strings.HasPrefix(client, "192.168.77.2:") {
+			t.Fatalf("from outside under externalTrafficPolicy Local only the local e1 should answer, seeing the client's address; %s answered, seeing %s", who, client)
+		}
+	}
+	// From a pod, the same external IP spreads over every endpoint.
+	if seen := answerers(t, cli, "tcp4", "192.168.100.10:80", 30); seen["e1"] == 0 || seen["e2"] == 0 {
+		t.Fatalf("from a pod the external IP should reach every endpoint, reached %v", seen)
+	}
+	// internalTrafficPolicy Local: pods reach the local endpoint only.
+	if seen := answerers(t, cli, "tcp4", "10.96.0.11:80", 20); seen["e1"] != 20 {
+		t.Fatalf("under internalTrafficPolicy Local only the local e1 should answer, answered %v", seen)
+	}
+	// A LoadBalancer's ingress IP works for pods like its ClusterIP; one
+	// whose load balancer proxies is not realized.
+	if seen := answerers(t, cli, "tcp4", "192.168.100.11:80", 30); seen["e1"] == 0 || seen["e2"] == 0 {
+		t.Fatalf("the LoadBalancer ingress IP should reach every endpoint, reached %v", seen)
+	}
+	if got := connectOutcome(t, cli, "192.168.100.12:80"); got != "timeout" {
+		t.Fatalf("an ingress IP with ipMode Proxy should not be realized, connect: %s", got)
+	}
+
+	// The local endpoint goes: Local traffic drops (times out), pods still
+	// reach e2 through the external IP.
+	for _, name := range []string{"web-1", "loc-1"} {
+		updateSlice(t, n.client, name, func(s *discoveryv1.EndpointSlice) { s.Endpoints = s.Endpoints[1:] })
+	}
+	n.waitGroups(t, "the Local ports should have empty groups", func(g []string) bool {
+		empty := 0
+		for _, x := range g {
+			if !strings.Contains(x, "bucket=") {
+				empty++
+			}
+		}
+		return empty == 2
+	})
+	if got := connectOutcome(t, out, "192.168.100.10:80"); got != "timeout" {
+		t.Fatalf("from outside without a local endpoint (externalTrafficPolicy Local) the connection should be dropped, got %s", got)
+	}
+	if got := connectOutcome(t, cli, "10.96.0.11:80"); got != "timeout" {
+		t.Fatalf("internalTrafficPolicy Local without a local endpoint should drop, got %s", got)
+	}
+	if seen := answerers(t, cli, "tcp4", "192.168.100.10:80", 5); seen["e2"] != 5 {
+		t.Fatalf("pods should still reach e2 through the external IP, reached %v", seen)
+	}
+
+	// No endpoint at all: refused, also from outside (the reset goes back
+	// through the gateway and the node).
+	for _, name := range []string{"web-1", "loc-1"} {
+		updateSlice(t, n.client, name, func(s *discoveryv1.EndpointSlice) { s.Endpoints = nil })
+	}
+	n.waitGroups(t, "web's and loc's ports should reject", func(g []string) bool {
+		return strings.Count(strings.Join(g, "\n"), "set_field:0x20000/0x20000->reg4") == 4
+	})
+	for _, c := range []struct {
+		from *bridgetest.Pod
+		addr string
+	}{{out, "192.168.100.10:80"}, {cli, "192.168.100.10:80"}, {cli, "10.96.0.11:80"}, {cli, "10.96.0.10:80"}} {
+		if got := connectOutcome(t, c.from, c.addr); got != "refused" {
+			t.Fatalf("%s from %s without any endpoint should be refused, got %s", c.addr, c.from.Name, got)
+		}
 	}
 }

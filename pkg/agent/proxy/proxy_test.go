@@ -362,3 +362,144 @@ func TestAffinityTimeoutFollowsTheService(t *testing.T) {
 		})
 	}
 }
+
+func withSpec(svc *corev1.Service, f func(*corev1.Service)) *corev1.Service {
+	f(svc)
+	return svc
+}
+
+func TestDesiredStateOfExternalAddressesAndTrafficPolicies(t *testing.T) {
+	ports := slicePorts(epPort("", corev1.ProtocolTCP, 8080))
+	both := []*discoveryv1.EndpointSlice{slice("web-1", "web", ports, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.2.3", node: "node-2"})}
+	remoteOnly := []*discoveryv1.EndpointSlice{slice("web-1", "web", ports, ep{ip: "10.10.2.3", node: "node-2"})}
+	local, remote := endpoint("10.10.1.3", 8080, true), endpoint("10.10.2.3", 8080, false)
+	web := func(f func(*corev1.Service)) *corev1.Service {
+		return withSpec(service("web", "10.96.0.10", svcPort("", corev1.ProtocolTCP, 80, 8080)), f)
+	}
+	cip := vipPort("10.96.0.10", 6, 80)
+	ext := vipPort("192.168.100.10", 6, 80)
+	extOutside := ext
+	extOutside.External = true
+	lb := vipPort("192.168.100.11", 6, 80)
+	itpLocal := func(s *corev1.Service) { s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyLocal) }
+	etpLocal := func(s *corev1.Service) {
+		s.Spec.ExternalIPs = []string{"192.168.100.10"}
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	}
+	for _, tc := range []struct {
+		name   string
+		svc    *corev1.Service
+		slices []*discoveryv1.EndpointSlice
+		want   agentof.ServiceState
+	}{
+		{
+			name:   "internalTrafficPolicy Local: the ClusterIP gets the local endpoints only",
+			svc:    web(itpLocal),
+			slices: both,
+			want:   agentof.ServiceState{cip: {Endpoints: []agentof.Endpoint{local}}},
+		},
+		{
+			name:   "internalTrafficPolicy Local without a local endpoint drops (there are endpoints elsewhere)",
+			svc:    web(itpLocal),
+			slices: remoteOnly,
+			want:   agentof.ServiceState{cip: {NoEndpoints: agentof.Drop}},
+		},
+		{
+			name: "internalTrafficPolicy Local without any endpoint rejects",
+			svc:  web(itpLocal),
+			want: agentof.ServiceState{cip: {}},
+		},
+		{
+			name:   "an external IP is realized like the ClusterIP, with every endpoint",
+			svc:    web(func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.168.100.10", "fd00::10"} }),
+			slices: both,
+			want: agentof.ServiceState{
+				cip: {Endpoints: []agentof.Endpoint{local, remote}},
+				ext: {Endpoints: []agentof.Endpoint{local, remote}},
+			},
+		},
+		{
+			name:   "externalTrafficPolicy Local: traffic from outside to an external IP gets the local endpoints, pods still every endpoint",
+			svc:    web(etpLocal),
+			slices: both,
+			want: agentof.ServiceState{
+				cip:        {Endpoints: []agentof.Endpoint{local, remote}},
+				ext:        {Endpoints: []agentof.Endpoint{local, remote}},
+				extOutside: {Endpoints: []agentof.Endpoint{local}},
+			},
+		},
+		{
+			name:   "externalTrafficPolicy Local without a local endpoint drops traffic from outside",
+			svc:    web(etpLocal),
+			slices: remoteOnly,
+			want: agentof.ServiceState{
+				cip:        {Endpoints: []agentof.Endpoint{remote}},
+				ext:        {Endpoints: []agentof.Endpoint{remote}},
+				extOutside: {NoEndpoints: agentof.Drop},
+			},
+		},
+		{
+			name: "externalTrafficPolicy Local falls back to the local serving terminating endpoints",
+			svc:  web(etpLocal),
+			slices: []*discoveryv1.EndpointSlice{slice("web-1", "web", ports,
+				ep{ip: "10.10.1.3", node: "node-1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)},
+				ep{ip: "10.10.2.3", node: "node-2"})},
+			want: agentof.ServiceState{
+				cip:        {Endpoints: []agentof.Endpoint{remote}},
+				ext:        {Endpoints: []agentof.Endpoint{remote}},
+				extOutside: {Endpoints: []agentof.Endpoint{local}},
+			},
+		},
+		{
+			name: "a LoadBalancer's ingress IPs are realized, except those whose load balancer proxies",
+			svc: web(func(s *corev1.Service) {
+				s.Spec.Type = corev1.ServiceTypeLoadBalancer
+				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.168.100.11"}, {IP: "192.168.100.12", IPMode: ptr(corev1.LoadBalancerIPModeProxy)},
+					{Hostname: "lb.example.com"}, {IP: "192.168.100.13", IPMode: ptr(corev1.LoadBalancerIPModeVIP)}}
+			}),
+			slices: both,
+			want: agentof.ServiceState{
+				cip:                              {Endpoints: []agentof.Endpoint{local, remote}},
+				lb:                               {Endpoints: []agentof.Endpoint{local, remote}},
+				vipPort("192.168.100.13", 6, 80): {Endpoints: []agentof.Endpoint{local, remote}},
+			},
+		},
+		{
+			name: "ingress IPs in the status of a Service that is no LoadBalancer are not realized",
+			svc: web(func(s *corev1.Service) {
+				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.168.100.11"}}
+			}),
+			slices: both,
+			want:   agentof.ServiceState{cip: {Endpoints: []agentof.Endpoint{local, remote}}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := desiredState(tc.svc, tc.slices, "node-1"); !got.Equal(tc.want) {
+				t.Fatalf("got  %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTwoServicesOnOneExternalPortTakeTurns(t *testing.T) {
+	first := withSpec(service("first", "10.96.0.10", svcPort("", corev1.ProtocolTCP, 80, 8080)), func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.168.100.10"} })
+	client, flows := startProxy(t, first)
+	ext := vipPort("192.168.100.10", 6, 80)
+	eventually(t, flows, "first should hold the external port", func(_ []string, st map[string]agentof.ServiceState) bool {
+		_, ok := st["default/first"][ext]
+		return ok
+	})
+	create(t, client, withSpec(service("second", "10.96.0.11", svcPort("", corev1.ProtocolTCP, 80, 8080)), func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.168.100.10"} }))
+	eventually(t, flows, "second should be installed without the port first holds", func(_ []string, st map[string]agentof.ServiceState) bool {
+		_, clusterIP := st["default/second"][vipPort("10.96.0.11", 6, 80)]
+		_, taken := st["default/second"][ext]
+		return clusterIP && !taken
+	})
+	if err := client.CoreV1().Services("default").Delete(context.Background(), "first", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, flows, "second should get the external port once first is gone", func(_ []string, st map[string]agentof.ServiceState) bool {
+		_, ok := st["default/second"][ext]
+		return ok && st["default/first"] == nil
+	})
+}

@@ -150,10 +150,9 @@ func (b *Bridge) AddPod(t testing.TB, name, cidr string) *Pod {
 }
 
 // AddOutsideHost makes a host outside the cluster: a netns linked to the
-// node by a veth (node side nodeCIDR's first address, host the second) with
-// a default route through the node. The node routes extra prefixes (Service
-// external IPs) to the gateway, as the lead's node path will.
-func (b *Bridge) AddOutsideHost(t testing.TB, name string, link HostLink, toGateway ...string) *Pod {
+// node by a veth (link: the node's and the host's addresses) with a default
+// route through the node.
+func (b *Bridge) AddOutsideHost(t testing.TB, name string, link HostLink) *Pod {
 	t.Helper()
 	hostNS := ovsinstance.NewNetNS(t, "svcext")
 	nodeIF := "ext-" + name
@@ -165,11 +164,21 @@ func (b *Bridge) AddOutsideHost(t testing.TB, name string, link HostLink, toGate
 	nodeIP, _, _ := net.ParseCIDR(link.Node)
 	Run(t, "ip", "-n", hostNS, "route", "add", "default", "via", nodeIP.String())
 	Run(t, "ip", "netns", "exec", hostNS, "ethtool", "-K", "eth0", "tx", "off")
-	for _, p := range toGateway {
-		Run(t, "ip", "-n", b.NetNS(), "route", "add", p, "dev", "antrea-gw0")
-	}
 	ip, _, _ := net.ParseCIDR(link.Host)
 	return &Pod{Name: name, NS: hostNS, HostIF: nodeIF, IP: ip, MAC: linkMAC(t, hostNS, "eth0")}
+}
+
+// ServiceNextHop is the next hop through which the node routes Service
+// addresses into the bridge: its neighbor entry is pinned to a MAC the
+// pipeline routes (the global virtual MAC), as the agent's node path does.
+const ServiceNextHop = "169.254.0.252"
+
+// RouteToBridge makes the node route prefix into the bridge through the
+// gateway, to ServiceNextHop at mac.
+func (b *Bridge) RouteToBridge(t testing.TB, prefix string, mac net.HardwareAddr) {
+	t.Helper()
+	Run(t, "ip", "-n", b.NetNS(), "neigh", "replace", ServiceNextHop, "lladdr", mac.String(), "dev", "antrea-gw0", "nud", "permanent")
+	Run(t, "ip", "-n", b.NetNS(), "route", "replace", prefix, "via", ServiceNextHop, "dev", "antrea-gw0", "onlink")
 }
 
 // HostLink is the point-to-point link between the node and an outside host:
