@@ -249,7 +249,11 @@ func (c *Client) Replay(ctx context.Context, bridge Bridge) error {
 	if len(groups) > 0 {
 		msgs = append(msgs, &openflow.GroupMod{Command: openflow.GroupDelete, GroupID: openflow.GroupIDAll})
 		for _, g := range groups {
-			msgs = append(msgs, g)
+			parts, err := groupMsgs(g)
+			if err != nil {
+				return fmt.Errorf("replay: %w", err)
+			}
+			msgs = append(msgs, parts...)
 		}
 	}
 	msgs = append(msgs, addMods(flows)...)

@@ -694,14 +694,22 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 			lastGroup++
 			flows := c.portFlows(p, lastGroup, ps)
 			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, state: ps, flows: flows}
-			groupMods = append(groupMods, c.b.serviceGroup(openflow.GroupAdd, lastGroup, ps))
+			gm, err := groupMsgs(c.b.serviceGroup(openflow.GroupAdd, lastGroup, ps))
+			if err != nil {
+				return nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
+			}
+			groupMods = append(groupMods, gm...)
 			flowAdds = append(flowAdds, addMods(flows)...)
 			continue
 		}
 		flows := c.portFlows(p, old.groupID, ps)
 		newPorts[p] = &installedPort{owner: name, groupID: old.groupID, state: ps, flows: flows}
 		if !sameGroup(old.state, ps) {
-			groupMods = append(groupMods, c.b.serviceGroup(openflow.GroupModify, old.groupID, ps))
+			gm, err := groupMsgs(c.b.serviceGroup(openflow.GroupModify, old.groupID, ps))
+			if err != nil {
+				return nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
+			}
+			groupMods = append(groupMods, gm...)
 		}
 		adds, dels := diffFlows(old.flows, flows)
 		flowAdds, flowDels = append(flowAdds, adds...), append(flowDels, dels...)
@@ -775,6 +783,22 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 		}
 	}
 	return msgs, commit, nil
+}
+
+// groupMsgs returns a group mod as the messages that carry it: one, or for a
+// group larger than an OpenFlow message (about 700 endpoints without
+// affinity) the add or modify with the first buckets and insert-bucket
+// messages with the others, which the bundle applies at once.
+func groupMsgs(g *openflow.GroupMod) ([]openflow.Message, error) {
+	parts, err := g.Split(openflow.MaxGroupModLen)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]openflow.Message, len(parts))
+	for i, p := range parts {
+		msgs[i] = p
+	}
+	return msgs, nil
 }
 
 // sameGroup says whether two states of a port have the same group: the

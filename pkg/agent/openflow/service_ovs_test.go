@@ -11,10 +11,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+
+	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
+	"antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // inNetNS runs f with the calling goroutine's thread in the named netns;
@@ -366,4 +370,188 @@ func ipReceived(t *testing.T, p *testPod) int {
 	}
 	t.Fatalf("no Ip InReceives in /proc/net/snmp of %s:\n%s", p.ns, out)
 	return 0
+}
+
+// newServiceBridge is a real node (bridgetest) with an initialized client
+// whose reconnections replay.
+func newServiceBridge(t *testing.T) (*bridgetest.Bridge, *Client) {
+	t.Helper()
+	br := bridgetest.New(t)
+	c, err := NewClient(br.OF, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br.SetReplay(func(ctx context.Context, conn *openflow.Conn) error { return c.Replay(ctx, conn) })
+	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
+	if err := c.Initialize(context.Background(), &NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
+		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: br.GatewayMAC, PodCIDR: cidr}); err != nil {
+		t.Fatal(err)
+	}
+	return br, c
+}
+
+// countingBridge counts the messages of the bundles it passes on to the
+// switch's client (whose other calls it leaves alone).
+type countingBridge struct {
+	*openflow.Client
+	mu       sync.Mutex
+	bundles  int
+	messages map[string]int // by kind: "group add", "insert bucket", "flow add", ...
+}
+
+func (c *countingBridge) Bundle(ctx context.Context, msgs ...openflow.Message) error {
+	c.mu.Lock()
+	c.bundles++
+	for _, m := range msgs {
+		c.messages[messageKind(m)]++
+	}
+	c.mu.Unlock()
+	return c.Client.Bundle(ctx, msgs...)
+}
+
+func messageKind(m openflow.Message) string {
+	switch m := m.(type) {
+	case *openflow.GroupMod:
+		return map[openflow.GroupModCommand]string{openflow.GroupAdd: "group add", openflow.GroupModify: "group modify",
+			openflow.GroupDelete: "group delete", openflow.GroupInsertBucket: "insert bucket"}[m.Command]
+	case *openflow.FlowMod:
+		return "flow " + strings.ToLower(m.Command.String())
+	}
+	return fmt.Sprintf("%T", m)
+}
+
+func (c *countingBridge) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.messages
+	c.messages, c.bundles = map[string]int{}, 0
+	return m
+}
+
+// groupBuckets reads the bucket count of each group from dump-group-stats,
+// which, unlike dump-groups, Open vSwitch 3.1 can encode for groups larger
+// than 64 KiB.
+func groupBuckets(t *testing.T, br *bridgetest.Bridge) map[int]int {
+	t.Helper()
+	out, err := br.Ofctl("dump-group-stats", "br-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := map[int]int{}
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if !strings.HasPrefix(l, "group_id=") {
+			continue
+		}
+		id, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(l, ",", 2)[0], "group_id="))
+		res[id] = strings.Count(l, ":packet_count=")
+	}
+	return res
+}
+
+func manyEndpoints(n int) []Endpoint {
+	out := make([]Endpoint, n)
+	for i := range out {
+		out[i] = Endpoint{IP: netip.AddrFrom4([4]byte{10, 20, byte(i >> 8), byte(i)}), Port: 8080}
+	}
+	return out
+}
+
+// TestA2000EndpointServiceOnRealOVS: a Service port with 2,000 endpoints
+// needs a group larger than an OpenFlow message: it is written as an add
+// and insert-bucket messages in one bundle, and modified the same way.
+func TestA2000EndpointServiceOnRealOVS(t *testing.T) {
+	br := bridgetest.New(t)
+	counting := &countingBridge{Client: br.OF, messages: map[string]int{}}
+	c, err := NewClient(counting, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br.SetReplay(func(ctx context.Context, conn *openflow.Conn) error { return c.Replay(ctx, conn) })
+	ctx := context.Background()
+	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
+	if err := c.Initialize(ctx, &NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
+		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: br.GatewayMAC, PodCIDR: cidr}); err != nil {
+		t.Fatal(err)
+	}
+	vip := ServicePort{IP: netip.MustParseAddr("10.96.0.50"), Protocol: 6, Port: 80}
+	eps := manyEndpoints(2000)
+
+	for _, tc := range []struct {
+		name     string
+		eps      []Endpoint
+		affinity uint32
+	}{
+		{"2000 endpoints", eps, 0},
+		{"one endpoint fewer", eps[1:], 0},
+		{"2000 endpoints with session affinity", eps, 10800},
+	} {
+		counting.reset()
+		start := time.Now()
+		if err := c.InstallService(ctx, "default/big", ServiceState{vip: {Endpoints: tc.eps, AffinityTimeout: tc.affinity}}); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		sent := counting.reset()
+		t.Logf("%s: one bundle in %v: %v", tc.name, took.Round(time.Millisecond), sent)
+		if counting.bundles != 0 {
+			t.Fatal("reset should clear the bundle count")
+		}
+		if sent["insert bucket"] == 0 {
+			t.Fatalf("%s: a group of %d buckets should need insert-bucket messages, sent %v", tc.name, len(tc.eps), sent)
+		}
+		if got := groupBuckets(t, br)[1]; got != len(tc.eps) {
+			t.Fatalf("%s: the switch's group should have %d buckets, has %d", tc.name, len(tc.eps), got)
+		}
+	}
+	// dump-groups cannot print it: Open vSwitch 3.1 encodes a group
+	// description longer than 64 KiB with a truncated length.
+	out, err := br.Ofctl("dump-groups", "br-int")
+	first := strings.SplitN(out, "\n", 3)
+	t.Logf("dump-groups of the 2000-bucket group (Open vSwitch 3.1): %d buckets decoded, error %v, it prints: %q", strings.Count(out, "bucket_id:"), err, first[:min(2, len(first))])
+
+	// The oracle: SYNs to the VIP from 64 source ports land on many
+	// different endpoints, each DNATed to the endpoint its bucket loaded.
+	// (Above 256 buckets Open vSwitch does not select by the datapath's
+	// dp_hash but by a hash of the flow's 5-tuple in the slow path.)
+	hit := map[string]bool{}
+	for h := 0; h < 64; h++ {
+		out := br.Trace(t, fmt.Sprintf("in_port=%d,tcp,dl_src=0a:00:00:00:00:09,dl_dst=%s,nw_src=10.10.1.9,nw_dst=10.96.0.50,nw_ttl=64,tp_src=%d,tp_dst=80,tcp_flags=0x002",
+			bridgetest.GatewayOFPort, br.GatewayMAC, 40000+h))
+		if h == 0 {
+			t.Logf("ofproto/trace of a SYN to the 2000-endpoint VIP:\n%s", out)
+		}
+		i := strings.Index(out, "nat(dst=10.20.")
+		if i < 0 {
+			t.Fatalf("the SYN should be DNATed to one of the 2000 endpoints:\n%s", out)
+		}
+		hit[out[i:i+strings.IndexByte(out[i:], ')')]] = true
+	}
+	t.Logf("64 traced source ports reached %d different endpoints", len(hit))
+	if len(hit) < 32 {
+		t.Fatalf("64 source ports should spread over many of 2000 endpoints, reached %d", len(hit))
+	}
+
+	// ovs-vswitchd restarts: the replay writes the big group again the same
+	// way, in the replay's one bundle.
+	if err := br.RestartVSwitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var buckets int
+	deadline := time.Now().Add(20 * time.Second)
+	for buckets != len(eps) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		buckets = groupBuckets(t, br)[1]
+	}
+	if buckets != len(eps) {
+		t.Fatalf("after an ovs-vswitchd restart the replay should restore the 2000 buckets, the group has %d", buckets)
+	}
+
+	// Gone: one bundle deletes the flow and the group.
+	if err := c.UninstallService(ctx, "default/big"); err != nil {
+		t.Fatal(err)
+	}
+	if g := groupBuckets(t, br); len(g) != 0 {
+		t.Fatalf("no group should remain, have %v", g)
+	}
 }

@@ -50,6 +50,10 @@ func (g *groupBridge) Bundle(ctx context.Context, msgs ...openflow.Message) erro
 			return fmt.Errorf("group %d unknown", gm.GroupID)
 		case gm.Command == openflow.GroupDelete:
 			delete(groups, gm.GroupID)
+		case gm.Command == openflow.GroupInsertBucket:
+			g := *groups[gm.GroupID]
+			g.Buckets = append(append([]openflow.Bucket(nil), g.Buckets...), gm.Buckets...)
+			groups[gm.GroupID] = &g
 		default:
 			groups[gm.GroupID] = gm
 		}

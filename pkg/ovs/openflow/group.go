@@ -30,11 +30,21 @@ func (t GroupType) String() string {
 // GroupModCommand is OFPGC_*.
 type GroupModCommand uint16
 
-// Group mod commands (OpenFlow 1.5.1 enum ofp_group_mod_command).
+// Group mod commands (OpenFlow 1.5.1 enum ofp_group_mod_command). Insert
+// bucket is OpenFlow 1.5 only.
 const (
-	GroupAdd    GroupModCommand = 0
-	GroupModify GroupModCommand = 1
-	GroupDelete GroupModCommand = 2
+	GroupAdd          GroupModCommand = 0
+	GroupModify       GroupModCommand = 1
+	GroupDelete       GroupModCommand = 2
+	GroupInsertBucket GroupModCommand = 3
+)
+
+// Special bucket ids for CommandBucketID (OpenFlow 1.5.1 enum
+// ofp15_group_bucket): where insert-bucket puts its buckets.
+const (
+	BucketFirst uint32 = 0xfffffffd
+	BucketLast  uint32 = 0xfffffffe
+	BucketAll   uint32 = 0xffffffff
 )
 
 // GroupIDAll is OFPG_ALL: every group (for deletes and stats).
@@ -57,9 +67,13 @@ type Bucket struct {
 // select group spreads packets (Open vSwitch's Netronome extension, OpenFlow
 // 1.5 only).
 type GroupMod struct {
-	Command              GroupModCommand
-	Type                 GroupType
-	GroupID              uint32
+	Command GroupModCommand
+	Type    GroupType
+	GroupID uint32
+	// CommandBucketID is where GroupInsertBucket inserts (BucketFirst,
+	// BucketLast or after a bucket id); 0 means BucketLast for an insert
+	// and BucketAll (unused) otherwise.
+	CommandBucketID      uint32
 	Buckets              []Bucket
 	SelectionMethod      string
 	SelectionMethodParam uint64
@@ -86,8 +100,17 @@ const (
 	bucketPropWeight      uint16 = 0
 	bucketPropWatchPort   uint16 = 1
 	bucketPropWatchGroup  uint16 = 2
-	bucketIDAll           uint32 = 0xffffffff // OFPG15_BUCKET_ALL
 )
+
+func (m *GroupMod) commandBucketID() uint32 {
+	switch {
+	case m.CommandBucketID != 0:
+		return m.CommandBucketID
+	case m.Command == GroupInsertBucket:
+		return BucketLast
+	}
+	return BucketAll
+}
 
 // AppendBody implements Message: ofp15_group_mod or ofp11_group_mod.
 func (m *GroupMod) AppendBody(b []byte, version uint8) ([]byte, error) {
@@ -99,7 +122,7 @@ func (m *GroupMod) AppendBody(b []byte, version uint8) ([]byte, error) {
 	b = binary.BigEndian.AppendUint32(b, m.GroupID)
 	lenAt := len(b)
 	b = append(b, 0, 0, 0, 0)
-	b = binary.BigEndian.AppendUint32(b, bucketIDAll) // command_bucket_id: unused by add/modify/delete
+	b = binary.BigEndian.AppendUint32(b, m.commandBucketID())
 	start := len(b)
 	var err error
 	if m.Command != GroupDelete {
@@ -161,6 +184,9 @@ func (m *GroupMod) appendBucket15(b []byte, i int, version uint8) ([]byte, error
 }
 
 func (m *GroupMod) appendBody13(b []byte) ([]byte, error) {
+	if m.Command > GroupDelete {
+		return b, fmt.Errorf("openflow: group %d: bucket commands need OpenFlow 1.5", m.GroupID)
+	}
 	if m.SelectionMethod != "" {
 		return b, fmt.Errorf("openflow: group %d: selection_method needs OpenFlow 1.5", m.GroupID)
 	}
@@ -323,6 +349,9 @@ func DecodeGroupMod(body []byte, version uint8) (*GroupMod, error) {
 	if 16+blen > len(body) {
 		return nil, fmt.Errorf("openflow: group_mod bucket array of %d bytes overruns", blen)
 	}
+	if id := binary.BigEndian.Uint32(body[12:]); id != m.commandBucketID() {
+		m.CommandBucketID = id
+	}
 	var err error
 	if m.Buckets, err = decodeBuckets15(body[16 : 16+blen]); err != nil {
 		return nil, err
@@ -357,5 +386,64 @@ func decodeBuckets13(b []byte) ([]Bucket, error) {
 		out = append(out, bk)
 		b = b[n:]
 	}
+	return out, nil
+}
+
+// MaxGroupModLen is the longest group mod Split makes: an OpenFlow message
+// holds 65535 bytes, and a bundle wraps each message in 16 more.
+const MaxGroupModLen = 0xffff - 16
+
+// Split returns the group mod as messages of at most maxLen bytes each
+// (encoded in OpenFlow 1.5), for groups with more buckets than one message
+// holds: the add or modify with as many buckets as fit, then insert-bucket
+// messages appending the rest in order. Buckets get explicit ids (their
+// index, unless they have ids), so later messages do not reuse the first
+// one's. Sent in one bundle, the group changes at once. A mod that fits is
+// returned alone, unchanged.
+func (m *GroupMod) Split(maxLen int) ([]*GroupMod, error) {
+	body, err := m.AppendBody(nil, Version15)
+	if err != nil {
+		return nil, err
+	}
+	if HeaderLen+len(body) <= maxLen || (m.Command != GroupAdd && m.Command != GroupModify) {
+		return []*GroupMod{m}, nil
+	}
+	buckets := append([]Bucket(nil), m.Buckets...)
+	for i := range buckets {
+		buckets[i].ID = m.bucketID(i)
+	}
+	head := *m
+	head.Buckets = nil
+	empty, err := Marshal(&head, Version15, 0)
+	if err != nil {
+		return nil, err
+	}
+	insert := GroupMod{Command: GroupInsertBucket, Type: m.Type, GroupID: m.GroupID, CommandBucketID: BucketLast}
+	emptyInsert, err := Marshal(&insert, Version15, 0)
+	if err != nil {
+		return nil, err
+	}
+	all := GroupMod{Type: m.Type, GroupID: m.GroupID, Buckets: buckets}
+	var out []*GroupMod
+	cur, size := head, len(empty)
+	for i := range buckets {
+		bucket, err := all.appendBucket15(nil, i, Version15)
+		if err != nil {
+			return nil, err
+		}
+		if size+len(bucket) > maxLen {
+			if len(cur.Buckets) == 0 {
+				return nil, fmt.Errorf("openflow: group %d: bucket %d of %d bytes does not fit a message of %d", m.GroupID, buckets[i].ID, len(bucket), maxLen)
+			}
+			c := cur
+			out = append(out, &c)
+			cur, size = insert, len(emptyInsert)
+			cur.Buckets = nil
+		}
+		cur.Buckets = append(cur.Buckets, buckets[i])
+		size += len(bucket)
+	}
+	c := cur
+	out = append(out, &c)
 	return out, nil
 }

@@ -132,3 +132,80 @@ func TestEncodedMeterModsDecodeInOvsToTheirString(t *testing.T) {
 		}
 	}
 }
+
+func bigSelectGroup(n int) *GroupMod {
+	g := &GroupMod{Command: GroupAdd, Type: GroupSelect, GroupID: 3}
+	for i := 0; i < n; i++ {
+		g.Buckets = append(g.Buckets, Bucket{Weight: 100, Actions: []Action{Load(Reg(3).All(), uint64(0x0a000000+i)), Load(Reg(4).Range(0, 15), 80), ResubmitToTable(8)}})
+	}
+	return g
+}
+
+func TestInsertBucketModsDecodeInOvs(t *testing.T) {
+	mods := []*GroupMod{
+		{Command: GroupInsertBucket, Type: GroupSelect, GroupID: 9, Buckets: []Bucket{{ID: 5, Weight: 100, Actions: []Action{&Output{Port: 1}}}}},
+		{Command: GroupInsertBucket, Type: GroupSelect, GroupID: 9, CommandBucketID: BucketFirst, Buckets: []Bucket{{ID: 6, Weight: 100, Actions: []Action{&Output{Port: 2}}}}},
+	}
+	var msgs [][]byte
+	for i, m := range mods {
+		b, err := Marshal(m, Version15, uint32(i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, b)
+		back, err := DecodeGroupMod(b[HeaderLen:], Version15)
+		if err != nil || back.String() != m.String() || back.CommandBucketID != m.CommandBucketID || back.Command != m.Command {
+			t.Errorf("group mod %d decodes to %+v, %v", i, back, err)
+		}
+	}
+	got := ofpParse(t, msgs...)
+	want := []string{
+		"OFPT_GROUP_MOD (OF1.5) (xid=0x1):\n INSERT_BUCKET command_bucket_id:last,group_id=9,bucket=bucket_id:5,weight:100,actions=output:1",
+		"OFPT_GROUP_MOD (OF1.5) (xid=0x2):\n INSERT_BUCKET command_bucket_id:first,group_id=9,bucket=bucket_id:6,weight:100,actions=output:2",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("ofp-parse\n got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := Marshal(mods[0], Version13, 1); err == nil {
+		t.Error("insert bucket should need OpenFlow 1.5")
+	}
+}
+
+func TestSplitKeepsEveryBucketInOrderWithinTheMessageSize(t *testing.T) {
+	g := bigSelectGroup(2000)
+	parts, err := g.Split(MaxGroupModLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) < 2 || parts[0].Command != GroupAdd {
+		t.Fatalf("2000 buckets of 64 bytes (128 KB) should need at least 2 messages, the first the add; got %d", len(parts))
+	}
+	var ids []uint32
+	for i, p := range parts {
+		b, err := Marshal(p, Version15, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > MaxGroupModLen {
+			t.Fatalf("message %d has %d bytes, above %d", i, len(b), MaxGroupModLen)
+		}
+		if i > 0 && (p.Command != GroupInsertBucket || p.CommandBucketID != BucketLast) {
+			t.Fatalf("message %d should insert its buckets last, is %v %x", i, p.Command, p.CommandBucketID)
+		}
+		for _, bk := range p.Buckets {
+			ids = append(ids, bk.ID)
+		}
+	}
+	for i, id := range ids {
+		if id != uint32(i) {
+			t.Fatalf("bucket %d has id %d: ids should be 0..1999 in order", i, id)
+		}
+	}
+	if len(ids) != 2000 {
+		t.Fatalf("split holds %d buckets, want 2000", len(ids))
+	}
+	small := bigSelectGroup(10)
+	if parts, _ := small.Split(MaxGroupModLen); len(parts) != 1 || parts[0] != small {
+		t.Fatal("a group that fits should be returned as it is")
+	}
+}
