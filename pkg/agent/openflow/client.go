@@ -236,11 +236,15 @@ func (c *Client) Flows() []*openflow.Flow {
 	return all
 }
 
-// Replay writes the meters, then every known group and flow again, in one bundle: after
+// Replay writes the meters, then every known group and flow again, in one bundle (and forgets
+// what RecoverServices found of an earlier run, which the switch lost too): after
 // ovs-vswitchd restarted (the switch lost its flows) or on a new connection.
 // Groups go first (flows refer to them), after a delete of every group, as a
 // group that still exists cannot be added again.
 func (c *Client) Replay(ctx context.Context, bridge Bridge) error {
+	c.mu.Lock()
+	c.forgetRecoveredLocked()
+	c.mu.Unlock()
 	groups, flows := c.Groups(), c.Flows()
 	if err := ensureMeters(ctx, bridge); err != nil {
 		return fmt.Errorf("replay: %w", err)

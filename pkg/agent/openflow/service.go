@@ -1,9 +1,11 @@
 package openflow
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"sort"
 
@@ -236,6 +238,7 @@ type installedPort struct {
 	owner   string
 	groupID uint32
 	state   PortState
+	digest  []byte // of its group
 	flows   []*openflow.Flow
 }
 
@@ -247,11 +250,14 @@ type serviceState struct {
 	lastGroup uint32
 	// maxSwitchTimeout is the longest affinity timeout the switch ages.
 	maxSwitchTimeout uint32
+	// recovered holds what an earlier agent run left on the switch and no
+	// Service of this run adopted yet (see RecoverServices).
+	recovered recoveredServices
 }
 
 func newServiceState() serviceState {
 	return serviceState{services: map[string]ServiceState{}, ports: map[ServicePort]*installedPort{}, endpoints: map[endpointKey]endpointUse{},
-		maxSwitchTimeout: DefaultMaxSwitchTimeout}
+		maxSwitchTimeout: DefaultMaxSwitchTimeout, recovered: newRecoveredServices()}
 }
 
 // serviceFixedFlows are the flows every Service shares:
@@ -398,12 +404,28 @@ func (b *flowBuilder) matchVIP(m *openflow.Match, p ServicePort) {
 	}
 }
 
-// serviceLBFlow sends a new connection to the port's group.
-func (b *flowBuilder) serviceLBFlow(p ServicePort, groupID uint32) *openflow.Flow {
-	return b.flow(ServiceLBTable, p.priority(priorityNormal), func(m *openflow.Match) {
+// serviceLBFlow sends a new connection to the port's group. Its note holds
+// the digest of the group's content, which the agent reads back after a
+// restart to know whether the group needs rewriting (Open vSwitch cannot
+// describe a group larger than 64 KiB).
+func (b *flowBuilder) serviceLBFlow(p ServicePort, groupID uint32, digest []byte) *openflow.Flow {
+	return b.serviceFlow(ServiceLBTable, p.priority(priorityNormal), func(m *openflow.Match) {
 		b.matchServicePort(m, p)
 		m.CTState(openflow.CTStateNew|openflow.CTStateTrk, openflow.CTStateNew|openflow.CTStateTrk)
-	}, &openflow.Group{ID: groupID})
+	}, &openflow.Note{Data: digest}, &openflow.Group{ID: groupID})
+}
+
+// digestLen is the length of a group's digest in its ServiceLB flow's note:
+// 6 bytes make the note action exactly 16 bytes.
+const digestLen = 6
+
+// groupDigest is a digest of a group's content (type and buckets).
+func groupDigest(g *openflow.GroupMod) []byte {
+	c := *g
+	c.Command = openflow.GroupAdd
+	h := fnv.New64a()
+	h.Write([]byte(c.String()))
+	return h.Sum(nil)[:digestLen]
 }
 
 // serviceGroup is the select group of a port: one bucket per endpoint.
@@ -474,6 +496,20 @@ const (
 	cookieTagMask     uint64 = 0xffff << 48
 )
 
+// cookieServiceTag is the cookie of the flows of Service ports and
+// endpoints (ServiceLB, EndpointDNAT, SessionAffinity's lookup and learn
+// flows). They carry no round: an agent restart does not rewrite them, it
+// reads them back (RecoverServices) and changes only what differs, so
+// DeleteRound must not remove them.
+const cookieServiceTag uint64 = 0x5ec1 << 48
+
+// serviceFlow is a flow of a Service port or endpoint: cookieServiceTag.
+func (b *flowBuilder) serviceFlow(t *TableSpec, priority uint16, match func(*openflow.Match), actions ...openflow.Action) *openflow.Flow {
+	f := b.flow(t, priority, match, actions...)
+	f.Cookie = cookieServiceTag
+	return f
+}
+
 func affinityCookie(e Endpoint) uint64 {
 	return cookieAffinityTag | uint64(e.Port)<<32 | ip4Uint(e.IP)
 }
@@ -529,7 +565,7 @@ func (b *flowBuilder) affinityLearnFlow(p ServicePort, e Endpoint, idle uint16) 
 			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(uint64(e.Port)), Dst: EndpointPortField},
 			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(1), Dst: EndpointSelectedField},
 		}}
-	return b.flow(SessionAffinityTable, p.priority(priorityHigh), func(m *openflow.Match) {
+	return b.serviceFlow(SessionAffinityTable, p.priority(priorityHigh), func(m *openflow.Match) {
 		b.matchServicePort(m, p)
 		matchField(m, EndpointIPField, ip4Uint(e.IP))
 		matchField(m, EndpointPortField, uint64(e.Port))
@@ -539,7 +575,7 @@ func (b *flowBuilder) affinityLearnFlow(p ServicePort, e Endpoint, idle uint16) 
 
 // affinityLookupFlow starts the affinity lookup of a port's new connections.
 func (b *flowBuilder) affinityLookupFlow(p ServicePort) *openflow.Flow {
-	return b.flow(SessionAffinityTable, p.priority(priorityHigh), func(m *openflow.Match) {
+	return b.serviceFlow(SessionAffinityTable, p.priority(priorityHigh), func(m *openflow.Match) {
 		b.matchServicePort(m, p)
 		m.CTState(openflow.CTStateNew|openflow.CTStateTrk, openflow.CTStateNew|openflow.CTStateTrk)
 		matchField(m, AffinityLookupField, 0)
@@ -564,7 +600,7 @@ func (b *flowBuilder) affinityLookupFlow(p ServicePort) *openflow.Flow {
 // tell a port from 0, and every ephemeral port has the top bit set.) The
 // cost is one upcall per new connection to an affinity port.
 func (b *flowBuilder) affinityExactFlow(p ServicePort) *openflow.Flow {
-	return b.flow(SessionAffinityTable, p.priority(priorityAffinityExact), func(m *openflow.Match) {
+	return b.serviceFlow(SessionAffinityTable, p.priority(priorityAffinityExact), func(m *openflow.Match) {
 		b.matchServicePort(m, p)
 		m.CTState(openflow.CTStateTrk, openflow.CTStateTrk|openflow.CTStateInv) // ct_tp_src's prerequisite
 		m.Set(openflow.FieldCTNwProto, openflow.U64(uint64(p.Protocol)))
@@ -611,7 +647,7 @@ func (b *flowBuilder) endpointFlow(k endpointKey, hairpin bool) *openflow.Flow {
 		prio = priorityHigh
 	}
 	acts = append(acts, &openflow.CT{Commit: true, Zone: CtZone, Table: b.p.Table(EndpointDNATTable).Next().ID, Actions: nat})
-	return b.flow(EndpointDNATTable, prio, match, acts...)
+	return b.serviceFlow(EndpointDNATTable, prio, match, acts...)
 }
 
 func ip4Uint(a netip.Addr) uint64 {
@@ -646,19 +682,6 @@ func (c *Client) UninstallService(ctx context.Context, name string) error {
 	return c.InstallService(ctx, name, nil)
 }
 
-// DeleteAllGroups removes every group of the bridge, and with them every
-// flow that uses one. The agent calls it once at start, before the first
-// Service is installed: this run does not know the group ids of the last.
-// Established connections do not use groups and keep flowing.
-func (c *Client) DeleteAllGroups(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.svc.ports) > 0 {
-		return fmt.Errorf("delete all groups: %d Service ports are installed", len(c.svc.ports))
-	}
-	return c.write(ctx, "all groups", []openflow.Message{&openflow.GroupMod{Command: openflow.GroupDelete, GroupID: openflow.GroupIDAll}})
-}
-
 // serviceMsgs computes the messages from the installed state of Service name
 // to want, and the commit recording want. c.mu is held.
 func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message, func(), error) {
@@ -683,6 +706,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 	refs := map[endpointKey]endpointUse{} // change of each endpoint's use
 	var groupMods, flowAdds, flowDels, groupDels, learnDels []openflow.Message
 	newPorts := map[ServicePort]*installedPort{}
+	adopted := map[ServicePort]bool{}
 	lastGroup := st.lastGroup
 	for _, p := range sortedPorts(norm) {
 		ps := norm[p]
@@ -691,10 +715,20 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 			refs[keyOf(p.Protocol, e)] = refs[keyOf(p.Protocol, e)].add(use(e, 1))
 		}
 		if old == nil {
+			if rec := st.recovered.ports[p]; rec != nil {
+				// Left by the previous agent run: adopt it, changing only
+				// what differs.
+				old = rec.asInstalled()
+				adopted[p] = true
+			}
+		}
+		if old == nil {
 			lastGroup++
-			flows := c.portFlows(p, lastGroup, ps)
-			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, state: ps, flows: flows}
-			gm, err := groupMsgs(c.b.serviceGroup(openflow.GroupAdd, lastGroup, ps))
+			g := c.b.serviceGroup(openflow.GroupAdd, lastGroup, ps)
+			digest := groupDigest(g)
+			flows := c.portFlows(p, lastGroup, digest, ps)
+			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, state: ps, digest: digest, flows: flows}
+			gm, err := groupMsgs(g)
 			if err != nil {
 				return nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
 			}
@@ -702,28 +736,20 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 			flowAdds = append(flowAdds, addMods(flows)...)
 			continue
 		}
-		flows := c.portFlows(p, old.groupID, ps)
-		newPorts[p] = &installedPort{owner: name, groupID: old.groupID, state: ps, flows: flows}
-		if !sameGroup(old.state, ps) {
-			gm, err := groupMsgs(c.b.serviceGroup(openflow.GroupModify, old.groupID, ps))
+		g := c.b.serviceGroup(openflow.GroupModify, old.groupID, ps)
+		digest := groupDigest(g)
+		if !bytes.Equal(digest, old.digest) {
+			gm, err := groupMsgs(g)
 			if err != nil {
 				return nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
 			}
 			groupMods = append(groupMods, gm...)
 		}
+		flows := c.portFlows(p, old.groupID, digest, ps)
+		newPorts[p] = &installedPort{owner: name, groupID: old.groupID, state: ps, digest: digest, flows: flows}
 		adds, dels := diffFlows(old.flows, flows)
 		flowAdds, flowDels = append(flowAdds, adds...), append(flowDels, dels...)
-		switch was, is := old.state.AffinityTimeout, ps.AffinityTimeout; {
-		case was > 0 && was != is:
-			// Affinity off, or a new timeout: the flows learned go (with a
-			// new timeout, clients learn anew).
-			learnDels = append(learnDels, c.b.deleteLearned(p, nil))
-		case is > 0:
-			// Clients of an endpoint that left are balanced again.
-			for _, e := range removedEndpoints(old.state.Endpoints, ps.Endpoints) {
-				learnDels = append(learnDels, c.b.deleteLearned(p, &e))
-			}
-		}
+		learnDels = append(learnDels, c.learnedToDelete(p, old, ps)...)
 	}
 	for _, p := range sortedPorts(have) {
 		for _, e := range have[p].Endpoints {
@@ -736,12 +762,13 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 		for _, f := range old.flows {
 			flowDels = append(flowDels, openflow.DeleteFlowStrict(f))
 		}
-		if old.state.AffinityTimeout > 0 {
+		if on, _, _ := c.affinityOf(old.flows); on {
 			learnDels = append(learnDels, c.b.deleteLearned(p, nil))
 		}
 		groupDels = append(groupDels, c.b.serviceGroup(openflow.GroupDelete, old.groupID, PortState{}))
 	}
 	var epAdds, epDels []openflow.Message
+	var adoptedFlows []string
 	for _, k := range sortedEndpointKeys(refs) {
 		before := st.endpoints[k]
 		after := before.add(refs[k])
@@ -751,7 +778,14 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 		}{{false, before.ports, after.ports}, {true, before.local, after.local}} {
 			switch {
 			case f.before == 0 && f.after > 0:
-				epAdds = append(epAdds, openflow.AddFlow(c.b.endpointFlow(k, f.hairpin)))
+				ef := c.b.endpointFlow(k, f.hairpin)
+				if rec := st.recovered.endpoints[ef.MatchKey()]; rec != nil {
+					adoptedFlows = append(adoptedFlows, ef.MatchKey())
+					if rec.String() == ef.String() {
+						continue // left by the previous run as it is
+					}
+				}
+				epAdds = append(epAdds, openflow.AddFlow(ef))
 			case f.before > 0 && f.after == 0:
 				epDels = append(epDels, openflow.DeleteFlowStrict(c.b.endpointFlow(k, f.hairpin)))
 			}
@@ -763,6 +797,12 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 	}
 	commit := func() {
 		st.lastGroup = lastGroup
+		for p := range adopted {
+			delete(st.recovered.ports, p)
+		}
+		for _, k := range adoptedFlows {
+			delete(st.recovered.endpoints, k)
+		}
 		for p := range have {
 			delete(st.ports, p)
 		}
@@ -801,18 +841,73 @@ func groupMsgs(g *openflow.GroupMod) ([]openflow.Message, error) {
 	return msgs, nil
 }
 
-// sameGroup says whether two states of a port have the same group: the
-// same endpoints, action without them, and affinity on or off (its timeout
-// is in the learn flows).
-func sameGroup(a, b PortState) bool {
-	return a.NoEndpoints == b.NoEndpoints && (a.AffinityTimeout > 0) == (b.AffinityTimeout > 0) && equalEndpoints(a.Endpoints, b.Endpoints)
+// learnedToDelete is what a port's change deletes of the flows its clients
+// learned: all of them when affinity goes off or the learned flows' idle
+// timeout changes (clients learn anew), those of each endpoint that left
+// otherwise (its clients are balanced again). What the port had is read from
+// its flows as installed, so it also works for a port an earlier agent run
+// left (whose state this run does not know).
+func (c *Client) learnedToDelete(p ServicePort, old *installedPort, ps PortState) []openflow.Message {
+	wasOn, wasIdle, wasEndpoints := c.affinityOf(old.flows)
+	if !wasOn {
+		return nil
+	}
+	if ps.AffinityTimeout == 0 || wasIdle != c.affinityIdle(ps) {
+		return []openflow.Message{c.b.deleteLearned(p, nil)}
+	}
+	var out []openflow.Message
+	for _, e := range wasEndpoints {
+		gone := true
+		for _, n := range ps.Endpoints {
+			if n.IP == e.IP && n.Port == e.Port {
+				gone = false
+				break
+			}
+		}
+		if gone {
+			out = append(out, c.b.deleteLearned(p, &e))
+		}
+	}
+	return out
+}
+
+// affinityOf reads a port's affinity from its flows: whether it has a
+// lookup flow, the idle timeout its learn flows give, and their endpoints.
+func (c *Client) affinityOf(flows []*openflow.Flow) (on bool, idle uint16, eps []Endpoint) {
+	sa := c.p.Table(SessionAffinityTable).ID
+	for _, f := range flows {
+		if f.Table != sa {
+			continue
+		}
+		for _, a := range f.Actions {
+			switch a := a.(type) {
+			case *openflow.Learn:
+				idle = a.IdleTimeout
+				var e Endpoint
+				if v, ok := f.Match.Get(EndpointIPField.Field); ok {
+					e.IP = ip4Addr(uint32(v.Value.Lo))
+				}
+				if v, ok := f.Match.Get(EndpointPortField.Field); ok {
+					e.Port = uint16(v.Value.Lo >> EndpointPortField.Start)
+				}
+				eps = append(eps, e)
+			case *openflow.Resubmit:
+				on = true
+			}
+		}
+	}
+	return on, idle, eps
+}
+
+func ip4Addr(v uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
 // portFlows are the flows of one port: its ServiceLB flow and, with
 // affinity, its lookup and exact-lookup flows and one learn flow per
 // endpoint.
-func (c *Client) portFlows(p ServicePort, groupID uint32, ps PortState) []*openflow.Flow {
-	flows := []*openflow.Flow{c.b.serviceLBFlow(p, groupID)}
+func (c *Client) portFlows(p ServicePort, groupID uint32, digest []byte, ps PortState) []*openflow.Flow {
+	flows := []*openflow.Flow{c.b.serviceLBFlow(p, groupID, digest)}
 	if ps.AffinityTimeout > 0 {
 		flows = append(flows, c.b.affinityLookupFlow(p), c.b.affinityExactFlow(p))
 		idle := c.affinityIdle(ps)
@@ -823,9 +918,11 @@ func (c *Client) portFlows(p ServicePort, groupID uint32, ps PortState) []*openf
 	return flows
 }
 
-// diffFlows returns the adds of the flows of after that before does not
-// hold as they are, and the strict deletes of the flows of before that after
-// has no flow at the same place (table, priority, match) for.
+// diffFlows returns the adds of the flows of after that before has no flow
+// at the same place (table, priority, match) for, the strict modifies of
+// those it has in another form (a modify keeps the flow's counters and
+// age), and the strict deletes of the flows of before that after has no
+// flow at the same place for.
 func diffFlows(before, after []*openflow.Flow) (adds, dels []openflow.Message) {
 	had := make(map[string]string, len(before))
 	for _, f := range before {
@@ -834,8 +931,11 @@ func diffFlows(before, after []*openflow.Flow) (adds, dels []openflow.Message) {
 	keep := make(map[string]bool, len(after))
 	for _, f := range after {
 		keep[f.MatchKey()] = true
-		if had[f.MatchKey()] != f.String() {
+		switch old, ok := had[f.MatchKey()]; {
+		case !ok:
 			adds = append(adds, openflow.AddFlow(f))
+		case old != f.String():
+			adds = append(adds, openflow.ModifyFlowStrict(f))
 		}
 	}
 	for _, f := range before {
@@ -844,18 +944,6 @@ func diffFlows(before, after []*openflow.Flow) (adds, dels []openflow.Message) {
 		}
 	}
 	return adds, dels
-}
-
-// removedEndpoints lists the endpoints of before that after has not (both sorted).
-func removedEndpoints(before, after []Endpoint) []Endpoint {
-	var out []Endpoint
-	for _, e := range before {
-		i := sort.Search(len(after), func(i int) bool { return after[i].compare(e) >= 0 })
-		if i == len(after) || after[i] != e {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 func sortedPorts(s ServiceState) []ServicePort {
@@ -1007,7 +1095,7 @@ func (c *Client) AgeSessionAffinity(ctx context.Context) (int, error) {
 func learnedPort(m *openflow.Match) ServicePort {
 	var p ServicePort
 	if v, ok := m.Get(openflow.FieldIPv4Dst); ok {
-		p.IP = netip.AddrFrom4([4]byte{byte(v.Value.Lo >> 24), byte(v.Value.Lo >> 16), byte(v.Value.Lo >> 8), byte(v.Value.Lo)})
+		p.IP = ip4Addr(uint32(v.Value.Lo))
 	}
 	if v, ok := m.Get(openflow.FieldIPProto); ok {
 		p.Protocol = uint8(v.Value.Lo)

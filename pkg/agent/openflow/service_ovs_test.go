@@ -141,8 +141,8 @@ func TestServiceOnRealOVS(t *testing.T) {
 	run(t, "ip", "netns", "exec", in.NetNS(), "sysctl", "-qw", "net.ipv4.ip_forward=1")
 	serveWho(t, e1, "e1", 8080)
 	serveWho(t, e2, "e2", 8080)
-	if err := c.DeleteAllGroups(ctx); err != nil {
-		t.Fatal(err)
+	if n, err := c.RecoverServices(ctx); err != nil || n != 0 {
+		t.Fatalf("a fresh bridge should have no Service to recover: %d, %v", n, err)
 	}
 	vip := netip.MustParseAddr("10.96.0.10")
 	tcpPort := ServicePort{IP: vip, Protocol: 6, Port: 80}

@@ -36,6 +36,9 @@ func (g *groupBridge) Bundle(ctx context.Context, msgs ...openflow.Message) erro
 	}
 	var flows []openflow.Message
 	for _, m := range msgs {
+		if fm, ok := m.(*openflow.FlowMod); ok && fm.Command == openflow.FlowModifyStrict {
+			m = openflow.AddFlow(&fm.Flow) // the same, to the flow map underneath
+		}
 		gm, ok := m.(*openflow.GroupMod)
 		if !ok {
 			flows = append(flows, m)
@@ -97,7 +100,7 @@ func (g *groupBridge) last() []string {
 				out = append(out, m.String()) // DEL with its cookie mask
 				continue
 			}
-			verb := map[openflow.FlowModCommand]string{openflow.FlowAdd: "add", openflow.FlowDeleteStrict: "delete"}[m.Command]
+			verb := map[openflow.FlowModCommand]string{openflow.FlowAdd: "add", openflow.FlowDeleteStrict: "delete", openflow.FlowModifyStrict: "modify"}[m.Command]
 			out = append(out, verb+" "+m.Flow.String())
 		case *openflow.GroupMod:
 			verb := map[openflow.GroupModCommand]string{openflow.GroupAdd: "add", openflow.GroupModify: "modify", openflow.GroupDelete: "delete"}[m.Command]
@@ -154,12 +157,14 @@ func TestAServiceIsOneBundleOfGroupsAndFlows(t *testing.T) {
 	next := c.p.Table(EndpointDNATTable).Next().ID
 	want := []string{
 		// DNAT flows first: the group's buckets resubmit to them.
-		fmt.Sprintf("add cookie=0x100000001, table=%d, priority=200,tcp,reg3=0xa0a0103,reg4=0x11f90/0x1ffff actions=set_field:0x200/0x200->reg0,ct(commit,table=%d,zone=65520,nat(dst=10.10.1.3:8080),exec(set_field:0x1/0x1->ct_mark))", dnat, next),
-		fmt.Sprintf("add cookie=0x100000001, table=%d, priority=210,tcp,reg3=0xa0a0103,reg4=0x11f90/0x1ffff,nw_src=10.10.1.3 actions=set_field:0x200/0x200->reg0,set_field:0x400/0x400->reg0,ct(commit,table=%d,zone=65520,nat(dst=10.10.1.3:8080),exec(set_field:0x1/0x1->ct_mark,set_field:0x2/0x2->ct_mark))", dnat, next),
-		fmt.Sprintf("add cookie=0x100000001, table=%d, priority=200,tcp,reg3=0xa0a0203,reg4=0x11f90/0x1ffff actions=set_field:0x200/0x200->reg0,ct(commit,table=%d,zone=65520,nat(dst=10.10.2.3:8080),exec(set_field:0x1/0x1->ct_mark))", dnat, next),
-		// Then the group (buckets sorted by endpoint), then the flow using it.
+		fmt.Sprintf("add cookie=0x5ec1000000000000, table=%d, priority=200,tcp,reg3=0xa0a0103,reg4=0x11f90/0x1ffff actions=set_field:0x200/0x200->reg0,ct(commit,table=%d,zone=65520,nat(dst=10.10.1.3:8080),exec(set_field:0x1/0x1->ct_mark))", dnat, next),
+		fmt.Sprintf("add cookie=0x5ec1000000000000, table=%d, priority=210,tcp,reg3=0xa0a0103,reg4=0x11f90/0x1ffff,nw_src=10.10.1.3 actions=set_field:0x200/0x200->reg0,set_field:0x400/0x400->reg0,ct(commit,table=%d,zone=65520,nat(dst=10.10.1.3:8080),exec(set_field:0x1/0x1->ct_mark,set_field:0x2/0x2->ct_mark))", dnat, next),
+		fmt.Sprintf("add cookie=0x5ec1000000000000, table=%d, priority=200,tcp,reg3=0xa0a0203,reg4=0x11f90/0x1ffff actions=set_field:0x200/0x200->reg0,ct(commit,table=%d,zone=65520,nat(dst=10.10.2.3:8080),exec(set_field:0x1/0x1->ct_mark))", dnat, next),
+		// Then the group (buckets sorted by endpoint), then the flow using
+		// it, which notes the digest of the group's content. Port flows
+		// carry no cookie round: an agent restart keeps them.
 		fmt.Sprintf("add group_id=1,type=select,bucket=bucket_id:0,weight:100,actions=set_field:0xa0a0103->reg3,set_field:0x1f90/0xffff->reg4,set_field:0x10000/0x10000->reg4,resubmit(,%d),bucket=bucket_id:1,weight:100,actions=set_field:0xa0a0203->reg3,set_field:0x1f90/0xffff->reg4,set_field:0x10000/0x10000->reg4,resubmit(,%d)", dnat, dnat),
-		fmt.Sprintf("add cookie=0x100000001, table=%d, priority=200,ct_state=+new+trk,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=group:1", lb),
+		fmt.Sprintf("add cookie=0x5ec1000000000000, table=%d, priority=200,ct_state=+new+trk,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=%s,group:1", lb, (&openflow.Note{Data: groupDigest(c.Groups()[0])}).String()),
 	}
 	if got := br.last(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("the bundle should add the DNAT flows, the group and the ServiceLB flow, in that order\ngot:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -184,9 +189,10 @@ func TestRemovingAnEndpointModifiesTheGroupAndDeletesItsFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := br.last()
-	if len(got) != 2 || !strings.HasPrefix(got[0], "modify group_id=1,type=select,bucket=bucket_id:0,weight:100,actions=set_field:0xa0a0103->reg3") ||
-		strings.Contains(got[0], "bucket_id:1") || !strings.HasPrefix(got[1], "delete ") || !strings.Contains(got[1], "nat(dst=10.10.2.3:8080)") {
-		t.Fatalf("removing an endpoint should be one group modify with one bucket and the delete of that endpoint's DNAT flow, got:\n%s", strings.Join(got, "\n"))
+	if len(got) != 3 || !strings.HasPrefix(got[0], "modify group_id=1,type=select,bucket=bucket_id:0,weight:100,actions=set_field:0xa0a0103->reg3") ||
+		strings.Contains(got[0], "bucket_id:1") || !strings.HasPrefix(got[1], "modify cookie=0x5ec1000000000000, table=") || !strings.Contains(got[1], ",group:1") ||
+		!strings.HasPrefix(got[2], "delete ") || !strings.Contains(got[2], "nat(dst=10.10.2.3:8080)") {
+		t.Fatalf("removing an endpoint should be one group modify with one bucket, the modify of the ServiceLB flow's note (the group's digest) and the delete of that endpoint's DNAT flow, got:\n%s", strings.Join(got, "\n"))
 	}
 	// No endpoint left: the group stays, with one bucket that marks the
 	// packet for rejection; it no longer uses the endpoint's DNAT flow.
@@ -207,8 +213,8 @@ func TestRemovingAnEndpointModifiesTheGroupAndDeletesItsFlow(t *testing.T) {
 	if g := br.groupStrings(); len(g) != 1 || g[0] != "group_id=1,type=select" {
 		t.Fatalf("a port that drops without endpoints should have an empty group, have %q", g)
 	}
-	if got := br.last(); len(got) != 1 || !strings.HasPrefix(got[0], "modify group_id=1,") {
-		t.Fatalf("switching from reject to drop should be one group modify, got:\n%s", strings.Join(got, "\n"))
+	if got := br.last(); len(got) != 2 || !strings.HasPrefix(got[0], "modify group_id=1,") || !strings.Contains(got[1], ",group:1") {
+		t.Fatalf("switching from reject to drop should be one group modify and the note of its ServiceLB flow, got:\n%s", strings.Join(got, "\n"))
 	}
 }
 
@@ -386,8 +392,8 @@ func TestSessionAffinityFlowsFollowThePort(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = br.last()
-	if len(linesWith(got, "group_id=")) != 0 || len(linesWith(got, "add ", "actions=learn(")) != 2 || len(linesWith(got, "idle_timeout")) != 0 {
-		t.Fatalf("86400 s should re-add both learn flows without idle_timeout and leave the group, got:\n%s", strings.Join(got, "\n"))
+	if len(linesWith(got, "group_id=")) != 0 || len(linesWith(got, "modify ", "actions=learn(")) != 2 || len(linesWith(got, "idle_timeout")) != 0 {
+		t.Fatalf("86400 s should modify both learn flows to have no idle_timeout and leave the group, got:\n%s", strings.Join(got, "\n"))
 	}
 	if del := linesWith(got, "DEL ", fmt.Sprintf("table:%d", sa)); len(del) != 1 || !strings.Contains(del[0], "cookie:0x5ec2000000000000/0xffff000000000000") {
 		t.Fatalf("a new timeout should delete the port's learned flows (by the learned tag), got:\n%s", strings.Join(got, "\n"))
@@ -493,9 +499,9 @@ func TestAnExternalPortSelectsTrafficFromTheGatewayAboveThePodsOne(t *testing.T)
 		t.Fatal(err)
 	}
 	got := br.last()
-	lb := linesWith(got, "add ", "actions=group:")
-	if len(lb) != 2 || !strings.Contains(strings.Join(lb, "\n"), "priority=200,ct_state=+new+trk,tcp,nw_dst=192.168.100.10,tp_dst=80 actions=group:1") ||
-		!strings.Contains(strings.Join(lb, "\n"), "priority=205,ct_state=+new+trk,tcp,reg0=0x2/0xf,nw_dst=192.168.100.10,tp_dst=80 actions=group:2") {
+	lb := linesWith(got, "add ", ",group:")
+	if all := strings.Join(lb, "\n"); len(lb) != 2 || !strings.Contains(all, "priority=200,ct_state=+new+trk,tcp,nw_dst=192.168.100.10,tp_dst=80 actions=note:") ||
+		!strings.Contains(all, "priority=205,ct_state=+new+trk,tcp,reg0=0x2/0xf,nw_dst=192.168.100.10,tp_dst=80 actions=note:") {
 		t.Fatalf("the port for outside traffic should match the gateway as source, above the pods' port, got:\n%s", strings.Join(lb, "\n"))
 	}
 	for _, want := range []string{"priority=215,ct_state=+new+trk,tcp,reg0=0x2/0xf,reg4=0/0x40000", "priority=235,", "priority=215,tcp,reg0=0x2/0xf,reg3=0xa0a0103"} {

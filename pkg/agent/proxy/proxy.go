@@ -1,26 +1,34 @@
 // Package proxy is AntreaProxy, the agent's Service load balancer: it
 // watches Services and EndpointSlices and keeps, in OVS, one select group per
-// Service port with a bucket per ready endpoint, and the flows that send a new
-// connection to a ClusterIP port through that group and DNAT it to the chosen
+// Service port with a bucket per endpoint, and the flows that send a new
+// connection to the port through that group and DNAT it to the chosen
 // endpoint (pkg/agent/openflow, service.go).
 //
 // It has the sample-controller shape: both informers feed one workqueue of
 // Service keys (namespace/name); sync(key) reads the caches, computes the
-// Service's desired state (desiredState: ClusterIP ports and their endpoints)
-// and, only when it differs from what was last installed, hands it to the
-// OpenFlow client, which writes just the difference as one bundle. A sync
-// that fails is retried with rate-limited backoff and leaves the record as it
-// was, so the retry starts from the truth.
+// Service's desired state (desiredState: its ports on each ClusterIP,
+// external IP and LoadBalancer ingress IP, their endpoints under the traffic
+// policies, what happens without endpoints, session affinity) and, only when
+// it differs from what was last installed, hands it to the OpenFlow client,
+// which writes just the difference as one bundle. A sync that fails is
+// retried with rate-limited backoff and leaves the record as it was, so the
+// retry starts from the truth.
 //
-// This first slice realizes IPv4 ClusterIPs for TCP and UDP. Headless
-// Services, Services without a ClusterIP (ExternalName) and SCTP ports are
-// skipped; NodePort, LoadBalancer, externalIPs, session affinity and traffic
-// policies are not realized yet.
+// Besides, it answers the packets the data path sends up for ports without
+// endpoints (reject.go), expires the session affinities longer than OpenFlow
+// can time out, and, at start, lets the OpenFlow client adopt what the
+// previous agent run left in OVS rather than rewrite it.
+//
+// IPv4 TCP and UDP ports are realized. Headless Services, Services without
+// a ClusterIP (ExternalName) and SCTP ports are skipped; NodePorts and
+// traffic from outside the cluster under externalTrafficPolicy Cluster
+// (which needs source NAT) come with the node path.
 package proxy
 
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -30,6 +38,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -48,9 +57,13 @@ type FlowInstaller interface {
 	// InstallService makes OVS hold exactly these ports and endpoints for
 	// the Service (an empty state removes it).
 	InstallService(ctx context.Context, name string, want agentof.ServiceState) error
-	// DeleteAllGroups removes the groups (and the flows using them) an
-	// earlier agent run left; called once before the first install.
-	DeleteAllGroups(ctx context.Context) error
+	// RecoverServices reads what an earlier agent run left in OVS, for
+	// InstallService to adopt (changing only what differs); called once,
+	// before the first install.
+	RecoverServices(ctx context.Context) (int, error)
+	// FinishServiceRecovery removes what no Service adopted; called once,
+	// when every Service known at start was installed.
+	FinishServiceRecovery(ctx context.Context) error
 }
 
 // serviceIndex indexes EndpointSlices by the namespace/name of their Service.
@@ -81,6 +94,7 @@ type Proxy struct {
 	agePeriod time.Duration
 	mu        sync.Mutex
 	installed map[string]agentof.ServiceState         // by Service key, as last accepted by OVS
+	pending   map[string]bool                         // Services known at start not installed yet (nil once all were)
 	claims    map[agentof.ServicePort]string          // the Service realizing each port
 	waiting   map[agentof.ServicePort]map[string]bool // Services that want a port another realizes
 }
@@ -183,8 +197,8 @@ func (p *Proxy) enqueueSlice(obj interface{}) {
 	}
 }
 
-// Run waits for the caches, clears groups of an earlier run, and syncs
-// Services until ctx ends.
+// Run waits for the caches, recovers what an earlier run left in OVS, and
+// syncs Services until ctx ends.
 func (p *Proxy) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer p.queue.ShutDown()
@@ -196,16 +210,28 @@ func (p *Proxy) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), p.synced...) {
 		return fmt.Errorf("proxy: informer caches did not sync")
 	}
-	if err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := p.flows.DeleteAllGroups(ctx); err != nil {
-			klog.ErrorS(err, "Cannot delete the groups of an earlier run; retrying")
-			return false, nil
-		}
-		return true, nil
+	// Restart: what the previous run left stays in OVS (and keeps serving)
+	// until each Service adopts its part; what no Service adopts goes once
+	// every Service known now was installed.
+	var recovered int
+	if err := retry(ctx, "recover the Services of an earlier run", func(ctx context.Context) (err error) {
+		recovered, err = p.flows.RecoverServices(ctx)
+		return err
 	}); err != nil {
 		return nil
 	}
-	klog.InfoS("Proxy caches synced; installing Services", "queued", p.queue.Len())
+	services, err := p.services.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.pending = map[string]bool{}
+	for _, svc := range services {
+		p.pending[svc.Namespace+"/"+svc.Name] = true
+	}
+	p.mu.Unlock()
+	klog.InfoS("Proxy caches synced; installing Services", "services", len(services), "recoveredPorts", recovered)
+	p.markSynced(ctx, "")
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
 		for p.processNext(ctx) {
 		}
@@ -233,7 +259,45 @@ func (p *Proxy) processNext(ctx context.Context) bool {
 		return true
 	}
 	p.queue.Forget(key)
+	p.markSynced(ctx, key)
 	return true
+}
+
+// markSynced records that a Service was installed; once every Service known
+// at start was, it finishes the recovery of the earlier run's state.
+func (p *Proxy) markSynced(ctx context.Context, key string) {
+	p.mu.Lock()
+	if p.pending == nil {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.pending, key)
+	done := len(p.pending) == 0
+	if done {
+		p.pending = nil
+	}
+	p.mu.Unlock()
+	if !done {
+		return
+	}
+	go func() {
+		if err := retry(ctx, "remove what no Service adopted of an earlier run", p.flows.FinishServiceRecovery); err == nil {
+			klog.InfoS("Every Service known at start is installed; the earlier run's leftovers are gone")
+		}
+	}()
+}
+
+// retry runs f until it succeeds or ctx ends, backing off from 100 ms to
+// 10 s between failures.
+func retry(ctx context.Context, what string, f func(context.Context) error) error {
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 10 * time.Second}
+	return wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		if err := f(ctx); err != nil {
+			klog.ErrorS(err, "Failed; retrying", "what", what)
+			return false, nil
+		}
+		return true, nil
+	})
 }
 
 // sync makes OVS hold the desired state of one Service, writing nothing

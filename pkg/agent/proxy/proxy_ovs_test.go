@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -640,7 +642,8 @@ func TestExternalAddressesAndTrafficPoliciesOnRealOVS(t *testing.T) {
 	n.RouteToBridge(t, "192.168.100.0/24", agentof.GlobalVirtualMAC)
 	// web: ClusterIP, external IP, external IP from outside; loc; lb: ClusterIP, ingress IP.
 	n.waitGroups(t, "every port should be installed", func(g []string) bool { return len(g) == 6 })
-	t.Logf("ServiceLB:\n%s", strings.Join(n.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.ServiceLBTable).ID)), "\n"))
+	t.Logf("ServiceLB:\n%s\nEndpointDNAT:\n%s\ngroups:\n%s", strings.Join(n.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.ServiceLBTable).ID)), "\n"),
+		strings.Join(n.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.EndpointDNATTable).ID)), "\n"), strings.Join(n.DumpGroups(t), "\n"))
 
 	// From outside, under externalTrafficPolicy Local: e1 only, and e1 sees
 	// the outside host's own address.
@@ -706,5 +709,234 @@ func TestExternalAddressesAndTrafficPoliciesOnRealOVS(t *testing.T) {
 		if got := connectOutcome(t, c.from, c.addr); got != "refused" {
 			t.Fatalf("%s from %s without any endpoint should be refused, got %s", c.addr, c.from.Name, got)
 		}
+	}
+}
+
+// recordingOF passes bundles on to the switch's client and keeps their
+// messages, printed.
+type recordingOF struct {
+	*openflow.Client
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recordingOF) Bundle(ctx context.Context, msgs ...openflow.Message) error {
+	r.mu.Lock()
+	for _, m := range msgs {
+		r.msgs = append(r.msgs, messageText(m))
+	}
+	r.mu.Unlock()
+	return r.Client.Bundle(ctx, msgs...)
+}
+
+func (r *recordingOF) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.msgs
+	r.msgs = nil
+	return out
+}
+
+func messageText(m openflow.Message) string {
+	switch m := m.(type) {
+	case *openflow.GroupMod:
+		return fmt.Sprintf("group %s %s", map[openflow.GroupModCommand]string{openflow.GroupAdd: "add", openflow.GroupModify: "modify",
+			openflow.GroupDelete: "delete", openflow.GroupInsertBucket: "insert-bucket"}[m.Command], m)
+	case *openflow.FlowMod:
+		return fmt.Sprintf("flow %s %s", strings.ToLower(m.Command.String()), m.Flow.String())
+	}
+	return fmt.Sprint(m)
+}
+
+// durations returns the age in seconds of each flow of a dump with stats
+// (keyed by the flow without its statistics) and of each group.
+func durations(t *testing.T, n *ovsNode) (flows map[string]float64, groups map[int]float64) {
+	t.Helper()
+	flows = map[string]float64{}
+	for _, f := range n.DumpFlowsWithStats(t, "cookie=0x5ec1000000000000/0xffff000000000000") {
+		d := field(f, "duration=")
+		flows[withoutStats(f)] = d
+	}
+	out, err := n.Ofctl("dump-group-stats", "br-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups = map[int]float64{}
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "group_id=") {
+			id, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(l, ",", 2)[0], "group_id="))
+			groups[id] = field(l, "duration=")
+		}
+	}
+	return flows, groups
+}
+
+func field(s, name string) float64 {
+	i := strings.Index(s, name)
+	if i < 0 {
+		return -1
+	}
+	v := s[i+len(name):]
+	v = v[:strings.IndexAny(v, "s,")]
+	f, _ := strconv.ParseFloat(v, 64)
+	return f
+}
+
+// withoutStats drops duration, counters and ages from a dump-flows line.
+func withoutStats(f string) string {
+	var keep []string
+	for _, part := range strings.Split(f, ", ") {
+		if strings.HasPrefix(part, "duration=") || strings.HasPrefix(part, "n_packets=") || strings.HasPrefix(part, "n_bytes=") ||
+			strings.HasPrefix(part, "idle_age=") || strings.HasPrefix(part, "hard_age=") {
+			continue
+		}
+		keep = append(keep, part)
+	}
+	return strings.Join(keep, ", ")
+}
+
+// TestAnAgentRestartKeepsUnchangedServicesOnRealOVS: the agent restarts (a
+// new OpenFlow client with a new cookie round, and a new proxy, on the same
+// bridge) while one Service is deleted and another loses an endpoint. The
+// new run sends OVS only that difference: the unchanged Services' groups and
+// flows are the same ones (their durations were not reset), a connection
+// opened before the restart keeps working, and a client keeps its session
+// affinity.
+func TestAnAgentRestartKeepsUnchangedServicesOnRealOVS(t *testing.T) {
+	ports := slicePorts(epPort("", corev1.ProtocolTCP, 8080), epPort("echo", corev1.ProtocolTCP, 9090))
+	svcPorts := []corev1.ServicePort{svcPort("", corev1.ProtocolTCP, 80, 8080), svcPort("echo", corev1.ProtocolTCP, 90, 9090)}
+	eps := []ep{{ip: "10.10.1.3", node: "node-1"}, {ip: "10.10.1.4", node: "node-1"}}
+	sticky := service("sticky", "10.96.0.11", svcPorts...)
+	clientIPAffinity(10800)(sticky)
+	n := newOVSNode(t, Config{},
+		service("keep", "10.96.0.10", svcPorts...), slice("keep-1", "keep", ports, eps...),
+		sticky, slice("sticky-1", "sticky", ports, eps...),
+		service("gone", "10.96.0.12", svcPorts...), slice("gone-1", "gone", ports, eps...),
+		service("moved", "10.96.0.13", svcPorts...), slice("moved-1", "moved", ports, eps...),
+	)
+	cli := n.AddPod(t, "c1", "10.10.1.2/24")
+	e1 := n.AddPod(t, "e1", "10.10.1.3/24")
+	e2 := n.AddPod(t, "e2", "10.10.1.4/24")
+	pods := []*bridgetest.Pod{cli, e1, e2}
+	for _, p := range pods {
+		if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range []*bridgetest.Pod{e1, e2} {
+		e.ServeWho(t, 8080)
+		e.ServeEcho(t, 9090)
+	}
+	n.waitGroups(t, "the four Services should be installed", func(g []string) bool { return len(g) == 8 })
+	held, err := cli.Dial(t, "tcp4", "10.96.0.10:90", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	echo := func(what string) {
+		t.Helper()
+		_ = held.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := held.Write([]byte(what + "\n")); err != nil {
+			t.Fatalf("write on the held connection (%s): %v", what, err)
+		}
+		line, err := bufio.NewReader(held).ReadString('\n')
+		if err != nil || line != what+"\n" {
+			t.Fatalf("the held connection (%s) should echo, got %q, %v", what, line, err)
+		}
+	}
+	echo("before the restart")
+	stuck, _ := bridgetest.Answerer(cli.AskWhoEventually(t, "tcp4", "10.96.0.11:80"))
+	flowsBefore, groupsBefore := durations(t, n)
+	time.Sleep(2 * time.Second) // ages of 2 s or more tell kept flows and groups from rewritten ones
+
+	// The agent stops; while it is down, gone is deleted and moved loses e2.
+	n.stop()
+	<-n.done
+	ctx := context.Background()
+	if err := n.client.CoreV1().Services("default").Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	updateSlice(t, n.client, "moved-1", func(s *discoveryv1.EndpointSlice) { s.Endpoints = s.Endpoints[:1] })
+
+	// The next run: a new client (cookie round 2) initializes the pipeline
+	// and puts back the pods' flows, as the agent does; then a new proxy.
+	rec := &recordingOF{Client: n.OF}
+	flows, err := agentof.NewClient(rec, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.SetReplay(func(ctx context.Context, conn *openflow.Conn) error { return flows.Replay(ctx, conn) })
+	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
+	if err := flows.Initialize(ctx, &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
+		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: n.GatewayMAC, PodCIDR: cidr}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if err := flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.take()
+	n.flows = flows
+	start := time.Now()
+	n.start(t, Config{Packets: n.OF})
+	n.waitGroups(t, "gone's groups should go and moved's lose e2", func(g []string) bool {
+		return len(g) == 6 && bucketsOf(g) == 10
+	})
+	// The recovery finishes once every Service was synced, deleting gone's
+	// groups; then nothing more comes.
+	var sent []string
+	var programmed time.Duration
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		sent = append(sent, rec.take()...)
+		if strings.Count(strings.Join(sent, "\n"), "group delete") == 2 {
+			programmed = time.Since(start)
+			break
+		}
+	}
+	time.Sleep(time.Second)
+	sent = append(sent, rec.take()...)
+	t.Logf("the new run programmed the changes %v after the proxy started, with %d OpenFlow messages:\n%s", programmed.Round(time.Millisecond), len(sent), strings.Join(sent, "\n"))
+	if len(sent) != 8 {
+		t.Fatalf("the difference is 8 messages (moved: 2 group modifies and 2 notes; gone: 2 ServiceLB flows and 2 groups), sent %d", len(sent))
+	}
+	for _, m := range sent {
+		if strings.Contains(m, "10.96.0.10") || strings.Contains(m, "10.96.0.11") {
+			t.Fatalf("the new run should send nothing about the unchanged Services keep and sticky, sent %s", m)
+		}
+	}
+	if err := flows.DeleteRound(ctx, 1); err != nil { // as the agent does, once its flows are back
+		t.Fatal(err)
+	}
+
+	// The unchanged Services' flows and groups are the same ones: older
+	// than the restart.
+	since := time.Since(start).Seconds()
+	flowsAfter, groupsAfter := durations(t, n)
+	kept := 0
+	for f, before := range flowsBefore {
+		if !strings.Contains(f, "10.96.0.10") && !strings.Contains(f, "10.96.0.11") {
+			continue
+		}
+		after, ok := flowsAfter[f]
+		if !ok || after < before+2 {
+			t.Fatalf("the flow %s should have been kept (age %.1f s before, %.1f s after, restart %.1f s ago)", f, before, after, since)
+		}
+		kept++
+	}
+	for id, before := range groupsBefore {
+		after, ok := groupsAfter[id]
+		if ok && after < before+2 {
+			t.Fatalf("group %d should not have been rewritten: %.1f s old before, %.1f s after", id, before, after)
+		}
+	}
+	t.Logf("%d ServiceLB and SessionAffinity flows of the unchanged Services and %d groups kept across the restart", kept, len(groupsAfter))
+	echo("after the restart")
+	if seen := answerers(t, cli, "tcp4", "10.96.0.11:80", 15); seen[stuck] != 15 {
+		t.Fatalf("the client's affinity to %s should survive the restart, answered %v", stuck, seen)
+	}
+	if seen := answerers(t, cli, "tcp4", "10.96.0.13:80", 10); seen["e1"] != 10 {
+		t.Fatalf("moved should reach e1 only now, answered %v", seen)
 	}
 }

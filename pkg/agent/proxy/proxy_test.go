@@ -195,7 +195,8 @@ type fakeFlows struct {
 	calls    []string
 	state    map[string]agentof.ServiceState
 	failNext bool
-	resets   int
+	recovers int
+	finished []string // the calls installed when FinishServiceRecovery ran
 }
 
 func (f *fakeFlows) InstallService(_ context.Context, name string, want agentof.ServiceState) error {
@@ -214,13 +215,23 @@ func (f *fakeFlows) InstallService(_ context.Context, name string, want agentof.
 	return nil
 }
 
-func (f *fakeFlows) DeleteAllGroups(context.Context) error {
+func (f *fakeFlows) RecoverServices(context.Context) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.calls) > 0 {
-		return fmt.Errorf("groups deleted after a Service was installed")
+		return 0, fmt.Errorf("recovery after a Service was installed")
 	}
-	f.resets++
+	f.recovers++
+	return 0, nil
+}
+
+func (f *fakeFlows) FinishServiceRecovery(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.finished != nil {
+		return fmt.Errorf("recovery finished twice")
+	}
+	f.finished = append([]string{}, f.calls...)
 	return nil
 }
 
@@ -292,8 +303,21 @@ func TestProxyInstallsOnlyWhatChanged(t *testing.T) {
 	eventually(t, flows, "the Service should be installed with both endpoints, the headless one not at all", func(calls []string, st map[string]agentof.ServiceState) bool {
 		return len(calls) == 1 && calls[0] == "default/web" && len(st["default/web"][vip].Endpoints) == 2
 	})
-	if flows.resets != 1 {
-		t.Fatalf("groups of an earlier run should be deleted once, before the first install; were %d times", flows.resets)
+	flows.mu.Lock()
+	recovers, finished := flows.recovers, flows.finished
+	flows.mu.Unlock()
+	if recovers != 1 {
+		t.Fatalf("the earlier run's state should be recovered once, before the first install; was %d times", recovers)
+	}
+	// web is the only Service known at start that has a state (headless has
+	// none: its sync writes nothing), so the recovery finishes after web.
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		flows.mu.Lock()
+		defer flows.mu.Unlock()
+		finished = flows.finished
+		return finished != nil, nil
+	}); err != nil || len(finished) != 1 || finished[0] != "default/web" {
+		t.Fatalf("the recovery should finish once every Service known at start was synced, after web; finished after %v", finished)
 	}
 	ctx := context.Background()
 

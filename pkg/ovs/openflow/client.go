@@ -43,6 +43,17 @@ func (c *Client) DumpFlows(ctx context.Context, table uint8, cookie, cookieMask 
 	return out, err
 }
 
+// GroupStats returns the counters of a group, or of every group for GroupIDAll.
+func (c *Client) GroupStats(ctx context.Context, group uint32) ([]GroupStats, error) {
+	var out []GroupStats
+	err := c.do(ctx, func(conn *Conn) error {
+		var err error
+		out, err = conn.GroupStats(ctx, group)
+		return err
+	})
+	return out, err
+}
+
 // Bundle applies any bundleable messages (flow, group, meter mods,
 // packet-outs) atomically; see Conn.Bundle.
 func (c *Client) Bundle(ctx context.Context, msgs ...Message) error {

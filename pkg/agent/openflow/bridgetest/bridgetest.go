@@ -240,6 +240,50 @@ func (p *Pod) ServeWho(t testing.TB, port int) {
 	}()
 }
 
+// ServeEcho makes a pod echo every TCP connection on port, for as long as
+// the connection lasts.
+func (p *Pod) ServeEcho(t testing.TB, port int) {
+	t.Helper()
+	var ln net.Listener
+	if err := p.Do(t, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+}
+
 // Dial opens a connection from the pod (network "tcp4" or "udp4").
 func (p *Pod) Dial(t testing.TB, network, addr string, timeout time.Duration) (net.Conn, error) {
 	t.Helper()
