@@ -153,6 +153,7 @@ func Run(ctx context.Context, o Options) error {
 	go ofc.Run(ctx)
 
 	rs.flows = flows
+	rs.underlay = func(ctx context.Context) error { return nc.RestoreUnderlay(ctx, ovsdb, o.OVSRunDir) }
 	if err := rs.holdIfRestarted(ctx); err != nil {
 		return err
 	}

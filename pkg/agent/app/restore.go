@@ -25,6 +25,8 @@ type initialPolicies interface {
 type restore struct {
 	ovsdb *ovsconfig.Connection
 	flows *agentof.Client
+	// underlay puts the node's addresses back on br-phy (netdev).
+	underlay func(ctx context.Context) error
 
 	mu       sync.Mutex
 	holding  bool
@@ -43,6 +45,11 @@ func (r *restore) holdIfRestarted(ctx context.Context) error {
 	held, err := r.ovsdb.FlowRestoreWait(ctx)
 	if err != nil || !held {
 		return err
+	}
+	if r.underlay != nil {
+		if err := r.underlay(ctx); err != nil {
+			return fmt.Errorf("restore the underlay after ovs-vswitchd restarted: %w", err)
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

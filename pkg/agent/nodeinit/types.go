@@ -134,3 +134,29 @@ func (nc *NodeConfig) PinTunnelNeighbor(ctx context.Context, ip net.IP, mac net.
 	}
 	return PinTunnelNeighbor(ctx, nc.OVSRunDir, nc.Uplink.BridgeName, ip, mac)
 }
+
+// RestoreUnderlay puts the node's addresses and routes back on the underlay
+// bridge's internal port after ovs-vswitchd restarted: the port is a tap
+// device that went away with it, and the image's start_ovs gave them back to
+// the uplink when it stopped. Without an underlay bridge (the kernel
+// datapath) there is nothing to do.
+func (nc *NodeConfig) RestoreUnderlay(ctx context.Context, conn *ovsconfig.Connection, ovsRunDir string) error {
+	if nc.Uplink.BridgeName == "" {
+		return nil
+	}
+	if _, err := configureLink(ctx, nc.Uplink.BridgeName, nc.Uplink.BridgeMAC, 0, nil); err != nil {
+		return err
+	}
+	var want net.IP
+	if nc.NodeIP != nil {
+		want = nc.NodeIP.IP
+	}
+	if _, err := moveAddresses(ctx, conn, nc.Uplink.BridgeName, nc.Uplink.Name, want); err != nil {
+		return err
+	}
+	if err := ConfigureHostSidePort(nc.Uplink.Name); err != nil {
+		return err
+	}
+	_, err := appctl(ctx, ovsRunDir, "tnl/neigh/aging", maxNeighAgingSeconds)
+	return err
+}
