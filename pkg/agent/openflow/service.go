@@ -9,20 +9,23 @@ import (
 	"net/netip"
 	"sort"
 
-	"k8s.io/klog/v2"
-
 	"antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // Tables of the Service feature (the data path of AntreaProxy). The first
-// packet of a connection to a ClusterIP and port meets its flow in ServiceLB,
+// packet of a connection to a Service port (a ClusterIP, external IP or
+// LoadBalancer ingress IP, protocol and port) meets its flow in ServiceLB,
 // which sends it to the port's select group; the group picks one bucket (one
-// per ready endpoint), which loads the endpoint's address and port into
-// registers and resubmits to EndpointDNAT; there one flow per endpoint commits
-// the connection with nat(dst=endpoint). Later packets of the connection are
-// DNATed, and its replies un-DNATed, by ConntrackZone's ct(nat): they never
-// meet the group again. Both tables sit before the policy stages, so
-// NetworkPolicy sees the real endpoint.
+// per endpoint), which loads the endpoint's address and port into registers
+// and resubmits to EndpointDNAT; there one flow per endpoint commits the
+// connection with nat(dst=endpoint). A port with session affinity first
+// looks up, in SessionAffinity, the endpoint its client's earlier
+// connections went to, and its buckets learn there. Later packets of the
+// connection are DNATed, and its replies un-DNATed, by ConntrackZone's
+// ct(nat): they never meet the group again. These tables sit before the
+// policy stages, so NetworkPolicy sees the real endpoint; ServiceHairpinSNAT
+// comes after them. service_recover.go keeps the Services across an agent
+// restart.
 var (
 	SessionAffinityTable = &TableSpec{Name: "SessionAffinity", Stage: PreRoutingStage, Pipeline: PipelineIP, Miss: MissNext,
 		Doc: "ClientIP session affinity: the first packet of a connection to a port with affinity looks up the flows learned from its client's earlier connections (reg4[18] set), which load the endpoint they went to; a lookup that finds none ends there; everything else goes on to ServiceLB."}
@@ -465,166 +468,6 @@ func (b *flowBuilder) serviceGroup(cmd openflow.GroupModCommand, groupID uint32,
 	return g
 }
 
-// Session affinity. A port with ClientIP affinity has a lookup flow in
-// SessionAffinity: the first packet of a connection sets reg4[18] and
-// resubmits to SessionAffinity, where a flow learned from an earlier
-// connection of the same client to the same port loads the endpoint that
-// connection went to (reg3, reg4[0..15], reg4[16]); then it goes on to
-// ServiceLB, which sends a packet with an endpoint chosen straight to
-// EndpointDNAT, and any other to the port's group. The group's bucket
-// resubmits (reg4[19] set) to its endpoint's learn flow in SessionAffinity,
-// one per port and endpoint, which learns that flow and goes on to
-// EndpointDNAT: so the learned flow's
-// cookie names its endpoint (affinityCookie), and the flows learned for one
-// endpoint are deleted when it leaves the port, without touching the other
-// clients' affinity.
-//
-// Timeouts: Kubernetes allows up to 86400 s, OpenFlow's idle_timeout holds
-// 65535. A learned flow expires when no new connection of its client used
-// it for the port's timeout (kube-proxy's semantics: the recent match is
-// refreshed by every new connection; later packets of a connection never
-// reach SessionAffinity, as ConntrackZone already DNATed them). Up to
-// maxSwitchTimeout the switch does it (idle_timeout); above, the learned
-// flow has no timeout and the agent expires it from the flow's idle time
-// in flow stats (AgeSessionAffinity), which is exact to its polling period.
-
-// Cookies of the learned affinity flows: a tag in the high 16 bits (never a
-// cookie round: rounds are the high 32 bits and count agent restarts), then
-// the endpoint's port and IPv4 address.
-const (
-	cookieAffinityTag uint64 = 0x5ec2 << 48
-	cookieTagMask     uint64 = 0xffff << 48
-)
-
-// cookieServiceTag is the cookie of the flows of Service ports and
-// endpoints (ServiceLB, EndpointDNAT, SessionAffinity's lookup and learn
-// flows). They carry no round: an agent restart does not rewrite them, it
-// reads them back (RecoverServices) and changes only what differs, so
-// DeleteRound must not remove them.
-const cookieServiceTag uint64 = 0x5ec1 << 48
-
-// serviceFlow is a flow of a Service port or endpoint: cookieServiceTag.
-func (b *flowBuilder) serviceFlow(t *TableSpec, priority uint16, match func(*openflow.Match), actions ...openflow.Action) *openflow.Flow {
-	f := b.flow(t, priority, match, actions...)
-	f.Cookie = cookieServiceTag
-	return f
-}
-
-func affinityCookie(e Endpoint) uint64 {
-	return cookieAffinityTag | uint64(e.Port)<<32 | ip4Uint(e.IP)
-}
-
-// DefaultMaxSwitchTimeout is the longest affinity timeout left to the
-// switch: OpenFlow's 16-bit idle_timeout.
-const DefaultMaxSwitchTimeout = 65535
-
-// affinityIdle is the idle timeout of the flows an affinity port learns: its
-// timeout when the switch can hold it, none otherwise (the agent ages them).
-func (c *Client) affinityIdle(ps PortState) uint16 {
-	if ps.AffinityTimeout == 0 || ps.AffinityTimeout > c.svc.maxSwitchTimeout {
-		return 0
-	}
-	return uint16(ps.AffinityTimeout)
-}
-
-// SetMaxSwitchTimeout lowers the longest affinity timeout left to the
-// switch's idle_timeout (at most DefaultMaxSwitchTimeout); longer ones are
-// aged by the agent. Tests use it to run the agent's ageing in seconds.
-// Ports installed before keep their flows until they change.
-func (c *Client) SetMaxSwitchTimeout(seconds uint32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.svc.maxSwitchTimeout = min(seconds, DefaultMaxSwitchTimeout)
-}
-
-func l4DstField(proto uint8) openflow.Field {
-	switch proto {
-	case openflow.IPProtoUDP:
-		return openflow.FieldUDPDst
-	case openflow.IPProtoSCTP:
-		return openflow.FieldSCTPDst
-	}
-	return openflow.FieldTCPDst
-}
-
-// affinityLearnFlow is the learn flow of one endpoint of an affinity port,
-// which the endpoint's bucket resubmits to: the flow it learns matches later
-// lookups (reg4[18]) of the same client, Service address, protocol and
-// port, and loads the endpoint; then the packet goes on to EndpointDNAT.
-func (b *flowBuilder) affinityLearnFlow(p ServicePort, e Endpoint, idle uint16) *openflow.Flow {
-	l4 := l4DstField(p.Protocol).All()
-	learn := &openflow.Learn{Table: b.p.Table(SessionAffinityTable).ID, IdleTimeout: idle, Priority: priorityNormal, Cookie: affinityCookie(e),
-		Specs: []openflow.LearnSpec{
-			{Kind: openflow.LearnMatch, Immediate: true, Value: openflow.U64(uint64(openflow.EthTypeIPv4)), Dst: openflow.FieldEthType.All()},
-			{Kind: openflow.LearnMatch, Immediate: true, Value: openflow.U64(uint64(p.Protocol)), Dst: openflow.FieldIPProto.All()},
-			{Kind: openflow.LearnMatch, Immediate: true, Value: openflow.U64(1), Dst: AffinityLookupField},
-			{Kind: openflow.LearnMatch, Src: openflow.FieldIPv4Src.All(), Dst: openflow.FieldIPv4Src.All()},
-			{Kind: openflow.LearnMatch, Src: openflow.FieldIPv4Dst.All(), Dst: openflow.FieldIPv4Dst.All()},
-			{Kind: openflow.LearnMatch, Src: l4, Dst: l4},
-			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(ip4Uint(e.IP)), Dst: EndpointIPField},
-			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(uint64(e.Port)), Dst: EndpointPortField},
-			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(1), Dst: EndpointSelectedField},
-		}}
-	return b.serviceFlow(SessionAffinityTable, p.priority(priorityHigh), func(m *openflow.Match) {
-		b.matchServicePort(m, p)
-		matchField(m, EndpointIPField, ip4Uint(e.IP))
-		matchField(m, EndpointPortField, uint64(e.Port))
-		matchField(m, AffinityLearnField, 1)
-	}, learn, b.gotoTable(EndpointDNATTable))
-}
-
-// affinityLookupFlow starts the affinity lookup of a port's new connections.
-func (b *flowBuilder) affinityLookupFlow(p ServicePort) *openflow.Flow {
-	return b.serviceFlow(SessionAffinityTable, p.priority(priorityHigh), func(m *openflow.Match) {
-		b.matchServicePort(m, p)
-		m.CTState(openflow.CTStateNew|openflow.CTStateTrk, openflow.CTStateNew|openflow.CTStateTrk)
-		matchField(m, AffinityLookupField, 0)
-	}, load(AffinityLookupField, 1), openflow.ResubmitToTable(b.p.Table(SessionAffinityTable).ID), b.next(SessionAffinityTable))
-}
-
-// affinityExactFlow makes every new connection to an affinity port look
-// the learned flows up, and learn, in datapath flows of its own. Without it
-// the datapath flow that cached the first connection's lookup (which found
-// nothing) would carry the client's next connections, made within a few
-// milliseconds, to the group until the revalidators noticed the learned
-// flow; and the datapath flows after the group's recirculation, which run
-// the learn flows, would be shared by the client's connections that hash to
-// the same bucket, so the revalidators, pushing their statistics, would
-// re-run a learn of an earlier connection over a newer one (Open vSwitch
-// refreshes learned flows that way). Both were seen: 1 connection of 15
-// elsewhere. The flow matches the connection's original source port
-// (ct_tp_src 0, which no connection has) and ranks above every flow of a
-// lookup or a learn (reg4[18] is set in both), so the classifier checks it
-// first and un-wildcards the whole field in both datapath flows. (tp_src
-// would not do: Open vSwitch's ports trie un-wildcards only the bits that
-// tell a port from 0, and every ephemeral port has the top bit set.) The
-// cost is one upcall per new connection to an affinity port.
-func (b *flowBuilder) affinityExactFlow(p ServicePort) *openflow.Flow {
-	return b.serviceFlow(SessionAffinityTable, p.priority(priorityAffinityExact), func(m *openflow.Match) {
-		b.matchServicePort(m, p)
-		m.CTState(openflow.CTStateTrk, openflow.CTStateTrk|openflow.CTStateInv) // ct_tp_src's prerequisite
-		m.Set(openflow.FieldCTNwProto, openflow.U64(uint64(p.Protocol)))
-		m.Set(openflow.FieldCTTpSrc, openflow.U64(0))
-		matchField(m, AffinityLookupField, 1)
-	})
-}
-
-// priorityAffinityExact ranks affinityExactFlow above the learn flows and
-// the learned flows.
-const priorityAffinityExact = 230
-
-// deleteLearned deletes the flows a port learned: all of them, or only
-// those of one endpoint.
-func (b *flowBuilder) deleteLearned(p ServicePort, e *Endpoint) *openflow.FlowMod {
-	fm := &openflow.FlowMod{Command: openflow.FlowDelete, Flow: openflow.Flow{Table: b.p.Table(SessionAffinityTable).ID, Cookie: cookieAffinityTag},
-		CookieMask: cookieTagMask}
-	b.matchVIP(&fm.Flow.Match, p) // learned flows match the address, whoever the client
-	if e != nil {
-		fm.Flow.Cookie, fm.CookieMask = affinityCookie(*e), ^uint64(0)
-	}
-	return fm
-}
-
 // endpointFlow is the EndpointDNAT flow of one endpoint, the DNAT commit;
 // with hairpin, the one at higher priority for a local endpoint being its
 // own client, which also marks the connection hairpin.
@@ -841,64 +684,6 @@ func groupMsgs(g *openflow.GroupMod) ([]openflow.Message, error) {
 	return msgs, nil
 }
 
-// learnedToDelete is what a port's change deletes of the flows its clients
-// learned: all of them when affinity goes off or the learned flows' idle
-// timeout changes (clients learn anew), those of each endpoint that left
-// otherwise (its clients are balanced again). What the port had is read from
-// its flows as installed, so it also works for a port an earlier agent run
-// left (whose state this run does not know).
-func (c *Client) learnedToDelete(p ServicePort, old *installedPort, ps PortState) []openflow.Message {
-	wasOn, wasIdle, wasEndpoints := c.affinityOf(old.flows)
-	if !wasOn {
-		return nil
-	}
-	if ps.AffinityTimeout == 0 || wasIdle != c.affinityIdle(ps) {
-		return []openflow.Message{c.b.deleteLearned(p, nil)}
-	}
-	var out []openflow.Message
-	for _, e := range wasEndpoints {
-		gone := true
-		for _, n := range ps.Endpoints {
-			if n.IP == e.IP && n.Port == e.Port {
-				gone = false
-				break
-			}
-		}
-		if gone {
-			out = append(out, c.b.deleteLearned(p, &e))
-		}
-	}
-	return out
-}
-
-// affinityOf reads a port's affinity from its flows: whether it has a
-// lookup flow, the idle timeout its learn flows give, and their endpoints.
-func (c *Client) affinityOf(flows []*openflow.Flow) (on bool, idle uint16, eps []Endpoint) {
-	sa := c.p.Table(SessionAffinityTable).ID
-	for _, f := range flows {
-		if f.Table != sa {
-			continue
-		}
-		for _, a := range f.Actions {
-			switch a := a.(type) {
-			case *openflow.Learn:
-				idle = a.IdleTimeout
-				var e Endpoint
-				if v, ok := f.Match.Get(EndpointIPField.Field); ok {
-					e.IP = ip4Addr(uint32(v.Value.Lo))
-				}
-				if v, ok := f.Match.Get(EndpointPortField.Field); ok {
-					e.Port = uint16(v.Value.Lo >> EndpointPortField.Start)
-				}
-				eps = append(eps, e)
-			case *openflow.Resubmit:
-				on = true
-			}
-		}
-	}
-	return on, idle, eps
-}
-
 func ip4Addr(v uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
@@ -1038,70 +823,4 @@ func groupStrings(groups []*openflow.GroupMod) []string {
 		out = append(out, g.String())
 	}
 	return out
-}
-
-// flowDumper reads flows with their counters (an *openflow.Client).
-type flowDumper interface {
-	DumpFlows(ctx context.Context, table uint8, cookie, cookieMask uint64) ([]openflow.FlowStats, error)
-}
-
-// AgeSessionAffinity expires the learned affinity flows that the switch
-// does not: those of ports whose timeout is above maxSwitchTimeout, which
-// have no idle_timeout. A flow idle (no new connection of its client) for
-// the port's timeout is deleted, strictly, in one bundle. The proxy calls
-// it periodically; it returns how many flows it deleted. A client that
-// connects between the dump and the delete loses its affinity a little
-// early and is balanced again.
-func (c *Client) AgeSessionAffinity(ctx context.Context) (int, error) {
-	c.mu.Lock()
-	long := map[ServicePort]uint32{}
-	for p, ip := range c.svc.ports {
-		if ip.state.AffinityTimeout > c.svc.maxSwitchTimeout {
-			long[p.vip()] = ip.state.AffinityTimeout
-		}
-	}
-	c.mu.Unlock()
-	if len(long) == 0 {
-		return 0, nil
-	}
-	d, ok := c.bridge.(flowDumper)
-	if !ok {
-		return 0, fmt.Errorf("age session affinity: the bridge cannot dump flows")
-	}
-	stats, err := d.DumpFlows(ctx, c.p.Table(SessionAffinityTable).ID, cookieAffinityTag, cookieTagMask)
-	if err != nil {
-		return 0, fmt.Errorf("age session affinity: %w", err)
-	}
-	var dels []openflow.Message
-	for i := range stats {
-		fs := &stats[i]
-		timeout, ok := long[learnedPort(&fs.Match)]
-		if !ok || !fs.HasIdle || fs.IdleSec < timeout {
-			continue
-		}
-		f := fs.Flow
-		dels = append(dels, openflow.DeleteFlowStrict(&f))
-	}
-	if err := c.write(ctx, "expired session affinity", dels); err != nil {
-		return 0, err
-	}
-	if len(dels) > 0 {
-		klog.V(2).InfoS("Expired session affinity flows", "flows", len(dels), "learned", len(stats))
-	}
-	return len(dels), nil
-}
-
-// learnedPort is the Service port a learned affinity flow matches.
-func learnedPort(m *openflow.Match) ServicePort {
-	var p ServicePort
-	if v, ok := m.Get(openflow.FieldIPv4Dst); ok {
-		p.IP = ip4Addr(uint32(v.Value.Lo))
-	}
-	if v, ok := m.Get(openflow.FieldIPProto); ok {
-		p.Protocol = uint8(v.Value.Lo)
-	}
-	if v, ok := m.Get(l4DstField(p.Protocol)); ok {
-		p.Port = uint16(v.Value.Lo)
-	}
-	return p
 }
