@@ -89,15 +89,18 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	node, podCIDRs, err := waitForNode(ctx, client, o.NodeName)
-	if err != nil {
-		return err
-	}
 	ovsdb, err := connectOVSDB(ctx, "unix:"+filepath.Join(o.OVSRunDir, "db.sock"))
 	if err != nil {
 		return err
 	}
 	defer ovsdb.Close()
+	if err := prepareNodeNetwork(ctx, ovsdb, o.OVSRunDir, nodeinit.DefaultUplinkBridgeName); err != nil {
+		return err
+	}
+	node, podCIDRs, err := waitForNode(ctx, client, o.NodeName)
+	if err != nil {
+		return err
+	}
 	uplink, nodeIP := o.UplinkName, net.IP(nil)
 	if uplink == "" {
 		if uplink, nodeIP, err = findTransportInterface(ctx, node, ovsdb); err != nil {
@@ -154,7 +157,7 @@ func Run(ctx context.Context, o Options) error {
 
 	rs.flows = flows
 	rs.underlay = func(ctx context.Context) error { return nc.RestoreUnderlay(ctx, ovsdb, o.OVSRunDir) }
-	if err := rs.holdIfRestarted(ctx); err != nil {
+	if err := rs.holdIfEmpty(ctx, ofc); err != nil {
 		return err
 	}
 	gwIP := route.GatewayIP(podCIDRs[0])

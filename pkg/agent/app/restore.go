@@ -3,13 +3,17 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
 
+	"antrea.io/antrea/pkg/agent/nodeinit"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
 
@@ -132,4 +136,70 @@ func connectOVSDB(ctx context.Context, endpoint string) (*ovsconfig.Connection, 
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// prepareNodeNetwork runs before the agent needs the API server. It waits
+// for ovs-vswitchd (in a pod it starts beside the agent), releases OVS's
+// flow-restore-wait at once — br-int is in secure fail mode, so a restarted
+// ovs-vswitchd still forwards nothing through it until the agent's flows are
+// back (holdIfEmpty), while the node's own traffic through br-phy (netdev)
+// flows again — and puts the node's addresses back on br-phy where a
+// restarted ovs-vswitchd lost them.
+func prepareNodeNetwork(ctx context.Context, ovsdb *ovsconfig.Connection, runDir, uplinkBridge string) error {
+	ctl := filepath.Join(runDir, "ovs-vswitchd.ctl")
+	start := time.Now()
+	for {
+		if _, err := os.Stat(ctl); err == nil {
+			break
+		}
+		if time.Since(start) > 2*time.Minute {
+			break // an OVS without the fixed control socket name: go on
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	held, err := ovsdb.FlowRestoreWait(ctx)
+	if err != nil {
+		return err
+	}
+	if held {
+		if err := ovsdb.ClearFlowRestoreWait(ctx); err != nil {
+			return err
+		}
+		klog.InfoS("ovs-vswitchd started held back by flow-restore-wait; released it (br-int forwards nothing until the agent's flows are back)")
+	}
+	ports, err := ovsconfig.NewOVSBridge(ovsdb, ovsconfig.BridgeConfig{Name: uplinkBridge}).GetPortList(ctx)
+	if err != nil || len(ports) == 0 {
+		return nil // no underlay bridge yet (first run, or the kernel datapath)
+	}
+	if uplink := recordedUplink(ports); uplink != "" {
+		if err := nodeinit.EnsureUnderlayAddresses(ctx, ovsdb, uplinkBridge, uplink); err != nil {
+			return fmt.Errorf("restore the node's addresses on %s: %w", uplinkBridge, err)
+		}
+	}
+	return nil
+}
+
+// holdIfEmpty holds br-int (HoldTraffic) when its flow table is empty: a new
+// or restarted ovs-vswitchd, whose pod flows are about to be installed before
+// their NetworkPolicies are. finish releases it.
+func (r *restore) holdIfEmpty(ctx context.Context, ofc *openflow.Client) error {
+	existing, err := ofc.DumpFlows(ctx, openflow.TableAll, 0, 0)
+	if err != nil {
+		return err
+	}
+	if len(existing) > 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.flows.HoldTraffic(ctx); err != nil {
+		return err
+	}
+	r.holding = true
+	klog.InfoS("br-int has no flows (a new or restarted ovs-vswitchd): holding its traffic until the flows, NetworkPolicies included, are in")
+	return nil
 }

@@ -160,3 +160,14 @@ func (nc *NodeConfig) RestoreUnderlay(ctx context.Context, conn *ovsconfig.Conne
 	_, err := appctl(ctx, ovsRunDir, "tnl/neigh/aging", maxNeighAgingSeconds)
 	return err
 }
+
+// EnsureUnderlayAddresses gives the underlay bridge's internal port back the
+// node's recorded addresses and routes when it lacks them (ovs-vswitchd
+// restarted and re-created the tap device without them, or the addresses
+// are on the uplink again), before anything else needs the node's network:
+// the agent cannot reach the API server without them. uplink is the port of
+// the bridge recorded as the uplink.
+func EnsureUnderlayAddresses(ctx context.Context, conn *ovsconfig.Connection, bridgeName, uplink string) error {
+	_, err := moveAddresses(ctx, conn, bridgeName, uplink, nil)
+	return err
+}
