@@ -139,6 +139,9 @@ func Run(ctx context.Context, o Options) error {
 	var flows *agentof.Client
 	rs := &restore{ovsdb: ovsdb}
 	ofc := openflow.NewClient(filepath.Join(o.OVSRunDir, nc.BridgeName+".mgmt"), openflow.ClientOptions{
+		// Packet-ins: AntreaProxy rejects connections to Services without
+		// endpoints through them.
+		Conn: openflow.Options{AsyncMessages: true},
 		OnConnect: func(ctx context.Context, conn *openflow.Conn, reconnect bool) error {
 			if reconnect {
 				klog.InfoS("OpenFlow connection re-established; replaying flows", "bridge", nc.BridgeName)
@@ -198,8 +201,8 @@ func Run(ctx context.Context, o Options) error {
 		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer) })
 	proxyErr := make(chan error, 1)
 	if o.EnableProxy {
-		services, err := proxy.New(o.NodeName, informerFactory.Core().V1().Services(),
-			informerFactory.Discovery().V1().EndpointSlices(), flows)
+		services, err := proxy.NewWithConfig(proxy.Config{NodeName: o.NodeName, Packets: ofc},
+			informerFactory.Core().V1().Services(), informerFactory.Discovery().V1().EndpointSlices(), flows)
 		if err != nil {
 			return err
 		}
