@@ -1,0 +1,273 @@
+// Package antctl is Antrea's command-line tool (cmd/antctl): it shows what
+// the controller computed (the controlplane.antrea.io NetworkPolicies,
+// AppliedToGroups and AddressGroups), what a node realized (its pod
+// interfaces and OpenFlow flows), versions and feature gates.
+//
+// It runs in two places. From a laptop it reaches the cluster with a
+// kubeconfig, as kubectl does (--kubeconfig, --context, -n). Inside the
+// antrea-agent container it runs in local mode: it finds the agent's conf
+// file (/etc/antrea/antrea-agent.conf), reads OVSDB and the bridge's OpenFlow
+// table through the same sockets the agent uses, and reaches the API server
+// with the agent's own connection settings. Commands that read a node's OVS
+// work only in local mode until the agent serves an API of its own.
+// docs/antctl.md is the user's guide.
+package antctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/client/clientset/versioned"
+	"antrea.io/antrea/pkg/config"
+	agentconfig "antrea.io/antrea/pkg/config/agent"
+	controllerconfig "antrea.io/antrea/pkg/config/controller"
+)
+
+// Where Antrea runs; the manifest (build/yamls/antrea.yml) puts it there.
+const (
+	antreaNamespace    = "kube-system"
+	antreaConfigMap    = "antrea-config"
+	agentDaemonSet     = "antrea-agent"
+	agentContainer     = "antrea-agent"
+	controllerName     = "antrea-controller"
+	componentLabel     = "component"
+	defaultConfigDir   = "/etc/antrea"
+	userAgent          = "antctl"
+	localModeHowTo     = "kubectl -n kube-system exec ds/antrea-agent -c antrea-agent -- antctl"
+	nodeNameEnv        = "NODE_NAME"
+	defaultNamespace   = "default"
+	maxNamesPerCell    = 3
+	maxConcurrentLists = 8
+)
+
+// Clients are the API clients a command uses.
+type Clients struct {
+	Kube   kubernetes.Interface
+	Antrea versioned.Interface
+	// Realization returns, per internal NetworkPolicy name, the controller's
+	// account of it: "realized/span" Nodes, as its table rendering (the
+	// REALIZED column of kubectl get) shows. The controlplane objects do not
+	// carry it.
+	Realization func(ctx context.Context) (map[string]string, error)
+}
+
+// Env is the world one antctl run sees. Zero fields take the process's own:
+// stdout, stderr, clients from the kubeconfig flags, the node name from
+// $NODE_NAME. Tests fill it with fakes.
+type Env struct {
+	Out, Err io.Writer
+	// Clients, when set, replaces the clients built from the flags.
+	Clients func() (*Clients, error)
+	// NodeName is this node's name in local mode ("" reads $NODE_NAME).
+	NodeName string
+}
+
+// options are the global flags and what they resolve to.
+type options struct {
+	env       Env
+	loading   *clientcmd.ClientConfigLoadingRules
+	overrides *clientcmd.ConfigOverrides
+	configDir string
+	verbosity int
+	clients   *Clients
+}
+
+// NewCommand returns antctl's root command.
+func NewCommand(env Env) *cobra.Command {
+	if env.Out == nil {
+		env.Out = os.Stdout
+	}
+	if env.Err == nil {
+		env.Err = os.Stderr
+	}
+	if env.NodeName == "" {
+		env.NodeName = os.Getenv(nodeNameEnv)
+	}
+	o := &options{
+		env:       env,
+		loading:   clientcmd.NewDefaultClientConfigLoadingRules(),
+		overrides: &clientcmd.ConfigOverrides{},
+	}
+	root := &cobra.Command{
+		Use:   "antctl",
+		Short: "antctl shows what Antrea computed and what a node realized",
+		Long: `antctl shows what Antrea computed and what a node realized.
+
+From a laptop it reaches the cluster through a kubeconfig, as kubectl does.
+Inside the antrea-agent container it runs in local mode (it finds
+` + filepath.Join(defaultConfigDir, agentconfig.FileName) + `) and can also read that node's OVS:
+  ` + localModeHowTo + ` get ovsflows -T Classifier`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.ArbitraryArgs,
+		PersistentPreRun: func(*cobra.Command, []string) {
+			o.setUpLogging()
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return unknownCommand(cmd, args[0], "command")
+		},
+	}
+	root.SetOut(env.Out)
+	root.SetErr(env.Err)
+	pf := root.PersistentFlags()
+	pf.StringVar(&o.loading.ExplicitPath, clientcmd.RecommendedConfigPathFlag, "", "Path to the kubeconfig file to use")
+	clientcmd.BindOverrideFlags(o.overrides, pf, clientcmd.RecommendedConfigOverrideFlags(""))
+	// kubectl's other connection flags work as there; the help lists the
+	// common ones, as kubectl does (kubectl options lists the rest).
+	for _, name := range []string{"as", "as-group", "as-uid", "certificate-authority", "client-certificate", "client-key",
+		"disable-compression", "insecure-skip-tls-verify", "password", "proxy-url", "tls-server-name", "token", "username"} {
+		_ = pf.MarkHidden(name)
+	}
+	pf.StringVar(&o.configDir, "config-dir", defaultConfigDir,
+		"Local mode: the directory holding "+agentconfig.FileName+" and "+controllerconfig.FileName)
+	pf.IntVarP(&o.verbosity, "v", "v", 0, "Log level of antctl's own logs (0: none)")
+	_ = root.RegisterFlagCompletionFunc(clientcmd.FlagNamespace, o.completeNamespaces)
+	root.AddCommand(newVersionCommand(o), newGetCommand(o))
+	return root
+}
+
+// Main runs antctl with args and returns the process exit code. An error is
+// one line on stderr.
+func Main(args []string) int {
+	cmd := NewCommand(Env{})
+	cmd.SetArgs(args)
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "antctl: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// setUpLogging keeps the libraries' logs (client-go, the OVSDB client) off
+// the terminal unless -v asks for them: antctl's output is its answer.
+func (o *options) setUpLogging() {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	if o.verbosity > 0 {
+		_ = fs.Set("v", fmt.Sprint(o.verbosity))
+		klog.SetOutput(o.env.Err)
+		return
+	}
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(io.Discard)
+}
+
+// errNotLocal says a command needs the agent container.
+var errNotLocal = errors.New("not in local mode")
+
+// agentConfig reads the agent's conf file of local mode; errNotLocal when
+// there is none (antctl does not run inside the agent container).
+func (o *options) agentConfig() (*agentconfig.AgentConfig, error) {
+	path := filepath.Join(o.configDir, agentconfig.FileName)
+	c, err := agentconfig.Load(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errNotLocal
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local mode: %w", err)
+	}
+	return c, nil
+}
+
+// local reports whether antctl runs in local mode.
+func (o *options) local() bool {
+	_, err := os.Stat(filepath.Join(o.configDir, agentconfig.FileName))
+	return err == nil
+}
+
+// kubeconfigGiven reports whether the user named a kubeconfig (flag or
+// $KUBECONFIG) or a server: then it wins over local mode's connection.
+func (o *options) kubeconfigGiven() bool {
+	return o.loading.ExplicitPath != "" || os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "" ||
+		o.overrides.ClusterInfo.Server != ""
+}
+
+// restConfig is kube-apiserver's client configuration: from the kubeconfig
+// flags, or in local mode without them, the agent's own (its conf file's
+// clientConnection.kubeconfig and kubeAPIServerOverride over the in-cluster
+// config), which works where the kubernetes Service does not.
+func (o *options) restConfig() (*rest.Config, error) {
+	if !o.kubeconfigGiven() {
+		c, err := o.agentConfig()
+		switch {
+		case err == nil:
+			cfg, err := config.KubeRESTConfig(c.ClientConnection.Kubeconfig, c.KubeAPIServerOverride, userAgent)
+			if err != nil {
+				return nil, fmt.Errorf("local mode: %w", err)
+			}
+			return cfg, nil
+		case !errors.Is(err, errNotLocal):
+			return nil, err
+		}
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loading, o.overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.UserAgent = userAgent
+	return cfg, nil
+}
+
+// getClients builds the API clients once per run.
+func (o *options) getClients() (*Clients, error) {
+	if o.clients != nil {
+		return o.clients, nil
+	}
+	if o.env.Clients != nil {
+		c, err := o.env.Clients()
+		if err != nil {
+			return nil, err
+		}
+		o.clients = c
+		return c, nil
+	}
+	cfg, err := o.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	antrea, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane client: %w", err)
+	}
+	rc := antrea.ControlplaneV1beta2().RESTClient()
+	o.clients = &Clients{
+		Kube:        kube,
+		Antrea:      antrea,
+		Realization: func(ctx context.Context) (map[string]string, error) { return policyRealization(ctx, rc) },
+	}
+	return o.clients, nil
+}
+
+// namespace returns -n, or the kubeconfig context's namespace ("default"
+// without one, and in local mode), and whether -n was given.
+func (o *options) namespace() (string, bool) {
+	if ns := o.overrides.Context.Namespace; ns != "" {
+		return ns, true
+	}
+	if o.kubeconfigGiven() || !o.local() {
+		if ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loading, o.overrides).Namespace(); err == nil && ns != "" {
+			return ns, false
+		}
+	}
+	return defaultNamespace, false
+}

@@ -1,0 +1,280 @@
+package antctl
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"antrea.io/antrea/pkg/agent/interfacestore"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/ovs/openflow"
+)
+
+// flowEntry is one flow as -o json|yaml print it.
+type flowEntry struct {
+	Table           uint8   `json:"table"`
+	TableName       string  `json:"tableName,omitempty"`
+	Priority        uint16  `json:"priority"`
+	Cookie          string  `json:"cookie"`
+	Packets         uint64  `json:"packets"`
+	Bytes           uint64  `json:"bytes"`
+	DurationSeconds float64 `json:"durationSeconds"`
+	// Flow is the flow without counters, as ovs-ofctl --no-stats prints it
+	// (and as ovs-ofctl add-flow takes it).
+	Flow string `json:"flow"`
+}
+
+type ovsFlowsOptions struct {
+	g      *getOptions
+	pod    string
+	table  string
+	policy string
+}
+
+func newGetOVSFlowsCommand(g *getOptions) *cobra.Command {
+	f := &ovsFlowsOptions{g: g}
+	cmd := &cobra.Command{
+		Use:     "ovsflows [-p POD -n NS] [-T TABLE] [--policy NS/NAME]",
+		Aliases: []string{"ovsflow", "of"},
+		Short:   "Show this node's OpenFlow flows as ovs-ofctl prints them (local mode)",
+		Long: `Show the flows of this node's bridge (br-int) with their counters, one per line
+as ` + "`ovs-ofctl -O OpenFlow15 dump-flows`" + ` prints them. Local mode only: run it in
+the antrea-agent container.
+
+  -T TABLE            one table of the pipeline, by name (docs/design/ovs-pipeline.md) or number
+  -p POD -n NS        the flows that match the pod's port, MAC or address
+  --policy NS/NAME    the flows realizing a NetworkPolicy (by its source's namespace/name):
+                      its rules' conjunctive flows and the isolation of its pods. antctl finds
+                      them by matching the policy's rules, read from the controller, against
+                      the rule tables; rules realized identically on this node are shown together.`,
+		Example: `  ` + localModeHowTo + ` get ovsflows -T Classifier
+  ` + localModeHowTo + ` get ovsflows -p web-0 -n demo
+  ` + localModeHowTo + ` get ovsflows --policy demo/allow-frontend`,
+		Args: cobra.NoArgs,
+		RunE: f.run,
+	}
+	cmd.Flags().StringVarP(&f.pod, "pod", "p", "", "Only the flows of this pod (its namespace is -n, default \"default\")")
+	cmd.Flags().StringVarP(&f.table, "table", "T", "", "Only this table (name or number)")
+	cmd.Flags().StringVar(&f.policy, "policy", "", "Only the flows of this NetworkPolicy (NS/NAME of its source; NAME uses -n)")
+	_ = cmd.RegisterFlagCompletionFunc("pod", g.completeLocalPods)
+	_ = cmd.RegisterFlagCompletionFunc("table", completeTables)
+	return cmd
+}
+
+func completeTables(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	p, err := pipeline()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, t := range p.Tables() {
+		if strings.HasPrefix(strings.ToLower(t.Name), strings.ToLower(toComplete)) {
+			out = append(out, t.Name+"\t"+t.Doc)
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+func (f *ovsFlowsOptions) run(cmd *cobra.Command, _ []string) error {
+	ctx := cmd.Context()
+	ns, nsGiven := f.g.namespace()
+	// The table layout is known without OVS: a typo is answered anywhere.
+	p, err := pipeline()
+	if err != nil {
+		return err
+	}
+	tableID := uint8(openflow.TableAll)
+	if f.table != "" {
+		t, err := lookupTable(p, f.table)
+		if err != nil {
+			return err
+		}
+		tableID = t.ID
+	}
+	local, err := f.g.requireLocal(cmd, ns, f.pod)
+	if err != nil {
+		return err
+	}
+	var store interfacestore.InterfaceStore
+	if f.pod != "" || f.policy != "" {
+		if store, err = local.interfaces(ctx); err != nil {
+			return err
+		}
+	}
+	var keys []podKeys
+	if f.pod != "" {
+		ifs, err := podInterfaces(store, ns, f.pod)
+		if err != nil {
+			return err
+		}
+		for _, i := range ifs {
+			keys = append(keys, keysOf(i))
+		}
+	}
+	var pf *policyFlows
+	if f.policy != "" {
+		polNS, name, err := splitPolicyName(f.policy, ns, nsGiven)
+		if err != nil {
+			return err
+		}
+		if pf, err = f.g.policyFlows(ctx, p, store, polNS, name); err != nil {
+			return err
+		}
+	}
+	flows, err := local.dumpFlows(ctx, tableID)
+	if err != nil {
+		return err
+	}
+	var sel []*openflow.FlowStats
+	var inPolicy map[int]bool
+	if pf != nil {
+		inPolicy = pf.selectFlows(flows)
+	}
+	for i := range flows {
+		fs := &flows[i]
+		if keys != nil && !matchesPod(&fs.Flow, keys) {
+			continue
+		}
+		if pf != nil && !inPolicy[i] {
+			continue
+		}
+		sel = append(sel, fs)
+	}
+	if f.g.output != outputTable {
+		out := make([]flowEntry, 0, len(sel))
+		for _, fs := range sel {
+			e := flowEntry{Table: fs.Table, Priority: fs.Priority, Cookie: fmt.Sprintf("%#x", fs.Cookie),
+				Packets: fs.PacketCount, Bytes: fs.ByteCount,
+				DurationSeconds: float64(fs.DurationSec) + float64(fs.DurationNsec)/1e9, Flow: fs.Flow.String()}
+			if int(fs.Table) < len(p.Tables()) {
+				e.TableName = p.Tables()[fs.Table].Name
+			}
+			out = append(out, e)
+		}
+		return writeObject(f.g.env.Out, f.g.output, out)
+	}
+	if pf != nil && len(pf.notes) > 0 {
+		for _, n := range pf.notes {
+			fmt.Fprintln(f.g.env.Err, n)
+		}
+	}
+	var b strings.Builder
+	for _, fs := range sel {
+		b.WriteString(" ")
+		b.WriteString(flowStatsText(fs))
+		b.WriteString("\n")
+	}
+	_, err = fmt.Fprint(f.g.env.Out, b.String())
+	return err
+}
+
+// podKeys are the values by which a flow belongs to a pod interface.
+type podKeys struct {
+	ofPort uint32
+	mac    net.HardwareAddr
+	ips    []netip.Addr
+}
+
+func keysOf(i *interfacestore.InterfaceConfig) podKeys {
+	k := podKeys{mac: i.MAC}
+	if i.OVSPortConfig != nil && i.OFPort > 0 {
+		k.ofPort = uint32(i.OFPort)
+	}
+	for _, ip := range i.IPs {
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			k.ips = append(k.ips, a.Unmap())
+		}
+	}
+	return k
+}
+
+// matchesPod says whether a flow matches exactly on one of the pod's keys:
+// its OpenFlow port (in_port, or the output port register the pipeline
+// fills, agentof.TargetOFPortField), its MAC or one of its addresses
+// (ARP included). A match on a prefix holding the pod (its node's pod CIDR)
+// is not the pod's.
+func matchesPod(f *openflow.Flow, keys []podKeys) bool {
+	for _, k := range keys {
+		if k.ofPort != 0 {
+			if mf, ok := f.Match.Get(openflow.FieldInPort); ok && mf.Value.Lo == uint64(k.ofPort) {
+				return true
+			}
+			if v, ok := fieldRangeValue(&f.Match, agentof.TargetOFPortField); ok && v == uint64(k.ofPort) {
+				return true
+			}
+		}
+		if k.mac != nil {
+			for _, fld := range []openflow.Field{openflow.FieldEthSrc, openflow.FieldEthDst} {
+				if mf, ok := f.Match.Get(fld); ok && exact(mf, fld) && macOf(mf.Value) == k.mac.String() {
+					return true
+				}
+			}
+		}
+		for _, ip := range k.ips {
+			for _, fld := range []openflow.Field{openflow.FieldIPv4Src, openflow.FieldIPv4Dst, openflow.FieldARPSpa, openflow.FieldARPTpa} {
+				if mf, ok := f.Match.Get(fld); ok && exact(mf, fld) && ip.Is4() && uint32(mf.Value.Lo) == ip4Uint(ip) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// fieldRangeValue returns the value a match gives the bits of r, when it
+// matches all of them exactly (registers: at most 64 bits).
+func fieldRangeValue(m *openflow.Match, r openflow.FieldRange) (uint64, bool) {
+	mf, ok := m.Get(r.Field)
+	if !ok {
+		return 0, false
+	}
+	width := uint(r.End) - uint(r.Start) + 1
+	ones := uint64(1)<<width - 1
+	if width >= 64 {
+		ones = ^uint64(0)
+	}
+	if (mf.Mask.Lo>>r.Start)&ones != ones {
+		return 0, false
+	}
+	return (mf.Value.Lo >> r.Start) & ones, true
+}
+
+// exact says whether a match field matches every bit of its field.
+func exact(mf openflow.MatchField, f openflow.Field) bool {
+	bits := f.Bits()
+	if bits > 64 {
+		return mf.Mask.Lo == ^uint64(0) && mf.Mask.Hi == uint64(1)<<(bits-64)-1
+	}
+	return mf.Mask.Lo == uint64(1)<<bits-1
+}
+
+func macOf(v openflow.U128) string {
+	b := make(net.HardwareAddr, 6)
+	for i := 0; i < 6; i++ {
+		b[5-i] = byte(v.Lo >> (8 * i))
+	}
+	return b.String()
+}
+
+func ip4Uint(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// splitPolicyName reads --policy: NS/NAME, or NAME in -n's namespace (any
+// namespace without -n, which also finds cluster-scoped policies).
+func splitPolicyName(s, ns string, nsGiven bool) (string, string, error) {
+	if i := strings.Index(s, "/"); i >= 0 {
+		if i == 0 || i == len(s)-1 || strings.Count(s, "/") > 1 {
+			return "", "", fmt.Errorf("--policy %q: want NAMESPACE/NAME or NAME", s)
+		}
+		return s[:i], s[i+1:], nil
+	}
+	if nsGiven {
+		return ns, s, nil
+	}
+	return "", s, nil
+}

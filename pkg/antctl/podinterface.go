@@ -1,0 +1,106 @@
+package antctl
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"antrea.io/antrea/pkg/agent/interfacestore"
+)
+
+// podInterface is one pod interface as -o json|yaml print it.
+type podInterface struct {
+	Namespace   string   `json:"namespace"`
+	Name        string   `json:"name"`
+	Interface   string   `json:"interfaceName"`
+	IPs         []string `json:"ips,omitempty"`
+	MAC         string   `json:"mac,omitempty"`
+	OFPort      int32    `json:"ofPort"`
+	PortUUID    string   `json:"portUUID,omitempty"`
+	ContainerID string   `json:"containerID,omitempty"`
+	IFDev       string   `json:"ifDev,omitempty"`
+}
+
+func newGetPodInterfaceCommand(g *getOptions) *cobra.Command {
+	var pod string
+	cmd := &cobra.Command{
+		Use:     "podinterface [-p POD] [-n NS]",
+		Aliases: []string{"podinterfaces", "pi"},
+		Short:   "Show this node's pod interfaces (local mode)",
+		Long: `Show the pod interfaces of this node: what the agent recorded in OVSDB (the
+external_ids of br-int's ports) with the OpenFlow port OVS gave each.
+Local mode only: run it in the antrea-agent container.
+
+  -n NS          pods of namespace NS
+  -p POD -n NS   pod NS/POD`,
+		Example: `  ` + localModeHowTo + ` get podinterface -n demo`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ns, nsGiven := g.namespace()
+			local, err := g.requireLocal(cmd, ns, pod)
+			if err != nil {
+				return err
+			}
+			store, err := local.interfaces(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var ifs []*interfacestore.InterfaceConfig
+			switch {
+			case pod != "":
+				if ifs, err = podInterfaces(store, ns, pod); err != nil {
+					return err
+				}
+			default:
+				for _, i := range store.GetInterfacesByType(interfacestore.ContainerInterface) {
+					if !nsGiven || i.PodNamespace == ns {
+						ifs = append(ifs, i)
+					}
+				}
+			}
+			out := make([]podInterface, 0, len(ifs))
+			for _, i := range ifs {
+				pi := podInterface{Namespace: i.PodNamespace, Name: i.PodName, Interface: i.InterfaceName,
+					ContainerID: i.ContainerID, IFDev: i.IFDev}
+				for _, ip := range i.IPs {
+					pi.IPs = append(pi.IPs, ip.String())
+				}
+				if i.MAC != nil {
+					pi.MAC = i.MAC.String()
+				}
+				if i.OVSPortConfig != nil {
+					pi.OFPort, pi.PortUUID = i.OFPort, i.PortUUID
+				}
+				out = append(out, pi)
+			}
+			if g.output != outputTable {
+				return writeObject(g.env.Out, g.output, out)
+			}
+			if len(out) == 0 {
+				where := ""
+				if nsGiven {
+					where = " of namespace " + ns
+				}
+				fmt.Fprintf(g.env.Err, "No pod interfaces%s on this node.\n", where)
+				return nil
+			}
+			t := &table{header: []string{"NAMESPACE", "NAME", "INTERFACE", "IP", "MAC", "OFPORT", "CONTAINER-ID"}}
+			for _, p := range out {
+				t.add(p.Namespace, p.Name, p.Interface, joinFew(p.IPs, 2), p.MAC, strconv.Itoa(int(p.OFPort)), shortID(p.ContainerID))
+			}
+			return t.write(g.env.Out)
+		},
+	}
+	cmd.Flags().StringVarP(&pod, "pod", "p", "", "Only this pod's interfaces (its namespace is -n, default \"default\")")
+	_ = cmd.RegisterFlagCompletionFunc("pod", g.completeLocalPods)
+	return cmd
+}
+
+// shortID cuts a container ID as crictl ps prints it.
+func shortID(id string) string {
+	if len(id) > 13 {
+		return id[:13]
+	}
+	return id
+}
