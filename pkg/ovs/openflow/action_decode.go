@@ -163,20 +163,23 @@ func decodeNXAction(sub uint16, b []byte) (Action, error) {
 			return nil, err
 		}
 		a := &Controller{MaxLen: 0xffff, Reason: ReasonAction}
+		// Open vSwitch writes 16- and 8-bit properties with 4 value bytes
+		// (lib/ofp-prop.c ofpprop_put_u16/u8 pad the value) and reads any
+		// length that holds the value (ofpprop_parse_u16): so does this.
 		err := walkProps(b[6:], func(typ uint16, v []byte) error {
 			switch typ {
 			case 0:
-				if len(v) != 2 {
+				if len(v) < 2 {
 					return fmt.Errorf("openflow: controller max_len property of %d bytes", len(v))
 				}
 				a.MaxLen = binary.BigEndian.Uint16(v)
 			case 1:
-				if len(v) != 2 {
+				if len(v) < 2 {
 					return fmt.Errorf("openflow: controller id property of %d bytes", len(v))
 				}
 				a.ControllerID = binary.BigEndian.Uint16(v)
 			case 2:
-				if len(v) != 1 {
+				if len(v) < 1 {
 					return fmt.Errorf("openflow: controller reason property of %d bytes", len(v))
 				}
 				a.Reason = v[0]
