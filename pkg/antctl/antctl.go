@@ -40,7 +40,6 @@ const (
 	antreaNamespace    = "kube-system"
 	antreaConfigMap    = "antrea-config"
 	agentDaemonSet     = "antrea-agent"
-	agentContainer     = "antrea-agent"
 	controllerName     = "antrea-controller"
 	componentLabel     = "component"
 	defaultConfigDir   = "/etc/antrea"
@@ -64,13 +63,14 @@ type Clients struct {
 }
 
 // Env is the world one antctl run sees. Zero fields take the process's own:
-// stdout, stderr, clients from the kubeconfig flags, the node name from
-// $NODE_NAME. Tests fill it with fakes.
+// stdout, stderr, clients from the kubeconfig flags. Tests fill it with
+// fakes.
 type Env struct {
 	Out, Err io.Writer
 	// Clients, when set, replaces the clients built from the flags.
 	Clients func() (*Clients, error)
-	// NodeName is this node's name in local mode ("" reads $NODE_NAME).
+	// NodeName is this node's name in local mode (Main takes $NODE_NAME,
+	// which the manifest sets in the agent container); "" for unknown.
 	NodeName string
 }
 
@@ -91,9 +91,6 @@ func NewCommand(env Env) *cobra.Command {
 	}
 	if env.Err == nil {
 		env.Err = os.Stderr
-	}
-	if env.NodeName == "" {
-		env.NodeName = os.Getenv(nodeNameEnv)
 	}
 	o := &options{
 		env:       env,
@@ -144,7 +141,7 @@ Inside the antrea-agent container it runs in local mode (it finds
 // Main runs antctl with args and returns the process exit code. An error is
 // one line on stderr.
 func Main(args []string) int {
-	cmd := NewCommand(Env{})
+	cmd := NewCommand(Env{NodeName: os.Getenv(nodeNameEnv)})
 	cmd.SetArgs(args)
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "antctl: %v\n", err)

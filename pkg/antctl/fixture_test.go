@@ -3,14 +3,17 @@ package antctl
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"regexp"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -206,27 +209,50 @@ type result struct {
 	runErr   error
 }
 
-// antctl runs a command line against the cluster, out of local mode (an
-// empty --config-dir) unless the args give one.
+// runAntctl runs a command line against the cluster (nil: no API), out of
+// local mode (an empty --config-dir) unless the args give a --config-dir.
 func runAntctl(t *testing.T, c *cluster, args ...string) result {
+	t.Helper()
+	var clients *Clients
+	if c != nil {
+		clients = c.clients()
+	}
+	return runAntctlWith(t, clients, args...)
+}
+
+// runAntctlWith runs a command line with these clients.
+func runAntctlWith(t *testing.T, clients *Clients, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
 	env := Env{Out: &out, Err: &errb}
-	if c != nil {
-		clients := c.clients()
+	if clients != nil {
 		env.Clients = func() (*Clients, error) { return clients, nil }
+	} else {
+		env.Clients = func() (*Clients, error) { return nil, errors.New("this test has no API server") }
 	}
 	cmd := NewCommand(env)
 	hasDir := false
 	for _, a := range args {
 		hasDir = hasDir || strings.HasPrefix(a, "--config-dir")
 	}
-	if !hasDir {
+	switch {
+	case hasDir:
+	case len(args) > 0 && args[0] == "__complete":
+		// The last argument is the word to complete.
+		args = append([]string{args[0], "--config-dir", t.TempDir()}, args[1:]...)
+	default:
 		args = append(args, "--config-dir", t.TempDir())
 	}
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(context.Background())
 	return result{out: out.String(), err: errb.String(), runErr: err}
+}
+
+// forbidden answers as kube-apiserver does to an identity without the RBAC.
+func forbidden(resource string) k8stesting.ReactionFunc {
+	return func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", errors.New("RBAC: access denied"))
+	}
 }
 
 var columnGap = regexp.MustCompile(`\s{2,}`)
