@@ -109,6 +109,7 @@ func (o Options) antreaImageSpecs() ([]images.Spec, error) {
 			Files: []images.File{
 				{Path: "/usr/local/bin/antrea-agent", Source: bin("antrea-agent"), Mode: 0o755},
 				{Path: "/usr/local/bin/antrea-cni", Source: bin("antrea-cni"), Mode: 0o755},
+				{Path: "/usr/local/bin/antctl", Source: bin("antctl"), Mode: 0o755},
 				{Path: "/usr/local/bin/start_ovs", Source: script("start_ovs"), Mode: 0o755},
 				{Path: "/usr/local/bin/install_cni", Source: script("install_cni"), Mode: 0o755},
 				// The reference loopback plugin, which install_cni puts on

@@ -34,7 +34,7 @@ func fakeCheckout(t *testing.T) Options {
 			t.Fatal(err)
 		}
 	}
-	for _, b := range []string{"antrea-agent", "antrea-cni", "antrea-controller", "antrea-pause", "antrea-testpod"} {
+	for _, b := range []string{"antctl", "antrea-agent", "antrea-cni", "antrea-controller", "antrea-pause", "antrea-testpod"} {
 		write("bin/"+b, "\x7fELF "+b, 0o755)
 	}
 	for _, s := range []string{"start_ovs", "install_cni"} {
@@ -167,6 +167,7 @@ func TestAntreaImagesHoldWhatTheManifestRuns(t *testing.T) {
 		"opt/cni/ 0755",
 		"opt/cni/bin/ 0755",
 		"opt/cni/bin/loopback 0755",
+		"usr/local/bin/antctl 0755",
 		"usr/local/bin/antrea-agent 0755",
 		"usr/local/bin/antrea-cni 0755",
 		"usr/local/bin/install_cni 0755",
@@ -178,6 +179,7 @@ func TestAntreaImagesHoldWhatTheManifestRuns(t *testing.T) {
 	_, files := readLayer(t, ls[1])
 	for path, src := range map[string]string{
 		"usr/local/bin/antrea-agent": filepath.Join(opts.BinDir, "antrea-agent"),
+		"usr/local/bin/antctl":       filepath.Join(opts.BinDir, "antctl"),
 		"usr/local/bin/start_ovs":    filepath.Join(opts.imageScriptsDir(), "start_ovs"),
 		"opt/cni/bin/loopback":       filepath.Join(opts.CNIBinDir, "loopback"),
 	} {
@@ -296,6 +298,7 @@ func TestAntreaImagesAreReproducible(t *testing.T) {
 		changed []string
 	}{
 		{name: "a new agent binary changes the agent image only", change: filepath.Join(opts.BinDir, "antrea-agent"), changed: []string{AgentImage}},
+		{name: "a new antctl changes the agent image only", change: filepath.Join(opts.BinDir, "antctl"), changed: []string{AgentImage}},
 		{name: "a new start_ovs changes the agent image only", change: filepath.Join(opts.imageScriptsDir(), "start_ovs"), changed: []string{AgentImage}},
 		{name: "a new controller binary changes the controller image only", change: filepath.Join(opts.BinDir, "antrea-controller"), changed: []string{ControllerImage}},
 	} {
