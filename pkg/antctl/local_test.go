@@ -132,23 +132,6 @@ func TestOVSFlowsPrintsWhatOVSHolds(t *testing.T) {
 	}
 	classifier, _ := n.flows.Pipeline().Lookup("Classifier")
 
-	t.Run("every flow, as ovs-ofctl prints it with its counters", func(t *testing.T) {
-		r := n.antctl(t, nil, "get", "ovsflows")
-		if r.runErr != nil {
-			t.Fatal(r.runErr)
-		}
-		want := ofctl()
-		// Counters and the flow text are exact; durations and ages move.
-		if got, w := statsOut.ReplaceAllString(r.out, ""), statsOut.ReplaceAllString(want, ""); !sameLines(got, w) {
-			t.Errorf("antctl get ovsflows printed\n%s\novs-ofctl dump-flows prints\n%s", r.out, want)
-		}
-		for _, l := range strings.Split(strings.TrimRight(r.out, "\n"), "\n") {
-			if !strings.HasPrefix(l, " cookie=") || !strings.Contains(l, ", duration=") || !strings.Contains(l, ", idle_age=") {
-				t.Errorf("line %q is not in dump-flows' form ( cookie=…, duration=…, table=…, n_packets=…, n_bytes=…, idle_age=…, …)", l)
-				break
-			}
-		}
-	})
 	t.Run("-T keeps one table, by name or number", func(t *testing.T) {
 		want := withoutStats(ofctl(fmt.Sprintf("table=%d", classifier.ID)))
 		for _, arg := range []string{"Classifier", "classifier", fmt.Sprint(classifier.ID)} {
@@ -203,6 +186,37 @@ func TestOVSFlowsPrintsWhatOVSHolds(t *testing.T) {
 			r := n.antctl(t, nil, append([]string{"get", "ovsflows"}, tc.args...)...)
 			if r.runErr == nil || r.runErr.Error() != tc.want {
 				t.Errorf("get ovsflows %s: error %v, want %q", strings.Join(tc.args, " "), r.runErr, tc.want)
+			}
+		}
+	})
+	t.Run("every flow, as ovs-ofctl prints it with its counters", func(t *testing.T) {
+		// Services give the dump the rest of the agent's vocabulary: groups,
+		// learn (session affinity), ct with nat, controller (reject).
+		ep := agentof.Endpoint{IP: netip.MustParseAddr(web0.Status.PodIP), Port: 8080, Local: true}
+		if err := n.flows.InstallService(context.Background(), "demo/web", agentof.ServiceState{
+			{IP: netip.MustParseAddr("10.96.0.10"), Protocol: 6, Port: 80}:  {Endpoints: []agentof.Endpoint{ep}, AffinityTimeout: 600},
+			{IP: netip.MustParseAddr("10.96.0.11"), Protocol: 17, Port: 53}: {NoEndpoints: agentof.Reject},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// Traffic, so counters are not all zero.
+		bridgetest.Run(t, "ip", "netns", "exec", n.pods[web0.Name].NS, "ping", "-c", "2", "-i", "0.2", "-W", "2", client.Status.PodIP)
+		r := n.antctl(t, nil, "get", "ovsflows")
+		if r.runErr != nil {
+			t.Fatal(r.runErr)
+		}
+		want := ofctl()
+		if !regexp.MustCompile(`n_packets=[1-9]`).MatchString(r.out) {
+			t.Errorf("no flow counted the pings:\n%s", r.out)
+		}
+		// Counters and the flow text are exact; durations and ages move.
+		if got, w := statsOut.ReplaceAllString(r.out, ""), statsOut.ReplaceAllString(want, ""); !sameLines(got, w) {
+			t.Errorf("antctl get ovsflows printed\n%s\novs-ofctl dump-flows prints\n%s", r.out, want)
+		}
+		for _, l := range strings.Split(strings.TrimRight(r.out, "\n"), "\n") {
+			if !strings.HasPrefix(l, " cookie=") || !strings.Contains(l, ", duration=") || !strings.Contains(l, ", idle_age=") {
+				t.Errorf("line %q is not in dump-flows' form ( cookie=…, duration=…, table=…, n_packets=…, n_bytes=…, idle_age=…, …)", l)
+				break
 			}
 		}
 	})
