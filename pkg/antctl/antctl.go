@@ -214,6 +214,10 @@ func (o *options) restConfig() (*rest.Config, error) {
 		}
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loading, o.overrides).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, fmt.Errorf("no kubeconfig (give --kubeconfig, set $KUBECONFIG or write ~/.kube/config), and not in local mode (no %s)",
+			filepath.Join(o.configDir, agentconfig.FileName))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}

@@ -97,8 +97,12 @@ this node's OVS version from OVSDB.`,
 // version gathers what can be read; the error is for a cluster antctl
 // could not reach at all (what it read is still returned).
 func (o *options) version(ctx context.Context) (*versionInfo, error) {
+	sha := version.GitSHA
+	if len(sha) > 12 {
+		sha = sha[:12]
+	}
 	info := &versionInfo{Client: componentVersion{Component: "antctl",
-		Version: fmt.Sprintf("%s (git %s, tree %s)", version.Version, version.GitSHA, version.GitTreeState)}}
+		Version: fmt.Sprintf("%s (git %s, tree %s)", version.Version, sha, version.GitTreeState)}}
 	if c, err := o.agentConfig(); err == nil {
 		ovs := componentVersion{Component: "ovs (this node)", Node: o.env.NodeName}
 		if v, err := (&localNode{conf: c}).ovsVersion(ctx); err == nil {
