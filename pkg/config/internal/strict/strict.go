@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	namesuggest "antrea.io/antrea/pkg/util/suggest"
 )
 
 // Unsupported is an upstream key this Antrea does not implement.
@@ -439,42 +441,9 @@ func suggest(k string, names []string) string {
 	return ""
 }
 
-// closest returns the name nearest to k by edit distance (ignoring case),
-// or "" when none is near enough to be a typo of it.
-func closest(k string, names []string) string {
-	best, bestD := "", -1
-	for _, n := range names {
-		d := editDistance(strings.ToLower(k), strings.ToLower(n))
-		if bestD < 0 || d < bestD {
-			best, bestD = n, d
-		}
-	}
-	if bestD < 0 || bestD > max(2, len(k)/4) {
-		return ""
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+// closest returns the name nearest to k (ignoring case), or "" when none is
+// near enough to be a typo of it.
+func closest(k string, names []string) string { return namesuggest.Closest(k, names, 4) }
 
 // typeError names the key and the value a json decoding error is about.
 func typeError(err error, doc map[string]any) error {
