@@ -304,3 +304,107 @@ func yamlDocs(t *testing.T, data []byte) []manifestDoc {
 	}
 	return out
 }
+
+// TestKubectlDeleteRemovesAntreaAndKubectlApplyBringsItBack uninstalls Antrea
+// as a user does (`kubectl delete -f`): its pods go, each node's CNI conflist
+// and plugin are removed (kubelet then reports the network not ready), and
+// with the userspace datapath the node keeps its address. Applying the same
+// manifest installs it again, and pods are networked across nodes; the tests
+// after this one run on that second installation.
+func TestKubectlDeleteRemovesAntreaAndKubectlApplyBringsItBack(t *testing.T) {
+	e := requireReal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	manifest := e.Opts.AppliedManifest()
+	if out, stderr, err := e.Kubectl(ctx, "delete", "-f", manifest, "--wait=true", "--timeout=90s"); err != nil {
+		t.Fatalf("kubectl delete -f %s: %v\n%s%s", manifest, err, out, stderr)
+	}
+	reinstalled := false
+	t.Cleanup(func() {
+		if !reinstalled { // leave the lab usable for the tests after this one
+			_, _, _ = e.Kubectl(context.Background(), "apply", "-f", manifest)
+		}
+	})
+	labtest.WaitFor(t, ctx, "Antrea's pods to be gone", func() error {
+		pods, err := e.Client.CoreV1().Pods(lab.AntreaNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=antrea"})
+		if err != nil {
+			return err
+		}
+		if n := len(pods.Items); n > 0 {
+			return fmt.Errorf("%d pods left", n)
+		}
+		return nil
+	})
+	for _, n := range e.Nodes {
+		for _, f := range []string{filepath.Join(e.NodeHostPath(n, "/etc/cni/net.d"), "10-antrea.conflist"),
+			filepath.Join(e.NodeHostPath(n, "/opt/cni/bin"), "antrea")} {
+			if _, err := os.Stat(f); err == nil {
+				t.Errorf("%s: %s is still there after the uninstall", n, f)
+			}
+		}
+	}
+	labtest.WaitFor(t, ctx, "kubelet to report the nodes' network not ready", func() error {
+		for _, n := range e.Nodes {
+			node, err := e.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range node.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					return fmt.Errorf("%s is still Ready", n)
+				}
+			}
+		}
+		return nil
+	})
+
+	if out, stderr, err := e.Kubectl(ctx, "apply", "-f", manifest); err != nil {
+		t.Fatalf("kubectl apply -f %s: %v\n%s%s", manifest, err, out, stderr)
+	}
+	reinstalled = true
+	for _, w := range []string{"daemonset/" + lab.AgentDaemonSet, "deployment/" + lab.ControllerDeployment} {
+		if out, stderr, err := e.Kubectl(ctx, "-n", lab.AntreaNamespace, "rollout", "status", w, "--timeout=120s"); err != nil {
+			t.Fatalf("kubectl rollout status %s: %v\n%s%s", w, err, out, stderr)
+		}
+	}
+	labtest.WaitFor(t, ctx, "the nodes and the controlplane API to be back", func() error {
+		for _, n := range e.Nodes {
+			node, err := e.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			ready := false
+			for _, c := range node.Status.Conditions {
+				ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+			}
+			if !ready {
+				return fmt.Errorf("%s is not Ready", n)
+			}
+		}
+		_, stderr, err := e.Kubectl(ctx, "get", "networkpolicies.controlplane.antrea.io")
+		if err != nil {
+			return fmt.Errorf("controlplane API: %v: %s", err, stderr)
+		}
+		return nil
+	})
+	ns, pods := testPods(t, e, ctx)
+	for _, src := range pods {
+		for _, dst := range pods {
+			if src.Name == dst.Name {
+				continue
+			}
+			var out string
+			var err error
+			for attempt := 0; attempt < 3; attempt++ {
+				out, err = e.Exec(ctx, ns, src.Name, "antrea-testpod", "connect", "--protocol", "tcp",
+					"--to", dst.Status.PodIP+":80", "--timeout", "2s")
+				if err == nil && strings.Contains(out, dst.Name) {
+					break
+				}
+			}
+			if err != nil || !strings.Contains(out, dst.Name) {
+				t.Errorf("after reinstalling, %s (%s) to %s (%s): %v: %s", src.Name, src.Spec.NodeName, dst.Name, dst.Spec.NodeName, err, out)
+			}
+		}
+	}
+}

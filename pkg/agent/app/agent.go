@@ -250,6 +250,7 @@ func Run(ctx context.Context, o Options) error {
 	for {
 		select {
 		case <-ctx.Done():
+			cleanUpIfUninstalled(client)
 			return nil
 		case err := <-cniErr:
 			return fmt.Errorf("CNI server: %w", err)

@@ -1,0 +1,72 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+)
+
+// What the agent pod's install-cni put on the node (build/images/scripts/
+// install_cni), as the agent container sees it.
+const (
+	hostCNIConfList = "/host/etc/cni/net.d/10-antrea.conflist"
+	hostCNIPlugin   = "/host/opt/cni/bin/antrea"
+)
+
+// uninstalled says whether the agent stops because Antrea is being removed:
+// the DaemonSet that owns this agent's pod (POD_NAMESPACE/POD_NAME) is gone
+// or being deleted. An agent outside a pod, or one that cannot tell, says no.
+func uninstalled(ctx context.Context, c kubernetes.Interface) bool {
+	ns, name := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+	if ns == "" || name == "" {
+		return false
+	}
+	pod, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		klog.ErrorS(err, "Cannot read the agent's own pod; assuming Antrea stays installed", "pod", ns+"/"+name)
+		return false
+	}
+	for _, ref := range pod.OwnerReferences {
+		if ref.Kind != "DaemonSet" {
+			continue
+		}
+		ds, err := c.AppsV1().DaemonSets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return true
+		case err != nil:
+			klog.ErrorS(err, "Cannot read the agent's DaemonSet; assuming Antrea stays installed", "daemonSet", ns+"/"+ref.Name)
+			return false
+		default:
+			return ds.DeletionTimestamp != nil || ds.UID != ref.UID
+		}
+	}
+	return false
+}
+
+// cleanUpIfUninstalled runs when the agent stops: if Antrea is being
+// uninstalled it removes the CNI conflist and plugin install-cni put on the
+// node, so that kubelet reports the node's network not ready rather than
+// sending pods to a CNI whose agent is gone, and another CNI can take over.
+// The OVS database keeps the bridges, as upstream Antrea leaves them.
+func cleanUpIfUninstalled(c kubernetes.Interface) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !uninstalled(ctx, c) {
+		return
+	}
+	for _, f := range []string{hostCNIConfList, hostCNIPlugin} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			klog.ErrorS(err, "Cannot remove a CNI file of Antrea", "file", f)
+			continue
+		}
+		klog.InfoS("Antrea is being uninstalled: removed its CNI file from the node", "file", f, "dir", filepath.Dir(f))
+	}
+}
