@@ -372,24 +372,6 @@ func ipReceived(t *testing.T, p *testPod) int {
 	return 0
 }
 
-// newServiceBridge is a real node (bridgetest) with an initialized client
-// whose reconnections replay.
-func newServiceBridge(t *testing.T) (*bridgetest.Bridge, *Client) {
-	t.Helper()
-	br := bridgetest.New(t)
-	c, err := NewClient(br.OF, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	br.SetReplay(func(ctx context.Context, conn *openflow.Conn) error { return c.Replay(ctx, conn) })
-	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
-	if err := c.Initialize(context.Background(), &NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
-		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: br.GatewayMAC, PodCIDR: cidr}); err != nil {
-		t.Fatal(err)
-	}
-	return br, c
-}
-
 // countingBridge counts the messages of the bundles it passes on to the
 // switch's client (whose other calls it leaves alone).
 type countingBridge struct {
