@@ -147,6 +147,16 @@ func (s *Store) untag(names []string) error {
 	})
 }
 
+// Remove forgets the images stored under names; their blobs stay until Prune
+// (another name may share them).
+func (s *Store) Remove(names ...string) error {
+	canon, err := canonicalNames(names)
+	if err != nil {
+		return err
+	}
+	return s.untag(canon)
+}
+
 // Images maps every image name in the store to its manifest digest.
 func (s *Store) Images() (map[string]v1.Hash, error) {
 	idx, err := s.readIndex()

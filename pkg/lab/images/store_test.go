@@ -134,8 +134,12 @@ func TestPutAndPrune(t *testing.T) {
 	if imgs["quay.io/x/y:1"] != db || imgs["docker.io/library/busybox:latest"] != da || len(imgs) != 2 {
 		t.Fatalf("store holds %v, want quay.io/x/y:1=%s docker.io/library/busybox:latest=%s", imgs, db, da)
 	}
-	if err := s.untag([]string{"docker.io/library/busybox:latest"}); err != nil {
+	// Remove takes the name as users write it ("busybox").
+	if err := s.Remove("busybox"); err != nil {
 		t.Fatal(err)
+	}
+	if imgs, _ := s.Images(); len(imgs) != 1 || imgs["quay.io/x/y:1"] != db {
+		t.Fatalf("after Remove(busybox) the store holds %v, want only quay.io/x/y:1", imgs)
 	}
 	freed, err := s.Prune()
 	if err != nil {

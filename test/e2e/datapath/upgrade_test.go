@@ -86,6 +86,12 @@ func (e *env) testUpgrade(t *testing.T, ctx context.Context) {
 		if err := store.Put([]string{repo + ":" + upgradeTag}, next); err != nil {
 			t.Fatal(err)
 		}
+		name := repo + ":" + upgradeTag
+		t.Cleanup(func() {
+			if err := store.Remove(name); err != nil {
+				t.Errorf("remove %s from the image store: %v", name, err)
+			}
+		})
 	}
 	applied, err := os.ReadFile(e.Opts.AppliedManifest())
 	if err != nil {
