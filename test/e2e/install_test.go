@@ -358,6 +358,7 @@ func TestKubectlDeleteRemovesAntreaAndKubectlApplyBringsItBack(t *testing.T) {
 		return nil
 	})
 
+	applied := time.Now()
 	if out, stderr, err := e.Kubectl(ctx, "apply", "-f", manifest); err != nil {
 		t.Fatalf("kubectl apply -f %s: %v\n%s%s", manifest, err, out, stderr)
 	}
@@ -387,7 +388,10 @@ func TestKubectlDeleteRemovesAntreaAndKubectlApplyBringsItBack(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("reinstall: every Antrea pod ready, nodes Ready and the controlplane API served %.1fs after kubectl apply",
+		time.Since(applied).Seconds())
 	ns, pods := testPods(t, e, ctx)
+	t.Logf("reinstall: %d new pods networked and Ready %.1fs after kubectl apply", len(pods), time.Since(applied).Seconds())
 	for _, src := range pods {
 		for _, dst := range pods {
 			if src.Name == dst.Name {
