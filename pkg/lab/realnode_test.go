@@ -86,7 +86,7 @@ func TestContainerdReadsTheNodeConfiguration(t *testing.T) {
 	for _, want := range []string{
 		"sandbox = '" + SandboxImage + "'",
 		"restrict_oom_score_adj = true",
-		"netns_mounts_under_state_dir = true",
+		"netns_mounts_under_state_dir = false", // pod netns in the node's own /var/run/netns
 		"snapshotter = 'overlayfs'",
 		"BinaryName = '" + filepath.Join(o.KubeBinDir, "runc") + "'",
 		"SystemdCgroup = false",
