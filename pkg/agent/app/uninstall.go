@@ -22,13 +22,21 @@ const (
 
 // uninstalled says whether the agent stops because Antrea is being removed:
 // the DaemonSet that owns this agent's pod (POD_NAMESPACE/POD_NAME) is gone
-// or being deleted. An agent outside a pod, or one that cannot tell, says no.
+// or being deleted, or the agent may no longer read its own pod at all — its
+// ServiceAccount or ClusterRole is gone, which `kubectl delete -f antrea.yml`
+// does before the DaemonSet's pods stop, and which no upgrade does. An agent
+// outside a pod, or one that cannot tell (the API server unreachable), says
+// no.
 func uninstalled(ctx context.Context, c kubernetes.Interface) bool {
 	ns, name := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
 	if ns == "" || name == "" {
 		return false
 	}
 	pod, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+		klog.InfoS("The agent may no longer read its own pod: its ServiceAccount or role was removed with Antrea", "err", err)
+		return true
+	}
 	if err != nil {
 		klog.ErrorS(err, "Cannot read the agent's own pod; assuming Antrea stays installed", "pod", ns+"/"+name)
 		return false
@@ -39,7 +47,7 @@ func uninstalled(ctx context.Context, c kubernetes.Interface) bool {
 		}
 		ds, err := c.AppsV1().DaemonSets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 		switch {
-		case apierrors.IsNotFound(err):
+		case apierrors.IsNotFound(err), apierrors.IsUnauthorized(err), apierrors.IsForbidden(err):
 			return true
 		case err != nil:
 			klog.ErrorS(err, "Cannot read the agent's DaemonSet; assuming Antrea stays installed", "daemonSet", ns+"/"+ref.Name)

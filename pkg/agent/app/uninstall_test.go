@@ -6,10 +6,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func TestTheAgentKnowsAntreaIsUninstalledWhenItsDaemonSetIsGone(t *testing.T) {
@@ -25,14 +28,16 @@ func TestTheAgentKnowsAntreaIsUninstalledWhenItsDaemonSetIsGone(t *testing.T) {
 		name    string
 		env     bool
 		objects []runtime.Object
+		deny    bool // the API answers 403 (the agent's ClusterRole is gone)
 		want    bool
 	}{
-		{"the DaemonSet still exists: an upgrade or a restart", true, []runtime.Object{pod, ds}, false},
-		{"the DaemonSet is gone", true, []runtime.Object{pod}, true},
-		{"the DaemonSet is being deleted", true, []runtime.Object{pod, deleting}, true},
-		{"a new DaemonSet of the same name replaced the pod's", true, []runtime.Object{pod, replaced}, true},
-		{"the agent's own pod cannot be read", true, []runtime.Object{ds}, false},
-		{"the agent runs outside a pod", false, []runtime.Object{pod}, false},
+		{"the agent's role was deleted with the rest of the manifest", true, []runtime.Object{pod, ds}, true, true},
+		{"the DaemonSet still exists: an upgrade or a restart", true, []runtime.Object{pod, ds}, false, false},
+		{"the DaemonSet is gone", true, []runtime.Object{pod}, false, true},
+		{"the DaemonSet is being deleted", true, []runtime.Object{pod, deleting}, false, true},
+		{"a new DaemonSet of the same name replaced the pod's", true, []runtime.Object{pod, replaced}, false, true},
+		{"the agent's own pod cannot be read", true, []runtime.Object{ds}, false, false},
+		{"the agent runs outside a pod", false, []runtime.Object{pod}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.env {
@@ -42,7 +47,13 @@ func TestTheAgentKnowsAntreaIsUninstalledWhenItsDaemonSetIsGone(t *testing.T) {
 				t.Setenv("POD_NAMESPACE", "")
 				t.Setenv("POD_NAME", "")
 			}
-			if got := uninstalled(context.Background(), fake.NewSimpleClientset(tc.objects...)); got != tc.want {
+			c := fake.NewSimpleClientset(tc.objects...)
+			if tc.deny {
+				c.PrependReactor("get", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: action.GetResource().Resource}, "x", nil)
+				})
+			}
+			if got := uninstalled(context.Background(), c); got != tc.want {
 				t.Errorf("uninstalled = %v, want %v", got, tc.want)
 			}
 		})
