@@ -223,6 +223,7 @@ func Run(ctx context.Context, o Options) error {
 	go purger.run(ctx)
 	policies := npcontroller.NewController(o.NodeName, cpClient, flows, store)
 	policies.OnRealized = purger.Changed
+	rs.released = purger.Changed
 	go policies.Run(ctx)
 	restoreErr := make(chan error, 1)
 	go func() { restoreErr <- rs.finish(ctx, bridge, policies, ids, prevRound, round) }()

@@ -31,6 +31,10 @@ type restore struct {
 	flows *agentof.Client
 	// underlay puts the node's addresses back on br-phy (netdev).
 	underlay func(ctx context.Context) error
+	// released is called after the hold is lifted: datapath flows cached
+	// while every packet was dropped must not outlive the hold (the
+	// userspace datapath of OVS 3.1 was seen keeping such stale megaflows).
+	released func()
 
 	mu       sync.Mutex
 	holding  bool
@@ -109,6 +113,9 @@ func (r *restore) finish(ctx context.Context, bridge *ovsconfig.OVSBridge, polic
 	if r.holding {
 		if err := r.flows.ReleaseTraffic(ctx); err != nil {
 			return err
+		}
+		if r.released != nil {
+			r.released()
 		}
 	}
 	klog.InfoS("Flows restored: the previous run's removed, NetworkPolicies realized", "round", round,
