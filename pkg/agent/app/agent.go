@@ -195,10 +195,15 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
+	// Datapath flow cache purges: after policy changes, after the br-int hold
+	// is lifted, and after a tunnel neighbour is pinned (cached datapath
+	// flows carry the tunnel header with the neighbour's MAC built in).
+	purger := newDatapathPurger(o.OVSRunDir)
+	go purger.run(ctx)
 	informerFactory := informers.NewSharedInformerFactory(client, 0)
 	routes := route.NewController(o.NodeName, informerFactory.Core().V1().Nodes(), flows,
 		&route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: podCIDRs[0]},
-		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer) })
+		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer, purger.Changed) })
 	proxyErr := make(chan error, 1)
 	if o.EnableProxy {
 		services, err := proxy.NewWithConfig(proxy.Config{NodeName: o.NodeName, Packets: ofc},
@@ -219,8 +224,6 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	purger := newDatapathPurger(o.OVSRunDir)
-	go purger.run(ctx)
 	policies := npcontroller.NewController(o.NodeName, cpClient, flows, store)
 	policies.OnRealized = purger.Changed
 	rs.released = purger.Changed
@@ -315,7 +318,7 @@ func waitRoutesInstalled(ctx context.Context, routes *route.Controller, f inform
 // and pins it in OVS's tunnel neighbour cache, against the userspace
 // datapath's neighbour black hole (ENVIRONMENT.md). Only the netdev datapath
 // needs it.
-func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, peer net.IP) {
+func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, peer net.IP, pinned func()) {
 	if nc.Uplink.BridgeName == "" {
 		return
 	}
@@ -327,9 +330,15 @@ func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, 
 	for i := 0; i < 50 && ctx.Err() == nil; i++ {
 		neighs, _ := netlink.NeighList(link.Attrs().Index, netlink.FAMILY_V4)
 		for _, n := range neighs {
-			if n.IP.Equal(peer) && len(n.HardwareAddr) == 6 && n.State&(netlink.NUD_REACHABLE|netlink.NUD_STALE|netlink.NUD_PERMANENT|netlink.NUD_DELAY|netlink.NUD_PROBE) != 0 {
+			// Only a confirmed entry: a STALE one may hold the MAC of the
+			// peer's uplink from when its address was on the uplink (its
+			// antrea-ovs had stopped), not its br-phy's. Traffic below
+			// makes the kernel confirm or replace it.
+			if n.IP.Equal(peer) && len(n.HardwareAddr) == 6 && n.State&(netlink.NUD_REACHABLE|netlink.NUD_PERMANENT) != 0 {
 				if err := nodeinit.PinTunnelNeighbor(ctx, o.OVSRunDir, nc.Uplink.BridgeName, peer, n.HardwareAddr); err != nil {
 					klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
+				} else {
+					pinned()
 				}
 				return
 			}
