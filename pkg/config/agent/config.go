@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -127,20 +126,17 @@ func Defaults() *AgentConfig {
 
 // Load reads the file at path over the defaults, strictly, and validates it.
 func Load(path string) (*AgentConfig, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
+	c := Defaults()
+	if err := strict.Load(path, c, spec, c.validate); err != nil {
 		return nil, err
 	}
-	return Parse(path, data)
+	return c, nil
 }
 
 // Parse is Load for data read from file (named in errors).
 func Parse(file string, data []byte) (*AgentConfig, error) {
 	c := Defaults()
-	if err := strict.Decode(file, data, c, spec); err != nil {
-		return nil, err
-	}
-	if err := strict.WithFile(file, c.validate()); err != nil {
+	if err := strict.Parse(file, data, c, spec, c.validate); err != nil {
 		return nil, err
 	}
 	return c, nil

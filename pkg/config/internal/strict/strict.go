@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"reflect"
 	"slices"
 	"sort"
@@ -74,6 +75,25 @@ type Spec struct {
 // each starting with file and the key.
 func Decode(file string, data []byte, out any, spec Spec) error {
 	return WithFile(file, decode(data, out, spec))
+}
+
+// Load reads the conf file at path strictly over out (which holds the
+// defaults), then checks the values with validate; both kinds of error name
+// the file. It is what every component's Load does.
+func Load(path string, out any, spec Spec, validate func() []error) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return Parse(path, data, out, spec, validate)
+}
+
+// Parse is Load for data read from file (named in errors).
+func Parse(file string, data []byte, out any, spec Spec, validate func() []error) error {
+	if err := Decode(file, data, out, spec); err != nil {
+		return err
+	}
+	return WithFile(file, validate())
 }
 
 // WithFile prefixes each error with the file name and joins them.
