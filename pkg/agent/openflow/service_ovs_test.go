@@ -345,31 +345,10 @@ func purgeDatapath(t *testing.T, in interface {
 	}
 }
 
-// ipReceived is the number of IPv4 packets a pod's kernel received
-// (Ip InReceives of /proc/net/snmp): a SYN that reached the pod counts,
-// whatever became of its connection.
+// ipReceived is bridgetest's Pod.IPReceived for this file's older test pods.
 func ipReceived(t *testing.T, p *testPod) int {
 	t.Helper()
-	out := run(t, "ip", "netns", "exec", p.ns, "cat", "/proc/net/snmp")
-	var names, values []string
-	for _, l := range strings.Split(out, "\n") {
-		if !strings.HasPrefix(l, "Ip: ") {
-			continue
-		}
-		if names == nil {
-			names = strings.Fields(l)
-		} else {
-			values = strings.Fields(l)
-		}
-	}
-	for i, n := range names {
-		if n == "InReceives" && i < len(values) {
-			v, _ := strconv.Atoi(values[i])
-			return v
-		}
-	}
-	t.Fatalf("no Ip InReceives in /proc/net/snmp of %s:\n%s", p.ns, out)
-	return 0
+	return (&bridgetest.Pod{NS: p.ns}).IPReceived(t)
 }
 
 // countingBridge counts the messages of the bundles it passes on to the
