@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -206,12 +207,28 @@ func Run(ctx context.Context, o Options) error {
 		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer, purger.Changed) })
 	proxyErr := make(chan error, 1)
 	if o.EnableProxy {
-		services, err := proxy.NewWithConfig(proxy.Config{NodeName: o.NodeName, Packets: ofc},
+		pcfg := proxy.Config{NodeName: o.NodeName, Packets: ofc}
+		if o.ProxyAll {
+			np, err := route.NewNodePath(route.NodePathConfig{GatewayName: nc.Gateway.Name, GatewayIP: addrOf(gwIP),
+				PodCIDR: prefixOf(podCIDRs[0]), NodePortAddresses: o.NodePortAddresses})
+			if err != nil {
+				return err
+			}
+			go func() { _ = np.Run(ctx) }()
+			pcfg.ProxyAll, pcfg.NodePath = true, np
+		}
+		services, err := proxy.NewWithConfig(pcfg,
 			informerFactory.Core().V1().Services(), informerFactory.Discovery().V1().EndpointSlices(), flows)
 		if err != nil {
 			return err
 		}
 		go func() { proxyErr <- services.Run(ctx) }()
+	}
+	if !o.EnableProxy || !o.ProxyAll {
+		// proxyAll off: nothing of an earlier run's node path stays.
+		if err := route.RemoveNodePath(ctx, nc.Gateway.Name); err != nil {
+			klog.ErrorS(err, "Cannot remove the node path of an earlier run")
+		}
 	}
 	informerFactory.Start(ctx.Done())
 	routeErr := make(chan error, 1)
@@ -254,7 +271,7 @@ func Run(ctx context.Context, o Options) error {
 	for {
 		select {
 		case <-ctx.Done():
-			cleanUpIfUninstalled(client)
+			cleanUpIfUninstalled(client, nc.Gateway.Name)
 			return nil
 		case err := <-cniErr:
 			return fmt.Errorf("CNI server: %w", err)
@@ -272,6 +289,16 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("proxy: %w", err)
 		}
 	}
+}
+
+func addrOf(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip.To4())
+	return a
+}
+
+func prefixOf(n *net.IPNet) netip.Prefix {
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(addrOf(n.IP), ones).Masked()
 }
 
 // podFlowsNotifier tells the policy controller when a pod's port and flows

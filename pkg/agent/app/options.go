@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 
 	agentconfig "antrea.io/antrea/pkg/config/agent"
@@ -38,6 +39,12 @@ type Options struct {
 	// EnableProxy runs AntreaProxy: ClusterIP Services in OVS (the feature
 	// gate upstream calls AntreaProxy, and antreaProxy.enable).
 	EnableProxy bool
+	// ProxyAll (antreaProxy.proxyAll) adds the node path to AntreaProxy:
+	// NodePorts, and Services for the node's own and outside traffic.
+	ProxyAll bool
+	// NodePortAddresses (antreaProxy.nodePortAddresses) select the node
+	// addresses serving NodePorts; empty: all of them.
+	NodePortAddresses []netip.Prefix
 }
 
 // NewOptions returns the options of the default config file, the node name
@@ -65,6 +72,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.IPAMDataDir, "ipam-data-dir", o.IPAMDataDir, "host-local IPAM state directory")
 	fs.IntVar(&o.MTU, "mtu", o.MTU, "pod MTU (0: the uplink MTU minus the tunnel overhead) [defaultMTU]")
 	fs.BoolVar(&o.EnableProxy, "enable-proxy", o.EnableProxy, "realize ClusterIP Services in OVS (AntreaProxy); off: leave Services to kube-proxy [featureGates.AntreaProxy, antreaProxy.enable]")
+	fs.BoolVar(&o.ProxyAll, "proxy-all", o.ProxyAll, "AntreaProxy also realizes NodePorts and Services for the node's own and outside traffic (no kube-proxy needed) [antreaProxy.proxyAll]")
 }
 
 // Complete reads the config file, if one was given, and applies its keys
@@ -103,6 +111,8 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 	set("cni-socket", func() { o.CNISocket = c.CNISocket })
 	set("mtu", func() { o.MTU = c.DefaultMTU })
 	set("enable-proxy", func() { o.EnableProxy = c.ProxyEnabled() })
+	set("proxy-all", func() { o.ProxyAll = c.AntreaProxy.ProxyAll })
+	set("", func() { o.NodePortAddresses = c.NodePortPrefixes() })
 }
 
 // validate checks what flags may have set wrong (the file's keys were

@@ -4,8 +4,10 @@ import (
 	"flag"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -48,7 +50,7 @@ func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
 		DatapathType: "system", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
 		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true,
 	}
-	if o != want {
+	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)
 	}
 	if o.CNIConfDir != "" {
@@ -72,6 +74,9 @@ tunnelCsum: true
 defaultMTU: 1400
 transportInterface: eth1
 kubeAPIServerOverride: https://10.0.0.1:6443
+antreaProxy:
+  proxyAll: true
+  nodePortAddresses: [192.168.77.0/24]
 `)
 	for _, tc := range []struct {
 		name string
@@ -80,9 +85,9 @@ kubeAPIServerOverride: https://10.0.0.1:6443
 	}{
 		{name: "every key of the file maps to its option", want: func(*Options) {}},
 		{name: "an explicit flag overrides the file",
-			args: []string{"--tunnel-type=geneve", "--uplink=eth0", "--ovs-datapath=system", "--mtu=0", "--enable-proxy=true"},
+			args: []string{"--tunnel-type=geneve", "--uplink=eth0", "--ovs-datapath=system", "--mtu=0", "--enable-proxy=true", "--proxy-all=false"},
 			want: func(o *Options) {
-				o.TunnelType, o.UplinkName, o.DatapathType, o.MTU, o.EnableProxy = "geneve", "eth0", "system", 0, true
+				o.TunnelType, o.UplinkName, o.DatapathType, o.MTU, o.EnableProxy, o.ProxyAll = "geneve", "eth0", "system", 0, true, false
 			}},
 		{name: "an explicit flag equal to its default still overrides the file",
 			args: []string{"--kubeconfig=", "--cni-socket=/var/run/antrea/cni.sock", "--ovs-run-dir=/var/run/openvswitch"},
@@ -103,9 +108,10 @@ kubeAPIServerOverride: https://10.0.0.1:6443
 				NodeName: "n1", OVSBridge: "br-x", HostGateway: "gw-x", OVSRunDir: "/run/ovs", DatapathType: "netdev",
 				TunnelType: "vxlan", TunnelCsum: true, UplinkName: "eth1", CNISocket: "/run/antrea/cni.sock",
 				IPAMDataDir: "/var/lib/antrea/ipam", MTU: 1400, EnableProxy: false,
+				ProxyAll: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")},
 			}
 			tc.want(&want)
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Errorf("\n got %+v\nwant %+v", got, want)
 			}
 		})

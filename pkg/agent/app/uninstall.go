@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/agent/route"
 )
 
 // What the agent pod's install-cni put on the node (build/images/scripts/
@@ -63,12 +65,19 @@ func uninstalled(ctx context.Context, c kubernetes.Interface) bool {
 // uninstalled it removes the CNI conflist and plugin install-cni put on the
 // node, so that kubelet reports the node's network not ready rather than
 // sending pods to a CNI whose agent is gone, and another CNI can take over.
-// The OVS database keeps the bridges, as upstream Antrea leaves them.
-func cleanUpIfUninstalled(c kubernetes.Interface) {
+// It also removes the node path's nftables table, routes and neighbours
+// (AntreaProxy's proxyAll), which only this agent maintains. The OVS
+// database keeps the bridges, as upstream Antrea leaves them.
+func cleanUpIfUninstalled(c kubernetes.Interface, gateway string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if !uninstalled(ctx, c) {
 		return
+	}
+	if err := route.RemoveNodePath(ctx, gateway); err != nil {
+		klog.ErrorS(err, "Cannot remove AntreaProxy's node path", "table", "ip "+route.NFTable)
+	} else {
+		klog.InfoS("Antrea is being uninstalled: removed AntreaProxy's node path", "table", "ip "+route.NFTable)
 	}
 	for _, f := range []string{hostCNIConfList, hostCNIPlugin} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -111,7 +111,7 @@ func withTimeout() (context.Context, context.CancelFunc) {
 func (c *Client) Initialize(ctx context.Context, node *NodeConfig) error {
 	flows := append(c.b.missFlows(), c.b.nodeFlows(node)...)
 	flows = append(flows, c.b.policyFixedFlows()...)
-	flows = append(flows, c.b.serviceFixedFlows()...)
+	flows = append(flows, c.b.serviceFixedFlows(node)...)
 	if err := ensureMeters(ctx, c.bridge); err != nil {
 		return err
 	}

@@ -24,6 +24,15 @@ var (
 	// HairpinField (reg0[10]) marks a packet a pod sent to itself through a
 	// Service (request or reply): Output sends it back through IN_PORT.
 	HairpinField = openflow.Reg(0).Range(10, 10)
+	// FromOutsideField (reg0[11]) marks a packet that entered from the
+	// gateway with a source other than the gateway IP: traffic from outside
+	// the node that the node forwards into the bridge (a NodePort it DNATed,
+	// an external address it routes). The node's own traffic, and its pods'
+	// traffic to NodePorts, leaves the node's netfilter with the gateway IP
+	// as source (pkg/agent/route, NodePath). externalTrafficPolicy Local
+	// applies to traffic with this mark, and its Service connections to
+	// endpoints behind the tunnel are source-NATed.
+	FromOutsideField = openflow.Reg(0).Range(11, 11)
 	// TargetOFPortField (reg1) is the port Output sends the packet to.
 	TargetOFPortField = openflow.Reg(1).All()
 	// EndpointIPField (reg3) is the IPv4 address of the endpoint chosen by a
@@ -74,7 +83,10 @@ const (
 const (
 	// CtZone is the conntrack zone of pod traffic (and of Service DNAT).
 	CtZone = 0xfff0
-	// SNATCtZone is the zone of the source NAT of hairpin Service traffic.
+	// SNATCtZone is the zone of the source NATs of Service traffic: a pod
+	// reaching itself (to HairpinIP), a connection from the gateway that
+	// leaves through the gateway again (to HairpinIP), a connection from
+	// outside the node to an endpoint behind the tunnel (to the gateway IP).
 	SNATCtZone = 0xfff1
 )
 
@@ -82,7 +94,21 @@ const (
 // itself through a Service: without the source NAT the pod would receive a
 // packet from its own address, which its kernel drops as martian. It is
 // link-local, so it never collides with a pod, node or Service address.
+// Service connections that enter from the gateway and leave through it
+// again (an endpoint on a node's host network, or outside the cluster) are
+// source-NATed to it too, so their replies come back through the bridge to
+// be un-DNATed: the node routes it to the gateway through a neighbour
+// pinned to GlobalVirtualMAC, and masquerades it when it leaves by another
+// interface (pkg/agent/route, NodePath). Upstream's VirtualServiceIPv4.
 var HairpinIP = netip.MustParseAddr("169.254.0.253")
+
+// NodePortVirtualIP is where the node's netfilter DNATs NodePort traffic
+// (to one of the node's addresses, from outside or from the node itself),
+// keeping the port; the node routes it to the gateway through a neighbour
+// pinned to GlobalVirtualMAC, and ServiceLB matches each NodePort on it. It
+// is also the next hop of the node's routes to Service addresses (proxyAll).
+// Upstream's VirtualNodePortDNATIPv4.
+var NodePortVirtualIP = netip.MustParseAddr("169.254.0.252")
 
 // GlobalVirtualMAC is the destination MAC of packets sent through the tunnel
 // and the MAC the ARP responder gives for remote gateways.

@@ -115,7 +115,11 @@ func (b *flowBuilder) nodeFlows(n *NodeConfig) []*openflow.Flow {
 		b.flow(PipelineRootClassifierTable, priorityNormal, func(m *openflow.Match) { m.EthType(0x0800) }, b.gotoTable(ClassifierTable)),
 		// ARP from the gateway is trusted: the node owns it.
 		b.flow(ARPSpoofGuardTable, priorityNormal, func(m *openflow.Match) { m.InPort(gw).EthType(0x0806) }, b.next(ARPSpoofGuardTable)),
+		// From the gateway: from outside the node, unless its source is the
+		// gateway IP, which the node's own traffic has (see FromOutsideField).
 		b.flow(ClassifierTable, priorityNormal, func(m *openflow.Match) { m.InPort(gw) },
+			load(PktSourceField, FromGateway), load(FromOutsideField, 1), b.next(ClassifierTable)),
+		b.flow(ClassifierTable, priorityHigh, func(m *openflow.Match) { m.InPort(gw).EthType(0x0800).IPSrc(addr(n.GatewayIP)) },
 			load(PktSourceField, FromGateway), b.next(ClassifierTable)),
 		b.flow(SpoofGuardTable, priorityNormal, func(m *openflow.Match) { m.InPort(gw).EthType(0x0800) }, b.next(SpoofGuardTable)),
 		// nat: packets of a DNATed (Service) connection are DNATed again, its

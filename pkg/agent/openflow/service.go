@@ -23,9 +23,11 @@ import (
 // connections went to, and its buckets learn there. Later packets of the
 // connection are DNATed, and its replies un-DNATed, by ConntrackZone's
 // ct(nat): they never meet the group again. These tables sit before the
-// policy stages, so NetworkPolicy sees the real endpoint; ServiceHairpinSNAT
-// comes after them. service_recover.go keeps the Services across an agent
-// restart.
+// policy stages, so NetworkPolicy sees the real endpoint; ServiceSNAT
+// comes after them. NodePorts are ports on NodePortVirtualIP, to which the
+// node's netfilter DNATs them (the node path: see serviceFixedFlows and
+// pkg/agent/route's NodePath). service_recover.go keeps the Services across
+// an agent restart.
 var (
 	SessionAffinityTable = &TableSpec{Name: "SessionAffinity", Stage: PreRoutingStage, Pipeline: PipelineIP, Miss: MissNext,
 		Doc: "ClientIP session affinity: the first packet of a connection to a port with affinity looks up the flows learned from its client's earlier connections (reg4[18] set), which load the endpoint they went to; a lookup that finds none ends there; everything else goes on to ServiceLB."}
@@ -33,14 +35,14 @@ var (
 		Doc: "Sends the first packet of a connection to a Service's ClusterIP and port to the port's select group, whose buckets pick an endpoint (or, when session affinity found one, straight to EndpointDNAT); later packets of Service connections are marked for routing (and hairpin)."}
 	EndpointDNATTable = &TableSpec{Name: "EndpointDNAT", Stage: PreRoutingStage, Pipeline: PipelineIP, Miss: MissNext,
 		Doc: "Commits a Service connection with its destination NATed to the endpoint the group chose (reg3, reg4[0..15]), and asks L3Forwarding to route it; sends the first packet to a port without endpoints (reg4[17]) to the agent, through a meter, to be rejected."}
-	ServiceHairpinSNATTable = &TableSpec{Name: "ServiceHairpinSNAT", Stage: ConntrackStage, Pipeline: PipelineIP, Miss: MissNext,
-		Doc: "Source-NATs a pod's Service connection to itself to the hairpin address, after policy saw its real source."}
+	ServiceSNATTable = &TableSpec{Name: "ServiceSNAT", Stage: ConntrackStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Source-NATs, after policy saw the real source: a pod's Service connection to itself and a Service connection from the gateway that leaves through the gateway again to the hairpin address; a Service connection from outside the node to an endpoint behind the tunnel to the gateway IP, so its replies come back through this node."}
 )
 
 type service struct{}
 
 func (service) tables() []*TableSpec {
-	return []*TableSpec{SessionAffinityTable, ServiceLBTable, EndpointDNATTable, ServiceHairpinSNATTable}
+	return []*TableSpec{SessionAffinityTable, ServiceLBTable, EndpointDNATTable, ServiceSNATTable}
 }
 
 // ServicePort is one port of a Service as the data path matches it.
@@ -48,10 +50,10 @@ type ServicePort struct {
 	IP       netip.Addr // a ClusterIP, an external IP or a LoadBalancer ingress IP
 	Protocol uint8      // openflow.IPProtoTCP or IPProtoUDP
 	Port     uint16
-	// External selects the traffic that enters the bridge from the gateway
-	// (from outside the cluster, through the node), for an address whose
-	// externalTrafficPolicy is Local: its flows rank above those of the same
-	// address and port for every other source (pods).
+	// External selects the traffic from outside the node (FromOutsideField:
+	// it entered from the gateway, not from the node itself), for an address
+	// whose externalTrafficPolicy is Local: its flows rank above those of the
+	// same address and port for every other source (pods, the node).
 	External bool
 }
 
@@ -283,11 +285,48 @@ func newServiceState() serviceState {
 //     EndpointDNAT, above the port's group flow;
 //   - the first packet to a port without endpoints (its group's one bucket
 //     set reg4[17]) goes to the agent through the reject meter, which bounds
-//     the packet-ins; the agent answers it (see pkg/agent/proxy).
-func (b *flowBuilder) serviceFixedFlows() []*openflow.Flow {
+//     the packet-ins; the agent answers it (see pkg/agent/proxy);
+//
+// and the node path's (traffic that enters from the gateway: NodePorts the
+// node DNATed to NodePortVirtualIP, addresses it routes to the bridge, the
+// node's own connections):
+//   - a routed Service packet (ct_mark[0]) to an address that is neither a
+//     local pod, nor behind the tunnel, nor the gateway IP (an endpoint on
+//     a node's host network or outside the cluster, or the reply to a client
+//     outside the node) goes to the gateway, from the global virtual MAC;
+//     one that entered from the gateway leaves through IN_PORT;
+//   - a new Service connection from the gateway that goes back to the
+//     gateway is source-NATed to HairpinIP (zone 65521), so its replies,
+//     which the node routes to HairpinIP through the bridge, are un-DNATed;
+//   - a new Service connection from outside the node (FromOutsideField) to
+//     an endpoint behind the tunnel is source-NATed to the gateway IP (zone
+//     65521), so its replies come back to this node, which DNATed it
+//     (externalTrafficPolicy Cluster; Local ports have local endpoints
+//     only). Those replies arrive from the tunnel for the gateway IP and are
+//     un-SNATed before the un-DNAT. A connection from outside to a local
+//     endpoint keeps its client address, as upstream Antrea does.
+//
+// Later packets of a source-NATed connection meet the same flows (their
+// marks, source and route do not change) without the commit.
+func (b *flowBuilder) serviceFixedFlows(n *NodeConfig) []*openflow.Flow {
 	newTrk := openflow.CTStateNew | openflow.CTStateTrk
 	afterLB := b.next(EndpointDNATTable)
-	return []*openflow.Flow{
+	snatNext := b.p.Table(ServiceSNATTable).Next().ID
+	snat := func(prio uint16, to netip.Addr, match func(m *openflow.Match)) []*openflow.Flow {
+		return []*openflow.Flow{
+			b.flow(ServiceSNATTable, prio, func(m *openflow.Match) {
+				m.EthType(openflow.EthTypeIPv4).CTState(newTrk, newTrk|openflow.CTStateRpl)
+				match(m)
+			}, &openflow.CT{Commit: true, Zone: SNATCtZone, Table: snatNext, Actions: []openflow.Action{&openflow.NAT{Src: true, MinAddr: to}}}),
+			b.flow(ServiceSNATTable, prio, func(m *openflow.Match) {
+				m.EthType(openflow.EthTypeIPv4).CTState(openflow.CTStateTrk, newTrk|openflow.CTStateRpl)
+				match(m)
+			}, &openflow.CT{Zone: SNATCtZone, Table: snatNext, Actions: []openflow.Action{&openflow.NAT{}}}),
+		}
+	}
+	gwIP := addr(n.GatewayIP)
+	gw := n.GatewayOFPort
+	flows := []*openflow.Flow{
 		b.flow(ConntrackZoneTable, priorityHigh, func(m *openflow.Match) {
 			m.EthType(openflow.EthTypeIPv4).CTState(0, openflow.CTStateTrk).IPDst(HairpinIP)
 		}, &openflow.CT{Zone: SNATCtZone, Table: b.p.Table(ConntrackZoneTable).ID, Actions: []openflow.Action{&openflow.NAT{}}}),
@@ -303,16 +342,6 @@ func (b *flowBuilder) serviceFixedFlows() []*openflow.Flow {
 			m.EthType(openflow.EthTypeIPv4).CTState(newTrk, newTrk)
 			matchField(m, ServiceCTMark, 1)
 		}, b.next(ConntrackCommitTable)),
-		b.flow(ServiceHairpinSNATTable, priorityNormal, func(m *openflow.Match) {
-			m.EthType(openflow.EthTypeIPv4).CTState(newTrk, newTrk|openflow.CTStateRpl)
-			matchField(m, HairpinCTMark, 1)
-		}, &openflow.CT{Commit: true, Zone: SNATCtZone, Table: b.p.Table(ServiceHairpinSNATTable).Next().ID,
-			Actions: []openflow.Action{&openflow.NAT{Src: true, MinAddr: HairpinIP}}}),
-		b.flow(ServiceHairpinSNATTable, priorityNormal, func(m *openflow.Match) {
-			m.EthType(openflow.EthTypeIPv4).CTState(openflow.CTStateTrk, newTrk|openflow.CTStateRpl)
-			matchField(m, HairpinCTMark, 1)
-		}, &openflow.CT{Zone: SNATCtZone, Table: b.p.Table(ServiceHairpinSNATTable).Next().ID,
-			Actions: []openflow.Action{&openflow.NAT{}}}),
 		b.flow(OutputTable, priorityHigh, func(m *openflow.Match) {
 			matchField(m, OFPortFoundField, 1)
 			matchField(m, HairpinField, 1)
@@ -330,7 +359,38 @@ func (b *flowBuilder) serviceFixedFlows() []*openflow.Flow {
 			matchField(m, EndpointRejectField, 1)
 		}, &openflow.Meter{ID: ServiceRejectMeterID}, &openflow.Controller{MaxLen: rejectMaxLen, Reason: openflow.ReasonAction,
 			UserData: []byte{PacketInServiceReject}}),
+
+		// The node path.
+		b.flow(L3ForwardingTable, priorityLow, func(m *openflow.Match) {
+			m.EthType(openflow.EthTypeIPv4).CTState(openflow.CTStateTrk, openflow.CTStateTrk)
+			matchField(m, ServiceCTMark, 1)
+			matchField(m, RewriteMACField, 1)
+		}, setEthSrc(GlobalVirtualMAC), setEthDst(n.GatewayMAC), load(PktDestinationField, ToGateway), b.next(L3ForwardingTable)),
+		b.flow(OutputTable, priorityHigh, func(m *openflow.Match) {
+			m.InPort(gw)
+			matchField(m, OFPortFoundField, 1)
+			matchField(m, TargetOFPortField, uint64(gw))
+		}, &openflow.Output{Port: openflow.PortInPort}),
 	}
+	flows = append(flows, snat(priorityNormal, HairpinIP, func(m *openflow.Match) {
+		matchField(m, HairpinCTMark, 1)
+	})...)
+	flows = append(flows, snat(priorityLow, HairpinIP, func(m *openflow.Match) {
+		matchField(m, ServiceCTMark, 1)
+		matchField(m, PktSourceField, FromGateway)
+		matchField(m, PktDestinationField, ToGateway)
+	})...)
+	if n.TunnelOFPort != 0 {
+		flows = append(flows, snat(priorityLow, gwIP, func(m *openflow.Match) {
+			matchField(m, ServiceCTMark, 1)
+			matchField(m, FromOutsideField, 1)
+			matchField(m, PktDestinationField, ToTunnel)
+		})...)
+		flows = append(flows, b.flow(ConntrackZoneTable, priorityHigh, func(m *openflow.Match) {
+			m.InPort(n.TunnelOFPort).EthType(openflow.EthTypeIPv4).CTState(0, openflow.CTStateTrk).IPDst(gwIP)
+		}, &openflow.CT{Zone: SNATCtZone, Table: b.p.Table(ConntrackZoneTable).ID, Actions: []openflow.Action{&openflow.NAT{}}}))
+	}
+	return flows
 }
 
 // Packet-ins of Services: the first byte of a packet-in's userdata says what
@@ -386,11 +446,11 @@ func ensureMeters(ctx context.Context, bridge Bridge) error {
 }
 
 // matchServicePort matches the packets to a Service port: its address,
-// protocol and port and, for an External port, entering from the gateway.
+// protocol and port and, for an External port, from outside the node.
 func (b *flowBuilder) matchServicePort(m *openflow.Match, p ServicePort) {
 	b.matchVIP(m, p)
 	if p.External {
-		matchField(m, PktSourceField, FromGateway)
+		matchField(m, FromOutsideField, 1)
 	}
 }
 

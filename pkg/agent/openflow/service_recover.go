@@ -144,8 +144,13 @@ func (c *Client) parseLBFlow(f *openflow.Flow) (p ServicePort, groupID uint32, d
 // flowPort is the Service port a port's flow matches.
 func (c *Client) flowPort(f *openflow.Flow) ServicePort {
 	p := learnedPort(&f.Match)
-	if v, ok := f.Match.Get(PktSourceField.Field); ok && v.Value.Lo>>PktSourceField.Start&0xf == FromGateway {
-		p.External = true
+	if v, ok := f.Match.Get(FromOutsideField.Field); ok {
+		// reg0[11] (FromOutsideField), or reg0[0..3] = FromGateway, which
+		// selected outside traffic before the node path marked it apart.
+		if v.Mask.Lo>>FromOutsideField.Start&1 == 1 && v.Value.Lo>>FromOutsideField.Start&1 == 1 ||
+			v.Mask.Lo>>PktSourceField.Start&0xf == 0xf && v.Value.Lo>>PktSourceField.Start&0xf == FromGateway {
+			p.External = true
+		}
 	}
 	return p
 }

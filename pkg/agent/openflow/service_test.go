@@ -486,7 +486,7 @@ func TestTheAgentAgesAffinitiesLongerThanOpenFlowHolds(t *testing.T) {
 	}
 }
 
-func TestAnExternalPortSelectsTrafficFromTheGatewayAboveThePodsOne(t *testing.T) {
+func TestAnExternalPortSelectsTrafficFromOutsideTheNodeAboveThePodsOne(t *testing.T) {
 	c, br := newServiceUnitClient(t)
 	ctx := context.Background()
 	ext := ServicePort{IP: netip.MustParseAddr("192.168.100.10"), Protocol: 6, Port: 80}
@@ -501,16 +501,16 @@ func TestAnExternalPortSelectsTrafficFromTheGatewayAboveThePodsOne(t *testing.T)
 	got := br.last()
 	lb := linesWith(got, "add ", ",group:")
 	if all := strings.Join(lb, "\n"); len(lb) != 2 || !strings.Contains(all, "priority=200,ct_state=+new+trk,tcp,nw_dst=192.168.100.10,tp_dst=80 actions=note:") ||
-		!strings.Contains(all, "priority=205,ct_state=+new+trk,tcp,reg0=0x2/0xf,nw_dst=192.168.100.10,tp_dst=80 actions=note:") {
-		t.Fatalf("the port for outside traffic should match the gateway as source, above the pods' port, got:\n%s", strings.Join(lb, "\n"))
+		!strings.Contains(all, "priority=205,ct_state=+new+trk,tcp,reg0=0x800/0x800,nw_dst=192.168.100.10,tp_dst=80 actions=note:") {
+		t.Fatalf("the port for outside traffic should match traffic from outside the node (reg0[11]), above the pods' port, got:\n%s", strings.Join(lb, "\n"))
 	}
-	for _, want := range []string{"priority=215,ct_state=+new+trk,tcp,reg0=0x2/0xf,reg4=0/0x40000", "priority=235,", "priority=215,tcp,reg0=0x2/0xf,reg3=0xa0a0103"} {
+	for _, want := range []string{"priority=215,ct_state=+new+trk,tcp,reg0=0x800/0x800,reg4=0/0x40000", "priority=235,", "priority=215,tcp,reg0=0x800/0x800,reg3=0xa0a0103"} {
 		if len(linesWith(got, "add ", want)) != 1 {
-			t.Fatalf("the outside port's affinity flows should match the gateway and rank 5 above, want %q in:\n%s", want, strings.Join(got, "\n"))
+			t.Fatalf("the outside port's affinity flows should match outside traffic and rank 5 above, want %q in:\n%s", want, strings.Join(got, "\n"))
 		}
 	}
 	// Its learned flows are the address's, whoever the client: deleting them
-	// does not select the gateway.
+	// does not select outside traffic.
 	if err := c.InstallService(ctx, "default/web", ServiceState{ext: {Endpoints: []Endpoint{ep1, ep2}}, outside: {Endpoints: []Endpoint{ep1}}}); err != nil {
 		t.Fatal(err)
 	}

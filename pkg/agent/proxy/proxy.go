@@ -49,6 +49,7 @@ import (
 	"k8s.io/klog/v2"
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/agent/route"
 )
 
 // FlowInstaller realizes Services in OVS (implemented by the agent's
@@ -64,6 +65,18 @@ type FlowInstaller interface {
 	// FinishServiceRecovery removes what no Service adopted; called once,
 	// when every Service known at start was installed.
 	FinishServiceRecovery(ctx context.Context) error
+}
+
+// NodePath is the node's side of the node path (implemented by
+// pkg/agent/route's NodePath): the netfilter rules that DNAT NodePorts to
+// the bridge and the routes of Service addresses to the gateway.
+type NodePath interface {
+	// SetService records what a Service needs of the node (the zero value:
+	// nothing); it does not block.
+	SetService(key string, needs route.ServiceNeeds)
+	// Synced says every Service known at start was set: what no Service
+	// needs may go.
+	Synced()
 }
 
 // serviceIndex indexes EndpointSlices by the namespace/name of their Service.
@@ -90,6 +103,8 @@ type Proxy struct {
 	synced    []cache.InformerSynced
 	queue     workqueue.TypedRateLimitingInterface[string]
 	packets   PacketIO
+	proxyAll  bool
+	nodePath  NodePath
 	rejected  atomic.Uint64
 	agePeriod time.Duration
 	mu        sync.Mutex
@@ -113,6 +128,12 @@ type Config struct {
 	// longer than the switch can time out (65535 s) are aged; default one
 	// minute, which is also the precision of their expiry.
 	AffinityAgingPeriod time.Duration
+	// ProxyAll (antreaProxy.proxyAll) realizes the node path: NodePorts,
+	// and Services for traffic that does not start in a pod of this node
+	// (from the node itself, from outside). NodePath, required with it,
+	// steers that traffic into the bridge.
+	ProxyAll bool
+	NodePath NodePath
 }
 
 // DefaultAffinityAgingPeriod is Config.AffinityAgingPeriod's default.
@@ -139,12 +160,17 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 	if cfg.AffinityAgingPeriod <= 0 {
 		cfg.AffinityAgingPeriod = DefaultAffinityAgingPeriod
 	}
+	if cfg.ProxyAll && cfg.NodePath == nil {
+		return nil, fmt.Errorf("proxy: proxyAll needs the node path")
+	}
 	if err := slices.Informer().AddIndexers(cache.Indexers{serviceIndex: sliceServiceKey}); err != nil {
 		return nil, fmt.Errorf("index EndpointSlices by Service: %w", err)
 	}
 	p := &Proxy{
 		nodeName:  cfg.NodeName,
 		packets:   cfg.Packets,
+		proxyAll:  cfg.ProxyAll,
+		nodePath:  cfg.NodePath,
 		agePeriod: cfg.AffinityAgingPeriod,
 		flows:     flows,
 		services:  services.Lister(),
@@ -280,6 +306,9 @@ func (p *Proxy) markSynced(ctx context.Context, key string) {
 	if !done {
 		return
 	}
+	if p.nodePath != nil {
+		p.nodePath.Synced()
+	}
 	go func() {
 		if err := retry(ctx, "remove what no Service adopted of an earlier run", p.flows.FinishServiceRecovery); err == nil {
 			klog.InfoS("Every Service known at start is installed; the earlier run's leftovers are gone")
@@ -308,6 +337,7 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 		return err
 	}
 	var want agentof.ServiceState
+	var needs route.ServiceNeeds
 	svc, err := p.services.Services(ns).Get(name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -322,7 +352,10 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 		for _, o := range objs {
 			slices = append(slices, o.(*discoveryv1.EndpointSlice))
 		}
-		want = desiredState(svc, slices, p.nodeName)
+		want = desiredState(svc, slices, p.nodeName, p.proxyAll)
+		if p.proxyAll {
+			needs = nodeNeeds(svc)
+		}
 	}
 	p.mu.Lock()
 	taken := p.withoutTakenLocked(key, want)
@@ -332,11 +365,15 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 		klog.InfoS("Service port already realized for another Service; waiting for it", "service", key, "port", port.String(), "owner", p.claimOwner(port))
 	}
 	if have.Equal(want) {
+		p.setNodePath(key, needs)
 		return nil
 	}
 	if err := p.flows.InstallService(ctx, key, want); err != nil {
 		return fmt.Errorf("install service %s: %w", key, err)
 	}
+	// After the flows: the node steers a NodePort to the bridge only once
+	// the bridge has its flows.
+	p.setNodePath(key, needs)
 	p.mu.Lock()
 	if len(want) == 0 {
 		delete(p.installed, key)
@@ -350,6 +387,69 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 	}
 	klog.InfoS("Installed Service", "service", key, "ports", len(want), "endpoints", countEndpoints(want))
 	return nil
+}
+
+func (p *Proxy) setNodePath(key string, needs route.ServiceNeeds) {
+	if p.nodePath != nil {
+		p.nodePath.SetService(key, needs)
+	}
+}
+
+// nodeNeeds is what a Service needs of the node under proxyAll: its
+// NodePorts DNATed to the bridge, and its IPv4 ClusterIPs, external IPs and
+// LoadBalancer ingress IPs routed to the gateway (so the node's own
+// processes reach them, and traffic from outside for external addresses
+// enters the bridge). Services that desiredState skips need nothing.
+func nodeNeeds(svc *corev1.Service) route.ServiceNeeds {
+	var needs route.ServiceNeeds
+	clusterIPs := serviceClusterIPs(svc)
+	if len(clusterIPs) == 0 {
+		return needs
+	}
+	needs.Addresses = append(append(needs.Addresses, clusterIPs...), externalAddresses(svc)...)
+	if hasNodePorts(svc) {
+		for _, sp := range svc.Spec.Ports {
+			if proto, ok := protocolNumber(sp.Protocol); ok && sp.NodePort > 0 && sp.NodePort < 65536 {
+				needs.NodePorts = append(needs.NodePorts, route.NodePort{Protocol: proto, Port: uint16(sp.NodePort)})
+			}
+		}
+	}
+	return needs
+}
+
+// hasNodePorts says whether the Service's ports have NodePorts: a NodePort
+// Service, or a LoadBalancer (unless allocateLoadBalancerNodePorts is
+// false, when only the ports given one have it).
+func hasNodePorts(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
+}
+
+// serviceClusterIPs are the Service's IPv4 ClusterIPs (none when headless
+// or without a ClusterIP).
+func serviceClusterIPs(svc *corev1.Service) []netip.Addr {
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return nil
+	}
+	if len(svc.Spec.ClusterIPs) == 0 && svc.Spec.ClusterIP != "" {
+		return ipv4s([]string{svc.Spec.ClusterIP})
+	}
+	return ipv4s(svc.Spec.ClusterIPs)
+}
+
+// externalAddresses are the Service's IPv4 external IPs and, for a
+// LoadBalancer, its ingress IPs (but those whose ipMode is Proxy: that load
+// balancer proxies, and sends to the nodes).
+func externalAddresses(svc *corev1.Service) []netip.Addr {
+	external := ipv4s(svc.Spec.ExternalIPs)
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if in.IPMode != nil && *in.IPMode == corev1.LoadBalancerIPModeProxy {
+				continue
+			}
+			external = append(external, ipv4s([]string{in.IP})...)
+		}
+	}
+	return external
 }
 
 // withoutTakenLocked removes from want the ports another Service realizes
@@ -415,7 +515,14 @@ func countEndpoints(s agentof.ServiceState) int {
 //     the cluster endpoints; under externalTrafficPolicy Local, traffic from
 //     outside the cluster (entering from the gateway) to those addresses
 //     gets its own entry with the local endpoints only, and keeps its
-//     client address (nothing is source-NATed).
+//     client address (nothing is source-NATed);
+//   - with proxyAll, each NodePort (of a NodePort or LoadBalancer Service)
+//     as a port on NodePortVirtualIP, where the node's netfilter DNATs it:
+//     with the cluster endpoints for every client (the node itself and its
+//     pods come with the gateway IP as source) and, under
+//     externalTrafficPolicy Local, its own entry for traffic from outside
+//     the node with the local endpoints only. Traffic from outside to a
+//     remote endpoint under Cluster is source-NATed by the data path.
 //
 // The endpoints of a port are those of the Service's EndpointSlices for it
 // (matched by port name and protocol), at the slice port's number (the
@@ -427,23 +534,12 @@ func countEndpoints(s agentof.ServiceState) int {
 // when it has some on other nodes only (a Local policy). Headless Services
 // and Services without a ClusterIP have no state. Every port carries the
 // Service's session affinity.
-func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodeName string) agentof.ServiceState {
-	clusterIPs := ipv4s(svc.Spec.ClusterIPs)
-	if len(svc.Spec.ClusterIPs) == 0 && svc.Spec.ClusterIP != "" {
-		clusterIPs = ipv4s([]string{svc.Spec.ClusterIP})
-	}
-	if len(clusterIPs) == 0 || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodeName string, proxyAll bool) agentof.ServiceState {
+	clusterIPs := serviceClusterIPs(svc)
+	if len(clusterIPs) == 0 {
 		return nil
 	}
-	external := ipv4s(svc.Spec.ExternalIPs)
-	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			if in.IPMode != nil && *in.IPMode == corev1.LoadBalancerIPModeProxy {
-				continue
-			}
-			external = append(external, ipv4s([]string{in.IP})...)
-		}
-	}
+	external := externalAddresses(svc)
 	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
 	externalLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	affinity := affinityTimeout(svc)
@@ -468,6 +564,14 @@ func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 		}
 		for _, ip := range external {
 			port := agentof.ServicePort{IP: ip, Protocol: proto, Port: uint16(sp.Port)}
+			out[port] = cluster
+			if externalLocal {
+				port.External = true
+				out[port] = local
+			}
+		}
+		if proxyAll && hasNodePorts(svc) && sp.NodePort > 0 && sp.NodePort < 65536 {
+			port := agentof.ServicePort{IP: agentof.NodePortVirtualIP, Protocol: proto, Port: uint16(sp.NodePort)}
 			out[port] = cluster
 			if externalLocal {
 				port.External = true

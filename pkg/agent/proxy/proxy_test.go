@@ -182,7 +182,7 @@ func TestDesiredState(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := desiredState(tc.svc, tc.slices, "node-1"); !reflect.DeepEqual(got, tc.want) {
+			if got := desiredState(tc.svc, tc.slices, "node-1", false); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got  %v\nwant %v", got, tc.want)
 			}
 		})
@@ -379,7 +379,7 @@ func TestAffinityTimeoutFollowsTheService(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := service("web", "10.96.0.10", svcPort("", corev1.ProtocolTCP, 80, 8080))
 			tc.svc(svc)
-			got := desiredState(svc, nil, "node-1")
+			got := desiredState(svc, nil, "node-1", false)
 			if ps := got[vipPort("10.96.0.10", 6, 80)]; ps.AffinityTimeout != tc.want {
 				t.Fatalf("affinity timeout %d, want %d", ps.AffinityTimeout, tc.want)
 			}
@@ -498,7 +498,7 @@ func TestDesiredStateOfExternalAddressesAndTrafficPolicies(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := desiredState(tc.svc, tc.slices, "node-1"); !got.Equal(tc.want) {
+			if got := desiredState(tc.svc, tc.slices, "node-1", false); !got.Equal(tc.want) {
 				t.Fatalf("got  %v\nwant %v", got, tc.want)
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -92,11 +93,15 @@ type AntreaProxyConfig struct {
 	// Enable runs AntreaProxy (upstream's replacement for the AntreaProxy
 	// gate); it runs when both are true. Default true.
 	Enable bool `json:"enable"`
-	// ProxyAll also proxies NodePort and LoadBalancer traffic from anywhere;
-	// not implemented: false only.
+	// ProxyAll also realizes Services for traffic that does not start in a
+	// pod of this node: NodePorts, and traffic from the node itself and from
+	// outside to ClusterIPs, external IPs and LoadBalancer IPs (the node
+	// path, pkg/agent/route's NodePath). Default false (upstream's): with it
+	// on, kube-proxy is not needed.
 	ProxyAll bool `json:"proxyAll"`
-	// NodePortAddresses are the host addresses of NodePorts (with proxyAll);
-	// not implemented: empty only.
+	// NodePortAddresses are CIDRs selecting the node addresses NodePorts
+	// are served on (with proxyAll); empty (default): every IPv4 address of
+	// the node but loopback, link-local ones and the gateway's.
 	NodePortAddresses []string `json:"nodePortAddresses,omitempty"`
 	// SkipServices are Services (ClusterIP or namespace/name) AntreaProxy
 	// leaves alone; not implemented: empty only.
@@ -140,6 +145,18 @@ func Parse(file string, data []byte) (*AgentConfig, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// NodePortPrefixes are antreaProxy.nodePortAddresses, parsed (Load
+// validated them).
+func (c *AgentConfig) NodePortPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range c.AntreaProxy.NodePortAddresses {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // ProxyEnabled says whether AntreaProxy runs: its gate and antreaProxy.enable.
@@ -211,11 +228,12 @@ func (c *AgentConfig) validate() []error {
 	if c.APIPort < 1 || c.APIPort > 65535 {
 		fail("apiPort", "%d is not a port (want 1 to 65535)", c.APIPort)
 	}
-	if c.AntreaProxy.ProxyAll {
-		fail("antreaProxy.proxyAll", "true is not supported by this Antrea (AntreaProxy realizes ClusterIPs only; only false)")
-	}
-	if len(c.AntreaProxy.NodePortAddresses) > 0 {
-		fail("antreaProxy.nodePortAddresses", "%q is not supported by this Antrea (NodePorts are not realized; only an empty list)", c.AntreaProxy.NodePortAddresses)
+	for _, s := range c.AntreaProxy.NodePortAddresses {
+		if p, err := netip.ParsePrefix(s); err != nil {
+			fail("antreaProxy.nodePortAddresses", "%q is not a CIDR (e.g. 192.168.77.0/24)", s)
+		} else if !p.Addr().Is4() {
+			fail("antreaProxy.nodePortAddresses", "%q is not IPv4 (only IPv4 NodePorts are realized)", s)
+		}
 	}
 	if len(c.AntreaProxy.SkipServices) > 0 {
 		fail("antreaProxy.skipServices", "%q is not supported by this Antrea (only an empty list)", c.AntreaProxy.SkipServices)

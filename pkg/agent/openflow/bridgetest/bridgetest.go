@@ -53,6 +53,13 @@ func Run(t testing.TB, args ...string) string {
 type Bridge struct {
 	*ovsinstance.Instance
 	GatewayMAC net.HardwareAddr
+	// GatewayIP and PodCIDR are the node's (GatewayIP and PodCIDR for New).
+	GatewayIP net.IP
+	PodCIDR   *net.IPNet
+	// NodeIP is the node's underlay address (on br-phy's internal port) and
+	// PhyMAC br-phy's MAC, for a node made with an underlay; nil otherwise.
+	NodeIP net.IP
+	PhyMAC net.HardwareAddr
 	// OF is the OpenFlow channel to br-int (with packet-ins enabled).
 	OF *openflow.Client
 
@@ -68,21 +75,53 @@ func (b *Bridge) SetReplay(f func(ctx context.Context, conn *openflow.Conn) erro
 	b.mu.Unlock()
 }
 
-// New starts a node. The node forwards IP (as a real node does): a packet the
-// pipeline wrongly sends to the gateway comes back in from it.
+// New starts a node (PodCIDR, GatewayIP) without underlay. The node
+// forwards IP (as a real node does): a packet the pipeline wrongly sends to
+// the gateway comes back in from it.
 func New(t testing.TB) *Bridge {
 	t.Helper()
+	return NewNode(t, NodeOptions{PodCIDR: PodCIDR, GatewayIP: GatewayIP})
+}
+
+// TunnelOFPort is the port of antrea-tun0 on a node with an underlay.
+const TunnelOFPort = 1
+
+// NodeOptions say what node NewNode makes.
+type NodeOptions struct {
+	// PodCIDR ("10.10.2.0/24") and GatewayIP ("10.10.2.1") of the node.
+	PodCIDR, GatewayIP string
+	// Underlay, when set, wires the node to it as the agent's bring-up does
+	// with the userspace datapath (pkg/agent/nodeinit): the uplink eth0 is
+	// a port of the netdev bridge br-phy, whose internal port holds NodeIP
+	// ("192.168.77.11/24"), and br-int has a flow-based Geneve tunnel port
+	// antrea-tun0 on TunnelOFPort.
+	Underlay *Underlay
+	NodeIP   string
+}
+
+// NewNode starts a node.
+func NewNode(t testing.TB, o NodeOptions) *Bridge {
+	t.Helper()
 	in := ovsinstance.StartForTest(t, "svcof")
+	gwIP := net.ParseIP(o.GatewayIP)
+	_, cidr, err := net.ParseCIDR(o.PodCIDR)
+	if err != nil || gwIP == nil || !cidr.Contains(gwIP) {
+		t.Fatalf("node: bad pod CIDR %q or gateway %q", o.PodCIDR, o.GatewayIP)
+	}
 	if _, err := in.Vsctl("add-br", "br-int", "--", "set", "bridge", "br-int", "datapath_type=netdev",
 		"protocols=OpenFlow13,OpenFlow15", "fail_mode=secure",
 		"--", "add-port", "br-int", "antrea-gw0", "--", "set", "interface", "antrea-gw0", "type=internal",
 		fmt.Sprintf("ofport_request=%d", GatewayOFPort)); err != nil {
 		t.Fatal(err)
 	}
-	Run(t, "ip", "-n", in.NetNS(), "addr", "add", GatewayIP+"/24", "dev", "antrea-gw0")
+	ones, _ := cidr.Mask.Size()
+	Run(t, "ip", "-n", in.NetNS(), "addr", "add", fmt.Sprintf("%s/%d", gwIP, ones), "dev", "antrea-gw0")
 	Run(t, "ip", "-n", in.NetNS(), "link", "set", "antrea-gw0", "up")
 	Run(t, "ip", "netns", "exec", in.NetNS(), "sysctl", "-qw", "net.ipv4.ip_forward=1")
-	b := &Bridge{Instance: in, GatewayMAC: linkMAC(t, in.NetNS(), "antrea-gw0")}
+	b := &Bridge{Instance: in, GatewayMAC: linkMAC(t, in.NetNS(), "antrea-gw0"), GatewayIP: gwIP, PodCIDR: cidr}
+	if o.Underlay != nil {
+		b.joinUnderlay(t, o.Underlay, o.NodeIP)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.OF = openflow.NewClient(in.BridgeMgmt("br-int"), openflow.ClientOptions{
 		Conn: openflow.Options{AsyncMessages: true},
@@ -120,7 +159,7 @@ type Pod struct {
 	OFPort           uint32
 }
 
-// AddPod makes a pod with address cidr (in PodCIDR) and its OVS port.
+// AddPod makes a pod with address cidr (in the node's pod CIDR) and its OVS port.
 func (b *Bridge) AddPod(t testing.TB, name, cidr string) *Pod {
 	t.Helper()
 	podNS := ovsinstance.NewNetNS(t, "svcpod")
@@ -128,7 +167,7 @@ func (b *Bridge) AddPod(t testing.TB, name, cidr string) *Pod {
 	Run(t, "ip", "-n", podNS, "link", "add", "eth0", "type", "veth", "peer", "name", host, "netns", b.NetNS())
 	Run(t, "ip", "-n", podNS, "addr", "add", cidr, "dev", "eth0")
 	Run(t, "ip", "-n", podNS, "link", "set", "eth0", "up")
-	Run(t, "ip", "-n", podNS, "route", "add", "default", "via", GatewayIP)
+	Run(t, "ip", "-n", podNS, "route", "add", "default", "via", b.GatewayIP.String())
 	// netdev datapath pitfalls (ENVIRONMENT.md): no TX checksum offload in
 	// the pod, no kernel ARP nor IPv6 on the host side.
 	Run(t, "ip", "netns", "exec", podNS, "ethtool", "-K", "eth0", "tx", "off")
@@ -439,4 +478,90 @@ func (p *Pod) IPReceived(t testing.TB) int {
 	}
 	t.Fatalf("no Ip InReceives in /proc/net/snmp of %s:\n%s", p.NS, out)
 	return 0
+}
+
+// Underlay is the network between nodes: a Linux bridge in a netns of its
+// own, as the lab's underlay.
+type Underlay struct {
+	NS string
+	n  int
+}
+
+// NewUnderlay makes an underlay.
+func NewUnderlay(t testing.TB) *Underlay {
+	t.Helper()
+	u := &Underlay{NS: ovsinstance.NewNetNS(t, "svcul")}
+	Run(t, "ip", "-n", u.NS, "link", "add", "br0", "type", "bridge")
+	Run(t, "ip", "-n", u.NS, "link", "set", "br0", "up")
+	return u
+}
+
+// plug links a new veth's end "eth0" in netns to the underlay's bridge.
+func (u *Underlay) plug(t testing.TB, netns string) {
+	t.Helper()
+	u.n++
+	port := fmt.Sprintf("p%d", u.n)
+	Run(t, "ip", "-n", netns, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", u.NS)
+	Run(t, "ip", "-n", u.NS, "link", "set", port, "master", "br0")
+	Run(t, "ip", "-n", u.NS, "link", "set", port, "up")
+}
+
+// AddHost makes a host on the underlay outside the cluster, with address
+// cidr ("192.168.77.100/24") on its eth0.
+func (u *Underlay) AddHost(t testing.TB, name, cidr string) *Pod {
+	t.Helper()
+	hostNS := ovsinstance.NewNetNS(t, "svcext")
+	u.plug(t, hostNS)
+	Run(t, "ip", "-n", hostNS, "addr", "add", cidr, "dev", "eth0")
+	Run(t, "ip", "-n", hostNS, "link", "set", "eth0", "up")
+	Run(t, "ip", "netns", "exec", hostNS, "ethtool", "-K", "eth0", "tx", "off")
+	ip, _, _ := net.ParseCIDR(cidr)
+	return &Pod{Name: name, NS: hostNS, HostIF: "eth0", IP: ip, MAC: linkMAC(t, hostNS, "eth0")}
+}
+
+// joinUnderlay wires the node to the underlay as nodeinit does with the
+// userspace datapath (ENVIRONMENT.md: userspace tunnels route through an
+// OVS internal port of a second netdev bridge).
+func (b *Bridge) joinUnderlay(t testing.TB, u *Underlay, nodeIP string) {
+	t.Helper()
+	node := b.NetNS()
+	u.plug(t, node)
+	ip, _, err := net.ParseCIDR(nodeIP)
+	if err != nil {
+		t.Fatalf("node IP %q: %v", nodeIP, err)
+	}
+	b.NodeIP = ip.To4()
+	b.PhyMAC = net.HardwareAddr{0x0a, 0x00, 0x00, b.NodeIP[1], b.NodeIP[2], b.NodeIP[3]}
+	if _, err := b.Vsctl("add-br", "br-phy", "--", "set", "bridge", "br-phy", "datapath_type=netdev", "fail_mode=standalone",
+		"other_config:hwaddr="+b.PhyMAC.String(), "other_config:disable-in-band=true",
+		"--", "add-port", "br-phy", "eth0",
+		"--", "add-port", "br-int", "antrea-tun0", "--", "set", "interface", "antrea-tun0", "type=geneve",
+		"options:remote_ip=flow", "options:key=flow", fmt.Sprintf("ofport_request=%d", TunnelOFPort)); err != nil {
+		t.Fatal(err)
+	}
+	// The uplink is only a port of br-phy: no kernel ARP nor IPv6 on it.
+	Run(t, "ip", "netns", "exec", node, "sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=1")
+	Run(t, "ip", "-n", node, "link", "set", "eth0", "arp", "off", "up")
+	Run(t, "ip", "-n", node, "addr", "add", nodeIP, "dev", "br-phy")
+	Run(t, "ip", "-n", node, "link", "set", "br-phy", "up")
+	// Best effort: a tap may not offer the feature.
+	_ = exec.Command("ip", "netns", "exec", node, "ethtool", "-K", "br-phy", "tx", "off").Run()
+}
+
+// ConnectPeer makes the node's kernel route peer's pod CIDR into the bridge
+// (as the agent's route controller does) and pins the peer's underlay MAC
+// in OVS's tunnel neighbour table (ENVIRONMENT.md: the neighbour black
+// hole). The pipeline's flows towards the peer are the caller's.
+func (b *Bridge) ConnectPeer(t testing.TB, peer *Bridge) {
+	t.Helper()
+	Run(t, "ip", "-n", b.NetNS(), "route", "replace", peer.PodCIDR.String(), "via", peer.GatewayIP.String(), "dev", "antrea-gw0", "onlink")
+	if _, err := b.Appctl("tnl/neigh/set", "br-phy", peer.NodeIP.String(), peer.PhyMAC.String()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// NodeHost is the node's own network namespace as a host to connect from
+// (its processes: hostNetwork pods, kubelet, curl on the node).
+func (b *Bridge) NodeHost(name string) *Pod {
+	return &Pod{Name: name, NS: b.NetNS(), IP: b.NodeIP}
 }

@@ -1,0 +1,580 @@
+package route
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+)
+
+// The node path of AntreaProxy (antreaProxy.proxyAll): what the node's own
+// network stack does so that Services work for traffic that does not start
+// in a pod of this node. OVS does the load balancing (pkg/agent/openflow,
+// service.go); the node steers traffic into the bridge:
+//
+//   - NodePorts: in the nftables table NFTable (owned by the agent, no other
+//     table touched), NAT prerouting (traffic entering the node) and output
+//     (the node's own processes) DNAT every connection to one of the node's
+//     NodePort addresses (the set nodeport-addrs) and a NodePort (the set
+//     nodeports, protocol . port) to NodePortVirtualIP, keeping the port;
+//   - the node routes NodePortVirtualIP, and HairpinIP, to the gateway
+//     through neighbours pinned to the global virtual MAC, and routes each
+//     Service address (ClusterIPs, external IPs, LoadBalancer ingress IPs)
+//     there via NodePortVirtualIP, from the gateway IP;
+//   - NAT postrouting masquerades to the gateway IP what leaves through the
+//     gateway from another of the node's own addresses (a process bound to
+//     the node IP, a NodePort reached from the node) and the NodePort
+//     traffic of the node's pods, which enters the node from the gateway:
+//     OVS tells the node's and pods' traffic (the gateway IP as source)
+//     from traffic from outside the node (any other source), to which
+//     externalTrafficPolicy Local applies, and replies to the gateway IP
+//     come back through the node, which un-NATs them. It masquerades
+//     HairpinIP leaving by any other interface (a Service connection from
+//     the gateway to an endpoint outside the node, source-NATed to
+//     HairpinIP by OVS so its replies come back through the bridge).
+//
+// Upstream Antrea does the same with iptables and ipsets
+// (ANTREA-NODEPORT-IP, "DNAT external/local to NodePort packets",
+// "masquerade LOCAL traffic", "masquerade OVS virtual source IP").
+
+// NFTable is the nftables table of the node path (family ip).
+const NFTable = "antrea-proxy"
+
+// Names of the table's sets.
+const (
+	nodePortAddrSet = "nodeport-addrs"
+	nodePortSet     = "nodeports"
+)
+
+// The node path's virtual addresses (pkg/agent/openflow's NodePortVirtualIP
+// and HairpinIP, which this package does not import).
+var (
+	NodePortVirtualIP = netip.MustParseAddr("169.254.0.252")
+	HairpinIP         = netip.MustParseAddr("169.254.0.253")
+	// virtualMAC is the global virtual MAC: the bridge routes what is sent
+	// to it (pkg/agent/openflow's GlobalVirtualMAC).
+	virtualMAC = net.HardwareAddr{0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}
+)
+
+// NodePort is a Service's NodePort: IP protocol number (6 TCP, 17 UDP) and
+// port.
+type NodePort struct {
+	Protocol uint8
+	Port     uint16
+}
+
+func (p NodePort) String() string {
+	switch p.Protocol {
+	case unix.IPPROTO_TCP:
+		return fmt.Sprintf("tcp . %d", p.Port)
+	case unix.IPPROTO_UDP:
+		return fmt.Sprintf("udp . %d", p.Port)
+	}
+	return fmt.Sprintf("%d . %d", p.Protocol, p.Port)
+}
+
+// ServiceNeeds is what one Service needs of the node: its NodePorts and the
+// addresses the node routes to the gateway.
+type ServiceNeeds struct {
+	NodePorts []NodePort
+	Addresses []netip.Addr
+}
+
+// NodePathConfig says how the node path is laid out on this node.
+type NodePathConfig struct {
+	// GatewayName is the gateway interface (antrea-gw0), GatewayIP its
+	// IPv4 address, PodCIDR this node's pod CIDR.
+	GatewayName string
+	GatewayIP   netip.Addr
+	PodCIDR     netip.Prefix
+	// NodePortAddresses selects the node addresses NodePorts are served on
+	// (antreaProxy.nodePortAddresses); empty: every IPv4 address of the
+	// node but loopback, link-local ones and the gateway's.
+	NodePortAddresses []netip.Prefix
+	// ResyncPeriod is how often the node addresses are read again besides
+	// the kernel's address events; default 30 s.
+	ResyncPeriod time.Duration
+}
+
+// NodePath keeps the node's side of the node path: the nftables table and
+// the routes. Services' needs are recorded as they come (SetService) and
+// applied by Run's worker, which coalesces bursts and writes only the
+// difference: one nft transaction and the route changes per batch.
+type NodePath struct {
+	cfg NodePathConfig
+	nft func(ctx context.Context, script string) error
+
+	mu       sync.Mutex
+	services map[string]ServiceNeeds
+	ports    map[NodePort]int    // wanted NodePorts, with the number of Services wanting each
+	addrs    map[netip.Addr]int  // wanted routed addresses, likewise
+	synced   bool                // every Service known at start was set
+	dirty    chan struct{}       // signals the worker
+	haveAddr []netip.Addr        // node addresses in the set (nil: not written yet)
+	havePort map[NodePort]bool   // NodePorts in the set
+	haveIP   map[netip.Addr]bool // routes in place
+	full     bool                // next apply rewrites the sets and reconciles the routes
+}
+
+// NewNodePath makes the node path of this node.
+func NewNodePath(cfg NodePathConfig) (*NodePath, error) {
+	if cfg.GatewayName == "" || !cfg.GatewayIP.Is4() || !cfg.PodCIDR.Addr().Is4() {
+		return nil, fmt.Errorf("node path: the gateway name, its IPv4 address and the pod CIDR are required")
+	}
+	if cfg.ResyncPeriod <= 0 {
+		cfg.ResyncPeriod = 30 * time.Second
+	}
+	return &NodePath{
+		cfg: cfg, nft: runNFT,
+		services: map[string]ServiceNeeds{}, ports: map[NodePort]int{}, addrs: map[netip.Addr]int{},
+		dirty: make(chan struct{}, 1), havePort: map[NodePort]bool{}, haveIP: map[netip.Addr]bool{},
+	}, nil
+}
+
+// SetService records what a Service needs of the node (the zero value:
+// nothing, for a deleted Service).
+func (n *NodePath) SetService(key string, needs ServiceNeeds) {
+	n.mu.Lock()
+	old := n.services[key]
+	for _, p := range old.NodePorts {
+		if n.ports[p]--; n.ports[p] == 0 {
+			delete(n.ports, p)
+		}
+	}
+	for _, a := range old.Addresses {
+		if n.addrs[a]--; n.addrs[a] == 0 {
+			delete(n.addrs, a)
+		}
+	}
+	needs.NodePorts = uniq(needs.NodePorts, func(a, b NodePort) int {
+		return int(a.Protocol)<<16 + int(a.Port) - (int(b.Protocol)<<16 + int(b.Port))
+	})
+	needs.Addresses = uniq(needs.Addresses, func(a, b netip.Addr) int { return a.Compare(b) })
+	for _, p := range needs.NodePorts {
+		n.ports[p]++
+	}
+	for _, a := range needs.Addresses {
+		n.addrs[a]++
+	}
+	if len(needs.NodePorts) == 0 && len(needs.Addresses) == 0 {
+		delete(n.services, key)
+	} else {
+		n.services[key] = needs
+	}
+	n.mu.Unlock()
+	n.kick()
+}
+
+// Synced says every Service known at start was set: from now on what no
+// Service wants is removed (before, a restarted agent only adds, so the
+// NodePorts and routes of Services not synced yet keep working).
+func (n *NodePath) Synced() {
+	n.mu.Lock()
+	n.synced, n.full = true, true
+	n.mu.Unlock()
+	n.kick()
+}
+
+func (n *NodePath) kick() {
+	select {
+	case n.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func uniq[T comparable](in []T, cmp func(a, b T) int) []T {
+	out := slices.Clone(in)
+	slices.SortFunc(out, cmp)
+	return slices.Compact(out)
+}
+
+// Run installs the fixed part (routes and neighbours of the virtual IPs,
+// the table's chains and sets: the sets keep their elements, so NodePorts
+// keep working while an agent restarts) and then applies the Services'
+// needs and the node's addresses as they change, until ctx ends. It runs in
+// the node's network namespace.
+func (n *NodePath) Run(ctx context.Context) error {
+	if err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 10 * time.Second},
+		func(ctx context.Context) (bool, error) {
+			if err := n.ensureBase(ctx); err != nil {
+				klog.ErrorS(err, "Cannot set up the node path; retrying")
+				return false, nil
+			}
+			return true, nil
+		}); err != nil {
+		return nil // ctx ended
+	}
+	klog.InfoS("Node path set up", "table", "ip "+NFTable, "gateway", n.cfg.GatewayName, "nodePortVirtualIP", NodePortVirtualIP)
+	updates := make(chan netlink.AddrUpdate, 64)
+	if err := netlink.AddrSubscribeWithOptions(updates, ctx.Done(), netlink.AddrSubscribeOptions{}); err != nil {
+		klog.ErrorS(err, "Cannot follow the node's address changes; reading them periodically only")
+	}
+	ticker := time.NewTicker(n.cfg.ResyncPeriod)
+	defer ticker.Stop()
+	backoff := time.Duration(0)
+	for {
+		if err := n.apply(ctx); err != nil {
+			backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
+			klog.ErrorS(err, "Cannot apply the node path; retrying", "after", backoff)
+			n.mu.Lock()
+			n.full = true
+			n.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-n.dirty:
+		case <-updates:
+		case <-ticker.C:
+		}
+	}
+}
+
+// ensureBase installs the routes and neighbours of the virtual IPs and the
+// table with its chains (rewritten) and sets (kept).
+func (n *NodePath) ensureBase(ctx context.Context) error {
+	link, err := netlink.LinkByName(n.cfg.GatewayName)
+	if err != nil {
+		return fmt.Errorf("gateway %s: %w", n.cfg.GatewayName, err)
+	}
+	for _, ip := range []netip.Addr{NodePortVirtualIP, HairpinIP} {
+		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+			IP: ip.AsSlice(), HardwareAddr: virtualMAC}); err != nil {
+			return fmt.Errorf("neighbour %s on %s: %w", ip, n.cfg.GatewayName, err)
+		}
+		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: hostNet(ip), Scope: netlink.SCOPE_LINK,
+			Src: n.cfg.GatewayIP.AsSlice(), Protocol: unix.RTPROT_STATIC}); err != nil {
+			return fmt.Errorf("route %s dev %s: %w", ip, n.cfg.GatewayName, err)
+		}
+	}
+	return n.nft(ctx, n.baseScript())
+}
+
+func hostNet(a netip.Addr) *net.IPNet {
+	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)}
+}
+
+// baseScript declares the table, its sets (elements kept) and its chains
+// (rules rewritten), in one transaction.
+func (n *NodePath) baseScript() string {
+	gw, gwIP := n.cfg.GatewayName, n.cfg.GatewayIP
+	var b strings.Builder
+	t := "ip " + NFTable
+	fmt.Fprintf(&b, "add table %s\n", t)
+	fmt.Fprintf(&b, "add set %s %s { type ipv4_addr; comment \"node addresses serving NodePorts\"; }\n", t, nodePortAddrSet)
+	fmt.Fprintf(&b, "add set %s %s { type inet_proto . inet_service; comment \"NodePorts of Services\"; }\n", t, nodePortSet)
+	for _, c := range []struct{ name, hook, prio string }{{"prerouting", "prerouting", "dstnat"}, {"output", "output", "dstnat"}, {"postrouting", "postrouting", "srcnat"}} {
+		fmt.Fprintf(&b, "add chain %s %s { type nat hook %s priority %s; policy accept; }\n", t, c.name, c.hook, c.prio)
+		fmt.Fprintf(&b, "flush chain %s %s\n", t, c.name)
+	}
+	dnat := fmt.Sprintf("ip daddr @%s meta l4proto . th dport @%s dnat ip to %s", nodePortAddrSet, nodePortSet, NodePortVirtualIP)
+	fmt.Fprintf(&b, "add rule %s prerouting %s comment \"Antrea: DNAT NodePorts to the bridge\"\n", t, dnat)
+	fmt.Fprintf(&b, "add rule %s output %s comment \"Antrea: DNAT the node's NodePort traffic to the bridge\"\n", t, dnat)
+	fmt.Fprintf(&b, "add rule %s postrouting oifname %q ip daddr %s ip saddr %s masquerade comment \"Antrea: pods' NodePort traffic from the gateway IP\"\n",
+		t, gw, NodePortVirtualIP, n.cfg.PodCIDR)
+	fmt.Fprintf(&b, "add rule %s postrouting oifname %q ip saddr != %s fib saddr type local masquerade comment \"Antrea: the node's traffic to the bridge from the gateway IP\"\n",
+		t, gw, gwIP)
+	fmt.Fprintf(&b, "add rule %s postrouting oifname != %q ip saddr %s masquerade comment \"Antrea: masquerade the bridge's hairpin address\"\n",
+		t, gw, HairpinIP)
+	return b.String()
+}
+
+// apply writes what changed since the last apply: node addresses, NodePorts
+// and routes.
+func (n *NodePath) apply(ctx context.Context) error {
+	addrs, err := n.nodePortAddresses()
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	full, synced := n.full, n.synced
+	wantPorts := make(map[NodePort]bool, len(n.ports))
+	for p := range n.ports {
+		wantPorts[p] = true
+	}
+	wantIPs := make(map[netip.Addr]bool, len(n.addrs))
+	for a := range n.addrs {
+		wantIPs[a] = true
+	}
+	havePort, haveIP, haveAddr := n.havePort, n.haveIP, n.haveAddr
+	n.mu.Unlock()
+	if addrs == nil {
+		addrs = []netip.Addr{} // written, even if empty
+	}
+
+	script, ports := nftDiff(addrs, haveAddr, wantPorts, havePort, full, synced)
+	if script != "" {
+		if err := n.nft(ctx, script); err != nil {
+			return err
+		}
+	}
+	ips, err := n.applyRoutes(wantIPs, haveIP, full, synced)
+	n.mu.Lock()
+	n.haveAddr, n.havePort = addrs, ports
+	if err == nil {
+		n.haveIP = ips
+		if synced {
+			n.full = false
+		}
+	}
+	n.mu.Unlock()
+	return err
+}
+
+// nftDiff is the transaction from the installed state to the wanted one
+// (empty when nothing changes) and the NodePorts in the set afterwards.
+// With full it rewrites both sets (flush and add, atomically); before the
+// Services synced it only adds NodePorts.
+func nftDiff(addrs, haveAddrs []netip.Addr, want, have map[NodePort]bool, full, synced bool) (string, map[NodePort]bool) {
+	t := "ip " + NFTable
+	var b strings.Builder
+	after := map[NodePort]bool{}
+	for p := range have {
+		after[p] = true
+	}
+	if full || haveAddrs == nil || !slices.Equal(addrs, haveAddrs) {
+		fmt.Fprintf(&b, "flush set %s %s\n", t, nodePortAddrSet)
+		if len(addrs) > 0 {
+			fmt.Fprintf(&b, "add element %s %s { %s }\n", t, nodePortAddrSet, join(addrs))
+		}
+	}
+	var adds, dels []NodePort
+	if full && synced {
+		fmt.Fprintf(&b, "flush set %s %s\n", t, nodePortSet)
+		after = map[NodePort]bool{}
+		for p := range want {
+			adds = append(adds, p)
+		}
+	} else {
+		for p := range want {
+			if !have[p] || full {
+				adds = append(adds, p)
+			}
+		}
+		if synced {
+			for p := range have {
+				if !want[p] {
+					dels = append(dels, p)
+				}
+			}
+		}
+	}
+	sortPorts(adds)
+	sortPorts(dels)
+	if len(dels) > 0 {
+		fmt.Fprintf(&b, "delete element %s %s { %s }\n", t, nodePortSet, join(dels))
+		for _, p := range dels {
+			delete(after, p)
+		}
+	}
+	if len(adds) > 0 {
+		fmt.Fprintf(&b, "add element %s %s { %s }\n", t, nodePortSet, join(adds))
+		for _, p := range adds {
+			after[p] = true
+		}
+	}
+	return b.String(), after
+}
+
+func sortPorts(ps []NodePort) {
+	sort.Slice(ps, func(i, j int) bool {
+		if ps[i].Protocol != ps[j].Protocol {
+			return ps[i].Protocol < ps[j].Protocol
+		}
+		return ps[i].Port < ps[j].Port
+	})
+}
+
+func join[T fmt.Stringer](xs []T) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// applyRoutes makes the routes of Service addresses via the gateway the
+// wanted ones: adds the missing ones and, once the Services synced, deletes
+// the others (with full, every route via NodePortVirtualIP on the gateway
+// that is not wanted, whoever left it). It returns the routes in place.
+func (n *NodePath) applyRoutes(want, have map[netip.Addr]bool, full, synced bool) (map[netip.Addr]bool, error) {
+	after := make(map[netip.Addr]bool, len(want))
+	for a := range have {
+		after[a] = true
+	}
+	if !full && len(want) == len(have) && func() bool {
+		for a := range want {
+			if !have[a] {
+				return false
+			}
+		}
+		return true
+	}() {
+		return after, nil
+	}
+	link, err := netlink.LinkByName(n.cfg.GatewayName)
+	if err != nil {
+		return after, fmt.Errorf("gateway %s: %w", n.cfg.GatewayName, err)
+	}
+	route := func(a netip.Addr) *netlink.Route {
+		return &netlink.Route{LinkIndex: link.Attrs().Index, Dst: hostNet(a), Gw: NodePortVirtualIP.AsSlice(), Flags: int(netlink.FLAG_ONLINK),
+			Src: n.cfg.GatewayIP.AsSlice(), Protocol: unix.RTPROT_STATIC}
+	}
+	if full {
+		// What is on the gateway via the virtual IP (an earlier run's).
+		routes, err := netlink.RouteList(link, netlink.FAMILY_V4)
+		if err != nil {
+			return after, fmt.Errorf("list routes of %s: %w", n.cfg.GatewayName, err)
+		}
+		after = map[netip.Addr]bool{}
+		for _, r := range routes {
+			if r.Dst == nil || !r.Gw.Equal(NodePortVirtualIP.AsSlice()) {
+				continue
+			}
+			if ones, _ := r.Dst.Mask.Size(); ones != 32 {
+				continue
+			}
+			if a, ok := netip.AddrFromSlice(r.Dst.IP.To4()); ok {
+				after[a] = true
+			}
+		}
+	}
+	for a := range want {
+		if after[a] && !full {
+			continue
+		}
+		if err := netlink.RouteReplace(route(a)); err != nil {
+			return after, fmt.Errorf("route %s via %s dev %s: %w", a, NodePortVirtualIP, n.cfg.GatewayName, err)
+		}
+		after[a] = true
+	}
+	if synced {
+		for a := range after {
+			if want[a] {
+				continue
+			}
+			if err := netlink.RouteDel(route(a)); err != nil && !errors.Is(err, unix.ESRCH) {
+				return after, fmt.Errorf("delete route %s dev %s: %w", a, n.cfg.GatewayName, err)
+			}
+			delete(after, a)
+		}
+	}
+	return after, nil
+}
+
+// nodePortAddresses are the node's addresses NodePorts are served on, sorted.
+func (n *NodePath) nodePortAddresses() ([]netip.Addr, error) {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	var all []netip.Addr
+	for _, l := range links {
+		if l.Attrs().Name == n.cfg.GatewayName {
+			continue
+		}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		if err != nil {
+			return nil, fmt.Errorf("addresses of %s: %w", l.Attrs().Name, err)
+		}
+		for _, a := range addrs {
+			if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok {
+				all = append(all, ip)
+			}
+		}
+	}
+	return SelectNodePortAddresses(all, n.cfg.NodePortAddresses, n.cfg.GatewayIP), nil
+}
+
+// SelectNodePortAddresses picks, sorted and once each, the addresses of
+// node that serve NodePorts: those within one of the prefixes or, without
+// prefixes, every IPv4 address but loopback, link-local ones and the
+// gateway's (kube-proxy serves NodePorts on every local address; the
+// gateway's belongs to the pod network, link-local ones to the node path).
+func SelectNodePortAddresses(node []netip.Addr, prefixes []netip.Prefix, gatewayIP netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range node {
+		if !a.Is4() || a.IsLoopback() || a.IsLinkLocalUnicast() || a == gatewayIP {
+			continue
+		}
+		if len(prefixes) > 0 && !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			continue
+		}
+		out = append(out, a)
+	}
+	return uniq(out, func(a, b netip.Addr) int { return a.Compare(b) })
+}
+
+// runNFT runs an nft script as one transaction.
+func runNFT(ctx context.Context, script string) error {
+	cmd := exec.CommandContext(ctx, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("nft: %w: %s", err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// RemoveNodePath removes what the node path put on the node (when Antrea is
+// uninstalled, or at start with proxyAll off): the table, the routes via
+// the virtual IP on the gateway and the virtual IPs' routes and
+// neighbours. What is not there is no error.
+func RemoveNodePath(ctx context.Context, gatewayName string) error {
+	var errs []error
+	if err := runNFT(ctx, fmt.Sprintf("add table ip %s\ndelete table ip %s\n", NFTable, NFTable)); err != nil {
+		errs = append(errs, err)
+	}
+	link, err := netlink.LinkByName(gatewayName)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return errors.Join(errs...)
+		}
+		return errors.Join(append(errs, fmt.Errorf("gateway %s: %w", gatewayName, err))...)
+	}
+	routes, err := netlink.RouteList(link, netlink.FAMILY_V4)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for i := range routes {
+		r := routes[i]
+		if r.Dst == nil {
+			continue
+		}
+		virtual := r.Dst.IP.Equal(NodePortVirtualIP.AsSlice()) || r.Dst.IP.Equal(HairpinIP.AsSlice())
+		if ones, _ := r.Dst.Mask.Size(); ones == 32 && (virtual || r.Gw.Equal(NodePortVirtualIP.AsSlice())) {
+			if err := netlink.RouteDel(&r); err != nil && !errors.Is(err, unix.ESRCH) {
+				errs = append(errs, fmt.Errorf("delete route %s: %w", r.Dst, err))
+			}
+		}
+	}
+	for _, ip := range []netip.Addr{NodePortVirtualIP, HairpinIP} {
+		if err := netlink.NeighDel(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: netlink.FAMILY_V4, IP: ip.AsSlice()}); err != nil &&
+			!errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("delete neighbour %s: %w", ip, err))
+		}
+	}
+	return errors.Join(errs...)
+}
