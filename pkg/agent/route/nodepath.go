@@ -226,7 +226,15 @@ func (n *NodePath) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	backoff := time.Duration(0)
 	for {
-		if err := n.apply(ctx); err != nil {
+		err := n.apply(ctx)
+		if err != nil && ctx.Err() == nil {
+			// The table or the gateway's routes may be gone (flushed by
+			// hand, the gateway re-created): set them up again.
+			if err := n.ensureBase(ctx); err != nil {
+				klog.ErrorS(err, "Cannot set up the node path again")
+			}
+		}
+		if err != nil {
 			backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
 			klog.ErrorS(err, "Cannot apply the node path; retrying", "after", backoff)
 			n.mu.Lock()
@@ -283,7 +291,9 @@ func (n *NodePath) baseScript() string {
 	fmt.Fprintf(&b, "add table %s\n", t)
 	fmt.Fprintf(&b, "add set %s %s { type ipv4_addr; comment \"node addresses serving NodePorts\"; }\n", t, nodePortAddrSet)
 	fmt.Fprintf(&b, "add set %s %s { type inet_proto . inet_service; comment \"NodePorts of Services\"; }\n", t, nodePortSet)
-	for _, c := range []struct{ name, hook, prio string }{{"prerouting", "prerouting", "dstnat"}, {"output", "output", "dstnat"}, {"postrouting", "postrouting", "srcnat"}} {
+	// nft 1.0 names the NAT priorities in prerouting and postrouting only:
+	// output's DNAT is -100, as dstnat.
+	for _, c := range []struct{ name, hook, prio string }{{"prerouting", "prerouting", "dstnat"}, {"output", "output", "-100"}, {"postrouting", "postrouting", "srcnat"}} {
 		fmt.Fprintf(&b, "add chain %s %s { type nat hook %s priority %s; policy accept; }\n", t, c.name, c.hook, c.prio)
 		fmt.Fprintf(&b, "flush chain %s %s\n", t, c.name)
 	}

@@ -46,7 +46,7 @@ func TestNodePathTransactionsWriteOnlyTheDifference(t *testing.T) {
 		after        map[NodePort]bool
 	}{
 		{
-			name: "at start (addresses not written yet, Services not synced): addresses written, NodePorts only added",
+			name:  "at start (addresses not written yet, Services not synced): addresses written, NodePorts only added",
 			addrs: a, want: set(tcp80), have: set(),
 			script: []string{"flush set ip antrea-proxy nodeport-addrs", "add element ip antrea-proxy nodeport-addrs { 192.168.77.11 }",
 				"add element ip antrea-proxy nodeports { tcp . 30080 }"},
