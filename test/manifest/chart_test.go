@@ -72,7 +72,7 @@ func TestBadValuesFailRenderingNamingTheValue(t *testing.T) {
 		{"an MTU below IPv4's minimum", "defaultMTU=60", "defaultMTU"},
 		{"a fractional log verbosity", "logVerbosity=1.5", "logVerbosity"},
 		{"an unknown TLS version", "tlsMinVersion=VersionTLS9", "tlsMinVersion"},
-		{"proxyAll, not implemented", "antreaProxy.proxyAll=true", "antreaProxy.proxyAll"},
+		{"a nodePortAddresses entry that is no IPv4 CIDR", "antreaProxy.nodePortAddresses={fd00::/64}", "antreaProxy.nodePortAddresses"},
 		{"skipServices, not implemented", "antreaProxy.skipServices={kube-system/kube-dns}", "antreaProxy.skipServices"},
 	}
 	for _, tt := range tests {

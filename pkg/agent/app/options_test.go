@@ -48,7 +48,7 @@ func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
 	want := Options{
 		NodeName: "n1", OVSBridge: "br-int", HostGateway: "antrea-gw0", OVSRunDir: "/var/run/openvswitch",
 		DatapathType: "system", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
-		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true,
+		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true, ProxyAll: true,
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)

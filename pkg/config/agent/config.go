@@ -96,8 +96,10 @@ type AntreaProxyConfig struct {
 	// ProxyAll also realizes Services for traffic that does not start in a
 	// pod of this node: NodePorts, and traffic from the node itself and from
 	// outside to ClusterIPs, external IPs and LoadBalancer IPs (the node
-	// path, pkg/agent/route's NodePath). Default false (upstream's): with it
-	// on, kube-proxy is not needed.
+	// path, pkg/agent/route's NodePath). Default true, where upstream's is
+	// false: this Antrea's AntreaProxy replaces kube-proxy, whose semantics
+	// include NodePorts and the node's own traffic to ClusterIPs; set it
+	// false when kube-proxy serves NodePorts beside AntreaProxy.
 	ProxyAll bool `json:"proxyAll"`
 	// NodePortAddresses are CIDRs selecting the node addresses NodePorts
 	// are served on (with proxyAll); empty (default): every IPv4 address of
@@ -125,7 +127,7 @@ func Defaults() *AgentConfig {
 		TunnelType:              TunnelGeneve,
 		APIPort:                 10350,
 		EnablePrometheusMetrics: true,
-		AntreaProxy:             AntreaProxyConfig{Enable: true, ProxyLoadBalancerIPs: true},
+		AntreaProxy:             AntreaProxyConfig{Enable: true, ProxyAll: true, ProxyLoadBalancerIPs: true},
 	}
 }
 

@@ -63,10 +63,9 @@ func TestEveryKeySetsItsField(t *testing.T) {
 			func(c *AgentConfig) { c.EnablePrometheusMetrics = false }},
 		{"antreaProxy.enable can be turned off", "antreaProxy:\n  enable: false\n",
 			func(c *AgentConfig) { c.AntreaProxy.Enable = false }},
-		{"antreaProxy.proxyAll false is accepted", "antreaProxy:\n  proxyAll: false\n", nil},
+		{"antreaProxy.proxyAll can be turned off", "antreaProxy:\n  proxyAll: false\n",
+			func(c *AgentConfig) { c.AntreaProxy.ProxyAll = false }},
 		{"antreaProxy.nodePortAddresses empty is accepted", "antreaProxy:\n  nodePortAddresses: []\n", nil},
-		{"antreaProxy.proxyAll can be turned on", "antreaProxy:\n  proxyAll: true\n",
-			func(c *AgentConfig) { c.AntreaProxy.ProxyAll = true }},
 		{"antreaProxy.nodePortAddresses takes CIDRs", "antreaProxy:\n  nodePortAddresses: [192.168.77.0/24, 10.0.0.0/8]\n",
 			func(c *AgentConfig) { c.AntreaProxy.NodePortAddresses = []string{"192.168.77.0/24", "10.0.0.0/8"} }},
 		{"antreaProxy.skipServices empty is accepted", "antreaProxy:\n  skipServices: []\n", nil},
@@ -314,7 +313,11 @@ func TestUpstreamChartFileLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := Defaults(); !reflect.DeepEqual(got, want) {
+	// Upstream's defaults, but proxyAll: upstream's is false, this
+	// Antrea's true (AntreaProxy replaces kube-proxy).
+	want := Defaults()
+	want.AntreaProxy.ProxyAll = false
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("\n got %+v\nwant %+v", got, want)
 	}
 }

@@ -42,11 +42,10 @@ values.yaml (float64) or from --set (int64) without a fraction.
 {{- if not (and (include "antrea.isCount" $v.defaultMTU) (or (eq (float64 $v.defaultMTU) 0.0) (and (ge (float64 $v.defaultMTU) 68.0) (le (float64 $v.defaultMTU) 65535.0)))) -}}
 {{- fail (printf "defaultMTU: %v is out of range (want 0 for automatic, or 68 to 65535)" $v.defaultMTU) -}}
 {{- end -}}
-{{- if $v.antreaProxy.proxyAll -}}
-{{- fail "antreaProxy.proxyAll: true is not supported by this Antrea (AntreaProxy realizes ClusterIPs only; only false)" -}}
+{{- range $v.antreaProxy.nodePortAddresses -}}
+{{- if not (regexMatch "^[0-9]{1,3}(\\.[0-9]{1,3}){3}/[0-9]{1,2}$" (toString .)) -}}
+{{- fail (printf "antreaProxy.nodePortAddresses: %q is not an IPv4 CIDR (e.g. 192.168.77.0/24)" (toString .)) -}}
 {{- end -}}
-{{- if $v.antreaProxy.nodePortAddresses -}}
-{{- fail (printf "antreaProxy.nodePortAddresses: %v is not supported by this Antrea (NodePorts are not realized; only an empty list)" $v.antreaProxy.nodePortAddresses) -}}
 {{- end -}}
 {{- if $v.antreaProxy.skipServices -}}
 {{- fail (printf "antreaProxy.skipServices: %v is not supported by this Antrea (only an empty list)" $v.antreaProxy.skipServices) -}}
