@@ -18,10 +18,10 @@ trap 'rm -f "$tmp"' EXIT
   cat <<'HEADER'
 # Antrea: every object `kubectl apply -f antrea.yml` creates to install it.
 # Generated from the Helm chart build/charts/antrea by `make manifests`
-# (hack/manifests.sh: helm template antrea build/charts/antrea --namespace kube-system).
+# (hack/manifests.sh: helm template antrea build/charts/antrea --namespace kube-system --include-crds).
 # Do not edit: change the chart (or its values) and run `make manifests`.
 HEADER
-  "$HELM" template antrea "$ROOT/build/charts/antrea" --namespace kube-system
+  "$HELM" template antrea "$ROOT/build/charts/antrea" --namespace kube-system --include-crds
 } >"$tmp"
 chmod 0644 "$tmp"
 mv "$tmp" "$out"

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,6 +71,10 @@ func NewOptions() *Options {
 	o.SecureServing.BindPort = 10349
 	o.SecureServing.ServerCert.CertDirectory = "/var/run/antrea/antrea-controller-tls"
 	o.SecureServing.ServerCert.PairName = "antrea-controller"
+	// kube-apiserver calls the admission webhooks without credentials (an
+	// admission webhook authenticates the server by the caBundle, not the
+	// other way round), so they answer anyone, as upstream's do.
+	o.Authorization.AlwaysAllowPaths = append(o.Authorization.AlwaysAllowPaths, "/validate/*", "/mutate/*")
 	return o
 }
 
@@ -156,6 +161,12 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 		return nil, fmt.Errorf("installing %s: %w", controlplane.GroupName, err)
 	}
 	return &Server{generic: generic, certFile: o.SecureServing.ServerCert.CertKey.CertFile}, nil
+}
+
+// Handle serves h at path, outside the API groups (the admission webhooks).
+// Call it before Run.
+func (s *Server) Handle(path string, h http.Handler) {
+	s.generic.Handler.NonGoRestfulMux.Handle(path, h)
 }
 
 // Run serves until ctx ends.

@@ -110,9 +110,23 @@ func TestKubeAPIServerAcceptsTheManifest(t *testing.T) {
 		}
 
 		k.run(nil, "delete", "-f", repoPath(manifestFile), "--wait=false")
-		left, _ := k.run(nil, "get", "-f", repoPath(manifestFile), "--ignore-not-found", "-o", "name")
-		if strings.TrimSpace(left) != "" {
-			t.Errorf("kubectl delete -f %s left:\n%s", manifestFile, left)
+		// A CRD goes once kube-apiserver has removed its objects, which may
+		// take a while on a busy machine: one that is being deleted (it has a
+		// deletionTimestamp) counts as gone.
+		var left []string
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			out, _ := k.run(nil, "get", "-f", repoPath(manifestFile), "--ignore-not-found", "-o",
+				`jsonpath={range .items[*]}{.kind}/{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}`)
+			left = nil
+			for _, line := range nonEmptyLines(out) {
+				if len(strings.Fields(line)) == 1 {
+					left = append(left, line)
+				}
+			}
+			return len(left) == 0, nil
+		})
+		if len(left) > 0 {
+			t.Errorf("kubectl delete -f %s left:\n%s", manifestFile, strings.Join(left, "\n"))
 		}
 	})
 }

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -70,9 +71,9 @@ func run(t *testing.T, stdin []byte, name string, args ...string) (stdout, stder
 }
 
 // renderArgs are the arguments of helm template for the release make
-// manifests renders, with values set by --set.
+// manifests renders (CRDs included), with values set by --set.
 func renderArgs(sets ...string) []string {
-	args := []string{"template", "antrea", repoPath(chartDir), "--namespace", namespace}
+	args := []string{"template", "antrea", repoPath(chartDir), "--namespace", namespace, "--include-crds"}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
@@ -98,6 +99,9 @@ var scheme = func() *runtime.Scheme {
 		panic(err)
 	}
 	if err := apiregistrationv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s

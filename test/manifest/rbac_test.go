@@ -2,9 +2,6 @@ package manifest
 
 import (
 	"context"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,7 +14,6 @@ import (
 
 	"antrea.io/antrea/pkg/apiserver/apiservertest"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
-	"antrea.io/antrea/pkg/controller/app"
 )
 
 // serviceAccountUser is how kube-apiserver sees a Pod's ServiceAccount.
@@ -39,49 +35,9 @@ func TestControllerWorksWithTheManifestsRBAC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	waitForNamespace(t, ctx, cp, namespace)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	// The manifest's ServiceAccounts and RBAC; the loopback APIService.
-	cp.ApplyAntrea(t, ctx, port)
-
-	controllerUser, err := cp.Env.AddUser(serviceAccountUser("antrea-controller"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := controllerUser.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigFile := filepath.Join(t.TempDir(), "antrea-controller.kubeconfig")
-	if err := os.WriteFile(kubeconfigFile, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts := app.NewOptions()
-	opts.Kubeconfig = kubeconfigFile
-	opts.APIServer.SecureServing.Listener = ln
-	opts.APIServer.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
-	opts.APIServer.SecureServing.BindPort = port
-	opts.APIServer.SecureServing.ServerCert.CertDirectory = filepath.Join(t.TempDir(), "serving")
-	if err := opts.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(runCtx, opts) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("antrea-controller: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("antrea-controller did not stop")
-		}
-	})
+	// The manifest's ServiceAccounts, RBAC, CRDs and webhooks; the loopback
+	// APIService; the controller as its ServiceAccount.
+	startControllerAs(t, ctx, cp)
 
 	// Available only once the controller, as its ServiceAccount, wrote its CA.
 	cp.WaitAPIServiceAvailable(t, ctx)

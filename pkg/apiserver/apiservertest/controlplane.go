@@ -23,8 +23,12 @@ import (
 
 	"encoding/pem"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -168,9 +172,13 @@ func writeKubeconfig(tb testing.TB, cfg *rest.Config, path string) {
 }
 
 // ApplyAntrea creates what antrea-controller needs in the API server: the
-// ServiceAccounts and RBAC of build/yamls/antrea.yml (the product's manifest,
-// so tests run with its least-privilege roles) and the loopback registration
-// of the controlplane APIService (apiserver.LoopbackRegistration) at port.
+// ServiceAccounts, RBAC, CRDs (crd.antrea.io, established before it returns)
+// and admission webhook configurations of build/yamls/antrea.yml (the
+// product's manifest, so tests run with its least-privilege roles and its
+// schemas), and the loopback registration of the controlplane APIService
+// (apiserver.LoopbackRegistration) at port. The webhooks reach the
+// controller through the loopback Service antrea, so their Service port is
+// set to port.
 func (cp *ControlPlane) ApplyAntrea(tb testing.TB, ctx context.Context, port int) {
 	tb.Helper()
 	manifest := filepath.Join(RepoRoot(), "build", "yamls", "antrea.yml")
@@ -179,13 +187,47 @@ func (cp *ControlPlane) ApplyAntrea(tb testing.TB, ctx context.Context, port int
 		tb.Fatal(err)
 	}
 	cp.applyYAML(tb, ctx, manifest, data, func(obj k8sruntime.Object) bool {
-		switch obj.(type) {
-		case *corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.Role, *rbacv1.ClusterRoleBinding, *rbacv1.RoleBinding:
+		p := int32(port)
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.Role, *rbacv1.ClusterRoleBinding, *rbacv1.RoleBinding,
+			*apiextensionsv1.CustomResourceDefinition:
+			return true
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			for i := range o.Webhooks {
+				o.Webhooks[i].ClientConfig.Service.Port = &p
+			}
+			return true
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			for i := range o.Webhooks {
+				o.Webhooks[i].ClientConfig.Service.Port = &p
+			}
 			return true
 		}
 		return false
 	})
 	cp.applyYAML(tb, ctx, "loopback APIService", apiserver.LoopbackRegistration(port), nil)
+	cp.waitCRDsEstablished(tb, ctx)
+}
+
+// waitCRDsEstablished waits (at most a minute) until every CRD is Established.
+func (cp *ControlPlane) waitCRDsEstablished(tb testing.TB, ctx context.Context) {
+	tb.Helper()
+	client := apiextensionsclient.NewForConfigOrDie(cp.Config)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		crds, err := client.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, crd := range crds.Items {
+			if !apiextensionshelpers.IsCRDConditionTrue(&crd, apiextensionsv1.Established) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		tb.Fatalf("the CRDs were never Established: %v", err)
+	}
 }
 
 // applyYAML creates every object of a YAML stream that keep accepts (nil: all).
@@ -196,6 +238,9 @@ func (cp *ControlPlane) applyYAML(tb testing.TB, ctx context.Context, what strin
 		tb.Fatal(err)
 	}
 	if err := apiregistrationv1.AddToScheme(scheme); err != nil {
+		tb.Fatal(err)
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		tb.Fatal(err)
 	}
 	c, err := ctrlclient.New(cp.Config, ctrlclient.Options{Scheme: scheme})

@@ -1,6 +1,8 @@
 // Package app runs antrea-controller: Kubernetes informers, the NetworkPolicy
-// computation writing into the controlplane stores, and the aggregated API
-// server that serves those stores to agents.
+// computation writing into the controlplane stores, the aggregated API
+// server that serves those stores to agents, and, on the same HTTPS server,
+// the admission webhooks of the Antrea-native policy API (crd.antrea.io),
+// whose static Tiers it keeps.
 package app
 
 import (
@@ -18,12 +20,23 @@ import (
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
 	"antrea.io/antrea/pkg/apiserver"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
+	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
 	"antrea.io/antrea/pkg/config"
+	"antrea.io/antrea/pkg/controller/admission"
 	"antrea.io/antrea/pkg/controller/networkpolicy"
+	"antrea.io/antrea/pkg/controller/tier"
 )
 
 // APIServiceName is the APIService the controller serves and keeps the CA bundle of.
 const APIServiceName = "v1beta2.controlplane.antrea.io"
+
+// The webhook configurations of build/charts/antrea whose caBundle the
+// controller keeps.
+const (
+	ValidatingWebhookName = "crdvalidator.antrea.io"
+	MutatingWebhookName   = "crdmutator.antrea.io"
+)
 
 // Run starts everything and blocks until ctx ends or the API server fails.
 func Run(ctx context.Context, o *Options) error {
@@ -48,6 +61,29 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+
+	// The Antrea-native policy API: admission and the static Tiers.
+	crdClient, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the crd.antrea.io client: %w", err)
+	}
+	crdInformerFactory := crdinformers.NewSharedInformerFactory(crdClient, 0)
+	crd := crdInformerFactory.Crd().V1beta1()
+	lookup, err := admission.NewInformerLookup(crdClient, admission.Informers{
+		Tiers: crd.Tiers(), ClusterNetworkPolicies: crd.ClusterNetworkPolicies(), NetworkPolicies: crd.NetworkPolicies(),
+		ClusterGroups: crd.ClusterGroups(), Groups: crd.Groups(),
+	})
+	if err != nil {
+		return err
+	}
+	for path, h := range admission.Handlers(admission.NewValidator(lookup, admission.ControllerUser())) {
+		server.Handle(path, h)
+	}
+	tierKeeper, err := tier.NewKeeper(crdClient, crd.Tiers())
+	if err != nil {
+		return err
+	}
+
 	if o.SyncAPIServiceCA {
 		aggClient, err := aggregatorclient.NewForConfig(cfg)
 		if err != nil {
@@ -57,24 +93,89 @@ func Run(ctx context.Context, o *Options) error {
 		if err != nil {
 			return err
 		}
-		go syncAPIServiceCA(ctx, aggClient, ca)
+		go syncCABundles(ctx, aggClient, kubeClient, ca)
 	}
 
 	informerFactory.Start(ctx.Done())
+	crdInformerFactory.Start(ctx.Done())
 	go npController.Run(ctx, o.Workers)
+	go tierKeeper.Run(ctx)
 	klog.InfoS("Started antrea-controller", "workers", o.Workers)
 	return server.Run(ctx)
 }
 
-// syncAPIServiceCA keeps the APIService's caBundle equal to the serving CA:
-// the APIService may be created after the controller starts (and a
-// self-signed CA changes whenever the cert dir is fresh), so it retries.
-func syncAPIServiceCA(ctx context.Context, client aggregatorclient.Interface, ca []byte) {
+// syncCABundles keeps the caBundle of the APIService and of the webhook
+// configurations equal to the serving CA: they may be created after the
+// controller starts (and a self-signed CA changes whenever the cert dir is
+// fresh), so it retries.
+func syncCABundles(ctx context.Context, agg aggregatorclient.Interface, kube kubernetes.Interface, ca []byte) {
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := SetAPIServiceCABundle(ctx, client, APIServiceName, ca); err != nil {
+		if err := SetAPIServiceCABundle(ctx, agg, APIServiceName, ca); err != nil {
 			klog.ErrorS(err, "Could not set the APIService CA bundle", "apiservice", APIServiceName)
 		}
+		if err := SetWebhookCABundles(ctx, kube, ValidatingWebhookName, MutatingWebhookName, ca); err != nil {
+			klog.ErrorS(err, "Could not set the admission webhooks' CA bundle",
+				"validating", ValidatingWebhookName, "mutating", MutatingWebhookName)
+		}
 	}, 30*time.Second)
+}
+
+// SetWebhookCABundles writes ca into the caBundle of every webhook of the
+// named ValidatingWebhookConfiguration and MutatingWebhookConfiguration where
+// it differs. A missing configuration is not an error.
+func SetWebhookCABundles(ctx context.Context, client kubernetes.Interface, validating, mutating string, ca []byte) error {
+	regs := client.AdmissionregistrationV1()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c, err := regs.ValidatingWebhookConfigurations().Get(ctx, validating, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("getting ValidatingWebhookConfiguration %s: %w", validating, err)
+		}
+		c = c.DeepCopy()
+		changed := false
+		for i := range c.Webhooks {
+			if string(c.Webhooks[i].ClientConfig.CABundle) != string(ca) {
+				c.Webhooks[i].ClientConfig.CABundle, changed = ca, true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		if _, err := regs.ValidatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating the caBundle of ValidatingWebhookConfiguration %s: %w", validating, err)
+		}
+		klog.InfoS("Set the admission webhook CA bundle", "validatingwebhookconfiguration", validating)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c, err := regs.MutatingWebhookConfigurations().Get(ctx, mutating, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("getting MutatingWebhookConfiguration %s: %w", mutating, err)
+		}
+		c = c.DeepCopy()
+		changed := false
+		for i := range c.Webhooks {
+			if string(c.Webhooks[i].ClientConfig.CABundle) != string(ca) {
+				c.Webhooks[i].ClientConfig.CABundle, changed = ca, true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		if _, err := regs.MutatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating the caBundle of MutatingWebhookConfiguration %s: %w", mutating, err)
+		}
+		klog.InfoS("Set the admission webhook CA bundle", "mutatingwebhookconfiguration", mutating)
+		return nil
+	})
 }
 
 // SetAPIServiceCABundle writes ca into an APIService's caBundle if it differs.

@@ -9,6 +9,7 @@ import (
 	http "net/http"
 
 	controlplanev1beta2 "antrea.io/antrea/pkg/client/clientset/versioned/typed/controlplane/v1beta2"
+	crdv1beta1 "antrea.io/antrea/pkg/client/clientset/versioned/typed/crd/v1beta1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
@@ -17,17 +18,24 @@ import (
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	ControlplaneV1beta2() controlplanev1beta2.ControlplaneV1beta2Interface
+	CrdV1beta1() crdv1beta1.CrdV1beta1Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
 	controlplaneV1beta2 *controlplanev1beta2.ControlplaneV1beta2Client
+	crdV1beta1          *crdv1beta1.CrdV1beta1Client
 }
 
 // ControlplaneV1beta2 retrieves the ControlplaneV1beta2Client
 func (c *Clientset) ControlplaneV1beta2() controlplanev1beta2.ControlplaneV1beta2Interface {
 	return c.controlplaneV1beta2
+}
+
+// CrdV1beta1 retrieves the CrdV1beta1Client
+func (c *Clientset) CrdV1beta1() crdv1beta1.CrdV1beta1Interface {
+	return c.crdV1beta1
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -78,6 +86,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.crdV1beta1, err = crdv1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -100,6 +112,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.controlplaneV1beta2 = controlplanev1beta2.New(c)
+	cs.crdV1beta1 = crdv1beta1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

@@ -12,6 +12,7 @@ import (
 
 	versioned "antrea.io/antrea/pkg/client/clientset/versioned"
 	controlplane "antrea.io/antrea/pkg/client/informers/externalversions/controlplane"
+	crd "antrea.io/antrea/pkg/client/informers/externalversions/crd"
 	internalinterfaces "antrea.io/antrea/pkg/client/informers/externalversions/internalinterfaces"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -312,8 +313,13 @@ type SharedInformerFactory interface {
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
 	Controlplane() controlplane.Interface
+	Crd() crd.Interface
 }
 
 func (f *sharedInformerFactory) Controlplane() controlplane.Interface {
 	return controlplane.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) Crd() crd.Interface {
+	return crd.New(f, f.namespace, f.tweakListOptions)
 }

@@ -8,6 +8,7 @@ import (
 	fmt "fmt"
 
 	v1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+	v1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -45,6 +46,18 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Controlplane().V1beta2().AppliedToGroups().Informer()}, nil
 	case v1beta2.SchemeGroupVersion.WithResource("networkpolicies"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Controlplane().V1beta2().NetworkPolicies().Informer()}, nil
+
+		// Group=crd.antrea.io, Version=v1beta1
+	case v1beta1.SchemeGroupVersion.WithResource("clustergroups"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().ClusterGroups().Informer()}, nil
+	case v1beta1.SchemeGroupVersion.WithResource("clusternetworkpolicies"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().ClusterNetworkPolicies().Informer()}, nil
+	case v1beta1.SchemeGroupVersion.WithResource("groups"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().Groups().Informer()}, nil
+	case v1beta1.SchemeGroupVersion.WithResource("networkpolicies"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().NetworkPolicies().Informer()}, nil
+	case v1beta1.SchemeGroupVersion.WithResource("tiers"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().Tiers().Informer()}, nil
 
 	}
 

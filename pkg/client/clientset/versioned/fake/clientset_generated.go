@@ -8,6 +8,8 @@ import (
 	clientset "antrea.io/antrea/pkg/client/clientset/versioned"
 	controlplanev1beta2 "antrea.io/antrea/pkg/client/clientset/versioned/typed/controlplane/v1beta2"
 	fakecontrolplanev1beta2 "antrea.io/antrea/pkg/client/clientset/versioned/typed/controlplane/v1beta2/fake"
+	crdv1beta1 "antrea.io/antrea/pkg/client/clientset/versioned/typed/crd/v1beta1"
+	fakecrdv1beta1 "antrea.io/antrea/pkg/client/clientset/versioned/typed/crd/v1beta1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -84,4 +86,9 @@ var (
 // ControlplaneV1beta2 retrieves the ControlplaneV1beta2Client
 func (c *Clientset) ControlplaneV1beta2() controlplanev1beta2.ControlplaneV1beta2Interface {
 	return &fakecontrolplanev1beta2.FakeControlplaneV1beta2{Fake: &c.Fake}
+}
+
+// CrdV1beta1 retrieves the CrdV1beta1Client
+func (c *Clientset) CrdV1beta1() crdv1beta1.CrdV1beta1Interface {
+	return &fakecrdv1beta1.FakeCrdV1beta1{Fake: &c.Fake}
 }
