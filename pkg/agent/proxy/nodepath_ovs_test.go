@@ -306,9 +306,10 @@ func TestNodePortsAndTheNodePathOnTwoRealNodes(t *testing.T) {
 		t.Fatalf("a port that is no NodePort should be refused by the node, got %s", got)
 	}
 
-	t.Logf("node-1's ServiceSNAT and ServiceLB:\n%s\n%s",
-		strings.Join(n1.DumpFlows(t, fmt.Sprintf("table=%d", n1.flows.Pipeline().Table(agentof.ServiceSNATTable).ID)), "\n"),
-		strings.Join(n1.DumpFlows(t, fmt.Sprintf("table=%d", n1.flows.Pipeline().Table(agentof.ServiceLBTable).ID)), "\n"))
+	for _, table := range []*agentof.TableSpec{agentof.ClassifierTable, agentof.ConntrackZoneTable, agentof.ServiceLBTable,
+		agentof.L3ForwardingTable, agentof.ServiceSNATTable, agentof.OutputTable} {
+		t.Logf("node-1's %s:\n%s", table.Name, strings.Join(n1.DumpFlows(t, fmt.Sprintf("table=%d", n1.flows.Pipeline().Table(table).ID)), "\n"))
+	}
 
 	// Uninstall (node-2's agent stopped): the node path leaves nothing behind.
 	stop2()

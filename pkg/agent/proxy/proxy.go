@@ -19,10 +19,20 @@
 // can time out, and, at start, lets the OpenFlow client adopt what the
 // previous agent run left in OVS rather than rewrite it.
 //
+// With proxyAll (Config.ProxyAll, on by default in the agent) it also
+// realizes the node path, for traffic that does not start in a pod of this
+// node: each NodePort is a port on agentof.NodePortVirtualIP, to which the
+// node's netfilter DNATs the node's NodePort addresses, and every Service
+// address is routed from the node to the gateway (pkg/agent/route's
+// NodePath, which the proxy tells what each Service needs after its flows
+// are in). The data path source-NATs traffic from outside the node to
+// endpoints on other nodes (externalTrafficPolicy Cluster), keeps the
+// client address and only local endpoints under Local, and gives the
+// node's own traffic every endpoint (docs/design/ovs-pipeline.md, "The
+// node path").
+//
 // IPv4 TCP and UDP ports are realized. Headless Services, Services without
-// a ClusterIP (ExternalName) and SCTP ports are skipped; NodePorts and
-// traffic from outside the cluster under externalTrafficPolicy Cluster
-// (which needs source NAT) come with the node path.
+// a ClusterIP (ExternalName) and SCTP ports are skipped.
 package proxy
 
 import (
