@@ -1,10 +1,7 @@
 package manifest
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,13 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	"antrea.io/antrea/pkg/apiserver/apiservertest"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
+	"antrea.io/antrea/pkg/controller/admission/admissiontest"
 	"antrea.io/antrea/pkg/controller/app"
 )
 
@@ -230,27 +226,33 @@ spec:
 		k := k.with(t)
 		// The groups the examples say are "defined separately".
 		var groups strings.Builder
-		for _, name := range []string{"test-cg-with-db-selector", "test-cg-with-frontend-selector", "test-cg-with-ip-block"} {
+		for _, name := range admissiontest.ReferencedClusterGroups {
 			groups.WriteString("apiVersion: crd.antrea.io/v1beta1\nkind: ClusterGroup\nmetadata:\n  name: " + name + "\nspec:\n  podSelector: {}\n---\n")
 		}
-		for _, name := range []string{"test-grp-with-db-selector", "test-grp-with-frontend-selector", "test-grp-with-ip-block"} {
+		for _, name := range admissiontest.ReferencedGroups {
 			groups.WriteString("apiVersion: crd.antrea.io/v1beta1\nkind: Group\nmetadata:\n  name: " + name + "\n  namespace: default\nspec:\n  podSelector: {}\n---\n")
 		}
 		k.run([]byte(groups.String()), "apply", "-f", "-")
-		for _, ex := range upstreamDocsExamples(t) {
-			_, errOut, err := k.tryRun(ex.yaml, "apply", "-f", "-")
+		examples, err := admissiontest.UpstreamDocsExamples()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ex := range examples {
+			_, errOut, err := k.tryRun(ex.YAML, "apply", "-f", "-")
+			unsupported, isUnsupported := admissiontest.Unsupported[ex.Name]
+			deny, isDeny := admissiontest.RefusedByUpstream[ex.Name]
 			switch {
-			case strings.Contains(ex.name, "fqdn") || ex.name == "ingress-allow-http-request-to-api-v2" || ex.name == "allow-web-access-to-internal-domain":
-				if err == nil || !strings.Contains(errOut, "not supported by this Antrea") {
-					t.Errorf("%s %s: want refused as not supported, got %v:\n%s", ex.kind, ex.name, err, errOut)
+			case isUnsupported:
+				if err == nil || !strings.Contains(errOut, unsupported) || !strings.Contains(errOut, "not supported by this Antrea") {
+					t.Errorf("%s %s: want refused as not supported naming %s, got %v:\n%s", ex.Kind, ex.Name, unsupported, err, errOut)
 				}
-			case strings.Contains(string(ex.yaml), "action: Deny"):
-				// Upstream's own schema refuses these (its docs' slip).
-				if err == nil || !strings.Contains(errOut, `Unsupported value: "Deny"`) {
-					t.Errorf("%s %s: want refused for action Deny, got %v:\n%s", ex.kind, ex.name, err, errOut)
+			case isDeny:
+				// The CRD schema refuses these, as upstream's does.
+				if err == nil || !strings.Contains(errOut, deny) || !strings.Contains(errOut, `Unsupported value: "Deny"`) {
+					t.Errorf("%s %s: want refused for action Deny naming %s, got %v:\n%s", ex.Kind, ex.Name, deny, err, errOut)
 				}
 			case err != nil:
-				t.Errorf("%s %s refused:\n%s", ex.kind, ex.name, errOut)
+				t.Errorf("%s %s refused:\n%s", ex.Kind, ex.Name, errOut)
 			}
 		}
 	})
@@ -323,37 +325,4 @@ func policy(kind, namespace, name, spec string) string {
 		meta += "  namespace: " + namespace + "\n"
 	}
 	return "apiVersion: crd.antrea.io/v1beta1\nkind: " + kind + "\nmetadata:\n" + meta + "spec:" + spec + "\n"
-}
-
-type docsExample struct {
-	kind, name string
-	yaml       []byte
-}
-
-// upstreamDocsExamples are the objects of upstream's docs examples
-// (pkg/controller/admission/testdata), in order.
-func upstreamDocsExamples(t *testing.T) []docsExample {
-	t.Helper()
-	data, err := os.ReadFile(repoPath("pkg/controller/admission/testdata/upstream-docs-examples.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []docsExample
-	dec := utilyaml.NewDocumentDecoder(io.NopCloser(bytes.NewReader(data)))
-	for {
-		buf := make([]byte, 1<<20)
-		n, err := dec.Read(buf)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var meta metav1.PartialObjectMetadata
-		if err := yaml.Unmarshal(buf[:n], &meta); err != nil || meta.Kind == "" {
-			continue
-		}
-		out = append(out, docsExample{meta.Kind, meta.Name, append([]byte(nil), buf[:n]...)})
-	}
-	return out
 }

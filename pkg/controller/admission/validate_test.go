@@ -1,11 +1,7 @@
 package admission
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"os"
 	"strings"
 	"testing"
 
@@ -13,10 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/controller/admission/admissiontest"
 )
 
 // fakeLookup is the cluster as the validator sees it, in memory.
@@ -486,64 +482,6 @@ func TestTiers(t *testing.T) {
 	}
 }
 
-// upstreamExample is one object of testdata/upstream-docs-examples.yaml.
-type upstreamExample struct {
-	kind, namespace, name string
-	raw                   []byte
-}
-
-func upstreamExamples(t *testing.T) []upstreamExample {
-	t.Helper()
-	data, err := os.ReadFile("testdata/upstream-docs-examples.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var examples []upstreamExample
-	dec := utilyaml.NewDocumentDecoder(io.NopCloser(bytes.NewReader(data)))
-	for {
-		buf := make([]byte, 1<<20)
-		n, err := dec.Read(buf)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, err := yaml.YAMLToJSON(buf[:n])
-		if err != nil {
-			t.Fatalf("an example is not YAML: %v\n%s", err, buf[:n])
-		}
-		var meta metav1.PartialObjectMetadata
-		if err := yaml.Unmarshal(raw, &meta); err != nil || meta.Kind == "" {
-			continue
-		}
-		examples = append(examples, upstreamExample{meta.Kind, meta.Namespace, meta.Name, raw})
-	}
-	if len(examples) < 30 {
-		t.Fatalf("read %d examples, want every object of the upstream docs", len(examples))
-	}
-	return examples
-}
-
-// unsupportedExamples are the upstream examples this Antrea refuses, by the
-// field it names, as not supported.
-var unsupportedExamples = map[string]string{
-	"ingress-allow-http-request-to-api-v2": "spec.ingress[0].l7Protocols",
-	"allow-web-access-to-internal-domain":  "spec.egress[1].l7Protocols",
-	"acnp-fqdn-all-foobar":                 "spec.egress[0].to[0].fqdn",
-	"acnp-fqdn-headless-service":           "spec.egress[0].to[0].fqdn",
-}
-
-// upstreamRefusedExamples are the upstream examples upstream itself refuses
-// (its CRD schema's action enum has no "Deny": a slip of its docs), by the
-// field named.
-var upstreamRefusedExamples = map[string]string{
-	"allow-self-ns":                  "spec.ingress[1].action",
-	"deny-self-ns-a-to-b":            "spec.ingress[0].action",
-	"isolation-based-on-org":         "spec.ingress[1].action",
-	"isolation-based-on-org-and-env": "spec.ingress[1].action",
-}
-
 // TestUpstreamDocsExamplesAreAccepted: every example of upstream's
 // docs/antrea-network-policy.md is accepted, with the Tiers and groups it
 // names existing (the docs say they are "defined separately"), except the
@@ -551,30 +489,35 @@ var upstreamRefusedExamples = map[string]string{
 // upstream's own schema refuses.
 func TestUpstreamDocsExamplesAreAccepted(t *testing.T) {
 	lookup := newFakeLookup()
-	lookup.addTier("mytier", 10)
-	for _, name := range []string{"test-cg-with-db-selector", "test-cg-with-frontend-selector", "test-cg-with-ip-block",
-		"test-cg-sel", "test-cg-ip-blocks", "test-cg-svc-ref"} {
+	for _, name := range admissiontest.ReferencedClusterGroups {
 		lookup.addClusterGroup(name, crdv1beta1.GroupSpec{PodSelector: selector()})
 	}
-	for _, name := range []string{"test-grp-with-db-selector", "test-grp-with-frontend-selector", "test-grp-with-ip-block",
-		"test-grp-sel", "test-grp-ip-blocks", "test-grp-svc-ref"} {
+	for _, name := range admissiontest.ReferencedGroups {
 		lookup.addGroup("default", name, crdv1beta1.GroupSpec{PodSelector: selector()})
 	}
 	v := NewValidator(lookup, controllerUser)
 	ctx := context.Background()
-	for _, ex := range upstreamExamples(t) {
-		t.Run(ex.kind+" "+ex.name, func(t *testing.T) {
+	examples, err := admissiontest.UpstreamDocsExamples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In order, as kubectl apply of each: a Tier or group is there for the
+	// examples after it.
+	for _, ex := range examples {
+		t.Run(ex.Kind+" "+ex.Name, func(t *testing.T) {
 			var errs field.ErrorList
 			decode := func(obj any) {
-				if err := yaml.Unmarshal(ex.raw, obj); err != nil {
+				if err := yaml.Unmarshal(ex.YAML, obj); err != nil {
 					t.Fatalf("decoding: %v", err)
 				}
 			}
-			switch ex.kind {
+			switch ex.Kind {
 			case "Tier":
 				var o crdv1beta1.Tier
 				decode(&o)
-				errs = v.ValidateTierCreate(ctx, &o, "alice")
+				if errs = v.ValidateTierCreate(ctx, &o, "alice"); len(errs) == 0 {
+					lookup.addTier(o.Name, o.Spec.Priority)
+				}
 			case "ClusterNetworkPolicy":
 				var o crdv1beta1.ClusterNetworkPolicy
 				decode(&o)
@@ -586,19 +529,23 @@ func TestUpstreamDocsExamplesAreAccepted(t *testing.T) {
 			case "ClusterGroup":
 				var o crdv1beta1.ClusterGroup
 				decode(&o)
-				errs = v.ValidateClusterGroup(ctx, &o)
+				if errs = v.ValidateClusterGroup(ctx, &o); len(errs) == 0 {
+					lookup.addClusterGroup(o.Name, o.Spec)
+				}
 			case "Group":
 				var o crdv1beta1.Group
 				decode(&o)
-				errs = v.ValidateGroup(ctx, &o)
+				if errs = v.ValidateGroup(ctx, &o); len(errs) == 0 {
+					lookup.addGroup(o.Namespace, o.Name, o.Spec)
+				}
 			default:
-				t.Fatalf("unexpected kind %s", ex.kind)
+				t.Fatalf("unexpected kind %s", ex.Kind)
 			}
-			if f, ok := unsupportedExamples[ex.name]; ok {
+			if f, ok := admissiontest.Unsupported[ex.Name]; ok {
 				wantRefused(t, errs, f, "not supported")
 				return
 			}
-			if f, ok := upstreamRefusedExamples[ex.name]; ok {
+			if f, ok := admissiontest.RefusedByUpstream[ex.Name]; ok {
 				wantRefused(t, errs, f, `Unsupported value: "Deny"`)
 				return
 			}

@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -125,55 +127,68 @@ func syncCABundles(ctx context.Context, agg aggregatorclient.Interface, kube kub
 // it differs. A missing configuration is not an error.
 func SetWebhookCABundles(ctx context.Context, client kubernetes.Interface, validating, mutating string, ca []byte) error {
 	regs := client.AdmissionregistrationV1()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		c, err := regs.ValidatingWebhookConfigurations().Get(ctx, validating, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("getting ValidatingWebhookConfiguration %s: %w", validating, err)
-		}
-		c = c.DeepCopy()
-		changed := false
-		for i := range c.Webhooks {
-			if string(c.Webhooks[i].ClientConfig.CABundle) != string(ca) {
-				c.Webhooks[i].ClientConfig.CABundle, changed = ca, true
+	err := setCABundles(ctx, "ValidatingWebhookConfiguration", validating, ca,
+		func() (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+			return regs.ValidatingWebhookConfigurations().Get(ctx, validating, metav1.GetOptions{})
+		},
+		func(c *admissionregistrationv1.ValidatingWebhookConfiguration) []*admissionregistrationv1.WebhookClientConfig {
+			configs := make([]*admissionregistrationv1.WebhookClientConfig, len(c.Webhooks))
+			for i := range c.Webhooks {
+				configs[i] = &c.Webhooks[i].ClientConfig
 			}
-		}
-		if !changed {
-			return nil
-		}
-		if _, err := regs.ValidatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("updating the caBundle of ValidatingWebhookConfiguration %s: %w", validating, err)
-		}
-		klog.InfoS("Set the admission webhook CA bundle", "validatingwebhookconfiguration", validating)
-		return nil
-	})
+			return configs
+		},
+		func(c *admissionregistrationv1.ValidatingWebhookConfiguration) error {
+			_, err := regs.ValidatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{})
+			return err
+		})
 	if err != nil {
 		return err
 	}
+	return setCABundles(ctx, "MutatingWebhookConfiguration", mutating, ca,
+		func() (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+			return regs.MutatingWebhookConfigurations().Get(ctx, mutating, metav1.GetOptions{})
+		},
+		func(c *admissionregistrationv1.MutatingWebhookConfiguration) []*admissionregistrationv1.WebhookClientConfig {
+			configs := make([]*admissionregistrationv1.WebhookClientConfig, len(c.Webhooks))
+			for i := range c.Webhooks {
+				configs[i] = &c.Webhooks[i].ClientConfig
+			}
+			return configs
+		},
+		func(c *admissionregistrationv1.MutatingWebhookConfiguration) error {
+			_, err := regs.MutatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{})
+			return err
+		})
+}
+
+// setCABundles gets a webhook configuration (kind, name), sets the caBundle
+// of each of its webhooks' client configs to ca, and updates it if any
+// differed, retrying on conflict.
+func setCABundles[T interface{ DeepCopyObject() runtime.Object }](ctx context.Context, kind, name string, ca []byte,
+	get func() (T, error), clientConfigs func(T) []*admissionregistrationv1.WebhookClientConfig, update func(T) error) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		c, err := regs.MutatingWebhookConfigurations().Get(ctx, mutating, metav1.GetOptions{})
+		c, err := get()
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("getting MutatingWebhookConfiguration %s: %w", mutating, err)
+			return fmt.Errorf("getting %s %s: %w", kind, name, err)
 		}
-		c = c.DeepCopy()
+		c = c.DeepCopyObject().(T)
 		changed := false
-		for i := range c.Webhooks {
-			if string(c.Webhooks[i].ClientConfig.CABundle) != string(ca) {
-				c.Webhooks[i].ClientConfig.CABundle, changed = ca, true
+		for _, cc := range clientConfigs(c) {
+			if string(cc.CABundle) != string(ca) {
+				cc.CABundle, changed = ca, true
 			}
 		}
 		if !changed {
 			return nil
 		}
-		if _, err := regs.MutatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("updating the caBundle of MutatingWebhookConfiguration %s: %w", mutating, err)
+		if err := update(c); err != nil {
+			return fmt.Errorf("updating the caBundle of %s %s: %w", kind, name, err)
 		}
-		klog.InfoS("Set the admission webhook CA bundle", "mutatingwebhookconfiguration", mutating)
+		klog.InfoS("Set the admission webhook CA bundle", "kind", kind, "name", name)
 		return nil
 	})
 }
