@@ -178,12 +178,23 @@ type NetworkPolicyRule struct {
 	AppliedToGroups []string
 	// Name of the rule (native policies); unique within the policy.
 	Name string
+	// LogLabel is the user's string for the rule's audit log lines.
+	LogLabel string
 }
 
 // NetworkPolicyPeer selects the other side of a rule.
 type NetworkPolicyPeer struct {
 	AddressGroups []string
 	IPBlocks      []IPBlock
+	// ToServices (egress only) matches traffic to these Services' ClusterIPs
+	// and ports, before AntreaProxy's DNAT.
+	ToServices []ServiceReference
+}
+
+// ServiceReference names a Service.
+type ServiceReference struct {
+	Name      string
+	Namespace string
 }
 
 // IPBlock is a CIDR with optional exceptions.
@@ -210,6 +221,7 @@ const (
 	ProtocolUDP  Protocol = "UDP"
 	ProtocolSCTP Protocol = "SCTP"
 	ProtocolICMP Protocol = "ICMP"
+	ProtocolIGMP Protocol = "IGMP"
 )
 
 // Service is a protocol and a port (number or name) or port range.
@@ -220,9 +232,16 @@ type Service struct {
 	Port *intstr.IntOrString
 	// EndPort, with a numeric Port, makes a range [Port, EndPort].
 	EndPort *int32
-	// ICMPType and ICMPCode apply when Protocol is ICMP.
+	// SrcPort, with SrcEndPort a range [SrcPort, SrcEndPort], restricts the
+	// source port (TCP, UDP, SCTP).
+	SrcPort    *int32
+	SrcEndPort *int32
+	// ICMPType and ICMPCode apply when Protocol is ICMP; nil matches any.
 	ICMPType *int32
 	ICMPCode *int32
+	// IGMPType and GroupAddress apply when Protocol is IGMP.
+	IGMPType     *int32
+	GroupAddress string
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

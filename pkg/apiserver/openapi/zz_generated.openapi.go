@@ -39,6 +39,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta2.NodeReference{}.OpenAPIModelName():           schema_pkg_apis_controlplane_v1beta2_NodeReference(ref),
 		v1beta2.PodReference{}.OpenAPIModelName():            schema_pkg_apis_controlplane_v1beta2_PodReference(ref),
 		v1beta2.Service{}.OpenAPIModelName():                 schema_pkg_apis_controlplane_v1beta2_Service(ref),
+		v1beta2.ServiceReference{}.OpenAPIModelName():        schema_pkg_apis_controlplane_v1beta2_ServiceReference(ref),
 		v1.APIGroup{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_APIGroup(ref),
 		v1.APIGroupList{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_APIGroupList(ref),
 		v1.APIResource{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_APIResource(ref),
@@ -745,11 +746,24 @@ func schema_pkg_apis_controlplane_v1beta2_NetworkPolicyPeer(ref common.Reference
 							},
 						},
 					},
+					"toServices": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ToServices (egress only) matches traffic to these Services' ClusterIPs and ports, before AntreaProxy's DNAT.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1beta2.ServiceReference{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1beta2.IPBlock{}.OpenAPIModelName()},
+			v1beta2.IPBlock{}.OpenAPIModelName(), v1beta2.ServiceReference{}.OpenAPIModelName()},
 	}
 }
 
@@ -863,6 +877,13 @@ func schema_pkg_apis_controlplane_v1beta2_NetworkPolicyRule(ref common.Reference
 						SchemaProps: spec.SchemaProps{
 							Type:   []string{"string"},
 							Format: "",
+						},
+					},
+					"logLabel": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LogLabel is the user's string for the rule's audit log lines.",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 				},
@@ -989,6 +1010,19 @@ func schema_pkg_apis_controlplane_v1beta2_Service(ref common.ReferenceCallback) 
 							Format: "int32",
 						},
 					},
+					"srcPort": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SrcPort, with SrcEndPort a range, restricts the source port.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"srcEndPort": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
 					"icmpType": {
 						SchemaProps: spec.SchemaProps{
 							Type:   []string{"integer"},
@@ -1001,11 +1035,49 @@ func schema_pkg_apis_controlplane_v1beta2_Service(ref common.ReferenceCallback) 
 							Format: "int32",
 						},
 					},
+					"igmpType": {
+						SchemaProps: spec.SchemaProps{
+							Description: "IGMPType and GroupAddress apply when Protocol is IGMP.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"groupAddress": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
 			intstr.IntOrString{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_controlplane_v1beta2_ServiceReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ServiceReference names a Service.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+				},
+			},
+		},
 	}
 }
 

@@ -162,12 +162,23 @@ type NetworkPolicyRule struct {
 	EnableLogging   bool              `json:"enableLogging,omitempty"`
 	AppliedToGroups []string          `json:"appliedToGroups,omitempty"`
 	Name            string            `json:"name,omitempty"`
+	// LogLabel is the user's string for the rule's audit log lines.
+	LogLabel string `json:"logLabel,omitempty"`
 }
 
 // NetworkPolicyPeer selects the other side of a rule.
 type NetworkPolicyPeer struct {
 	AddressGroups []string  `json:"addressGroups,omitempty"`
 	IPBlocks      []IPBlock `json:"ipBlocks,omitempty"`
+	// ToServices (egress only) matches traffic to these Services' ClusterIPs
+	// and ports, before AntreaProxy's DNAT.
+	ToServices []ServiceReference `json:"toServices,omitempty"`
+}
+
+// ServiceReference names a Service.
+type ServiceReference struct {
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // IPBlock is a CIDR with optional exceptions.
@@ -194,6 +205,7 @@ const (
 	ProtocolUDP  Protocol = "UDP"
 	ProtocolSCTP Protocol = "SCTP"
 	ProtocolICMP Protocol = "ICMP"
+	ProtocolIGMP Protocol = "IGMP"
 )
 
 // Service is a protocol and a port (number or name) or port range.
@@ -201,8 +213,14 @@ type Service struct {
 	Protocol *Protocol           `json:"protocol,omitempty"`
 	Port     *intstr.IntOrString `json:"port,omitempty"`
 	EndPort  *int32              `json:"endPort,omitempty"`
-	ICMPType *int32              `json:"icmpType,omitempty"`
-	ICMPCode *int32              `json:"icmpCode,omitempty"`
+	// SrcPort, with SrcEndPort a range, restricts the source port.
+	SrcPort    *int32 `json:"srcPort,omitempty"`
+	SrcEndPort *int32 `json:"srcEndPort,omitempty"`
+	ICMPType   *int32 `json:"icmpType,omitempty"`
+	ICMPCode   *int32 `json:"icmpCode,omitempty"`
+	// IGMPType and GroupAddress apply when Protocol is IGMP.
+	IGMPType     *int32 `json:"igmpType,omitempty"`
+	GroupAddress string `json:"groupAddress,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

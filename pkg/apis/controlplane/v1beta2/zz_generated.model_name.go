@@ -106,3 +106,8 @@ func (in PodReference) OpenAPIModelName() string {
 func (in Service) OpenAPIModelName() string {
 	return "io.antrea.controlplane.v1beta2.Service"
 }
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ServiceReference) OpenAPIModelName() string {
+	return "io.antrea.controlplane.v1beta2.ServiceReference"
+}
