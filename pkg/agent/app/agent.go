@@ -36,7 +36,7 @@ import (
 	"antrea.io/antrea/pkg/agent/route"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	"antrea.io/antrea/pkg/config"
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
 
@@ -139,11 +139,11 @@ func Run(ctx context.Context, o Options) error {
 
 	var flows *agentof.Client
 	rs := &restore{ovsdb: ovsdb}
-	ofc := openflow.NewClient(filepath.Join(o.OVSRunDir, nc.BridgeName+".mgmt"), openflow.ClientOptions{
+	ofc := binding.NewClient(filepath.Join(o.OVSRunDir, nc.BridgeName+".mgmt"), binding.ClientOptions{
 		// Packet-ins: AntreaProxy rejects connections to Services without
 		// endpoints through them.
-		Conn: openflow.Options{AsyncMessages: true},
-		OnConnect: func(ctx context.Context, conn *openflow.Conn, reconnect bool) error {
+		Conn: binding.Options{AsyncMessages: true},
+		OnConnect: func(ctx context.Context, conn *binding.Conn, reconnect bool) error {
 			if reconnect {
 				klog.InfoS("OpenFlow connection re-established; replaying flows", "bridge", nc.BridgeName)
 				if err := flows.Replay(ctx, conn); err != nil {

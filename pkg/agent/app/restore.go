@@ -13,7 +13,7 @@ import (
 
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
 
@@ -193,8 +193,8 @@ func prepareNodeNetwork(ctx context.Context, ovsdb *ovsconfig.Connection, runDir
 // holdIfEmpty holds br-int (HoldTraffic) when its flow table is empty: a new
 // or restarted ovs-vswitchd, whose pod flows are about to be installed before
 // their NetworkPolicies are. finish releases it.
-func (r *restore) holdIfEmpty(ctx context.Context, ofc *openflow.Client) error {
-	existing, err := ofc.DumpFlows(ctx, openflow.TableAll, 0, 0)
+func (r *restore) holdIfEmpty(ctx context.Context, ofc *binding.Client) error {
+	existing, err := ofc.DumpFlows(ctx, binding.TableAll, 0, 0)
 	if err != nil {
 		return err
 	}

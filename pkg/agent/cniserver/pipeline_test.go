@@ -13,7 +13,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
 
@@ -51,7 +51,7 @@ func withAgentPipeline(e *env) PodFlowInstaller {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ofc := openflow.NewClient(e.ovs.BridgeMgmt(testBridge), openflow.ClientOptions{})
+	ofc := binding.NewClient(e.ovs.BridgeMgmt(testBridge), binding.ClientOptions{})
 	c, err := agentof.NewClient(ofc, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
 
@@ -74,7 +74,7 @@ func benchBridge(ctx context.Context, b *testing.B) (*ovsinstance.Instance, *Cli
 		"protocols=OpenFlow13,OpenFlow15", "fail_mode=secure"); err != nil {
 		b.Fatalf("create br-int: %v", err)
 	}
-	ofc := openflow.NewClient(in.BridgeMgmt("br-int"), openflow.ClientOptions{})
+	ofc := binding.NewClient(in.BridgeMgmt("br-int"), binding.ClientOptions{})
 	c, err := NewClient(ofc, 1)
 	if err != nil {
 		b.Fatal(err)

@@ -20,13 +20,13 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
-// Bridge is the OpenFlow channel the client writes to (an *openflow.Client or
-// *openflow.Conn).
+// Bridge is the OpenFlow channel the client writes to (a *binding.Client or
+// *binding.Conn).
 type Bridge interface {
-	Bundle(ctx context.Context, msgs ...openflow.Message) error
+	Bundle(ctx context.Context, msgs ...binding.Message) error
 }
 
 // Cookies: the high 32 bits are the agent's "round", bumped at every agent
@@ -51,9 +51,9 @@ type Client struct {
 
 	mu    sync.Mutex
 	node  *NodeConfig
-	fixed []*openflow.Flow            // miss and node flows
-	pods  map[string][]*openflow.Flow // by host interface name
-	peers map[string][]*openflow.Flow // by remote node name
+	fixed []*binding.Flow            // miss and node flows
+	pods  map[string][]*binding.Flow // by host interface name
+	peers map[string][]*binding.Flow // by remote node name
 	// policy holds the NetworkPolicy flows, shared between rules.
 	policy policyState
 	// svc holds the Services' groups and flows.
@@ -72,8 +72,8 @@ func NewClient(bridge Bridge, round uint32) (*Client, error) {
 		p:      p,
 		round:  round,
 		b:      flowBuilder{p: p, cookie: uint64(round)<<cookieRoundShift | cookiePodConnectivity},
-		pods:   map[string][]*openflow.Flow{},
-		peers:  map[string][]*openflow.Flow{},
+		pods:   map[string][]*binding.Flow{},
+		peers:  map[string][]*binding.Flow{},
 		policy: newPolicyState(),
 		svc:    newServiceState(),
 	}, nil
@@ -85,15 +85,15 @@ func (c *Client) Pipeline() *Pipeline { return c.p }
 // Round is the cookie round of this client's flows.
 func (c *Client) Round() uint32 { return c.round }
 
-func addMods(flows []*openflow.Flow) []openflow.Message {
-	msgs := make([]openflow.Message, 0, len(flows))
+func addMods(flows []*binding.Flow) []binding.Message {
+	msgs := make([]binding.Message, 0, len(flows))
 	for _, f := range flows {
-		msgs = append(msgs, openflow.AddFlow(f))
+		msgs = append(msgs, binding.AddFlow(f))
 	}
 	return msgs
 }
 
-func (c *Client) write(ctx context.Context, what string, msgs []openflow.Message) error {
+func (c *Client) write(ctx context.Context, what string, msgs []binding.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -132,12 +132,12 @@ func (c *Client) DeleteRound(ctx context.Context, round uint32) error {
 		return fmt.Errorf("refusing to delete the flows of the current round %d", round)
 	}
 	return c.write(ctx, fmt.Sprintf("round %d", round),
-		[]openflow.Message{openflow.DeleteFlows(openflow.TableAll, uint64(round)<<cookieRoundShift, cookieRoundMask)})
+		[]binding.Message{binding.DeleteFlows(binding.TableAll, uint64(round)<<cookieRoundShift, cookieRoundMask)})
 }
 
 // replace writes the new flows of one object and deletes the ones it had that
 // are no longer wanted, in one bundle, and records them.
-func (c *Client) replace(ctx context.Context, what string, cache map[string][]*openflow.Flow, key string, flows []*openflow.Flow) error {
+func (c *Client) replace(ctx context.Context, what string, cache map[string][]*binding.Flow, key string, flows []*binding.Flow) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := cache[key]
@@ -145,10 +145,10 @@ func (c *Client) replace(ctx context.Context, what string, cache map[string][]*o
 	for _, f := range flows {
 		keep[f.MatchKey()] = true
 	}
-	var msgs []openflow.Message
+	var msgs []binding.Message
 	for _, f := range old {
 		if !keep[f.MatchKey()] {
-			msgs = append(msgs, openflow.DeleteFlowStrict(f))
+			msgs = append(msgs, binding.DeleteFlowStrict(f))
 		}
 	}
 	msgs = append(msgs, addMods(flows)...)
@@ -212,9 +212,9 @@ func (c *Client) UninstallNodeFlows(nodeName string) error {
 
 // Flows returns every flow the client has installed, sorted by table and
 // descending priority (as dump-flows shows them).
-func (c *Client) Flows() []*openflow.Flow {
+func (c *Client) Flows() []*binding.Flow {
 	c.mu.Lock()
-	all := append([]*openflow.Flow(nil), c.fixed...)
+	all := append([]*binding.Flow(nil), c.fixed...)
 	for _, fs := range c.pods {
 		all = append(all, fs...)
 	}
@@ -249,9 +249,9 @@ func (c *Client) Replay(ctx context.Context, bridge Bridge) error {
 	if err := ensureMeters(ctx, bridge); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
-	var msgs []openflow.Message
+	var msgs []binding.Message
 	if len(groups) > 0 {
-		msgs = append(msgs, &openflow.GroupMod{Command: openflow.GroupDelete, GroupID: openflow.GroupIDAll})
+		msgs = append(msgs, &binding.GroupMod{Command: binding.GroupDelete, GroupID: binding.GroupIDAll})
 		for _, g := range groups {
 			parts, err := groupMsgs(g)
 			if err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
 
@@ -123,8 +123,8 @@ func newRealBridge(t *testing.T) (*ovsinstance.Instance, *Client) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	var c *Client
-	ofc := openflow.NewClient(in.BridgeMgmt("br-int"), openflow.ClientOptions{
-		OnConnect: func(ctx context.Context, conn *openflow.Conn, reconnect bool) error {
+	ofc := binding.NewClient(in.BridgeMgmt("br-int"), binding.ClientOptions{
+		OnConnect: func(ctx context.Context, conn *binding.Conn, reconnect bool) error {
 			if reconnect {
 				return c.Replay(ctx, conn)
 			}
@@ -195,7 +195,7 @@ func TestDeleteRoundRemovesOnlyStaleFlows(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	conn, err := openflow.Dial(ctx, in.BridgeMgmt("br-int"), openflow.Options{})
+	conn, err := binding.Dial(ctx, in.BridgeMgmt("br-int"), binding.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

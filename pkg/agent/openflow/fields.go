@@ -4,7 +4,7 @@ import (
 	"net"
 	"net/netip"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // Register fields and marks, declared once. reg0 carries small marks about
@@ -13,17 +13,17 @@ import (
 // Service's group chose, from ServiceLB to EndpointDNAT.
 var (
 	// PktSourceField (reg0[0..3]) says where the packet entered the bridge.
-	PktSourceField = openflow.Reg(0).Range(0, 3)
+	PktSourceField = binding.Reg(0).Range(0, 3)
 	// PktDestinationField (reg0[4..7]) says where L3Forwarding decided it goes.
-	PktDestinationField = openflow.Reg(0).Range(4, 7)
+	PktDestinationField = binding.Reg(0).Range(4, 7)
 	// OFPortFoundField (reg0[8]) is set once TargetOFPortField holds a port.
-	OFPortFoundField = openflow.Reg(0).Range(8, 8)
+	OFPortFoundField = binding.Reg(0).Range(8, 8)
 	// RewriteMACField (reg0[9]) asks L3Forwarding to route the packet (rewrite
 	// its MACs) and L3DecTTL to decrement its TTL.
-	RewriteMACField = openflow.Reg(0).Range(9, 9)
+	RewriteMACField = binding.Reg(0).Range(9, 9)
 	// HairpinField (reg0[10]) marks a packet a pod sent to itself through a
 	// Service (request or reply): Output sends it back through IN_PORT.
-	HairpinField = openflow.Reg(0).Range(10, 10)
+	HairpinField = binding.Reg(0).Range(10, 10)
 	// FromOutsideField (reg0[11]) marks a packet that entered from the
 	// gateway with a source other than the gateway IP: traffic from outside
 	// the node that the node forwards into the bridge (a NodePort it DNATed,
@@ -32,29 +32,29 @@ var (
 	// as source (pkg/agent/route, NodePath). externalTrafficPolicy Local
 	// applies to traffic with this mark, and its Service connections to
 	// endpoints behind the tunnel are source-NATed.
-	FromOutsideField = openflow.Reg(0).Range(11, 11)
+	FromOutsideField = binding.Reg(0).Range(11, 11)
 	// TargetOFPortField (reg1) is the port Output sends the packet to.
-	TargetOFPortField = openflow.Reg(1).All()
+	TargetOFPortField = binding.Reg(1).All()
 	// EndpointIPField (reg3) is the IPv4 address of the endpoint chosen by a
 	// Service group's bucket.
-	EndpointIPField = openflow.Reg(3).All()
+	EndpointIPField = binding.Reg(3).All()
 	// EndpointPortField (reg4[0..15]) is that endpoint's port.
-	EndpointPortField = openflow.Reg(4).Range(0, 15)
+	EndpointPortField = binding.Reg(4).Range(0, 15)
 	// EndpointSelectedField (reg4[16]) is set by the bucket that filled
 	// EndpointIPField and EndpointPortField: EndpointDNAT acts only then.
-	EndpointSelectedField = openflow.Reg(4).Range(16, 16)
+	EndpointSelectedField = binding.Reg(4).Range(16, 16)
 	// EndpointRejectField (reg4[17]) is set by the one bucket of a Service
 	// port without endpoints: EndpointDNAT sends the packet to the agent,
 	// which answers with a TCP reset or an ICMP port unreachable.
-	EndpointRejectField = openflow.Reg(4).Range(17, 17)
+	EndpointRejectField = binding.Reg(4).Range(17, 17)
 	// AffinityLookupField (reg4[18]) is set while SessionAffinity is looked
 	// up for the first packet of a connection to a port with ClientIP
 	// affinity: only then do its learned flows match.
-	AffinityLookupField = openflow.Reg(4).Range(18, 18)
+	AffinityLookupField = binding.Reg(4).Range(18, 18)
 	// AffinityLearnField (reg4[19]) is set by the bucket of a port with
 	// ClientIP affinity before it resubmits to SessionAffinity, where the
 	// flow of its port and endpoint learns the client's affinity.
-	AffinityLearnField = openflow.Reg(4).Range(19, 19)
+	AffinityLearnField = binding.Reg(4).Range(19, 19)
 )
 
 // Conntrack marks (ct_mark bits), set when EndpointDNAT commits a connection
@@ -62,22 +62,44 @@ var (
 var (
 	// ServiceCTMark (ct_mark[0]) marks a connection to a Service: it is
 	// committed (with its DNAT) by EndpointDNAT, so ConntrackCommit leaves it.
-	ServiceCTMark = openflow.FieldCTMark.Range(0, 0)
+	ServiceCTMark = binding.FieldCTMark.Range(0, 0)
 	// HairpinCTMark (ct_mark[1]) marks a Service connection from a pod to
 	// itself, which is also source-NATed (to HairpinIP, in SNATCtZone).
-	HairpinCTMark = openflow.FieldCTMark.Range(1, 1)
+	HairpinCTMark = binding.FieldCTMark.Range(1, 1)
 )
 
-// Values of PktSourceField and PktDestinationField.
+// PktSource is a value of PktSourceField: where a packet entered the bridge.
+type PktSource uint64
+
+// PktDestination is a value of PktDestinationField: where L3Forwarding
+// decided a packet goes.
+type PktDestination uint64
+
+// Values of PktSourceField.
 const (
-	FromTunnel  = 1
-	FromGateway = 2
-	FromLocal   = 3
-
-	ToTunnel  = 1
-	ToGateway = 2
-	ToLocal   = 3
+	FromTunnel  PktSource = 1
+	FromGateway PktSource = 2
+	FromLocal   PktSource = 3
 )
+
+// Values of PktDestinationField.
+const (
+	ToTunnel  PktDestination = 1
+	ToGateway PktDestination = 2
+	ToLocal   PktDestination = 3
+)
+
+// regValue is what a register field holds: a typed value (PktSource,
+// PktDestination), a port number, or a bit.
+type regValue interface {
+	~uint64 | ~uint32 | ~uint16 | ~int
+}
+
+// bit is the value of a one-bit mark.
+type bit uint64
+
+// on sets (or matches) a one-bit mark such as FromOutsideField.
+const on bit = 1
 
 // Conntrack zones.
 const (
@@ -116,7 +138,8 @@ var GlobalVirtualMAC = net.HardwareAddr{0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}
 
 // matchField makes m match a register range holding v, keeping what m
 // already matches in other bits of the same register.
-func matchField(m *openflow.Match, r openflow.FieldRange, v uint64) {
+func matchField[V regValue](m *binding.Match, r binding.FieldRange, value V) {
+	v := uint64(value)
 	width := uint(r.End) - uint(r.Start) + 1
 	mask := (uint64(1)<<width - 1) << r.Start
 	val := v << r.Start & mask
@@ -124,45 +147,45 @@ func matchField(m *openflow.Match, r openflow.FieldRange, v uint64) {
 		mask |= old.Mask.Lo
 		val |= old.Value.Lo &^ ((uint64(1)<<width - 1) << r.Start)
 	}
-	m.SetMasked(r.Field, openflow.U64(val), openflow.U64(mask))
+	m.SetMasked(r.Field, binding.U64(val), binding.U64(mask))
 }
 
-func macValue(mac net.HardwareAddr) openflow.U128 {
+func macValue(mac net.HardwareAddr) binding.U128 {
 	var v uint64
 	for _, b := range mac {
 		v = v<<8 | uint64(b)
 	}
-	return openflow.U64(v)
+	return binding.U64(v)
 }
 
-func ip4Value(ip net.IP) openflow.U128 {
+func ip4Value(ip net.IP) binding.U128 {
 	ip4 := ip.To4()
-	return openflow.U64(uint64(ip4[0])<<24 | uint64(ip4[1])<<16 | uint64(ip4[2])<<8 | uint64(ip4[3]))
+	return binding.U64(uint64(ip4[0])<<24 | uint64(ip4[1])<<16 | uint64(ip4[2])<<8 | uint64(ip4[3]))
 }
 
-func setEthSrc(mac net.HardwareAddr) openflow.Action {
-	return &openflow.SetField{Field: openflow.FieldEthSrc, Value: macValue(mac)}
+func setEthSrc(mac net.HardwareAddr) binding.Action {
+	return &binding.SetField{Field: binding.FieldEthSrc, Value: macValue(mac)}
 }
 
-func setEthDst(mac net.HardwareAddr) openflow.Action {
-	return &openflow.SetField{Field: openflow.FieldEthDst, Value: macValue(mac)}
+func setEthDst(mac net.HardwareAddr) binding.Action {
+	return &binding.SetField{Field: binding.FieldEthDst, Value: macValue(mac)}
 }
 
-func setTunDst(ip net.IP) openflow.Action {
-	return &openflow.SetField{Field: openflow.FieldTunDst, Value: ip4Value(ip)}
+func setTunDst(ip net.IP) binding.Action {
+	return &binding.SetField{Field: binding.FieldTunDst, Value: ip4Value(ip)}
 }
 
-func setARPSpa(ip net.IP) openflow.Action {
-	return &openflow.SetField{Field: openflow.FieldARPSpa, Value: ip4Value(ip)}
+func setARPSpa(ip net.IP) binding.Action {
+	return &binding.SetField{Field: binding.FieldARPSpa, Value: ip4Value(ip)}
 }
 
-func setARPSha(mac net.HardwareAddr) openflow.Action {
-	return &openflow.SetField{Field: openflow.FieldARPSha, Value: macValue(mac)}
+func setARPSha(mac net.HardwareAddr) binding.Action {
+	return &binding.SetField{Field: binding.FieldARPSha, Value: macValue(mac)}
 }
 
-func load(r openflow.FieldRange, v uint64) openflow.Action { return openflow.Load(r, v) }
+func load[V regValue](r binding.FieldRange, v V) binding.Action { return binding.Load(r, uint64(v)) }
 
-func move(src, dst openflow.FieldRange) openflow.Action { return &openflow.RegMove{Src: src, Dst: dst} }
+func move(src, dst binding.FieldRange) binding.Action { return &binding.RegMove{Src: src, Dst: dst} }
 
 func addr(ip net.IP) netip.Addr {
 	a, _ := netip.AddrFromSlice(ip.To4())

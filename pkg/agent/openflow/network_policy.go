@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"sort"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // Tables of the NetworkPolicy feature. A rule becomes conjunctive flows: one
@@ -96,8 +96,8 @@ const (
 // conjMatch is one flow shared by every rule clause with the same table,
 // priority and match: its actions are the conjunctions of all of them.
 type conjMatch struct {
-	flow  *openflow.Flow                   // actions unset
-	conjs map[uint32]*openflow.Conjunction // by conj id
+	flow  *binding.Flow                   // actions unset
+	conjs map[uint32]*binding.Conjunction // by conj id
 }
 
 // policyState is the client's view of installed policy flows.
@@ -110,7 +110,7 @@ type policyState struct {
 type installedRule struct {
 	rule    *PolicyRule
 	keys    []string // conjMatch keys the rule contributes to
-	actFlow *openflow.Flow
+	actFlow *binding.Flow
 }
 
 func newPolicyState() policyState {
@@ -130,42 +130,42 @@ func (b *flowBuilder) ruleTables(d Direction) (rule, dflt *TableSpec) {
 
 // policyFixedFlows let established traffic through both rule tables and let
 // the local gateway (kubelet probes, node traffic) reach pods.
-func (b *flowBuilder) policyFixedFlows() []*openflow.Flow {
-	var out []*openflow.Flow
+func (b *flowBuilder) policyFixedFlows() []*binding.Flow {
+	var out []*binding.Flow
 	for _, d := range []Direction{DirectionIngress, DirectionEgress} {
 		rt, dt := b.ruleTables(d)
-		out = append(out, b.flow(rt, priorityPolicyBypass, func(m *openflow.Match) {
-			m.EthType(0x0800).CTState(openflow.CTStateTrk, openflow.CTStateNew|openflow.CTStateTrk)
+		out = append(out, b.flow(rt, priorityPolicyBypass, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
 		}, b.next(dt)))
 	}
-	out = append(out, b.flow(IngressRuleTable, priorityPolicyBypass, func(m *openflow.Match) {
-		m.EthType(0x0800)
+	out = append(out, b.flow(IngressRuleTable, priorityPolicyBypass, func(m *binding.Match) {
+		m.EthType(binding.EthTypeIPv4)
 		matchField(m, PktSourceField, FromGateway)
 	}, b.next(IngressDefaultRuleTable)))
 	return out
 }
 
 // clauseMatches returns the matches of each clause of a rule, in clause order.
-func clauseMatches(r *PolicyRule) [][]func(*openflow.Match) {
-	var clauses [][]func(*openflow.Match)
-	var peers, applied []func(*openflow.Match)
+func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
+	var clauses [][]func(*binding.Match)
+	var peers, applied []func(*binding.Match)
 	for _, p := range r.Peers {
 		p := p
 		if r.Direction == DirectionIngress {
-			peers = append(peers, func(m *openflow.Match) { m.EthType(0x0800).IPSrcPrefix(p) })
+			peers = append(peers, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).IPSrcPrefix(p) })
 		} else {
-			peers = append(peers, func(m *openflow.Match) { m.EthType(0x0800).IPDstPrefix(p) })
+			peers = append(peers, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).IPDstPrefix(p) })
 		}
 	}
 	for _, port := range r.AppliedTo {
 		port := port
 		if r.Direction == DirectionIngress {
-			applied = append(applied, func(m *openflow.Match) {
-				m.EthType(0x0800)
+			applied = append(applied, func(m *binding.Match) {
+				m.EthType(binding.EthTypeIPv4)
 				matchField(m, TargetOFPortField, uint64(port))
 			})
 		} else {
-			applied = append(applied, func(m *openflow.Match) { m.EthType(0x0800).InPort(port) })
+			applied = append(applied, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).InPort(port) })
 		}
 	}
 	if r.Direction == DirectionIngress {
@@ -180,12 +180,12 @@ func clauseMatches(r *PolicyRule) [][]func(*openflow.Match) {
 		}
 	}
 	if len(r.Services) > 0 {
-		var svcs []func(*openflow.Match)
+		var svcs []func(*binding.Match)
 		for _, s := range r.Services {
 			for _, pm := range portMasks(s.Port, s.EndPort) {
 				s, pm := s, pm
-				svcs = append(svcs, func(m *openflow.Match) {
-					m.EthType(0x0800).IPProto(s.Protocol)
+				svcs = append(svcs, func(m *binding.Match) {
+					m.EthType(binding.EthTypeIPv4).IPProto(s.Protocol)
 					if s.Port == 0 {
 						return
 					}
@@ -204,7 +204,7 @@ func clauseMatches(r *PolicyRule) [][]func(*openflow.Match) {
 	}
 	if len(clauses) == 1 {
 		// A conjunction needs two clauses: the second matches every IP packet.
-		clauses = append(clauses, []func(*openflow.Match){func(m *openflow.Match) { m.EthType(0x0800) }})
+		clauses = append(clauses, []func(*binding.Match){func(m *binding.Match) { m.EthType(binding.EthTypeIPv4) }})
 	}
 	return clauses
 }
@@ -269,18 +269,18 @@ func rulePriority(r *PolicyRule) uint16 {
 // policyRuleMsgs computes the flow mods that take OVS from the rule's
 // installed version to r, and the commit that records r once they are
 // applied. c.mu is held.
-func (c *Client) policyRuleMsgs(r *PolicyRule) ([]openflow.Message, func()) {
+func (c *Client) policyRuleMsgs(r *PolicyRule) ([]binding.Message, func()) {
 	st := &c.policy
 	old := st.rules[r.ID]
 	// New conjunction sets of every touched shared flow (copies: the state
 	// itself changes only in commit).
-	touched := map[string]map[uint32]*openflow.Conjunction{}
-	templates := map[string]*openflow.Flow{}
-	touch := func(k string, f *openflow.Flow) map[uint32]*openflow.Conjunction {
+	touched := map[string]map[uint32]*binding.Conjunction{}
+	templates := map[string]*binding.Flow{}
+	touch := func(k string, f *binding.Flow) map[uint32]*binding.Conjunction {
 		if m, ok := touched[k]; ok {
 			return m
 		}
-		m := map[uint32]*openflow.Conjunction{}
+		m := map[uint32]*binding.Conjunction{}
 		if cm := st.matches[k]; cm != nil {
 			for id, cj := range cm.conjs {
 				m[id] = cj
@@ -307,21 +307,21 @@ func (c *Client) policyRuleMsgs(r *PolicyRule) ([]openflow.Message, func()) {
 			for _, mk := range clause {
 				f := c.b.flow(rt, prio, mk)
 				k := f.MatchKey()
-				touch(k, f)[r.ID] = &openflow.Conjunction{ID: r.ID, Clause: uint8(i + 1), NClauses: uint8(len(clauses))}
+				touch(k, f)[r.ID] = &binding.Conjunction{ID: r.ID, Clause: uint8(i + 1), NClauses: uint8(len(clauses))}
 				newRule.keys = append(newRule.keys, k)
 			}
 		}
-		var act []openflow.Action
+		var act []binding.Action
 		if r.Action == ActionAllow {
-			act = []openflow.Action{c.b.next(dt)}
+			act = []binding.Action{c.b.next(dt)}
 		}
-		newRule.actFlow = c.b.flow(rt, prio, func(m *openflow.Match) { m.EthType(0x0800).ConjID(r.ID) }, act...)
+		newRule.actFlow = c.b.flow(rt, prio, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).ConjID(r.ID) }, act...)
 	}
-	var msgs []openflow.Message
+	var msgs []binding.Message
 	// The conj_id flow goes in first on add and last on delete, so that within
 	// the bundle a completed conjunction always finds its action.
 	if newRule != nil {
-		msgs = append(msgs, openflow.AddFlow(newRule.actFlow))
+		msgs = append(msgs, binding.AddFlow(newRule.actFlow))
 	}
 	keys := make([]string, 0, len(touched))
 	for k := range touched {
@@ -331,16 +331,16 @@ func (c *Client) policyRuleMsgs(r *PolicyRule) ([]openflow.Message, func()) {
 	for _, k := range keys {
 		if len(touched[k]) == 0 {
 			if st.matches[k] != nil {
-				msgs = append(msgs, openflow.DeleteFlowStrict(templates[k]))
+				msgs = append(msgs, binding.DeleteFlowStrict(templates[k]))
 			}
 			continue
 		}
 		f := *templates[k]
 		f.Actions = conjActions(touched[k])
-		msgs = append(msgs, openflow.AddFlow(&f))
+		msgs = append(msgs, binding.AddFlow(&f))
 	}
 	if old != nil && (newRule == nil || old.actFlow.MatchKey() != newRule.actFlow.MatchKey()) {
-		msgs = append(msgs, openflow.DeleteFlowStrict(old.actFlow))
+		msgs = append(msgs, binding.DeleteFlowStrict(old.actFlow))
 	}
 	commit := func() {
 		for _, k := range keys {
@@ -359,13 +359,13 @@ func (c *Client) policyRuleMsgs(r *PolicyRule) ([]openflow.Message, func()) {
 	return msgs, commit
 }
 
-func conjActions(conjs map[uint32]*openflow.Conjunction) []openflow.Action {
+func conjActions(conjs map[uint32]*binding.Conjunction) []binding.Action {
 	ids := make([]uint32, 0, len(conjs))
 	for id := range conjs {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	acts := make([]openflow.Action, 0, len(ids))
+	acts := make([]binding.Action, 0, len(ids))
 	for _, id := range ids {
 		acts = append(acts, conjs[id])
 	}
@@ -382,15 +382,15 @@ func (c *Client) SetIsolatedPorts(ctx context.Context, d Direction, ports []uint
 		want[p] = true
 	}
 	have := c.policy.isolated[d]
-	var msgs []openflow.Message
+	var msgs []binding.Message
 	for p := range want {
 		if !have[p] {
-			msgs = append(msgs, openflow.AddFlow(c.defaultDropFlow(d, p)))
+			msgs = append(msgs, binding.AddFlow(c.defaultDropFlow(d, p)))
 		}
 	}
 	for p := range have {
 		if !want[p] {
-			msgs = append(msgs, openflow.DeleteFlowStrict(c.defaultDropFlow(d, p)))
+			msgs = append(msgs, binding.DeleteFlowStrict(c.defaultDropFlow(d, p)))
 		}
 	}
 	if err := c.write(ctx, d.String()+" isolation", msgs); err != nil {
@@ -400,19 +400,19 @@ func (c *Client) SetIsolatedPorts(ctx context.Context, d Direction, ports []uint
 	return nil
 }
 
-func (c *Client) defaultDropFlow(d Direction, port uint32) *openflow.Flow {
+func (c *Client) defaultDropFlow(d Direction, port uint32) *binding.Flow {
 	if d == DirectionEgress {
-		return c.b.flow(EgressDefaultRuleTable, priorityDefaultDrop, func(m *openflow.Match) { m.EthType(0x0800).InPort(port) })
+		return c.b.flow(EgressDefaultRuleTable, priorityDefaultDrop, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).InPort(port) })
 	}
-	return c.b.flow(IngressDefaultRuleTable, priorityDefaultDrop, func(m *openflow.Match) {
-		m.EthType(0x0800)
+	return c.b.flow(IngressDefaultRuleTable, priorityDefaultDrop, func(m *binding.Match) {
+		m.EthType(binding.EthTypeIPv4)
 		matchField(m, TargetOFPortField, uint64(port))
 	})
 }
 
 // policyFlows lists the installed policy flows (for replay and Flows). c.mu is held.
-func (c *Client) policyFlows() []*openflow.Flow {
-	var out []*openflow.Flow
+func (c *Client) policyFlows() []*binding.Flow {
+	var out []*binding.Flow
 	for _, cm := range c.policy.matches {
 		f := *cm.flow
 		f.Actions = conjActions(cm.conjs)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // recordingBridge keeps what OVS would hold, applying flow mods in order; it
@@ -17,30 +17,30 @@ import (
 // real OVS below).
 type recordingBridge struct {
 	mu      sync.Mutex
-	flows   map[string]*openflow.Flow
+	flows   map[string]*binding.Flow
 	bundles int
 }
 
 func newRecordingBridge() *recordingBridge {
-	return &recordingBridge{flows: map[string]*openflow.Flow{}}
+	return &recordingBridge{flows: map[string]*binding.Flow{}}
 }
 
-func (r *recordingBridge) Bundle(_ context.Context, msgs ...openflow.Message) error {
+func (r *recordingBridge) Bundle(_ context.Context, msgs ...binding.Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.bundles++
 	for _, m := range msgs {
-		fm, ok := m.(*openflow.FlowMod)
+		fm, ok := m.(*binding.FlowMod)
 		if !ok {
 			return fmt.Errorf("unexpected message %T", m)
 		}
 		f := fm.Flow
 		switch fm.Command {
-		case openflow.FlowAdd:
+		case binding.FlowAdd:
 			r.flows[f.MatchKey()] = &f
-		case openflow.FlowDeleteStrict:
+		case binding.FlowDeleteStrict:
 			delete(r.flows, f.MatchKey())
-		case openflow.FlowDelete:
+		case binding.FlowDelete:
 			for k, g := range r.flows {
 				if g.Cookie&fm.CookieMask == fm.Flow.Cookie&fm.CookieMask {
 					delete(r.flows, k)
@@ -243,7 +243,7 @@ func TestThousandsOfRulesOnOnePodFitInOpenFlowMessages(t *testing.T) {
 	defer br.mu.Unlock()
 	shared := 0
 	for _, f := range br.flows {
-		if _, err := openflow.Marshal(openflow.AddFlow(f), openflow.Version15, 1); err != nil {
+		if _, err := binding.Marshal(binding.AddFlow(f), binding.Version15, 1); err != nil {
 			t.Fatalf("flow %.80s... does not fit an OpenFlow message: %v", f.String(), err)
 		}
 		if strings.Contains(f.String(), "reg1=0xa ") {
@@ -258,7 +258,7 @@ func TestThousandsOfRulesOnOnePodFitInOpenFlowMessages(t *testing.T) {
 // failingBridge rejects every bundle.
 type failingBridge struct{ *recordingBridge }
 
-func (f failingBridge) Bundle(context.Context, ...openflow.Message) error {
+func (f failingBridge) Bundle(context.Context, ...binding.Message) error {
 	return fmt.Errorf("switch rejected the bundle")
 }
 

@@ -3,7 +3,7 @@ package openflow
 import (
 	"net"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // Tables of the PodConnectivity feature: the paths between local pods, the
@@ -66,8 +66,8 @@ type flowBuilder struct {
 	cookie uint64
 }
 
-func (b *flowBuilder) flow(t *TableSpec, priority uint16, match func(*openflow.Match), actions ...openflow.Action) *openflow.Flow {
-	f := &openflow.Flow{Table: b.p.Table(t).ID, Priority: priority, Cookie: b.cookie}
+func (b *flowBuilder) flow(t *TableSpec, priority uint16, match func(*binding.Match), actions ...binding.Action) *binding.Flow {
+	f := &binding.Flow{Table: b.p.Table(t).ID, Priority: priority, Cookie: b.cookie}
 	if match != nil {
 		match(&f.Match)
 	}
@@ -76,30 +76,30 @@ func (b *flowBuilder) flow(t *TableSpec, priority uint16, match func(*openflow.M
 }
 
 // next is the instruction that continues in the table after t.
-func (b *flowBuilder) next(t *TableSpec) openflow.Action {
+func (b *flowBuilder) next(t *TableSpec) binding.Action {
 	n := b.p.Table(t).Next()
 	if n == nil {
 		panic("pipeline: table " + t.Name + " has no next table")
 	}
-	return &openflow.GotoTable{Table: n.ID}
+	return &binding.GotoTable{Table: n.ID}
 }
 
-func (b *flowBuilder) gotoTable(t *TableSpec) openflow.Action {
-	return &openflow.GotoTable{Table: b.p.Table(t).ID}
+func (b *flowBuilder) gotoTable(t *TableSpec) binding.Action {
+	return &binding.GotoTable{Table: b.p.Table(t).ID}
 }
 
 // missFlows are the priority-0 flows that make every table's miss explicit.
-func (b *flowBuilder) missFlows() []*openflow.Flow {
-	var out []*openflow.Flow
+func (b *flowBuilder) missFlows() []*binding.Flow {
+	var out []*binding.Flow
 	for _, t := range b.p.Tables() {
 		switch t.Miss {
 		case MissDrop:
 			out = append(out, b.flow(t.TableSpec, priorityMiss, nil))
 		case MissNormal:
-			out = append(out, b.flow(t.TableSpec, priorityMiss, nil, &openflow.Output{Port: openflow.PortNormal}))
+			out = append(out, b.flow(t.TableSpec, priorityMiss, nil, &binding.Output{Port: binding.PortNormal}))
 		case MissNext:
 			if t.Next() != nil {
-				out = append(out, b.flow(t.TableSpec, priorityMiss, nil, &openflow.GotoTable{Table: t.Next().ID}))
+				out = append(out, b.flow(t.TableSpec, priorityMiss, nil, &binding.GotoTable{Table: t.Next().ID}))
 			}
 		}
 	}
@@ -108,73 +108,73 @@ func (b *flowBuilder) missFlows() []*openflow.Flow {
 
 // nodeFlows are this node's fixed flows: pipeline entry, gateway and tunnel
 // ports, conntrack.
-func (b *flowBuilder) nodeFlows(n *NodeConfig) []*openflow.Flow {
+func (b *flowBuilder) nodeFlows(n *NodeConfig) []*binding.Flow {
 	gw, tun := n.GatewayOFPort, n.TunnelOFPort
-	flows := []*openflow.Flow{
-		b.flow(PipelineRootClassifierTable, priorityNormal, func(m *openflow.Match) { m.EthType(0x0806) }, b.gotoTable(ARPSpoofGuardTable)),
-		b.flow(PipelineRootClassifierTable, priorityNormal, func(m *openflow.Match) { m.EthType(0x0800) }, b.gotoTable(ClassifierTable)),
+	flows := []*binding.Flow{
+		b.flow(PipelineRootClassifierTable, priorityNormal, func(m *binding.Match) { m.EthType(binding.EthTypeARP) }, b.gotoTable(ARPSpoofGuardTable)),
+		b.flow(PipelineRootClassifierTable, priorityNormal, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4) }, b.gotoTable(ClassifierTable)),
 		// ARP from the gateway is trusted: the node owns it.
-		b.flow(ARPSpoofGuardTable, priorityNormal, func(m *openflow.Match) { m.InPort(gw).EthType(0x0806) }, b.next(ARPSpoofGuardTable)),
+		b.flow(ARPSpoofGuardTable, priorityNormal, func(m *binding.Match) { m.InPort(gw).EthType(binding.EthTypeARP) }, b.next(ARPSpoofGuardTable)),
 		// From the gateway: from outside the node, unless its source is the
 		// gateway IP, which the node's own traffic has (see FromOutsideField).
-		b.flow(ClassifierTable, priorityNormal, func(m *openflow.Match) { m.InPort(gw) },
-			load(PktSourceField, FromGateway), load(FromOutsideField, 1), b.next(ClassifierTable)),
-		b.flow(ClassifierTable, priorityHigh, func(m *openflow.Match) { m.InPort(gw).EthType(0x0800).IPSrc(addr(n.GatewayIP)) },
+		b.flow(ClassifierTable, priorityNormal, func(m *binding.Match) { m.InPort(gw) },
+			load(PktSourceField, FromGateway), load(FromOutsideField, on), b.next(ClassifierTable)),
+		b.flow(ClassifierTable, priorityHigh, func(m *binding.Match) { m.InPort(gw).EthType(binding.EthTypeIPv4).IPSrc(addr(n.GatewayIP)) },
 			load(PktSourceField, FromGateway), b.next(ClassifierTable)),
-		b.flow(SpoofGuardTable, priorityNormal, func(m *openflow.Match) { m.InPort(gw).EthType(0x0800) }, b.next(SpoofGuardTable)),
+		b.flow(SpoofGuardTable, priorityNormal, func(m *binding.Match) { m.InPort(gw).EthType(binding.EthTypeIPv4) }, b.next(SpoofGuardTable)),
 		// nat: packets of a DNATed (Service) connection are DNATed again, its
 		// replies un-DNATed; other connections pass unchanged.
-		b.flow(ConntrackZoneTable, priorityNormal, func(m *openflow.Match) { m.EthType(0x0800) },
-			&openflow.CT{Zone: CtZone, Table: b.p.Table(ConntrackStateTable).ID, Actions: []openflow.Action{&openflow.NAT{}}}),
-		b.flow(ConntrackStateTable, priorityNormal, func(m *openflow.Match) {
-			m.EthType(0x0800).CTState(openflow.CTStateInv|openflow.CTStateTrk, openflow.CTStateInv|openflow.CTStateTrk)
+		b.flow(ConntrackZoneTable, priorityNormal, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4) },
+			&binding.CT{Zone: CtZone, Table: b.p.Table(ConntrackStateTable).ID, Actions: []binding.Action{&binding.NAT{}}}),
+		b.flow(ConntrackStateTable, priorityNormal, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateInv|binding.CTStateTrk, binding.CTStateInv|binding.CTStateTrk)
 		}),
 		// Packets routed to this node's gateway IP from the tunnel get the gateway's MAC.
-		b.flow(L3ForwardingTable, priorityNormal, func(m *openflow.Match) {
-			m.EthType(0x0800).IPDst(addr(n.GatewayIP))
-			matchField(m, RewriteMACField, 1)
+		b.flow(L3ForwardingTable, priorityNormal, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).IPDst(addr(n.GatewayIP))
+			matchField(m, RewriteMACField, on)
 		}, setEthDst(n.GatewayMAC), load(PktDestinationField, ToGateway), b.next(L3ForwardingTable)),
-		b.flow(L3DecTTLTable, priorityNormal, func(m *openflow.Match) {
-			m.EthType(0x0800)
-			matchField(m, RewriteMACField, 1)
-		}, &openflow.DecTTL{}, b.next(L3DecTTLTable)),
-		b.flow(L2ForwardingCalcTable, priorityNormal, func(m *openflow.Match) { m.EthDst(n.GatewayMAC) },
-			load(TargetOFPortField, uint64(gw)), load(OFPortFoundField, 1), b.next(L2ForwardingCalcTable)),
-		b.flow(ConntrackCommitTable, priorityNormal, func(m *openflow.Match) {
-			m.EthType(0x0800).CTState(openflow.CTStateNew|openflow.CTStateTrk, openflow.CTStateNew|openflow.CTStateTrk)
-		}, &openflow.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID}),
+		b.flow(L3DecTTLTable, priorityNormal, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4)
+			matchField(m, RewriteMACField, on)
+		}, &binding.DecTTL{}, b.next(L3DecTTLTable)),
+		b.flow(L2ForwardingCalcTable, priorityNormal, func(m *binding.Match) { m.EthDst(n.GatewayMAC) },
+			load(TargetOFPortField, uint64(gw)), load(OFPortFoundField, on), b.next(L2ForwardingCalcTable)),
+		b.flow(ConntrackCommitTable, priorityNormal, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
+		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID}),
 		b.outputFlow(gw),
 	}
 	if tun != 0 {
 		flows = append(flows,
 			// Tunnelled packets were routed by the sending node: mark them for MAC rewrite and TTL.
-			b.flow(ClassifierTable, priorityNormal, func(m *openflow.Match) { m.InPort(tun) },
-				load(PktSourceField, FromTunnel), load(RewriteMACField, 1), b.next(ClassifierTable)),
-			b.flow(SpoofGuardTable, priorityNormal, func(m *openflow.Match) { m.InPort(tun).EthType(0x0800) }, b.next(SpoofGuardTable)),
-			b.flow(L2ForwardingCalcTable, priorityNormal, func(m *openflow.Match) {
+			b.flow(ClassifierTable, priorityNormal, func(m *binding.Match) { m.InPort(tun) },
+				load(PktSourceField, FromTunnel), load(RewriteMACField, on), b.next(ClassifierTable)),
+			b.flow(SpoofGuardTable, priorityNormal, func(m *binding.Match) { m.InPort(tun).EthType(binding.EthTypeIPv4) }, b.next(SpoofGuardTable)),
+			b.flow(L2ForwardingCalcTable, priorityNormal, func(m *binding.Match) {
 				m.EthDst(GlobalVirtualMAC)
 				matchField(m, PktDestinationField, ToTunnel)
-			}, load(TargetOFPortField, uint64(tun)), load(OFPortFoundField, 1), b.next(L2ForwardingCalcTable)),
+			}, load(TargetOFPortField, uint64(tun)), load(OFPortFoundField, on), b.next(L2ForwardingCalcTable)),
 			b.outputFlow(tun),
 		)
 	}
 	return flows
 }
 
-func (b *flowBuilder) outputFlow(port uint32) *openflow.Flow {
-	return b.flow(OutputTable, priorityNormal, func(m *openflow.Match) {
-		matchField(m, OFPortFoundField, 1)
+func (b *flowBuilder) outputFlow(port uint32) *binding.Flow {
+	return b.flow(OutputTable, priorityNormal, func(m *binding.Match) {
+		matchField(m, OFPortFoundField, on)
 		matchField(m, TargetOFPortField, uint64(port))
-	}, &openflow.Output{Port: port})
+	}, &binding.Output{Port: port})
 }
 
 // podFlows are the flows of one local pod port.
-func (b *flowBuilder) podFlows(n *NodeConfig, ofPort uint32, ips []net.IP, mac net.HardwareAddr) []*openflow.Flow {
-	flows := []*openflow.Flow{
-		b.flow(ClassifierTable, priorityLow, func(m *openflow.Match) { m.InPort(ofPort) },
+func (b *flowBuilder) podFlows(n *NodeConfig, ofPort uint32, ips []net.IP, mac net.HardwareAddr) []*binding.Flow {
+	flows := []*binding.Flow{
+		b.flow(ClassifierTable, priorityLow, func(m *binding.Match) { m.InPort(ofPort) },
 			load(PktSourceField, FromLocal), b.next(ClassifierTable)),
-		b.flow(L2ForwardingCalcTable, priorityNormal, func(m *openflow.Match) { m.EthDst(mac) },
-			load(TargetOFPortField, uint64(ofPort)), load(OFPortFoundField, 1), b.next(L2ForwardingCalcTable)),
+		b.flow(L2ForwardingCalcTable, priorityNormal, func(m *binding.Match) { m.EthDst(mac) },
+			load(TargetOFPortField, uint64(ofPort)), load(OFPortFoundField, on), b.next(L2ForwardingCalcTable)),
 		b.outputFlow(ofPort),
 	}
 	for _, ip := range ips {
@@ -182,16 +182,16 @@ func (b *flowBuilder) podFlows(n *NodeConfig, ofPort uint32, ips []net.IP, mac n
 			continue // IPv4 only for now
 		}
 		flows = append(flows,
-			b.flow(ARPSpoofGuardTable, priorityNormal, func(m *openflow.Match) {
-				m.InPort(ofPort).EthType(0x0806).ARPSpa(addr(ip)).ARPSha(mac)
+			b.flow(ARPSpoofGuardTable, priorityNormal, func(m *binding.Match) {
+				m.InPort(ofPort).EthType(binding.EthTypeARP).ARPSpa(addr(ip)).ARPSha(mac)
 			}, b.next(ARPSpoofGuardTable)),
-			b.flow(SpoofGuardTable, priorityNormal, func(m *openflow.Match) {
-				m.InPort(ofPort).EthSrc(mac).EthType(0x0800).IPSrc(addr(ip))
+			b.flow(SpoofGuardTable, priorityNormal, func(m *binding.Match) {
+				m.InPort(ofPort).EthSrc(mac).EthType(binding.EthTypeIPv4).IPSrc(addr(ip))
 			}, b.next(SpoofGuardTable)),
 			// Routed packets (from the tunnel) for this pod get its MAC.
-			b.flow(L3ForwardingTable, priorityNormal, func(m *openflow.Match) {
-				m.EthType(0x0800).IPDst(addr(ip))
-				matchField(m, RewriteMACField, 1)
+			b.flow(L3ForwardingTable, priorityNormal, func(m *binding.Match) {
+				m.EthType(binding.EthTypeIPv4).IPDst(addr(ip))
+				matchField(m, RewriteMACField, on)
 			}, setEthSrc(n.GatewayMAC), setEthDst(mac), load(PktDestinationField, ToLocal), b.next(L3ForwardingTable)),
 		)
 	}
@@ -199,24 +199,24 @@ func (b *flowBuilder) podFlows(n *NodeConfig, ofPort uint32, ips []net.IP, mac n
 }
 
 // peerFlows are the flows towards one remote node's pod CIDR.
-func (b *flowBuilder) peerFlows(n *NodeConfig, peerCIDR *net.IPNet, peerGatewayIP, tunnelPeerIP net.IP) []*openflow.Flow {
-	return []*openflow.Flow{
+func (b *flowBuilder) peerFlows(n *NodeConfig, peerCIDR *net.IPNet, peerGatewayIP, tunnelPeerIP net.IP) []*binding.Flow {
+	return []*binding.Flow{
 		// The node routes to a remote pod CIDR via the remote gateway IP; answer its ARP
 		// with the global virtual MAC so the packets enter OVS and go to the tunnel.
-		b.flow(ARPResponderTable, priorityNormal, func(m *openflow.Match) {
-			m.EthType(0x0806).ARPOp(1).ARPTpa(addr(peerGatewayIP))
+		b.flow(ARPResponderTable, priorityNormal, func(m *binding.Match) {
+			m.EthType(binding.EthTypeARP).ARPOp(1).ARPTpa(addr(peerGatewayIP))
 		},
-			move(openflow.FieldEthSrc.All(), openflow.FieldEthDst.All()),
+			move(binding.FieldEthSrc.All(), binding.FieldEthDst.All()),
 			setEthSrc(GlobalVirtualMAC),
-			load(openflow.FieldARPOp.All(), 2),
-			move(openflow.FieldARPSha.All(), openflow.FieldARPTha.All()),
+			load(binding.FieldARPOp.All(), 2),
+			move(binding.FieldARPSha.All(), binding.FieldARPTha.All()),
 			setARPSha(GlobalVirtualMAC),
-			move(openflow.FieldARPSpa.All(), openflow.FieldARPTpa.All()),
+			move(binding.FieldARPSpa.All(), binding.FieldARPTpa.All()),
 			setARPSpa(peerGatewayIP),
-			&openflow.Output{Port: openflow.PortInPort}),
-		b.flow(L3ForwardingTable, priorityNormal, func(m *openflow.Match) {
-			m.EthType(0x0800).IPDstPrefix(prefix(peerCIDR))
+			&binding.Output{Port: binding.PortInPort}),
+		b.flow(L3ForwardingTable, priorityNormal, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).IPDstPrefix(prefix(peerCIDR))
 		}, setEthSrc(n.GatewayMAC), setEthDst(GlobalVirtualMAC), setTunDst(tunnelPeerIP),
-			load(PktDestinationField, ToTunnel), load(RewriteMACField, 1), b.next(L3ForwardingTable)),
+			load(PktDestinationField, ToTunnel), load(RewriteMACField, on), b.next(L3ForwardingTable)),
 	}
 }

@@ -3,14 +3,14 @@ package openflow
 import (
 	"context"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // priorityHold is above every flow of the root classifier.
 const priorityHold = 65535
 
 // holdFlow drops every packet that enters br-int, whatever its port.
-func (b *flowBuilder) holdFlow() *openflow.Flow {
+func (b *flowBuilder) holdFlow() *binding.Flow {
 	return b.flow(PipelineRootClassifierTable, priorityHold, nil)
 }
 
@@ -24,10 +24,10 @@ func (b *flowBuilder) holdFlow() *openflow.Flow {
 // The flow carries this run's round: an agent that dies while holding leaves
 // it for the next run, which removes it with the round (DeleteRound).
 func (c *Client) HoldTraffic(ctx context.Context) error {
-	return c.write(ctx, "traffic hold", []openflow.Message{openflow.AddFlow(c.b.holdFlow())})
+	return c.write(ctx, "traffic hold", []binding.Message{binding.AddFlow(c.b.holdFlow())})
 }
 
 // ReleaseTraffic removes the flow HoldTraffic installed.
 func (c *Client) ReleaseTraffic(ctx context.Context) error {
-	return c.write(ctx, "traffic hold", []openflow.Message{openflow.DeleteFlowStrict(c.b.holdFlow())})
+	return c.write(ctx, "traffic hold", []binding.Message{binding.DeleteFlowStrict(c.b.holdFlow())})
 }

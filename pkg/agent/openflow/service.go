@@ -9,7 +9,7 @@ import (
 	"net/netip"
 	"sort"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // Tables of the Service feature (the data path of AntreaProxy). The first
@@ -48,7 +48,7 @@ func (service) tables() []*TableSpec {
 // ServicePort is one port of a Service as the data path matches it.
 type ServicePort struct {
 	IP       netip.Addr // a ClusterIP, an external IP or a LoadBalancer ingress IP
-	Protocol uint8      // openflow.IPProtoTCP or IPProtoUDP
+	Protocol uint8      // binding.IPProtoTCP or IPProtoUDP
 	Port     uint16
 	// External selects the traffic from outside the node (FromOutsideField:
 	// it entered from the gateway, not from the node itself), for an address
@@ -83,11 +83,11 @@ func (p ServicePort) priority(base uint16) uint16 {
 
 func protocolName(p uint8) string {
 	switch p {
-	case openflow.IPProtoTCP:
+	case binding.IPProtoTCP:
 		return "TCP"
-	case openflow.IPProtoUDP:
+	case binding.IPProtoUDP:
 		return "UDP"
-	case openflow.IPProtoSCTP:
+	case binding.IPProtoSCTP:
 		return "SCTP"
 	}
 	return fmt.Sprintf("proto%d", p)
@@ -244,7 +244,7 @@ type installedPort struct {
 	groupID uint32
 	state   PortState
 	digest  []byte // of its group
-	flows   []*openflow.Flow
+	flows   []*binding.Flow
 }
 
 // serviceState is the client's record of what OVS holds for Services.
@@ -308,87 +308,87 @@ func newServiceState() serviceState {
 //
 // Later packets of a source-NATed connection meet the same flows (their
 // marks, source and route do not change) without the commit.
-func (b *flowBuilder) serviceFixedFlows(n *NodeConfig) []*openflow.Flow {
-	newTrk := openflow.CTStateNew | openflow.CTStateTrk
+func (b *flowBuilder) serviceFixedFlows(n *NodeConfig) []*binding.Flow {
+	newTrk := binding.CTStateNew | binding.CTStateTrk
 	afterLB := b.next(EndpointDNATTable)
 	snatNext := b.p.Table(ServiceSNATTable).Next().ID
-	snat := func(prio uint16, to netip.Addr, match func(m *openflow.Match)) []*openflow.Flow {
-		return []*openflow.Flow{
-			b.flow(ServiceSNATTable, prio, func(m *openflow.Match) {
-				m.EthType(openflow.EthTypeIPv4).CTState(newTrk, newTrk|openflow.CTStateRpl)
+	snat := func(prio uint16, to netip.Addr, match func(m *binding.Match)) []*binding.Flow {
+		return []*binding.Flow{
+			b.flow(ServiceSNATTable, prio, func(m *binding.Match) {
+				m.EthType(binding.EthTypeIPv4).CTState(newTrk, newTrk|binding.CTStateRpl)
 				match(m)
-			}, &openflow.CT{Commit: true, Zone: SNATCtZone, Table: snatNext, Actions: []openflow.Action{&openflow.NAT{Src: true, MinAddr: to}}}),
-			b.flow(ServiceSNATTable, prio, func(m *openflow.Match) {
-				m.EthType(openflow.EthTypeIPv4).CTState(openflow.CTStateTrk, newTrk|openflow.CTStateRpl)
+			}, &binding.CT{Commit: true, Zone: SNATCtZone, Table: snatNext, Actions: []binding.Action{&binding.NAT{Src: true, MinAddr: to}}}),
+			b.flow(ServiceSNATTable, prio, func(m *binding.Match) {
+				m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, newTrk|binding.CTStateRpl)
 				match(m)
-			}, &openflow.CT{Zone: SNATCtZone, Table: snatNext, Actions: []openflow.Action{&openflow.NAT{}}}),
+			}, &binding.CT{Zone: SNATCtZone, Table: snatNext, Actions: []binding.Action{&binding.NAT{}}}),
 		}
 	}
 	gwIP := addr(n.GatewayIP)
 	gw := n.GatewayOFPort
-	flows := []*openflow.Flow{
-		b.flow(ConntrackZoneTable, priorityHigh, func(m *openflow.Match) {
-			m.EthType(openflow.EthTypeIPv4).CTState(0, openflow.CTStateTrk).IPDst(HairpinIP)
-		}, &openflow.CT{Zone: SNATCtZone, Table: b.p.Table(ConntrackZoneTable).ID, Actions: []openflow.Action{&openflow.NAT{}}}),
-		b.flow(ServiceLBTable, priorityHigh, func(m *openflow.Match) {
-			m.EthType(openflow.EthTypeIPv4).CTState(openflow.CTStateTrk, openflow.CTStateTrk)
+	flows := []*binding.Flow{
+		b.flow(ConntrackZoneTable, priorityHigh, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).CTState(0, binding.CTStateTrk).IPDst(HairpinIP)
+		}, &binding.CT{Zone: SNATCtZone, Table: b.p.Table(ConntrackZoneTable).ID, Actions: []binding.Action{&binding.NAT{}}}),
+		b.flow(ServiceLBTable, priorityHigh, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateTrk)
 			matchField(m, HairpinCTMark, 1)
 		}, load(RewriteMACField, 1), load(HairpinField, 1), afterLB),
-		b.flow(ServiceLBTable, priorityNormal, func(m *openflow.Match) {
-			m.EthType(openflow.EthTypeIPv4).CTState(openflow.CTStateTrk, openflow.CTStateTrk)
+		b.flow(ServiceLBTable, priorityNormal, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateTrk)
 			matchField(m, ServiceCTMark, 1)
 		}, load(RewriteMACField, 1), afterLB),
-		b.flow(ConntrackCommitTable, priorityHigh, func(m *openflow.Match) {
-			m.EthType(openflow.EthTypeIPv4).CTState(newTrk, newTrk)
+		b.flow(ConntrackCommitTable, priorityHigh, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).CTState(newTrk, newTrk)
 			matchField(m, ServiceCTMark, 1)
 		}, b.next(ConntrackCommitTable)),
-		b.flow(OutputTable, priorityHigh, func(m *openflow.Match) {
+		b.flow(OutputTable, priorityHigh, func(m *binding.Match) {
 			matchField(m, OFPortFoundField, 1)
 			matchField(m, HairpinField, 1)
-		}, &openflow.Output{Port: openflow.PortInPort}),
-		b.flow(SessionAffinityTable, priorityLow, func(m *openflow.Match) {
-			m.EthType(openflow.EthTypeIPv4)
+		}, &binding.Output{Port: binding.PortInPort}),
+		b.flow(SessionAffinityTable, priorityLow, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4)
 			matchField(m, AffinityLookupField, 1)
 		}),
-		b.flow(ServiceLBTable, priorityAffinity, func(m *openflow.Match) {
-			m.EthType(openflow.EthTypeIPv4).CTState(newTrk, newTrk)
+		b.flow(ServiceLBTable, priorityAffinity, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).CTState(newTrk, newTrk)
 			matchField(m, EndpointSelectedField, 1)
 		}, b.gotoTable(EndpointDNATTable)),
-		b.flow(EndpointDNATTable, priorityHigh, func(m *openflow.Match) {
-			m.EthType(openflow.EthTypeIPv4)
+		b.flow(EndpointDNATTable, priorityHigh, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4)
 			matchField(m, EndpointRejectField, 1)
-		}, &openflow.Meter{ID: ServiceRejectMeterID}, &openflow.Controller{MaxLen: rejectMaxLen, Reason: openflow.ReasonAction,
+		}, &binding.Meter{ID: ServiceRejectMeterID}, &binding.Controller{MaxLen: rejectMaxLen, Reason: binding.ReasonAction,
 			UserData: []byte{PacketInServiceReject}}),
 
 		// The node path.
-		b.flow(L3ForwardingTable, priorityLow, func(m *openflow.Match) {
-			m.EthType(openflow.EthTypeIPv4).CTState(openflow.CTStateTrk, openflow.CTStateTrk)
+		b.flow(L3ForwardingTable, priorityLow, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateTrk)
 			matchField(m, ServiceCTMark, 1)
 			matchField(m, RewriteMACField, 1)
 		}, setEthSrc(GlobalVirtualMAC), setEthDst(n.GatewayMAC), load(PktDestinationField, ToGateway), b.next(L3ForwardingTable)),
-		b.flow(OutputTable, priorityHigh, func(m *openflow.Match) {
+		b.flow(OutputTable, priorityHigh, func(m *binding.Match) {
 			m.InPort(gw)
 			matchField(m, OFPortFoundField, 1)
 			matchField(m, TargetOFPortField, uint64(gw))
-		}, &openflow.Output{Port: openflow.PortInPort}),
+		}, &binding.Output{Port: binding.PortInPort}),
 	}
-	flows = append(flows, snat(priorityNormal, HairpinIP, func(m *openflow.Match) {
+	flows = append(flows, snat(priorityNormal, HairpinIP, func(m *binding.Match) {
 		matchField(m, HairpinCTMark, 1)
 	})...)
-	flows = append(flows, snat(priorityLow, HairpinIP, func(m *openflow.Match) {
+	flows = append(flows, snat(priorityLow, HairpinIP, func(m *binding.Match) {
 		matchField(m, ServiceCTMark, 1)
 		matchField(m, PktSourceField, FromGateway)
 		matchField(m, PktDestinationField, ToGateway)
 	})...)
 	if n.TunnelOFPort != 0 {
-		flows = append(flows, snat(priorityLow, gwIP, func(m *openflow.Match) {
+		flows = append(flows, snat(priorityLow, gwIP, func(m *binding.Match) {
 			matchField(m, ServiceCTMark, 1)
 			matchField(m, FromOutsideField, 1)
 			matchField(m, PktDestinationField, ToTunnel)
 		})...)
-		flows = append(flows, b.flow(ConntrackZoneTable, priorityHigh, func(m *openflow.Match) {
-			m.InPort(n.TunnelOFPort).EthType(openflow.EthTypeIPv4).CTState(0, openflow.CTStateTrk).IPDst(gwIP)
-		}, &openflow.CT{Zone: SNATCtZone, Table: b.p.Table(ConntrackZoneTable).ID, Actions: []openflow.Action{&openflow.NAT{}}}))
+		flows = append(flows, b.flow(ConntrackZoneTable, priorityHigh, func(m *binding.Match) {
+			m.InPort(n.TunnelOFPort).EthType(binding.EthTypeIPv4).CTState(0, binding.CTStateTrk).IPDst(gwIP)
+		}, &binding.CT{Zone: SNATCtZone, Table: b.p.Table(ConntrackZoneTable).ID, Actions: []binding.Action{&binding.NAT{}}}))
 	}
 	return flows
 }
@@ -413,15 +413,15 @@ const (
 	rejectMaxLen = 256
 )
 
-func serviceRejectMeter(cmd openflow.MeterModCommand) *openflow.MeterMod {
-	return &openflow.MeterMod{Command: cmd, Flags: openflow.MeterPktps | openflow.MeterBurst | openflow.MeterStats, MeterID: ServiceRejectMeterID,
-		Bands: []openflow.MeterBand{{Rate: ServiceRejectRate, BurstSize: ServiceRejectRate}}}
+func serviceRejectMeter(cmd binding.MeterModCommand) *binding.MeterMod {
+	return &binding.MeterMod{Command: cmd, Flags: binding.MeterPktps | binding.MeterBurst | binding.MeterStats, MeterID: ServiceRejectMeterID,
+		Bands: []binding.MeterBand{{Rate: ServiceRejectRate, BurstSize: ServiceRejectRate}}}
 }
 
 // applier sends messages that cannot go in a bundle (meter mods: Open
 // vSwitch does not bundle them), one by one, reporting the rejected ones.
 type applier interface {
-	Apply(ctx context.Context, msgs ...openflow.Message) error
+	Apply(ctx context.Context, msgs ...binding.Message) error
 }
 
 // ensureMeters installs the meters the fixed flows use, before them: added,
@@ -433,12 +433,12 @@ func ensureMeters(ctx context.Context, bridge Bridge) error {
 	if !ok {
 		return nil
 	}
-	if err := a.Apply(ctx, serviceRejectMeter(openflow.MeterAdd)); err != nil {
-		var ofErr *openflow.Error
+	if err := a.Apply(ctx, serviceRejectMeter(binding.MeterAdd)); err != nil {
+		var ofErr *binding.Error
 		if !errors.As(err, &ofErr) {
 			return fmt.Errorf("add meter %d: %w", ServiceRejectMeterID, err)
 		}
-		if err := a.Apply(ctx, serviceRejectMeter(openflow.MeterModify)); err != nil {
+		if err := a.Apply(ctx, serviceRejectMeter(binding.MeterModify)); err != nil {
 			return fmt.Errorf("add or modify meter %d: %w", ServiceRejectMeterID, err)
 		}
 	}
@@ -447,7 +447,7 @@ func ensureMeters(ctx context.Context, bridge Bridge) error {
 
 // matchServicePort matches the packets to a Service port: its address,
 // protocol and port and, for an External port, from outside the node.
-func (b *flowBuilder) matchServicePort(m *openflow.Match, p ServicePort) {
+func (b *flowBuilder) matchServicePort(m *binding.Match, p ServicePort) {
 	b.matchVIP(m, p)
 	if p.External {
 		matchField(m, FromOutsideField, 1)
@@ -455,14 +455,14 @@ func (b *flowBuilder) matchServicePort(m *openflow.Match, p ServicePort) {
 }
 
 // matchVIP matches the packets to a Service port's address, protocol and port.
-func (b *flowBuilder) matchVIP(m *openflow.Match, p ServicePort) {
-	m.EthType(openflow.EthTypeIPv4).IPProto(p.Protocol).IPDst(p.IP)
+func (b *flowBuilder) matchVIP(m *binding.Match, p ServicePort) {
+	m.EthType(binding.EthTypeIPv4).IPProto(p.Protocol).IPDst(p.IP)
 	switch p.Protocol {
-	case openflow.IPProtoTCP:
+	case binding.IPProtoTCP:
 		m.TCPDst(p.Port)
-	case openflow.IPProtoUDP:
+	case binding.IPProtoUDP:
 		m.UDPDst(p.Port)
-	case openflow.IPProtoSCTP:
+	case binding.IPProtoSCTP:
 		m.SCTPDst(p.Port)
 	}
 }
@@ -471,11 +471,11 @@ func (b *flowBuilder) matchVIP(m *openflow.Match, p ServicePort) {
 // the digest of the group's content, which the agent reads back after a
 // restart to know whether the group needs rewriting (Open vSwitch cannot
 // describe a group larger than 64 KiB).
-func (b *flowBuilder) serviceLBFlow(p ServicePort, groupID uint32, digest []byte) *openflow.Flow {
-	return b.serviceFlow(ServiceLBTable, p.priority(priorityNormal), func(m *openflow.Match) {
+func (b *flowBuilder) serviceLBFlow(p ServicePort, groupID uint32, digest []byte) *binding.Flow {
+	return b.serviceFlow(ServiceLBTable, p.priority(priorityNormal), func(m *binding.Match) {
 		b.matchServicePort(m, p)
-		m.CTState(openflow.CTStateNew|openflow.CTStateTrk, openflow.CTStateNew|openflow.CTStateTrk)
-	}, &openflow.Note{Data: digest}, &openflow.Group{ID: groupID})
+		m.CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
+	}, &binding.Note{Data: digest}, &binding.Group{ID: groupID})
 }
 
 // digestLen is the length of a group's digest in its ServiceLB flow's note:
@@ -483,9 +483,9 @@ func (b *flowBuilder) serviceLBFlow(p ServicePort, groupID uint32, digest []byte
 const digestLen = 6
 
 // groupDigest is a digest of a group's content (type and buckets).
-func groupDigest(g *openflow.GroupMod) []byte {
+func groupDigest(g *binding.GroupMod) []byte {
 	c := *g
-	c.Command = openflow.GroupAdd
+	c.Command = binding.GroupAdd
 	h := fnv.New64a()
 	h.Write([]byte(c.String()))
 	return h.Sum(nil)[:digestLen]
@@ -499,31 +499,31 @@ func groupDigest(g *openflow.GroupMod) []byte {
 // (Open vSwitch runs a bucket's actions as an OpenFlow action set: the
 // set_fields and one resubmit, the last; a learn action, or a second
 // resubmit, in a bucket is ignored.)
-func (b *flowBuilder) serviceGroup(cmd openflow.GroupModCommand, groupID uint32, ps PortState) *openflow.GroupMod {
-	g := &openflow.GroupMod{Command: cmd, Type: openflow.GroupSelect, GroupID: groupID}
-	if cmd == openflow.GroupDelete {
+func (b *flowBuilder) serviceGroup(cmd binding.GroupModCommand, groupID uint32, ps PortState) *binding.GroupMod {
+	g := &binding.GroupMod{Command: cmd, Type: binding.GroupSelect, GroupID: groupID}
+	if cmd == binding.GroupDelete {
 		return g
 	}
 	dnat := b.p.Table(EndpointDNATTable).ID
 	if len(ps.Endpoints) == 0 && ps.NoEndpoints == Reject {
-		g.Buckets = []openflow.Bucket{{Weight: bucketWeight, Actions: []openflow.Action{
+		g.Buckets = []binding.Bucket{{Weight: bucketWeight, Actions: []binding.Action{
 			load(EndpointRejectField, 1),
-			openflow.ResubmitToTable(dnat),
+			binding.ResubmitToTable(dnat),
 		}}}
 		return g
 	}
 	for _, e := range ps.Endpoints {
-		acts := []openflow.Action{
+		acts := []binding.Action{
 			load(EndpointIPField, ip4Uint(e.IP)),
 			load(EndpointPortField, uint64(e.Port)),
 			load(EndpointSelectedField, 1),
 		}
 		if ps.AffinityTimeout > 0 {
-			acts = append(acts, load(AffinityLearnField, 1), openflow.ResubmitToTable(b.p.Table(SessionAffinityTable).ID))
+			acts = append(acts, load(AffinityLearnField, 1), binding.ResubmitToTable(b.p.Table(SessionAffinityTable).ID))
 		} else {
-			acts = append(acts, openflow.ResubmitToTable(dnat))
+			acts = append(acts, binding.ResubmitToTable(dnat))
 		}
-		g.Buckets = append(g.Buckets, openflow.Bucket{Weight: bucketWeight, Actions: acts})
+		g.Buckets = append(g.Buckets, binding.Bucket{Weight: bucketWeight, Actions: acts})
 	}
 	return g
 }
@@ -531,9 +531,9 @@ func (b *flowBuilder) serviceGroup(cmd openflow.GroupModCommand, groupID uint32,
 // endpointFlow is the EndpointDNAT flow of one endpoint, the DNAT commit;
 // with hairpin, the one at higher priority for a local endpoint being its
 // own client, which also marks the connection hairpin.
-func (b *flowBuilder) endpointFlow(k endpointKey, hairpin bool) *openflow.Flow {
-	match := func(m *openflow.Match) {
-		m.EthType(openflow.EthTypeIPv4).IPProto(k.Protocol)
+func (b *flowBuilder) endpointFlow(k endpointKey, hairpin bool) *binding.Flow {
+	match := func(m *binding.Match) {
+		m.EthType(binding.EthTypeIPv4).IPProto(k.Protocol)
 		matchField(m, EndpointIPField, ip4Uint(k.IP))
 		matchField(m, EndpointPortField, uint64(k.Port))
 		matchField(m, EndpointSelectedField, 1)
@@ -541,15 +541,15 @@ func (b *flowBuilder) endpointFlow(k endpointKey, hairpin bool) *openflow.Flow {
 			m.IPSrc(k.IP)
 		}
 	}
-	nat := []openflow.Action{&openflow.NAT{Dst: true, MinAddr: k.IP, MinPort: k.Port}, load(ServiceCTMark, 1)}
-	acts := []openflow.Action{load(RewriteMACField, 1)}
+	nat := []binding.Action{&binding.NAT{Dst: true, MinAddr: k.IP, MinPort: k.Port}, load(ServiceCTMark, 1)}
+	acts := []binding.Action{load(RewriteMACField, 1)}
 	prio := uint16(priorityNormal)
 	if hairpin {
 		nat = append(nat, load(HairpinCTMark, 1))
 		acts = append(acts, load(HairpinField, 1))
 		prio = priorityHigh
 	}
-	acts = append(acts, &openflow.CT{Commit: true, Zone: CtZone, Table: b.p.Table(EndpointDNATTable).Next().ID, Actions: nat})
+	acts = append(acts, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(EndpointDNATTable).Next().ID, Actions: nat})
 	return b.serviceFlow(EndpointDNATTable, prio, match, acts...)
 }
 
@@ -587,7 +587,7 @@ func (c *Client) UninstallService(ctx context.Context, name string) error {
 
 // serviceMsgs computes the messages from the installed state of Service name
 // to want, and the commit recording want. c.mu is held.
-func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message, func(), error) {
+func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message, func(), error) {
 	st := &c.svc
 	have := st.services[name]
 	norm := ServiceState{}
@@ -607,7 +607,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 		norm[p] = ps
 	}
 	refs := map[endpointKey]endpointUse{} // change of each endpoint's use
-	var groupMods, flowAdds, flowDels, groupDels, learnDels []openflow.Message
+	var groupMods, flowAdds, flowDels, groupDels, learnDels []binding.Message
 	newPorts := map[ServicePort]*installedPort{}
 	adopted := map[ServicePort]bool{}
 	lastGroup := st.lastGroup
@@ -627,7 +627,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 		}
 		if old == nil {
 			lastGroup++
-			g := c.b.serviceGroup(openflow.GroupAdd, lastGroup, ps)
+			g := c.b.serviceGroup(binding.GroupAdd, lastGroup, ps)
 			digest := groupDigest(g)
 			flows := c.portFlows(p, lastGroup, digest, ps)
 			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, state: ps, digest: digest, flows: flows}
@@ -639,7 +639,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 			flowAdds = append(flowAdds, addMods(flows)...)
 			continue
 		}
-		g := c.b.serviceGroup(openflow.GroupModify, old.groupID, ps)
+		g := c.b.serviceGroup(binding.GroupModify, old.groupID, ps)
 		digest := groupDigest(g)
 		if !bytes.Equal(digest, old.digest) {
 			gm, err := groupMsgs(g)
@@ -663,14 +663,14 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 		}
 		old := st.ports[p]
 		for _, f := range old.flows {
-			flowDels = append(flowDels, openflow.DeleteFlowStrict(f))
+			flowDels = append(flowDels, binding.DeleteFlowStrict(f))
 		}
 		if on, _, _ := c.affinityOf(old.flows); on {
 			learnDels = append(learnDels, c.b.deleteLearned(p, nil))
 		}
-		groupDels = append(groupDels, c.b.serviceGroup(openflow.GroupDelete, old.groupID, PortState{}))
+		groupDels = append(groupDels, c.b.serviceGroup(binding.GroupDelete, old.groupID, PortState{}))
 	}
-	var epAdds, epDels []openflow.Message
+	var epAdds, epDels []binding.Message
 	var adoptedFlows []string
 	for _, k := range sortedEndpointKeys(refs) {
 		before := st.endpoints[k]
@@ -688,14 +688,14 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 						continue // left by the previous run as it is
 					}
 				}
-				epAdds = append(epAdds, openflow.AddFlow(ef))
+				epAdds = append(epAdds, binding.AddFlow(ef))
 			case f.before > 0 && f.after == 0:
-				epDels = append(epDels, openflow.DeleteFlowStrict(c.b.endpointFlow(k, f.hairpin)))
+				epDels = append(epDels, binding.DeleteFlowStrict(c.b.endpointFlow(k, f.hairpin)))
 			}
 		}
 	}
-	var msgs []openflow.Message
-	for _, part := range [][]openflow.Message{epAdds, groupMods, flowAdds, flowDels, groupDels, learnDels, epDels} {
+	var msgs []binding.Message
+	for _, part := range [][]binding.Message{epAdds, groupMods, flowAdds, flowDels, groupDels, learnDels, epDels} {
 		msgs = append(msgs, part...)
 	}
 	commit := func() {
@@ -732,12 +732,12 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]openflow.Message
 // group larger than an OpenFlow message (about 700 endpoints without
 // affinity) the add or modify with the first buckets and insert-bucket
 // messages with the others, which the bundle applies at once.
-func groupMsgs(g *openflow.GroupMod) ([]openflow.Message, error) {
-	parts, err := g.Split(openflow.MaxGroupModLen)
+func groupMsgs(g *binding.GroupMod) ([]binding.Message, error) {
+	parts, err := g.Split(binding.MaxGroupModLen)
 	if err != nil {
 		return nil, err
 	}
-	msgs := make([]openflow.Message, len(parts))
+	msgs := make([]binding.Message, len(parts))
 	for i, p := range parts {
 		msgs[i] = p
 	}
@@ -751,8 +751,8 @@ func ip4Addr(v uint32) netip.Addr {
 // portFlows are the flows of one port: its ServiceLB flow and, with
 // affinity, its lookup and exact-lookup flows and one learn flow per
 // endpoint.
-func (c *Client) portFlows(p ServicePort, groupID uint32, digest []byte, ps PortState) []*openflow.Flow {
-	flows := []*openflow.Flow{c.b.serviceLBFlow(p, groupID, digest)}
+func (c *Client) portFlows(p ServicePort, groupID uint32, digest []byte, ps PortState) []*binding.Flow {
+	flows := []*binding.Flow{c.b.serviceLBFlow(p, groupID, digest)}
 	if ps.AffinityTimeout > 0 {
 		flows = append(flows, c.b.affinityLookupFlow(p), c.b.affinityExactFlow(p))
 		idle := c.affinityIdle(ps)
@@ -768,7 +768,7 @@ func (c *Client) portFlows(p ServicePort, groupID uint32, digest []byte, ps Port
 // those it has in another form (a modify keeps the flow's counters and
 // age), and the strict deletes of the flows of before that after has no
 // flow at the same place for.
-func diffFlows(before, after []*openflow.Flow) (adds, dels []openflow.Message) {
+func diffFlows(before, after []*binding.Flow) (adds, dels []binding.Message) {
 	had := make(map[string]string, len(before))
 	for _, f := range before {
 		had[f.MatchKey()] = f.String()
@@ -778,14 +778,14 @@ func diffFlows(before, after []*openflow.Flow) (adds, dels []openflow.Message) {
 		keep[f.MatchKey()] = true
 		switch old, ok := had[f.MatchKey()]; {
 		case !ok:
-			adds = append(adds, openflow.AddFlow(f))
+			adds = append(adds, binding.AddFlow(f))
 		case old != f.String():
-			adds = append(adds, openflow.ModifyFlowStrict(f))
+			adds = append(adds, binding.ModifyFlowStrict(f))
 		}
 	}
 	for _, f := range before {
 		if !keep[f.MatchKey()] {
-			dels = append(dels, openflow.DeleteFlowStrict(f))
+			dels = append(dels, binding.DeleteFlowStrict(f))
 		}
 	}
 	return adds, dels
@@ -845,8 +845,8 @@ func sortedEndpointKeys(m map[endpointKey]endpointUse) []endpointKey {
 }
 
 // serviceFlows lists the installed Service flows (for replay and Flows). c.mu is held.
-func (c *Client) serviceFlows() []*openflow.Flow {
-	var out []*openflow.Flow
+func (c *Client) serviceFlows() []*binding.Flow {
+	var out []*binding.Flow
 	for _, ip := range c.svc.ports {
 		out = append(out, ip.flows...)
 	}
@@ -860,16 +860,16 @@ func (c *Client) serviceFlows() []*openflow.Flow {
 }
 
 // Groups returns the installed groups as group-add messages, by group id.
-func (c *Client) Groups() []*openflow.GroupMod {
+func (c *Client) Groups() []*binding.GroupMod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.serviceGroups()
 }
 
-func (c *Client) serviceGroups() []*openflow.GroupMod {
-	out := make([]*openflow.GroupMod, 0, len(c.svc.ports))
+func (c *Client) serviceGroups() []*binding.GroupMod {
+	out := make([]*binding.GroupMod, 0, len(c.svc.ports))
 	for _, ip := range c.svc.ports {
-		out = append(out, c.b.serviceGroup(openflow.GroupAdd, ip.groupID, ip.state))
+		out = append(out, c.b.serviceGroup(binding.GroupAdd, ip.groupID, ip.state))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GroupID < out[j].GroupID })
 	return out
@@ -877,7 +877,7 @@ func (c *Client) serviceGroups() []*openflow.GroupMod {
 
 // groupStrings prints groups as `ovs-ofctl -O OpenFlow15 dump-groups` does,
 // one line each.
-func groupStrings(groups []*openflow.GroupMod) []string {
+func groupStrings(groups []*binding.GroupMod) []string {
 	out := make([]string, 0, len(groups))
 	for _, g := range groups {
 		out = append(out, g.String())

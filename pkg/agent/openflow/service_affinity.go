@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // Session affinity. A port with ClientIP affinity has a lookup flow in
@@ -47,7 +47,7 @@ const (
 const cookieServiceTag uint64 = 0x5ec1 << 48
 
 // serviceFlow is a flow of a Service port or endpoint: cookieServiceTag.
-func (b *flowBuilder) serviceFlow(t *TableSpec, priority uint16, match func(*openflow.Match), actions ...openflow.Action) *openflow.Flow {
+func (b *flowBuilder) serviceFlow(t *TableSpec, priority uint16, match func(*binding.Match), actions ...binding.Action) *binding.Flow {
 	f := b.flow(t, priority, match, actions...)
 	f.Cookie = cookieServiceTag
 	return f
@@ -80,35 +80,35 @@ func (c *Client) SetMaxSwitchTimeout(seconds uint32) {
 	c.svc.maxSwitchTimeout = min(seconds, DefaultMaxSwitchTimeout)
 }
 
-func l4DstField(proto uint8) openflow.Field {
+func l4DstField(proto uint8) binding.Field {
 	switch proto {
-	case openflow.IPProtoUDP:
-		return openflow.FieldUDPDst
-	case openflow.IPProtoSCTP:
-		return openflow.FieldSCTPDst
+	case binding.IPProtoUDP:
+		return binding.FieldUDPDst
+	case binding.IPProtoSCTP:
+		return binding.FieldSCTPDst
 	}
-	return openflow.FieldTCPDst
+	return binding.FieldTCPDst
 }
 
 // affinityLearnFlow is the learn flow of one endpoint of an affinity port,
 // which the endpoint's bucket resubmits to: the flow it learns matches later
 // lookups (reg4[18]) of the same client, Service address, protocol and
 // port, and loads the endpoint; then the packet goes on to EndpointDNAT.
-func (b *flowBuilder) affinityLearnFlow(p ServicePort, e Endpoint, idle uint16) *openflow.Flow {
+func (b *flowBuilder) affinityLearnFlow(p ServicePort, e Endpoint, idle uint16) *binding.Flow {
 	l4 := l4DstField(p.Protocol).All()
-	learn := &openflow.Learn{Table: b.p.Table(SessionAffinityTable).ID, IdleTimeout: idle, Priority: priorityNormal, Cookie: affinityCookie(e),
-		Specs: []openflow.LearnSpec{
-			{Kind: openflow.LearnMatch, Immediate: true, Value: openflow.U64(uint64(openflow.EthTypeIPv4)), Dst: openflow.FieldEthType.All()},
-			{Kind: openflow.LearnMatch, Immediate: true, Value: openflow.U64(uint64(p.Protocol)), Dst: openflow.FieldIPProto.All()},
-			{Kind: openflow.LearnMatch, Immediate: true, Value: openflow.U64(1), Dst: AffinityLookupField},
-			{Kind: openflow.LearnMatch, Src: openflow.FieldIPv4Src.All(), Dst: openflow.FieldIPv4Src.All()},
-			{Kind: openflow.LearnMatch, Src: openflow.FieldIPv4Dst.All(), Dst: openflow.FieldIPv4Dst.All()},
-			{Kind: openflow.LearnMatch, Src: l4, Dst: l4},
-			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(ip4Uint(e.IP)), Dst: EndpointIPField},
-			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(uint64(e.Port)), Dst: EndpointPortField},
-			{Kind: openflow.LearnLoad, Immediate: true, Value: openflow.U64(1), Dst: EndpointSelectedField},
+	learn := &binding.Learn{Table: b.p.Table(SessionAffinityTable).ID, IdleTimeout: idle, Priority: priorityNormal, Cookie: affinityCookie(e),
+		Specs: []binding.LearnSpec{
+			{Kind: binding.LearnMatch, Immediate: true, Value: binding.U64(uint64(binding.EthTypeIPv4)), Dst: binding.FieldEthType.All()},
+			{Kind: binding.LearnMatch, Immediate: true, Value: binding.U64(uint64(p.Protocol)), Dst: binding.FieldIPProto.All()},
+			{Kind: binding.LearnMatch, Immediate: true, Value: binding.U64(1), Dst: AffinityLookupField},
+			{Kind: binding.LearnMatch, Src: binding.FieldIPv4Src.All(), Dst: binding.FieldIPv4Src.All()},
+			{Kind: binding.LearnMatch, Src: binding.FieldIPv4Dst.All(), Dst: binding.FieldIPv4Dst.All()},
+			{Kind: binding.LearnMatch, Src: l4, Dst: l4},
+			{Kind: binding.LearnLoad, Immediate: true, Value: binding.U64(ip4Uint(e.IP)), Dst: EndpointIPField},
+			{Kind: binding.LearnLoad, Immediate: true, Value: binding.U64(uint64(e.Port)), Dst: EndpointPortField},
+			{Kind: binding.LearnLoad, Immediate: true, Value: binding.U64(1), Dst: EndpointSelectedField},
 		}}
-	return b.serviceFlow(SessionAffinityTable, p.priority(priorityHigh), func(m *openflow.Match) {
+	return b.serviceFlow(SessionAffinityTable, p.priority(priorityHigh), func(m *binding.Match) {
 		b.matchServicePort(m, p)
 		matchField(m, EndpointIPField, ip4Uint(e.IP))
 		matchField(m, EndpointPortField, uint64(e.Port))
@@ -117,12 +117,12 @@ func (b *flowBuilder) affinityLearnFlow(p ServicePort, e Endpoint, idle uint16) 
 }
 
 // affinityLookupFlow starts the affinity lookup of a port's new connections.
-func (b *flowBuilder) affinityLookupFlow(p ServicePort) *openflow.Flow {
-	return b.serviceFlow(SessionAffinityTable, p.priority(priorityHigh), func(m *openflow.Match) {
+func (b *flowBuilder) affinityLookupFlow(p ServicePort) *binding.Flow {
+	return b.serviceFlow(SessionAffinityTable, p.priority(priorityHigh), func(m *binding.Match) {
 		b.matchServicePort(m, p)
-		m.CTState(openflow.CTStateNew|openflow.CTStateTrk, openflow.CTStateNew|openflow.CTStateTrk)
+		m.CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
 		matchField(m, AffinityLookupField, 0)
-	}, load(AffinityLookupField, 1), openflow.ResubmitToTable(b.p.Table(SessionAffinityTable).ID), b.next(SessionAffinityTable))
+	}, load(AffinityLookupField, 1), binding.ResubmitToTable(b.p.Table(SessionAffinityTable).ID), b.next(SessionAffinityTable))
 }
 
 // affinityExactFlow makes every new connection to an affinity port look
@@ -142,12 +142,12 @@ func (b *flowBuilder) affinityLookupFlow(p ServicePort) *openflow.Flow {
 // would not do: Open vSwitch's ports trie un-wildcards only the bits that
 // tell a port from 0, and every ephemeral port has the top bit set.) The
 // cost is one upcall per new connection to an affinity port.
-func (b *flowBuilder) affinityExactFlow(p ServicePort) *openflow.Flow {
-	return b.serviceFlow(SessionAffinityTable, p.priority(priorityAffinityExact), func(m *openflow.Match) {
+func (b *flowBuilder) affinityExactFlow(p ServicePort) *binding.Flow {
+	return b.serviceFlow(SessionAffinityTable, p.priority(priorityAffinityExact), func(m *binding.Match) {
 		b.matchServicePort(m, p)
-		m.CTState(openflow.CTStateTrk, openflow.CTStateTrk|openflow.CTStateInv) // ct_tp_src's prerequisite
-		m.Set(openflow.FieldCTNwProto, openflow.U64(uint64(p.Protocol)))
-		m.Set(openflow.FieldCTTpSrc, openflow.U64(0))
+		m.CTState(binding.CTStateTrk, binding.CTStateTrk|binding.CTStateInv) // ct_tp_src's prerequisite
+		m.Set(binding.FieldCTNwProto, binding.U64(uint64(p.Protocol)))
+		m.Set(binding.FieldCTTpSrc, binding.U64(0))
 		matchField(m, AffinityLookupField, 1)
 	})
 }
@@ -158,8 +158,8 @@ const priorityAffinityExact = 230
 
 // deleteLearned deletes the flows a port learned: all of them, or only
 // those of one endpoint.
-func (b *flowBuilder) deleteLearned(p ServicePort, e *Endpoint) *openflow.FlowMod {
-	fm := &openflow.FlowMod{Command: openflow.FlowDelete, Flow: openflow.Flow{Table: b.p.Table(SessionAffinityTable).ID, Cookie: cookieAffinityTag},
+func (b *flowBuilder) deleteLearned(p ServicePort, e *Endpoint) *binding.FlowMod {
+	fm := &binding.FlowMod{Command: binding.FlowDelete, Flow: binding.Flow{Table: b.p.Table(SessionAffinityTable).ID, Cookie: cookieAffinityTag},
 		CookieMask: cookieTagMask}
 	b.matchVIP(&fm.Flow.Match, p) // learned flows match the address, whoever the client
 	if e != nil {
@@ -174,15 +174,15 @@ func (b *flowBuilder) deleteLearned(p ServicePort, e *Endpoint) *openflow.FlowMo
 // otherwise (its clients are balanced again). What the port had is read from
 // its flows as installed, so it also works for a port an earlier agent run
 // left (whose state this run does not know).
-func (c *Client) learnedToDelete(p ServicePort, old *installedPort, ps PortState) []openflow.Message {
+func (c *Client) learnedToDelete(p ServicePort, old *installedPort, ps PortState) []binding.Message {
 	wasOn, wasIdle, wasEndpoints := c.affinityOf(old.flows)
 	if !wasOn {
 		return nil
 	}
 	if ps.AffinityTimeout == 0 || wasIdle != c.affinityIdle(ps) {
-		return []openflow.Message{c.b.deleteLearned(p, nil)}
+		return []binding.Message{c.b.deleteLearned(p, nil)}
 	}
-	var out []openflow.Message
+	var out []binding.Message
 	for _, e := range wasEndpoints {
 		gone := true
 		for _, n := range ps.Endpoints {
@@ -200,7 +200,7 @@ func (c *Client) learnedToDelete(p ServicePort, old *installedPort, ps PortState
 
 // affinityOf reads a port's affinity from its flows: whether it has a
 // lookup flow, the idle timeout its learn flows give, and their endpoints.
-func (c *Client) affinityOf(flows []*openflow.Flow) (on bool, idle uint16, eps []Endpoint) {
+func (c *Client) affinityOf(flows []*binding.Flow) (on bool, idle uint16, eps []Endpoint) {
 	sa := c.p.Table(SessionAffinityTable).ID
 	for _, f := range flows {
 		if f.Table != sa {
@@ -208,7 +208,7 @@ func (c *Client) affinityOf(flows []*openflow.Flow) (on bool, idle uint16, eps [
 		}
 		for _, a := range f.Actions {
 			switch a := a.(type) {
-			case *openflow.Learn:
+			case *binding.Learn:
 				idle = a.IdleTimeout
 				var e Endpoint
 				if v, ok := f.Match.Get(EndpointIPField.Field); ok {
@@ -218,7 +218,7 @@ func (c *Client) affinityOf(flows []*openflow.Flow) (on bool, idle uint16, eps [
 					e.Port = uint16(v.Value.Lo >> EndpointPortField.Start)
 				}
 				eps = append(eps, e)
-			case *openflow.Resubmit:
+			case *binding.Resubmit:
 				on = true
 			}
 		}
@@ -226,9 +226,9 @@ func (c *Client) affinityOf(flows []*openflow.Flow) (on bool, idle uint16, eps [
 	return on, idle, eps
 }
 
-// flowDumper reads flows with their counters (an *openflow.Client).
+// flowDumper reads flows with their counters (a *binding.Client).
 type flowDumper interface {
-	DumpFlows(ctx context.Context, table uint8, cookie, cookieMask uint64) ([]openflow.FlowStats, error)
+	DumpFlows(ctx context.Context, table uint8, cookie, cookieMask uint64) ([]binding.FlowStats, error)
 }
 
 // AgeSessionAffinity expires the learned affinity flows that the switch
@@ -258,7 +258,7 @@ func (c *Client) AgeSessionAffinity(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("age session affinity: %w", err)
 	}
-	var dels []openflow.Message
+	var dels []binding.Message
 	for i := range stats {
 		fs := &stats[i]
 		timeout, ok := long[learnedPort(&fs.Match)]
@@ -266,7 +266,7 @@ func (c *Client) AgeSessionAffinity(ctx context.Context) (int, error) {
 			continue
 		}
 		f := fs.Flow
-		dels = append(dels, openflow.DeleteFlowStrict(&f))
+		dels = append(dels, binding.DeleteFlowStrict(&f))
 	}
 	if err := c.write(ctx, "expired session affinity", dels); err != nil {
 		return 0, err
@@ -278,12 +278,12 @@ func (c *Client) AgeSessionAffinity(ctx context.Context) (int, error) {
 }
 
 // learnedPort is the Service port a learned affinity flow matches.
-func learnedPort(m *openflow.Match) ServicePort {
+func learnedPort(m *binding.Match) ServicePort {
 	var p ServicePort
-	if v, ok := m.Get(openflow.FieldIPv4Dst); ok {
+	if v, ok := m.Get(binding.FieldIPv4Dst); ok {
 		p.IP = ip4Addr(uint32(v.Value.Lo))
 	}
-	if v, ok := m.Get(openflow.FieldIPProto); ok {
+	if v, ok := m.Get(binding.FieldIPProto); ok {
 		p.Protocol = uint8(v.Value.Lo)
 	}
 	if v, ok := m.Get(l4DstField(p.Protocol)); ok {

@@ -18,7 +18,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // inNetNS runs f with the calling goroutine's thread in the named netns;
@@ -354,13 +354,13 @@ func ipReceived(t *testing.T, p *testPod) int {
 // countingBridge counts the messages of the bundles it passes on to the
 // switch's client (whose other calls it leaves alone).
 type countingBridge struct {
-	*openflow.Client
+	*binding.Client
 	mu       sync.Mutex
 	bundles  int
 	messages map[string]int // by kind: "group add", "insert bucket", "flow add", ...
 }
 
-func (c *countingBridge) Bundle(ctx context.Context, msgs ...openflow.Message) error {
+func (c *countingBridge) Bundle(ctx context.Context, msgs ...binding.Message) error {
 	c.mu.Lock()
 	c.bundles++
 	for _, m := range msgs {
@@ -370,12 +370,12 @@ func (c *countingBridge) Bundle(ctx context.Context, msgs ...openflow.Message) e
 	return c.Client.Bundle(ctx, msgs...)
 }
 
-func messageKind(m openflow.Message) string {
+func messageKind(m binding.Message) string {
 	switch m := m.(type) {
-	case *openflow.GroupMod:
-		return map[openflow.GroupModCommand]string{openflow.GroupAdd: "group add", openflow.GroupModify: "group modify",
-			openflow.GroupDelete: "group delete", openflow.GroupInsertBucket: "insert bucket"}[m.Command]
-	case *openflow.FlowMod:
+	case *binding.GroupMod:
+		return map[binding.GroupModCommand]string{binding.GroupAdd: "group add", binding.GroupModify: "group modify",
+			binding.GroupDelete: "group delete", binding.GroupInsertBucket: "insert bucket"}[m.Command]
+	case *binding.FlowMod:
 		return "flow " + strings.ToLower(m.Command.String())
 	}
 	return fmt.Sprintf("%T", m)
@@ -428,7 +428,7 @@ func TestA2000EndpointServiceOnRealOVS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	br.SetReplay(func(ctx context.Context, conn *openflow.Conn) error { return c.Replay(ctx, conn) })
+	br.SetReplay(func(ctx context.Context, conn *binding.Conn) error { return c.Replay(ctx, conn) })
 	ctx := context.Background()
 	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
 	if err := c.Initialize(ctx, &NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,

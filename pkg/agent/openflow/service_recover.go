@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // Agent restart. The groups and flows of Services outlive the agent: they
@@ -29,18 +29,18 @@ import (
 // recoveredServices is what an earlier run left and no Service adopted yet.
 type recoveredServices struct {
 	ports     map[ServicePort]*recoveredPort
-	endpoints map[string]*openflow.Flow // EndpointDNAT flows, by MatchKey
+	endpoints map[string]*binding.Flow // EndpointDNAT flows, by MatchKey
 }
 
 func newRecoveredServices() recoveredServices {
-	return recoveredServices{ports: map[ServicePort]*recoveredPort{}, endpoints: map[string]*openflow.Flow{}}
+	return recoveredServices{ports: map[ServicePort]*recoveredPort{}, endpoints: map[string]*binding.Flow{}}
 }
 
 // recoveredPort is a port an earlier run left: its group and its flows.
 type recoveredPort struct {
 	groupID uint32
 	digest  []byte
-	flows   []*openflow.Flow
+	flows   []*binding.Flow
 }
 
 // asInstalled is the port as the client records an installed one, with an
@@ -49,10 +49,10 @@ func (r *recoveredPort) asInstalled() *installedPort {
 	return &installedPort{groupID: r.groupID, digest: r.digest, flows: r.flows}
 }
 
-// switchReader reads the switch's flows and groups (an *openflow.Client).
+// switchReader reads the switch's flows and groups (a *binding.Client).
 type switchReader interface {
 	flowDumper
-	GroupStats(ctx context.Context, group uint32) ([]openflow.GroupStats, error)
+	GroupStats(ctx context.Context, group uint32) ([]binding.GroupStats, error)
 }
 
 // RecoverServices reads the Service groups and flows the switch holds from
@@ -71,13 +71,13 @@ func (c *Client) RecoverServices(ctx context.Context) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("recover services: the bridge cannot be read")
 	}
-	stats, err := r.DumpFlows(ctx, openflow.TableAll, cookieServiceTag, cookieTagMask)
+	stats, err := r.DumpFlows(ctx, binding.TableAll, cookieServiceTag, cookieTagMask)
 	if err != nil {
 		return 0, fmt.Errorf("recover services: %w", err)
 	}
 	rec := newRecoveredServices()
 	lb, dnat, sa := c.p.Table(ServiceLBTable).ID, c.p.Table(EndpointDNATTable).ID, c.p.Table(SessionAffinityTable).ID
-	var others []*openflow.Flow
+	var others []*binding.Flow
 	var lastGroup uint32
 	for i := range stats {
 		f := stats[i].Flow
@@ -88,7 +88,7 @@ func (c *Client) RecoverServices(ctx context.Context) (int, error) {
 				others = append(others, &f)
 				continue
 			}
-			rec.ports[p] = &recoveredPort{groupID: groupID, digest: digest, flows: []*openflow.Flow{&f}}
+			rec.ports[p] = &recoveredPort{groupID: groupID, digest: digest, flows: []*binding.Flow{&f}}
 			lastGroup = max(lastGroup, groupID)
 		case dnat:
 			rec.endpoints[f.MatchKey()] = &f
@@ -99,18 +99,18 @@ func (c *Client) RecoverServices(ctx context.Context) (int, error) {
 		}
 	}
 	// SessionAffinity flows belong to the port their match names.
-	var stray []openflow.Message
+	var stray []binding.Message
 	for _, f := range others {
 		p := c.flowPort(f)
 		if port := rec.ports[p]; port != nil && f.Table == sa {
 			port.flows = append(port.flows, f)
 			continue
 		}
-		stray = append(stray, openflow.DeleteFlowStrict(f))
+		stray = append(stray, binding.DeleteFlowStrict(f))
 	}
 	if len(rec.ports) == 0 {
 		// Nothing of an earlier run to keep: its groups, if any, are stale.
-		stray = append(stray, &openflow.GroupMod{Command: openflow.GroupDelete, GroupID: openflow.GroupIDAll})
+		stray = append(stray, &binding.GroupMod{Command: binding.GroupDelete, GroupID: binding.GroupIDAll})
 	}
 	if err := c.write(ctx, "stray service flows", stray); err != nil {
 		return 0, err
@@ -123,12 +123,12 @@ func (c *Client) RecoverServices(ctx context.Context) (int, error) {
 
 // parseLBFlow reads a ServiceLB flow of a port: the port, its group and
 // the digest of the group's content.
-func (c *Client) parseLBFlow(f *openflow.Flow) (p ServicePort, groupID uint32, digest []byte, ok bool) {
+func (c *Client) parseLBFlow(f *binding.Flow) (p ServicePort, groupID uint32, digest []byte, ok bool) {
 	for _, a := range f.Actions {
 		switch a := a.(type) {
-		case *openflow.Group:
+		case *binding.Group:
 			groupID = a.ID
-		case *openflow.Note:
+		case *binding.Note:
 			digest = append([]byte(nil), a.Data...)
 			if len(digest) > digestLen {
 				digest = digest[:digestLen]
@@ -142,13 +142,13 @@ func (c *Client) parseLBFlow(f *openflow.Flow) (p ServicePort, groupID uint32, d
 }
 
 // flowPort is the Service port a port's flow matches.
-func (c *Client) flowPort(f *openflow.Flow) ServicePort {
+func (c *Client) flowPort(f *binding.Flow) ServicePort {
 	p := learnedPort(&f.Match)
 	if v, ok := f.Match.Get(FromOutsideField.Field); ok {
 		// reg0[11] (FromOutsideField), or reg0[0..3] = FromGateway, which
 		// selected outside traffic before the node path marked it apart.
 		if v.Mask.Lo>>FromOutsideField.Start&1 == 1 && v.Value.Lo>>FromOutsideField.Start&1 == 1 ||
-			v.Mask.Lo>>PktSourceField.Start&0xf == 0xf && v.Value.Lo>>PktSourceField.Start&0xf == FromGateway {
+			v.Mask.Lo>>PktSourceField.Start&0xf == 0xf && PktSource(v.Value.Lo>>PktSourceField.Start&0xf) == FromGateway {
 			p.External = true
 		}
 	}
@@ -165,7 +165,7 @@ func (c *Client) FinishServiceRecovery(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec := c.svc.recovered
-	var flowDels, learnDels, groupDels, epDels []openflow.Message
+	var flowDels, learnDels, groupDels, epDels []binding.Message
 	ports := make([]ServicePort, 0, len(rec.ports))
 	for p := range rec.ports {
 		ports = append(ports, p)
@@ -174,18 +174,18 @@ func (c *Client) FinishServiceRecovery(ctx context.Context) error {
 	for _, p := range ports {
 		rp := rec.ports[p]
 		for _, f := range rp.flows {
-			flowDels = append(flowDels, openflow.DeleteFlowStrict(f))
+			flowDels = append(flowDels, binding.DeleteFlowStrict(f))
 		}
 		if on, _, _ := c.affinityOf(rp.flows); on {
 			learnDels = append(learnDels, c.b.deleteLearned(p, nil))
 		}
-		groupDels = append(groupDels, &openflow.GroupMod{Command: openflow.GroupDelete, Type: openflow.GroupSelect, GroupID: rp.groupID})
+		groupDels = append(groupDels, &binding.GroupMod{Command: binding.GroupDelete, Type: binding.GroupSelect, GroupID: rp.groupID})
 	}
 	for _, f := range rec.endpoints {
-		epDels = append(epDels, openflow.DeleteFlowStrict(f))
+		epDels = append(epDels, binding.DeleteFlowStrict(f))
 	}
-	var msgs []openflow.Message
-	for _, part := range [][]openflow.Message{flowDels, groupDels, learnDels, epDels} {
+	var msgs []binding.Message
+	for _, part := range [][]binding.Message{flowDels, groupDels, learnDels, epDels} {
 		msgs = append(msgs, part...)
 	}
 	if err := c.write(ctx, "services deleted while the agent was down", msgs); err != nil {
@@ -201,7 +201,7 @@ func (c *Client) FinishServiceRecovery(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	groups, err := r.GroupStats(ctx, openflow.GroupIDAll)
+	groups, err := r.GroupStats(ctx, binding.GroupIDAll)
 	if err != nil {
 		klog.InfoS("Cannot list groups to delete the unused ones", "err", err)
 		return nil
@@ -210,10 +210,10 @@ func (c *Client) FinishServiceRecovery(ctx context.Context) error {
 	for _, ip := range c.svc.ports {
 		used[ip.groupID] = true
 	}
-	var unused []openflow.Message
+	var unused []binding.Message
 	for _, g := range groups {
 		if !used[g.GroupID] {
-			unused = append(unused, &openflow.GroupMod{Command: openflow.GroupDelete, Type: openflow.GroupSelect, GroupID: g.GroupID})
+			unused = append(unused, &binding.GroupMod{Command: binding.GroupDelete, Type: binding.GroupSelect, GroupID: g.GroupID})
 		}
 	}
 	if err := c.write(ctx, "unused groups", unused); err != nil {

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // groupBridge is recordingBridge with groups: it applies group mods as OVS
@@ -19,43 +19,43 @@ import (
 type groupBridge struct {
 	*recordingBridge
 	mu      sync.Mutex
-	groups  map[uint32]*openflow.GroupMod
-	written [][]openflow.Message
+	groups  map[uint32]*binding.GroupMod
+	written [][]binding.Message
 }
 
 func newGroupBridge() *groupBridge {
-	return &groupBridge{recordingBridge: newRecordingBridge(), groups: map[uint32]*openflow.GroupMod{}}
+	return &groupBridge{recordingBridge: newRecordingBridge(), groups: map[uint32]*binding.GroupMod{}}
 }
 
-func (g *groupBridge) Bundle(ctx context.Context, msgs ...openflow.Message) error {
+func (g *groupBridge) Bundle(ctx context.Context, msgs ...binding.Message) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	groups := map[uint32]*openflow.GroupMod{}
+	groups := map[uint32]*binding.GroupMod{}
 	for id, gm := range g.groups {
 		groups[id] = gm
 	}
-	var flows []openflow.Message
+	var flows []binding.Message
 	for _, m := range msgs {
-		if fm, ok := m.(*openflow.FlowMod); ok && fm.Command == openflow.FlowModifyStrict {
-			m = openflow.AddFlow(&fm.Flow) // the same, to the flow map underneath
+		if fm, ok := m.(*binding.FlowMod); ok && fm.Command == binding.FlowModifyStrict {
+			m = binding.AddFlow(&fm.Flow) // the same, to the flow map underneath
 		}
-		gm, ok := m.(*openflow.GroupMod)
+		gm, ok := m.(*binding.GroupMod)
 		if !ok {
 			flows = append(flows, m)
 			continue
 		}
 		switch {
-		case gm.Command == openflow.GroupDelete && gm.GroupID == openflow.GroupIDAll:
-			groups = map[uint32]*openflow.GroupMod{}
-		case gm.Command == openflow.GroupAdd && groups[gm.GroupID] != nil:
+		case gm.Command == binding.GroupDelete && gm.GroupID == binding.GroupIDAll:
+			groups = map[uint32]*binding.GroupMod{}
+		case gm.Command == binding.GroupAdd && groups[gm.GroupID] != nil:
 			return fmt.Errorf("group %d exists", gm.GroupID)
-		case gm.Command != openflow.GroupAdd && groups[gm.GroupID] == nil:
+		case gm.Command != binding.GroupAdd && groups[gm.GroupID] == nil:
 			return fmt.Errorf("group %d unknown", gm.GroupID)
-		case gm.Command == openflow.GroupDelete:
+		case gm.Command == binding.GroupDelete:
 			delete(groups, gm.GroupID)
-		case gm.Command == openflow.GroupInsertBucket:
+		case gm.Command == binding.GroupInsertBucket:
 			g := *groups[gm.GroupID]
-			g.Buckets = append(append([]openflow.Bucket(nil), g.Buckets...), gm.Buckets...)
+			g.Buckets = append(append([]binding.Bucket(nil), g.Buckets...), gm.Buckets...)
 			groups[gm.GroupID] = &g
 		default:
 			groups[gm.GroupID] = gm
@@ -76,7 +76,7 @@ func (g *groupBridge) groupStrings() []string {
 	var out []string
 	for _, gm := range g.groups {
 		a := *gm
-		a.Command = openflow.GroupAdd
+		a.Command = binding.GroupAdd
 		out = append(out, a.String())
 	}
 	sort.Strings(out)
@@ -95,15 +95,15 @@ func (g *groupBridge) last() []string {
 	var out []string
 	for _, m := range g.written[len(g.written)-1] {
 		switch m := m.(type) {
-		case *openflow.FlowMod:
-			if m.Command == openflow.FlowDelete {
+		case *binding.FlowMod:
+			if m.Command == binding.FlowDelete {
 				out = append(out, m.String()) // DEL with its cookie mask
 				continue
 			}
-			verb := map[openflow.FlowModCommand]string{openflow.FlowAdd: "add", openflow.FlowDeleteStrict: "delete", openflow.FlowModifyStrict: "modify"}[m.Command]
+			verb := map[binding.FlowModCommand]string{binding.FlowAdd: "add", binding.FlowDeleteStrict: "delete", binding.FlowModifyStrict: "modify"}[m.Command]
 			out = append(out, verb+" "+m.Flow.String())
-		case *openflow.GroupMod:
-			verb := map[openflow.GroupModCommand]string{openflow.GroupAdd: "add", openflow.GroupModify: "modify", openflow.GroupDelete: "delete"}[m.Command]
+		case *binding.GroupMod:
+			verb := map[binding.GroupModCommand]string{binding.GroupAdd: "add", binding.GroupModify: "modify", binding.GroupDelete: "delete"}[m.Command]
 			out = append(out, verb+" "+m.String())
 		default:
 			out = append(out, fmt.Sprint(m))
@@ -164,7 +164,7 @@ func TestAServiceIsOneBundleOfGroupsAndFlows(t *testing.T) {
 		// it, which notes the digest of the group's content. Port flows
 		// carry no cookie round: an agent restart keeps them.
 		fmt.Sprintf("add group_id=1,type=select,bucket=bucket_id:0,weight:100,actions=set_field:0xa0a0103->reg3,set_field:0x1f90/0xffff->reg4,set_field:0x10000/0x10000->reg4,resubmit(,%d),bucket=bucket_id:1,weight:100,actions=set_field:0xa0a0203->reg3,set_field:0x1f90/0xffff->reg4,set_field:0x10000/0x10000->reg4,resubmit(,%d)", dnat, dnat),
-		fmt.Sprintf("add cookie=0x5ec1000000000000, table=%d, priority=200,ct_state=+new+trk,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=%s,group:1", lb, (&openflow.Note{Data: groupDigest(c.Groups()[0])}).String()),
+		fmt.Sprintf("add cookie=0x5ec1000000000000, table=%d, priority=200,ct_state=+new+trk,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=%s,group:1", lb, (&binding.Note{Data: groupDigest(c.Groups()[0])}).String()),
 	}
 	if got := br.last(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("the bundle should add the DNAT flows, the group and the ServiceLB flow, in that order\ngot:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -428,11 +428,11 @@ func TestSessionAffinityFlowsFollowThePort(t *testing.T) {
 // flows, as the switch would with their idle times.
 type dumpingBridge struct {
 	*groupBridge
-	learned []openflow.FlowStats
+	learned []binding.FlowStats
 }
 
-func (d *dumpingBridge) DumpFlows(_ context.Context, table uint8, cookie, mask uint64) ([]openflow.FlowStats, error) {
-	var out []openflow.FlowStats
+func (d *dumpingBridge) DumpFlows(_ context.Context, table uint8, cookie, mask uint64) ([]binding.FlowStats, error) {
+	var out []binding.FlowStats
 	for _, fs := range d.learned {
 		if fs.Table == table && fs.Cookie&mask == cookie&mask {
 			out = append(out, fs)
@@ -441,16 +441,16 @@ func (d *dumpingBridge) DumpFlows(_ context.Context, table uint8, cookie, mask u
 	return out, nil
 }
 
-func learnedFlow(c *Client, p ServicePort, client string, e Endpoint, idle uint32) openflow.FlowStats {
-	f := openflow.Flow{Table: c.p.Table(SessionAffinityTable).ID, Priority: priorityNormal, Cookie: affinityCookie(e)}
-	f.Match.EthType(openflow.EthTypeIPv4).IPProto(p.Protocol).IPSrc(netip.MustParseAddr(client)).IPDst(p.IP)
-	if p.Protocol == openflow.IPProtoUDP {
+func learnedFlow(c *Client, p ServicePort, client string, e Endpoint, idle uint32) binding.FlowStats {
+	f := binding.Flow{Table: c.p.Table(SessionAffinityTable).ID, Priority: priorityNormal, Cookie: affinityCookie(e)}
+	f.Match.EthType(binding.EthTypeIPv4).IPProto(p.Protocol).IPSrc(netip.MustParseAddr(client)).IPDst(p.IP)
+	if p.Protocol == binding.IPProtoUDP {
 		f.Match.UDPDst(p.Port)
 	} else {
 		f.Match.TCPDst(p.Port)
 	}
 	matchField(&f.Match, AffinityLookupField, 1)
-	return openflow.FlowStats{Flow: f, IdleSec: idle, HasIdle: true}
+	return binding.FlowStats{Flow: f, IdleSec: idle, HasIdle: true}
 }
 
 func TestTheAgentAgesAffinitiesLongerThanOpenFlowHolds(t *testing.T) {
@@ -470,7 +470,7 @@ func TestTheAgentAgesAffinitiesLongerThanOpenFlowHolds(t *testing.T) {
 	if err := c.InstallService(ctx, "default/hour", ServiceState{webUDP: {Endpoints: []Endpoint{ep1}, AffinityTimeout: 3600}}); err != nil {
 		t.Fatal(err)
 	}
-	br.learned = []openflow.FlowStats{
+	br.learned = []binding.FlowStats{
 		learnedFlow(c, day, "10.10.1.7", ep1, 86399),   // used 86399 s ago: kept
 		learnedFlow(c, day, "10.10.1.8", ep1, 86400),   // a day: expired
 		learnedFlow(c, webUDP, "10.10.1.9", ep1, 7200), // the switch's idle_timeout ages this port

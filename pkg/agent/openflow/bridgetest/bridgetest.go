@@ -28,7 +28,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"antrea.io/antrea/pkg/ovs/openflow"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
 
@@ -61,15 +61,15 @@ type Bridge struct {
 	NodeIP net.IP
 	PhyMAC net.HardwareAddr
 	// OF is the OpenFlow channel to br-int (with packet-ins enabled).
-	OF *openflow.Client
+	OF *binding.Client
 
 	mu     sync.Mutex
-	replay func(ctx context.Context, conn *openflow.Conn) error
+	replay func(ctx context.Context, conn *binding.Conn) error
 }
 
 // SetReplay sets what runs when the OpenFlow channel reconnects (after an
 // ovs-vswitchd restart): the agent's client replays its flows there.
-func (b *Bridge) SetReplay(f func(ctx context.Context, conn *openflow.Conn) error) {
+func (b *Bridge) SetReplay(f func(ctx context.Context, conn *binding.Conn) error) {
 	b.mu.Lock()
 	b.replay = f
 	b.mu.Unlock()
@@ -123,9 +123,9 @@ func NewNode(t testing.TB, o NodeOptions) *Bridge {
 		b.joinUnderlay(t, o.Underlay, o.NodeIP)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b.OF = openflow.NewClient(in.BridgeMgmt("br-int"), openflow.ClientOptions{
-		Conn: openflow.Options{AsyncMessages: true},
-		OnConnect: func(ctx context.Context, conn *openflow.Conn, reconnect bool) error {
+	b.OF = binding.NewClient(in.BridgeMgmt("br-int"), binding.ClientOptions{
+		Conn: binding.Options{AsyncMessages: true},
+		OnConnect: func(ctx context.Context, conn *binding.Conn, reconnect bool) error {
 			b.mu.Lock()
 			replay := b.replay
 			b.mu.Unlock()
