@@ -51,11 +51,11 @@ set -e
 end=$(date +%s)
 
 # Every spec the focus selected: its state, its time, and why it failed or was skipped.
-jq -r --arg skipre "$SKIP" --arg reason "$SKIP_REASON" '
+jq -r --arg focus "$FOCUS" --arg skipre "$SKIP" --arg reason "$SKIP_REASON" '
   .[].SpecReports[]
   | select(.LeafNodeType == "It")
   | ((.ContainerHierarchyTexts // []) + [.LeafNodeText] | join(" ")) as $name
-  | select($name | test("Netpol|NetworkPolicy"))
+  | select($name | test($focus))
   | [ .State,
       ((.RunTime // 0) / 1e9 | floor | tostring) + "s",
       $name,

@@ -169,6 +169,42 @@ GO
   done
 }
 
+# build_coredns builds the cluster DNS server of the lab's kube-dns: CoreDNS
+# from the Go module proxy, linked with only the plugins a Kubernetes
+# cluster's Corefile (kubeadm's) uses, in CoreDNS's own plugin order
+# (core/dnsserver/zdirectives.go), which keeps the binary and its build small.
+COREDNS_VERSION=v1.15.0
+# Directive names; a plugin's package is plugin/<name> except prometheus's (plugin/metrics).
+COREDNS_PLUGINS=(reload ready health prometheus errors log loadbalance cache hosts kubernetes loop forward)
+build_coredns() {
+  local dir=$CACHE/coredns-$COREDNS_VERSION
+  if [ ! -x "$dir/coredns" ]; then
+    log "go build CoreDNS $COREDNS_VERSION (about 2 minutes the first time)"
+    local d=$BUILD/coredns p
+    mkdir -p "$d" "$dir"
+    (cd "$d" && rm -f go.mod go.sum && go mod init lab/coredns >/dev/null 2>&1)
+    {
+      echo "// Command coredns is CoreDNS $COREDNS_VERSION with the plugins of a Kubernetes cluster's Corefile."
+      echo "package main"
+      echo
+      echo "import ("
+      echo '	"github.com/coredns/coredns/core/dnsserver"'
+      echo '	"github.com/coredns/coredns/coremain"'
+      for p in "${COREDNS_PLUGINS[@]}"; do echo "	_ \"github.com/coredns/coredns/plugin/${p/#prometheus/metrics}\""; done
+      echo ")"
+      echo
+      printf 'func init() { dnsserver.Directives = []string{'
+      for p in "${COREDNS_PLUGINS[@]}"; do printf '"%s", ' "$p"; done
+      echo '} }'
+      echo
+      echo "func main() { coremain.Run() }"
+    } >"$d/main.go"
+    (cd "$d" && gofmt -w main.go && go get "github.com/coredns/coredns@$COREDNS_VERSION" >/dev/null 2>&1 && go mod tidy >/dev/null 2>&1 &&
+      nice go build -trimpath -ldflags "-s -w" -o "$dir/coredns.tmp" . && mv "$dir/coredns.tmp" "$dir/coredns")
+  fi
+  ln -sfn "$dir/coredns" "$BIN/coredns"
+}
+
 # build_node_runtime builds containerd, its runc shim, runc (cgo, seccomp:
 # kubelet asks for the RuntimeDefault profile) and crictl.
 build_node_runtime() {
@@ -306,12 +342,13 @@ case $what in
   apt) install_apt ;;
   kube) build_etcd; build_kube; link_kube ;;
   node) build_node_runtime; build_rootfs; link_node_runtime; build_agent_rootfs ;;
+  coredns) build_coredns ;;
   rootfs) build_rootfs ;;
   agent-rootfs) build_agent_rootfs ;;
   cni) install_cni ;;
   tools) install_tools ;;
   helm) install_helm ;;
-  all) install_apt; install_cni; install_tools; install_helm; build_etcd; build_kube; link_kube; build_node_runtime; build_rootfs; link_node_runtime; build_agent_rootfs ;;
-  *) echo "usage: $0 [all|apt|kube|node|rootfs|agent-rootfs|cni|tools|helm]" >&2; exit 2 ;;
+  all) install_apt; install_cni; install_tools; install_helm; build_etcd; build_kube; link_kube; build_node_runtime; build_rootfs; link_node_runtime; build_agent_rootfs; build_coredns ;;
+  *) echo "usage: $0 [all|apt|kube|node|coredns|rootfs|agent-rootfs|cni|tools|helm]" >&2; exit 2 ;;
 esac
 log "ok ($what)"

@@ -91,6 +91,7 @@ func upCommand(opts *lab.Options) *cobra.Command {
 	cmd.Flags().IntVar(&opts.Nodes, "nodes", opts.Nodes, "number of nodes")
 	cmd.Flags().StringVar(&opts.Encap, "encap", opts.Encap, "tunnel type between nodes: geneve or vxlan (Antrea runtime)")
 	cmd.Flags().StringVar(&runtime, "runtime", runtime, "how pods are networked: reference-cni (bridge + host-local) or antrea")
+	cmd.Flags().StringVar((*string)(&opts.Proxy), "proxy", string(opts.Proxy), "what realizes Services on real nodes: antrea (AntreaProxy) or kube-proxy (v1.37.2, nftables mode, AntreaProxy off)")
 	cmd.Flags().StringVar(&kubelet, "kubelet", kubelet, "what runs pods on a node: real (kubelet + containerd + runc) or sim (the node simulator: pods are host processes)")
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "be the supervisor: run until SIGINT/SIGTERM, then tear the lab down")
 	return cmd

@@ -51,7 +51,7 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(self, "up", "--foreground",
-		fmt.Sprintf("--nodes=%d", opts.Nodes), "--encap="+opts.Encap, "--runtime="+string(opts.Runtime), "--kubelet="+string(opts.Kubelet),
+		fmt.Sprintf("--nodes=%d", opts.Nodes), "--encap="+opts.Encap, "--runtime="+string(opts.Runtime), "--kubelet="+string(opts.Kubelet), "--proxy="+string(opts.Proxy),
 		"--dir="+opts.Dir, "--bin-dir="+opts.BinDir, "--kube-bin-dir="+opts.KubeBinDir, "--cni-bin-dir="+opts.CNIBinDir)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// A session of its own: the supervisor outlives this command and the
@@ -181,8 +181,8 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 	if !st.Supervisor.Alive() {
 		alive = "GONE (run `antrea-lab down` to clean up)"
 	}
-	fmt.Fprintf(out, "lab: phase %s, supervisor pid %d %s, %d nodes, runtime %s, encap %s\n",
-		st.Phase, st.Supervisor.PID, alive, st.Options.Nodes, st.Options.Runtime, st.Options.Encap)
+	fmt.Fprintf(out, "lab: phase %s, supervisor pid %d %s, %d nodes, runtime %s, encap %s, proxy %s\n",
+		st.Phase, st.Supervisor.PID, alive, st.Options.Nodes, st.Options.Runtime, st.Options.Encap, st.Options.Proxy)
 	if st.Message != "" {
 		fmt.Fprintf(out, "message: %s\n", st.Message)
 	}

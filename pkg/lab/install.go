@@ -60,10 +60,11 @@ func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, Manifest
 //     network namespace (kube-proxy's job; AntreaProxy does it for pods), so
 //     agent and controller, both hostNetwork, are told where it is, as
 //     upstream's docs advise for clusters without kube-proxy;
-//   - the encapsulation chosen with `antrea-lab up --encap`.
+//   - the encapsulation chosen with `antrea-lab up --encap`;
+//   - with `--proxy kube-proxy`, AntreaProxy off (antreaProxy.enable).
 func (o Options) labConfOverlay() map[string]map[string]string {
 	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
-	return map[string]map[string]string{
+	overlay := map[string]map[string]string{
 		"antrea-agent.conf": {
 			"ovsDatapathType":       "netdev",
 			"tunnelType":            o.Encap,
@@ -73,6 +74,10 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			"kubeAPIServerOverride": apiServer,
 		},
 	}
+	if o.Proxy == ProxyKube {
+		overlay["antrea-agent.conf"]["antreaProxy.enable"] = "false"
+	}
+	return overlay
 }
 
 // RenderManifest returns the manifest src with the lab's overlay applied to
@@ -107,7 +112,9 @@ func (o Options) RenderManifest(src []byte) ([]byte, error) {
 					return nil, fmt.Errorf("manifest: ConfigMap %s has no %s", antreaConfigMap, file)
 				}
 				for k, v := range keys {
-					conf = setConfKey(conf, k, v)
+					if conf, err = setConfKey(conf, k, v); err != nil {
+						return nil, fmt.Errorf("manifest: ConfigMap %s, %s: %w", antreaConfigMap, file, err)
+					}
 				}
 				cm.Data[file] = conf
 			}
@@ -146,21 +153,44 @@ func splitYAML(src []byte) ([][]byte, error) {
 
 // setConfKey sets the top-level key of a YAML conf file to value: the first
 // line that sets it, or else the first commented-out `#key:` line, becomes
-// `key: "value"`; without either the line is appended.
-func setConfKey(conf, key, value string) string {
-	line := fmt.Sprintf("%s: %q", key, value)
+// `key: "value"`; without either the line is appended. A key
+// "section.key" sets the line of key in the section's block instead; it
+// must be there. Values "true" and "false" are written as YAML booleans.
+func setConfKey(conf, key, value string) (string, error) {
+	quoted := fmt.Sprintf("%q", value)
+	if value == "true" || value == "false" {
+		quoted = value
+	}
+	if section, sub, ok := strings.Cut(key, "."); ok {
+		start := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(section) + `:.*$`).FindStringIndex(conf)
+		if start == nil {
+			return "", fmt.Errorf("no %s section for %s", section, key)
+		}
+		block := conf[start[1]:]
+		if end := regexp.MustCompile(`(?m)^[A-Za-z]`).FindStringIndex(block); end != nil {
+			block = block[:end[0]]
+		}
+		loc := regexp.MustCompile(`(?m)^(\s+)` + regexp.QuoteMeta(sub) + `:.*$`).FindStringSubmatchIndex(block)
+		if loc == nil {
+			return "", fmt.Errorf("no %s line in its %s section", sub, section)
+		}
+		indent := block[loc[2]:loc[3]]
+		at := start[1]
+		return conf[:at+loc[0]] + indent + sub + ": " + quoted + conf[at+loc[1]:], nil
+	}
+	line := fmt.Sprintf("%s: %s", key, quoted)
 	set := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `:.*$`)
 	if loc := set.FindStringIndex(conf); loc != nil {
-		return conf[:loc[0]] + line + conf[loc[1]:]
+		return conf[:loc[0]] + line + conf[loc[1]:], nil
 	}
 	commented := regexp.MustCompile(`(?m)^#\s*` + regexp.QuoteMeta(key) + `:.*$`)
 	if loc := commented.FindStringIndex(conf); loc != nil {
-		return conf[:loc[0]] + line + conf[loc[1]:]
+		return conf[:loc[0]] + line + conf[loc[1]:], nil
 	}
 	if conf != "" && !strings.HasSuffix(conf, "\n") {
 		conf += "\n"
 	}
-	return conf + line + "\n"
+	return conf + line + "\n", nil
 }
 
 // installAntrea applies the lab's rendering of build/yamls/antrea.yml with

@@ -66,6 +66,10 @@ type Options struct {
 	Runtime NodeRuntime `json:"runtime"`
 	// Kubelet selects real nodes (kubelet + containerd) or the simulator.
 	Kubelet Kubelet `json:"kubelet"`
+	// Proxy selects what realizes Services on real nodes: AntreaProxy or
+	// kube-proxy (nftables mode), the reference Services are measured
+	// against.
+	Proxy Proxy `json:"proxy,omitempty"`
 	// Dir holds the state file, certificates, kubeconfigs, logs and node data.
 	Dir string `json:"dir"`
 	// BinDir holds our binaries (antrea-lab, antrea-testpod, ...).
@@ -88,6 +92,7 @@ func DefaultOptions() Options {
 		Encap:      "geneve",
 		Runtime:    RuntimeAntrea,
 		Kubelet:    KubeletReal,
+		Proxy:      ProxyAntrea,
 		Dir:        filepath.Join(root, "_output", "lab"),
 		BinDir:     filepath.Join(root, "bin"),
 		KubeBinDir: filepath.Join(root, "_output", "bin"),
@@ -143,6 +148,17 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("--kubelet must be %s or %s, got %q", KubeletReal, KubeletSim, o.Kubelet)
 	}
+	switch o.Proxy {
+	case "":
+		o.Proxy = ProxyAntrea
+	case ProxyAntrea:
+	case ProxyKube:
+		if o.Kubelet != KubeletReal || o.Runtime != RuntimeAntrea {
+			return fmt.Errorf("--proxy %s needs --kubelet %s (it runs as a DaemonSet)", ProxyKube, KubeletReal)
+		}
+	default:
+		return fmt.Errorf("--proxy must be %s or %s, got %q", ProxyAntrea, ProxyKube, o.Proxy)
+	}
 	if o.ImageDir == "" {
 		o.ImageDir = ImageStoreDir()
 	}
@@ -183,6 +199,10 @@ func (o Options) LogPath(component, node string) string {
 
 // controlPlaneIP is the API server's address on the underlay.
 func controlPlaneIP() netip.Addr { return underlayPrefix.Addr().Next().Next() }
+
+// ControlPlaneIP is the control plane's underlay address: a host on the
+// nodes' network that is no node (tests use it as a client outside the cluster).
+func ControlPlaneIP() netip.Addr { return controlPlaneIP() }
 
 // nodeIP is the underlay address of node i (1-based): 172.30.0.11, .12, ...
 func nodeIP(i int) netip.Addr {

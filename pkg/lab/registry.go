@@ -149,6 +149,10 @@ func (o Options) imageSpecs() ([]images.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	agentRootFS, err := filepath.EvalSymlinks(o.agentRootFS())
+	if err != nil {
+		return nil, err
+	}
 	kube := func(name string) string { return filepath.Join(o.KubeBinDir, name) }
 	return append([]images.Spec{
 		{
@@ -166,6 +170,28 @@ func (o Options) imageSpecs() ([]images.Spec, error) {
 			Entrypoint:   []string{"/agnhost"},
 			Cmd:          []string{"pause"},
 			ExposedPorts: []string{"80", "8080", "8081", "9376", "5000"},
+		},
+		{
+			// kube-proxy for `antrea-lab up --proxy kube-proxy`.
+			Names:      []string{KubeProxyImage},
+			RootFS:     agentRootFS,
+			Files:      []images.File{{Path: "/usr/local/bin/kube-proxy", Source: kube("kube-proxy"), Mode: 0o755}},
+			Entrypoint: []string{"/usr/local/bin/kube-proxy"},
+		},
+		{
+			// kube-dns: the CoreDNS binary alone, as upstream's image.
+			Names:        []string{CoreDNSImage},
+			Files:        []images.File{{Path: "/coredns", Source: kube("coredns"), Mode: 0o755}},
+			Entrypoint:   []string{"/coredns"},
+			ExposedPorts: []string{"53/tcp", "53/udp"},
+		},
+		{
+			// As test/images/glibc-dns-testing/Dockerfile: Debian with dnsutils
+			// (the agnhost rootfs has it) and the coredns binary.
+			Names:  []string{GlibcDNSTestingImage},
+			RootFS: rootfs,
+			Files:  []images.File{{Path: "/coredns", Source: kube("coredns"), Mode: 0o755}},
+			Cmd:    []string{"/bin/sh"},
 		},
 		{
 			Names:      pauseImages,

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -182,6 +183,16 @@ func (s *supervisor) start(ctx context.Context) error {
 		if err := s.installAntrea(ctx, len(nodes)); err != nil {
 			return err
 		}
+		if s.opts.Proxy == ProxyKube {
+			s.logf("installing kube-proxy (nftables mode) for Services; AntreaProxy is disabled")
+			if err := s.installKubeProxy(ctx, len(nodes)); err != nil {
+				return err
+			}
+		}
+		s.logf("installing cluster DNS: CoreDNS as kube-dns (%s)", ClusterDNS)
+		if err := s.installKubeDNS(ctx); err != nil {
+			return err
+		}
 	}
 	s.logf("waiting for %d nodes to be Ready", len(nodes))
 	if err := s.waitNodesReady(ctx, len(nodes)); err != nil {
@@ -260,6 +271,9 @@ func (s *supervisor) waitNodesReady(ctx context.Context, want int) error {
 				last = msg
 			}
 			if ready == want {
+				if err := routePodCIDRsFromControlPlane(ctx, nodes.Items); err != nil {
+					return err
+				}
 				break
 			}
 		}
@@ -423,4 +437,29 @@ func removeLabDir(dir string, keepLogs bool) {
 			klog.ErrorS(err, "Could not remove lab dir", "path", dir)
 		}
 	}
+}
+
+// routePodCIDRsFromControlPlane routes each node's pod CIDR from the control
+// plane's netns to that node, as a cluster's control-plane machines reach
+// pods (kube-apiserver's pods/proxy and services/proxy, which upstream's e2e
+// specs read results through, dial pod IPs; webhooks and aggregated APIs
+// served by pods too). The node forwards between the underlay and its pods.
+func routePodCIDRsFromControlPlane(ctx context.Context, nodes []corev1.Node) error {
+	for _, n := range nodes {
+		var ip string
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				ip = a.Address
+			}
+		}
+		for _, cidr := range n.Spec.PodCIDRs {
+			if ip == "" || strings.Contains(cidr, ":") {
+				continue
+			}
+			if err := run(ctx, "ip", "-n", ControlPlaneNetNS, "route", "replace", cidr, "via", ip); err != nil {
+				return fmt.Errorf("route node %s's pod CIDR from the control plane: %w", n.Name, err)
+			}
+		}
+	}
+	return nil
 }

@@ -156,7 +156,7 @@ func Flags(opts lab.Options) []string {
 // UpFlags are the flags of `antrea-lab up` that select opts' lab.
 func UpFlags(opts lab.Options) []string {
 	return []string{fmt.Sprintf("--nodes=%d", opts.Nodes), "--encap=" + opts.Encap,
-		"--runtime=" + string(opts.Runtime), "--kubelet=" + string(opts.Kubelet)}
+		"--runtime=" + string(opts.Runtime), "--kubelet=" + string(opts.Kubelet), "--proxy=" + string(opts.Proxy)}
 }
 
 // Run runs `antrea-lab <args>` on opts' lab and returns its combined output.
@@ -259,7 +259,7 @@ func (l *Lab) connect() error {
 		return fmt.Errorf("read the lab state %s: %v", l.Opts.StatePath(), err)
 	}
 	// The lab's options as it was started (an attached lab may differ).
-	l.Opts.Nodes, l.Opts.Encap, l.Opts.Runtime, l.Opts.Kubelet = st.Options.Nodes, st.Options.Encap, st.Options.Runtime, st.Options.Kubelet
+	l.Opts.Nodes, l.Opts.Encap, l.Opts.Runtime, l.Opts.Kubelet, l.Opts.Proxy = st.Options.Nodes, st.Options.Encap, st.Options.Runtime, st.Options.Kubelet, st.Options.Proxy
 	if l.Opts.Kubelet == "" {
 		l.Opts.Kubelet = lab.KubeletSim // a state file from before real nodes
 	}

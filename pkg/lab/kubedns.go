@@ -1,0 +1,92 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/template"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+)
+
+// Cluster DNS: on real nodes the lab runs CoreDNS as kube-dns, as kubeadm
+// does, so that pods resolve Service and pod names (kubelet's clusterDNS is
+// ClusterDNS, the kube-dns Service's ClusterIP, which AntreaProxy realizes).
+
+// CoreDNSImage is the CoreDNS image the lab builds (hack/install.sh
+// build_coredns: the same version, from the Go module proxy).
+const CoreDNSImage = "registry.k8s.io/coredns/coredns:v1.15.0"
+
+// GlibcDNSTestingImage is what upstream's DNS conformance specs query with
+// besides agnhost: a glibc Debian with dig and the coredns binary (its
+// Dockerfile in k8s.io/kubernetes test/images/glibc-dns-testing).
+const GlibcDNSTestingImage = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"
+
+const (
+	kubeDNSDeployment = "coredns"
+	kubeDNSService    = "kube-dns"
+)
+
+//go:embed addons/coredns.yaml
+var coreDNSManifest string
+
+// KubeDNSManifest is the kube-dns addon with the lab's image and Service IP.
+func KubeDNSManifest() ([]byte, error) {
+	t, err := template.New("coredns.yaml").Option("missingkey=error").Parse(coreDNSManifest)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	err = t.Execute(&b, map[string]string{"Image": CoreDNSImage, "ClusterIP": ClusterDNS})
+	return b.Bytes(), err
+}
+
+// kubeDNSManifestPath is where the applied kube-dns addon is written.
+func (o Options) kubeDNSManifestPath() string { return filepath.Join(o.Dir, "coredns.yaml") }
+
+// installKubeDNS applies the kube-dns addon and waits until every CoreDNS
+// replica is available, i.e. answers its readiness probe (the kubernetes
+// plugin has synced with the API server).
+func (s *supervisor) installKubeDNS(ctx context.Context) error {
+	manifest, err := KubeDNSManifest()
+	if err != nil {
+		return err
+	}
+	path := s.opts.kubeDNSManifestPath()
+	if err := os.WriteFile(path, manifest, 0o644); err != nil {
+		return err
+	}
+	applied := time.Now()
+	if out, err := s.opts.kubectl(ctx, "apply", "-f", path); err != nil {
+		return fmt.Errorf("kubectl apply -f %s: %w\n%s", path, err, out)
+	}
+	var last string
+	for {
+		d, err := s.client.AppsV1().Deployments(AntreaNamespace).Get(ctx, kubeDNSDeployment, metav1.GetOptions{})
+		msg := ""
+		switch {
+		case err != nil:
+			msg = err.Error()
+		case d.Spec.Replicas != nil && d.Status.ObservedGeneration >= d.Generation &&
+			d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas:
+			s.logf("cluster DNS ready %.1fs after kubectl apply: kube-dns %s, %d CoreDNS replicas", time.Since(applied).Seconds(), ClusterDNS, *d.Spec.Replicas)
+			return nil
+		default:
+			msg = fmt.Sprintf("%d of %d CoreDNS replicas available", d.Status.AvailableReplicas, d.Status.Replicas)
+		}
+		if msg != last {
+			klog.InfoS("Waiting for cluster DNS", "status", msg)
+			last = msg
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for CoreDNS (kube-system/%s, %s): %w; see `kubectl -n kube-system describe pods -l k8s-app=kube-dns`", kubeDNSDeployment, last, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
