@@ -285,11 +285,11 @@ func TestOVSFlowsOfAPolicy(t *testing.T) {
 		{ID: idOther, Direction: agentof.DirectionIngress, Peers: []netip.Prefix{netip.MustParsePrefix("10.10.2.0/24")}, AppliedTo: []uint32{w.OFPort},
 			Services: []agentof.Service{{Protocol: 6, Port: 80}}, Priority: agentof.PolicyRulePriority},
 	} {
-		if err := n.flows.InstallPolicyRule(ctx, r); err != nil {
+		if err := agentof.NewRuleWriter(n.flows).Install(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := n.flows.SetIsolatedPorts(ctx, agentof.DirectionIngress, []uint32{w.OFPort}); err != nil {
+	if err := agentof.NewRuleWriter(n.flows).SetIsolatedPorts(ctx, agentof.DirectionIngress, []uint32{w.OFPort}); err != nil {
 		t.Fatal(err)
 	}
 	c := defaultCluster()

@@ -196,9 +196,10 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	// Datapath flow cache purges: after policy changes, after the br-int hold
-	// is lifted, and after a tunnel neighbour is pinned (cached datapath
-	// flows carry the tunnel header with the neighbour's MAC built in).
+	// Datapath flow cache purges: after policy changes that narrow what is
+	// allowed, after the br-int hold is lifted, and after a tunnel neighbour
+	// is pinned (cached datapath flows carry the tunnel header with the
+	// neighbour's MAC built in).
 	purger := newDatapathPurger(o.OVSRunDir)
 	go purger.run(ctx)
 	informerFactory := informers.NewSharedInformerFactory(client, 0)
@@ -241,8 +242,20 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	policies := npcontroller.NewController(o.NodeName, cpClient, flows, store)
-	policies.OnRealized = purger.Changed
+	// Policy flows of an earlier run stay in place (their cookie has no
+	// round): the reconciler adopts them and writes only what changed.
+	recovered, err := flows.RecoverPolicy(ctx)
+	if err != nil {
+		return err
+	}
+	podEvents := make(chan interfacestore.PodEvent, 64)
+	policies := npcontroller.NewController(o.NodeName, cpClient, flows, store, npcontroller.Options{
+		Recovered: recovered,
+		PodEvents: podEvents,
+		// Only a change that may forbid what was allowed asks for a purge
+		// (issue 17 item 7: a cached megaflow was seen outliving one).
+		OnNarrowed: purger.Changed,
+	})
 	rs.released = purger.Changed
 	go policies.Run(ctx)
 	restoreErr := make(chan error, 1)
@@ -254,7 +267,7 @@ func Run(ctx context.Context, o Options) error {
 		PodCIDRs:    podCIDRs,
 		MTU:         nc.PodMTU,
 		IPAMDataDir: o.IPAMDataDir,
-	}, cniserver.Deps{OVS: bridge, Flows: &podFlowsNotifier{Client: flows, ready: policies.PodInterfaceReady}, InterfaceStore: store})
+	}, cniserver.Deps{OVS: bridge, Flows: flows, InterfaceStore: store, PodEvents: podEvents})
 	if err != nil {
 		return err
 	}
@@ -299,21 +312,6 @@ func addrOf(ip net.IP) netip.Addr {
 func prefixOf(n *net.IPNet) netip.Prefix {
 	ones, _ := n.Mask.Size()
 	return netip.PrefixFrom(addrOf(n.IP), ones).Masked()
-}
-
-// podFlowsNotifier tells the policy controller when a pod's port and flows
-// exist, so policies that apply to the pod are realized for it.
-type podFlowsNotifier struct {
-	*agentof.Client
-	ready func(ifName string)
-}
-
-func (n *podFlowsNotifier) InstallPodFlows(ifName string, ips []net.IP, mac net.HardwareAddr, ofPort uint32) error {
-	if err := n.Client.InstallPodFlows(ifName, ips, mac, ofPort); err != nil {
-		return err
-	}
-	n.ready(ifName)
-	return nil
 }
 
 // waitRoutesInstalled waits (bounded) until every other node known at start

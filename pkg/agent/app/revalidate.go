@@ -11,8 +11,9 @@ import (
 )
 
 // datapathPurger flushes ovs-vswitchd's cached datapath flows after policy
-// changes, coalescing changes that come close together. On the userspace
-// datapath of OVS 3.1 a cached megaflow was seen to keep forwarding a
+// changes that narrow what is allowed (never after a write that only allows
+// more, nor when a sync wrote nothing), coalescing those that come close
+// together. On the userspace datapath of OVS 3.1 a cached megaflow was seen to keep forwarding a
 // connection a new policy forbids, for as long as traffic kept it alive,
 // although the OpenFlow tables (and ofproto/trace) said drop; purging makes
 // every flow's next packet be translated against the current tables. The

@@ -31,13 +31,11 @@ var _ OVSPortClient = (*ovsconfig.OVSBridge)(nil)
 //
 // UninstallPodFlows must be idempotent: DEL calls it for pods whose flows were
 // never installed (an ADD rolled back early, a DEL repeated).
+//
+// PodFlowsInstalled is what CHECK asks; it must not wait for other flow
+// writes (the agent's client keeps pod flows under their own lock).
 type PodFlowInstaller interface {
 	InstallPodFlows(ifName string, podIPs []net.IP, podMAC net.HardwareAddr, ofPort uint32) error
 	UninstallPodFlows(ifName string) error
-}
-
-// PodFlowChecker is optionally implemented by the PodFlowInstaller; when it
-// is, CHECK also verifies that the pod's flows are installed.
-type PodFlowChecker interface {
 	PodFlowsInstalled(ifName string) bool
 }

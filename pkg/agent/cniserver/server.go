@@ -53,6 +53,10 @@ type Deps struct {
 	// records every pod interface in it. nil: the server keeps its own and
 	// fills it from the OVS ports' external_ids in Run.
 	InterfaceStore interfacestore.InterfaceStore
+	// PodEvents, if set, receives an event after each pod interface was
+	// recorded in or removed from the interface store (the policy
+	// controller listens). Its reader must keep up: a send waits for it.
+	PodEvents chan<- interfacestore.PodEvent
 }
 
 // Server is the CNIServer.
@@ -74,6 +78,7 @@ type Server struct {
 	ifaces interfacestore.InterfaceStore
 	// ownStore: ifaces was made here, so Run fills it from OVSDB.
 	ownStore bool
+	events   chan<- interfacestore.PodEvent
 
 	// inject, when set (tests only), is called after each step of ADD has
 	// succeeded; an error it returns fails ADD at that point.
@@ -103,6 +108,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		ipam:   deps.IPAM,
 		ready:  make(chan struct{}),
 		ifaces: deps.InterfaceStore,
+		events: deps.PodEvents,
 	}
 	if s.ifaces == nil {
 		s.ifaces, s.ownStore = interfacestore.NewInterfaceStore(), true
@@ -386,6 +392,7 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	took.mark(stepFlows)
 
 	s.ifaces.AddInterface(cfg)
+	s.publish(ctx, cfg, false)
 	klog.InfoS("Pod interface added", "pod", klog.KRef(r.PodNamespace, r.PodName), "container", r.ContainerID,
 		"port", host, "ofPort", ofPort, "ips", cfg.IPs, "took", took.String())
 	return s.result(r, cfg, ips, pi.hostMAC)
@@ -506,8 +513,23 @@ func (s *Server) teardown(ctx context.Context, r *request, cfg *interfacestore.I
 	}
 	if cfg != nil {
 		s.ifaces.DeleteInterface(cfg)
+		s.publish(ctx, cfg, true)
 	}
 	return nil
+}
+
+// publish tells the listener (the policy controller) that a pod's
+// interface was recorded or removed.
+func (s *Server) publish(ctx context.Context, cfg *interfacestore.InterfaceConfig, deleted bool) {
+	if s.events == nil || cfg.PodName == "" {
+		return
+	}
+	ev := interfacestore.PodEvent{PodNamespace: cfg.PodNamespace, PodName: cfg.PodName, ContainerID: cfg.ContainerID, Deleted: deleted}
+	select {
+	case s.events <- ev:
+	case <-ctx.Done():
+		klog.InfoS("Pod event not delivered: the request ended", "pod", klog.KRef(cfg.PodNamespace, cfg.PodName), "deleted", deleted)
+	}
 }
 
 func (s *Server) check(ctx context.Context, req *cnipb.CniCmdRequest) error {
@@ -547,7 +569,7 @@ func (s *Server) check(ctx context.Context, req *cnipb.CniCmdRequest) error {
 	case p.ExternalIDs[interfacestore.ExternalIDContainerID] != r.ContainerID:
 		problems = append(problems, fmt.Sprintf("OVS port %s belongs to container %q", host, p.ExternalIDs[interfacestore.ExternalIDContainerID]))
 	}
-	if c, ok := s.flows.(PodFlowChecker); ok && !c.PodFlowsInstalled(host) {
+	if !s.flows.PodFlowsInstalled(host) {
 		problems = append(problems, fmt.Sprintf("flows of port %s are missing", host))
 	}
 	problems = append(problems, prevResultProblems(&r.Conf.NetConf, cfg)...)

@@ -101,6 +101,13 @@ func (f *fakeFlows) UninstallPodFlows(ifName string) error {
 	return nil
 }
 
+func (f *fakeFlows) PodFlowsInstalled(ifName string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.installed[ifName]
+	return ok
+}
+
 func newTestServer(t *testing.T, ovs *fakeOVS) *Server {
 	t.Helper()
 	_, cidr, _ := net.ParseCIDR("10.9.0.0/24")

@@ -204,3 +204,13 @@ func (cfg *InterfaceConfig) DeepCopy() *InterfaceConfig {
 	}
 	return &out
 }
+
+// PodEvent says that a pod's container interface was recorded in the store
+// (after its port and flows exist) or removed from it. The CNI server
+// publishes one per ADD and DEL; the policy controller realizes the pod's
+// policies for (or without) its port.
+type PodEvent struct {
+	PodNamespace, PodName, ContainerID string
+	// Deleted is set when the interface was removed.
+	Deleted bool
+}

@@ -27,19 +27,20 @@ func BenchmarkPolicyRuleNxM(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			in, c := benchBridge(ctx, b)
+			rw := NewRuleWriter(c)
 			base := countFlows(b, in)
 			rule := nxmRule(1, n, n)
 			var flows int
 			var installs time.Duration
 			for b.Loop() {
 				start := time.Now()
-				if err := c.InstallPolicyRule(ctx, rule); err != nil {
+				if err := rw.Install(ctx, rule); err != nil {
 					b.Fatalf("install rule %d: %v", rule.ID, err)
 				}
 				installs += time.Since(start)
 				b.StopTimer()
 				flows = countFlows(b, in) - base
-				if err := c.UninstallPolicyRule(ctx, rule.ID); err != nil {
+				if err := rw.Uninstall(ctx, rule.ID); err != nil {
 					b.Fatalf("uninstall rule %d: %v", rule.ID, err)
 				}
 				b.StartTimer()

@@ -16,6 +16,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -49,15 +50,27 @@ type Client struct {
 	round  uint32
 	b      flowBuilder
 
+	// node is set once by Initialize.
+	node atomic.Pointer[NodeConfig]
+
+	// Three independent writers, each serialized by its own lock held
+	// across its bundles (so the record never disagrees with the switch):
+	// mu for the fixed flows and Services, podMu for pods and peer nodes,
+	// policyMu for NetworkPolicy. A pod ADD never waits behind a policy or
+	// Service write: their flows are disjoint, and every bundle is atomic.
+	// Flows and Replay take them one at a time, never nested.
 	mu    sync.Mutex
-	node  *NodeConfig
-	fixed []*binding.Flow            // miss and node flows
-	pods  map[string][]*binding.Flow // by host interface name
-	peers map[string][]*binding.Flow // by remote node name
-	// policy holds the NetworkPolicy flows, shared between rules.
-	policy policyState
+	fixed []*binding.Flow // miss and node flows
 	// svc holds the Services' groups and flows.
 	svc serviceState
+
+	podMu sync.Mutex
+	pods  map[string][]*binding.Flow // by host interface name
+	peers map[string][]*binding.Flow // by remote node name
+
+	policyMu sync.Mutex
+	// policy holds the NetworkPolicy flows, shared between rules.
+	policy policyState
 }
 
 // NewClient lays out the pipeline and returns a client writing flows of the
@@ -110,7 +123,7 @@ func withTimeout() (context.Context, context.CancelFunc) {
 // Initialize installs the table-miss flows and this node's fixed flows.
 func (c *Client) Initialize(ctx context.Context, node *NodeConfig) error {
 	flows := append(c.b.missFlows(), c.b.nodeFlows(node)...)
-	flows = append(flows, c.b.policyFixedFlows()...)
+	flows = append(flows, c.b.policyFixedFlows(node)...)
 	flows = append(flows, c.b.serviceFixedFlows(node)...)
 	if err := ensureMeters(ctx, c.bridge); err != nil {
 		return err
@@ -119,8 +132,9 @@ func (c *Client) Initialize(ctx context.Context, node *NodeConfig) error {
 		return err
 	}
 	c.mu.Lock()
-	c.node, c.fixed = node, flows
+	c.fixed = flows
 	c.mu.Unlock()
+	c.node.Store(node)
 	klog.InfoS("Installed pipeline", "tables", len(c.p.Tables()), "flows", len(flows), "round", c.round)
 	return nil
 }
@@ -135,11 +149,11 @@ func (c *Client) DeleteRound(ctx context.Context, round uint32) error {
 		[]binding.Message{binding.DeleteFlows(binding.TableAll, uint64(round)<<cookieRoundShift, cookieRoundMask)})
 }
 
-// replace writes the new flows of one object and deletes the ones it had that
-// are no longer wanted, in one bundle, and records them.
+// replace writes the new flows of one pod or peer node and deletes the ones
+// it had that are no longer wanted, in one bundle, and records them.
 func (c *Client) replace(ctx context.Context, what string, cache map[string][]*binding.Flow, key string, flows []*binding.Flow) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.podMu.Lock()
+	defer c.podMu.Unlock()
 	old := cache[key]
 	keep := map[string]bool{}
 	for _, f := range flows {
@@ -165,9 +179,7 @@ func (c *Client) replace(ctx context.Context, what string, cache map[string][]*b
 
 // InstallPodFlows installs the flows of one local pod port as one bundle.
 func (c *Client) InstallPodFlows(ifName string, podIPs []net.IP, podMAC net.HardwareAddr, ofPort uint32) error {
-	c.mu.Lock()
-	node := c.node
-	c.mu.Unlock()
+	node := c.node.Load()
 	if node == nil {
 		return fmt.Errorf("pod %s: pipeline not initialized", ifName)
 	}
@@ -185,16 +197,14 @@ func (c *Client) UninstallPodFlows(ifName string) error {
 
 // PodFlowsInstalled reports whether the client installed flows for a pod port.
 func (c *Client) PodFlowsInstalled(ifName string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.podMu.Lock()
+	defer c.podMu.Unlock()
 	return len(c.pods[ifName]) > 0
 }
 
 // InstallNodeFlows installs the flows towards one remote node's pod CIDR.
 func (c *Client) InstallNodeFlows(nodeName string, peerPodCIDR *net.IPNet, peerGatewayIP, tunnelPeerIP net.IP) error {
-	c.mu.Lock()
-	node := c.node
-	c.mu.Unlock()
+	node := c.node.Load()
 	if node == nil {
 		return fmt.Errorf("node %s: pipeline not initialized", nodeName)
 	}
@@ -215,15 +225,19 @@ func (c *Client) UninstallNodeFlows(nodeName string) error {
 func (c *Client) Flows() []*binding.Flow {
 	c.mu.Lock()
 	all := append([]*binding.Flow(nil), c.fixed...)
+	all = append(all, c.serviceFlows()...)
+	c.mu.Unlock()
+	c.podMu.Lock()
 	for _, fs := range c.pods {
 		all = append(all, fs...)
 	}
 	for _, fs := range c.peers {
 		all = append(all, fs...)
 	}
+	c.podMu.Unlock()
+	c.policyMu.Lock()
 	all = append(all, c.policyFlows()...)
-	all = append(all, c.serviceFlows()...)
-	c.mu.Unlock()
+	c.policyMu.Unlock()
 	sort.SliceStable(all, func(i, j int) bool {
 		if all[i].Table != all[j].Table {
 			return all[i].Table < all[j].Table

@@ -1,10 +1,14 @@
 package openflow
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
-	"sort"
+	"slices"
+
+	"k8s.io/klog/v2"
 
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
@@ -15,13 +19,20 @@ import (
 // rule's action, so a rule with N sources and M destinations costs N+M flows,
 // not N*M. Isolated pods' traffic that no rule allowed meets the default
 // drop of the *DefaultRule tables.
+//
+// The client keeps only the flows it wrote (for replay, Flows and diffs);
+// which rules exist, their conjunction ids and which ports are isolated is
+// the policy reconciler's (pkg/agent/controller/networkpolicy), which hands
+// over each step as a PolicyChange. A change becomes one bundle holding only
+// the flows whose content differs, so a change that changes nothing writes
+// nothing.
 var (
 	EgressRuleTable = &TableSpec{Name: "EgressRule", Stage: EgressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
 		Doc: "Egress rules of NetworkPolicies as conjunctive flows (source port x destination address x service); established traffic passes; allowed packets skip EgressDefaultRule."}
 	EgressDefaultRuleTable = &TableSpec{Name: "EgressDefaultRule", Stage: EgressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
 		Doc: "Drops new connections from pods isolated for egress that no egress rule allowed."}
 	IngressRuleTable = &TableSpec{Name: "IngressRule", Stage: IngressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
-		Doc: "Ingress rules of NetworkPolicies as conjunctive flows (source address x destination port x service); established traffic and traffic from the local gateway pass; allowed packets skip IngressDefaultRule."}
+		Doc: "Ingress rules of NetworkPolicies as conjunctive flows (source address x destination port x service); established traffic and the node's own traffic (from the gateway with the gateway IP as source) pass; allowed packets skip IngressDefaultRule."}
 	IngressDefaultRuleTable = &TableSpec{Name: "IngressDefaultRule", Stage: IngressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
 		Doc: "Drops new connections to pods isolated for ingress that no ingress rule allowed."}
 )
@@ -48,7 +59,8 @@ func (d Direction) String() string {
 	return "Ingress"
 }
 
-// RuleAction is what a matching rule does.
+// RuleAction is what a matching rule does. Antrea-native policies add
+// Reject and Pass (issue 14 §3); they go in tables of their own.
 type RuleAction int
 
 // Rule actions.
@@ -60,7 +72,7 @@ const (
 // Service is one protocol/port clause of a rule. Port 0 means every port;
 // EndPort > Port makes a range.
 type Service struct {
-	Protocol uint8 // 6 TCP, 17 UDP, 132 SCTP
+	Protocol uint8 // binding.IPProtoTCP, IPProtoUDP, IPProtoSCTP or IPProtoICMP
 	Port     uint16
 	EndPort  uint16
 }
@@ -69,8 +81,12 @@ type Service struct {
 // (ipBlock excepts already subtracted) and the OpenFlow ports of the local
 // pods it applies to.
 type PolicyRule struct {
-	// ID is the rule's conjunction id, unique on this node.
-	ID        uint32
+	// ID is the rule's conjunction id, unique on this node (the reconciler
+	// allocates it).
+	ID uint32
+	// Key names the rule stably (policy and rule); it is noted on the rule's
+	// conj_id flow, so a restarted agent finds the id its rule had.
+	Key       string
 	Direction Direction
 	// Peers are the sources (ingress) or destinations (egress); AnyPeer
 	// means every address.
@@ -81,8 +97,47 @@ type PolicyRule struct {
 	// Services restrict protocol and ports; empty means all traffic.
 	Services []Service
 	Action   RuleAction
-	// Priority of the rule's flows in its table (higher wins).
+	// Priority of the rule's flows in its table (higher wins); the
+	// reconciler maps tier, policy and rule order to it.
 	Priority uint16
+}
+
+// Equal reports whether two versions of a rule install the same flows.
+func (r *PolicyRule) Equal(o *PolicyRule) bool {
+	if r == nil || o == nil {
+		return r == o
+	}
+	return r.ID == o.ID && r.Key == o.Key && r.Direction == o.Direction && r.AnyPeer == o.AnyPeer &&
+		r.Action == o.Action && r.Priority == o.Priority && slices.Equal(r.Peers, o.Peers) &&
+		slices.Equal(r.AppliedTo, o.AppliedTo) && slices.Equal(r.Services, o.Services)
+}
+
+// installs reports whether the rule has flows: a rule without applied-to
+// port or peer matches nothing.
+func (r *PolicyRule) installs() bool {
+	return r != nil && len(r.AppliedTo) > 0 && (r.AnyPeer || len(r.Peers) > 0)
+}
+
+// RuleChange takes one rule (one conjunction id) from Old to New: Old nil
+// adds it, New nil removes it.
+type RuleChange struct{ Old, New *PolicyRule }
+
+// PolicyChange is one step of the policy reconciler, written as one bundle.
+type PolicyChange struct {
+	Rules []RuleChange
+	// Isolate lists the local ports that become isolated, Release the ones
+	// that stop being isolated, per Direction.
+	Isolate, Release [2][]uint32
+}
+
+// PolicyWrite says what ApplyPolicyChange wrote.
+type PolicyWrite struct {
+	// Messages is the number of flow mods in the bundle (0: nothing written).
+	Messages int
+	// Narrowed is set when the change may forbid traffic that was allowed
+	// (an allow clause removed, a port isolated, a drop clause added):
+	// only then may cached datapath flows have to be revalidated at once.
+	Narrowed bool
 }
 
 // Priorities in the rule tables.
@@ -93,6 +148,12 @@ const (
 	priorityDefaultDrop  uint16 = 200
 )
 
+// cookiePolicyTag is the cookie of rule and isolation flows. Like the
+// Services' (cookieServiceTag) it carries no round, so DeleteRound leaves
+// them: a restarted agent adopts them (RecoverPolicy) and rewrites only
+// what changed while it was away.
+const cookiePolicyTag uint64 = 0x9011 << 48
+
 // conjMatch is one flow shared by every rule clause with the same table,
 // priority and match: its actions are the conjunctions of all of them.
 type conjMatch struct {
@@ -100,25 +161,24 @@ type conjMatch struct {
 	conjs map[uint32]*binding.Conjunction // by conj id
 }
 
-// policyState is the client's view of installed policy flows.
+// policyState is what the client wrote to the policy tables: shared
+// clause flows, and plain flows (each rule's conj_id flow, the isolated
+// ports' default drops), by match key.
 type policyState struct {
-	matches  map[string]*conjMatch
-	rules    map[uint32]*installedRule
-	isolated [2]map[uint32]bool // by Direction: isolated ports
+	matches map[string]*conjMatch
+	flows   map[string]*binding.Flow
+	// recovery, between RecoverPolicy and FinishPolicyRecovery: what this
+	// run claimed of the flows an earlier run left.
+	recovery *policyClaims
 }
 
-type installedRule struct {
-	rule    *PolicyRule
-	keys    []string // conjMatch keys the rule contributes to
-	actFlow *binding.Flow
+type policyClaims struct {
+	conjs map[string]map[uint32]bool
+	flows map[string]bool
 }
 
 func newPolicyState() policyState {
-	return policyState{
-		matches:  map[string]*conjMatch{},
-		rules:    map[uint32]*installedRule{},
-		isolated: [2]map[uint32]bool{{}, {}},
-	}
+	return policyState{matches: map[string]*conjMatch{}, flows: map[string]*binding.Flow{}}
 }
 
 func (b *flowBuilder) ruleTables(d Direction) (rule, dflt *TableSpec) {
@@ -128,9 +188,20 @@ func (b *flowBuilder) ruleTables(d Direction) (rule, dflt *TableSpec) {
 	return IngressRuleTable, IngressDefaultRuleTable
 }
 
-// policyFixedFlows let established traffic through both rule tables and let
-// the local gateway (kubelet probes, node traffic) reach pods.
-func (b *flowBuilder) policyFixedFlows() []*binding.Flow {
+func (b *flowBuilder) policyFlow(t *TableSpec, priority uint16, match func(*binding.Match), actions ...binding.Action) *binding.Flow {
+	f := b.flow(t, priority, match, actions...)
+	f.Cookie = cookiePolicyTag
+	return f
+}
+
+// policyFixedFlows let established traffic through both rule tables, and
+// the node itself reach its pods: packets from the gateway whose source is
+// the gateway IP (kubelet probes, the node's processes, and the pods'
+// traffic to NodePorts, which the node path masquerades to it). Other
+// traffic from the gateway comes from outside the node (FromOutsideField)
+// and meets the ingress rules like any other: an ipBlock peer matches the
+// client's address. Upstream trusts the gateway IP alone too.
+func (b *flowBuilder) policyFixedFlows(n *NodeConfig) []*binding.Flow {
 	var out []*binding.Flow
 	for _, d := range []Direction{DirectionIngress, DirectionEgress} {
 		rt, dt := b.ruleTables(d)
@@ -139,7 +210,7 @@ func (b *flowBuilder) policyFixedFlows() []*binding.Flow {
 		}, b.next(dt)))
 	}
 	out = append(out, b.flow(IngressRuleTable, priorityPolicyBypass, func(m *binding.Match) {
-		m.EthType(binding.EthTypeIPv4)
+		m.EthType(binding.EthTypeIPv4).IPSrc(addr(n.GatewayIP))
 		matchField(m, PktSourceField, FromGateway)
 	}, b.next(IngressDefaultRuleTable)))
 	return out
@@ -149,23 +220,19 @@ func (b *flowBuilder) policyFixedFlows() []*binding.Flow {
 func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 	var clauses [][]func(*binding.Match)
 	var peers, applied []func(*binding.Match)
+	ip := func(m *binding.Match) *binding.Match { return m.EthType(binding.EthTypeIPv4) }
 	for _, p := range r.Peers {
-		p := p
 		if r.Direction == DirectionIngress {
-			peers = append(peers, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).IPSrcPrefix(p) })
+			peers = append(peers, func(m *binding.Match) { ip(m).IPSrcPrefix(p) })
 		} else {
-			peers = append(peers, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).IPDstPrefix(p) })
+			peers = append(peers, func(m *binding.Match) { ip(m).IPDstPrefix(p) })
 		}
 	}
 	for _, port := range r.AppliedTo {
-		port := port
 		if r.Direction == DirectionIngress {
-			applied = append(applied, func(m *binding.Match) {
-				m.EthType(binding.EthTypeIPv4)
-				matchField(m, TargetOFPortField, uint64(port))
-			})
+			applied = append(applied, func(m *binding.Match) { matchField(ip(m), TargetOFPortField, port) })
 		} else {
-			applied = append(applied, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).InPort(port) })
+			applied = append(applied, func(m *binding.Match) { ip(m).InPort(port) })
 		}
 	}
 	if r.Direction == DirectionIngress {
@@ -183,18 +250,17 @@ func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 		var svcs []func(*binding.Match)
 		for _, s := range r.Services {
 			for _, pm := range portMasks(s.Port, s.EndPort) {
-				s, pm := s, pm
 				svcs = append(svcs, func(m *binding.Match) {
-					m.EthType(binding.EthTypeIPv4).IPProto(s.Protocol)
+					ip(m).IPProto(s.Protocol)
 					if s.Port == 0 {
 						return
 					}
 					switch s.Protocol {
-					case 6:
+					case binding.IPProtoTCP:
 						m.TCPDstMasked(pm[0], pm[1])
-					case 17:
+					case binding.IPProtoUDP:
 						m.UDPDstMasked(pm[0], pm[1])
-					case 132:
+					case binding.IPProtoSCTP:
 						m.SCTPDstMasked(pm[0], pm[1])
 					}
 				})
@@ -204,7 +270,7 @@ func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 	}
 	if len(clauses) == 1 {
 		// A conjunction needs two clauses: the second matches every IP packet.
-		clauses = append(clauses, []func(*binding.Match){func(m *binding.Match) { m.EthType(binding.EthTypeIPv4) }})
+		clauses = append(clauses, []func(*binding.Match){func(m *binding.Match) { ip(m) }})
 	}
 	return clauses
 }
@@ -227,28 +293,6 @@ func portMasks(port, end uint16) [][2]uint16 {
 	return out
 }
 
-// InstallPolicyRule installs a rule or changes it to the given version, as
-// one bundle holding only the difference: flows the new version no longer
-// needs are removed, shared flows get their conjunction actions updated, new
-// ones are added. An empty AppliedTo removes the rule's flows. The client's
-// record changes only once OVS accepted the bundle, so a failed write leaves
-// both as they were and a retry starts from the truth.
-func (c *Client) InstallPolicyRule(ctx context.Context, r *PolicyRule) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	msgs, commit := c.policyRuleMsgs(r)
-	if err := c.write(ctx, fmt.Sprintf("policy rule %d", r.ID), msgs); err != nil {
-		return err
-	}
-	commit()
-	return nil
-}
-
-// UninstallPolicyRule removes a rule's flows; unknown ids are a no-op.
-func (c *Client) UninstallPolicyRule(ctx context.Context, id uint32) error {
-	return c.InstallPolicyRule(ctx, &PolicyRule{ID: id})
-}
-
 // conjunctionsPerFlow bounds the conjunction actions one shared flow carries
 // (each is 16 bytes; an OpenFlow message holds 64 KiB), and priorityBand is
 // how many priorities below a rule's own its flows may be spread over.
@@ -266,165 +310,360 @@ func rulePriority(r *PolicyRule) uint16 {
 	return r.Priority - uint16((r.ID/conjunctionsPerFlow)%priorityBand)
 }
 
-// policyRuleMsgs computes the flow mods that take OVS from the rule's
-// installed version to r, and the commit that records r once they are
-// applied. c.mu is held.
-func (c *Client) policyRuleMsgs(r *PolicyRule) ([]binding.Message, func()) {
+// ruleFlows are a rule's clause flows (actions unset) with their
+// conjunctions, and its conj_id flow; nothing for a rule that installs none.
+func (b *flowBuilder) ruleFlows(r *PolicyRule) (clauses []*binding.Flow, conjs []*binding.Conjunction, act *binding.Flow) {
+	if !r.installs() {
+		return nil, nil, nil
+	}
+	rt, dt := b.ruleTables(r.Direction)
+	prio := rulePriority(r)
+	cms := clauseMatches(r)
+	for i, clause := range cms {
+		for _, mk := range clause {
+			clauses = append(clauses, b.policyFlow(rt, prio, mk))
+			conjs = append(conjs, &binding.Conjunction{ID: r.ID, Clause: uint8(i + 1), NClauses: uint8(len(cms))})
+		}
+	}
+	var acts []binding.Action
+	if r.Key != "" {
+		acts = append(acts, &binding.Note{Data: []byte(r.Key)})
+	}
+	if r.Action == ActionAllow {
+		acts = append(acts, b.next(dt))
+	}
+	act = b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).ConjID(r.ID) }, acts...)
+	return clauses, conjs, act
+}
+
+func (b *flowBuilder) defaultDropFlow(d Direction, port uint32) *binding.Flow {
+	if d == DirectionEgress {
+		return b.policyFlow(EgressDefaultRuleTable, priorityDefaultDrop, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).InPort(port) })
+	}
+	return b.policyFlow(IngressDefaultRuleTable, priorityDefaultDrop, func(m *binding.Match) {
+		matchField(m.EthType(binding.EthTypeIPv4), TargetOFPortField, port)
+	})
+}
+
+// ApplyPolicyChange writes one step of the policy reconciler as one bundle
+// holding only the difference: shared clause flows whose conjunctions
+// changed, conj_id and default-drop flows added or removed. A step that
+// changes nothing writes nothing. The record changes only once OVS accepted
+// the bundle, so a failed write leaves both as they were and a retry starts
+// from the truth. c.policyMu is held across the write; pod and Service
+// writes do not wait for it.
+func (c *Client) ApplyPolicyChange(ctx context.Context, ch PolicyChange) (PolicyWrite, error) {
+	c.policyMu.Lock()
+	defer c.policyMu.Unlock()
+	msgs, narrowed, commit := c.policyMsgs(ch)
+	if err := c.write(ctx, "policy", msgs); err != nil {
+		return PolicyWrite{}, err
+	}
+	commit()
+	return PolicyWrite{Messages: len(msgs), Narrowed: narrowed && len(msgs) > 0}, nil
+}
+
+// policyMsgs computes the flow mods of a change and the commit recording
+// them. c.policyMu is held.
+func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed bool, commit func()) {
 	st := &c.policy
-	old := st.rules[r.ID]
 	// New conjunction sets of every touched shared flow (copies: the state
 	// itself changes only in commit).
 	touched := map[string]map[uint32]*binding.Conjunction{}
 	templates := map[string]*binding.Flow{}
-	touch := func(k string, f *binding.Flow) map[uint32]*binding.Conjunction {
+	touch := func(f *binding.Flow) map[uint32]*binding.Conjunction {
+		k := f.MatchKey()
 		if m, ok := touched[k]; ok {
 			return m
 		}
 		m := map[uint32]*binding.Conjunction{}
 		if cm := st.matches[k]; cm != nil {
-			for id, cj := range cm.conjs {
-				m[id] = cj
-			}
+			maps.Copy(m, cm.conjs)
 			f = cm.flow
 		}
 		touched[k], templates[k] = m, f
 		return m
 	}
-	if old != nil {
-		for _, k := range old.keys {
-			if cm := st.matches[k]; cm != nil {
-				delete(touch(k, cm.flow), r.ID)
+	// Plain flows wanted (nil: removed), by match key.
+	plain := map[string]*binding.Flow{}
+	var plainOrder []string
+	setPlain := func(f *binding.Flow, want bool) {
+		k := f.MatchKey()
+		if _, ok := plain[k]; !ok {
+			plainOrder = append(plainOrder, k)
+		}
+		if want {
+			plain[k] = f
+		} else {
+			plain[k] = nil
+		}
+	}
+	// Removals first, so a rule's new version (same id) adds back what it keeps.
+	for _, rc := range ch.Rules {
+		if rc.Old == nil {
+			continue
+		}
+		clauses, _, act := c.b.ruleFlows(rc.Old)
+		for _, f := range clauses {
+			delete(touch(f), rc.Old.ID)
+		}
+		if act != nil {
+			setPlain(act, false)
+		}
+	}
+	var claimed []func()
+	for _, rc := range ch.Rules {
+		if rc.New == nil {
+			continue
+		}
+		clauses, conjs, act := c.b.ruleFlows(rc.New)
+		for i, f := range clauses {
+			touch(f)[rc.New.ID] = conjs[i]
+			if r := st.recovery; r != nil {
+				k, id := f.MatchKey(), rc.New.ID
+				claimed = append(claimed, func() {
+					if r.conjs[k] == nil {
+						r.conjs[k] = map[uint32]bool{}
+					}
+					r.conjs[k][id] = true
+				})
+			}
+		}
+		if act != nil {
+			setPlain(act, true)
+		}
+		if rc.New.Action != ActionAllow && !rc.Old.Equal(rc.New) {
+			narrowed = true
+		}
+	}
+	for d := range ch.Release {
+		for _, p := range ch.Release[d] {
+			setPlain(c.b.defaultDropFlow(Direction(d), p), false)
+		}
+	}
+	for d := range ch.Isolate {
+		for _, p := range ch.Isolate[d] {
+			setPlain(c.b.defaultDropFlow(Direction(d), p), true)
+			narrowed = true
+		}
+	}
+	// The conj_id flows go in first on add and last on delete, so that
+	// within the bundle a completed conjunction always finds its action.
+	var adds, dels []binding.Message
+	for _, k := range plainOrder {
+		want, have := plain[k], st.flows[k]
+		if st.recovery != nil && want != nil {
+			claimed = append(claimed, func() { st.recovery.flows[k] = true })
+		}
+		switch {
+		case want != nil && (have == nil || !sameActions(have, want)):
+			adds = append(adds, binding.AddFlow(want))
+		case want == nil && have != nil:
+			dels = append(dels, binding.DeleteFlowStrict(have))
+			if allows(have) {
+				narrowed = true
 			}
 		}
 	}
-	var newRule *installedRule
-	if len(r.AppliedTo) > 0 && (r.AnyPeer || len(r.Peers) > 0) {
-		rt, dt := c.b.ruleTables(r.Direction)
-		prio := rulePriority(r)
-		clauses := clauseMatches(r)
-		newRule = &installedRule{rule: r}
-		for i, clause := range clauses {
-			for _, mk := range clause {
-				f := c.b.flow(rt, prio, mk)
-				k := f.MatchKey()
-				touch(k, f)[r.ID] = &binding.Conjunction{ID: r.ID, Clause: uint8(i + 1), NClauses: uint8(len(clauses))}
-				newRule.keys = append(newRule.keys, k)
-			}
-		}
-		var act []binding.Action
-		if r.Action == ActionAllow {
-			act = []binding.Action{c.b.next(dt)}
-		}
-		newRule.actFlow = c.b.flow(rt, prio, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).ConjID(r.ID) }, act...)
-	}
-	var msgs []binding.Message
-	// The conj_id flow goes in first on add and last on delete, so that within
-	// the bundle a completed conjunction always finds its action.
-	if newRule != nil {
-		msgs = append(msgs, binding.AddFlow(newRule.actFlow))
-	}
-	keys := make([]string, 0, len(touched))
-	for k := range touched {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	msgs = append(msgs, adds...)
+	keys := slices.Sorted(maps.Keys(touched))
+	var changed []string
 	for _, k := range keys {
-		if len(touched[k]) == 0 {
-			if st.matches[k] != nil {
-				msgs = append(msgs, binding.DeleteFlowStrict(templates[k]))
+		want := touched[k]
+		var have map[uint32]*binding.Conjunction
+		if cm := st.matches[k]; cm != nil {
+			have = cm.conjs
+		}
+		if sameConjs(have, want) {
+			continue
+		}
+		changed = append(changed, k)
+		for id := range have {
+			if _, ok := want[id]; !ok {
+				narrowed = true // a clause of a rule lost a match
 			}
+		}
+		if len(want) == 0 {
+			msgs = append(msgs, binding.DeleteFlowStrict(templates[k]))
 			continue
 		}
 		f := *templates[k]
-		f.Actions = conjActions(touched[k])
+		f.Actions = conjActions(want)
 		msgs = append(msgs, binding.AddFlow(&f))
 	}
-	if old != nil && (newRule == nil || old.actFlow.MatchKey() != newRule.actFlow.MatchKey()) {
-		msgs = append(msgs, binding.DeleteFlowStrict(old.actFlow))
-	}
-	commit := func() {
-		for _, k := range keys {
+	msgs = append(msgs, dels...)
+	commit = func() {
+		for _, k := range changed {
 			if len(touched[k]) == 0 {
 				delete(st.matches, k)
 				continue
 			}
 			st.matches[k] = &conjMatch{flow: templates[k], conjs: touched[k]}
 		}
-		if newRule == nil {
-			delete(st.rules, r.ID)
-		} else {
-			st.rules[r.ID] = newRule
+		for _, k := range plainOrder {
+			if f := plain[k]; f != nil {
+				st.flows[k] = f
+			} else {
+				delete(st.flows, k)
+			}
+		}
+		for _, f := range claimed {
+			f()
 		}
 	}
-	return msgs, commit
+	return msgs, narrowed, commit
+}
+
+// allows reports whether a plain policy flow lets packets on (a conj_id
+// flow of an allow rule).
+func allows(f *binding.Flow) bool {
+	for _, a := range f.Actions {
+		if _, ok := a.(*binding.GotoTable); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// sameActions compares two flows of one match key by their text (which
+// pads notes as the switch reports them).
+func sameActions(a, b *binding.Flow) bool { return a.String() == b.String() }
+
+func sameConjs(a, b map[uint32]*binding.Conjunction) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, x := range a {
+		y, ok := b[id]
+		if !ok || x.Clause != y.Clause || x.NClauses != y.NClauses {
+			return false
+		}
+	}
+	return true
 }
 
 func conjActions(conjs map[uint32]*binding.Conjunction) []binding.Action {
-	ids := make([]uint32, 0, len(conjs))
-	for id := range conjs {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	acts := make([]binding.Action, 0, len(ids))
-	for _, id := range ids {
+	acts := make([]binding.Action, 0, len(conjs))
+	for _, id := range slices.Sorted(maps.Keys(conjs)) {
 		acts = append(acts, conjs[id])
 	}
 	return acts
 }
 
-// SetIsolatedPorts makes exactly these local pod ports isolated for a
-// direction: their new connections that no rule allows are dropped.
-func (c *Client) SetIsolatedPorts(ctx context.Context, d Direction, ports []uint32) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	want := map[uint32]bool{}
-	for _, p := range ports {
-		want[p] = true
+// RecoverPolicy reads the policy flows an earlier agent run left in the
+// switch (cookiePolicyTag) into the client's record, and returns the
+// conjunction id of each rule key noted on them: the reconciler gives the
+// same rules the same ids, so ApplyPolicyChange finds their flows in place
+// and writes nothing for them. FinishPolicyRecovery removes what this run
+// did not claim. Call it once, before the first ApplyPolicyChange.
+func (c *Client) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
+	c.policyMu.Lock()
+	defer c.policyMu.Unlock()
+	if len(c.policy.matches) > 0 || len(c.policy.flows) > 0 {
+		return nil, fmt.Errorf("recover policy: policy flows are installed already")
 	}
-	have := c.policy.isolated[d]
+	d, ok := c.bridge.(flowDumper)
+	if !ok {
+		return nil, fmt.Errorf("recover policy: the bridge cannot be read")
+	}
+	stats, err := d.DumpFlows(ctx, binding.TableAll, cookiePolicyTag, cookieTagMask)
+	if err != nil {
+		return nil, fmt.Errorf("recover policy: %w", err)
+	}
+	ids := map[string]uint32{}
+	st := &c.policy
+	for i := range stats {
+		f := stats[i].Flow
+		f.Cookie = cookiePolicyTag
+		conjs := map[uint32]*binding.Conjunction{}
+		for _, a := range f.Actions {
+			switch a := a.(type) {
+			case *binding.Conjunction:
+				conjs[a.ID] = a
+			case *binding.Note:
+				if id, ok := f.Match.Get(binding.FieldConjID); ok {
+					ids[string(bytes.TrimRight(a.Data, "\x00"))] = uint32(id.Value.Lo)
+				}
+			}
+		}
+		if len(conjs) > 0 {
+			tmpl := f
+			tmpl.Actions = nil
+			st.matches[f.MatchKey()] = &conjMatch{flow: &tmpl, conjs: conjs}
+			continue
+		}
+		st.flows[f.MatchKey()] = &f
+	}
+	st.recovery = &policyClaims{conjs: map[string]map[uint32]bool{}, flows: map[string]bool{}}
+	klog.InfoS("Recovered policy flows of an earlier run", "rules", len(ids), "sharedFlows", len(st.matches), "flows", len(st.flows))
+	return ids, nil
+}
+
+// FinishPolicyRecovery removes, in one bundle, the recovered policy flows
+// (and conjunctions of shared flows) that no ApplyPolicyChange since
+// RecoverPolicy claimed: rules and isolation that went away while the agent
+// was down. It returns the number of flow mods written.
+func (c *Client) FinishPolicyRecovery(ctx context.Context) (int, error) {
+	c.policyMu.Lock()
+	defer c.policyMu.Unlock()
+	st := &c.policy
+	r := st.recovery
+	if r == nil {
+		return 0, nil
+	}
 	var msgs []binding.Message
-	for p := range want {
-		if !have[p] {
-			msgs = append(msgs, binding.AddFlow(c.defaultDropFlow(d, p)))
+	newMatches := map[string]*conjMatch{}
+	for _, k := range slices.Sorted(maps.Keys(st.matches)) {
+		cm := st.matches[k]
+		keep := map[uint32]*binding.Conjunction{}
+		for id, cj := range cm.conjs {
+			if r.conjs[k][id] {
+				keep[id] = cj
+			}
+		}
+		switch {
+		case len(keep) == len(cm.conjs):
+		case len(keep) == 0:
+			msgs = append(msgs, binding.DeleteFlowStrict(cm.flow))
+		default:
+			f := *cm.flow
+			f.Actions = conjActions(keep)
+			msgs = append(msgs, binding.AddFlow(&f))
+		}
+		if len(keep) > 0 {
+			newMatches[k] = &conjMatch{flow: cm.flow, conjs: keep}
 		}
 	}
-	for p := range have {
-		if !want[p] {
-			msgs = append(msgs, binding.DeleteFlowStrict(c.defaultDropFlow(d, p)))
+	var stale []string
+	for _, k := range slices.Sorted(maps.Keys(st.flows)) {
+		if !r.flows[k] {
+			stale = append(stale, k)
+			msgs = append(msgs, binding.DeleteFlowStrict(st.flows[k]))
 		}
 	}
-	if err := c.write(ctx, d.String()+" isolation", msgs); err != nil {
-		return err
+	if err := c.write(ctx, "stale policy flows", msgs); err != nil {
+		return 0, err
 	}
-	c.policy.isolated[d] = want
-	return nil
+	st.matches = newMatches
+	for _, k := range stale {
+		delete(st.flows, k)
+	}
+	st.recovery = nil
+	klog.InfoS("Policy recovery finished", "staleFlowMods", len(msgs))
+	return len(msgs), nil
 }
 
-func (c *Client) defaultDropFlow(d Direction, port uint32) *binding.Flow {
-	if d == DirectionEgress {
-		return c.b.flow(EgressDefaultRuleTable, priorityDefaultDrop, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).InPort(port) })
-	}
-	return c.b.flow(IngressDefaultRuleTable, priorityDefaultDrop, func(m *binding.Match) {
-		m.EthType(binding.EthTypeIPv4)
-		matchField(m, TargetOFPortField, uint64(port))
-	})
-}
-
-// policyFlows lists the installed policy flows (for replay and Flows). c.mu is held.
+// policyFlows lists the installed policy flows (for replay and Flows).
+// c.policyMu is held.
 func (c *Client) policyFlows() []*binding.Flow {
-	var out []*binding.Flow
+	out := make([]*binding.Flow, 0, len(c.policy.matches)+len(c.policy.flows))
 	for _, cm := range c.policy.matches {
 		f := *cm.flow
 		f.Actions = conjActions(cm.conjs)
 		out = append(out, &f)
 	}
-	for _, r := range c.policy.rules {
-		out = append(out, r.actFlow)
-	}
-	for d, ports := range c.policy.isolated {
-		for p := range ports {
-			out = append(out, c.defaultDropFlow(Direction(d), p))
-		}
+	for _, f := range c.policy.flows {
+		out = append(out, f)
 	}
 	return out
 }

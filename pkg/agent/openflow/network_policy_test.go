@@ -93,6 +93,7 @@ func TestRuleFlowsGrowAsSourcesPlusDestinations(t *testing.T) {
 	for _, n := range []int{1, 10, 1000} {
 		t.Run(fmt.Sprintf("%dx%d", n, n), func(t *testing.T) {
 			c, br := newUnitClient(t)
+			rw := NewRuleWriter(c)
 			before := len(br.inTable(c.p.Table(IngressRuleTable)))
 			ports := make([]uint32, n)
 			for i := range ports {
@@ -100,7 +101,7 @@ func TestRuleFlowsGrowAsSourcesPlusDestinations(t *testing.T) {
 			}
 			r := &PolicyRule{ID: 1, Direction: DirectionIngress, Peers: hostPrefixes(n, "10.20.0.1"), AppliedTo: ports,
 				Services: []Service{{Protocol: 6, Port: 80}}, Priority: PolicyRulePriority}
-			if err := c.InstallPolicyRule(context.Background(), r); err != nil {
+			if err := rw.Install(context.Background(), r); err != nil {
 				t.Fatal(err)
 			}
 			got := len(br.inTable(c.p.Table(IngressRuleTable))) - before
@@ -113,12 +114,13 @@ func TestRuleFlowsGrowAsSourcesPlusDestinations(t *testing.T) {
 
 func TestRulesSharingAMatchShareOneFlow(t *testing.T) {
 	c, br := newUnitClient(t)
+	rw := NewRuleWriter(c)
 	ctx := context.Background()
 	peer := []netip.Prefix{netip.MustParsePrefix("10.20.0.5/32")}
 	r1 := &PolicyRule{ID: 1, Direction: DirectionIngress, Peers: peer, AppliedTo: []uint32{10}, Priority: PolicyRulePriority}
 	r2 := &PolicyRule{ID: 2, Direction: DirectionIngress, Peers: peer, AppliedTo: []uint32{11}, Priority: PolicyRulePriority}
 	for _, r := range []*PolicyRule{r1, r2} {
-		if err := c.InstallPolicyRule(ctx, r); err != nil {
+		if err := rw.Install(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +137,7 @@ func TestRulesSharingAMatchShareOneFlow(t *testing.T) {
 		t.Fatalf("shared peer flow should carry both conjunctions, got %q", shared)
 	}
 	// Removing one rule keeps the flow for the other; removing both removes it.
-	if err := c.UninstallPolicyRule(ctx, 1); err != nil {
+	if err := rw.Uninstall(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	found := false
@@ -153,7 +155,7 @@ func TestRulesSharingAMatchShareOneFlow(t *testing.T) {
 	if !found {
 		t.Fatal("the peer flow should stay while rule 2 uses it")
 	}
-	if err := c.UninstallPolicyRule(ctx, 2); err != nil {
+	if err := rw.Uninstall(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range br.inTable(c.p.Table(IngressRuleTable)) {
@@ -183,6 +185,7 @@ func TestPortRangesBecomeMaskedMatches(t *testing.T) {
 
 func TestIngressPolicyOnRealOVS(t *testing.T) {
 	in, c := newRealBridge(t)
+	rw := NewRuleWriter(c)
 	pod1 := addPod(t, in, "p1", "10.10.1.2/24")
 	pod2 := addPod(t, in, "p2", "10.10.1.3/24")
 	pod3 := addPod(t, in, "p3", "10.10.1.4/24")
@@ -194,11 +197,11 @@ func TestIngressPolicyOnRealOVS(t *testing.T) {
 	pingEventually(t, pod3.ns, pod2.ip)
 	ctx := context.Background()
 	// pod2 is isolated for ingress; only pod1 may reach it.
-	if err := c.InstallPolicyRule(ctx, &PolicyRule{ID: 7, Direction: DirectionIngress,
+	if err := rw.Install(ctx, &PolicyRule{ID: 7, Direction: DirectionIngress,
 		Peers: []netip.Prefix{netip.PrefixFrom(addr(pod1.ip), 32)}, AppliedTo: []uint32{pod2.ofPort}, Priority: PolicyRulePriority}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetIsolatedPorts(ctx, DirectionIngress, []uint32{pod2.ofPort}); err != nil {
+	if err := rw.SetIsolatedPorts(ctx, DirectionIngress, []uint32{pod2.ofPort}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := strings.Join(dumpFlows(t, in), "\n"), strings.Join(clientFlows(c), "\n"); got != want {
@@ -210,16 +213,16 @@ func TestIngressPolicyOnRealOVS(t *testing.T) {
 	}
 	pingEventually(t, pod2.ns, pod3.ip) // pod2's egress is not isolated; the reply is established traffic
 	// pod3 joins the rule's peers: one more flow, and pod3 gets through.
-	if err := c.InstallPolicyRule(ctx, &PolicyRule{ID: 7, Direction: DirectionIngress,
+	if err := rw.Install(ctx, &PolicyRule{ID: 7, Direction: DirectionIngress,
 		Peers: []netip.Prefix{netip.PrefixFrom(addr(pod1.ip), 32), netip.PrefixFrom(addr(pod3.ip), 32)}, AppliedTo: []uint32{pod2.ofPort}, Priority: PolicyRulePriority}); err != nil {
 		t.Fatal(err)
 	}
 	pingEventually(t, pod3.ns, pod2.ip)
 	// Isolation lifted and rule removed: back to allow-all.
-	if err := c.UninstallPolicyRule(ctx, 7); err != nil {
+	if err := rw.Uninstall(ctx, 7); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetIsolatedPorts(ctx, DirectionIngress, nil); err != nil {
+	if err := rw.SetIsolatedPorts(ctx, DirectionIngress, nil); err != nil {
 		t.Fatal(err)
 	}
 	pingEventually(t, pod3.ns, pod2.ip)
@@ -230,12 +233,13 @@ func TestIngressPolicyOnRealOVS(t *testing.T) {
 
 func TestThousandsOfRulesOnOnePodFitInOpenFlowMessages(t *testing.T) {
 	c, br := newUnitClient(t)
+	rw := NewRuleWriter(c)
 	ctx := context.Background()
 	for id := uint32(1); id <= 5000; id++ {
 		r := &PolicyRule{ID: id, Direction: DirectionIngress, AppliedTo: []uint32{10},
 			Peers:    []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 20, byte(id >> 8), byte(id)}), 32)},
 			Priority: PolicyRulePriority}
-		if err := c.InstallPolicyRule(ctx, r); err != nil {
+		if err := rw.Install(ctx, r); err != nil {
 			t.Fatalf("rule %d: %v", id, err)
 		}
 	}
@@ -264,20 +268,21 @@ func (f failingBridge) Bundle(context.Context, ...binding.Message) error {
 
 func TestAFailedWriteLeavesTheRecordUnchanged(t *testing.T) {
 	c, br := newUnitClient(t)
+	rw := NewRuleWriter(c)
 	ctx := context.Background()
 	r := &PolicyRule{ID: 1, Direction: DirectionIngress, AppliedTo: []uint32{10},
 		Peers: []netip.Prefix{netip.MustParsePrefix("10.20.0.5/32")}, Priority: PolicyRulePriority}
-	if err := c.InstallPolicyRule(ctx, r); err != nil {
+	if err := rw.Install(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	before := clientFlows(c)
 	c.bridge = failingBridge{br}
-	if err := c.UninstallPolicyRule(ctx, 1); err == nil {
+	if err := rw.Uninstall(ctx, 1); err == nil {
 		t.Fatal("the uninstall should report the rejected bundle")
 	}
 	r2 := &PolicyRule{ID: 2, Direction: DirectionIngress, AppliedTo: []uint32{10},
 		Peers: []netip.Prefix{netip.MustParsePrefix("10.20.0.6/32")}, Priority: PolicyRulePriority}
-	if err := c.InstallPolicyRule(ctx, r2); err == nil {
+	if err := rw.Install(ctx, r2); err == nil {
 		t.Fatal("the install should report the rejected bundle")
 	}
 	if got := clientFlows(c); strings.Join(got, "\n") != strings.Join(before, "\n") {
@@ -285,7 +290,7 @@ func TestAFailedWriteLeavesTheRecordUnchanged(t *testing.T) {
 	}
 	// Once the switch accepts again, the retry removes the rule completely.
 	c.bridge = br
-	if err := c.UninstallPolicyRule(ctx, 1); err != nil {
+	if err := rw.Uninstall(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range br.inTable(c.p.Table(IngressRuleTable)) {

@@ -126,6 +126,7 @@ func trace(t *testing.T, in interface {
 
 func TestServiceOnRealOVS(t *testing.T) {
 	in, c := newRealBridge(t)
+	rw := NewRuleWriter(c)
 	ctx := context.Background()
 	cli := addPod(t, in, "c1", "10.10.1.2/24")
 	e1 := addPod(t, in, "e1", "10.10.1.3/24")
@@ -231,7 +232,7 @@ func TestServiceOnRealOVS(t *testing.T) {
 	// for ingress, nothing gets through (not even SYN retransmissions of a
 	// connection EndpointDNAT committed); a rule allowing the client on the
 	// endpoints' port 8080 (not the Service port 80) lets it through.
-	if err := c.SetIsolatedPorts(ctx, DirectionIngress, []uint32{e1.ofPort, e2.ofPort}); err != nil {
+	if err := rw.SetIsolatedPorts(ctx, DirectionIngress, []uint32{e1.ofPort, e2.ofPort}); err != nil {
 		t.Fatal(err)
 	}
 	purgeDatapath(t, in)
@@ -247,17 +248,17 @@ func TestServiceOnRealOVS(t *testing.T) {
 	if n := ipReceived(t, e1) + ipReceived(t, e2) - received; n != 0 {
 		t.Fatalf("no packet should reach an isolated endpoint, %d did (e.g. a retransmitted SYN sent round the gateway, past policy)", n)
 	}
-	if err := c.InstallPolicyRule(ctx, &PolicyRule{ID: 9, Direction: DirectionIngress,
+	if err := rw.Install(ctx, &PolicyRule{ID: 9, Direction: DirectionIngress,
 		Peers: []netip.Prefix{netip.PrefixFrom(addr(cli.ip), 32)}, AppliedTo: []uint32{e1.ofPort, e2.ofPort},
 		Services: []Service{{Protocol: 6, Port: 8080}}, Priority: PolicyRulePriority}); err != nil {
 		t.Fatal(err)
 	}
 	purgeDatapath(t, in)
 	askWhoEventually(t, cli, "tcp4", "10.96.0.10:80")
-	if err := c.UninstallPolicyRule(ctx, 9); err != nil {
+	if err := rw.Uninstall(ctx, 9); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetIsolatedPorts(ctx, DirectionIngress, nil); err != nil {
+	if err := rw.SetIsolatedPorts(ctx, DirectionIngress, nil); err != nil {
 		t.Fatal(err)
 	}
 

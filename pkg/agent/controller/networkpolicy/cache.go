@@ -1,39 +1,47 @@
 package networkpolicy
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"sort"
 	"strings"
-	"time"
+	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/klog/v2"
 
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 )
 
-// cache holds this node's slice of the computed policy.
-type cache struct {
+// ruleCache holds this node's slice of the computed policy, indexed by
+// policy, by group (which policies use it) and by pod (which
+// AppliedToGroups hold it). Its lock is held only while an event is applied
+// or a policy's rules are computed from it: never across an OVS write, so
+// the watchers never wait on OVS.
+type ruleCache struct {
+	mu              sync.RWMutex
 	policies        map[string]*cpv1beta2.NetworkPolicy
 	addressGroups   map[string]map[string]cpv1beta2.GroupMember
 	appliedToGroups map[string]map[string]cpv1beta2.GroupMember
+	// byAddressGroup and byAppliedToGroup: group name -> policies using it.
+	byAddressGroup, byAppliedToGroup map[string]sets.Set[string]
+	// byPod: "namespace/name" -> AppliedToGroups holding the pod.
+	byPod map[string]sets.Set[string]
 }
 
-func newCache() *cache {
-	return &cache{
-		policies:        map[string]*cpv1beta2.NetworkPolicy{},
-		addressGroups:   map[string]map[string]cpv1beta2.GroupMember{},
-		appliedToGroups: map[string]map[string]cpv1beta2.GroupMember{},
+func newRuleCache() *ruleCache {
+	return &ruleCache{
+		policies:         map[string]*cpv1beta2.NetworkPolicy{},
+		addressGroups:    map[string]map[string]cpv1beta2.GroupMember{},
+		appliedToGroups:  map[string]map[string]cpv1beta2.GroupMember{},
+		byAddressGroup:   map[string]sets.Set[string]{},
+		byAppliedToGroup: map[string]sets.Set[string]{},
+		byPod:            map[string]sets.Set[string]{},
 	}
 }
 
-// memberKey identifies a member: its pod, else its addresses.
+// memberKey identifies a member: its pod, else its node, else its addresses.
 func memberKey(m *cpv1beta2.GroupMember) string {
 	if m.Pod != nil {
 		return "pod:" + m.Pod.Namespace + "/" + m.Pod.Name
@@ -57,290 +65,237 @@ func memberMap(ms []cpv1beta2.GroupMember) map[string]cpv1beta2.GroupMember {
 	return out
 }
 
-func patchMembers(have map[string]cpv1beta2.GroupMember, added, removed []cpv1beta2.GroupMember) {
+// policyGroups are the groups a policy references, by kind.
+func policyGroups(p *cpv1beta2.NetworkPolicy) (address, appliedTo sets.Set[string]) {
+	address, appliedTo = sets.New[string](), sets.New[string](p.AppliedToGroups...)
+	for _, r := range p.Rules {
+		address.Insert(r.From.AddressGroups...)
+		address.Insert(r.To.AddressGroups...)
+		appliedTo.Insert(r.AppliedToGroups...)
+	}
+	return address, appliedTo
+}
+
+func indexAdd(idx map[string]sets.Set[string], key, v string) {
+	if idx[key] == nil {
+		idx[key] = sets.New[string]()
+	}
+	idx[key].Insert(v)
+}
+
+func indexDel(idx map[string]sets.Set[string], key, v string) {
+	if s := idx[key]; s != nil {
+		s.Delete(v)
+		if s.Len() == 0 {
+			delete(idx, key)
+		}
+	}
+}
+
+// setPolicyLocked stores (p != nil) or removes a policy and its index
+// entries; it reports whether anything changed. c.mu is held.
+func (c *ruleCache) setPolicyLocked(name string, p *cpv1beta2.NetworkPolicy) bool {
+	old := c.policies[name]
+	if old != nil && p != nil && old.Generation == p.Generation && old.ResourceVersion == p.ResourceVersion {
+		return false
+	}
+	if old == nil && p == nil {
+		return false
+	}
+	if old != nil {
+		a, at := policyGroups(old)
+		for g := range a {
+			indexDel(c.byAddressGroup, g, name)
+		}
+		for g := range at {
+			indexDel(c.byAppliedToGroup, g, name)
+		}
+		delete(c.policies, name)
+	}
+	if p != nil {
+		a, at := policyGroups(p)
+		for g := range a {
+			indexAdd(c.byAddressGroup, g, name)
+		}
+		for g := range at {
+			indexAdd(c.byAppliedToGroup, g, name)
+		}
+		c.policies[name] = p
+	}
+	return true
+}
+
+func (c *ruleCache) groups(address bool) map[string]map[string]cpv1beta2.GroupMember {
+	if address {
+		return c.addressGroups
+	}
+	return c.appliedToGroups
+}
+
+func (c *ruleCache) users(address bool, group string) sets.Set[string] {
+	idx := c.byAppliedToGroup
+	if address {
+		idx = c.byAddressGroup
+	}
+	return idx[group].Clone()
+}
+
+// setGroupLocked replaces a group's members (nil members: the group is
+// gone), keeping the pod index; it reports whether anything changed.
+func (c *ruleCache) setGroupLocked(address bool, name string, members map[string]cpv1beta2.GroupMember) bool {
+	gs := c.groups(address)
+	old, had := gs[name]
+	if had && members != nil && sameMembers(old, members) {
+		return false
+	}
+	if !address {
+		for k, m := range old {
+			if _, keep := members[k]; !keep && m.Pod != nil {
+				indexDel(c.byPod, m.Pod.Namespace+"/"+m.Pod.Name, name)
+			}
+		}
+		for _, m := range members {
+			if m.Pod != nil {
+				indexAdd(c.byPod, m.Pod.Namespace+"/"+m.Pod.Name, name)
+			}
+		}
+	}
+	if members == nil {
+		delete(gs, name)
+		return had
+	}
+	gs[name] = members
+	return true
+}
+
+// patchGroupLocked applies a patch of members in place.
+func (c *ruleCache) patchGroupLocked(address bool, name string, added, removed []cpv1beta2.GroupMember) {
+	gs := c.groups(address)
+	members := gs[name]
+	if members == nil {
+		members = map[string]cpv1beta2.GroupMember{}
+		gs[name] = members
+	}
 	for i := range removed {
-		delete(have, memberKey(&removed[i]))
+		k := memberKey(&removed[i])
+		if m, ok := members[k]; ok {
+			delete(members, k)
+			if !address && m.Pod != nil {
+				indexDel(c.byPod, m.Pod.Namespace+"/"+m.Pod.Name, name)
+			}
+		}
 	}
 	for i := range added {
-		have[memberKey(&added[i])] = added[i]
+		m := added[i]
+		members[memberKey(&m)] = m
+		if !address && m.Pod != nil {
+			indexAdd(c.byPod, m.Pod.Namespace+"/"+m.Pod.Name, name)
+		}
 	}
 }
 
-func (c *cache) policiesUsing(group string, addressGroup bool) sets.Set[string] {
-	out := sets.New[string]()
-	for name, p := range c.policies {
-		if usesGroup(p, group, addressGroup) {
-			out.Insert(name)
+// replacePolicies replaces every policy after a list and returns the
+// policies that changed.
+func (c *ruleCache) replacePolicies(objs []runtime.Object) sets.Set[string] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	affected, seen := sets.New[string](), sets.New[string]()
+	for _, o := range objs {
+		p := o.(*cpv1beta2.NetworkPolicy)
+		seen.Insert(p.Name)
+		if c.setPolicyLocked(p.Name, p) {
+			affected.Insert(p.Name)
 		}
 	}
-	return out
+	for name := range c.policies {
+		if !seen.Has(name) && c.setPolicyLocked(name, nil) {
+			affected.Insert(name)
+		}
+	}
+	return affected
 }
 
-func usesGroup(p *cpv1beta2.NetworkPolicy, g string, addressGroup bool) bool {
-	if !addressGroup {
-		for _, n := range p.AppliedToGroups {
-			if n == g {
-				return true
-			}
+// applyPolicy applies one watch event of a policy.
+func (c *ruleCache) applyPolicy(ev watch.Event) (sets.Set[string], error) {
+	p, ok := ev.Object.(*cpv1beta2.NetworkPolicy)
+	if !ok {
+		return nil, fmt.Errorf("object %T", ev.Object)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ev.Type == watch.Deleted {
+		c.setPolicyLocked(p.Name, nil)
+	} else if !c.setPolicyLocked(p.Name, p) {
+		return nil, nil
+	}
+	return sets.New(p.Name), nil
+}
+
+// replaceGroups replaces every group of a kind after a list and returns
+// the policies using a group that changed.
+func (c *ruleCache) replaceGroups(address bool, objs []runtime.Object) sets.Set[string] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	affected, seen := sets.New[string](), sets.New[string]()
+	for _, o := range objs {
+		name, members := groupOf(o)
+		seen.Insert(name)
+		if c.setGroupLocked(address, name, memberMap(members)) {
+			affected = affected.Union(c.users(address, name))
 		}
 	}
-	for _, r := range p.Rules {
-		var names []string
-		if addressGroup {
-			names = append(append(names, r.From.AddressGroups...), r.To.AddressGroups...)
+	for name := range c.groups(address) {
+		if !seen.Has(name) && c.setGroupLocked(address, name, nil) {
+			affected = affected.Union(c.users(address, name))
+		}
+	}
+	return affected
+}
+
+// applyGroup applies one watch event of a group: a full object on ADDED
+// and DELETED, a patch of members on MODIFIED.
+func (c *ruleCache) applyGroup(address bool, ev watch.Event) (sets.Set[string], error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var name string
+	switch o := ev.Object.(type) {
+	case *cpv1beta2.AddressGroupPatch:
+		name = o.Name
+		c.patchGroupLocked(address, name, o.AddedGroupMembers, o.RemovedGroupMembers)
+	case *cpv1beta2.AppliedToGroupPatch:
+		name = o.Name
+		c.patchGroupLocked(address, name, o.AddedGroupMembers, o.RemovedGroupMembers)
+	default:
+		var members []cpv1beta2.GroupMember
+		name, members = groupOf(ev.Object)
+		if name == "" {
+			return nil, fmt.Errorf("object %T", ev.Object)
+		}
+		if ev.Type == watch.Deleted {
+			c.setGroupLocked(address, name, nil)
 		} else {
-			names = r.AppliedToGroups
-		}
-		for _, n := range names {
-			if n == g {
-				return true
-			}
+			c.setGroupLocked(address, name, memberMap(members))
 		}
 	}
-	return false
+	return c.users(address, name), nil
 }
 
 // policiesForPod are the policies applied to a pod through any group.
-func (c *cache) policiesForPod(ns, name string) sets.Set[string] {
+func (c *ruleCache) policiesForPod(ns, name string) sets.Set[string] {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	out := sets.New[string]()
-	key := "pod:" + ns + "/" + name
-	for g, members := range c.appliedToGroups {
-		if _, ok := members[key]; ok {
-			out = out.Union(c.policiesUsing(g, false))
-		}
-	}
-	// An egress peer on this node may be a new pod too; address groups
-	// carry IPs, so they are already complete without the interface.
-	return out
-}
-
-// watcher lists and watches one resource with nodeName=<this node>, applying
-// events to the cache and enqueueing the policies they affect. After an error
-// it lists again and replaces its part of the cache, which marks as changed
-// only what differs.
-type watcher struct {
-	c       *Controller
-	kind    string
-	list    func(ctx context.Context, opts metav1.ListOptions) ([]runtime.Object, string, error)
-	watch   func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-	replace func(objs []runtime.Object) sets.Set[string]
-	apply   func(ev watch.Event) (sets.Set[string], error)
-}
-
-func (w *watcher) run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	listedOnce := false
-	for ctx.Err() == nil {
-		if err := w.listAndWatch(ctx, &listedOnce); err != nil && ctx.Err() == nil {
-			klog.InfoS("Watch of controlplane resource ended; listing again", "resource", w.kind, "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			if backoff < 5*time.Second {
-				backoff *= 2
-			}
-			continue
-		}
-		backoff = 100 * time.Millisecond
-	}
-}
-
-func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) error {
-	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("nodeName", w.c.nodeName).String()}
-	objs, rv, err := w.list(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("list %s: %w", w.kind, err)
-	}
-	w.c.mu.Lock()
-	affected := w.replace(objs)
-	w.c.mu.Unlock()
-	w.c.enqueue(affected)
-	if !*listedOnce {
-		*listedOnce = true
-		w.c.markListed(w.kind)
-	}
-	opts.ResourceVersion = rv
-	opts.AllowWatchBookmarks = true
-	wi, err := w.watch(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("watch %s: %w", w.kind, err)
-	}
-	defer wi.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-wi.ResultChan():
-			if !ok {
-				return fmt.Errorf("watch %s closed", w.kind)
-			}
-			switch ev.Type {
-			case watch.Bookmark:
-				continue
-			case watch.Error:
-				return fmt.Errorf("watch %s: %v", w.kind, ev.Object)
-			}
-			w.c.mu.Lock()
-			affected, err := w.apply(ev)
-			w.c.mu.Unlock()
-			if err != nil {
-				klog.ErrorS(err, "Unexpected controlplane event", "resource", w.kind, "type", ev.Type)
-				continue
-			}
-			w.c.enqueue(affected)
-		}
-	}
-}
-
-func (c *Controller) watchers() []*watcher {
-	cp := c.client.ControlplaneV1beta2()
-	return []*watcher{
-		{
-			c: c, kind: "networkpolicies",
-			list: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
-				l, err := cp.NetworkPolicies().List(ctx, o)
-				if err != nil {
-					return nil, "", err
-				}
-				return objects(l.Items), l.ResourceVersion, nil
-			},
-			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return cp.NetworkPolicies().Watch(ctx, o)
-			},
-			replace: func(objs []runtime.Object) sets.Set[string] {
-				affected := sets.New[string]()
-				seen := sets.New[string]()
-				for _, o := range objs {
-					p := o.(*cpv1beta2.NetworkPolicy)
-					seen.Insert(p.Name)
-					if old, ok := c.cache.policies[p.Name]; !ok || old.Generation != p.Generation || old.ResourceVersion != p.ResourceVersion {
-						affected.Insert(p.Name)
-					}
-					c.cache.policies[p.Name] = p
-				}
-				for name := range c.cache.policies {
-					if !seen.Has(name) {
-						delete(c.cache.policies, name)
-						affected.Insert(name)
-					}
-				}
-				return affected
-			},
-			apply: func(ev watch.Event) (sets.Set[string], error) {
-				p, ok := ev.Object.(*cpv1beta2.NetworkPolicy)
-				if !ok {
-					return nil, fmt.Errorf("object %T", ev.Object)
-				}
-				if ev.Type == watch.Deleted {
-					delete(c.cache.policies, p.Name)
-				} else {
-					c.cache.policies[p.Name] = p
-				}
-				return sets.New(p.Name), nil
-			},
-		},
-		c.groupWatcher("addressgroups", true),
-		c.groupWatcher("appliedtogroups", false),
-	}
-}
-
-// groupWatcher watches AddressGroups or AppliedToGroups: full objects on
-// ADDED, patches of members on MODIFIED.
-func (c *Controller) groupWatcher(kind string, address bool) *watcher {
-	cp := c.client.ControlplaneV1beta2()
-	groups := func() map[string]map[string]cpv1beta2.GroupMember {
-		if address {
-			return c.cache.addressGroups
-		}
-		return c.cache.appliedToGroups
-	}
-	return &watcher{
-		c: c, kind: kind,
-		list: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
-			if address {
-				l, err := cp.AddressGroups().List(ctx, o)
-				if err != nil {
-					return nil, "", err
-				}
-				return objects(l.Items), l.ResourceVersion, nil
-			}
-			l, err := cp.AppliedToGroups().List(ctx, o)
-			if err != nil {
-				return nil, "", err
-			}
-			return objects(l.Items), l.ResourceVersion, nil
-		},
-		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			if address {
-				return cp.AddressGroups().Watch(ctx, o)
-			}
-			return cp.AppliedToGroups().Watch(ctx, o)
-		},
-		replace: func(objs []runtime.Object) sets.Set[string] {
-			gs := groups()
-			affected := sets.New[string]()
-			seen := sets.New[string]()
-			for _, o := range objs {
-				name, members := groupOf(o)
-				seen.Insert(name)
-				mm := memberMap(members)
-				if old, ok := gs[name]; !ok || !sameMembers(old, mm) {
-					affected = affected.Union(c.cache.policiesUsing(name, address))
-				}
-				gs[name] = mm
-			}
-			for name := range gs {
-				if !seen.Has(name) {
-					delete(gs, name)
-					affected = affected.Union(c.cache.policiesUsing(name, address))
-				}
-			}
-			return affected
-		},
-		apply: func(ev watch.Event) (sets.Set[string], error) {
-			gs := groups()
-			var name string
-			patch := func(added, removed []cpv1beta2.GroupMember) {
-				if gs[name] == nil {
-					gs[name] = map[string]cpv1beta2.GroupMember{}
-				}
-				patchMembers(gs[name], added, removed)
-			}
-			switch o := ev.Object.(type) {
-			case *cpv1beta2.AddressGroupPatch:
-				name = o.Name
-				patch(o.AddedGroupMembers, o.RemovedGroupMembers)
-			case *cpv1beta2.AppliedToGroupPatch:
-				name = o.Name
-				patch(o.AddedGroupMembers, o.RemovedGroupMembers)
-			default:
-				var members []cpv1beta2.GroupMember
-				name, members = groupOf(ev.Object)
-				if name == "" {
-					return nil, fmt.Errorf("object %T", ev.Object)
-				}
-				if ev.Type == watch.Deleted {
-					delete(gs, name)
-				} else {
-					gs[name] = memberMap(members)
-				}
-			}
-			return c.cache.policiesUsing(name, address), nil
-		},
-	}
-}
-
-// objects returns pointers to a list's items as runtime.Objects.
-func objects[T any, PT interface {
-	*T
-	runtime.Object
-}](items []T) []runtime.Object {
-	out := make([]runtime.Object, len(items))
-	for i := range items {
-		out[i] = PT(&items[i])
+	for g := range c.byPod[ns+"/"+name] {
+		out = out.Union(c.byAppliedToGroup[g])
 	}
 	return out
+}
+
+// policyNames lists every cached policy.
+func (c *ruleCache) policyNames() sets.Set[string] {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return sets.KeySet(c.policies)
 }
 
 func groupOf(o runtime.Object) (string, []cpv1beta2.GroupMember) {

@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
@@ -25,29 +26,36 @@ type fakeFlows struct {
 	mu       sync.Mutex
 	rules    map[uint32]*agentof.PolicyRule
 	isolated [2][]uint32
+	// changes counts rule and isolation changes asked for.
+	changes int
 }
 
-func (f *fakeFlows) InstallPolicyRule(_ context.Context, r *agentof.PolicyRule) error {
+func (f *fakeFlows) ApplyPolicyChange(_ context.Context, ch agentof.PolicyChange) (agentof.PolicyWrite, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	cp := *r
-	f.rules[r.ID] = &cp
-	return nil
+	n := 0
+	for _, rc := range ch.Rules {
+		if rc.Old != nil {
+			delete(f.rules, rc.Old.ID)
+		}
+		if rc.New != nil {
+			cp := *rc.New
+			f.rules[cp.ID] = &cp
+		}
+		n++
+	}
+	for d := range ch.Isolate {
+		iso := sets.New(f.isolated[d]...)
+		iso.Insert(ch.Isolate[d]...)
+		iso.Delete(ch.Release[d]...)
+		f.isolated[d] = sets.List(iso)
+		n += len(ch.Isolate[d]) + len(ch.Release[d])
+	}
+	f.changes += n
+	return agentof.PolicyWrite{Messages: n}, nil
 }
 
-func (f *fakeFlows) UninstallPolicyRule(_ context.Context, id uint32) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.rules, id)
-	return nil
-}
-
-func (f *fakeFlows) SetIsolatedPorts(_ context.Context, d agentof.Direction, ports []uint32) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.isolated[d] = append([]uint32(nil), ports...)
-	return nil
-}
+func (f *fakeFlows) FinishPolicyRecovery(context.Context) (int, error) { return 0, nil }
 
 // summary prints the rules as sorted lines "dir peers -> ports svc".
 func (f *fakeFlows) summary() string {
@@ -115,7 +123,7 @@ func TestPolicyBecomesRulesForLocalPodsAndFollowsGroupChanges(t *testing.T) {
 		}}
 	client := fake.NewSimpleClientset(atg, ag, np)
 	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
-	c := NewController("n1", client, flows, store)
+	c := NewController("n1", client, flows, store, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Run(ctx)
@@ -190,7 +198,7 @@ func TestEgressNamedPortToAnIPBlockResolvesOnThePodsOfTheBlock(t *testing.T) {
 			Services: []cpv1beta2.Service{{Protocol: tcp(), Port: &http}, {Protocol: tcp(), Port: &https}}}}}
 	client := fake.NewSimpleClientset(atg, block, np)
 	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
-	c := NewController("n1", client, flows, store)
+	c := NewController("n1", client, flows, store, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Run(ctx)

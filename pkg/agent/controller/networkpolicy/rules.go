@@ -12,6 +12,7 @@ import (
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // target is one end of a rule that named ports resolve against: a local pod
@@ -22,10 +23,55 @@ type target struct {
 	ports  []cpv1beta2.NamedPort
 }
 
-// computeRules turns a policy into this node's rules, keyed by a stable rule
-// key, and the local ports it isolates per direction. complete is false while
-// a group the policy references has not arrived yet. c.mu is held.
-func (c *Controller) computeRules(p *cpv1beta2.NetworkPolicy) (map[string]*agentof.PolicyRule, [2]sets.Set[uint32], bool) {
+// desiredPolicy is what one policy should have in OVS on this node.
+type desiredPolicy struct {
+	// rules by a key stable across computations (rule index and resolved
+	// services), without ids: the reconciler owns those.
+	rules map[string]*agentof.PolicyRule
+	// isolated local ports, per direction.
+	isolated [2]sets.Set[uint32]
+	// complete is false while a group the policy references has not arrived.
+	complete bool
+	// generation of the policy computed (0: the policy is gone).
+	generation int64
+}
+
+// desired computes a policy's rules and isolation from the cache (nil
+// policy: nothing is desired). It holds the cache's read lock while it
+// runs, which is CPU work only.
+func (c *ruleCache) desired(name string, ifaces Interfaces) *desiredPolicy {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	p := c.policies[name]
+	if p == nil {
+		return &desiredPolicy{rules: map[string]*agentof.PolicyRule{},
+			isolated: [2]sets.Set[uint32]{sets.New[uint32](), sets.New[uint32]()}, complete: true}
+	}
+	rules, iso, complete := c.computeRulesLocked(p, ifaces)
+	return &desiredPolicy{rules: rules, isolated: iso, complete: complete, generation: p.Generation}
+}
+
+// rulePriority maps a rule to its flows' priority in the rule tables. K8s
+// NetworkPolicy rules all share one priority (they only allow). Antrea-native
+// policies will map (tier priority, policy priority, rule index) here, in
+// tables of their own (issue 14 §3), with no other change to the reconciler.
+func rulePriority(_ *cpv1beta2.NetworkPolicy, _ int) uint16 {
+	return agentof.PolicyRulePriority
+}
+
+// ruleAction maps a rule's action to the data path's.
+func ruleAction(r *cpv1beta2.NetworkPolicyRule) agentof.RuleAction {
+	if r.Action != nil && (*r.Action == cpv1beta2.RuleActionDrop || *r.Action == cpv1beta2.RuleActionReject) {
+		return agentof.ActionDrop
+	}
+	return agentof.ActionAllow
+}
+
+// computeRulesLocked turns a policy into this node's rules, keyed by a
+// stable rule key, and the local ports it isolates per direction. complete
+// is false while a group the policy references has not arrived yet. c.mu
+// is held (read).
+func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interfaces) (map[string]*agentof.PolicyRule, [2]sets.Set[uint32], bool) {
 	out := map[string]*agentof.PolicyRule{}
 	iso := [2]sets.Set[uint32]{sets.New[uint32](), sets.New[uint32]()}
 	complete := true
@@ -37,7 +83,7 @@ func (c *Controller) computeRules(p *cpv1beta2.NetworkPolicy) (map[string]*agent
 		}
 		var applied []target
 		for _, g := range atNames {
-			members, ok := c.cache.appliedToGroups[g]
+			members, ok := c.appliedToGroups[g]
 			if !ok {
 				complete = false
 				continue
@@ -46,7 +92,7 @@ func (c *Controller) computeRules(p *cpv1beta2.NetworkPolicy) (map[string]*agent
 				if m.Pod == nil {
 					continue
 				}
-				for _, iface := range c.ifaces.GetContainerInterfacesByPod(m.Pod.Name, m.Pod.Namespace) {
+				for _, iface := range ifaces.GetContainerInterfacesByPod(m.Pod.Name, m.Pod.Namespace) {
 					if iface.OVSPortConfig != nil && iface.OFPort > 0 {
 						applied = append(applied, target{port: uint32(iface.OFPort), ports: m.Ports})
 					}
@@ -66,7 +112,7 @@ func (c *Controller) computeRules(p *cpv1beta2.NetworkPolicy) (map[string]*agent
 		}
 		var peers []target
 		for _, g := range peer.AddressGroups {
-			members, ok := c.cache.addressGroups[g]
+			members, ok := c.addressGroups[g]
 			if !ok {
 				complete = false
 				continue
@@ -90,11 +136,7 @@ func (c *Controller) computeRules(p *cpv1beta2.NetworkPolicy) (map[string]*agent
 				peers = append(peers, target{prefix: pfx})
 			}
 		}
-		action := agentof.ActionAllow
-		if r.Action != nil && (*r.Action == cpv1beta2.RuleActionDrop || *r.Action == cpv1beta2.RuleActionReject) {
-			action = agentof.ActionDrop
-		}
-		priority := agentof.PolicyRulePriority
+		action, priority := ruleAction(r), rulePriority(p, i)
 		// Named ports resolve against the rule's destination: the applied-to
 		// pods for ingress, the peers for egress. Destinations that resolve
 		// to the same services share one rule.
@@ -188,13 +230,13 @@ func resolveServices(svcs []cpv1beta2.Service, named []cpv1beta2.NamedPort) ([]a
 func protocolNumber(p cpv1beta2.Protocol) (uint8, bool) {
 	switch p {
 	case cpv1beta2.ProtocolTCP:
-		return 6, true
+		return binding.IPProtoTCP, true
 	case cpv1beta2.ProtocolUDP:
-		return 17, true
+		return binding.IPProtoUDP, true
 	case cpv1beta2.ProtocolSCTP:
-		return 132, true
+		return binding.IPProtoSCTP, true
 	case cpv1beta2.ProtocolICMP:
-		return 1, true
+		return binding.IPProtoICMP, true
 	}
 	return 0, false
 }
