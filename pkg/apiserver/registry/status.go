@@ -24,6 +24,16 @@ type StatusStore struct {
 
 	mu       sync.RWMutex
 	byPolicy map[string]map[string]controlplane.NetworkPolicyNodeStatus
+	handlers []func(policyName string)
+}
+
+// AddHandler registers h to be told the name of each policy agents reported
+// on, after the report is recorded (the controller then rewrites the status
+// of Antrea-native policies). Register handlers before the server runs.
+func (s *StatusStore) AddHandler(h func(policyName string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handlers = append(s.handlers, h)
 }
 
 // NewStatusStore returns a StatusStore for the policies of a NetworkPolicy store.
@@ -37,7 +47,16 @@ func (s *StatusStore) Update(status *controlplane.NetworkPolicyStatus) error {
 		return apierrors.NewNotFound(controlplane.Resource("networkpolicies"), status.Name)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.updateLocked(status)
+	handlers := s.handlers
+	s.mu.Unlock()
+	for _, h := range handlers {
+		h(status.Name)
+	}
+	return nil
+}
+
+func (s *StatusStore) updateLocked(status *controlplane.NetworkPolicyStatus) {
 	nodes := s.byPolicy[status.Name]
 	if nodes == nil {
 		nodes = map[string]controlplane.NetworkPolicyNodeStatus{}
@@ -55,7 +74,6 @@ func (s *StatusStore) Update(status *controlplane.NetworkPolicyStatus) error {
 			}
 		}
 	}
-	return nil
 }
 
 // Realization returns, for a policy, how many Nodes of its span reported its

@@ -81,6 +81,11 @@ func Run(ctx context.Context, o *Options) error {
 	for path, h := range admission.Handlers(admission.NewValidator(lookup, admission.ControllerUser())) {
 		server.Handle(path, h)
 	}
+	if err := npController.EnableAntreaPolicies(networkpolicy.AntreaPolicyConfig{
+		CRDClient: crdClient, CRDInformers: crdInformerFactory, Realizer: stores.Statuses,
+	}); err != nil {
+		return err
+	}
 	tierKeeper, err := tier.NewKeeper(crdClient, crd.Tiers())
 	if err != nil {
 		return err

@@ -88,6 +88,9 @@ func (i *Index) selectsLocked(g *groupItem, item *podItem) bool {
 	if b := g.sel.IPBlock; b != nil {
 		return i.blocks.holds(b, item)
 	}
+	if sa := g.sel.ServiceAccount; sa != "" && item.pod.Spec.ServiceAccountName != sa {
+		return false
+	}
 	return (!g.sel.ClusterScoped() || item.ns.clusterGroups.has(g)) && g.sel.PodSelector.Matches(labels.Set(item.pod.Labels))
 }
 
@@ -112,9 +115,21 @@ func (i *Index) AddGroup(sel *Selector) string {
 		i.blocks.covered(sel.IPBlock, addMember)
 		return key
 	}
+	if sel.NodeSelector != nil {
+		// Node groups are the caller's: the index only remembers the key.
+		return key
+	}
 	if !sel.ClusterScoped() {
 		ns := i.namespaceLocked(sel.Namespace)
 		ns.groups.add(g, sel.PodSelector)
+		if sa := sel.ServiceAccount; sa != "" {
+			ns.pods.matching(sel.PodSelector, podLabels, func(p *podItem) {
+				if p.pod.Spec.ServiceAccountName == sa {
+					addMember(p)
+				}
+			})
+			return key
+		}
 		ns.pods.matching(sel.PodSelector, podLabels, addMember)
 		return key
 	}
@@ -140,6 +155,9 @@ func (i *Index) DeleteGroup(key string) {
 	delete(i.groups, key)
 	if g.sel.IPBlock != nil {
 		i.blocks.remove(g)
+		return
+	}
+	if g.sel.NodeSelector != nil {
 		return
 	}
 	if !g.sel.ClusterScoped() {

@@ -35,8 +35,63 @@ type Selector struct {
 	// IPBlock, when set, selects the Pods with an address in the block, in
 	// every Namespace; the label fields are then unset.
 	IPBlock *IPBlock
+	// ServiceAccount, with Namespace, selects the Pods of Namespace that run
+	// as this ServiceAccount (PodSelector is then Everything).
+	ServiceAccount string
+	// NodeSelector, when set, selects Nodes rather than Pods; the index
+	// holds no such group (the computation watches Nodes itself), and the
+	// other fields are unset.
+	NodeSelector labels.Selector
 
 	key string
+}
+
+// NewServiceAccountSelector selects the Pods of namespace whose
+// spec.serviceAccountName is name.
+func NewServiceAccountSelector(namespace, name string) *Selector {
+	s := &Selector{Namespace: namespace, PodSelector: labels.Everything(), ServiceAccount: name}
+	s.key = normalize(s)
+	return s
+}
+
+// NewNodeSelector selects Nodes by label.
+func NewNodeSelector(nodeSelector *metav1.LabelSelector) (*Selector, error) {
+	sel, err := metav1.LabelSelectorAsSelector(nodeSelector)
+	if err != nil {
+		return nil, fmt.Errorf("invalid nodeSelector %v: %w", nodeSelector, err)
+	}
+	s := &Selector{NodeSelector: sel}
+	s.key = normalize(s)
+	return s, nil
+}
+
+// NewLabelSelector builds a Selector from parsed label selectors, with the
+// semantics of NewSelector (podSelector must not be nil).
+func NewLabelSelector(namespace string, podSelector, namespaceSelector labels.Selector) *Selector {
+	s := &Selector{PodSelector: podSelector, NamespaceSelector: namespaceSelector}
+	if namespaceSelector == nil {
+		s.Namespace = namespace
+	}
+	s.key = normalize(s)
+	return s
+}
+
+// InNamespace returns the part of a Pod selector inside one Namespace whose
+// labels are nsLabels, or nil when the selector selects nothing there (or
+// does not select Pods by label: ipBlock and Node selectors).
+func (s *Selector) InNamespace(namespace string, nsLabels labels.Set) *Selector {
+	switch {
+	case s.IPBlock != nil || s.NodeSelector != nil:
+		return nil
+	case s.NamespaceSelector == nil:
+		if s.Namespace != namespace {
+			return nil
+		}
+		return s
+	case !s.NamespaceSelector.Matches(nsLabels):
+		return nil
+	}
+	return NewLabelSelector(namespace, s.PodSelector, nil)
 }
 
 // NewSelector builds a Selector with Kubernetes NetworkPolicy peer semantics:
@@ -78,12 +133,19 @@ func (s *Selector) Key() string {
 func (s *Selector) String() string { return s.Key() }
 
 // ClusterScoped tells whether the label selector spans Namespaces; it is
-// false for an ipBlock selector, which is filed apart from label selectors.
+// false for an ipBlock or Node selector, which are filed apart from label
+// selectors.
 func (s *Selector) ClusterScoped() bool { return s.NamespaceSelector != nil }
 
 func normalize(s *Selector) string {
 	if s.IPBlock != nil {
 		return "ipBlock=" + s.IPBlock.String()
+	}
+	if s.NodeSelector != nil {
+		return "nodeSelector=" + selectorString(s.NodeSelector)
+	}
+	if s.ServiceAccount != "" {
+		return "namespace=" + s.Namespace + " serviceAccount=" + s.ServiceAccount
 	}
 	var b strings.Builder
 	if s.NamespaceSelector == nil {

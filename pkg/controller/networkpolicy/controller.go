@@ -93,7 +93,11 @@ func policyName(np *networkingv1.NetworkPolicy) string {
 
 // Controller computes internal NetworkPolicies and their groups.
 type Controller struct {
-	kubeClient kubernetes.Interface
+	kubeClient      kubernetes.Interface
+	informerFactory informers.SharedInformerFactory
+	// native holds the Antrea-native policy kinds' listers; nil unless
+	// EnableAntreaPolicies was called.
+	native *native
 
 	npLister        networkinglisters.NetworkPolicyLister
 	npSynced        cache.InformerSynced
@@ -109,6 +113,24 @@ type Controller struct {
 	policyQueue         workqueue.TypedRateLimitingInterface[string]
 	appliedToGroupQueue workqueue.TypedRateLimitingInterface[string]
 	addressGroupQueue   workqueue.TypedRateLimitingInterface[string]
+	// nativeQueue holds Antrea-native policy keys (acnp:name, annp:ns/name),
+	// statusQueue the same keys for their status, groupStatusQueue group
+	// keys (cg:name, grp:ns/name) for their condition.
+	nativeQueue      workqueue.TypedRateLimitingInterface[string]
+	statusQueue      workqueue.TypedRateLimitingInterface[string]
+	groupStatusQueue workqueue.TypedRateLimitingInterface[string]
+
+	// depsMu guards the dependencies of native policies: what each one's
+	// computation read (Tiers, groups, Services, the Namespace list), so
+	// that a change of it re-syncs exactly those policies.
+	depsMu       sync.Mutex
+	deps         map[string]sets.Set[string]
+	depsByPolicy map[string]sets.Set[string]
+
+	// statusMu guards what the status of native policies derives from.
+	statusMu          sync.Mutex
+	statusInfo        map[string]nativeStatusInfo
+	keyByInternalName map[string]string
 
 	// mu guards the computation state below; syncs hold it while they compute
 	// and write to the stores, so the stores see changes in a consistent order.
@@ -122,6 +144,8 @@ type Controller struct {
 	orphans sets.Set[string]
 	// members caches the GroupMember of each Pod by namespace/name.
 	members map[string]*cachedMember
+	// nodeGroupKeys are the selector keys of groups that select Nodes.
+	nodeGroupKeys sets.Set[string]
 }
 
 // NewController wires the informers of informerFactory (NetworkPolicies,
@@ -139,6 +163,7 @@ func NewController(kubeClient kubernetes.Interface, informerFactory informers.Sh
 	nsInformer := informerFactory.Core().V1().Namespaces()
 	c := &Controller{
 		kubeClient:          kubeClient,
+		informerFactory:     informerFactory,
 		npLister:            npInformer.Lister(),
 		npSynced:            npInformer.Informer().HasSynced,
 		podSynced:           podInformer.Informer().HasSynced,
@@ -150,6 +175,14 @@ func NewController(kubeClient kubernetes.Interface, informerFactory informers.Sh
 		policyQueue:         rl("networkpolicy"),
 		appliedToGroupQueue: rl("appliedtogroup"),
 		addressGroupQueue:   rl("addressgroup"),
+		nativeQueue:         rl("antreanetworkpolicy"),
+		statusQueue:         rl("antreanetworkpolicystatus"),
+		groupStatusQueue:    rl("groupstatus"),
+		deps:                map[string]sets.Set[string]{},
+		depsByPolicy:        map[string]sets.Set[string]{},
+		statusInfo:          map[string]nativeStatusInfo{},
+		keyByInternalName:   map[string]string{},
+		nodeGroupKeys:       sets.New[string](),
 		policies:            map[string]*policyState{},
 		appliedToGroups:     map[string]*appliedToGroupState{},
 		addressGroups:       map[string]*addressGroupState{},
@@ -180,7 +213,7 @@ func NewController(kubeClient kubernetes.Interface, informerFactory informers.Sh
 	}
 	nsReg, err := nsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addNamespace,
-		UpdateFunc: func(_, cur any) { c.addNamespace(cur) },
+		UpdateFunc: c.updateNamespace,
 		DeleteFunc: c.deleteNamespace,
 	})
 	if err == nil {
@@ -259,6 +292,19 @@ func (c *Controller) deletePod(obj any) {
 func (c *Controller) addNamespace(obj any) {
 	if ns, ok := obj.(*v1.Namespace); ok {
 		c.index.AddNamespace(ns)
+		c.enqueueDep(depNamespaces)
+	}
+}
+
+func (c *Controller) updateNamespace(oldObj, curObj any) {
+	old, ok1 := oldObj.(*v1.Namespace)
+	cur, ok2 := curObj.(*v1.Namespace)
+	if !ok1 || !ok2 {
+		return
+	}
+	c.index.AddNamespace(cur)
+	if !labelsEqual(old.Labels, cur.Labels) {
+		c.enqueueDep(depNamespaces)
 	}
 }
 
@@ -268,6 +314,7 @@ func (c *Controller) deleteNamespace(obj any) {
 	}
 	if ns, ok := obj.(*v1.Namespace); ok {
 		c.index.DeleteNamespace(ns.Name)
+		c.enqueueDep(depNamespaces)
 	}
 }
 
@@ -290,6 +337,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer c.policyQueue.ShutDown()
 	defer c.appliedToGroupQueue.ShutDown()
 	defer c.addressGroupQueue.ShutDown()
+	defer c.nativeQueue.ShutDown()
+	defer c.statusQueue.ShutDown()
+	defer c.groupStatusQueue.ShutDown()
 
 	klog.InfoS("Starting controller", "controller", controllerName)
 	defer klog.InfoS("Shutting down controller", "controller", controllerName)
@@ -304,6 +354,13 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.worker(ctx, c.appliedToGroupQueue, c.syncAppliedToGroup) }, time.Second)
 		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.worker(ctx, c.addressGroupQueue, c.syncAddressGroup) }, time.Second)
 	}
+	if c.native != nil {
+		for i := 0; i < workers; i++ {
+			go wait.UntilWithContext(ctx, func(ctx context.Context) { c.worker(ctx, c.nativeQueue, c.syncNativePolicy) }, time.Second)
+		}
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.worker(ctx, c.statusQueue, c.syncNativeStatus) }, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.worker(ctx, c.groupStatusQueue, c.syncGroupStatus) }, time.Second)
+	}
 	<-ctx.Done()
 }
 
@@ -313,7 +370,17 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // counts in the scale benchmarks.
 func (c *Controller) waitForCacheSync(ctx context.Context) bool {
 	err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
-		return c.npSynced() && c.podSynced() && c.namespaceSynced(), nil
+		if !c.npSynced() || !c.podSynced() || !c.namespaceSynced() {
+			return false, nil
+		}
+		if c.native != nil {
+			for _, synced := range c.native.synced {
+				if !synced() {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
 	})
 	if err != nil {
 		klog.InfoS("Stopped waiting for informer caches", "controller", controllerName, "err", err)
@@ -355,6 +422,9 @@ func (c *Controller) drain(ctx context.Context) error {
 		{c.policyQueue, c.syncPolicy},
 		{c.appliedToGroupQueue, c.syncAppliedToGroup},
 		{c.addressGroupQueue, c.syncAddressGroup},
+		{c.nativeQueue, c.syncNativePolicy},
+		{c.statusQueue, c.syncNativeStatus},
+		{c.groupStatusQueue, c.syncGroupStatus},
 	}
 	for {
 		busy := false

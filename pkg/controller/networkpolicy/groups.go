@@ -102,6 +102,13 @@ func (c *Controller) forgetMember(namespace, name string) {
 func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets.Set[string], bool) {
 	pods, _ := c.index.GroupPods(atg.sel.Key())
 	byNode := map[string]controlplane.GroupMemberSet{}
+	if atg.sel.NodeSelector != nil {
+		// A Node is its own Node's member.
+		for _, node := range c.selectedNodes(atg.sel.NodeSelector) {
+			m := nodeMember(node)
+			byNode[node.Name] = controlplane.GroupMemberSet{controlplane.MemberKey(m): m}
+		}
+	}
 	for _, pod := range pods {
 		node := pod.Spec.NodeName
 		if node == "" || podTerminated(pod) {
@@ -152,6 +159,13 @@ func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets
 func (c *Controller) computeAddressGroupLocked(ag *addressGroupState) {
 	pods, _ := c.index.GroupPods(ag.sel.Key())
 	members := make(controlplane.GroupMemberSet, len(pods))
+	if ag.sel.NodeSelector != nil {
+		for _, node := range c.selectedNodes(ag.sel.NodeSelector) {
+			if m := nodeMember(node); len(m.IPs) > 0 {
+				members[controlplane.MemberKey(m)] = m
+			}
+		}
+	}
 	block := ag.sel.IPBlock
 	for _, pod := range pods {
 		if podTerminated(pod) || pod.Status.PodIP == "" && len(pod.Status.PodIPs) == 0 {
@@ -273,11 +287,15 @@ func (c *Controller) syncAppliedToGroup(_ context.Context, name string) error {
 	}
 	for key := range atg.policies {
 		p := c.policies[key]
-		if p == nil || p.published == nil || p.appliedTo != atg || sameSet(p.published.NodeNames, atg.span) {
+		if p == nil || p.published == nil || !p.appliesTo(atg) {
+			continue
+		}
+		span := p.span()
+		if sameSet(p.published.NodeNames, span) {
 			continue
 		}
 		desired := *p.published
-		desired.SpanMeta = types.SpanMeta{NodeNames: atg.span}
+		desired.SpanMeta = types.SpanMeta{NodeNames: span}
 		if err := c.publishPolicyLocked(p, &desired); err != nil {
 			return err
 		}

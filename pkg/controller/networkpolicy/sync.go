@@ -46,6 +46,8 @@ func (sg *selectorGroups) typesSelector() *types.GroupSelector {
 			block.Except = append(block.Except, prefixIPNet(e))
 		}
 		sg.typesSel = types.NewIPBlockGroupSelector(block, b.String())
+	} else if sg.sel.NodeSelector != nil || sg.sel.ServiceAccount != "" {
+		sg.typesSel = &types.GroupSelector{Namespace: sg.sel.Namespace, NormalizedName: sg.sel.Key()}
 	} else {
 		sg.typesSel = types.NewGroupSelector(sg.sel.Namespace, sg.sel.PodSelector, sg.sel.NamespaceSelector)
 	}
@@ -88,14 +90,139 @@ type addressGroupState struct {
 	published *types.AddressGroup
 }
 
-// policyState is the computation's view of one K8s NetworkPolicy.
+// policyState is the computation's view of one user policy: a K8s
+// NetworkPolicy (one AppliedToGroup) or an Antrea-native policy (any number).
 type policyState struct {
 	key           string
 	name          string
-	appliedTo     *appliedToGroupState
+	appliedTo     []*appliedToGroupState
 	addressGroups []*addressGroupState
 	generation    int64
 	published     *types.NetworkPolicy
+}
+
+// span is the union of the spans of the policy's AppliedToGroups: with one
+// group, that group's (immutable) set itself.
+func (p *policyState) span() sets.Set[string] {
+	switch len(p.appliedTo) {
+	case 0:
+		return sets.New[string]()
+	case 1:
+		return p.appliedTo[0].span
+	}
+	s := sets.New[string]()
+	for _, atg := range p.appliedTo {
+		s = s.Union(atg.span)
+	}
+	return s
+}
+
+// appliesTo tells whether atg is one of the policy's AppliedToGroups.
+func (p *policyState) appliesTo(atg *appliedToGroupState) bool {
+	for _, a := range p.appliedTo {
+		if a == atg {
+			return true
+		}
+	}
+	return false
+}
+
+// renameLocked gives the policy a new internal name: the user's policy was
+// deleted and created again (a new UID) before this sync, so agents must see
+// the old object go and a new one come.
+func (c *Controller) renameLocked(p *policyState, name string) error {
+	if p.name == name {
+		return nil
+	}
+	if p.published != nil {
+		if err := c.networkPolicyStore.Delete(p.name); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting replaced internal NetworkPolicy %s of %s: %w", p.name, p.key, err)
+		}
+	}
+	p.name, p.published, p.generation = name, nil, 0
+	return nil
+}
+
+// setGroupsLocked makes the policy use the groups of atgSels and agSels:
+// it acquires them, links every AppliedToGroup with every AddressGroup (an
+// AddressGroup reaches every Node of the policies using it), then unlinks
+// and releases what the policy used before and no longer does. Linking comes
+// first so that a span shared by old and new links never drops to zero in
+// between. It returns the AddressGroups the policy used before.
+func (c *Controller) setGroupsLocked(p *policyState, atgSels []*grouping.Selector, agSels map[string]*grouping.Selector) []*addressGroupState {
+	atgs := make([]*appliedToGroupState, 0, len(atgSels))
+	for _, sel := range atgSels {
+		atg := c.acquireAppliedToGroupLocked(sel, p.key)
+		if !slicesContains(atgs, atg) {
+			atgs = append(atgs, atg)
+		}
+	}
+	agKeys := make([]string, 0, len(agSels))
+	for k := range agSels {
+		agKeys = append(agKeys, k)
+	}
+	sort.Strings(agKeys)
+	ags := make([]*addressGroupState, 0, len(agKeys))
+	for _, k := range agKeys {
+		ags = append(ags, c.acquireAddressGroupLocked(agSels[k], p.key))
+	}
+	for _, atg := range atgs {
+		for _, ag := range ags {
+			link(atg, ag)
+		}
+	}
+	for _, atg := range p.appliedTo {
+		for _, ag := range p.addressGroups {
+			unlink(atg, ag)
+		}
+	}
+	for _, atg := range p.appliedTo {
+		if !slicesContains(atgs, atg) {
+			c.releaseAppliedToGroupLocked(atg, p.key)
+		}
+	}
+	kept := make(map[*addressGroupState]bool, len(ags))
+	for _, ag := range ags {
+		kept[ag] = true
+	}
+	for _, ag := range p.addressGroups {
+		if !kept[ag] {
+			c.releaseAddressGroupLocked(ag, p.key)
+		}
+	}
+	oldAGs := p.addressGroups
+	p.appliedTo, p.addressGroups = atgs, ags
+	return oldAGs
+}
+
+func slicesContains[T comparable](s []T, v T) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// publishAllLocked writes the policy's groups, then desired, then the
+// groups it stopped using (their spans may have shrunk), then collects
+// unused groups.
+func (c *Controller) publishAllLocked(p *policyState, desired *types.NetworkPolicy, oldAGs []*addressGroupState) error {
+	for _, atg := range p.appliedTo {
+		if err := c.publishAppliedToGroupLocked(atg); err != nil {
+			return err
+		}
+	}
+	if err := c.publishAddressGroupsLocked(p.addressGroups); err != nil {
+		return err
+	}
+	if err := c.publishPolicyLocked(p, desired); err != nil {
+		return err
+	}
+	if err := c.publishAddressGroupsLocked(oldAGs); err != nil {
+		return err
+	}
+	return c.collectGarbageLocked()
 }
 
 // syncPolicy computes the internal NetworkPolicy of the K8s policy key
@@ -131,49 +258,11 @@ func (c *Controller) syncPolicy(_ context.Context, key string) error {
 	if p == nil {
 		p = &policyState{key: key, name: internalName}
 		c.policies[key] = p
-	} else if p.name != internalName {
-		// The policy was deleted and created again (a new UID) before this
-		// sync: agents must see the old object go and a new one come.
-		if p.published != nil {
-			if err := c.networkPolicyStore.Delete(p.name); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("deleting replaced internal NetworkPolicy %s of %s: %w", p.name, key, err)
-			}
-		}
-		p.name, p.published, p.generation = internalName, nil, 0
+	} else if err := c.renameLocked(p, internalName); err != nil {
+		return err
 	}
-	atg := c.acquireAppliedToGroupLocked(computed.appliedTo, key)
-	agKeys := make([]string, 0, len(computed.addressGroups))
-	for k := range computed.addressGroups {
-		agKeys = append(agKeys, k)
-	}
-	sort.Strings(agKeys)
-	ags := make([]*addressGroupState, 0, len(agKeys))
-	for _, k := range agKeys {
-		ags = append(ags, c.acquireAddressGroupLocked(computed.addressGroups[k], key))
-	}
-	// Link before unlinking so that a span shared by old and new links never
-	// drops to zero in between.
-	for _, ag := range ags {
-		link(atg, ag)
-	}
-	for _, ag := range p.addressGroups {
-		unlink(p.appliedTo, ag)
-	}
-	if p.appliedTo != nil && p.appliedTo != atg {
-		c.releaseAppliedToGroupLocked(p.appliedTo, key)
-	}
-	kept := make(map[*addressGroupState]bool, len(ags))
-	for _, ag := range ags {
-		kept[ag] = true
-	}
-	for _, ag := range p.addressGroups {
-		if !kept[ag] {
-			c.releaseAddressGroupLocked(ag, key)
-		}
-	}
-	oldAGs := p.addressGroups
-	p.appliedTo, p.addressGroups = atg, ags
-
+	oldAGs := c.setGroupsLocked(p, []*grouping.Selector{computed.appliedTo}, computed.addressGroups)
+	atg := p.appliedTo[0]
 	desired := &types.NetworkPolicy{
 		SpanMeta:        types.SpanMeta{NodeNames: atg.span},
 		UID:             k8stypes.UID(p.name),
@@ -182,20 +271,7 @@ func (c *Controller) syncPolicy(_ context.Context, key string) error {
 		Rules:           computed.rules,
 		AppliedToGroups: []string{atg.name},
 	}
-	if err := c.publishAppliedToGroupLocked(atg); err != nil {
-		return err
-	}
-	if err := c.publishAddressGroupsLocked(ags); err != nil {
-		return err
-	}
-	if err := c.publishPolicyLocked(p, desired); err != nil {
-		return err
-	}
-	// Groups this policy stopped using may have lost Nodes from their span.
-	if err := c.publishAddressGroupsLocked(oldAGs); err != nil {
-		return err
-	}
-	return c.collectGarbageLocked()
+	return c.publishAllLocked(p, desired, oldAGs)
 }
 
 // publishAddressGroupsLocked writes the AddressGroups that changed and are
@@ -220,12 +296,16 @@ func (c *Controller) deletePolicyLocked(p *policyState) error {
 		}
 		p.published = nil
 	}
+	for _, atg := range p.appliedTo {
+		for _, ag := range p.addressGroups {
+			unlink(atg, ag)
+		}
+	}
 	for _, ag := range p.addressGroups {
-		unlink(p.appliedTo, ag)
 		c.releaseAddressGroupLocked(ag, p.key)
 	}
-	if p.appliedTo != nil {
-		c.releaseAppliedToGroupLocked(p.appliedTo, p.key)
+	for _, atg := range p.appliedTo {
+		c.releaseAppliedToGroupLocked(atg, p.key)
 	}
 	delete(c.policies, p.key)
 	klog.V(2).InfoS("Deleted internal NetworkPolicy", "networkPolicy", p.key, "name", p.name)
@@ -241,7 +321,9 @@ func (c *Controller) deletePolicyLocked(p *policyState) error {
 func (c *Controller) publishPolicyLocked(p *policyState, desired *types.NetworkPolicy) error {
 	prev := p.published
 	sameContent := prev != nil && reflect.DeepEqual(prev.Rules, desired.Rules) &&
-		reflect.DeepEqual(prev.AppliedToGroups, desired.AppliedToGroups) && reflect.DeepEqual(prev.SourceRef, desired.SourceRef)
+		reflect.DeepEqual(prev.AppliedToGroups, desired.AppliedToGroups) && reflect.DeepEqual(prev.SourceRef, desired.SourceRef) &&
+		reflect.DeepEqual(prev.Priority, desired.Priority) && reflect.DeepEqual(prev.TierPriority, desired.TierPriority) &&
+		prev.AppliedToPerRule == desired.AppliedToPerRule
 	if sameContent && sameSet(prev.NodeNames, desired.NodeNames) {
 		return nil
 	}
@@ -260,6 +342,9 @@ func (c *Controller) publishPolicyLocked(p *policyState, desired *types.NetworkP
 		return fmt.Errorf("writing internal NetworkPolicy %s of %s: %w", p.name, p.key, err)
 	}
 	p.published, p.generation = desired, desired.Generation
+	if desired.SourceRef != nil && desired.SourceRef.Type != controlplane.K8sNetworkPolicy {
+		c.enqueueStatus(p.key)
+	}
 	return nil
 }
 
@@ -293,6 +378,9 @@ func (c *Controller) selectorLocked(sel *grouping.Selector) *selectorGroups {
 		c.index.AddGroup(sel)
 		sg = &selectorGroups{sel: sel, name: groupName(key)}
 		c.groupsBySelector[key] = sg
+		if sel.NodeSelector != nil {
+			c.nodeGroupKeys.Insert(key)
+		}
 	}
 	return sg
 }
@@ -384,6 +472,7 @@ func (c *Controller) collectGarbageLocked() error {
 		if sg.appliedTo == nil && sg.address == nil {
 			c.index.DeleteGroup(key)
 			delete(c.groupsBySelector, key)
+			c.nodeGroupKeys.Delete(key)
 		}
 		c.orphans.Delete(key)
 	}

@@ -1,0 +1,448 @@
+package networkpolicy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"reflect"
+	"strings"
+
+	"github.com/google/uuid"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/apis/controlplane"
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
+	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
+	crdlisters "antrea.io/antrea/pkg/client/listers/crd/v1beta1"
+	"antrea.io/antrea/pkg/controller/types"
+)
+
+// Realizer tells how many Nodes of an internal policy's span realized its
+// current generation (the agents' reports, registry.StatusStore).
+type Realizer interface {
+	Realization(name string) (realized, failed, desired int)
+}
+
+// AntreaPolicyConfig wires the Antrea-native policy kinds into a Controller.
+type AntreaPolicyConfig struct {
+	// CRDClient writes the status of policies and groups.
+	CRDClient versioned.Interface
+	// CRDInformers is the factory of crd.antrea.io informers; the caller
+	// starts it.
+	CRDInformers crdinformers.SharedInformerFactory
+	// Realizer feeds the policies' status; nil leaves it Pending.
+	Realizer Realizer
+}
+
+// native is the state of the Antrea-native kinds, nil when not enabled.
+type native struct {
+	client   versioned.Interface
+	realizer Realizer
+
+	acnpLister crdlisters.ClusterNetworkPolicyLister
+	annpLister crdlisters.NetworkPolicyLister
+	tierLister crdlisters.TierLister
+	cgLister   crdlisters.ClusterGroupLister
+	grpLister  crdlisters.GroupLister
+	svcLister  corelisters.ServiceLister
+	nsLister   corelisters.NamespaceLister
+	nodeLister corelisters.NodeLister
+	synced     []cache.InformerSynced
+}
+
+// EnableAntreaPolicies makes the controller compute ClusterNetworkPolicies
+// and Antrea NetworkPolicies (with Tiers, ClusterGroups and Groups, and the
+// Nodes and Services they may select) and write their status and the
+// groups' GroupMembersComputed condition. Call it before Run and before the
+// informer factories start.
+func (c *Controller) EnableAntreaPolicies(cfg AntreaPolicyConfig) error {
+	crd := cfg.CRDInformers.Crd().V1beta1()
+	core := c.informerFactory.Core().V1()
+	n := &native{
+		client:     cfg.CRDClient,
+		realizer:   cfg.Realizer,
+		acnpLister: crd.ClusterNetworkPolicies().Lister(),
+		annpLister: crd.NetworkPolicies().Lister(),
+		tierLister: crd.Tiers().Lister(),
+		cgLister:   crd.ClusterGroups().Lister(),
+		grpLister:  crd.Groups().Lister(),
+		svcLister:  core.Services().Lister(),
+		nsLister:   core.Namespaces().Lister(),
+		nodeLister: core.Nodes().Lister(),
+	}
+	c.native = n
+	enqueueKey := func(key func(obj any) string) func(any) {
+		return func(obj any) {
+			if k := key(obj); k != "" {
+				c.nativeQueue.Add(k)
+			}
+		}
+	}
+	acnpKey := func(obj any) string {
+		if p, ok := obj.(*crdv1beta1.ClusterNetworkPolicy); ok {
+			return nativeKeyACNP(p.Name)
+		}
+		return ""
+	}
+	annpKey := func(obj any) string {
+		if p, ok := obj.(*crdv1beta1.NetworkPolicy); ok {
+			return nativeKeyANNP(p.Namespace, p.Name)
+		}
+		return ""
+	}
+	// The controller's own status writes come back as updates: only a
+	// changed spec (or object) needs a computation.
+	err := n.handle(crd.ClusterNetworkPolicies().Informer(), enqueueKey(acnpKey), func(old, cur any) {
+		o, ok1 := old.(*crdv1beta1.ClusterNetworkPolicy)
+		np, ok2 := cur.(*crdv1beta1.ClusterNetworkPolicy)
+		if ok1 && ok2 && o.UID == np.UID && o.Generation == np.Generation && reflect.DeepEqual(o.Spec, np.Spec) {
+			return
+		}
+		enqueueKey(acnpKey)(cur)
+	}, enqueueKey(acnpKey))
+	if err != nil {
+		return fmt.Errorf("watching ClusterNetworkPolicies: %w", err)
+	}
+	err = n.handle(crd.NetworkPolicies().Informer(), enqueueKey(annpKey), func(old, cur any) {
+		o, ok1 := old.(*crdv1beta1.NetworkPolicy)
+		np, ok2 := cur.(*crdv1beta1.NetworkPolicy)
+		if ok1 && ok2 && o.UID == np.UID && o.Generation == np.Generation && reflect.DeepEqual(o.Spec, np.Spec) {
+			return
+		}
+		enqueueKey(annpKey)(cur)
+	}, enqueueKey(annpKey))
+	if err != nil {
+		return fmt.Errorf("watching Antrea NetworkPolicies: %w", err)
+	}
+	tierDep := func(obj any) {
+		if t, ok := obj.(*crdv1beta1.Tier); ok {
+			c.enqueueDep(depTier(t.Name))
+		}
+	}
+	if err := n.handle(crd.Tiers().Informer(), tierDep, func(_, cur any) { tierDep(cur) }, tierDep); err != nil {
+		return fmt.Errorf("watching Tiers: %w", err)
+	}
+	cgDep := func(obj any) {
+		if g, ok := obj.(*crdv1beta1.ClusterGroup); ok {
+			c.enqueueDep(depClusterGroup(g.Name))
+			c.groupStatusQueue.Add(depClusterGroup(g.Name))
+			for _, parent := range c.parentsOf(depClusterGroup(g.Name)) {
+				c.groupStatusQueue.Add(parent)
+			}
+		}
+	}
+	if err := n.handle(crd.ClusterGroups().Informer(), cgDep, func(old, cur any) {
+		o, ok1 := old.(*crdv1beta1.ClusterGroup)
+		g, ok2 := cur.(*crdv1beta1.ClusterGroup)
+		if ok1 && ok2 && o.UID == g.UID && reflect.DeepEqual(o.Spec, g.Spec) {
+			return
+		}
+		cgDep(cur)
+	}, cgDep); err != nil {
+		return fmt.Errorf("watching ClusterGroups: %w", err)
+	}
+	grpDep := func(obj any) {
+		if g, ok := obj.(*crdv1beta1.Group); ok {
+			c.enqueueDep(depGroup(g.Namespace, g.Name))
+			c.groupStatusQueue.Add(depGroup(g.Namespace, g.Name))
+			for _, parent := range c.parentsOf(depGroup(g.Namespace, g.Name)) {
+				c.groupStatusQueue.Add(parent)
+			}
+		}
+	}
+	if err := n.handle(crd.Groups().Informer(), grpDep, func(old, cur any) {
+		o, ok1 := old.(*crdv1beta1.Group)
+		g, ok2 := cur.(*crdv1beta1.Group)
+		if ok1 && ok2 && o.UID == g.UID && reflect.DeepEqual(o.Spec, g.Spec) {
+			return
+		}
+		grpDep(cur)
+	}, grpDep); err != nil {
+		return fmt.Errorf("watching Groups: %w", err)
+	}
+	svcDep := func(obj any) {
+		if s, ok := obj.(*v1.Service); ok {
+			c.enqueueDep(depService(s.Namespace, s.Name))
+		}
+	}
+	if err := n.handle(core.Services().Informer(), svcDep, func(old, cur any) {
+		o, ok1 := old.(*v1.Service)
+		s, ok2 := cur.(*v1.Service)
+		if ok1 && ok2 && labelsEqual(o.Spec.Selector, s.Spec.Selector) {
+			return
+		}
+		svcDep(cur)
+	}, svcDep); err != nil {
+		return fmt.Errorf("watching Services: %w", err)
+	}
+	nodeEvent := func(any) { c.nodeGroupsChanged() }
+	if err := n.handle(core.Nodes().Informer(), nodeEvent, func(old, cur any) {
+		o, ok1 := old.(*v1.Node)
+		s, ok2 := cur.(*v1.Node)
+		if ok1 && ok2 && !nodeChanged(o, s) {
+			return
+		}
+		c.nodeGroupsChanged()
+	}, nodeEvent); err != nil {
+		return fmt.Errorf("watching Nodes: %w", err)
+	}
+	if cfg.Realizer != nil {
+		if h, ok := cfg.Realizer.(interface{ AddHandler(func(string)) }); ok {
+			h.AddHandler(c.internalStatusChanged)
+		}
+	}
+	return nil
+}
+
+// nativeLister adapts the listers to the computation.
+func (n *native) tier(name string) (*crdv1beta1.Tier, error) { return n.tierLister.Get(name) }
+func (n *native) clusterGroup(name string) (*crdv1beta1.ClusterGroup, error) {
+	return n.cgLister.Get(name)
+}
+func (n *native) group(ns, name string) (*crdv1beta1.Group, error) {
+	return n.grpLister.Groups(ns).Get(name)
+}
+func (n *native) service(ns, name string) (*v1.Service, error) {
+	return n.svcLister.Services(ns).Get(name)
+}
+func (n *native) namespaces() ([]*v1.Namespace, error) { return n.nsLister.List(labels.Everything()) }
+
+// handlerFuncs registers add/update/delete callbacks and records the
+// registration's synced function.
+func (n *native) handle(inf cache.SharedIndexInformer, add func(any), update func(old, cur any), del func(any)) error {
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    add,
+		UpdateFunc: update,
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			del(obj)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	n.synced = append(n.synced, reg.HasSynced)
+	return nil
+}
+
+// enqueueDep queues every native policy whose computation read dep.
+func (c *Controller) enqueueDep(dep string) {
+	c.depsMu.Lock()
+	keys := sets.List(c.deps[dep])
+	c.depsMu.Unlock()
+	for _, k := range keys {
+		c.nativeQueue.Add(k)
+	}
+}
+
+// setDeps records what a native policy's computation read.
+func (c *Controller) setDeps(key string, deps sets.Set[string]) {
+	c.depsMu.Lock()
+	defer c.depsMu.Unlock()
+	for d := range c.depsByPolicy[key] {
+		if deps.Has(d) {
+			continue
+		}
+		if s := c.deps[d]; s != nil {
+			s.Delete(key)
+			if s.Len() == 0 {
+				delete(c.deps, d)
+			}
+		}
+	}
+	for d := range deps {
+		s := c.deps[d]
+		if s == nil {
+			s = sets.New[string]()
+			c.deps[d] = s
+		}
+		s.Insert(key)
+	}
+	if deps.Len() == 0 {
+		delete(c.depsByPolicy, key)
+	} else {
+		c.depsByPolicy[key] = deps
+	}
+}
+
+func specOfACNP(p *crdv1beta1.ClusterNetworkPolicy) *nativeSpec {
+	return &nativeSpec{tier: p.Spec.Tier, priority: p.Spec.Priority, appliedTo: p.Spec.AppliedTo, ingress: p.Spec.Ingress, egress: p.Spec.Egress}
+}
+
+func specOfANNP(p *crdv1beta1.NetworkPolicy) *nativeSpec {
+	return &nativeSpec{tier: p.Spec.Tier, priority: p.Spec.Priority, appliedTo: p.Spec.AppliedTo, ingress: p.Spec.Ingress, egress: p.Spec.Egress}
+}
+
+// nativeInternalName is the internal policy's name: the user object's UID
+// (upstream's convention), or for objects without one (hand-made in tests)
+// a UUID derived from the key.
+func nativeInternalName(uid k8stypes.UID, key string) string {
+	if uid != "" {
+		return string(uid)
+	}
+	return uuid.NewSHA1(groupNamespace, []byte(key)).String()
+}
+
+// nativeStatusInfo is what the status writer needs of a native policy.
+type nativeStatusInfo struct {
+	// name is the internal policy's name.
+	name string
+	// generation is the user object's metadata.generation last computed.
+	generation int64
+	// err says why the policy could not be computed (not realizable).
+	err error
+}
+
+// syncNativePolicy computes the internal NetworkPolicy of a
+// ClusterNetworkPolicy ("acnp:name") or Antrea NetworkPolicy
+// ("annp:ns/name"), acquires and releases its groups and writes them and the
+// policy into the stores; a deleted policy is removed.
+func (c *Controller) syncNativePolicy(_ context.Context, key string) error {
+	n := c.native
+	kind, rest, _ := strings.Cut(key, ":")
+	var (
+		spec       *nativeSpec
+		srcRef     *controlplane.NetworkPolicyReference
+		generation int64
+		err        error
+	)
+	switch kind {
+	case "acnp":
+		var p *crdv1beta1.ClusterNetworkPolicy
+		p, err = n.acnpLister.Get(rest)
+		if err == nil {
+			spec, generation = specOfACNP(p), p.Generation
+			srcRef = &controlplane.NetworkPolicyReference{Type: controlplane.AntreaClusterNetworkPolicy, Name: p.Name, UID: p.UID}
+		}
+	case "annp":
+		ns, name, _ := strings.Cut(rest, "/")
+		var p *crdv1beta1.NetworkPolicy
+		p, err = n.annpLister.NetworkPolicies(ns).Get(name)
+		if err == nil {
+			spec, generation = specOfANNP(p), p.Generation
+			srcRef = &controlplane.NetworkPolicyReference{Type: controlplane.AntreaNetworkPolicy, Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+		}
+	default:
+		klog.ErrorS(nil, "Dropping malformed native policy key", "key", key)
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("getting %s: %w", key, err)
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.policies[key]
+	if spec == nil {
+		c.setDeps(key, nil)
+		c.forgetStatus(key)
+		if p == nil {
+			return c.collectGarbageLocked()
+		}
+		return c.deletePolicyLocked(p)
+	}
+	internalName := nativeInternalName(srcRef.UID, key)
+	computed, cerr := computeNative(n, srcRef.Type, srcRef.Namespace, srcRef.Name, spec, c.groupNameLocked)
+	c.setDeps(key, computed.deps)
+	if cerr != nil {
+		// Not realizable until what is missing (a Tier) appears: the
+		// dependency re-syncs it then. What was published is withdrawn.
+		klog.InfoS("Antrea-native policy not realizable", "policy", key, "err", cerr)
+		c.recordStatus(key, nativeStatusInfo{name: internalName, generation: generation, err: cerr})
+		if p == nil {
+			return nil
+		}
+		return c.deletePolicyLocked(p)
+	}
+	if p == nil {
+		p = &policyState{key: key, name: internalName}
+		c.policies[key] = p
+	} else if err := c.renameLocked(p, internalName); err != nil {
+		return err
+	}
+	oldAGs := c.setGroupsLocked(p, computed.atgs, computed.ags)
+	priority, tierPriority := spec.priority, computed.tierPriority
+	desired := &types.NetworkPolicy{
+		SpanMeta:         types.SpanMeta{NodeNames: p.span()},
+		UID:              k8stypes.UID(p.name),
+		Name:             p.name,
+		SourceRef:        srcRef,
+		Rules:            computed.rules,
+		AppliedToGroups:  computed.appliedToGroups,
+		Priority:         &priority,
+		TierPriority:     &tierPriority,
+		AppliedToPerRule: computed.appliedToPerRule,
+	}
+	c.recordStatus(key, nativeStatusInfo{name: internalName, generation: generation})
+	if err := c.publishAllLocked(p, desired, oldAGs); err != nil {
+		return err
+	}
+	c.enqueueStatus(key)
+	return nil
+}
+
+// nodeGroupsChanged queues every group that selects Nodes.
+func (c *Controller) nodeGroupsChanged() {
+	c.mu.Lock()
+	keys := make([]string, 0, len(c.nodeGroupKeys))
+	for k := range c.nodeGroupKeys {
+		keys = append(keys, k)
+	}
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.enqueueGroups(k)
+	}
+}
+
+// nodeMember is the GroupMember of a Node: its InternalIP and ExternalIP
+// addresses.
+func nodeMember(node *v1.Node) *controlplane.GroupMember {
+	m := &controlplane.GroupMember{Node: &controlplane.NodeReference{Name: node.Name}}
+	seen := sets.New[string]()
+	for _, a := range node.Status.Addresses {
+		if a.Type != v1.NodeInternalIP && a.Type != v1.NodeExternalIP || seen.Has(a.Address) {
+			continue
+		}
+		seen.Insert(a.Address)
+		if ip := parseIP(a.Address); ip != nil {
+			m.IPs = append(m.IPs, ip)
+		}
+	}
+	return m
+}
+
+// selectedNodes lists the Nodes a Node selector selects.
+func (c *Controller) selectedNodes(sel labels.Selector) []*v1.Node {
+	if c.native == nil {
+		return nil
+	}
+	nodes, err := c.native.nodeLister.List(sel)
+	if err != nil {
+		klog.ErrorS(err, "Cannot list Nodes")
+		return nil
+	}
+	return nodes
+}
+
+// parseIP parses an address into the API's form; nil when invalid.
+func parseIP(s string) controlplane.IPAddress {
+	ip := net.ParseIP(s)
+	if ip == nil {
+		return nil
+	}
+	return ipAddress(ip)
+}
+
+func nodeChanged(old, cur *v1.Node) bool {
+	return !labelsEqual(old.Labels, cur.Labels) || !reflect.DeepEqual(old.Status.Addresses, cur.Status.Addresses)
+}
