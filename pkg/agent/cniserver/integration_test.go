@@ -130,6 +130,42 @@ func TestAPodGetsEth0WithItsAddressPortAndFlowsAndDelRemovesThemAll(t *testing.T
 	}
 }
 
+// The policy controller learns of a pod from the server's events: each
+// comes once the interface store holds the pod (ADD) or no longer does (DEL).
+func TestAddAndDelPublishAPodEventOnceTheStoreChanged(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	e := newEnv(t, true)
+	events := make(chan interfacestore.PodEvent)
+	e.stopSrv()
+	e.events = events
+	e.startServer(true)
+	p := e.newPod("web-0")
+	ctx := ctxT(t)
+	type seen struct {
+		ev     interfacestore.PodEvent
+		stored bool
+	}
+	got := make(chan seen, 2)
+	go func() {
+		for ev := range events {
+			got <- seen{ev, len(e.srv.ifaces.GetContainerInterfacesByPod(ev.PodName, ev.PodNamespace)) > 0}
+		}
+	}()
+	defer close(events)
+	if _, err := e.cni.AddNetworkList(ctx, e.list, p.rt); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	if s := <-got; s.ev.Deleted || s.ev.PodName != "web-0" || s.ev.PodNamespace != "default" || s.ev.ContainerID != p.rt.ContainerID || !s.stored {
+		t.Fatalf("ADD should publish the pod once stored, got %+v", s)
+	}
+	if err := e.cni.DelNetworkList(ctx, e.list, p.rt); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if s := <-got; !s.ev.Deleted || s.ev.PodName != "web-0" || s.stored {
+		t.Fatalf("DEL should publish the pod once removed, got %+v", s)
+	}
+}
+
 func TestAnAddThatFailsAtAnyStepIsRolledBackCompletely(t *testing.T) {
 	ovsinstance.RequireRoot(t)
 	e := newEnv(t, true)

@@ -140,11 +140,13 @@ type env struct {
 	// agentStore: startServer hands the server an interface store built
 	// from OVSDB, as the agent does, instead of letting it keep its own.
 	agentStore bool
-	srv        *Server
-	cfg        Config
-	cni        *libcni.CNIConfig
-	list       *libcni.NetworkConfigList
-	stopSrv    func()
+	// events, when set, receives the server's pod events.
+	events  chan interfacestore.PodEvent
+	srv     *Server
+	cfg     Config
+	cni     *libcni.CNIConfig
+	list    *libcni.NetworkConfigList
+	stopSrv func()
 }
 
 const testBridge = "br-int"
@@ -221,6 +223,9 @@ func newEnvWith(t *testing.T, ready bool, setup func(e *env) PodFlowInstaller) *
 func (e *env) startServer(ready bool) {
 	t := e.t
 	deps := Deps{OVS: e.ports, Flows: e.installer}
+	if e.events != nil {
+		deps.PodEvents = e.events
+	}
 	if e.agentStore {
 		// As antrea-agent does: the store is rebuilt from OVSDB at start and
 		// handed to the server.

@@ -210,3 +210,34 @@ func TestEgressNamedPortToAnIPBlockResolvesOnThePodsOfTheBlock(t *testing.T) {
 		"isolated in=[] out=[10 11]",
 	}, "\n"))
 }
+
+// A pod of an AppliedToGroup whose interface the CNI server records later
+// is added to its policies' rules when the server's event arrives.
+func TestAPodEventRealizesThePoliciesOfThePod(t *testing.T) {
+	store := interfacestore.NewInterfaceStore()
+	addIface := func(name string, port int32) {
+		iface := interfacestore.NewContainerInterface("veth-"+name, "c-"+name, name, "x", "eth0", nil, nil, 0)
+		iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: port}
+		store.AddInterface(iface)
+	}
+	addIface("a", 10)
+	atg := &cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg1"},
+		GroupMembers: []cpv1beta2.GroupMember{member("x", "a", "10.10.1.2"), member("x", "b", "10.10.1.3")}}
+	ag := &cpv1beta2.AddressGroup{ObjectMeta: metav1.ObjectMeta{Name: "ag1"},
+		GroupMembers: []cpv1beta2.GroupMember{member("y", "c", "10.10.2.5")}}
+	np := &cpv1beta2.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "np1", Generation: 1}, AppliedToGroups: []string{"atg1"},
+		Rules: []cpv1beta2.NetworkPolicyRule{{Direction: cpv1beta2.DirectionIn, From: cpv1beta2.NetworkPolicyPeer{AddressGroups: []string{"ag1"}}}}}
+	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
+	events := make(chan interfacestore.PodEvent)
+	c := NewController("n1", fake.NewSimpleClientset(atg, ag, np), flows, store, Options{PodEvents: events})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	eventually(t, flows, "Ingress [10.10.2.5/32] -> [10] []\nisolated in=[10] out=[]")
+	addIface("b", 11)
+	events <- interfacestore.PodEvent{PodNamespace: "x", PodName: "b", ContainerID: "c-b"}
+	eventually(t, flows, "Ingress [10.10.2.5/32] -> [10 11] []\nisolated in=[10 11] out=[]")
+	store.DeleteInterface(store.GetContainerInterfacesByPod("a", "x")[0])
+	events <- interfacestore.PodEvent{PodNamespace: "x", PodName: "a", ContainerID: "c-a", Deleted: true}
+	eventually(t, flows, "Ingress [10.10.2.5/32] -> [11] []\nisolated in=[11] out=[]")
+}
