@@ -169,6 +169,20 @@ func sourceString(p *cpv1beta2.NetworkPolicy) string {
 	return string(ref.Type) + ":" + ref.Namespace + "/" + ref.Name
 }
 
+// priorities prints an Antrea-native policy's tier priority and priority,
+// <none> for a K8s NetworkPolicy (evaluated between the application and
+// baseline Tiers).
+func priorities(p *cpv1beta2.NetworkPolicy) (tier, priority string) {
+	tier, priority = "<none>", "<none>"
+	if p.TierPriority != nil {
+		tier = strconv.Itoa(int(*p.TierPriority))
+	}
+	if p.Priority != nil {
+		priority = strconv.FormatFloat(*p.Priority, 'g', -1, 64)
+	}
+	return tier, priority
+}
+
 func sourceNamespace(p *cpv1beta2.NetworkPolicy) string {
 	if p.SourceRef == nil {
 		return ""
@@ -325,10 +339,11 @@ func (f *policyFilter) runPolicies(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	t := &table{header: []string{"NAME", "SOURCE", "RULES", "APPLIED-TO", "NODES", "REALIZED"}}
+	t := &table{header: []string{"NAME", "SOURCE", "RULES", "APPLIED-TO", "NODES", "REALIZED", "TIER-PRIORITY", "PRIORITY"}}
 	for _, p := range out {
+		tier, prio := priorities(&p)
 		t.add(p.Name, sourceString(&p), strconv.Itoa(len(p.Rules)), joinFew(appliedToOf(&p), 2),
-			joinFew(spans[p.Name], maxNamesPerCell), realized[p.Name])
+			joinFew(spans[p.Name], maxNamesPerCell), realized[p.Name], tier, prio)
 	}
 	return t.write(f.g.env.Out)
 }

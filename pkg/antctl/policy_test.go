@@ -6,14 +6,16 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 )
 
 var (
-	policyHeader = []string{"NAME", "SOURCE", "RULES", "APPLIED-TO", "NODES", "REALIZED"}
-	rowWeb       = []string{npWeb.Name, "K8sNetworkPolicy:demo/allow-client", "1", atgWeb.Name, "node-1,node-2", "2/2"}
-	rowClient    = []string{npClient.Name, "K8sNetworkPolicy:demo/client-egress", "2", atgClient.Name, "node-1", "0/1"}
-	rowOther     = []string{npOther.Name, "K8sNetworkPolicy:default/deny-other", "1", atgOther.Name, "node-2", "1/1"}
+	policyHeader = []string{"NAME", "SOURCE", "RULES", "APPLIED-TO", "NODES", "REALIZED", "TIER-PRIORITY", "PRIORITY"}
+	rowWeb       = []string{npWeb.Name, "K8sNetworkPolicy:demo/allow-client", "1", atgWeb.Name, "node-1,node-2", "2/2", "<none>", "<none>"}
+	rowClient    = []string{npClient.Name, "K8sNetworkPolicy:demo/client-egress", "2", atgClient.Name, "node-1", "0/1", "<none>", "<none>"}
+	rowOther     = []string{npOther.Name, "K8sNetworkPolicy:default/deny-other", "1", atgOther.Name, "node-2", "1/1", "<none>", "<none>"}
 )
 
 func TestGetTables(t *testing.T) {
@@ -173,5 +175,32 @@ func TestNothingFoundIsSaidOnStderr(t *testing.T) {
 	want := "No networkpolicies found for pod default/other on node node-1.\n"
 	if r.out != "" || r.err != want {
 		t.Errorf("stdout %q stderr %q, want nothing and %q", r.out, r.err, want)
+	}
+}
+
+func TestGetShowsAntreaNativePoliciesWithTheirPriorities(t *testing.T) {
+	tier, prio := int32(100), 5.5
+	drop := cpv1beta2.RuleActionDrop
+	acnp := &cpv1beta2.NetworkPolicy{
+		ObjectMeta:       metav1.ObjectMeta{Name: "uid-acnp", Generation: 1},
+		SourceRef:        &cpv1beta2.NetworkPolicyReference{Type: cpv1beta2.AntreaClusterNetworkPolicy, Name: "isolate"},
+		TierPriority:     &tier,
+		Priority:         &prio,
+		AppliedToPerRule: true,
+		Rules: []cpv1beta2.NetworkPolicyRule{
+			{Direction: cpv1beta2.DirectionIn, Action: &drop, AppliedToGroups: []string{atgOther.Name}},
+			{Direction: cpv1beta2.DirectionIn, Action: &drop, Priority: 1, AppliedToGroups: []string{atgWeb.Name}},
+		},
+	}
+	c := defaultCluster()
+	c.policies = append(c.policies, acnp)
+	c.realized[acnp.Name] = "1/2"
+	r := runAntctl(t, c, "get", "networkpolicy", "isolate")
+	if r.runErr != nil {
+		t.Fatalf("antctl get networkpolicy isolate: %v (stderr %q)", r.runErr, r.err)
+	}
+	want := [][]string{policyHeader, {acnp.Name, "AntreaClusterNetworkPolicy:isolate", "2", atgOther.Name + "," + atgWeb.Name, "node-1,node-2", "1/2", "100", "5.5"}}
+	if got := rows(r.out); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("printed\n%s\nwant rows\n%q", r.out, want)
 	}
 }

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,13 +65,28 @@ var policyColumns = []metav1.TableColumnDefinition{
 	{Name: "Generation", Type: "integer", Description: "Generation of the computed policy"},
 	{Name: "Realized", Type: "string", Description: "Nodes that realized the current generation / Nodes in the span"},
 	{Name: "Failed", Type: "integer", Priority: 1, Description: "Nodes that reported a realization failure"},
+	{Name: "Tier-Priority", Type: "string", Description: "Priority of the Antrea-native policy's Tier (<none> for K8s NetworkPolicies)"},
+	{Name: "Priority", Type: "string", Description: "Priority of the Antrea-native policy in its Tier (<none> for K8s NetworkPolicies)"},
+}
+
+// priorityStrings prints a policy's tier priority and priority as kubectl
+// and antctl show them: <none> when unset (K8s NetworkPolicies).
+func priorityStrings(tierPriority *int32, priority *float64) (string, string) {
+	tier, prio := "<none>", "<none>"
+	if tierPriority != nil {
+		tier = strconv.Itoa(int(*tierPriority))
+	}
+	if priority != nil {
+		prio = strconv.FormatFloat(*priority, 'g', -1, 64)
+	}
+	return tier, prio
 }
 
 func (p *policyTable) convert(_ context.Context, obj runtime.Object) (*metav1.Table, error) {
 	t, err := tableRows(obj, func(o runtime.Object) []any {
 		np, ok := o.(*controlplane.NetworkPolicy)
 		if !ok {
-			return []any{"", "", int64(0), int64(0), "", int64(0)}
+			return []any{"", "", int64(0), int64(0), "", int64(0), "", ""}
 		}
 		source := ""
 		if ref := np.SourceRef; ref != nil {
@@ -80,7 +96,8 @@ func (p *policyTable) convert(_ context.Context, obj runtime.Object) (*metav1.Ta
 			}
 		}
 		realized, failed, desired := p.status.Realization(np.Name)
-		return []any{np.Name, source, int64(len(np.Rules)), np.Generation, fmt.Sprintf("%d/%d", realized, desired), int64(failed)}
+		tier, prio := priorityStrings(np.TierPriority, np.Priority)
+		return []any{np.Name, source, int64(len(np.Rules)), np.Generation, fmt.Sprintf("%d/%d", realized, desired), int64(failed), tier, prio}
 	})
 	if err != nil {
 		return nil, err

@@ -22,7 +22,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	"antrea.io/antrea/pkg/apiserver/storage"
+	crdfake "antrea.io/antrea/pkg/client/clientset/versioned/fake"
+	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
 )
 
 // The scale benchmarks run the workload shapes of issue 5, which are those
@@ -66,13 +69,14 @@ func scaled(b *testing.B, n int) int {
 // workload holds the objects as the lists the informers receive; ip numbers
 // every Pod uniquely.
 type workload struct {
-	podList v1.PodList
-	nsList  v1.NamespaceList
-	npList  networkingv1.NetworkPolicyList
-	ip      int
-	pods    int
-	nps     int
-	nss     int
+	podList  v1.PodList
+	nsList   v1.NamespaceList
+	npList   networkingv1.NetworkPolicyList
+	acnpList crdv1beta1.ClusterNetworkPolicyList
+	ip       int
+	pods     int
+	nps      int
+	nss      int
 }
 
 func (w *workload) namespace(name string) {
@@ -106,6 +110,86 @@ func (w *workload) client() *fake.Clientset {
 		return ok, l, nil
 	})
 	return client
+}
+
+// crdClient is client for crd.antrea.io: the workload's
+// ClusterNetworkPolicies and the static Tiers, listed as they are.
+func (w *workload) crdClient() *crdfake.Clientset {
+	client := crdfake.NewSimpleClientset()
+	tiers := &crdv1beta1.TierList{}
+	for _, t := range crdv1beta1.StaticTiers {
+		tiers.Items = append(tiers.Items, crdv1beta1.Tier{ObjectMeta: metav1.ObjectMeta{Name: t.Name}, Spec: t.Spec})
+	}
+	lists := map[string]k8sruntime.Object{"clusternetworkpolicies": &w.acnpList, "tiers": tiers}
+	for _, l := range []metav1.ListInterface{&w.acnpList, tiers} {
+		l.SetResourceVersion("1")
+	}
+	client.PrependReactor("list", "*", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		l, ok := lists[a.GetResource().Resource]
+		return ok, l, nil
+	})
+	return client
+}
+
+// clusterScoped is upstream Antrea's XLargeScaleWithClusterScopedNetpol
+// shape (pkg/controller/networkpolicy/networkpolicy_controller_perf_test.go):
+// namespaces Namespaces labelled company=company-(i%100), each with 100
+// Pods, 10 per app=scale-j, and 10 policies; policy j selects the app=scale-j
+// Pods of its Namespace and allows ingress from the app=scale-j Pods of every
+// Namespace of its company (10 Namespaces). As K8s NetworkPolicies when acnp
+// is false (upstream's own), else as ClusterNetworkPolicies applied to the
+// same Pods (appliedTo podSelector and the Namespace's name label).
+func clusterScoped(namespaces int, acnp bool) *workload {
+	w := &workload{}
+	allow := crdv1beta1.RuleActionAllow
+	for i := 0; i < namespaces; i++ {
+		company := fmt.Sprintf("company-%d", i%100)
+		ns := fmt.Sprintf("%s-%d", company, i)
+		w.nsList.Items = append(w.nsList.Items, v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"company": company}}})
+		w.nss++
+		nsSel := &metav1.LabelSelector{MatchLabels: map[string]string{"company": company}}
+		for j := 0; j < 10; j++ {
+			l := map[string]string{"app": fmt.Sprintf("scale-%d", j)}
+			from := &metav1.LabelSelector{MatchLabels: l}
+			if acnp {
+				w.acnpList.Items = append(w.acnpList.Items, crdv1beta1.ClusterNetworkPolicy{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-np-%d", ns, j), UID: k8stypes.UID(fmt.Sprintf("acnp-%d", w.nps))},
+					Spec: crdv1beta1.ClusterNetworkPolicySpec{
+						Tier: crdv1beta1.DefaultTierName, Priority: float64(j + 1),
+						AppliedTo: []crdv1beta1.AppliedTo{{PodSelector: from,
+							NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}},
+						Ingress: []crdv1beta1.Rule{{Action: &allow, From: []crdv1beta1.NetworkPolicyPeer{{PodSelector: from, NamespaceSelector: nsSel}}}},
+					},
+				})
+			} else {
+				w.npList.Items = append(w.npList.Items, networkingv1.NetworkPolicy{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("np-%d", j), UID: k8stypes.UID(fmt.Sprintf("np-%d", w.nps))},
+					Spec: networkingv1.NetworkPolicySpec{
+						PodSelector: metav1.LabelSelector{MatchLabels: l},
+						Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: from, NamespaceSelector: nsSel}}}},
+					},
+				})
+			}
+			w.nps++
+			for k := 0; k < 10; k++ {
+				w.pod(ns, fmt.Sprintf("pod-%d-%d", j, k), l)
+			}
+		}
+	}
+	return w
+}
+
+// BenchmarkScaleEClusterScopedK8sNetworkPolicies is upstream's
+// BenchmarkInitXLargeScaleWithClusterScopedNetpol shape: 1,000 Namespaces,
+// 100,000 Pods, 10,000 K8s NetworkPolicies with cluster-scoped peers.
+func BenchmarkScaleEClusterScopedK8sNetworkPolicies(b *testing.B) {
+	runScale(b, clusterScoped(scaled(b, 1000), false))
+}
+
+// BenchmarkScaleFClusterScopedClusterNetworkPolicies is the same shape
+// with 10,000 ClusterNetworkPolicies instead.
+func BenchmarkScaleFClusterScopedClusterNetworkPolicies(b *testing.B) {
+	runScale(b, clusterScoped(scaled(b, 1000), true))
 }
 
 // policy selects podSelector and, when from is set, allows ingress from it;
@@ -239,6 +323,14 @@ func runScale(b *testing.B, w *workload) {
 		factory := informers.NewSharedInformerFactory(client, 0)
 		ags, atgs, nps := storage.NewAddressGroupStore(), storage.NewAppliedToGroupStore(), storage.NewNetworkPolicyStore()
 		c := NewController(client, factory, ags, atgs, nps)
+		var crdFactory crdinformers.SharedInformerFactory
+		if len(w.acnpList.Items) > 0 {
+			// Status writes are left out, as in upstream's benchmark.
+			crdFactory = crdinformers.NewSharedInformerFactory(w.crdClient(), 0)
+			if err := c.EnableAntreaPolicies(AntreaPolicyConfig{CRDInformers: crdFactory}); err != nil {
+				b.Fatal(err)
+			}
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		runtime.GC()
 		var ms runtime.MemStats
@@ -268,6 +360,9 @@ func runScale(b *testing.B, w *workload) {
 		cpuStart := cpuTime()
 		start := time.Now()
 		factory.Start(ctx.Done())
+		if crdFactory != nil {
+			crdFactory.Start(ctx.Done())
+		}
 		if !c.waitForCacheSync(ctx) {
 			b.Fatal("caches did not sync")
 		}
@@ -296,6 +391,9 @@ func runScale(b *testing.B, w *workload) {
 		runs++
 		cancel()
 		factory.Shutdown()
+		if crdFactory != nil {
+			crdFactory.Shutdown()
+		}
 		b.StartTimer()
 	}
 	n := float64(runs)
