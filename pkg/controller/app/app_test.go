@@ -13,7 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	"antrea.io/antrea/pkg/apiserver/apiservertest"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	"antrea.io/antrea/pkg/controller/app"
@@ -150,5 +153,91 @@ func TestRunServesComputedPoliciesPerNode(t *testing.T) {
 				t.Fatalf("listed %d, want %d", n, tt.wantSize)
 			}
 		})
+	}
+	t.Run("a ClusterNetworkPolicy is computed, served and its status follows the agent's report", func(t *testing.T) {
+		antreaNativeThroughKubeAPIServer(t, ctx, cp.Config)
+	})
+}
+
+// antreaNativeThroughKubeAPIServer creates a ClusterNetworkPolicy through
+// kube-apiserver (admission webhooks included), waits for its internal
+// policy in n1's slice, reports n1's realization as the agent does and
+// waits for the ClusterNetworkPolicy's status to say so.
+func antreaNativeThroughKubeAPIServer(t *testing.T, ctx context.Context, cfg *rest.Config) {
+	crd := versioned.NewForConfigOrDie(cfg)
+	// The static Tiers are kept by antrea-controller; wait for them.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := crd.CrdV1beta1().Tiers().Get(ctx, "securityops", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the static Tiers never appeared: %v", err)
+	}
+	drop := crdv1beta1.RuleActionDrop
+	acnp := &crdv1beta1.ClusterNetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "isolate-web"},
+		Spec: crdv1beta1.ClusterNetworkPolicySpec{
+			Tier: "securityops", Priority: 5,
+			AppliedTo: []crdv1beta1.AppliedTo{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
+			Ingress: []crdv1beta1.Rule{{Action: &drop,
+				From: []crdv1beta1.NetworkPolicyPeer{{Namespaces: &crdv1beta1.PeerNamespaces{Match: crdv1beta1.NamespaceMatchSelf}}}}},
+		},
+	}
+	if _, err := crd.CrdV1beta1().ClusterNetworkPolicies().Create(ctx, acnp, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cpClient := crd.ControlplaneV1beta2()
+	var internal cpv1beta2.NetworkPolicy
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := cpClient.NetworkPolicies().List(ctx, metav1.ListOptions{FieldSelector: "nodeName=n1"})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range l.Items {
+			if p.SourceRef != nil && p.SourceRef.Type == cpv1beta2.AntreaClusterNetworkPolicy {
+				internal = p
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the ClusterNetworkPolicy never reached n1's slice: %v", err)
+	}
+	if internal.TierPriority == nil || *internal.TierPriority != 100 || internal.Priority == nil || *internal.Priority != 5 || !internal.AppliedToPerRule {
+		t.Fatalf("internal policy = %+v, want tier priority 100, priority 5, rules with their own AppliedToGroups", internal)
+	}
+	// One rule per Namespace (default, kube-system, ns, ...), each named by admission.
+	nss, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(internal.Rules) != len(nss.Items) {
+		t.Errorf("%d rules for %d Namespaces", len(internal.Rules), len(nss.Items))
+	}
+	for _, r := range internal.Rules {
+		if r.Name == "" || r.Action == nil || *r.Action != cpv1beta2.RuleActionDrop || r.Priority != 0 || len(r.AppliedToGroups) != 1 {
+			t.Errorf("rule %+v, want a named Drop rule of priority 0 with one AppliedToGroup", r)
+		}
+	}
+	_, err = cpClient.NetworkPolicies().UpdateStatus(ctx, internal.Name, &cpv1beta2.NetworkPolicyStatus{
+		ObjectMeta: metav1.ObjectMeta{Name: internal.Name},
+		Nodes:      []cpv1beta2.NetworkPolicyNodeStatus{{NodeName: "n1", Generation: internal.Generation}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := crd.CrdV1beta1().ClusterNetworkPolicies().Get(ctx, "isolate-web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		st := p.Status
+		return st.Phase == crdv1beta1.NetworkPolicyRealized && st.CurrentNodesRealized == 1 && st.DesiredNodesRealized == 1 &&
+			st.ObservedGeneration == p.Generation, nil
+	})
+	if err != nil {
+		p, _ := crd.CrdV1beta1().ClusterNetworkPolicies().Get(ctx, "isolate-web", metav1.GetOptions{})
+		t.Fatalf("status never became Realized 1/1: %v (status %+v)", err, p.Status)
 	}
 }
