@@ -129,13 +129,24 @@ func TestIngressPolicyMatchesOutsideClientsOfANodePort(t *testing.T) {
 	np := &cpv1beta2.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "np-web", Generation: 1}, AppliedToGroups: []string{"atg-web"},
 		Rules: []cpv1beta2.NetworkPolicyRule{{Direction: cpv1beta2.DirectionIn, From: cpv1beta2.NetworkPolicyPeer{IPBlocks: []cpv1beta2.IPBlock{{
 			CIDR: cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.ParseIP("192.168.77.96").To4()), PrefixLength: 28}}}}}}}
-	c := NewController("node-1", fake.NewSimpleClientset(atg, np), flows, store, Options{})
+	// As the agent does, a change that narrows what is allowed revalidates
+	// the datapath's cached flows: the connections made above without the
+	// policy left megaflows that would otherwise forward the next SYN of
+	// the same client until the revalidators catch up.
+	purged := make(chan struct{}, 1)
+	c := NewController("node-1", fake.NewSimpleClientset(atg, np), flows, store, Options{OnNarrowed: func() {
+		if _, err := br.Appctl("revalidator/purge"); err != nil {
+			t.Errorf("purge the datapath flows: %v", err)
+		}
+		purged <- struct{}{}
+	}})
 	go c.Run(ctx)
 	select {
 	case <-c.InitialRealized():
 	case <-time.After(15 * time.Second):
 		t.Fatal("the policy was not realized")
 	}
+	<-purged
 	if got := outcome(t, allowed, nodePort); got != "web" {
 		t.Fatalf("%s is inside the ipBlock: it should reach web through the NodePort, got %q", allowed.IP, got)
 	}
