@@ -241,3 +241,25 @@ func TestAPodEventRealizesThePoliciesOfThePod(t *testing.T) {
 	events <- interfacestore.PodEvent{PodNamespace: "x", PodName: "a", ContainerID: "c-a", Deleted: true}
 	eventually(t, flows, "Ingress [10.10.2.5/32] -> [11] []\nisolated in=[11] out=[]")
 }
+
+// An Antrea-native policy does not isolate the pods it applies to: only
+// its rules say what is allowed or dropped.
+func TestAnAntreaNativePolicyDoesNotIsolateItsPods(t *testing.T) {
+	store := interfacestore.NewInterfaceStore()
+	iface := interfacestore.NewContainerInterface("veth-a", "c-a", "a", "x", "eth0", nil, nil, 0)
+	iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: 10}
+	store.AddInterface(iface)
+	atg := &cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg1"}, GroupMembers: []cpv1beta2.GroupMember{member("x", "a", "10.10.1.2")}}
+	ag := &cpv1beta2.AddressGroup{ObjectMeta: metav1.ObjectMeta{Name: "ag1"}, GroupMembers: []cpv1beta2.GroupMember{member("y", "c", "10.10.2.5")}}
+	drop := cpv1beta2.RuleActionDrop
+	np := &cpv1beta2.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "acnp1", Generation: 1}, AppliedToGroups: []string{"atg1"},
+		SourceRef: &cpv1beta2.NetworkPolicyReference{Type: cpv1beta2.AntreaClusterNetworkPolicy, Name: "deny-c"},
+		Rules: []cpv1beta2.NetworkPolicyRule{{Direction: cpv1beta2.DirectionIn, Action: &drop,
+			From: cpv1beta2.NetworkPolicyPeer{AddressGroups: []string{"ag1"}}}}}
+	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
+	c := NewController("n1", fake.NewSimpleClientset(atg, ag, np), flows, store, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	eventually(t, flows, "Ingress [10.10.2.5/32] -> [10] []\nisolated in=[] out=[]")
+}

@@ -59,6 +59,13 @@ func rulePriority(_ *cpv1beta2.NetworkPolicy, _ int) uint16 {
 	return agentof.PolicyRulePriority
 }
 
+// isolates reports whether a policy isolates the pods it applies to: K8s
+// NetworkPolicies do; Antrea-native policies do not by themselves (their
+// Drop rules and baseline tier say what is denied).
+func isolates(p *cpv1beta2.NetworkPolicy) bool {
+	return p.SourceRef == nil || p.SourceRef.Type == cpv1beta2.K8sNetworkPolicy
+}
+
 // ruleAction maps a rule's action to the data path's.
 func ruleAction(r *cpv1beta2.NetworkPolicyRule) agentof.RuleAction {
 	if r.Action != nil && (*r.Action == cpv1beta2.RuleActionDrop || *r.Action == cpv1beta2.RuleActionReject) {
@@ -104,8 +111,10 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 		if r.Direction == cpv1beta2.DirectionOut {
 			dir, peer = agentof.DirectionEgress, r.To
 		}
-		for _, t := range applied {
-			iso[dir].Insert(t.port)
+		if isolates(p) {
+			for _, t := range applied {
+				iso[dir].Insert(t.port)
+			}
 		}
 		if len(applied) == 0 {
 			continue
