@@ -4,8 +4,9 @@
 // take the container's lock, allocate addresses from the IPAM driver, create
 // the veth pair into the pod netns, attach the host end to OVS with
 // external_ids, configure addresses, routes and offloads, read back the
-// OpenFlow port, install the pod's flows and record the interface; a failure
-// at any step runs DEL, so nothing leaks.
+// OpenFlow port, install the pod's flows, record the interface and publish a
+// pod event (the policy controller realizes the pod's policies on it); a
+// failure at any step runs DEL, so nothing leaks.
 // DEL is idempotent, CHECK reports what is missing, STATUS reports readiness
 // and GC releases what belongs to attachments the runtime no longer knows.
 package cniserver

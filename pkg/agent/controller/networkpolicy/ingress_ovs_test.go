@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,6 +148,11 @@ func TestIngressPolicyMatchesOutsideClientsOfANodePort(t *testing.T) {
 		t.Fatal("the policy was not realized")
 	}
 	<-purged
+	for _, f := range br.DumpFlows(t) {
+		if strings.Contains(f, "table=15,") || strings.Contains(f, "table=16,") {
+			t.Logf("ingress policy: %s", f)
+		}
+	}
 	if got := outcome(t, allowed, nodePort); got != "web" {
 		t.Fatalf("%s is inside the ipBlock: it should reach web through the NodePort, got %q", allowed.IP, got)
 	}
