@@ -42,6 +42,9 @@ const (
 	EnvBin = "ANTREA_BIN"
 	// EnvKubelet chooses real or simulated nodes for the labs tests start.
 	EnvKubelet = "ANTREA_LAB_KUBELET"
+	// EnvProxy chooses what realizes Services in the labs tests start
+	// (antrea or kube-proxy: antrea-lab up --proxy).
+	EnvProxy = "ANTREA_LAB_PROXY"
 	// StartTimeout bounds a lab's bring-up: the supervisor's own 5 minutes
 	// plus building the lab's images when their inputs changed.
 	StartTimeout = 7 * time.Minute
@@ -93,6 +96,9 @@ func Options() lab.Options {
 	opts.Kubelet = lab.KubeletReal
 	if k := os.Getenv(EnvKubelet); k != "" {
 		opts.Kubelet = lab.Kubelet(k)
+	}
+	if p := os.Getenv(EnvProxy); p != "" {
+		opts.Proxy = lab.Proxy(p)
 	}
 	return opts
 }

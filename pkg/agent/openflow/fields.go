@@ -66,6 +66,13 @@ var (
 	// HairpinCTMark (ct_mark[1]) marks a Service connection from a pod to
 	// itself, which is also source-NATed (to HairpinIP, in SNATCtZone).
 	HairpinCTMark = binding.FieldCTMark.Range(1, 1)
+	// FromGatewayCTMark (ct_mark[2]) marks a connection, other than a
+	// Service's, whose first packet came from the gateway: its replies go
+	// back to the gateway even when their destination is a local pod or a
+	// pod behind the tunnel, so that the node's netfilter, which may have
+	// rewritten the connection (kube-proxy's DNAT when AntreaProxy is off),
+	// sees both directions.
+	FromGatewayCTMark = binding.FieldCTMark.Range(2, 2)
 )
 
 // PktSource is a value of PktSourceField: where a packet entered the bridge.

@@ -143,6 +143,19 @@ func (b *flowBuilder) nodeFlows(n *NodeConfig) []*binding.Flow {
 		b.flow(ConntrackCommitTable, priorityNormal, func(m *binding.Match) {
 			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
 		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID}),
+		// A connection from the gateway is committed with FromGatewayCTMark
+		// (Service connections, committed by EndpointDNAT, are left above).
+		b.flow(ConntrackCommitTable, priorityNormal+1, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
+			matchField(m, PktSourceField, FromGateway)
+		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID,
+			Actions: []binding.Action{load(FromGatewayCTMark, on)}}),
+		// ... and its replies return to the gateway, wherever they are
+		// addressed: the node's netfilter un-NATs them and routes them on.
+		b.flow(L3ForwardingTable, priorityHigh, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateRpl|binding.CTStateTrk, binding.CTStateRpl|binding.CTStateTrk)
+			matchField(m, FromGatewayCTMark, on)
+		}, setEthDst(n.GatewayMAC), load(PktDestinationField, ToGateway), b.next(L3ForwardingTable)),
 		b.outputFlow(gw),
 	}
 	if tun != 0 {
