@@ -36,6 +36,16 @@
 //     across restarts; a policy is named by the K8s policy's UID; Generation
 //     starts at 1 and increases when rules or groups change, not on span
 //     changes.
+//
+// With EnableAntreaPolicies, ClusterNetworkPolicies and Antrea NetworkPolicies
+// (crd.antrea.io) are computed into the same stores and groups (native.go,
+// native_compute.go: tier priority, priority, ordered rules with actions,
+// appliedTo per policy or rule, Namespace-relative peers expanded per
+// Namespace, ClusterGroups and Groups resolved to selectors and ipBlocks,
+// Node groups), re-synced when what they read changes (Tiers, groups,
+// Services, Namespaces, Nodes), and their status is written back from the
+// agents' realization reports (status.go). docs/design/controlplane-api.md
+// states what agents receive for them.
 package networkpolicy
 
 import (
