@@ -116,7 +116,11 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 		slices.Sort(ch.Isolate[d])
 		slices.Sort(ch.Release[d])
 	}
-	w, err := r.flows.ApplyPolicyChange(ctx, ch)
+	var w agentof.PolicyWrite
+	var err error
+	if len(ch.Rules)+len(ch.Isolate[0])+len(ch.Isolate[1])+len(ch.Release[0])+len(ch.Release[1]) > 0 {
+		w, err = r.flows.ApplyPolicyChange(ctx, ch)
+	}
 	if err != nil {
 		for _, id := range allocated {
 			r.ids.release(id)

@@ -1,0 +1,101 @@
+package networkpolicy
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+)
+
+// changeLog records the changes a reconciler sends.
+type changeLog struct{ changes []agentof.PolicyChange }
+
+func (l *changeLog) ApplyPolicyChange(_ context.Context, ch agentof.PolicyChange) (agentof.PolicyWrite, error) {
+	l.changes = append(l.changes, ch)
+	return agentof.PolicyWrite{Messages: len(ch.Rules) + len(ch.Isolate[0]) + len(ch.Release[0])}, nil
+}
+
+func (l *changeLog) FinishPolicyRecovery(context.Context) (int, error) { return 0, nil }
+
+func (l *changeLog) last() string {
+	ch := l.changes[len(l.changes)-1]
+	var rules []string
+	for _, rc := range ch.Rules {
+		rules = append(rules, fmt.Sprintf("%v->%v", ruleID(rc.Old), ruleID(rc.New)))
+	}
+	return fmt.Sprintf("rules %v isolate %v release %v", rules, ch.Isolate[0], ch.Release[0])
+}
+
+func ruleID(r *agentof.PolicyRule) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprint(r.ID)
+}
+
+func want(ports []uint32, peers ...string) *desiredPolicy {
+	d := &desiredPolicy{rules: map[string]*agentof.PolicyRule{}, complete: true, generation: 1,
+		isolated: [2]sets.Set[uint32]{sets.New(ports...), sets.New[uint32]()}}
+	for i, p := range peers {
+		d.rules[fmt.Sprint(i)] = &agentof.PolicyRule{Direction: agentof.DirectionIngress, AppliedTo: ports,
+			Peers: []netip.Prefix{netip.MustParsePrefix(p)}, Priority: agentof.PolicyRulePriority}
+	}
+	return d
+}
+
+func TestTheReconcilerSendsOnlyWhatChangedAndCountsIsolationPerPolicy(t *testing.T) {
+	log := &changeLog{}
+	r := newReconciler(log, nil)
+	ctx := context.Background()
+	steps := []struct {
+		name   string
+		policy string
+		want   *desiredPolicy
+		sent   string
+	}{
+		{"a new policy adds its rule and isolates its port", "np1", want([]uint32{10}, "10.0.0.1/32"), "rules [-->1] isolate [10] release []"},
+		{"the same policy again sends nothing", "np1", want([]uint32{10}, "10.0.0.1/32"), ""},
+		{"a second policy on the same port does not isolate it again", "np2", want([]uint32{10}, "10.0.0.2/32"), "rules [-->2] isolate [] release []"},
+		{"a changed peer keeps the rule's id", "np1", want([]uint32{10}, "10.0.0.3/32"), "rules [1->1] isolate [] release []"},
+		{"removing one policy keeps the port isolated by the other", "np1", want(nil), "rules [1->-] isolate [] release []"},
+		{"removing the last policy releases the port", "np2", want(nil), "rules [2->-] isolate [] release [10]"},
+		{"a released id is reused", "np3", want([]uint32{11}, "10.0.0.4/32"), "rules [-->2] isolate [11] release []"},
+	}
+	for _, s := range steps {
+		before := len(log.changes)
+		if _, err := r.sync(ctx, s.policy, s.want); err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if len(log.changes) > before {
+			if ch := log.changes[len(log.changes)-1]; len(ch.Rules)+len(ch.Isolate[0])+len(ch.Release[0]) > 0 {
+				got = log.last()
+			}
+		}
+		if got != s.sent {
+			t.Fatalf("%s: sent %q, want %q", s.name, got, s.sent)
+		}
+	}
+}
+
+func TestARecoveredRuleKeepsItsIDAndOthersDoNotTakeIt(t *testing.T) {
+	log := &changeLog{}
+	r := newReconciler(log, map[string]uint32{ruleKey("np1", "0"): 3})
+	ctx := context.Background()
+	if _, err := r.sync(ctx, "np2", want([]uint32{10}, "10.0.0.2/32")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.sync(ctx, "np1", want([]uint32{10}, "10.0.0.1/32")); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.changes[0].Rules[0].New.ID; got == 3 {
+		t.Fatalf("a new rule took the id an earlier run gave another rule")
+	}
+	if got := log.changes[1].Rules[0].New.ID; got != 3 {
+		t.Fatalf("the recovered rule should keep id 3, got %d", got)
+	}
+}
