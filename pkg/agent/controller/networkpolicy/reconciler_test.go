@@ -5,10 +5,15 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
 )
 
 // changeLog records the changes a reconciler sends.
@@ -97,5 +102,63 @@ func TestARecoveredRuleKeepsItsIDAndOthersDoNotTakeIt(t *testing.T) {
 	}
 	if got := log.changes[1].Rules[0].New.ID; got != 3 {
 		t.Fatalf("the recovered rule should keep id 3, got %d", got)
+	}
+}
+
+// blockingFlows holds every change until released.
+type blockingFlows struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingFlows) ApplyPolicyChange(context.Context, agentof.PolicyChange) (agentof.PolicyWrite, error) {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	<-b.release
+	return agentof.PolicyWrite{Messages: 1}, nil
+}
+
+func (b *blockingFlows) FinishPolicyRecovery(context.Context) (int, error) { return 0, nil }
+
+// The watchers keep applying events while the reconciler waits for OVS.
+func TestWatchersDoNotWaitForAPolicyWrite(t *testing.T) {
+	store := interfacestore.NewInterfaceStore()
+	iface := interfacestore.NewContainerInterface("veth-a", "c-a", "a", "x", "eth0", nil, nil, 0)
+	iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: 10}
+	store.AddInterface(iface)
+	atg := &cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg1"}, GroupMembers: []cpv1beta2.GroupMember{member("x", "a", "10.10.1.2")}}
+	np := &cpv1beta2.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "np1", Generation: 1}, AppliedToGroups: []string{"atg1"},
+		Rules: []cpv1beta2.NetworkPolicyRule{{Direction: cpv1beta2.DirectionIn, From: cpv1beta2.NetworkPolicyPeer{AddressGroups: []string{"ag1"}}}}}
+	client := fake.NewSimpleClientset(atg, np)
+	flows := &blockingFlows{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	c := NewController("n1", client, flows, store, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer close(flows.release)
+	go c.Run(ctx)
+	select {
+	case <-flows.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the policy was never written")
+	}
+	// The write is held; a new AddressGroup arrives meanwhile.
+	ag := &cpv1beta2.AddressGroup{ObjectMeta: metav1.ObjectMeta{Name: "ag1"}, GroupMembers: []cpv1beta2.GroupMember{member("y", "c", "10.10.2.5")}}
+	if err := client.Tracker().Add(ag); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.cache.mu.RLock()
+		_, ok := c.cache.addressGroups["ag1"]
+		c.cache.mu.RUnlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the AddressGroup watcher waited for the policy write")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
