@@ -243,7 +243,8 @@ func TestAPodEventRealizesThePoliciesOfThePod(t *testing.T) {
 }
 
 // An Antrea-native policy does not isolate the pods it applies to: only
-// its rules say what is allowed or dropped.
+// its rules say what is allowed or dropped, and Pass has no flow in the K8s
+// rule tables (it hands the decision to them).
 func TestAnAntreaNativePolicyDoesNotIsolateItsPods(t *testing.T) {
 	store := interfacestore.NewInterfaceStore()
 	iface := interfacestore.NewContainerInterface("veth-a", "c-a", "a", "x", "eth0", nil, nil, 0)
@@ -251,11 +252,15 @@ func TestAnAntreaNativePolicyDoesNotIsolateItsPods(t *testing.T) {
 	store.AddInterface(iface)
 	atg := &cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg1"}, GroupMembers: []cpv1beta2.GroupMember{member("x", "a", "10.10.1.2")}}
 	ag := &cpv1beta2.AddressGroup{ObjectMeta: metav1.ObjectMeta{Name: "ag1"}, GroupMembers: []cpv1beta2.GroupMember{member("y", "c", "10.10.2.5")}}
-	drop := cpv1beta2.RuleActionDrop
+	drop, pass := cpv1beta2.RuleActionDrop, cpv1beta2.RuleActionPass
 	np := &cpv1beta2.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "acnp1", Generation: 1}, AppliedToGroups: []string{"atg1"},
 		SourceRef: &cpv1beta2.NetworkPolicyReference{Type: cpv1beta2.AntreaClusterNetworkPolicy, Name: "deny-c"},
-		Rules: []cpv1beta2.NetworkPolicyRule{{Direction: cpv1beta2.DirectionIn, Action: &drop,
-			From: cpv1beta2.NetworkPolicyPeer{AddressGroups: []string{"ag1"}}}}}
+		Rules: []cpv1beta2.NetworkPolicyRule{
+			{Direction: cpv1beta2.DirectionIn, Action: &drop, From: cpv1beta2.NetworkPolicyPeer{AddressGroups: []string{"ag1"}}},
+			// Pass leaves the decision to K8s NetworkPolicy: no flow in its tables.
+			{Direction: cpv1beta2.DirectionIn, Action: &pass, From: cpv1beta2.NetworkPolicyPeer{IPBlocks: []cpv1beta2.IPBlock{{
+				CIDR: cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.ParseIP("10.0.0.0").To4()), PrefixLength: 8}}}}},
+		}}
 	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
 	c := NewController("n1", fake.NewSimpleClientset(atg, ag, np), flows, store, Options{})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -66,12 +66,21 @@ func isolates(p *cpv1beta2.NetworkPolicy) bool {
 	return p.SourceRef == nil || p.SourceRef.Type == cpv1beta2.K8sNetworkPolicy
 }
 
-// ruleAction maps a rule's action to the data path's.
-func ruleAction(r *cpv1beta2.NetworkPolicyRule) agentof.RuleAction {
-	if r.Action != nil && (*r.Action == cpv1beta2.RuleActionDrop || *r.Action == cpv1beta2.RuleActionReject) {
-		return agentof.ActionDrop
+// ruleAction maps a rule's action to the data path's. ok is false for
+// Pass: it hands the decision on to K8s NetworkPolicy, which the K8s rule
+// tables then make, so it has no flow there (skipping the lower
+// Antrea-native rules needs the tiered tables).
+func ruleAction(r *cpv1beta2.NetworkPolicyRule) (a agentof.RuleAction, ok bool) {
+	if r.Action == nil {
+		return agentof.ActionAllow, true
 	}
-	return agentof.ActionAllow
+	switch *r.Action {
+	case cpv1beta2.RuleActionDrop, cpv1beta2.RuleActionReject:
+		return agentof.ActionDrop, true
+	case cpv1beta2.RuleActionPass:
+		return 0, false
+	}
+	return agentof.ActionAllow, true
 }
 
 // computeRulesLocked turns a policy into this node's rules, keyed by a
@@ -145,7 +154,11 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 				peers = append(peers, target{prefix: pfx})
 			}
 		}
-		action, priority := ruleAction(r), rulePriority(p, i)
+		action, ok := ruleAction(r)
+		if !ok {
+			continue
+		}
+		priority := rulePriority(p, i)
 		// Named ports resolve against the rule's destination: the applied-to
 		// pods for ingress, the peers for egress. Destinations that resolve
 		// to the same services share one rule.
