@@ -569,7 +569,7 @@ func ip4Uint(a netip.Addr) uint64 {
 func (c *Client) InstallService(ctx context.Context, name string, want ServiceState) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	msgs, commit, err := c.serviceMsgs(name, want)
+	msgs, commit, flushes, err := c.serviceMsgs(name, want)
 	if err != nil {
 		return err
 	}
@@ -577,6 +577,7 @@ func (c *Client) InstallService(ctx context.Context, name string, want ServiceSt
 		return err
 	}
 	commit()
+	c.flushConntrack(ctx, name, flushes)
 	return nil
 }
 
@@ -586,22 +587,23 @@ func (c *Client) UninstallService(ctx context.Context, name string) error {
 }
 
 // serviceMsgs computes the messages from the installed state of Service name
-// to want, and the commit recording want. c.mu is held.
-func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message, func(), error) {
+// to want, the commit recording want, and the conntrack flushes of the UDP
+// entries the change leaves stale (service_conntrack.go). c.mu is held.
+func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message, func(), []*binding.CTFlush, error) {
 	st := &c.svc
 	have := st.services[name]
 	norm := ServiceState{}
 	for p, ps := range want {
 		if !p.IP.Is4() {
-			return nil, nil, fmt.Errorf("service %s port %s: only IPv4 ClusterIPs are supported", name, p)
+			return nil, nil, nil, fmt.Errorf("service %s port %s: only IPv4 ClusterIPs are supported", name, p)
 		}
 		if ip := st.ports[p]; ip != nil && ip.owner != name {
-			return nil, nil, fmt.Errorf("service %s port %s: already installed for service %s", name, p, ip.owner)
+			return nil, nil, nil, fmt.Errorf("service %s port %s: already installed for service %s", name, p, ip.owner)
 		}
 		ps = ps.normalized()
 		for _, e := range ps.Endpoints {
 			if !e.IP.Is4() {
-				return nil, nil, fmt.Errorf("service %s port %s: endpoint %s is not IPv4", name, p, e.IP)
+				return nil, nil, nil, fmt.Errorf("service %s port %s: endpoint %s is not IPv4", name, p, e.IP)
 			}
 		}
 		norm[p] = ps
@@ -633,7 +635,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, state: ps, digest: digest, flows: flows}
 			gm, err := groupMsgs(g)
 			if err != nil {
-				return nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
+				return nil, nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
 			}
 			groupMods = append(groupMods, gm...)
 			flowAdds = append(flowAdds, addMods(flows)...)
@@ -644,7 +646,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 		if !bytes.Equal(digest, old.digest) {
 			gm, err := groupMsgs(g)
 			if err != nil {
-				return nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
+				return nil, nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
 			}
 			groupMods = append(groupMods, gm...)
 		}
@@ -671,6 +673,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 		groupDels = append(groupDels, c.b.serviceGroup(binding.GroupDelete, old.groupID, PortState{}))
 	}
 	var epAdds, epDels []binding.Message
+	var gone []endpointKey // endpoints no port uses any more
 	var adoptedFlows []string
 	for _, k := range sortedEndpointKeys(refs) {
 		before := st.endpoints[k]
@@ -691,6 +694,9 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 				epAdds = append(epAdds, binding.AddFlow(ef))
 			case f.before > 0 && f.after == 0:
 				epDels = append(epDels, binding.DeleteFlowStrict(c.b.endpointFlow(k, f.hairpin)))
+				if !f.hairpin {
+					gone = append(gone, k)
+				}
 			}
 		}
 	}
@@ -725,7 +731,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 			st.services[name] = norm
 		}
 	}
-	return msgs, commit, nil
+	return msgs, commit, staleUDPFlushes(have, norm, gone), nil
 }
 
 // groupMsgs returns a group mod as the messages that carry it: one, or for a
