@@ -128,6 +128,9 @@ func (c *Client) Initialize(ctx context.Context, node *NodeConfig) error {
 	if err := ensureMeters(ctx, c.bridge); err != nil {
 		return err
 	}
+	if err := ensurePolicyMeters(ctx, c.bridge); err != nil {
+		return err
+	}
 	if err := c.write(ctx, "node", addMods(flows)); err != nil {
 		return err
 	}
@@ -261,6 +264,9 @@ func (c *Client) Replay(ctx context.Context, bridge Bridge) error {
 	c.mu.Unlock()
 	groups, flows := c.Groups(), c.Flows()
 	if err := ensureMeters(ctx, bridge); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	if err := ensurePolicyMeters(ctx, bridge); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
 	var msgs []binding.Message

@@ -55,6 +55,10 @@ var (
 	// ClientIP affinity before it resubmits to SessionAffinity, where the
 	// flow of its port and endpoint learns the client's affinity.
 	AffinityLearnField = binding.Reg(4).Range(19, 19)
+	// PolicyRuleIDField (reg5) holds the conjunction id of the policy rule
+	// that sends a packet to the agent (to reject or log it): the agent
+	// reads it back from the packet-in to find the rule.
+	PolicyRuleIDField = binding.Reg(5).All()
 )
 
 // Conntrack marks (ct_mark bits), set when EndpointDNAT commits a connection

@@ -13,34 +13,57 @@ import (
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
-// Tables of the NetworkPolicy feature. A rule becomes conjunctive flows: one
-// flow per peer address, one per applied-to port and one per service (each
-// carrying conjunction(id, k/n)), plus one flow matching conj_id=id with the
-// rule's action, so a rule with N sources and M destinations costs N+M flows,
-// not N*M. Isolated pods' traffic that no rule allowed meets the default
-// drop of the *DefaultRule tables.
+// Tables of the NetworkPolicy feature, in the order a packet meets them in
+// each direction (ingress and egress alike):
+//
+//	AntreaPolicy*Rule  Antrea-native rules of every tier above baseline
+//	*Rule              K8s NetworkPolicy rules
+//	*DefaultRule       the isolation drop of pods K8s NetworkPolicies select
+//	*BaselineRule      Antrea-native rules of the baseline tier
+//
+// A rule becomes conjunctive flows: one flow per peer address, one per
+// applied-to port and one per service (each carrying conjunction(id, k/n)),
+// plus one flow matching conj_id=id with the rule's action, so a rule with N
+// sources and M destinations costs N+M flows, not N*M. An Allow is final: it
+// goes past every later policy table, whichever table it is in (upstream: an
+// Allow in an Antrea-native tier skips K8s NetworkPolicy and baseline). A
+// Pass goes on to the K8s NetworkPolicy table. Drop drops; Reject drops and
+// sends the packet to the agent, which answers it (see PacketInPolicy). The
+// order of Antrea-native rules is their flows' priority, which the policy
+// reconciler assigns (tier, then policy priority, then rule order).
 //
 // The client keeps only the flows it wrote (for replay, Flows and diffs);
-// which rules exist, their conjunction ids and which ports are isolated is
-// the policy reconciler's (pkg/agent/controller/networkpolicy), which hands
-// over each step as a PolicyChange. A change becomes one bundle holding only
-// the flows whose content differs, so a change that changes nothing writes
-// nothing.
+// which rules exist, their conjunction ids and priorities and which ports
+// are isolated is the policy reconciler's (pkg/agent/controller/networkpolicy),
+// which hands over each step as a PolicyChange. A change becomes one bundle
+// holding only the flows whose content differs, so a change that changes
+// nothing writes nothing.
 var (
+	AntreaPolicyEgressRuleTable = &TableSpec{Name: "AntreaPolicyEgressRule", Stage: EgressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Egress rules of Antrea-native policies in tiers above baseline, ordered by priority (tier, policy priority, rule order); established traffic skips every egress policy table; Allow skips them too, Pass goes on to EgressRule."}
 	EgressRuleTable = &TableSpec{Name: "EgressRule", Stage: EgressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
-		Doc: "Egress rules of NetworkPolicies as conjunctive flows (source port x destination address x service); established traffic passes; allowed packets skip EgressDefaultRule."}
+		Doc: "Egress rules of K8s NetworkPolicies as conjunctive flows (source port x destination address x service); allowed packets skip EgressDefaultRule and EgressBaselineRule."}
 	EgressDefaultRuleTable = &TableSpec{Name: "EgressDefaultRule", Stage: EgressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
-		Doc: "Drops new connections from pods isolated for egress that no egress rule allowed."}
+		Doc: "Drops new connections from pods isolated for egress (by K8s NetworkPolicies) that no egress rule allowed."}
+	EgressBaselineRuleTable = &TableSpec{Name: "EgressBaselineRule", Stage: EgressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Egress rules of Antrea-native policies in the baseline tier, for pods no K8s NetworkPolicy isolates for egress."}
+	AntreaPolicyIngressRuleTable = &TableSpec{Name: "AntreaPolicyIngressRule", Stage: IngressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Ingress rules of Antrea-native policies in tiers above baseline, ordered by priority; established traffic and the node's own traffic (from the gateway with the gateway IP as source) skip every ingress policy table; Allow skips them too, Pass goes on to IngressRule."}
 	IngressRuleTable = &TableSpec{Name: "IngressRule", Stage: IngressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
-		Doc: "Ingress rules of NetworkPolicies as conjunctive flows (source address x destination port x service); established traffic and the node's own traffic (from the gateway with the gateway IP as source) pass; allowed packets skip IngressDefaultRule."}
+		Doc: "Ingress rules of K8s NetworkPolicies as conjunctive flows (source address x destination port x service); allowed packets skip IngressDefaultRule and IngressBaselineRule."}
 	IngressDefaultRuleTable = &TableSpec{Name: "IngressDefaultRule", Stage: IngressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
-		Doc: "Drops new connections to pods isolated for ingress that no ingress rule allowed."}
+		Doc: "Drops new connections to pods isolated for ingress (by K8s NetworkPolicies) that no ingress rule allowed."}
+	IngressBaselineRuleTable = &TableSpec{Name: "IngressBaselineRule", Stage: IngressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Ingress rules of Antrea-native policies in the baseline tier, for pods no K8s NetworkPolicy isolates for ingress."}
 )
 
 type networkPolicy struct{}
 
 func (networkPolicy) tables() []*TableSpec {
-	return []*TableSpec{EgressRuleTable, EgressDefaultRuleTable, IngressRuleTable, IngressDefaultRuleTable}
+	return []*TableSpec{
+		AntreaPolicyEgressRuleTable, EgressRuleTable, EgressDefaultRuleTable, EgressBaselineRuleTable,
+		AntreaPolicyIngressRuleTable, IngressRuleTable, IngressDefaultRuleTable, IngressBaselineRuleTable,
+	}
 }
 
 // Direction of a policy rule.
@@ -59,14 +82,37 @@ func (d Direction) String() string {
 	return "Ingress"
 }
 
-// RuleAction is what a matching rule does. Antrea-native policies add
-// Reject and Pass (issue 14 §3); they go in tables of their own.
+// RuleAction is what a matching rule does.
 type RuleAction int
 
-// Rule actions.
+// Rule actions (controlplane's Allow, Drop, Reject, Pass).
 const (
 	ActionAllow RuleAction = iota
 	ActionDrop
+	// ActionReject drops the packet and has the agent answer it: a TCP
+	// reset, or an ICMP "host administratively prohibited" otherwise.
+	ActionReject
+	// ActionPass leaves the decision to K8s NetworkPolicy, then baseline.
+	ActionPass
+)
+
+var actionNames = [...]string{"Allow", "Drop", "Reject", "Pass"}
+
+func (a RuleAction) String() string { return actionNames[a] }
+
+// PolicyTier says which rule table a rule goes in.
+type PolicyTier int
+
+// Rule tables by tier.
+const (
+	// TierK8s is the K8s NetworkPolicy table (EgressRule, IngressRule).
+	TierK8s PolicyTier = iota
+	// TierAntrea is the Antrea-native table of the tiers above baseline
+	// (AntreaPolicyEgressRule, AntreaPolicyIngressRule).
+	TierAntrea
+	// TierBaseline is the baseline tier's table, after the K8s isolation
+	// drop (EgressBaselineRule, IngressBaselineRule).
+	TierBaseline
 )
 
 // Service is one protocol/port clause of a rule. Port 0 means every port;
@@ -97,9 +143,14 @@ type PolicyRule struct {
 	// Services restrict protocol and ports; empty means all traffic.
 	Services []Service
 	Action   RuleAction
+	// Tier is the table the rule goes in.
+	Tier PolicyTier
 	// Priority of the rule's flows in its table (higher wins); the
 	// reconciler maps tier, policy and rule order to it.
 	Priority uint16
+	// Log sends a copy of each packet the rule decides on (new connections
+	// only) to the agent for its audit log, metered.
+	Log bool
 }
 
 // Equal reports whether two versions of a rule install the same flows.
@@ -108,7 +159,7 @@ func (r *PolicyRule) Equal(o *PolicyRule) bool {
 		return r == o
 	}
 	return r.ID == o.ID && r.Key == o.Key && r.Direction == o.Direction && r.AnyPeer == o.AnyPeer &&
-		r.Action == o.Action && r.Priority == o.Priority && slices.Equal(r.Peers, o.Peers) &&
+		r.Action == o.Action && r.Tier == o.Tier && r.Priority == o.Priority && r.Log == o.Log && slices.Equal(r.Peers, o.Peers) &&
 		slices.Equal(r.AppliedTo, o.AppliedTo) && slices.Equal(r.Services, o.Services)
 }
 
@@ -142,8 +193,13 @@ type PolicyWrite struct {
 
 // Priorities in the rule tables.
 const (
-	// PolicyRulePriority is the default priority of K8s NetworkPolicy rules.
-	PolicyRulePriority   uint16 = 200
+	// PolicyRulePriority is the priority of K8s NetworkPolicy rules.
+	PolicyRulePriority uint16 = 200
+	// PolicyTopPriority and PolicyBottomPriority bound the priorities the
+	// reconciler gives Antrea-native rules in their tables; the bypass of
+	// established and trusted traffic sits above them.
+	PolicyTopPriority    uint16 = 64000
+	PolicyBottomPriority uint16 = 100
 	priorityPolicyBypass uint16 = 64990
 	priorityDefaultDrop  uint16 = 200
 )
@@ -181,11 +237,26 @@ func newPolicyState() policyState {
 	return policyState{matches: map[string]*conjMatch{}, flows: map[string]*binding.Flow{}}
 }
 
-func (b *flowBuilder) ruleTables(d Direction) (rule, dflt *TableSpec) {
-	if d == DirectionEgress {
-		return EgressRuleTable, EgressDefaultRuleTable
+// ruleTable is the table of a direction and tier.
+func ruleTable(d Direction, t PolicyTier) *TableSpec {
+	tables := [2][3]*TableSpec{
+		DirectionIngress: {TierK8s: IngressRuleTable, TierAntrea: AntreaPolicyIngressRuleTable, TierBaseline: IngressBaselineRuleTable},
+		DirectionEgress:  {TierK8s: EgressRuleTable, TierAntrea: AntreaPolicyEgressRuleTable, TierBaseline: EgressBaselineRuleTable},
 	}
-	return IngressRuleTable, IngressDefaultRuleTable
+	return tables[d][t]
+}
+
+func defaultRuleTable(d Direction) *TableSpec {
+	if d == DirectionEgress {
+		return EgressDefaultRuleTable
+	}
+	return IngressDefaultRuleTable
+}
+
+// pastPolicy continues after the last policy table of a direction: where
+// an Allow, established traffic and trusted traffic go.
+func (b *flowBuilder) pastPolicy(d Direction) binding.Action {
+	return b.next(ruleTable(d, TierBaseline))
 }
 
 func (b *flowBuilder) policyFlow(t *TableSpec, priority uint16, match func(*binding.Match), actions ...binding.Action) *binding.Flow {
@@ -204,15 +275,14 @@ func (b *flowBuilder) policyFlow(t *TableSpec, priority uint16, match func(*bind
 func (b *flowBuilder) policyFixedFlows(n *NodeConfig) []*binding.Flow {
 	var out []*binding.Flow
 	for _, d := range []Direction{DirectionIngress, DirectionEgress} {
-		rt, dt := b.ruleTables(d)
-		out = append(out, b.flow(rt, priorityPolicyBypass, func(m *binding.Match) {
+		out = append(out, b.flow(ruleTable(d, TierAntrea), priorityPolicyBypass, func(m *binding.Match) {
 			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
-		}, b.next(dt)))
+		}, b.pastPolicy(d)))
 	}
-	out = append(out, b.flow(IngressRuleTable, priorityPolicyBypass, func(m *binding.Match) {
+	out = append(out, b.flow(AntreaPolicyIngressRuleTable, priorityPolicyBypass, func(m *binding.Match) {
 		m.EthType(binding.EthTypeIPv4).IPSrc(addr(n.GatewayIP))
 		matchField(m, PktSourceField, FromGateway)
-	}, b.next(IngressDefaultRuleTable)))
+	}, b.pastPolicy(DirectionIngress)))
 	return out
 }
 
@@ -306,7 +376,15 @@ const (
 	priorityBand        = 100
 )
 
+// rulePriority is the priority of a rule's flows. Only K8s rules, which all
+// allow, are spread; an Antrea-native rule's priority is its place in the
+// evaluation order and stays exact (rules sharing it are rules of policies
+// with the same tier, priority and rule index, whose order is undefined
+// upstream too).
 func rulePriority(r *PolicyRule) uint16 {
+	if r.Tier != TierK8s {
+		return r.Priority
+	}
 	return r.Priority - uint16((r.ID/conjunctionsPerFlow)%priorityBand)
 }
 
@@ -316,7 +394,7 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule) (clauses []*binding.Flow, conjs [
 	if !r.installs() {
 		return nil, nil, nil
 	}
-	rt, dt := b.ruleTables(r.Direction)
+	rt := ruleTable(r.Direction, r.Tier)
 	prio := rulePriority(r)
 	cms := clauseMatches(r)
 	for i, clause := range cms {
@@ -325,22 +403,45 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule) (clauses []*binding.Flow, conjs [
 			conjs = append(conjs, &binding.Conjunction{ID: r.ID, Clause: uint8(i + 1), NClauses: uint8(len(cms))})
 		}
 	}
+	act = b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).ConjID(r.ID) }, b.ruleActions(r)...)
+	return clauses, conjs, act
+}
+
+// ruleActions are the actions of a rule's conj_id flow: its key noted (for
+// recovery), a packet-in for the agent when the rule rejects or logs (the
+// rule's id in PolicyRuleIDField says which rule it was), then its verdict.
+func (b *flowBuilder) ruleActions(r *PolicyRule) []binding.Action {
 	var acts []binding.Action
 	if r.Key != "" {
 		acts = append(acts, &binding.Note{Data: []byte(r.Key)})
 	}
-	if r.Action == ActionAllow {
-		acts = append(acts, b.next(dt))
+	if r.Action == ActionReject || r.Log {
+		var flags byte
+		meter := PolicyLogMeterID
+		if r.Log {
+			flags |= PolicyPacketInLog
+		}
+		if r.Action == ActionReject {
+			flags |= PolicyPacketInReject
+			meter = PolicyRejectMeterID
+		}
+		acts = append(acts, load(PolicyRuleIDField, r.ID), &binding.Controller{MaxLen: policyPacketInMaxLen,
+			Reason: binding.ReasonAction, UserData: []byte{PacketInPolicy, flags, byte(r.Direction), byte(r.Action)}, MeterID: meter})
 	}
-	act = b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).ConjID(r.ID) }, acts...)
-	return clauses, conjs, act
+	switch r.Action {
+	case ActionAllow:
+		acts = append(acts, b.pastPolicy(r.Direction))
+	case ActionPass:
+		acts = append(acts, b.next(ruleTable(r.Direction, TierAntrea)))
+	}
+	return acts
 }
 
 func (b *flowBuilder) defaultDropFlow(d Direction, port uint32) *binding.Flow {
 	if d == DirectionEgress {
-		return b.policyFlow(EgressDefaultRuleTable, priorityDefaultDrop, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).InPort(port) })
+		return b.policyFlow(defaultRuleTable(d), priorityDefaultDrop, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).InPort(port) })
 	}
-	return b.policyFlow(IngressDefaultRuleTable, priorityDefaultDrop, func(m *binding.Match) {
+	return b.policyFlow(defaultRuleTable(d), priorityDefaultDrop, func(m *binding.Match) {
 		matchField(m.EthType(binding.EthTypeIPv4), TargetOFPortField, port)
 	})
 }
@@ -432,7 +533,7 @@ func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed b
 		if act != nil {
 			setPlain(act, true)
 		}
-		if rc.New.Action != ActionAllow && !rc.Old.Equal(rc.New) {
+		if (rc.New.Action != ActionAllow || rc.Old != nil && rc.Old.Priority != rc.New.Priority) && !rc.Old.Equal(rc.New) {
 			narrowed = true
 		}
 	}

@@ -47,9 +47,13 @@ func TestAPolicyChangeWritesOnlyTheFlowsThatDiffer(t *testing.T) {
 	if w := apply(t, c, PolicyChange{Rules: []RuleChange{{Old: &same}}, Release: [2][]uint32{{10}}}); w.Messages != 3+2+1+1+1 || !w.Narrowed {
 		t.Fatalf("removing the rule should delete its 7 flows and the last drop flow, wrote %+v", w)
 	}
-	if got := len(br.inTable(c.p.Table(IngressRuleTable))) + len(br.inTable(c.p.Table(IngressDefaultRuleTable))); got != 4 {
-		t.Fatalf("only the fixed flows (2 bypasses, 2 misses) should remain in the ingress tables, found %d:\n%s", got,
-			strings.Join(append(br.inTable(c.p.Table(IngressRuleTable)), br.inTable(c.p.Table(IngressDefaultRuleTable))...), "\n"))
+	var left []string
+	for _, tb := range []*TableSpec{AntreaPolicyIngressRuleTable, IngressRuleTable, IngressDefaultRuleTable, IngressBaselineRuleTable} {
+		left = append(left, br.inTable(c.p.Table(tb))...)
+	}
+	if len(left) != 6 {
+		t.Fatalf("only the fixed flows (2 bypasses in AntreaPolicyIngressRule, 4 misses) should remain in the ingress tables, found %d:\n%s",
+			len(left), strings.Join(left, "\n"))
 	}
 }
 

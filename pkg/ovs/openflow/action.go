@@ -216,13 +216,17 @@ func (a *Output) appendText(b []byte) []byte {
 // Controller sends the packet to the controller as an NXT_PACKET_IN2
 // (NXAST_CONTROLLER2). MaxLen 0 means the whole packet (65535). Reason is an
 // OpenFlow packet-in reason; use ReasonAction unless you mean otherwise.
-// Pause stops the pipeline until the controller resumes it.
+// Pause stops the pipeline until the controller resumes it. MeterID (0: none)
+// rate-limits the packet-ins through that meter without touching the packet
+// itself: Open vSwitch meters a clone of it (NXAC2PT_METER_ID), so a flow can
+// send a metered copy to the controller and go on.
 type Controller struct {
 	MaxLen       uint16
 	ControllerID uint16
 	Reason       uint8
 	UserData     []byte
 	Pause        bool
+	MeterID      uint32
 }
 
 // SendToController is a Controller action with reason "action" and the given userdata.
@@ -259,6 +263,9 @@ func (a *Controller) appendAction(b []byte, _ uint8) ([]byte, error) {
 	if a.Pause {
 		b = appendProp(b, 4, nil)
 	}
+	if a.MeterID != 0 {
+		b = appendProp(b, 5, binary.BigEndian.AppendUint32(nil, a.MeterID))
+	}
 	return finishAction(b, start)
 }
 
@@ -272,7 +279,7 @@ func appendProp(b []byte, typ uint16, value []byte) []byte {
 
 func (a *Controller) appendText(b []byte) []byte {
 	ml := a.maxLen()
-	if a.Reason == ReasonAction && a.ControllerID == 0 && len(a.UserData) == 0 && !a.Pause {
+	if a.Reason == ReasonAction && a.ControllerID == 0 && len(a.UserData) == 0 && !a.Pause && a.MeterID == 0 {
 		return fmt.Appendf(b, "CONTROLLER:%d", ml)
 	}
 	b = append(b, "controller("...)
@@ -302,6 +309,10 @@ func (a *Controller) appendText(b []byte) []byte {
 	if a.Pause {
 		sep()
 		b = append(b, "pause"...)
+	}
+	if a.MeterID != 0 {
+		sep()
+		b = fmt.Appendf(b, "meter_id=%d", a.MeterID)
 	}
 	return append(b, ')')
 }

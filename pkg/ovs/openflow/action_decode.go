@@ -187,6 +187,11 @@ func decodeNXAction(sub uint16, b []byte) (Action, error) {
 				a.UserData = append([]byte(nil), v...)
 			case 4:
 				a.Pause = true
+			case 5:
+				if len(v) < 4 {
+					return fmt.Errorf("openflow: controller meter_id property of %d bytes", len(v))
+				}
+				a.MeterID = binary.BigEndian.Uint32(v)
 			}
 			return nil
 		})

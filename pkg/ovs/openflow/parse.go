@@ -687,6 +687,12 @@ func parseController(args string) (Action, error) {
 			} else {
 				a.MaxLen = uint16(n)
 			}
+		case "meter_id":
+			n, err := parseUint(v, 32)
+			if err != nil {
+				return nil, err
+			}
+			a.MeterID = uint32(n)
 		case "userdata":
 			for _, h := range strings.Split(v, ".") {
 				c, err := strconv.ParseUint(h, 16, 8)

@@ -257,8 +257,8 @@ func TestAnAntreaNativePolicyDoesNotIsolateItsPods(t *testing.T) {
 		SourceRef: &cpv1beta2.NetworkPolicyReference{Type: cpv1beta2.AntreaClusterNetworkPolicy, Name: "deny-c"},
 		Rules: []cpv1beta2.NetworkPolicyRule{
 			{Direction: cpv1beta2.DirectionIn, Action: &drop, From: cpv1beta2.NetworkPolicyPeer{AddressGroups: []string{"ag1"}}},
-			// Pass leaves the decision to K8s NetworkPolicy: no flow in its tables.
-			{Direction: cpv1beta2.DirectionIn, Action: &pass, From: cpv1beta2.NetworkPolicyPeer{IPBlocks: []cpv1beta2.IPBlock{{
+			// Pass leaves the decision to K8s NetworkPolicy (a flow going on to its table).
+			{Direction: cpv1beta2.DirectionIn, Action: &pass, Priority: 1, From: cpv1beta2.NetworkPolicyPeer{IPBlocks: []cpv1beta2.IPBlock{{
 				CIDR: cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.ParseIP("10.0.0.0").To4()), PrefixLength: 8}}}}},
 		}}
 	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
@@ -266,5 +266,22 @@ func TestAnAntreaNativePolicyDoesNotIsolateItsPods(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Run(ctx)
-	eventually(t, flows, "Ingress [10.10.2.5/32] -> [10] []\nisolated in=[] out=[]")
+	eventually(t, flows, "Ingress [10.0.0.0/8] -> [10] []\nIngress [10.10.2.5/32] -> [10] []\nisolated in=[] out=[]")
+	flows.mu.Lock()
+	defer flows.mu.Unlock()
+	var dropRule, passRule *agentof.PolicyRule
+	for _, r := range flows.rules {
+		if r.Tier != agentof.TierAntrea {
+			t.Errorf("a ClusterNetworkPolicy without tier priority goes in the Antrea-native table, rule %+v went in %d", r, r.Tier)
+		}
+		switch r.Action {
+		case agentof.ActionDrop:
+			dropRule = r
+		case agentof.ActionPass:
+			passRule = r
+		}
+	}
+	if dropRule == nil || passRule == nil || dropRule.Priority <= passRule.Priority {
+		t.Fatalf("the first rule (Drop) is evaluated before the second (Pass): its priority must be higher, got %+v and %+v", dropRule, passRule)
+	}
 }

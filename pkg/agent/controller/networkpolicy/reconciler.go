@@ -47,6 +47,28 @@ type reconciler struct {
 	// agentof.PolicyRule.Key), until FinishRecovery: the same rule gets
 	// the same id, so its flows are found in place.
 	recovered map[string]uint32
+
+	// assigners map evaluation order to priority in each Antrea-native
+	// table (tableOf); orders are the realized Antrea-native rules' orders
+	// per policy and rule key, uses count the realized rules per table
+	// and order.
+	assigners [4]*priorityAssigner
+	orders    map[string]map[string]RuleOrder
+	uses      [4]map[RuleOrder]int
+
+	// infos describe the realized rules by id, for the audit log; infoMu
+	// is never held across an OVS write, so packet-ins never wait on one.
+	infoMu sync.RWMutex
+	infos  map[uint32]realizedRuleInfo
+}
+
+// realizedRuleInfo is what an audit log line says about a realized rule.
+type realizedRuleInfo struct {
+	ruleInfo
+	direction agentof.Direction
+	action    agentof.RuleAction
+	priority  uint16
+	table     agentof.PolicyTier
 }
 
 func newReconciler(flows PolicyFlows, recovered map[string]uint32) *reconciler {
@@ -57,6 +79,12 @@ func newReconciler(flows PolicyFlows, recovered map[string]uint32) *reconciler {
 		isolation: map[string][2]sets.Set[uint32]{},
 		isolated:  [2]map[uint32]int{{}, {}},
 		recovered: maps.Clone(recovered),
+		orders:    map[string]map[string]RuleOrder{},
+		infos:     map[uint32]realizedRuleInfo{},
+	}
+	for i := range r.assigners {
+		r.assigners[i] = newPriorityAssigner(agentof.PolicyTopPriority, agentof.PolicyBottomPriority)
+		r.uses[i] = map[RuleOrder]int{}
 	}
 	r.ids.reserve(slices.Collect(maps.Values(recovered)))
 	return r
@@ -71,12 +99,31 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	have := r.realized[name]
+	// Priorities of the Antrea-native rules: place the new orders, maybe
+	// moving others (rewritten below, in the same bundle).
+	var plans [4]*priorityPlan
+	for t := range plans {
+		var add []RuleOrder
+		for k, o := range want.orders {
+			if rule := want.rules[k]; tableOf(rule.Direction, rule.Tier) == t {
+				add = append(add, o)
+			}
+		}
+		p, err := r.assigners[t].plan(add)
+		if err != nil {
+			return agentof.PolicyWrite{}, fmt.Errorf("policy %s: %w", name, err)
+		}
+		plans[t] = p
+	}
 	var ch agentof.PolicyChange
 	var allocated []uint32
 	newRealized := make(map[string]*agentof.PolicyRule, len(want.rules))
 	for _, k := range slices.Sorted(maps.Keys(want.rules)) {
 		rule := *want.rules[k]
 		rule.Key = ruleKey(name, k)
+		if o, ok := want.orders[k]; ok {
+			rule.Priority, _ = plans[tableOf(rule.Direction, rule.Tier)].lookup(o)
+		}
 		old := have[k]
 		switch {
 		case old != nil:
@@ -99,6 +146,27 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 		if _, ok := want.rules[k]; !ok {
 			ch.Rules = append(ch.Rules, agentof.RuleChange{Old: have[k]})
 			released = append(released, have[k].ID)
+		}
+	}
+	// Other policies' rules whose priority moved.
+	moved := map[string]map[string]*agentof.PolicyRule{}
+	for _, other := range slices.Sorted(maps.Keys(r.orders)) {
+		if other == name {
+			continue
+		}
+		for k, o := range r.orders[other] {
+			old := r.realized[other][k]
+			p, ok := plans[tableOf(old.Direction, old.Tier)].moved[o]
+			if !ok {
+				continue
+			}
+			nr := *old
+			nr.Priority = p
+			if moved[other] == nil {
+				moved[other] = map[string]*agentof.PolicyRule{}
+			}
+			moved[other][k] = &nr
+			ch.Rules = append(ch.Rules, agentof.RuleChange{Old: old, New: &nr})
 		}
 	}
 	oldIso := r.isolation[name]
@@ -148,12 +216,63 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 	} else {
 		r.realized[name] = newRealized
 	}
+	for other, rules := range moved {
+		maps.Copy(r.realized[other], rules)
+	}
+	r.commitOrders(name, have, newRealized, want.orders, plans)
+	r.recordInfos(have, newRealized, moved, want.infos)
 	if want.isolated[0].Len()+want.isolated[1].Len() == 0 {
 		delete(r.isolation, name)
 	} else {
 		r.isolation[name] = want.isolated
 	}
 	return w, nil
+}
+
+// commitOrders records the orders of a policy's realized rules and keeps
+// in each assigner only the orders some rule uses. r.mu is held.
+func (r *reconciler) commitOrders(name string, have, realized map[string]*agentof.PolicyRule, orders map[string]RuleOrder, plans [4]*priorityPlan) {
+	for k, o := range r.orders[name] {
+		t := tableOf(have[k].Direction, have[k].Tier)
+		if r.uses[t][o]--; r.uses[t][o] <= 0 {
+			delete(r.uses[t], o)
+		}
+	}
+	for k, o := range orders {
+		r.uses[tableOf(realized[k].Direction, realized[k].Tier)][o]++
+	}
+	if len(orders) == 0 {
+		delete(r.orders, name)
+	} else {
+		r.orders[name] = maps.Clone(orders)
+	}
+	for t, p := range plans {
+		r.assigners[t].commit(p, func(o RuleOrder) bool { return r.uses[t][o] > 0 })
+	}
+}
+
+// recordInfos keeps the audit log's view of the realized rules by id.
+// r.mu is held.
+func (r *reconciler) recordInfos(have, realized map[string]*agentof.PolicyRule, moved map[string]map[string]*agentof.PolicyRule, infos map[string]ruleInfo) {
+	r.infoMu.Lock()
+	defer r.infoMu.Unlock()
+	for k, rule := range have {
+		if _, ok := realized[k]; !ok {
+			delete(r.infos, rule.ID)
+		}
+	}
+	for k, rule := range realized {
+		r.infos[rule.ID] = realizedRuleInfo{ruleInfo: infos[k], direction: rule.Direction, action: rule.Action,
+			priority: rule.Priority, table: rule.Tier}
+	}
+	for _, rules := range moved {
+		for _, rule := range rules {
+			if info, ok := r.infos[rule.ID]; ok {
+				info.priority = rule.Priority
+				r.infos[rule.ID] = info
+			}
+		}
+	}
 }
 
 // finishRecovery removes what an earlier run installed and this run did

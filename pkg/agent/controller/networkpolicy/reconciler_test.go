@@ -162,3 +162,75 @@ func TestWatchersDoNotWaitForAPolicyWrite(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// antreaWant is an Antrea-native policy's desired state: one ingress rule
+// per order, in the Antrea-native table.
+func antreaWant(orders ...RuleOrder) *desiredPolicy {
+	d := &desiredPolicy{rules: map[string]*agentof.PolicyRule{}, orders: map[string]RuleOrder{}, complete: true, generation: 1,
+		isolated: [2]sets.Set[uint32]{sets.New[uint32](), sets.New[uint32]()}}
+	for i, o := range orders {
+		k := fmt.Sprintf("%d/", i)
+		d.rules[k] = &agentof.PolicyRule{Direction: agentof.DirectionIngress, Tier: agentof.TierAntrea, Action: agentof.ActionDrop,
+			AppliedTo: []uint32{10}, Peers: []netip.Prefix{netip.MustParsePrefix(fmt.Sprintf("10.20.0.%d/32", i+1))}}
+		d.orders[k] = o
+	}
+	return d
+}
+
+// When a new policy's rule finds no free priority between its neighbours,
+// the rules of the other policies move in the same change: the priorities
+// stay in evaluation order at every step, and only the moved rules are sent.
+func TestAPolicyWithoutRoomMovesTheOthersInTheSameChange(t *testing.T) {
+	log := &changeLog{}
+	r := newReconciler(log, nil)
+	r.assigners[tableOf(agentof.DirectionIngress, agentof.TierAntrea)] = newPriorityAssigner(102, 100) // 3 priorities
+	ctx := context.Background()
+	if _, err := r.sync(ctx, "a", antreaWant(RuleOrder{Tier: 100, Policy: 1}, RuleOrder{Tier: 100, Policy: 3})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.sync(ctx, "b", antreaWant(RuleOrder{Tier: 100, Policy: 2})); err != nil {
+		t.Fatal(err)
+	}
+	prio := func(policy, key string) uint16 { return r.realized[policy][key].Priority }
+	if !(prio("a", "0/") > prio("b", "0/") && prio("b", "0/") > prio("a", "1/")) {
+		t.Fatalf("priority 1 before 2 before 3: want a/0 > b/0 > a/1, got %d, %d, %d", prio("a", "0/"), prio("b", "0/"), prio("a", "1/"))
+	}
+	// A fourth order does not fit in 3 priorities.
+	if _, err := r.sync(ctx, "c", antreaWant(RuleOrder{Tier: 50, Policy: 9})); err == nil {
+		t.Fatalf("4 orders in 3 priorities should fail")
+	}
+	// Between a/0 and b/0 there is no room in a band of 3 once both ends
+	// are taken: make room by widening, then check a spread moves others.
+	r.assigners[tableOf(agentof.DirectionIngress, agentof.TierAntrea)].top = 103
+	n := len(log.changes)
+	if _, err := r.sync(ctx, "c", antreaWant(RuleOrder{Tier: 100, Policy: 1.5})); err != nil {
+		t.Fatal(err)
+	}
+	if len(log.changes) != n+1 {
+		t.Fatalf("one change for policy c, got %d", len(log.changes)-n)
+	}
+	if !(prio("a", "0/") > prio("c", "0/") && prio("c", "0/") > prio("b", "0/") && prio("b", "0/") > prio("a", "1/")) {
+		t.Fatalf("want a/0 > c/0 > b/0 > a/1, got %d, %d, %d, %d", prio("a", "0/"), prio("c", "0/"), prio("b", "0/"), prio("a", "1/"))
+	}
+	moved := 0
+	for _, rc := range log.changes[n].Rules {
+		if rc.Old != nil && rc.New != nil && rc.Old.Priority != rc.New.Priority {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("c's change should also move the other policies' rules, it holds %s", log.last())
+	}
+	// Nothing changed: nothing sent.
+	n = len(log.changes)
+	if _, err := r.sync(ctx, "a", antreaWant(RuleOrder{Tier: 100, Policy: 1}, RuleOrder{Tier: 100, Policy: 3})); err != nil || len(log.changes) != n {
+		t.Fatalf("the same policy again should send nothing, sent %d changes (err %v)", len(log.changes)-n, err)
+	}
+	// Removing c frees its order.
+	if _, err := r.sync(ctx, "c", antreaWant()); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(r.assigners[tableOf(agentof.DirectionIngress, agentof.TierAntrea)].orders); got != 3 {
+		t.Fatalf("3 orders stay in use after c is gone, the assigner holds %d", got)
+	}
+}

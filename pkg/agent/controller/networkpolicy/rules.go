@@ -28,6 +28,11 @@ type desiredPolicy struct {
 	// rules by a key stable across computations (rule index and resolved
 	// services), without ids: the reconciler owns those.
 	rules map[string]*agentof.PolicyRule
+	// orders are the evaluation order of the Antrea-native rules (by rule
+	// key): the reconciler turns them into priorities.
+	orders map[string]RuleOrder
+	// infos say what each rule is, for audit log lines.
+	infos map[string]ruleInfo
 	// isolated local ports, per direction.
 	isolated [2]sets.Set[uint32]
 	// complete is false while a group the policy references has not arrived.
@@ -44,19 +49,73 @@ func (c *ruleCache) desired(name string, ifaces Interfaces) *desiredPolicy {
 	defer c.mu.RUnlock()
 	p := c.policies[name]
 	if p == nil {
-		return &desiredPolicy{rules: map[string]*agentof.PolicyRule{},
+		return &desiredPolicy{rules: map[string]*agentof.PolicyRule{}, orders: map[string]RuleOrder{}, infos: map[string]ruleInfo{},
 			isolated: [2]sets.Set[uint32]{sets.New[uint32](), sets.New[uint32]()}, complete: true}
 	}
-	rules, iso, complete := c.computeRulesLocked(p, ifaces)
-	return &desiredPolicy{rules: rules, isolated: iso, complete: complete, generation: p.Generation}
+	d := &desiredPolicy{orders: map[string]RuleOrder{}, infos: map[string]ruleInfo{}, generation: p.Generation}
+	d.rules, d.isolated, d.complete = c.computeRulesLocked(p, ifaces)
+	for k, r := range d.rules {
+		i := ruleIndex(k)
+		if r.Tier != agentof.TierK8s {
+			d.orders[k] = ruleOrder(p, &p.Rules[i])
+		}
+		d.infos[k] = newRuleInfo(p, &p.Rules[i])
+	}
+	return d
 }
 
-// rulePriority maps a rule to its flows' priority in the rule tables. K8s
-// NetworkPolicy rules all share one priority (they only allow). Antrea-native
-// policies will map (tier priority, policy priority, rule index) here, in
-// tables of their own (issue 14 §3), with no other change to the reconciler.
-func rulePriority(_ *cpv1beta2.NetworkPolicy, _ int) uint16 {
-	return agentof.PolicyRulePriority
+// baselineTierPriority is the baseline Tier's priority (crd.antrea.io's
+// static Tiers): its rules come after K8s NetworkPolicy.
+const baselineTierPriority int32 = 253
+
+// ruleTier is the table a policy's rules go in: K8s NetworkPolicies' own,
+// the Antrea-native tiers' before it, or the baseline tier's after the K8s
+// isolation drop.
+func ruleTier(p *cpv1beta2.NetworkPolicy) agentof.PolicyTier {
+	switch {
+	case isolates(p):
+		return agentof.TierK8s
+	case p.TierPriority != nil && *p.TierPriority >= baselineTierPriority:
+		return agentof.TierBaseline
+	}
+	return agentof.TierAntrea
+}
+
+// ruleOrder is an Antrea-native rule's place in evaluation order: the
+// policy's tier priority and priority, the rule's index in its direction.
+func ruleOrder(p *cpv1beta2.NetworkPolicy, r *cpv1beta2.NetworkPolicyRule) RuleOrder {
+	o := RuleOrder{Rule: r.Priority}
+	if p.TierPriority != nil {
+		o.Tier = *p.TierPriority
+	}
+	if p.Priority != nil {
+		o.Policy = *p.Priority
+	}
+	return o
+}
+
+// ruleIndex is the index of the controlplane rule a rule key names.
+func ruleIndex(key string) int {
+	var i int
+	_, _ = fmt.Sscanf(key, "%d/", &i)
+	return i
+}
+
+// ruleInfo names a rule in audit log lines (upstream's format).
+type ruleInfo struct {
+	// policy is "<type>:<namespace>/<name>" or "<type>:<name>".
+	policy, name, logLabel string
+}
+
+func newRuleInfo(p *cpv1beta2.NetworkPolicy, r *cpv1beta2.NetworkPolicyRule) ruleInfo {
+	ref := p.Name
+	if s := p.SourceRef; s != nil {
+		ref = string(s.Type) + ":" + s.Name
+		if s.Namespace != "" {
+			ref = string(s.Type) + ":" + s.Namespace + "/" + s.Name
+		}
+	}
+	return ruleInfo{policy: ref, name: r.Name, logLabel: r.LogLabel}
 }
 
 // isolates reports whether a policy isolates the pods it applies to: K8s
@@ -66,21 +125,21 @@ func isolates(p *cpv1beta2.NetworkPolicy) bool {
 	return p.SourceRef == nil || p.SourceRef.Type == cpv1beta2.K8sNetworkPolicy
 }
 
-// ruleAction maps a rule's action to the data path's. ok is false for
-// Pass: it hands the decision on to K8s NetworkPolicy, which the K8s rule
-// tables then make, so it has no flow there (skipping the lower
-// Antrea-native rules needs the tiered tables).
-func ruleAction(r *cpv1beta2.NetworkPolicyRule) (a agentof.RuleAction, ok bool) {
+// ruleAction maps a rule's action to the data path's (nil, as K8s
+// NetworkPolicy rules have, is Allow).
+func ruleAction(r *cpv1beta2.NetworkPolicyRule) agentof.RuleAction {
 	if r.Action == nil {
-		return agentof.ActionAllow, true
+		return agentof.ActionAllow
 	}
 	switch *r.Action {
-	case cpv1beta2.RuleActionDrop, cpv1beta2.RuleActionReject:
-		return agentof.ActionDrop, true
+	case cpv1beta2.RuleActionDrop:
+		return agentof.ActionDrop
+	case cpv1beta2.RuleActionReject:
+		return agentof.ActionReject
 	case cpv1beta2.RuleActionPass:
-		return 0, false
+		return agentof.ActionPass
 	}
-	return agentof.ActionAllow, true
+	return agentof.ActionAllow
 }
 
 // computeRulesLocked turns a policy into this node's rules, keyed by a
@@ -154,11 +213,7 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 				peers = append(peers, target{prefix: pfx})
 			}
 		}
-		action, ok := ruleAction(r)
-		if !ok {
-			continue
-		}
-		priority := rulePriority(p, i)
+		action, tier := ruleAction(r), ruleTier(p)
 		// Named ports resolve against the rule's destination: the applied-to
 		// pods for ingress, the peers for egress. Destinations that resolve
 		// to the same services share one rule.
@@ -178,7 +233,9 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 			bucketSvcs[k] = svcs
 		}
 		for k, ts := range buckets {
-			pr := &agentof.PolicyRule{Direction: dir, Services: bucketSvcs[k], Action: action, Priority: priority}
+			// The reconciler gives Antrea-native rules their priority.
+			pr := &agentof.PolicyRule{Direction: dir, Services: bucketSvcs[k], Action: action, Tier: tier,
+				Priority: agentof.PolicyRulePriority, Log: r.EnableLogging}
 			var at, pe []target
 			if dir == agentof.DirectionIngress {
 				at, pe = ts, other

@@ -1,0 +1,186 @@
+package openflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/klog/v2"
+
+	binding "antrea.io/antrea/pkg/ovs/openflow"
+)
+
+// Packet-ins of policy rules. A rule that rejects or logs sends the agent a
+// metered copy of the packet (controller(meter_id=...): the meter drops
+// copies above its rate, never the packet itself) with its conjunction id
+// in PolicyRuleIDField and this userdata:
+//
+//	[0] PacketInPolicy
+//	[1] flags: PolicyPacketInLog, PolicyPacketInReject
+//	[2] the rule's Direction
+//	[3] the rule's RuleAction
+const (
+	// PacketInPolicy is the first userdata byte of a policy rule's packet-in
+	// (PacketInServiceReject is a Service's).
+	PacketInPolicy byte = 2
+	// PolicyPacketInLog asks for an audit log line.
+	PolicyPacketInLog byte = 1 << 0
+	// PolicyPacketInReject asks the agent to answer the packet: a TCP
+	// reset, or an ICMP error for other protocols.
+	PolicyPacketInReject byte = 1 << 1
+)
+
+// Meters of policy packet-ins, so that a flood of rejected or logged
+// packets cannot keep the agent busy: above the rate (after a burst of as
+// many) the copies are dropped; the decision on the packet itself is made
+// by the flow whatever the meter says. Rejected clients above the rate time
+// out instead of being refused; logged packets above it are not logged.
+const (
+	PolicyRejectMeterID uint32 = 2
+	PolicyLogMeterID    uint32 = 3
+	PolicyRejectRate    uint32 = 500
+	PolicyLogRate       uint32 = 500
+	// policyPacketInMaxLen holds the Ethernet, IP and transport headers
+	// (with options) the agent reads, and what an ICMP error quotes.
+	policyPacketInMaxLen = 256
+)
+
+func policyMeter(cmd binding.MeterModCommand, id, rate uint32) *binding.MeterMod {
+	return &binding.MeterMod{Command: cmd, Flags: binding.MeterPktps | binding.MeterBurst | binding.MeterStats, MeterID: id,
+		Bands: []binding.MeterBand{{Rate: rate, BurstSize: rate}}}
+}
+
+// ensurePolicyMeters adds the policy meters, or modifies them when they
+// exist (deleting a meter would delete the flows using it). A bridge that
+// cannot apply (a unit test's fake) gets none.
+func ensurePolicyMeters(ctx context.Context, bridge Bridge) error {
+	a, ok := bridge.(applier)
+	if !ok {
+		return nil
+	}
+	for _, m := range []struct{ id, rate uint32 }{{PolicyRejectMeterID, PolicyRejectRate}, {PolicyLogMeterID, PolicyLogRate}} {
+		if err := a.Apply(ctx, policyMeter(binding.MeterAdd, m.id, m.rate)); err != nil {
+			var ofErr *binding.Error
+			if !errors.As(err, &ofErr) {
+				return fmt.Errorf("add meter %d: %w", m.id, err)
+			}
+			if err := a.Apply(ctx, policyMeter(binding.MeterModify, m.id, m.rate)); err != nil {
+				return fmt.Errorf("add or modify meter %d: %w", m.id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// PolicyPacketIn is what a policy rule's packet-in says.
+type PolicyPacketIn struct {
+	// RuleID is the conjunction id of the rule.
+	RuleID    uint32
+	Direction Direction
+	Action    RuleAction
+	Log       bool
+	Reject    bool
+	// Table is the name of the table whose flow sent it.
+	Table string
+	// Packet is the packet-in itself (data, in_port, tunnel and conntrack
+	// metadata).
+	Packet *binding.PacketIn
+}
+
+// ParsePolicyPacketIn reads a policy rule's packet-in; ok is false for
+// packet-ins of other features.
+func (c *Client) ParsePolicyPacketIn(pi *binding.PacketIn) (PolicyPacketIn, bool) {
+	u := pi.UserData
+	if len(u) < 4 || u[0] != PacketInPolicy || u[3] > byte(ActionPass) || u[2] > byte(DirectionEgress) {
+		return PolicyPacketIn{}, false
+	}
+	out := PolicyPacketIn{Direction: Direction(u[2]), Action: RuleAction(u[3]), Log: u[1]&PolicyPacketInLog != 0,
+		Reject: u[1]&PolicyPacketInReject != 0, Packet: pi}
+	if v, ok := pi.Match.Get(PolicyRuleIDField.Field); ok {
+		out.RuleID = uint32(v.Value.Lo)
+	}
+	for _, t := range c.p.Tables() {
+		if t.ID == pi.TableID {
+			out.Table = t.Name
+		}
+	}
+	return out, true
+}
+
+// PacketIO is the switch's packet-in and packet-out channel (a
+// *binding.Client whose connections ask for async messages).
+type PacketIO interface {
+	PacketIns() <-chan binding.Frame
+	SendPacketOut(ctx context.Context, po *binding.PacketOut) error
+}
+
+// PacketInDispatcher hands each packet-in to the feature that asked for it,
+// by the first byte of its userdata (PacketInServiceReject to AntreaProxy,
+// PacketInPolicy to the policy controller): the switch has one packet-in
+// channel and several readers. A reader that falls behind loses packet-ins
+// (counted), it never blocks the others.
+type PacketInDispatcher struct {
+	src  PacketIO
+	subs map[byte]chan binding.Frame
+}
+
+// NewPacketInDispatcher reads src's packet-ins once Run starts.
+func NewPacketInDispatcher(src PacketIO) *PacketInDispatcher {
+	return &PacketInDispatcher{src: src, subs: map[byte]chan binding.Frame{}}
+}
+
+// Subscribe returns the PacketIO of the packet-ins of one kind (call it
+// before Run): its packet-outs go to the switch.
+func (d *PacketInDispatcher) Subscribe(kind byte) PacketIO {
+	ch := make(chan binding.Frame, 256)
+	d.subs[kind] = ch
+	return subscription{ch: ch, src: d.src}
+}
+
+// Run dispatches until ctx ends or the switch's channel closes; then every
+// subscription's channel is closed.
+func (d *PacketInDispatcher) Run(ctx context.Context) {
+	defer func() {
+		for _, ch := range d.subs {
+			close(ch)
+		}
+	}()
+	ins := d.src.PacketIns()
+	dropped := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case f, ok := <-ins:
+			if !ok {
+				return
+			}
+			pi, err := binding.DecodeAnyPacketIn(f)
+			if err != nil || len(pi.UserData) == 0 {
+				continue
+			}
+			ch, ok := d.subs[pi.UserData[0]]
+			if !ok {
+				continue
+			}
+			select {
+			case ch <- f:
+			default:
+				if dropped++; dropped%100 == 1 {
+					klog.InfoS("Packet-ins dropped: their reader is behind", "kind", pi.UserData[0], "dropped", dropped)
+				}
+			}
+		}
+	}
+}
+
+type subscription struct {
+	ch  chan binding.Frame
+	src PacketIO
+}
+
+func (s subscription) PacketIns() <-chan binding.Frame { return s.ch }
+
+func (s subscription) SendPacketOut(ctx context.Context, po *binding.PacketOut) error {
+	return s.src.SendPacketOut(ctx, po)
+}
