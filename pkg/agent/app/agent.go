@@ -25,6 +25,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/cniserver"
@@ -208,7 +211,15 @@ func Run(ctx context.Context, o Options) error {
 		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer, purger.Changed) })
 	proxyErr := make(chan error, 1)
 	if o.EnableProxy {
-		pcfg := proxy.Config{NodeName: o.NodeName, Packets: ofc}
+		// Warning Events on Services the data path cannot wholly realize
+		// (SCTP, IPv6), as antrea-agent on this node.
+		events := record.NewBroadcaster(record.WithContext(ctx))
+		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+		defer events.Shutdown()
+		pcfg := proxy.Config{NodeName: o.NodeName, Packets: ofc, DatapathType: o.DatapathType,
+			Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "antrea-agent", Host: o.NodeName}),
+			Nodes:    informerFactory.Core().V1().Nodes(), Zone: node.Labels[corev1.LabelTopologyZone],
+			HealthCheckAddresses: healthCheckAddresses(o.NodePortAddresses)}
 		if o.ProxyAll {
 			np, err := route.NewNodePath(route.NodePathConfig{GatewayName: nc.Gateway.Name, GatewayIP: addrOf(gwIP),
 				PodCIDR: prefixOf(podCIDRs[0]), NodePortAddresses: o.NodePortAddresses})
@@ -302,6 +313,39 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("proxy: %w", err)
 		}
 	}
+}
+
+// healthCheckAddresses are the node's IPv4 addresses within the
+// nodePortAddresses prefixes, read once at start as kube-proxy does for its
+// health checks; none (every address) when no prefix is given or none
+// matches.
+func healthCheckAddresses(prefixes []netip.Prefix) []netip.Addr {
+	if len(prefixes) == 0 {
+		return nil
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		klog.ErrorS(err, "Cannot read the node's addresses; health checks are served on all of them")
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip := addrOf(n.IP)
+		for _, p := range prefixes {
+			if ip.IsValid() && p.Contains(ip) {
+				out = append(out, ip)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		klog.InfoS("No node address within nodePortAddresses; health checks are served on all of them", "nodePortAddresses", prefixes)
+	}
+	return out
 }
 
 func addrOf(ip net.IP) netip.Addr {

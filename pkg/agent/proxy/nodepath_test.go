@@ -102,7 +102,7 @@ func TestDesiredStateOfNodePorts(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := desiredState(tc.svc, tc.slices, "node-1", tc.proxyAll); !got.Equal(tc.want) {
+			if got := desiredState(tc.svc, tc.slices, nodeView{name: "node-1", proxyAll: tc.proxyAll}); !got.Equal(tc.want) {
 				t.Fatalf("got  %v\nwant %v", got, tc.want)
 			}
 		})

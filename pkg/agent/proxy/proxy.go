@@ -31,8 +31,30 @@
 // node's own traffic every endpoint (docs/design/ovs-pipeline.md, "The
 // node path").
 //
-// IPv4 TCP and UDP ports are realized. Headless Services, Services without
-// a ClusterIP (ExternalName) and SCTP ports are skipped.
+// Kubernetes semantics beyond the ports and endpoints:
+//   - topology (topology.go): the endpoints' forNodes and forZones hints,
+//     which the EndpointSlice controller writes for trafficDistribution
+//     PreferSameNode, PreferSameZone and PreferClose, narrow the cluster
+//     endpoints as kube-proxy narrows them (only when every ready endpoint
+//     has a hint and one is for this node or its zone, the zone being the
+//     topology.kubernetes.io/zone label of this node's Node object);
+//   - stale UDP conntrack entries (the OpenFlow client,
+//     service_conntrack.go): after a UDP endpoint leaves a port, or a UDP
+//     port goes, the entries DNATed to it are flushed, so clients that keep
+//     their socket (DNS) reach a live endpoint with their next datagram;
+//   - healthCheckNodePort (healthcheck.go): a LoadBalancer with
+//     externalTrafficPolicy Local has its health check served on the node's
+//     addresses, 200 with the count of local ready endpoints, 503 without;
+//   - Warning Events (events.go): what the data path cannot realize (SCTP
+//     ports, IPv6 addresses, an address and port another Service holds, a
+//     health check port that cannot be opened) gets a Warning Event on the
+//     Service, once per generation of it; every other port and Service
+//     works.
+//
+// IPv4 TCP and UDP ports are realized. Headless Services and Services
+// without a ClusterIP (ExternalName) are skipped by design (kube-proxy
+// skips them too); SCTP ports and IPv6 addresses are skipped with a
+// Warning Event.
 package proxy
 
 import (
@@ -55,6 +77,7 @@ import (
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -117,9 +140,15 @@ type Proxy struct {
 	nodePath  NodePath
 	rejected  atomic.Uint64
 	agePeriod time.Duration
+	recorder  record.EventRecorder
+	datapath  string
+	health    *healthServer // nil: health checks not served
 	mu        sync.Mutex
+	zone      string                                  // this node's zone label
+	warned    map[string]*warned                      // Events posted, by Service key
 	installed map[string]agentof.ServiceState         // by Service key, as last accepted by OVS
 	pending   map[string]bool                         // Services known at start not installed yet (nil once all were)
+	started   bool                                    // pending was filled
 	claims    map[agentof.ServicePort]string          // the Service realizing each port
 	waiting   map[agentof.ServicePort]map[string]bool // Services that want a port another realizes
 }
@@ -144,6 +173,22 @@ type Config struct {
 	// steers that traffic into the bridge.
 	ProxyAll bool
 	NodePath NodePath
+	// Recorder posts the Warning Events on Services the data path cannot
+	// wholly realize (events.go); nil: they are only logged.
+	Recorder record.EventRecorder
+	// DatapathType is the bridge's datapath ("system", "netdev"), which
+	// some warnings name.
+	DatapathType string
+	// Nodes, when set, lets the proxy follow this node's zone label
+	// (topology.kubernetes.io/zone) for the endpoints' zone hints; without
+	// it the zone is Zone, fixed.
+	Nodes coreinformers.NodeInformer
+	Zone  string
+	// HealthCheckAddresses are the addresses the healthCheckNodePorts of
+	// externalTrafficPolicy Local LoadBalancers are served on (none: every
+	// IPv4 address of the node); NoHealthChecks serves none.
+	HealthCheckAddresses []netip.Addr
+	NoHealthChecks       bool
 }
 
 // DefaultAffinityAgingPeriod is Config.AffinityAgingPeriod's default.
@@ -178,6 +223,10 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 	}
 	p := &Proxy{
 		nodeName:  cfg.NodeName,
+		zone:      cfg.Zone,
+		recorder:  cfg.Recorder,
+		datapath:  cfg.DatapathType,
+		warned:    map[string]*warned{},
 		packets:   cfg.Packets,
 		proxyAll:  cfg.ProxyAll,
 		nodePath:  cfg.NodePath,
@@ -191,6 +240,18 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 		installed: map[string]agentof.ServiceState{},
 		claims:    map[agentof.ServicePort]string{},
 		waiting:   map[agentof.ServicePort]map[string]bool{},
+	}
+	if !cfg.NoHealthChecks {
+		p.health = newHealthServer(cfg.HealthCheckAddresses, p.installedAtStart)
+	}
+	if cfg.Nodes != nil {
+		p.synced = append(p.synced, cfg.Nodes.Informer().HasSynced)
+		if _, err := cfg.Nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    p.followNodeZone,
+			UpdateFunc: func(_, n interface{}) { p.followNodeZone(n) },
+		}); err != nil {
+			return nil, err
+		}
 	}
 	_, err := services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.enqueueService,
@@ -246,6 +307,9 @@ func (p *Proxy) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), p.synced...) {
 		return fmt.Errorf("proxy: informer caches did not sync")
 	}
+	if p.health != nil {
+		go p.health.stopWith(ctx)
+	}
 	// Restart: what the previous run left stays in OVS (and keeps serving)
 	// until each Service adopts its part; what no Service adopts goes once
 	// every Service known now was installed.
@@ -261,7 +325,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		return err
 	}
 	p.mu.Lock()
-	p.pending = map[string]bool{}
+	p.pending, p.started = map[string]bool{}, true
 	for _, svc := range services {
 		p.pending[svc.Namespace+"/"+svc.Name] = true
 	}
@@ -297,6 +361,14 @@ func (p *Proxy) processNext(ctx context.Context) bool {
 	p.queue.Forget(key)
 	p.markSynced(ctx, key)
 	return true
+}
+
+// installedAtStart says every Service known at start is installed (the
+// health checks answer 503 before).
+func (p *Proxy) installedAtStart() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pending == nil && p.started
 }
 
 // markSynced records that a Service was installed; once every Service known
@@ -340,7 +412,8 @@ func retry(ctx context.Context, what string, f func(context.Context) error) erro
 }
 
 // sync makes OVS hold the desired state of one Service, writing nothing
-// when it is already installed.
+// when it is already installed; it posts the Warning Events of what it
+// cannot realize and keeps the Service's health check.
 func (p *Proxy) sync(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -348,9 +421,13 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 	}
 	var want agentof.ServiceState
 	var needs route.ServiceNeeds
+	var warnings []warning
+	var hc healthCheck
 	svc, err := p.services.Services(ns).Get(name)
 	switch {
 	case apierrors.IsNotFound(err):
+		svc = nil
+		p.forgetWarnings(key)
 	case err != nil:
 		return err
 	default:
@@ -362,7 +439,9 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 		for _, o := range objs {
 			slices = append(slices, o.(*discoveryv1.EndpointSlice))
 		}
-		want = desiredState(svc, slices, p.nodeName, p.proxyAll)
+		want = desiredState(svc, slices, p.view())
+		warnings = unrealized(svc, p.datapath)
+		hc = healthCheckOf(svc, slices, p.nodeName)
 		if p.proxyAll {
 			needs = nodeNeeds(svc)
 		}
@@ -374,8 +453,15 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 	for _, port := range taken {
 		klog.InfoS("Service port already realized for another Service; waiting for it", "service", key, "port", port.String(), "owner", p.claimOwner(port))
 	}
+	if len(taken) > 0 {
+		warnings = append(warnings, conflictWarning(taken, p.claimOwner))
+	}
+	if svc != nil {
+		p.warn(key, svc, warnings)
+	}
 	if have.Equal(want) {
 		p.setNodePath(key, needs)
+		p.setHealthCheck(key, svc, hc)
 		return nil
 	}
 	if err := p.flows.InstallService(ctx, key, want); err != nil {
@@ -395,8 +481,29 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 	for _, k := range freed {
 		p.queue.Add(k)
 	}
+	p.setHealthCheck(key, svc, hc)
 	klog.InfoS("Installed Service", "service", key, "ports", len(want), "endpoints", countEndpoints(want))
 	return nil
+}
+
+// healthCheckRetry is how long a health check port that could not be
+// opened waits before the next try (kube-proxy tries at every sync).
+const healthCheckRetry = 10 * time.Second
+
+// setHealthCheck keeps the Service's health check; a port that cannot be
+// opened gets a Warning Event and is tried again after healthCheckRetry.
+func (p *Proxy) setHealthCheck(key string, svc *corev1.Service, hc healthCheck) {
+	if p.health == nil {
+		return
+	}
+	if err := p.health.set(key, hc); err != nil {
+		klog.ErrorS(err, "Cannot serve the Service's health check; retrying", "service", key, "port", hc.port)
+		if svc != nil {
+			p.warn(key, svc, []warning{{ReasonFailedToStartHealthcheck,
+				fmt.Sprintf("node %s cannot serve the health check on port %d: %v", p.nodeName, hc.port, err)}})
+		}
+		p.queue.AddAfter(key, healthCheckRetry)
+	}
 }
 
 func (p *Proxy) setNodePath(key string, needs route.ServiceNeeds) {
@@ -536,15 +643,16 @@ func countEndpoints(s agentof.ServiceState) int {
 //
 // The endpoints of a port are those of the Service's EndpointSlices for it
 // (matched by port name and protocol), at the slice port's number (the
-// targetPort resolved). Cluster endpoints are the ready ones or, when none
-// is ready, the serving terminating ones (connections drain gracefully);
+// targetPort resolved). Cluster endpoints are the ready ones (narrowed by
+// topology hints, see topologyMode) or, when none is ready, the serving
+// terminating ones (connections drain gracefully);
 // local endpoints, the ready ones on this node or, when none is, the
 // serving terminating ones on this node. A port without endpoints rejects
 // new connections when the Service has no endpoint at all, and drops them
 // when it has some on other nodes only (a Local policy). Headless Services
 // and Services without a ClusterIP have no state. Every port carries the
 // Service's session affinity.
-func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodeName string, proxyAll bool) agentof.ServiceState {
+func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node nodeView) agentof.ServiceState {
 	clusterIPs := serviceClusterIPs(svc)
 	if len(clusterIPs) == 0 {
 		return nil
@@ -559,8 +667,8 @@ func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 		if !ok {
 			continue
 		}
-		eps := portCandidates(sp, slices, nodeName)
-		cluster := agentof.PortState{Endpoints: eps.cluster(), AffinityTimeout: affinity}
+		eps := portCandidates(sp, slices, node.name)
+		cluster := agentof.PortState{Endpoints: eps.cluster(node), AffinityTimeout: affinity}
 		local := agentof.PortState{Endpoints: eps.local(), AffinityTimeout: affinity}
 		if len(local.Endpoints) == 0 && eps.any() {
 			local.NoEndpoints = agentof.Drop
@@ -580,7 +688,7 @@ func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 				out[port] = local
 			}
 		}
-		if proxyAll && hasNodePorts(svc) && sp.NodePort > 0 && sp.NodePort < 65536 {
+		if node.proxyAll && hasNodePorts(svc) && sp.NodePort > 0 && sp.NodePort < 65536 {
 			port := agentof.ServicePort{IP: agentof.NodePortVirtualIP, Protocol: proto, Port: uint16(sp.NodePort)}
 			out[port] = cluster
 			if externalLocal {
@@ -632,10 +740,13 @@ func protocolNumber(p corev1.Protocol) (uint8, bool) {
 	return 0, false // SCTP: not on this slice's data path
 }
 
-// candidate is an endpoint of a Service port with its conditions.
+// candidate is an endpoint of a Service port with its conditions and its
+// topology hints (the zones and nodes the EndpointSlice controller meant
+// it for; nil when it has none).
 type candidate struct {
 	ep                           agentof.Endpoint
 	ready, servingAndTerminating bool
+	forZones, forNodes           []string
 }
 
 type candidates []candidate
@@ -656,6 +767,14 @@ func portCandidates(sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice, 
 				// Unset conditions mean ready and serving (the API's contract).
 				ready:                 e.Conditions.Ready == nil || *e.Conditions.Ready,
 				servingAndTerminating: (e.Conditions.Serving == nil || *e.Conditions.Serving) && e.Conditions.Terminating != nil && *e.Conditions.Terminating,
+			}
+			if e.Hints != nil {
+				for _, z := range e.Hints.ForZones {
+					c.forZones = append(c.forZones, z.Name)
+				}
+				for _, n := range e.Hints.ForNodes {
+					c.forNodes = append(c.forNodes, n.Name)
+				}
 			}
 			local := e.NodeName != nil && *e.NodeName == nodeName
 			for _, a := range e.Addresses {
@@ -690,8 +809,26 @@ func (cs candidates) pick(keep func(agentof.Endpoint) bool) []agentof.Endpoint {
 	return agentof.NormalizeEndpoints(ready)
 }
 
-func (cs candidates) cluster() []agentof.Endpoint {
-	return cs.pick(func(agentof.Endpoint) bool { return true })
+// cluster returns the endpoints of the port for traffic under a Cluster
+// policy: the ready ones meant for this node by the topology hints (all
+// of them when hints do not apply), else the serving terminating ones.
+func (cs candidates) cluster(node nodeView) []agentof.Endpoint {
+	mode := cs.topologyMode(node)
+	var ready, terminating []agentof.Endpoint
+	for _, c := range cs {
+		switch {
+		case c.ready:
+			if c.availableFor(mode, node) {
+				ready = append(ready, c.ep)
+			}
+		case c.servingAndTerminating:
+			terminating = append(terminating, c.ep)
+		}
+	}
+	if len(ready) == 0 {
+		ready = terminating
+	}
+	return agentof.NormalizeEndpoints(ready)
 }
 
 func (cs candidates) local() []agentof.Endpoint {

@@ -182,7 +182,7 @@ func TestDesiredState(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := desiredState(tc.svc, tc.slices, "node-1", false); !reflect.DeepEqual(got, tc.want) {
+			if got := desiredState(tc.svc, tc.slices, nodeView{name: "node-1"}); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got  %v\nwant %v", got, tc.want)
 			}
 		})
@@ -247,6 +247,14 @@ func (f *fakeFlows) snapshot() ([]string, map[string]agentof.ServiceState) {
 
 func startProxy(t *testing.T, objs ...interface{}) (*fake.Clientset, *fakeFlows) {
 	t.Helper()
+	return startProxyWith(t, Config{NodeName: "node-1"}, false, objs...)
+}
+
+// startProxyWith runs a proxy with cfg (its informers on a fake API server
+// holding objs, a Node informer too with followNodes) on fake flows until
+// the test ends.
+func startProxyWith(t *testing.T, cfg Config, followNodes bool, objs ...interface{}) (*fake.Clientset, *fakeFlows) {
+	t.Helper()
 	client := fake.NewClientset()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -255,12 +263,17 @@ func startProxy(t *testing.T, objs ...interface{}) (*fake.Clientset, *fakeFlows)
 	}
 	f := informers.NewSharedInformerFactory(client, 0)
 	flows := &fakeFlows{state: map[string]agentof.ServiceState{}}
-	p, err := New("node-1", f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), flows)
+	if followNodes {
+		cfg.Nodes = f.Core().V1().Nodes()
+	}
+	p, err := NewWithConfig(cfg, f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), flows)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.Start(ctx.Done())
-	go func() { _ = p.Run(ctx) }()
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; f.Shutdown() })
 	return client, flows
 }
 
@@ -273,6 +286,10 @@ func create(t *testing.T, client *fake.Clientset, o interface{}) {
 		_, err = client.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	case *discoveryv1.EndpointSlice:
 		_, err = client.DiscoveryV1().EndpointSlices(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *corev1.Node:
+		_, err = client.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{})
+	default:
+		err = fmt.Errorf("create: unexpected %T", o)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -379,7 +396,7 @@ func TestAffinityTimeoutFollowsTheService(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := service("web", "10.96.0.10", svcPort("", corev1.ProtocolTCP, 80, 8080))
 			tc.svc(svc)
-			got := desiredState(svc, nil, "node-1", false)
+			got := desiredState(svc, nil, nodeView{name: "node-1"})
 			if ps := got[vipPort("10.96.0.10", 6, 80)]; ps.AffinityTimeout != tc.want {
 				t.Fatalf("affinity timeout %d, want %d", ps.AffinityTimeout, tc.want)
 			}
@@ -498,7 +515,7 @@ func TestDesiredStateOfExternalAddressesAndTrafficPolicies(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := desiredState(tc.svc, tc.slices, "node-1", false); !got.Equal(tc.want) {
+			if got := desiredState(tc.svc, tc.slices, nodeView{name: "node-1"}); !got.Equal(tc.want) {
 				t.Fatalf("got  %v\nwant %v", got, tc.want)
 			}
 		})
