@@ -1,0 +1,177 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/record"
+
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
+)
+
+// conntrack returns the switch's conntrack entries mentioning every part.
+func (n *ovsNode) conntrack(t *testing.T, parts ...string) []string {
+	t.Helper()
+	out, err := n.Appctl("dpctl/dump-conntrack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits []string
+	for _, line := range strings.Split(out, "\n") {
+		all := line != ""
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			hits = append(hits, line)
+		}
+	}
+	return hits
+}
+
+// askOn sends a datagram on a connected UDP socket and returns who answered.
+func askOn(t *testing.T, c net.Conn) (string, error) {
+	t.Helper()
+	if _, err := c.Write([]byte("who?")); err != nil {
+		return "", err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 256)
+	k, err := c.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	who, _ := bridgetest.Answerer(strings.TrimSpace(string(buf[:k])))
+	return who, nil
+}
+
+// TestStaleUDPConntrackOnRealOVS: a client that keeps its UDP socket (a DNS
+// client) talks to a Service; its endpoint leaves the Service (the pod is
+// still up, answering: only the flush can move the client). Kubernetes'
+// semantics, as kube-proxy realizes them: the entry DNATing the client to
+// the removed endpoint is flushed, and the next datagram on the same
+// socket reaches a live endpoint. When the Service goes, its entries go.
+func TestStaleUDPConntrackOnRealOVS(t *testing.T) {
+	ports := slicePorts(epPort("dns", corev1.ProtocolUDP, 5353))
+	n := newOVSNode(t, Config{},
+		service("dns", "10.96.0.53", svcPort("dns", corev1.ProtocolUDP, 53, 5353)),
+		slice("dns-1", "dns", ports, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.1.4", node: "node-1"}),
+	)
+	cli := n.AddPod(t, "c1", "10.10.1.2/24")
+	e1 := n.AddPod(t, "e1", "10.10.1.3/24")
+	e2 := n.AddPod(t, "e2", "10.10.1.4/24")
+	for _, p := range []*bridgetest.Pod{cli, e1, e2} {
+		if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+			t.Fatal(err)
+		}
+		p.ServeWho(t, 5353)
+	}
+	n.waitGroups(t, "dns should have both endpoints", func(g []string) bool { return bucketsOf(g) == 2 })
+
+	c, err := cli.Dial(t, "udp4", "10.96.0.53:53", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var first string
+	for i := 0; i < 5 && first == ""; i++ { // the first datagrams may go while ARP resolves
+		first, _ = askOn(t, c)
+	}
+	if first == "" {
+		t.Fatal("the Service did not answer")
+	}
+	gone, kept := e1, e2
+	if first == "e2" {
+		gone, kept = e2, e1
+	}
+	src := "src=10.10.1.2,dst=10.96.0.53"
+	if hits := n.conntrack(t, src, "src="+gone.IP.String()+",dst=10.10.1.2", "zone=65520"); len(hits) != 1 {
+		t.Fatalf("the client's datagrams should have one entry DNATed to %s in zone 65520, got %v", gone.Name, hits)
+	}
+	for i := 0; i < 3; i++ {
+		if who, err := askOn(t, c); err != nil || who != gone.Name {
+			t.Fatalf("the same socket should stay with %s, got %q (%v)", gone.Name, who, err)
+		}
+	}
+
+	// The endpoint leaves the Service; its pod keeps answering.
+	updateSlice(t, n.client, "dns-1", func(s *discoveryv1.EndpointSlice) {
+		var keep []discoveryv1.Endpoint
+		for _, e := range s.Endpoints {
+			if e.Addresses[0] != gone.IP.String() {
+				keep = append(keep, e)
+			}
+		}
+		s.Endpoints = keep
+	})
+	n.waitGroups(t, "dns should have one endpoint", func(g []string) bool { return bucketsOf(g) == 1 && hasAll(g, reg3(kept)) })
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return len(n.conntrack(t, src, "src="+gone.IP.String())) == 0, nil
+	}); err != nil {
+		t.Fatalf("the entry DNATed to the removed %s should be flushed:\n%s", gone.Name, strings.Join(n.conntrack(t, "zone=65520"), "\n"))
+	}
+	if who, err := askOn(t, c); err != nil || who != kept.Name {
+		t.Fatalf("the next datagram on the same socket should reach the live %s, got %q (%v)", kept.Name, who, err)
+	}
+	t.Logf("after the flush: %s", strings.Join(n.conntrack(t, src), "\n"))
+
+	// The Service goes: nothing of its entries is left.
+	if err := n.client.CoreV1().Services("default").Delete(context.Background(), "dns", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitGroups(t, "no group should remain", func(g []string) bool { return len(g) == 0 })
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return len(n.conntrack(t, src)) == 0, nil
+	}); err != nil {
+		t.Fatalf("the entries of the deleted Service should be flushed:\n%s", strings.Join(n.conntrack(t, src), "\n"))
+	}
+}
+
+// TestSCTPPortGetsAnEventOnRealOVS: a Service with a TCP and an SCTP port
+// on the userspace datapath: the SCTP port gets a Warning Event naming why,
+// the TCP port of the same Service is installed and answers.
+func TestSCTPPortGetsAnEventOnRealOVS(t *testing.T) {
+	rec := record.NewFakeRecorder(10)
+	n := newOVSNode(t, Config{Recorder: rec, DatapathType: "netdev"},
+		service("sig", "10.96.0.60", svcPort("http", corev1.ProtocolTCP, 80, 8080), svcPort("diameter", corev1.ProtocolSCTP, 3868, 3868)),
+		slice("sig-1", "sig", slicePorts(epPort("http", corev1.ProtocolTCP, 8080), epPort("diameter", corev1.ProtocolSCTP, 3868)),
+			ep{ip: "10.10.1.3", node: "node-1"}),
+	)
+	cli := n.AddPod(t, "c1", "10.10.1.2/24")
+	e1 := n.AddPod(t, "e1", "10.10.1.3/24")
+	for _, p := range []*bridgetest.Pod{cli, e1} {
+		if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e1.ServeWho(t, 8080)
+	n.waitGroups(t, "sig should have one group, its TCP port's", func(g []string) bool { return len(g) == 1 && bucketsOf(g) == 1 })
+	if who, _ := bridgetest.Answerer(cli.AskWhoEventually(t, "tcp4", "10.96.0.60:80")); who != "e1" {
+		t.Fatalf("the TCP port should reach e1, answered %q", who)
+	}
+	if lb := n.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.ServiceLBTable).ID)); strings.Contains(strings.Join(lb, "\n"), "sctp") {
+		t.Fatalf("no flow should match the SCTP port:\n%s", strings.Join(lb, "\n"))
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.HasPrefix(e, "Warning SCTPNotSupported SCTP port(s) diameter (3868/SCTP) not realized: the OVS userspace datapath's conntrack keeps no SCTP ports") {
+			t.Fatalf("unexpected event %q", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Warning Event for the SCTP port")
+	}
+	select {
+	case e := <-rec.Events:
+		t.Fatalf("one event only, got also %q", e)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
