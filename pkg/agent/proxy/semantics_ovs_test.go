@@ -94,9 +94,11 @@ func TestStaleUDPConntrackOnRealOVS(t *testing.T) {
 		gone, kept = e2, e1
 	}
 	src := "src=10.10.1.2,dst=10.96.0.53"
-	if hits := n.conntrack(t, src, "src="+gone.IP.String()+",dst=10.10.1.2", "zone=65520"); len(hits) != 1 {
+	hits := n.conntrack(t, src, "src="+gone.IP.String()+",dst=10.10.1.2", "zone=65520")
+	if len(hits) != 1 {
 		t.Fatalf("the client's datagrams should have one entry DNATed to %s in zone 65520, got %v", gone.Name, hits)
 	}
+	t.Logf("before: %s", hits[0])
 	for i := 0; i < 3; i++ {
 		if who, err := askOn(t, c); err != nil || who != gone.Name {
 			t.Fatalf("the same socket should stay with %s, got %q (%v)", gone.Name, who, err)
