@@ -219,7 +219,9 @@ func Run(ctx context.Context, o Options) error {
 		pcfg := proxy.Config{NodeName: o.NodeName, Packets: ofc, DatapathType: o.DatapathType,
 			Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "antrea-agent", Host: o.NodeName}),
 			Nodes:    informerFactory.Core().V1().Nodes(), Zone: node.Labels[corev1.LabelTopologyZone],
-			HealthCheckAddresses: healthCheckAddresses(o.NodePortAddresses)}
+			// The health checks of externalTrafficPolicy Local belong to
+			// whoever serves NodePorts: without proxyAll, kube-proxy does.
+			NoHealthChecks: !o.ProxyAll, HealthCheckAddresses: healthCheckAddresses(o.NodePortAddresses)}
 		if o.ProxyAll {
 			np, err := route.NewNodePath(route.NodePathConfig{GatewayName: nc.Gateway.Name, GatewayIP: addrOf(gwIP),
 				PodCIDR: prefixOf(podCIDRs[0]), NodePortAddresses: o.NodePortAddresses})

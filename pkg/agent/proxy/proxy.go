@@ -44,7 +44,9 @@
 //     their socket (DNS) reach a live endpoint with their next datagram;
 //   - healthCheckNodePort (healthcheck.go): a LoadBalancer with
 //     externalTrafficPolicy Local has its health check served on the node's
-//     addresses, 200 with the count of local ready endpoints, 503 without;
+//     addresses, 200 with the count of local ready endpoints, 503 without
+//     (the agent turns it off without proxyAll, when kube-proxy serves the
+//     NodePorts);
 //   - Warning Events (events.go): what the data path cannot realize (SCTP
 //     ports, IPv6 addresses, an address and port another Service holds, a
 //     health check port that cannot be opened) gets a Warning Event on the
