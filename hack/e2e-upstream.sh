@@ -4,8 +4,9 @@
 # hack/install.sh, unchanged, against a 2-node lab of real nodes, and
 # reports every spec as passed, failed or skipped (with the reason).
 #
-#   E2E_FOCUS  ginkgo focus regex (default: every NetworkPolicy spec:
-#              "[sig-network] Netpol" and "[sig-network] NetworkPolicy")
+#   E2E_FOCUS  ginkgo focus regex (default: every NetworkPolicy spec,
+#              "[sig-network] Netpol" and "[sig-network] NetworkPolicy", and
+#              every Services and DNS spec marked [Conformance])
 #   E2E_SKIP   ginkgo skip regex (default: SCTP specs, which this kernel
 #              cannot run: socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) fails)
 #   E2E_KEEP=1 leaves the lab up afterwards; E2E_PROCS parallel ginkgo procs
@@ -16,7 +17,7 @@ cd "$ROOT"
 export PATH=$ROOT/bin:$ROOT/_output/bin:$PATH
 export KUBECONFIG=$ROOT/_output/lab/kubeconfig
 LAB=$ROOT/bin/antrea-lab
-FOCUS=${E2E_FOCUS:-'\[sig-network\] (Netpol|NetworkPolicy)'}
+FOCUS=${E2E_FOCUS:-'\[sig-network\] (Netpol|NetworkPolicy)|\[sig-network\] (Services|DNS) .*\[Conformance\]'}
 SKIP=${E2E_SKIP:-'SCTP'}
 SKIP_REASON="this kernel has no SCTP (socket(AF_INET, SOCK_STREAM, 132): protocol not supported)"
 REPORT_DIR=$ROOT/_output/e2e-upstream

@@ -10,8 +10,9 @@ export ANTREA_BIN=$ROOT/bin
 # Packages run one at a time: integration tests start OVS instances and control
 # planes, and this machine has two cores.
 go test -count=1 -p 1 -timeout 40m ./...
-# Upstream's own judge, unchanged: a subset of e2e.test v1.37.2's NetworkPolicy
-# specs (ingress, egress, both, named ports, ipBlock with except, UDP, updates,
-# deletion, the API) on a fresh lab of real nodes. `make conformance` runs all.
-E2E_FOCUS='\[sig-network\] Netpol .*(support a .default-deny-(ingress|all). policy|deny egress from pods based on PodSelector|on one named port|overlapping both IPBlock|enforce updated policy|stop enforcing policies after they are deleted|API operations)' \
+# Upstream's own judge, unchanged, on a fresh lab of real nodes: a subset of
+# e2e.test v1.37.2's NetworkPolicy specs (ingress, egress, both, named ports,
+# ipBlock with except, UDP, updates, deletion, the API) and every Services and
+# DNS spec marked [Conformance]. `make conformance` runs all NetworkPolicy specs.
+E2E_FOCUS='\[sig-network\] Netpol .*(support a .default-deny-(ingress|all). policy|deny egress from pods based on PodSelector|on one named port|overlapping both IPBlock|enforce updated policy|stop enforcing policies after they are deleted|API operations)|\[sig-network\] (Services|DNS) .*\[Conformance\]' \
   ./hack/e2e-upstream.sh

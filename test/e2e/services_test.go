@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -76,7 +77,8 @@ func TestServicesAndClusterDNSOnRealNodes(t *testing.T) {
 	hostnames := func(url string, n int) (map[string]int, error) {
 		out, err := inClient("sh", "-c", fmt.Sprintf("for i in $(seq %d); do curl -s -m 2 %s; echo; done", n, url))
 		counts := map[string]int{}
-		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		// One line per attempt, empty when it got no answer.
+		for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
 			counts[strings.TrimSpace(l)]++
 		}
 		return counts, err
@@ -186,6 +188,47 @@ func TestServicesAndClusterDNSOnRealNodes(t *testing.T) {
 					t.Errorf("Cluster: /clientip through %s:%s answers %q (%v), want an address other than the client's %s", without, np, out, err, clientIP)
 				}
 			}
+		}
+	})
+	t.Run("a NetworkPolicy on the endpoints applies to connections through the ClusterIP", func(t *testing.T) {
+		// Ingress to the web pods only from pods labelled access=web: the
+		// client, unlabelled, is refused by policy after the Service's DNAT.
+		np := &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "web-ingress"},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"role": "web"}},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
+					PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"access": "web"}}}}}},
+			},
+		}
+		if _, err := e.Client.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		url := "http://" + net.JoinHostPort(web.Spec.ClusterIP, "80") + "/hostname"
+		labtest.WaitFor(t, ctx, "the client denied through the ClusterIP", func() error {
+			counts, _ := hostnames(url, 4)
+			if counts[""] != 4 {
+				return fmt.Errorf("answers %v, want none (the policy denies the client)", sortedCounts(counts))
+			}
+			return nil
+		})
+		client, err := e.Client.CoreV1().Pods(ns).Get(ctx, "client", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		client.Labels["access"] = "web"
+		if _, err := e.Client.CoreV1().Pods(ns).Update(ctx, client, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		labtest.WaitFor(t, ctx, "the client allowed through the ClusterIP once labelled", func() error {
+			counts, _ := hostnames(url, 10)
+			if counts["web-1"]+counts["web-2"] != 10 {
+				return fmt.Errorf("answers %v, want 10 from web-1 and web-2", sortedCounts(counts))
+			}
+			return nil
+		})
+		if err := e.Client.NetworkingV1().NetworkPolicies(ns).Delete(ctx, np.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	})
 	t.Run("ClientIP session affinity sends every connection to one endpoint", func(t *testing.T) {
