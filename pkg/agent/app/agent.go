@@ -209,6 +209,12 @@ func Run(ctx context.Context, o Options) error {
 	routes := route.NewController(o.NodeName, informerFactory.Core().V1().Nodes(), flows,
 		&route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: podCIDRs[0]},
 		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer, purger.Changed) })
+	// Packet-ins go to the feature that asked for them: Service rejects to
+	// AntreaProxy, policy rejects and audit logging to the policy controller.
+	packets := agentof.NewPacketInDispatcher(ofc)
+	serviceIns := packets.Subscribe(agentof.PacketInServiceReject)
+	policyIns := packets.Subscribe(agentof.PacketInPolicy)
+	go packets.Run(ctx)
 	proxyErr := make(chan error, 1)
 	if o.EnableProxy {
 		// Warning Events on Services the data path cannot wholly realize
@@ -216,7 +222,7 @@ func Run(ctx context.Context, o Options) error {
 		events := record.NewBroadcaster(record.WithContext(ctx))
 		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		defer events.Shutdown()
-		pcfg := proxy.Config{NodeName: o.NodeName, Packets: ofc, DatapathType: o.DatapathType,
+		pcfg := proxy.Config{NodeName: o.NodeName, Packets: serviceIns, DatapathType: o.DatapathType,
 			Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "antrea-agent", Host: o.NodeName}),
 			Nodes:    informerFactory.Core().V1().Nodes(), Zone: node.Labels[corev1.LabelTopologyZone],
 			// The health checks of externalTrafficPolicy Local belong to
@@ -268,6 +274,7 @@ func Run(ctx context.Context, o Options) error {
 		// Only a change that may forbid what was allowed asks for a purge
 		// (issue 17 item 7: a cached megaflow was seen outliving one).
 		OnNarrowed: purger.Changed,
+		PacketIns:  &npcontroller.PacketIns{IO: policyIns, Parser: flows, AuditLogDir: npcontroller.DefaultAuditLogDir},
 	})
 	rs.released = purger.Changed
 	go policies.Run(ctx)

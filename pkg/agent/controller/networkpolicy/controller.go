@@ -38,6 +38,10 @@ import (
 // Interfaces finds local pods' interfaces (the agent's interface store).
 type Interfaces interface {
 	GetContainerInterfacesByPod(podName, podNamespace string) []*interfacestore.InterfaceConfig
+	// GetInterfaceByIP and GetInterfaceByOFPort name the pod of an audit
+	// log line and the client a reject answers.
+	GetInterfaceByIP(ip string) (*interfacestore.InterfaceConfig, bool)
+	GetInterfaceByOFPort(ofPort int32) (*interfacestore.InterfaceConfig, bool)
 }
 
 // Options are the optional inputs of a Controller.
@@ -51,6 +55,9 @@ type Options struct {
 	// that was allowed (the agent then revalidates the datapath's cached
 	// flows); never after a write that only allows more, nor after none.
 	OnNarrowed func()
+	// PacketIns, if set, serves the packet-ins of rejecting and logging
+	// rules: rejects answered, audit log lines written.
+	PacketIns *PacketIns
 }
 
 // Controller keeps this node's policy flows equal to the computed policies.
@@ -103,6 +110,17 @@ func NewController(nodeName string, client versioned.Interface, flows PolicyFlow
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()
 	go c.status.run(ctx)
+	if p := c.opts.PacketIns; p != nil {
+		dir := p.AuditLogDir
+		if dir == "" {
+			dir = DefaultAuditLogDir
+		}
+		audit, err := newAuditLogger(dir)
+		if err != nil {
+			klog.ErrorS(err, "No audit log: rules with enableLogging are not logged")
+		}
+		go c.servePacketIns(ctx, p, audit)
+	}
 	for _, w := range c.watchers() {
 		go w.run(ctx)
 	}

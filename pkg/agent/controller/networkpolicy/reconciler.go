@@ -329,3 +329,11 @@ func (a *idAllocator) allocate() uint32 {
 }
 
 func (a *idAllocator) release(id uint32) { a.free = append(a.free, id) }
+
+// ruleInfo returns what the audit log says about a realized rule.
+func (r *reconciler) ruleInfo(id uint32) (realizedRuleInfo, bool) {
+	r.infoMu.RLock()
+	defer r.infoMu.RUnlock()
+	info, ok := r.infos[id]
+	return info, ok
+}
