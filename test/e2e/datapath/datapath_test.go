@@ -22,7 +22,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"antrea.io/antrea/pkg/lab"
 	"antrea.io/antrea/test/labtest"
@@ -202,14 +204,23 @@ func TestDatapath(t *testing.T) {
 				e.streamSurvives(t, ctx, "antrea-agent")
 			})
 			t.Run("flows come back after ovs-vswitchd restarts", func(t *testing.T) {
-				before := e.flowCount("node-1")
+				// A Service to b1 (the lab's kube-dns and kubernetes Services
+				// are there too): its group must come back with the flows.
+				vip := e.serviceTo(t, ctx, "to-b1", e.pods["b1"])
+				if err := e.probeEventually(ctx, "a1", "tcp", vip); err != nil {
+					t.Fatalf("before the ovs-vswitchd restart, through a ClusterIP: %v", err)
+				}
+				before, groups := e.flowCount("node-1"), e.groupCount("node-1")
 				e.kill(t, "ovs-vswitchd", "node-1")
-				labtest.WaitFor(t, ctx, "node-1's flows to be replayed", func() error {
-					if n := e.flowCount("node-1"); n != before {
-						return fmt.Errorf("%d flows, want %d", n, before)
+				labtest.WaitFor(t, ctx, "node-1's flows and groups to be replayed", func() error {
+					if n, g := e.flowCount("node-1"), e.groupCount("node-1"); n != before || g != groups {
+						return fmt.Errorf("%d flows and %d groups, want %d and %d", n, g, before, groups)
 					}
 					return nil
 				})
+				if err := e.probeEventually(ctx, "a1", "tcp", vip); err != nil {
+					t.Errorf("after the ovs-vswitchd restart, through a ClusterIP: %v", err)
+				}
 				if err := e.probeEventually(ctx, "a1", "tcp", e.ip("b1")); err != nil {
 					t.Errorf("after the ovs-vswitchd restart: %v", err)
 				}
@@ -359,6 +370,41 @@ func (e *env) waitRestarted(t *testing.T, ctx context.Context, component string)
 }
 
 // flowCount is the number of flows on a node's br-int (0 while unreachable).
+// serviceTo makes a selector-less Service (TCP 80) whose EndpointSlice holds
+// pod, and returns its ClusterIP.
+func (e *env) serviceTo(t *testing.T, ctx context.Context, name string, pod *corev1.Pod) string {
+	t.Helper()
+	svc, err := e.Client.CoreV1().Services(namespace).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp", Protocol: corev1.ProtocolTCP,
+			Port: 80, TargetPort: intstr.FromInt32(80)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, port, portName, proto := true, int32(80), "tcp", corev1.ProtocolTCP
+	_, err = e.Client.DiscoveryV1().EndpointSlices(namespace).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{pod.Status.PodIP},
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready}, NodeName: &pod.Spec.NodeName}},
+		Ports: []discoveryv1.EndpointPort{{Name: &portName, Protocol: &proto, Port: &port}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc.Spec.ClusterIP
+}
+
+// groupCount is the number of OpenFlow groups on a node's br-int.
+func (e *env) groupCount(node string) int {
+	out, err := exec.Command("ovs-ofctl", "-O", "OpenFlow15", "dump-groups", e.BridgeSocket(node)).Output()
+	if err != nil {
+		return -1
+	}
+	return strings.Count(string(out), "group_id=")
+}
+
 func (e *env) flowCount(node string) int {
 	out, err := exec.Command("ovs-ofctl", "-O", "OpenFlow15", "dump-flows", e.BridgeSocket(node)).Output()
 	if err != nil {
