@@ -1,0 +1,745 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"antrea.io/antrea/pkg/lab"
+	"antrea.io/antrea/test/labtest"
+)
+
+// Connection outcomes as `/agnhost connect` reports them: a Drop leaves the
+// client waiting (TIMEOUT), a Reject answers its SYN with a reset (REFUSED).
+const (
+	connected = "OK"
+	refused   = "REFUSED"
+	timedOut  = "TIMEOUT"
+)
+
+// probeTimeout is agnhost's connect timeout: long enough for a connection
+// between nodes, short enough that a matrix with drops stays quick.
+const probeTimeout = "1s"
+
+// policyLab is the world of TestAntreaNativePolicy: two Namespaces x and y
+// labelled for this run, agnhost pods serving TCP 80 spread over both nodes
+// (x/a and x/c on the first node, x/b and y/a on the second), and the YAML
+// placeholders that name them.
+type policyLab struct {
+	e    *labEnv
+	ctx  context.Context
+	run  string // unique per run: in Namespace labels and cluster-scoped names
+	x, y string // the Namespaces' names
+	pods map[string]*corev1.Pod
+	dir  string // where the YAML files go
+}
+
+// TestAntreaNativePolicy applies Antrea-native policies as a user does
+// (YAML through kubectl apply) and checks real connections between agnhost
+// pods on both nodes. Every expectation comes from upstream Antrea's
+// documented semantics (docs/antrea-network-policy.md there): tiers before
+// policy priority before rule order; K8s NetworkPolicy between the
+// application and baseline tiers; Pass hands the decision to K8s
+// NetworkPolicy, then baseline; Antrea-native policies do not isolate.
+func TestAntreaNativePolicy(t *testing.T) {
+	e := requireReal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p := newPolicyLab(t, e, ctx)
+	start := time.Now()
+	t.Logf("pods: x/a %s on %s, x/b %s on %s, x/c %s on %s, y/a %s on %s",
+		p.ip("x/a"), p.node("x/a"), p.ip("x/b"), p.node("x/b"), p.ip("x/c"), p.node("x/c"), p.ip("y/a"), p.node("y/a"))
+
+	t.Run("without policies every pod reaches every other", func(t *testing.T) {
+		p.expect(t, "full connectivity", matrix{
+			{"x/b", "x/a"}: connected, {"x/c", "x/a"}: connected, {"y/a", "x/a"}: connected,
+			{"x/a", "x/b"}: connected, {"y/a", "x/b"}: connected, {"x/a", "y/a"}: connected,
+		})
+	})
+
+	t.Run("a Drop in securityops beats an Allow in application, and the Allow isolates nothing", func(t *testing.T) {
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-app-allow-b}
+spec:
+  tier: application
+  priority: 1
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Allow
+    from:
+    - podSelector: {matchLabels: {pod: b}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-secops-drop-b}
+spec:
+  tier: securityops
+  priority: 50
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Drop
+    from:
+    - podSelector: {matchLabels: {pod: b}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+`)
+		// The securityops tier (100) comes before application (250) whatever
+		// the policies' priorities; pods no rule matches are not isolated.
+		p.expect(t, "x/b dropped by securityops, the rest untouched", matrix{
+			{"x/b", "x/a"}: timedOut, {"x/c", "x/a"}: connected, {"y/a", "x/a"}: connected, {"x/a", "x/b"}: connected,
+		})
+		p.delete(t, "clusternetworkpolicy", p.name("secops-drop-b"))
+		p.expect(t, "x/b allowed once the securityops Drop is gone", matrix{{"x/b", "x/a"}: connected})
+	})
+
+	t.Run("within a tier the lower policy priority wins, and within a policy the first rule", func(t *testing.T) {
+		const allow = `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-prio-allow-b}
+spec:
+  priority: 20
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Allow
+    from:
+    - podSelector: {matchLabels: {pod: b}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+`
+		drop := func(priority int) string {
+			return fmt.Sprintf(`
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-prio-drop-x}
+spec:
+  priority: %d
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Allow
+    from:
+    - podSelector: {matchLabels: {pod: c}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  - action: Drop
+    from:
+    - namespaceSelector: {matchLabels: {acnp-ns: $X}}
+`, priority)
+		}
+		p.apply(t, allow+"---\n"+drop(10))
+		// Priority 10 before 20: its Drop of every x pod meets x/b first; its
+		// own first rule lets x/c through before its Drop.
+		p.expect(t, "the priority-10 Drop wins over the priority-20 Allow; x/c allowed by the earlier rule", matrix{
+			{"x/b", "x/a"}: timedOut, {"x/c", "x/a"}: connected, {"y/a", "x/a"}: connected,
+		})
+		p.apply(t, drop(30))
+		p.expect(t, "the priority-20 Allow wins once the Drop moves to 30", matrix{
+			{"x/b", "x/a"}: connected, {"x/c", "x/a"}: connected,
+		})
+	})
+
+	t.Run("baseline tier: K8s NetworkPolicy decides for the pods it selects, baseline Drop for the others", func(t *testing.T) {
+		// Upstream's baseline namespace isolation: the baseline tier drops
+		// what comes from y into x; a K8s NetworkPolicy selects x/a and
+		// allows y. The K8s NetworkPolicy is evaluated before baseline.
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-baseline-drop-y}
+spec:
+  tier: baseline
+  priority: 1
+  appliedTo:
+  - namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Drop
+    from:
+    - namespaceSelector: {matchLabels: {acnp-ns: $Y}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: a-from-y, namespace: $X}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress:
+  - from:
+    - namespaceSelector: {matchLabels: {acnp-ns: $Y}}
+`)
+		p.expect(t, "y reaches x/a by the K8s NetworkPolicy, baseline drops it at x/b, x/a isolated from x/c", matrix{
+			{"y/a", "x/a"}: connected, {"y/a", "x/b"}: timedOut, {"x/c", "x/b"}: connected, {"x/c", "x/a"}: timedOut,
+		})
+	})
+
+	t.Run("Pass skips the later Antrea tiers: K8s NetworkPolicy decides, else baseline", func(t *testing.T) {
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-secops-pass-y}
+spec:
+  tier: securityops
+  priority: 1
+  appliedTo:
+  - podSelector: {matchExpressions: [{key: pod, operator: In, values: [a, b]}]}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Pass
+    from:
+    - namespaceSelector: {matchLabels: {acnp-ns: $Y}}
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-app-allow-y}
+spec:
+  tier: application
+  priority: 1
+  appliedTo:
+  - namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Allow
+    from:
+    - namespaceSelector: {matchLabels: {acnp-ns: $Y}}
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-baseline-drop-y}
+spec:
+  tier: baseline
+  priority: 1
+  appliedTo:
+  - namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Drop
+    from:
+    - namespaceSelector: {matchLabels: {acnp-ns: $Y}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: a-from-own-namespace, namespace: $X}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress:
+  - from:
+    - podSelector: {}
+`)
+		// y→x/a: Pass, then the K8s NetworkPolicy isolates x/a (it allows x
+		// only). y→x/b: Pass, no K8s NetworkPolicy, baseline Drop. y→x/c:
+		// no Pass, the application Allow is final (baseline skipped).
+		p.expect(t, "Pass hands y→x/a to K8s NetworkPolicy, y→x/b to baseline; y→x/c allowed", matrix{
+			{"y/a", "x/a"}: timedOut, {"y/a", "x/b"}: timedOut, {"y/a", "x/c"}: connected, {"x/c", "x/a"}: connected,
+		})
+	})
+
+	t.Run("Reject refuses a TCP connection at once", func(t *testing.T) {
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-reject-b}
+spec:
+  priority: 1
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Reject
+    ports: [{protocol: TCP, port: 80}]
+    from:
+    - podSelector: {matchLabels: {pod: b}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+`)
+		p.expect(t, "x/b refused (x/a on the other node), x/c connected", matrix{
+			{"x/b", "x/a"}: refused, {"x/c", "x/a"}: connected,
+		})
+		// Refused by a reset, not after the client gave up.
+		begin := time.Now()
+		got, detail := p.probeWith("x/b", "x/a", "5s")
+		if took := time.Since(begin); got != refused || took > 3*time.Second {
+			t.Errorf("x/b→x/a with a 5s timeout: %s after %s, want REFUSED at once (%s)", got, took.Round(time.Millisecond), detail)
+		}
+	})
+
+	t.Run("namespaces match Self isolates the Namespaces from each other", func(t *testing.T) {
+		// Upstream's example: Pass within the Namespace, Drop from the others.
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-isolate-namespaces}
+spec:
+  tier: securityops
+  priority: 1
+  appliedTo:
+  - namespaceSelector: {matchLabels: {acnp-e2e: "$R"}}
+  ingress:
+  - action: Pass
+    from:
+    - namespaces: {match: Self}
+    name: PassFromSameNS
+  - action: Drop
+    from:
+    - namespaceSelector: {matchLabels: {acnp-e2e: "$R"}}
+    name: DropFromOtherNS
+`)
+		p.expect(t, "within x connected, between x and y dropped both ways", matrix{
+			{"x/b", "x/a"}: connected, {"x/a", "x/c"}: connected, {"y/a", "x/a"}: timedOut, {"x/a", "y/a"}: timedOut,
+		})
+	})
+
+	t.Run("a pod relabelled into a ClusterGroup is dropped, and allowed again once out", func(t *testing.T) {
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterGroup
+metadata: {name: $R-quarantined}
+spec:
+  podSelector: {matchLabels: {quarantined: "true"}}
+  namespaceSelector: {matchLabels: {acnp-e2e: "$R"}}
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-drop-quarantined}
+spec:
+  priority: 1
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Drop
+    from:
+    - group: $R-quarantined
+`)
+		p.waitRealized(t, p.name("drop-quarantined"))
+		p.expect(t, "nobody quarantined yet", matrix{{"x/b", "x/a"}: connected, {"x/c", "x/a"}: connected})
+		p.kubectl(t, "label", "pod", "-n", p.x, "b", "quarantined=true")
+		p.expect(t, "x/b dropped once labelled", matrix{{"x/b", "x/a"}: timedOut, {"x/c", "x/a"}: connected})
+		p.kubectl(t, "label", "pod", "-n", p.x, "b", "quarantined-")
+		p.expect(t, "x/b allowed once the label is gone", matrix{{"x/b", "x/a"}: connected})
+	})
+
+	t.Run("kubectl get acnp shows tier, priority and the realized node counts", func(t *testing.T) {
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-two-nodes}
+spec:
+  tier: securityops
+  priority: 7
+  appliedTo:
+  - podSelector: {matchExpressions: [{key: pod, operator: In, values: [a, b]}]}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Allow
+    from:
+    - namespaceSelector: {matchLabels: {acnp-ns: $Y}}
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-one-node}
+spec:
+  priority: 3.5
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $Y}}
+  egress:
+  - action: Drop
+    to:
+    - ipBlock: {cidr: 192.0.2.0/24}
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-no-node}
+spec:
+  tier: baseline
+  priority: 1
+  appliedTo:
+  - podSelector: {matchLabels: {pod: nobody}}
+  ingress:
+  - action: Drop
+    from:
+    - namespaceSelector: {}
+`)
+		// x/a and x/b run on the two nodes, y/a on one, pod=nobody nowhere.
+		want := map[string][]string{
+			p.name("two-nodes"): {"securityops", "7", "2", "2"},
+			p.name("one-node"):  {"application", "3.5", "1", "1"},
+			p.name("no-node"):   {"baseline", "1", "0", "0"},
+		}
+		names := []string{p.name("two-nodes"), p.name("one-node"), p.name("no-node")}
+		for _, n := range names {
+			p.waitRealized(t, n)
+		}
+		out := p.kubectl(t, append([]string{"get", "acnp"}, names...)...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 4 || !regexpHeader(lines[0]) {
+			t.Fatalf("kubectl get acnp: want the header NAME TIER PRIORITY DESIRED NODES CURRENT NODES AGE and 3 rows:\n%s", out)
+		}
+		for _, l := range lines[1:] {
+			f := strings.Fields(l)
+			if len(f) != 6 || want[f[0]] == nil || !slices.Equal(f[1:5], want[f[0]]) {
+				t.Errorf("kubectl get acnp row %q: want %v", l, want[f[0]])
+			}
+		}
+	})
+
+	t.Run("an invalid ClusterNetworkPolicy is refused by kubectl apply naming the field", func(t *testing.T) {
+		for _, c := range []struct{ what, spec, field string }{
+			{"Pass in the baseline tier", `
+  tier: baseline
+  priority: 1
+  appliedTo: [{podSelector: {}}]
+  ingress: [{action: Pass, from: [{podSelector: {}}]}]`, "spec.ingress[0].action"},
+			{"appliedTo at both levels", `
+  priority: 1
+  appliedTo: [{podSelector: {}}]
+  ingress: [{action: Drop, appliedTo: [{podSelector: {}}], from: [{podSelector: {}}]}]`, "appliedTo"},
+			{"a bad CIDR", `
+  priority: 1
+  appliedTo: [{podSelector: {}}]
+  egress: [{action: Drop, to: [{ipBlock: {cidr: 10.0.0.0/33}}]}]`, "spec.egress[0].to[0].ipBlock.cidr"},
+			{"priority 0", `
+  priority: 0
+  appliedTo: [{podSelector: {}}]
+  ingress: [{action: Drop, from: [{podSelector: {}}]}]`, "spec.priority"},
+			{"a tier that does not exist", `
+  tier: no-such-tier
+  priority: 1
+  appliedTo: [{podSelector: {}}]
+  ingress: [{action: Drop, from: [{podSelector: {}}]}]`, "spec.tier"},
+		} {
+			yaml := "apiVersion: crd.antrea.io/v1beta1\nkind: ClusterNetworkPolicy\nmetadata: {name: $R-invalid}\nspec:" + c.spec + "\n"
+			stdout, stderr, err := p.e.Kubectl(p.ctx, "apply", "-f", p.writeYAML(t, yaml))
+			if err == nil || !strings.Contains(stderr, c.field) {
+				t.Errorf("%s: kubectl apply should be refused naming %s, got %v\nstdout: %s\nstderr: %s", c.what, c.field, err, stdout, stderr)
+				_, _, _ = p.e.Kubectl(context.Background(), "delete", "acnp", p.name("invalid"), "--ignore-not-found")
+			}
+		}
+	})
+
+	t.Run("an enableLogging Drop rule writes a line to the audit log of the pod's node", func(t *testing.T) {
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-audit}
+spec:
+  priority: 1
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Drop
+    name: drop-b
+    enableLogging: true
+    logLabel: audit-$R
+    from:
+    - podSelector: {matchLabels: {pod: b}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+`)
+		p.expect(t, "x/b dropped", matrix{{"x/b", "x/a"}: timedOut})
+		logPath := p.e.NodeHostPath(p.node("x/a"), "/var/log/antrea/networkpolicy/np.log")
+		// Upstream's format: ... AntreaPolicyIngressRule
+		// AntreaClusterNetworkPolicy:<name> <rule> Ingress Drop <ofPriority>
+		// <ns/pod> <src> <sport> <dst> <dport> TCP <len> <logLabel> ...
+		labtest.WaitFor(t, p.ctx, "the Drop line in "+logPath, func() error {
+			data, err := os.ReadFile(logPath)
+			if err != nil {
+				return err
+			}
+			for _, l := range strings.Split(string(data), "\n") {
+				f := strings.Fields(l)
+				if len(f) >= 16 && f[2] == "AntreaPolicyIngressRule" && f[3] == "AntreaClusterNetworkPolicy:"+p.name("audit") &&
+					f[4] == "drop-b" && f[5] == "Ingress" && f[6] == "Drop" && f[8] == p.x+"/a" &&
+					f[9] == p.ip("x/b") && f[11] == p.ip("x/a") && f[12] == "80" && f[13] == "TCP" && f[15] == "audit-"+p.run {
+					return nil
+				}
+			}
+			return fmt.Errorf("no line of %s's ingress Drop from %s to %s:80 yet; the log holds:\n%s", p.name("audit"), p.ip("x/b"), p.ip("x/a"), lastLines(string(data), 10))
+		})
+	})
+
+	t.Run("realization: apply a Reject, the next connection is refused", func(t *testing.T) {
+		var took []time.Duration
+		for i := range 5 {
+			took = append(took, p.realizationOnce(t, i))
+		}
+		slices.Sort(took)
+		t.Logf("ACNP realization (kubectl apply starts → first refused connection of x/b→x/a, across nodes), %d tries: p50 %s, max %s, all %v",
+			len(took), took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), took)
+	})
+	t.Logf("policy cases took %s", time.Since(start).Round(time.Second))
+}
+
+// newPolicyLab makes the Namespaces and pods, deleted when the test ends.
+func newPolicyLab(t *testing.T, e *labEnv, ctx context.Context) *policyLab {
+	t.Helper()
+	run := strconv.FormatInt(time.Now().UnixNano()%1000000, 10)
+	p := &policyLab{e: e, ctx: ctx, run: run, x: "acnp-x-" + run, y: "acnp-y-" + run, pods: map[string]*corev1.Pod{}, dir: t.TempDir()}
+	place := map[string]string{"x/a": e.Nodes[0], "x/c": e.Nodes[0], "x/b": e.Nodes[1], "y/a": e.Nodes[1]}
+	for _, ns := range []string{p.x, p.y} {
+		if err := labtest.CreateNamespace(ctx, e.Client, ns, map[string]string{"acnp-e2e": run, "acnp-ns": ns}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = e.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		})
+	}
+	byNS := map[string][]string{}
+	for key, node := range place {
+		ns, name := p.split(key)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pod": name}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
+				Name: "agnhost", Image: lab.AgnhostImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Args: []string{"netexec", "--http-port=80", "--udp-port=80"}}}},
+		}
+		if _, err := e.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create pod %s/%s: %v", ns, name, err)
+		}
+		byNS[ns] = append(byNS[ns], name)
+	}
+	for ns, names := range byNS {
+		got, err := labtest.WaitPodsUsable(ctx, e.Client, ns, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, pod := range got {
+			key := "x/" + name
+			if ns == p.y {
+				key = "y/" + name
+			}
+			p.pods[key] = pod
+		}
+	}
+	return p
+}
+
+// split turns "x/a" into the Namespace's name and the pod's.
+func (p *policyLab) split(key string) (string, string) {
+	short, name, _ := strings.Cut(key, "/")
+	if short == "y" {
+		return p.y, name
+	}
+	return p.x, name
+}
+
+func (p *policyLab) ip(key string) string   { return p.pods[key].Status.PodIP }
+func (p *policyLab) node(key string) string { return p.pods[key].Spec.NodeName }
+
+// name is the name of a cluster-scoped object of this run.
+func (p *policyLab) name(suffix string) string { return p.run + "-" + suffix }
+
+// writeYAML fills in the placeholders ($R the run, $X and $Y the
+// Namespaces) and writes the YAML to a file for kubectl.
+func (p *policyLab) writeYAML(t *testing.T, yaml string) string {
+	t.Helper()
+	yaml = strings.NewReplacer("$R", p.run, "$X", p.x, "$Y", p.y).Replace(yaml)
+	f, err := os.CreateTemp(p.dir, "policy-*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(yaml); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
+}
+
+// apply runs kubectl apply on the YAML; the objects are deleted when the
+// (sub)test ends.
+func (p *policyLab) apply(t *testing.T, yaml string) {
+	t.Helper()
+	file := p.writeYAML(t, yaml)
+	if stdout, stderr, err := p.e.Kubectl(p.ctx, "apply", "-f", file); err != nil {
+		t.Fatalf("kubectl apply: %v\nstdout: %s\nstderr: %s\n%s", err, stdout, stderr, yaml)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, stderr, err := p.e.Kubectl(ctx, "delete", "-f", file, "--ignore-not-found"); err != nil {
+			t.Errorf("kubectl delete -f %s: %v: %s", filepath.Base(file), err, stderr)
+		}
+	})
+}
+
+// delete deletes one object with kubectl.
+func (p *policyLab) delete(t *testing.T, kind, name string) {
+	t.Helper()
+	p.kubectl(t, "delete", kind, name)
+}
+
+// kubectl runs kubectl and returns its output; an error fails the test.
+func (p *policyLab) kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	stdout, stderr, err := p.e.Kubectl(p.ctx, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, stdout, stderr)
+	}
+	return stdout
+}
+
+// waitRealized waits until the ACNP's status says Realized.
+func (p *policyLab) waitRealized(t *testing.T, name string) {
+	t.Helper()
+	labtest.WaitFor(t, p.ctx, "acnp "+name+" Realized", func() error {
+		stdout, stderr, err := p.e.Kubectl(p.ctx, "get", "acnp", name, "-o",
+			"jsonpath={.status.phase} {.status.currentNodesRealized}/{.status.desiredNodesRealized} {.status.observedGeneration}/{.metadata.generation}")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, stderr)
+		}
+		f := strings.Fields(stdout)
+		if len(f) != 3 || f[0] != "Realized" {
+			return fmt.Errorf("status %q", stdout)
+		}
+		if g := strings.Split(f[2], "/"); g[0] != g[1] {
+			return fmt.Errorf("status %q is of an older generation", stdout)
+		}
+		return nil
+	})
+}
+
+// pair is a connection from a pod to another, by "x/a" keys.
+type pair struct{ from, to string }
+
+// matrix is what each connection must do.
+type matrix map[pair]string
+
+// expect probes the matrix until every connection does what it must, all in
+// one round. Each matrix holds a connection that the change under test
+// alters, so that a round before the change is realized cannot pass.
+func (p *policyLab) expect(t *testing.T, what string, want matrix) {
+	t.Helper()
+	labtest.WaitFor(t, p.ctx, what, func() error {
+		type result struct {
+			pair
+			got, detail string
+		}
+		results := make(chan result, len(want))
+		var wg sync.WaitGroup
+		for pr := range want {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got, detail := p.probeWith(pr.from, pr.to, probeTimeout)
+				results <- result{pr, got, detail}
+			}()
+		}
+		wg.Wait()
+		close(results)
+		var wrong []string
+		for r := range results {
+			if r.got != want[r.pair] {
+				wrong = append(wrong, fmt.Sprintf("%s→%s: %s, want %s (%s)", r.from, r.to, r.got, want[r.pair], r.detail))
+			}
+		}
+		if len(wrong) > 0 {
+			slices.Sort(wrong)
+			return errors.New(strings.Join(wrong, "; "))
+		}
+		return nil
+	})
+}
+
+// probeWith runs `/agnhost connect` from one pod to another's TCP 80 and
+// says how it went: OK, REFUSED, TIMEOUT, or what else happened.
+func (p *policyLab) probeWith(from, to, timeout string) (string, string) {
+	ns, pod := p.split(from)
+	dst := net.JoinHostPort(p.ip(to), "80")
+	stdout, stderr, err := p.e.Kubectl(p.ctx, "exec", "-n", ns, pod, "--", "/agnhost", "connect", "--timeout="+timeout, dst)
+	if err == nil {
+		return connected, ""
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case !errors.As(err, &exitErr):
+		return "ERROR", err.Error()
+	case strings.Contains(stderr, "REFUSED"):
+		return refused, ""
+	case strings.Contains(stderr, "TIMEOUT"):
+		return timedOut, ""
+	}
+	return "OTHER", fmt.Sprintf("%v: %s%s", err, stdout, stderr)
+}
+
+// realizationOnce measures one apply of a Reject ACNP: a loop in x/b
+// connects to x/a until one is refused and prints the time (the pods share
+// the host's clock); the ACNP is then deleted and the test waits until x/b
+// connects again.
+func (p *policyLab) realizationOnce(t *testing.T, try int) time.Duration {
+	t.Helper()
+	dst := net.JoinHostPort(p.ip("x/a"), "80")
+	type loopResult struct {
+		stdout, stderr string
+		err            error
+	}
+	done := make(chan loopResult, 1)
+	go func() {
+		// At most 60 s of connects; a refused one ends the loop.
+		script := fmt.Sprintf(`end=$(($(date +%%s)+60)); while [ $(date +%%s) -lt $end ]; do `+
+			`if ! /agnhost connect --timeout=1s %s 2>/dev/null; then date +%%s%%N; exit 0; fi; done; echo gave-up`, dst)
+		stdout, stderr, err := p.e.Kubectl(p.ctx, "exec", "-n", p.x, "b", "--", "sh", "-c", script)
+		done <- loopResult{stdout, stderr, err}
+	}()
+	// Let kubectl exec start the loop.
+	time.Sleep(1500 * time.Millisecond)
+	name := fmt.Sprintf("realize-%d", try)
+	yaml := strings.ReplaceAll(`
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-NAME}
+spec:
+  priority: 1
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Reject
+    from:
+    - podSelector: {matchLabels: {pod: b}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+`, "NAME", name)
+	file := p.writeYAML(t, yaml)
+	applied := time.Now()
+	if stdout, stderr, err := p.e.Kubectl(p.ctx, "apply", "-f", file); err != nil {
+		t.Fatalf("kubectl apply: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+	}
+	r := <-done
+	p.delete(t, "acnp", p.name(name))
+	ns, err := strconv.ParseInt(strings.TrimSpace(r.stdout), 10, 64)
+	if r.err != nil || err != nil {
+		t.Fatalf("the connect loop in x/b: %v, output %q (%s)", r.err, r.stdout, r.stderr)
+	}
+	took := time.Unix(0, ns).Sub(applied)
+	p.expect(t, "x/b connects again once the Reject is deleted", matrix{{"x/b", "x/a"}: connected})
+	return took
+}
+
+// regexpHeader tells whether a kubectl get acnp header has upstream's columns.
+func regexpHeader(line string) bool {
+	return slices.Equal(strings.Fields(line), []string{"NAME", "TIER", "PRIORITY", "DESIRED", "NODES", "CURRENT", "NODES", "AGE"})
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
