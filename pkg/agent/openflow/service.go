@@ -567,17 +567,57 @@ func ip4Uint(a netip.Addr) uint64 {
 // port uses any more. An empty want removes the Service. The
 // client's record changes only once OVS accepted the bundle.
 func (c *Client) InstallService(ctx context.Context, name string, want ServiceState) error {
+	return c.InstallServices(ctx, []ServiceChange{{Name: name, Want: want}})
+}
+
+// ServiceChange is the desired state of one Service (nil: removed) in a
+// batch of InstallServices.
+type ServiceChange struct {
+	Name string
+	Want ServiceState
+}
+
+// InstallServices is InstallService for several Services at once, in one
+// bundle: each Service's difference, computed from the state the Services
+// before it in the batch leave (an endpoint one drops and the next takes
+// keeps its DNAT flow), in the order of the batch. All or nothing: when one
+// Service's state is refused or OVS rejects the bundle, nothing is written
+// and the client's record stays as it was, for every Service of the batch.
+// The stale UDP conntrack entries are flushed after the bundle.
+func (c *Client) InstallServices(ctx context.Context, changes []ServiceChange) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	msgs, commit, flushes, err := c.serviceMsgs(name, want)
-	if err != nil {
+	var msgs []binding.Message
+	undos := make([]func(), 0, len(changes))
+	flushes := make([][]*binding.CTFlush, 0, len(changes))
+	rollback := func() {
+		for i := len(undos) - 1; i >= 0; i-- {
+			undos[i]()
+		}
+	}
+	for _, ch := range changes {
+		m, commit, fl, err := c.serviceMsgs(ch.Name, ch.Want)
+		if err != nil {
+			rollback()
+			return err
+		}
+		msgs = append(msgs, m...)
+		// Recorded now, so the next Service's difference starts from it;
+		// undone unless OVS takes the bundle.
+		undos = append(undos, commit())
+		flushes = append(flushes, fl)
+	}
+	what := "service " + changes[0].Name
+	if len(changes) > 1 {
+		what = fmt.Sprintf("%d services (%s, ...)", len(changes), changes[0].Name)
+	}
+	if err := c.write(ctx, what, msgs); err != nil {
+		rollback()
 		return err
 	}
-	if err := c.write(ctx, "service "+name, msgs); err != nil {
-		return err
+	for i, ch := range changes {
+		c.flushConntrack(ctx, ch.Name, flushes[i])
 	}
-	commit()
-	c.flushConntrack(ctx, name, flushes)
 	return nil
 }
 
@@ -587,9 +627,10 @@ func (c *Client) UninstallService(ctx context.Context, name string) error {
 }
 
 // serviceMsgs computes the messages from the installed state of Service name
-// to want, the commit recording want, and the conntrack flushes of the UDP
-// entries the change leaves stale (service_conntrack.go). c.mu is held.
-func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message, func(), []*binding.CTFlush, error) {
+// to want, the commit recording want (which returns its undo), and the
+// conntrack flushes of the UDP entries the change leaves stale
+// (service_conntrack.go). c.mu is held.
+func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message, func() (undo func()), []*binding.CTFlush, error) {
 	st := &c.svc
 	have := st.services[name]
 	norm := ServiceState{}
@@ -704,7 +745,8 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 	for _, part := range [][]binding.Message{epAdds, groupMods, flowAdds, flowDels, groupDels, learnDels, epDels} {
 		msgs = append(msgs, part...)
 	}
-	commit := func() {
+	commit := func() (undo func()) {
+		undo = st.undoOf(name, have, newPorts, refs, adopted, adoptedFlows)
 		st.lastGroup = lastGroup
 		for p := range adopted {
 			delete(st.recovered.ports, p)
@@ -730,8 +772,69 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 		} else {
 			st.services[name] = norm
 		}
+		return undo
 	}
 	return msgs, commit, staleUDPFlushes(have, norm, gone), nil
+}
+
+// undoOf returns what puts back the parts of the record a commit of Service
+// name changes (its ports before and after, the endpoints' uses, the
+// recovered ports and flows it adopts, the last group id).
+func (st *serviceState) undoOf(name string, have ServiceState, newPorts map[ServicePort]*installedPort,
+	refs map[endpointKey]endpointUse, adopted map[ServicePort]bool, adoptedFlows []string) func() {
+	lastGroup := st.lastGroup
+	svc, hadSvc := st.services[name]
+	ports := make(map[ServicePort]*installedPort, len(have)+len(newPorts))
+	for p := range have {
+		ports[p] = st.ports[p]
+	}
+	for p := range newPorts {
+		ports[p] = st.ports[p]
+	}
+	uses := make(map[endpointKey]endpointUse, len(refs))
+	for k := range refs {
+		uses[k] = st.endpoints[k]
+	}
+	recPorts := make(map[ServicePort]*recoveredPort, len(adopted))
+	for p := range adopted {
+		recPorts[p] = st.recovered.ports[p]
+	}
+	recFlows := make(map[string]*binding.Flow, len(adoptedFlows))
+	for _, k := range adoptedFlows {
+		recFlows[k] = st.recovered.endpoints[k]
+	}
+	return func() {
+		st.lastGroup = lastGroup
+		if hadSvc {
+			st.services[name] = svc
+		} else {
+			delete(st.services, name)
+		}
+		for p, ip := range ports {
+			if ip == nil {
+				delete(st.ports, p)
+			} else {
+				st.ports[p] = ip
+			}
+		}
+		for k, u := range uses {
+			if u == (endpointUse{}) {
+				delete(st.endpoints, k)
+			} else {
+				st.endpoints[k] = u
+			}
+		}
+		for p, r := range recPorts {
+			if r != nil {
+				st.recovered.ports[p] = r
+			}
+		}
+		for k, f := range recFlows {
+			if f != nil {
+				st.recovered.endpoints[k] = f
+			}
+		}
+	}
 }
 
 // groupMsgs returns a group mod as the messages that carry it: one, or for a

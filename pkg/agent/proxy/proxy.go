@@ -14,6 +14,14 @@
 // retried with rate-limited backoff and leaves the record as it was, so the
 // retry starts from the truth.
 //
+// A change that finds the queue idle is installed alone, at once. Under a
+// stream of changes the worker takes what is queued with it (up to maxBatch
+// Services or maxBatchWork of computing) and installs the Services that
+// changed in one bundle (FlowInstaller.InstallServices): one OVS round trip
+// instead of one per Service, which is what kept the queue from draining.
+// The bundle is all or nothing; when it fails each Service is installed
+// alone, and those that fail again are retried with backoff.
+//
 // Besides, it answers the packets the data path sends up for ports without
 // endpoints (reject.go), expires the session affinities longer than OpenFlow
 // can time out, and, at start, lets the OpenFlow client adopt what the
@@ -93,6 +101,10 @@ type FlowInstaller interface {
 	// InstallService makes OVS hold exactly these ports and endpoints for
 	// the Service (an empty state removes it).
 	InstallService(ctx context.Context, name string, want agentof.ServiceState) error
+	// InstallServices does what InstallService does for several Services
+	// in one bundle, all or nothing: when it fails, OVS and the installer's
+	// record hold every one of them as before.
+	InstallServices(ctx context.Context, changes []agentof.ServiceChange) error
 	// RecoverServices reads what an earlier agent run left in OVS, for
 	// InstallService to adopt (changing only what differs); called once,
 	// before the first install.
@@ -349,20 +361,105 @@ func (p *Proxy) Run(ctx context.Context) error {
 	return nil
 }
 
+// Batches: under a stream of changes the worker takes, besides the key it
+// waited for, what is already queued (up to maxBatch keys, or maxBatchWork
+// of computing them) and installs the Services that changed in one bundle,
+// one OVS round trip for all of them. A key that arrives at an idle queue
+// goes alone, as before, so a single change waits for nothing.
+const (
+	maxBatch     = 200
+	maxBatchWork = 50 * time.Millisecond
+)
+
 func (p *Proxy) processNext(ctx context.Context) bool {
 	key, quit := p.queue.Get()
 	if quit {
 		return false
 	}
-	defer p.queue.Done(key)
-	if err := p.sync(ctx, key); err != nil {
-		klog.ErrorS(err, "Failed to sync Service; retrying", "service", key)
-		p.queue.AddRateLimited(key)
+	if p.queue.Len() == 0 {
+		defer p.queue.Done(key)
+		if err := p.sync(ctx, key); err != nil {
+			klog.ErrorS(err, "Failed to sync Service; retrying", "service", key)
+			p.queue.AddRateLimited(key)
+			return true
+		}
+		p.queue.Forget(key)
+		p.markSynced(ctx, key)
 		return true
 	}
-	p.queue.Forget(key)
-	p.markSynced(ctx, key)
+	var batch []*plan
+	start := time.Now()
+	for {
+		if pl := p.planOrFail(key); pl != nil {
+			if pl.have.Equal(pl.want) {
+				p.applied(pl)
+				p.finish(ctx, key)
+			} else {
+				batch = append(batch, pl)
+			}
+		}
+		if len(batch) >= maxBatch || time.Since(start) >= maxBatchWork || p.queue.Len() == 0 {
+			break
+		}
+		if key, quit = p.queue.Get(); quit {
+			break
+		}
+	}
+	p.installBatch(ctx, batch)
 	return true
+}
+
+// planOrFail plans the sync of key; on failure the key is retried later.
+func (p *Proxy) planOrFail(key string) *plan {
+	pl, err := p.plan(key)
+	if err != nil {
+		klog.ErrorS(err, "Failed to sync Service; retrying", "service", key)
+		p.queue.AddRateLimited(key)
+		p.queue.Done(key)
+		return nil
+	}
+	return pl
+}
+
+// finish ends a key's successful sync.
+func (p *Proxy) finish(ctx context.Context, key string) {
+	p.queue.Forget(key)
+	p.queue.Done(key)
+	p.markSynced(ctx, key)
+}
+
+// installBatch installs the Services of a batch in one bundle. When the
+// bundle fails (nothing of it is in OVS), each Service is synced alone, so
+// one that OVS refuses (or that wants a port another Service of the batch
+// takes) does not hold the others back; those that fail alone are retried
+// with backoff.
+func (p *Proxy) installBatch(ctx context.Context, batch []*plan) {
+	if len(batch) == 0 {
+		return
+	}
+	changes := make([]agentof.ServiceChange, len(batch))
+	for i, pl := range batch {
+		changes[i] = agentof.ServiceChange{Name: pl.key, Want: pl.want}
+	}
+	err := p.flows.InstallServices(ctx, changes)
+	if err == nil {
+		klog.V(2).InfoS("Installed Services in one bundle", "services", len(batch))
+		for _, pl := range batch {
+			p.recordInstalled(pl)
+			p.finish(ctx, pl.key)
+		}
+		return
+	}
+	klog.ErrorS(err, "Failed to install a batch of Services; installing them one by one", "services", len(batch))
+	for _, pl := range batch {
+		if err := p.sync(ctx, pl.key); err != nil {
+			klog.ErrorS(err, "Failed to sync Service; retrying", "service", pl.key)
+			p.queue.AddRateLimited(pl.key)
+			p.queue.Done(pl.key)
+			continue
+		}
+		p.finish(ctx, pl.key)
+	}
 }
 
 // installedAtStart says every Service known at start is installed (the
@@ -413,44 +510,71 @@ func retry(ctx context.Context, what string, f func(context.Context) error) erro
 	})
 }
 
+// plan is what a sync computed for one Service: its desired state, what is
+// installed, and what the node path and the health check need.
+type plan struct {
+	key        string
+	svc        *corev1.Service // nil: deleted
+	want, have agentof.ServiceState
+	needs      route.ServiceNeeds
+	hc         healthCheck
+}
+
 // sync makes OVS hold the desired state of one Service, writing nothing
 // when it is already installed; it posts the Warning Events of what it
 // cannot realize and keeps the Service's health check.
 func (p *Proxy) sync(ctx context.Context, key string) error {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	pl, err := p.plan(key)
 	if err != nil {
 		return err
 	}
-	var want agentof.ServiceState
-	var needs route.ServiceNeeds
+	if pl.have.Equal(pl.want) {
+		p.applied(pl)
+		return nil
+	}
+	if err := p.flows.InstallService(ctx, key, pl.want); err != nil {
+		return fmt.Errorf("install service %s: %w", key, err)
+	}
+	p.recordInstalled(pl)
+	return nil
+}
+
+// plan reads the caches for one Service and computes its desired state; it
+// posts the Warning Events of what cannot be realized.
+func (p *Proxy) plan(key string) (*plan, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil, err
+	}
+	pl := &plan{key: key}
 	var warnings []warning
-	var hc healthCheck
 	svc, err := p.services.Services(ns).Get(name)
 	switch {
 	case apierrors.IsNotFound(err):
 		svc = nil
 		p.forgetWarnings(key)
 	case err != nil:
-		return err
+		return nil, err
 	default:
 		objs, err := p.slices.ByIndex(serviceIndex, key)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 		for _, o := range objs {
 			slices = append(slices, o.(*discoveryv1.EndpointSlice))
 		}
-		want = desiredState(svc, slices, p.view())
+		pl.want = desiredState(svc, slices, p.view())
 		warnings = unrealized(svc, p.datapath)
-		hc = healthCheckOf(svc, slices, p.nodeName)
+		pl.hc = healthCheckOf(svc, slices, p.nodeName)
 		if p.proxyAll {
-			needs = nodeNeeds(svc)
+			pl.needs = nodeNeeds(svc)
 		}
 	}
+	pl.svc = svc
 	p.mu.Lock()
-	taken := p.withoutTakenLocked(key, want)
-	have := p.installed[key]
+	taken := p.withoutTakenLocked(key, pl.want)
+	pl.have = p.installed[key]
 	p.mu.Unlock()
 	for _, port := range taken {
 		klog.InfoS("Service port already realized for another Service; waiting for it", "service", key, "port", port.String(), "owner", p.claimOwner(port))
@@ -461,31 +585,34 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 	if svc != nil {
 		p.warn(key, svc, warnings)
 	}
-	if have.Equal(want) {
-		p.setNodePath(key, needs)
-		p.setHealthCheck(key, svc, hc)
-		return nil
-	}
-	if err := p.flows.InstallService(ctx, key, want); err != nil {
-		return fmt.Errorf("install service %s: %w", key, err)
-	}
-	// After the flows: the node steers a NodePort to the bridge only once
-	// the bridge has its flows.
-	p.setNodePath(key, needs)
+	return pl, nil
+}
+
+// applied completes the sync of a Service whose flows are as planned: the
+// node path and the health check follow.
+func (p *Proxy) applied(pl *plan) {
+	p.setNodePath(pl.key, pl.needs)
+	p.setHealthCheck(pl.key, pl.svc, pl.hc)
+}
+
+// recordInstalled records a Service OVS took (the ports it claims, freeing those
+// it let go for the Services waiting on them) and completes its sync. The
+// node steers a NodePort to the bridge only once the bridge has its flows.
+func (p *Proxy) recordInstalled(pl *plan) {
+	p.setNodePath(pl.key, pl.needs)
 	p.mu.Lock()
-	if len(want) == 0 {
-		delete(p.installed, key)
+	if len(pl.want) == 0 {
+		delete(p.installed, pl.key)
 	} else {
-		p.installed[key] = want
+		p.installed[pl.key] = pl.want
 	}
-	freed := p.claimLocked(key, have, want)
+	freed := p.claimLocked(pl.key, pl.have, pl.want)
 	p.mu.Unlock()
 	for _, k := range freed {
 		p.queue.Add(k)
 	}
-	p.setHealthCheck(key, svc, hc)
-	klog.InfoS("Installed Service", "service", key, "ports", len(want), "endpoints", countEndpoints(want))
-	return nil
+	p.setHealthCheck(pl.key, pl.svc, pl.hc)
+	klog.InfoS("Installed Service", "service", pl.key, "ports", len(pl.want), "endpoints", countEndpoints(pl.want))
 }
 
 // healthCheckRetry is how long a health check port that could not be

@@ -189,14 +189,19 @@ func TestDesiredState(t *testing.T) {
 	}
 }
 
-// fakeFlows records InstallService calls; failNext makes the next one fail.
+// fakeFlows records InstallService calls (and each Service of an
+// InstallServices batch as one); failNext makes the next one fail, and
+// failBatches every batch of more than one Service.
 type fakeFlows struct {
-	mu       sync.Mutex
-	calls    []string
-	state    map[string]agentof.ServiceState
-	failNext bool
-	recovers int
-	finished []string // the calls installed when FinishServiceRecovery ran
+	mu          sync.Mutex
+	calls       []string
+	batches     int // InstallServices calls that went in
+	refused     int // batches failBatches refused
+	failBatches bool
+	state       map[string]agentof.ServiceState
+	failNext    bool
+	recovers    int
+	finished    []string // the calls installed when FinishServiceRecovery ran
 }
 
 func (f *fakeFlows) InstallService(_ context.Context, name string, want agentof.ServiceState) error {
@@ -211,6 +216,28 @@ func (f *fakeFlows) InstallService(_ context.Context, name string, want agentof.
 		delete(f.state, name)
 	} else {
 		f.state[name] = want
+	}
+	return nil
+}
+
+func (f *fakeFlows) InstallServices(ctx context.Context, changes []agentof.ServiceChange) error {
+	f.mu.Lock()
+	if len(changes) > 1 && f.failBatches {
+		f.refused++
+		f.mu.Unlock()
+		return fmt.Errorf("bundle of %d Services refused", len(changes))
+	}
+	if f.failNext {
+		f.failNext = false
+		f.mu.Unlock()
+		return fmt.Errorf("bundle refused")
+	}
+	f.batches++
+	f.mu.Unlock()
+	for _, ch := range changes {
+		if err := f.InstallService(ctx, ch.Name, ch.Want); err != nil {
+			return err
+		}
 	}
 	return nil
 }
