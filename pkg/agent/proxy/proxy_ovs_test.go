@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"sort"
 	"strconv"
@@ -25,6 +26,7 @@ import (
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
+	"antrea.io/antrea/pkg/agent/packetreply"
 	"antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -235,27 +237,15 @@ func TestEndpointConditionsAndSharedEndpointsOnRealOVS(t *testing.T) {
 // synFrame is a TCP SYN from a pod (to the gateway MAC, as pods send
 // off-subnet traffic) to addr:port.
 func synFrame(from *bridgetest.Pod, gwMAC net.HardwareAddr, dst net.IP, srcPort, dstPort uint16) []byte {
-	f := make([]byte, ethLen+ipv4MinLen+tcpMinLen)
-	copy(f[0:6], gwMAC)
-	copy(f[6:12], from.MAC)
-	binary.BigEndian.PutUint16(f[12:], etherIPv4)
-	ip := f[ethLen:]
-	ip[0], ip[8], ip[9] = 0x45, 64, protoTCP
-	binary.BigEndian.PutUint16(ip[2:], ipv4MinLen+tcpMinLen)
-	copy(ip[12:16], from.IP.To4())
-	copy(ip[16:20], dst.To4())
-	binary.BigEndian.PutUint16(ip[10:], checksum(nil, ip[:ipv4MinLen]))
-	tcp := ip[ipv4MinLen:]
+	s, d := netip.AddrFrom4([4]byte(from.IP.To4())), netip.AddrFrom4([4]byte(dst.To4()))
+	tcp := make([]byte, tcpMinLen)
 	binary.BigEndian.PutUint16(tcp[0:], srcPort)
 	binary.BigEndian.PutUint16(tcp[2:], dstPort)
 	binary.BigEndian.PutUint32(tcp[4:], 1000)
 	tcp[12], tcp[13] = 5<<4, tcpSYN
 	binary.BigEndian.PutUint16(tcp[14:], 64240)
-	var s, d [4]byte
-	copy(s[:], from.IP.To4())
-	copy(d[:], dst.To4())
-	binary.BigEndian.PutUint16(tcp[16:], checksum(pseudoHeader(s, d, protoTCP, tcpMinLen), tcp))
-	return f
+	binary.BigEndian.PutUint16(tcp[16:], packetreply.Checksum(packetreply.PseudoHeader(s, d, protoTCP, tcpMinLen), tcp))
+	return packetreply.Frame(gwMAC, from.MAC, s, d, protoTCP, tcp)
 }
 
 // flowPackets is n_packets of the one flow of dump-flows output containing part.

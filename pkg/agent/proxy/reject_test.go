@@ -5,11 +5,42 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"net/netip"
 	"testing"
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/agent/packetreply"
 	"antrea.io/antrea/pkg/ovs/openflow"
 )
+
+// Header sizes and numbers the tests' frames use.
+const (
+	ethLen       = 14
+	ipv4MinLen   = 20
+	tcpMinLen    = 20
+	udpLen       = 8
+	icmpLen      = 8
+	etherIPv4    = packetreply.EtherTypeIPv4
+	protoICMP    = packetreply.ProtoICMP
+	protoTCP     = packetreply.ProtoTCP
+	protoUDP     = packetreply.ProtoUDP
+	tcpFIN       = 0x01
+	tcpSYN       = 0x02
+	tcpRST       = 0x04
+	tcpACK       = 0x10
+	replyTTL     = 64
+	icmpUnreach  = 3
+	icmpPortUnre = packetreply.CodePortUnreachable
+)
+
+var (
+	checksum   = packetreply.Checksum
+	errNoReply = packetreply.ErrNoReply
+)
+
+func pseudoHeader(src, dst [4]byte, proto byte, length int) []byte {
+	return packetreply.PseudoHeader(netip.AddrFrom4(src), netip.AddrFrom4(dst), proto, length)
+}
 
 var (
 	clientMAC = net.HardwareAddr{0x0a, 0, 0, 0, 0, 2}
@@ -20,17 +51,7 @@ var (
 
 // ipv4Frame is an Ethernet frame from the client to the VIP carrying l4.
 func ipv4Frame(proto byte, l4 []byte) []byte {
-	f := make([]byte, ethLen+ipv4MinLen)
-	copy(f[0:6], gwMAC)
-	copy(f[6:12], clientMAC)
-	binary.BigEndian.PutUint16(f[12:], etherIPv4)
-	ip := f[ethLen:]
-	ip[0], ip[8], ip[9] = 0x45, 64, proto
-	binary.BigEndian.PutUint16(ip[2:], uint16(ipv4MinLen+len(l4)))
-	copy(ip[12:16], clientIP[:])
-	copy(ip[16:20], vipIP[:])
-	binary.BigEndian.PutUint16(ip[10:], checksum(nil, ip[:ipv4MinLen]))
-	return append(f, l4...)
+	return packetreply.Frame(gwMAC, clientMAC, netip.AddrFrom4(clientIP), netip.AddrFrom4(vipIP), proto, l4)
 }
 
 func tcpSegment(flags byte, seq, ack uint32, payload int) []byte {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/natefinch/lumberjack.v2"
+
+	"antrea.io/antrea/pkg/agent/packetreply"
 )
 
 // DefaultAuditLogDir is where the agent writes np.log, as upstream does.
@@ -106,13 +108,13 @@ func (l *auditLogger) flush(msg string) {
 // protocolName is upstream's name of an IP protocol in log lines.
 func protocolName(p byte) string {
 	switch p {
-	case protoICMP:
+	case packetreply.ProtoICMP:
 		return "ICMP"
-	case protoTCP:
+	case packetreply.ProtoTCP:
 		return "TCP"
-	case protoUDP:
+	case packetreply.ProtoUDP:
 		return "UDP"
-	case protoSCTP:
+	case packetreply.ProtoSCTP:
 		return "SCTP"
 	}
 	return "UnknownProtocol"
