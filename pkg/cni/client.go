@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"time"
+	"unicode/utf8"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -90,8 +91,38 @@ func agentSocket(stdin []byte) (string, error) {
 	return DefaultAgentSocket, nil
 }
 
+// newRequest is the gRPC request of the runtime's arguments. The CNI_*
+// variables travel as protobuf strings, which must be UTF-8: anything else
+// would fail in the gRPC marshaller as an internal error, so it is refused
+// here as the malformed environment it is (CNI spec error 4).
+func newRequest(args *skel.CmdArgs) (*cnipb.CniCmdRequest, error) {
+	for _, v := range []struct{ name, value string }{
+		{"CNI_CONTAINERID", args.ContainerID},
+		{"CNI_NETNS", args.Netns},
+		{"CNI_IFNAME", args.IfName},
+		{"CNI_ARGS", args.Args},
+		{"CNI_PATH", args.Path},
+	} {
+		if !utf8.ValidString(v.value) {
+			return nil, types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("%s %q is not valid UTF-8", v.name, v.value), "")
+		}
+	}
+	return &cnipb.CniCmdRequest{CniArgs: &cnipb.CniCmdArgs{
+		ContainerId:          args.ContainerID,
+		Netns:                args.Netns,
+		Ifname:               args.IfName,
+		Args:                 args.Args,
+		Path:                 args.Path,
+		NetworkConfiguration: args.StdinData,
+	}}, nil
+}
+
 func (c *Client) forward(args *skel.CmdArgs, v verb) error {
 	socket, err := agentSocket(args.StdinData)
+	if err != nil {
+		return err
+	}
+	req, err := newRequest(args)
 	if err != nil {
 		return err
 	}
@@ -108,14 +139,6 @@ func (c *Client) forward(args *skel.CmdArgs, v verb) error {
 	}
 	defer conn.Close()
 	client := cnipb.NewCniClient(conn)
-	req := &cnipb.CniCmdRequest{CniArgs: &cnipb.CniCmdArgs{
-		ContainerId:          args.ContainerID,
-		Netns:                args.Netns,
-		Ifname:               args.IfName,
-		Args:                 args.Args,
-		Path:                 args.Path,
-		NetworkConfiguration: args.StdinData,
-	}}
 	var resp *cnipb.CniCmdResponse
 	switch v {
 	case verbAdd:

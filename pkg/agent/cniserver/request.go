@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/utils"
+	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 
 	cnipb "antrea.io/antrea/pkg/apis/cni/v1beta1"
 	"antrea.io/antrea/pkg/cni"
@@ -129,20 +131,33 @@ func parseRequest(req *cnipb.CniCmdRequest, v validation) (*request, error) {
 			return nil, newError(cnipb.ErrorCode_INVALID_ENVIRONMENT_VARIABLES, nil, "CNI_ARGS: K8S_POD_NAME is missing")
 		}
 	}
+	// What ADD records must be well formed: the container ID is written into
+	// the IPAM store ("containerID\r\nifname") and OVS external_ids (libcni's
+	// rule keeps it one plain token); the pod's names key the interface
+	// store, the policy index and the host interface name. DEL does not
+	// judge them: it cleans up whatever it is given.
+	if v.needPod {
+		if e := utils.ValidateContainerID(r.ContainerID); e != nil {
+			return nil, newError(cnipb.ErrorCode_INVALID_ENVIRONMENT_VARIABLES, e,
+				"CNI_CONTAINERID %q is not valid (letters, digits, '_', '.', '-'; not starting with '_', '.', '-')", r.ContainerID)
+		}
+		if msgs := k8svalidation.IsDNS1123Label(r.PodNamespace); len(msgs) > 0 {
+			return nil, newError(cnipb.ErrorCode_INVALID_ENVIRONMENT_VARIABLES, errors.New(strings.Join(msgs, "; ")),
+				"CNI_ARGS: K8S_POD_NAMESPACE %q is not a namespace name", r.PodNamespace)
+		}
+		if msgs := k8svalidation.IsDNS1123Subdomain(r.PodName); len(msgs) > 0 {
+			return nil, newError(cnipb.ErrorCode_INVALID_ENVIRONMENT_VARIABLES, errors.New(strings.Join(msgs, "; ")),
+				"CNI_ARGS: K8S_POD_NAME %q is not a pod name", r.PodName)
+		}
+	}
 	return r, nil
 }
 
-// validateIfName applies the kernel's rules for a network device name.
+// validateIfName applies libcni's rules for a network device name (those of
+// the kernel's dev_valid_name, with any Unicode space refused too).
 func validateIfName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty")
-	case len(name) > 15:
-		return errors.New("longer than 15 bytes")
-	case name == "." || name == "..":
-		return errors.New("reserved name")
-	case strings.ContainsAny(name, "/: \t\n"):
-		return errors.New("contains '/', ':' or white space")
+	if e := utils.ValidateInterfaceName(name); e != nil {
+		return errors.New(e.Msg)
 	}
 	return nil
 }
