@@ -177,8 +177,13 @@ type RuleChange struct{ Old, New *PolicyRule }
 type PolicyChange struct {
 	Rules []RuleChange
 	// Isolate lists the local ports that become isolated, Release the ones
-	// that stop being isolated, per Direction.
+	// that stop being isolated, per Direction. A port already isolated is
+	// listed again when the logging of its drop changes.
 	Isolate, Release [2][]uint32
+	// Logged are the ports of Isolate (sorted) whose isolation drop sends
+	// a copy of the packets it drops to the agent's audit log (a K8s
+	// NetworkPolicy of a Namespace with logging enabled isolates them).
+	Logged [2][]uint32
 }
 
 // PolicyWrite says what ApplyPolicyChange wrote.
@@ -437,13 +442,21 @@ func (b *flowBuilder) ruleActions(r *PolicyRule) []binding.Action {
 	return acts
 }
 
-func (b *flowBuilder) defaultDropFlow(d Direction, port uint32) *binding.Flow {
+// defaultDropFlow drops what no rule allowed to or from an isolated port;
+// a logged one first sends the packet to the agent (rule id 0: no rule,
+// the K8s isolation itself), metered like the rules' log packet-ins.
+func (b *flowBuilder) defaultDropFlow(d Direction, port uint32, logged bool) *binding.Flow {
+	var acts []binding.Action
+	if logged {
+		acts = append(acts, load(PolicyRuleIDField, 0), &binding.Controller{MaxLen: policyPacketInMaxLen, Reason: binding.ReasonAction,
+			UserData: []byte{PacketInPolicy, PolicyPacketInLog, byte(d), byte(ActionDrop)}, MeterID: PolicyLogMeterID})
+	}
 	if d == DirectionEgress {
-		return b.policyFlow(defaultRuleTable(d), priorityDefaultDrop, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).InPort(port) })
+		return b.policyFlow(defaultRuleTable(d), priorityDefaultDrop, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).InPort(port) }, acts...)
 	}
 	return b.policyFlow(defaultRuleTable(d), priorityDefaultDrop, func(m *binding.Match) {
 		matchField(m.EthType(binding.EthTypeIPv4), TargetOFPortField, port)
-	})
+	}, acts...)
 }
 
 // ApplyPolicyChange writes one step of the policy reconciler as one bundle
@@ -539,12 +552,13 @@ func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed b
 	}
 	for d := range ch.Release {
 		for _, p := range ch.Release[d] {
-			setPlain(c.b.defaultDropFlow(Direction(d), p), false)
+			setPlain(c.b.defaultDropFlow(Direction(d), p, false), false)
 		}
 	}
 	for d := range ch.Isolate {
 		for _, p := range ch.Isolate[d] {
-			setPlain(c.b.defaultDropFlow(Direction(d), p), true)
+			_, logged := slices.BinarySearch(ch.Logged[d], p)
+			setPlain(c.b.defaultDropFlow(Direction(d), p, logged), true)
 			narrowed = true
 		}
 	}

@@ -57,11 +57,13 @@ import (
 	"github.com/google/uuid"
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -110,6 +112,7 @@ type Controller struct {
 	native *native
 
 	npLister        networkinglisters.NetworkPolicyLister
+	nsLister        corelisters.NamespaceLister
 	npSynced        cache.InformerSynced
 	podSynced       cache.InformerSynced
 	namespaceSynced cache.InformerSynced
@@ -175,6 +178,7 @@ func NewController(kubeClient kubernetes.Interface, informerFactory informers.Sh
 		kubeClient:          kubeClient,
 		informerFactory:     informerFactory,
 		npLister:            npInformer.Lister(),
+		nsLister:            nsInformer.Lister(),
 		npSynced:            npInformer.Informer().HasSynced,
 		podSynced:           podInformer.Informer().HasSynced,
 		namespaceSynced:     nsInformer.Informer().HasSynced,
@@ -303,6 +307,9 @@ func (c *Controller) addNamespace(obj any) {
 	if ns, ok := obj.(*v1.Namespace); ok {
 		c.index.AddNamespace(ns)
 		c.enqueueDep(depNamespaces)
+		if namespaceLogs(ns) {
+			c.enqueueNamespacePolicies(ns.Name)
+		}
 	}
 }
 
@@ -315,6 +322,33 @@ func (c *Controller) updateNamespace(oldObj, curObj any) {
 	c.index.AddNamespace(cur)
 	if !labelsEqual(old.Labels, cur.Labels) {
 		c.enqueueDep(depNamespaces)
+	}
+	if namespaceLogs(old) != namespaceLogs(cur) {
+		c.enqueueNamespacePolicies(cur.Name)
+	}
+}
+
+// EnableLoggingAnnotation on a Namespace, set to "true", makes the K8s
+// NetworkPolicies of the Namespace log what their rules allow and what
+// their isolation drops (upstream's annotation and value).
+const EnableLoggingAnnotation = "networkpolicy.antrea.io/enable-logging"
+
+// namespaceLogs reports whether a Namespace enables the audit logging of
+// its K8s NetworkPolicies.
+func namespaceLogs(ns *v1.Namespace) bool {
+	return ns != nil && ns.Annotations[EnableLoggingAnnotation] == "true"
+}
+
+// enqueueNamespacePolicies queues the K8s NetworkPolicies of a Namespace
+// (their rules' enableLogging follows the Namespace's annotation).
+func (c *Controller) enqueueNamespacePolicies(namespace string) {
+	nps, err := c.npLister.NetworkPolicies(namespace).List(labels.Everything())
+	if err != nil {
+		klog.ErrorS(err, "Cannot list the NetworkPolicies of a Namespace", "namespace", namespace)
+		return
+	}
+	for _, np := range nps {
+		c.policyQueue.Add(np.Namespace + "/" + np.Name)
 	}
 }
 

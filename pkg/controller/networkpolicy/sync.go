@@ -238,6 +238,11 @@ func (c *Controller) syncPolicy(_ context.Context, key string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("getting NetworkPolicy %s: %w", key, err)
 	}
+	ns, err := c.nsLister.Get(namespace)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("getting Namespace %s of NetworkPolicy %s: %w", namespace, key, err)
+	}
+	logs := namespaceLogs(ns)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.policies[key]
@@ -253,6 +258,9 @@ func (c *Controller) syncPolicy(_ context.Context, key string) error {
 		// retry cannot fix; the previous computation, if any, stays.
 		klog.ErrorS(err, "Cannot compute NetworkPolicy", "networkPolicy", key)
 		return nil
+	}
+	for i := range computed.rules {
+		computed.rules[i].EnableLogging = logs
 	}
 	internalName := policyName(np)
 	if p == nil {

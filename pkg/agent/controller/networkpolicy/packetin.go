@@ -13,6 +13,7 @@ import (
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/packetreply"
+	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -77,6 +78,10 @@ func (c *Controller) auditEntry(ppi agentof.PolicyPacketIn, pkt *packetreply.Pac
 	}
 	if info, ok := c.reconciler.ruleInfo(ppi.RuleID); ok {
 		e.policy, e.rule, e.label, e.priority = info.policy, info.name, info.logLabel, strconv.Itoa(int(info.priority))
+	} else if ppi.RuleID == 0 {
+		// No rule: the isolation drop of K8s NetworkPolicies, which
+		// upstream logs under the kind's name alone.
+		e.policy = string(cpv1beta2.K8sNetworkPolicy)
 	}
 	local := pkt.Dst
 	if ppi.Direction == agentof.DirectionEgress {

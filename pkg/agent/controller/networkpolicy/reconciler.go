@@ -43,6 +43,11 @@ type reconciler struct {
 	// the policies isolating each port.
 	isolation map[string][2]sets.Set[uint32]
 	isolated  [2]map[uint32]int
+	// isoLogged says which policies log their isolation drops, per
+	// direction; logged counts the logging policies isolating each port
+	// (its drop flow logs while one does).
+	isoLogged map[string][2]bool
+	logged    [2]map[uint32]int
 	// recovered are the ids an earlier agent run gave to rules (by
 	// agentof.PolicyRule.Key), until FinishRecovery: the same rule gets
 	// the same id, so its flows are found in place.
@@ -78,6 +83,8 @@ func newReconciler(flows PolicyFlows, recovered map[string]uint32) *reconciler {
 		realized:  map[string]map[string]*agentof.PolicyRule{},
 		isolation: map[string][2]sets.Set[uint32]{},
 		isolated:  [2]map[uint32]int{{}, {}},
+		isoLogged: map[string][2]bool{},
+		logged:    [2]map[uint32]int{{}, {}},
 		recovered: maps.Clone(recovered),
 		orders:    map[string]map[string]RuleOrder{},
 		infos:     map[uint32]realizedRuleInfo{},
@@ -169,19 +176,29 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 			ch.Rules = append(ch.Rules, agentof.RuleChange{Old: old, New: &nr})
 		}
 	}
-	oldIso := r.isolation[name]
+	oldIso, oldLogged := r.isolation[name], r.isoLogged[name]
 	for d := range ch.Isolate {
-		for p := range want.isolated[d] {
-			if !oldIso[d].Has(p) && r.isolated[d][p] == 0 {
-				ch.Isolate[d] = append(ch.Isolate[d], p)
-			}
-		}
-		for p := range oldIso[d] {
-			if !want.isolated[d].Has(p) && r.isolated[d][p] == 1 {
+		// A port's drop flow is (re)written when it becomes isolated, or
+		// stays isolated and starts or stops logging.
+		write := sets.New[uint32]()
+		for p := range oldIso[d].Union(want.isolated[d]) {
+			was, had := oldIso[d].Has(p), want.isolated[d].Has(p)
+			isolatedAfter := r.isolated[d][p] - b2i(was) + b2i(had)
+			loggedBefore := r.logged[d][p]
+			loggedAfter := loggedBefore - b2i(was && oldLogged[d]) + b2i(had && want.logged[d])
+			switch {
+			case isolatedAfter == 0 && r.isolated[d][p] > 0:
 				ch.Release[d] = append(ch.Release[d], p)
+			case isolatedAfter > 0 && (r.isolated[d][p] == 0 || (loggedBefore > 0) != (loggedAfter > 0)):
+				write.Insert(p)
+			}
+			if isolatedAfter > 0 && loggedAfter > 0 {
+				ch.Logged[d] = append(ch.Logged[d], p)
 			}
 		}
-		slices.Sort(ch.Isolate[d])
+		ch.Isolate[d] = sets.List(write)
+		ch.Logged[d] = slices.DeleteFunc(ch.Logged[d], func(p uint32) bool { return !write.Has(p) })
+		slices.Sort(ch.Logged[d])
 		slices.Sort(ch.Release[d])
 	}
 	var w agentof.PolicyWrite
@@ -210,6 +227,18 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 		for p := range want.isolated[d] {
 			r.isolated[d][p]++
 		}
+		if oldLogged[d] {
+			for p := range oldIso[d] {
+				if r.logged[d][p]--; r.logged[d][p] <= 0 {
+					delete(r.logged[d], p)
+				}
+			}
+		}
+		if want.logged[d] {
+			for p := range want.isolated[d] {
+				r.logged[d][p]++
+			}
+		}
 	}
 	if len(newRealized) == 0 {
 		delete(r.realized, name)
@@ -225,6 +254,11 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 		delete(r.isolation, name)
 	} else {
 		r.isolation[name] = want.isolated
+	}
+	if want.logged == [2]bool{} {
+		delete(r.isoLogged, name)
+	} else {
+		r.isoLogged[name] = want.logged
 	}
 	return w, nil
 }
@@ -336,4 +370,11 @@ func (r *reconciler) ruleInfo(id uint32) (realizedRuleInfo, bool) {
 	defer r.infoMu.RUnlock()
 	info, ok := r.infos[id]
 	return info, ok
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -35,6 +35,11 @@ type desiredPolicy struct {
 	infos map[string]ruleInfo
 	// isolated local ports, per direction.
 	isolated [2]sets.Set[uint32]
+	// logged says, per direction, whether the policy logs the packets its
+	// isolation drops: a K8s NetworkPolicy whose rules of that direction
+	// log (its Namespace enables logging; upstream logs these drops under
+	// the name K8sNetworkPolicy).
+	logged [2]bool
 	// complete is false while a group the policy references has not arrived.
 	complete bool
 	// generation of the policy computed (0: the policy is gone).
@@ -54,6 +59,13 @@ func (c *ruleCache) desired(name string, ifaces Interfaces) *desiredPolicy {
 	}
 	d := &desiredPolicy{orders: map[string]RuleOrder{}, infos: map[string]ruleInfo{}, generation: p.Generation}
 	d.rules, d.isolated, d.complete = c.computeRulesLocked(p, ifaces)
+	if isolates(p) {
+		for i := range p.Rules {
+			if r := &p.Rules[i]; r.EnableLogging {
+				d.logged[ruleDirection(r)] = true
+			}
+		}
+	}
 	for k, r := range d.rules {
 		i := ruleIndex(k)
 		if r.Tier != agentof.TierK8s {
@@ -174,10 +186,9 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 				}
 			}
 		}
-		dir := agentof.DirectionIngress
-		peer := r.From
-		if r.Direction == cpv1beta2.DirectionOut {
-			dir, peer = agentof.DirectionEgress, r.To
+		dir, peer := ruleDirection(r), r.From
+		if dir == agentof.DirectionEgress {
+			peer = r.To
 		}
 		if isolates(p) {
 			for _, t := range applied {
@@ -262,6 +273,14 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 		}
 	}
 	return out, iso, complete
+}
+
+// ruleDirection is the data path's direction of a rule.
+func ruleDirection(r *cpv1beta2.NetworkPolicyRule) agentof.Direction {
+	if r.Direction == cpv1beta2.DirectionOut {
+		return agentof.DirectionEgress
+	}
+	return agentof.DirectionIngress
 }
 
 // resolveServices resolves a rule's services for one destination member:

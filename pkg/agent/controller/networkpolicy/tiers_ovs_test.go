@@ -327,18 +327,9 @@ func TestAuditLogLinesOfLoggingRules(t *testing.T) {
 	}
 	conn.Close()
 
-	file := filepath.Join(n.auditDir, "np.log")
-	var lines []string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		data, _ := os.ReadFile(file)
-		lines = strings.Split(strings.TrimSpace(string(data)), "\n")
-		if strings.Contains(string(data), fmt.Sprintf(" %d 10.10.1.3 8080 UDP ", udpPort)) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Logf("np.log:\n%s", strings.Join(lines, "\n"))
+	lines := n.auditLines(t, func(log string) bool {
+		return strings.Contains(log, fmt.Sprintf(" %d 10.10.1.3 8080 UDP ", udpPort))
+	})
 	var dropLine, allowLine, udpLine string
 	for _, l := range lines {
 		switch {
@@ -350,22 +341,7 @@ func TestAuditLogLinesOfLoggingRules(t *testing.T) {
 			allowLine = l
 		}
 	}
-	// <date> <time> <table> <policy> <rule> <direction> <action> <priority> <pod> <src> <sport> <dst> <dport> <proto> <len> <label>
-	check := func(what, line string, want []string) {
-		t.Helper()
-		f := strings.Fields(line)
-		if len(f) < 16 {
-			t.Fatalf("%s: no line in upstream's format in np.log:\n%s", what, strings.Join(lines, "\n"))
-		}
-		if _, err := time.Parse("2006/01/02 15:04:05.000000", f[0]+" "+f[1]); err != nil {
-			t.Errorf("%s: the line starts with date and time in microseconds: %v", what, err)
-		}
-		for i, w := range want {
-			if w != "*" && f[2+i] != w {
-				t.Errorf("%s: field %d is %q, want %q (line %q)", what, 2+i, f[2+i], w, line)
-			}
-		}
-	}
+	check := func(what, line string, want []string) { t.Helper(); checkAuditLine(t, what, line, lines, want) }
 	check("a's TCP connection dropped", dropLine, []string{"AntreaPolicyIngressRule", "AntreaClusterNetworkPolicy:logged", "drop-a",
 		"Ingress", "Drop", "*", "default/web", "10.10.1.4", "*", "10.10.1.3", "8080", "TCP", "60", "audit-a"})
 	check("b's TCP connection allowed", allowLine, []string{"AntreaPolicyIngressRule", "AntreaClusterNetworkPolicy:logged", "allow-b",
@@ -374,5 +350,92 @@ func TestAuditLogLinesOfLoggingRules(t *testing.T) {
 		"Ingress", "Drop", "*", "default/web", "10.10.1.4", fmt.Sprint(udpPort), "10.10.1.3", "8080", "UDP", "29", "audit-a"})
 	if !strings.Contains(udpLine, "[3 packets in ") {
 		t.Errorf("three identical Drop lines within a second are written once with their count, got %q", udpLine)
+	}
+}
+
+// auditLines waits (bounded) until np.log says what done looks for, and
+// returns its lines.
+func (n *policyNode) auditLines(t *testing.T, done func(log string) bool) []string {
+	t.Helper()
+	var lines []string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		data, _ := os.ReadFile(filepath.Join(n.auditDir, "np.log"))
+		lines = strings.Split(strings.TrimSpace(string(data)), "\n")
+		if done(string(data)) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("np.log:\n%s", strings.Join(lines, "\n"))
+	return lines
+}
+
+// checkAuditLine checks a line of np.log against upstream's format, field
+// by field from the table on ("*": any value):
+//
+//	<date> <time> <table> <policy> <rule> <direction> <action> <priority> <pod> <src> <sport> <dst> <dport> <proto> <len> <label>
+func checkAuditLine(t *testing.T, what, line string, lines, want []string) {
+	t.Helper()
+	f := strings.Fields(line)
+	if len(f) < 16 {
+		t.Fatalf("%s: no line in upstream's format in np.log:\n%s", what, strings.Join(lines, "\n"))
+	}
+	if _, err := time.Parse("2006/01/02 15:04:05.000000", f[0]+" "+f[1]); err != nil {
+		t.Errorf("%s: the line starts with date and time in microseconds: %v", what, err)
+	}
+	for i, w := range want {
+		if w != "*" && f[2+i] != w {
+			t.Errorf("%s: field %d is %q, want %q (line %q)", what, 2+i, f[2+i], w, line)
+		}
+	}
+}
+
+// K8s NetworkPolicy audit logging (upstream docs/antrea-network-policy.md,
+// "Audit logging" for K8s NetworkPolicies: the Namespace annotation
+// networkpolicy.antrea.io/enable-logging, which the controller turns into
+// enableLogging on the policy's rules): an allowed connection is logged
+// under the policy's name, the isolation drop of a pod the policy isolates
+// under K8sNetworkPolicy alone; once logging is off, nothing more is logged.
+func TestK8sNetworkPolicyAuditLogOfAllowsAndIsolationDrops(t *testing.T) {
+	n := newPolicyNode(t)
+	logged := k8sPolicy("allow-b", "ag-b")
+	logged.Rules[0].EnableLogging = true
+	n.set(t, logged)
+	n.expect(t, "web is isolated: a is dropped, b allowed", map[*bridgetest.Pod]string{n.a: "timeout", n.b: "web"})
+	lines := n.auditLines(t, func(log string) bool {
+		return strings.Contains(log, " Drop ") && strings.Contains(log, " Allow ")
+	})
+	var dropLine, allowLine string
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, " Drop "):
+			dropLine = l
+		case strings.Contains(l, " Allow "):
+			allowLine = l
+		}
+	}
+	checkAuditLine(t, "b's connection allowed", allowLine, lines, []string{"IngressRule", "K8sNetworkPolicy:default/allow-b", "<nil>",
+		"Ingress", "Allow", fmt.Sprint(agentof.PolicyRulePriority), "default/web", "10.10.1.5", "*", "10.10.1.3", "8080", "TCP", "60", "<nil>"})
+	checkAuditLine(t, "a's connection dropped by the isolation", dropLine, lines, []string{"IngressDefaultRule", "K8sNetworkPolicy", "<nil>",
+		"Ingress", "Drop", "<nil>", "default/web", "10.10.1.4", "*", "10.10.1.3", "8080", "TCP", "60", "<nil>"})
+
+	notLogged := k8sPolicy("allow-b", "ag-b")
+	n.set(t, notLogged)
+	// The change reaches OVS asynchronously: wait until the drop flow no
+	// longer sends packets to the agent, then count the lines.
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Contains(strings.Join(n.br.DumpFlows(t), "\n"), "userdata=02") { // a policy packet-in
+		if time.Now().After(deadline) {
+			t.Fatalf("the policy without logging still sends packets to the agent:\n%s", strings.Join(n.br.DumpFlows(t), "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the dedup window of lines already sent
+	before := len(n.auditLines(t, func(string) bool { return true }))
+	n.expect(t, "logging off, web stays isolated", map[*bridgetest.Pod]string{n.a: "timeout", n.b: "web"})
+	time.Sleep(1500 * time.Millisecond)
+	if after := n.auditLines(t, func(string) bool { return true }); len(after) != before {
+		t.Errorf("with logging off no line is written, got %d new: %q", len(after)-before, after[before:])
 	}
 }
