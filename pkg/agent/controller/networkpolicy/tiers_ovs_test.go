@@ -330,17 +330,7 @@ func TestAuditLogLinesOfLoggingRules(t *testing.T) {
 	lines := n.auditLines(t, func(log string) bool {
 		return strings.Contains(log, fmt.Sprintf(" %d 10.10.1.3 8080 UDP ", udpPort))
 	})
-	var dropLine, allowLine, udpLine string
-	for _, l := range lines {
-		switch {
-		case strings.Contains(l, " UDP "):
-			udpLine = l
-		case strings.Contains(l, " Drop "):
-			dropLine = l
-		case strings.Contains(l, " Allow "):
-			allowLine = l
-		}
-	}
+	udpLine, dropLine, allowLine := lastLine(lines, " UDP "), lastLine(lines, " TCP ", " Drop "), lastLine(lines, " Allow ")
 	check := func(what, line string, want []string) { t.Helper(); checkAuditLine(t, what, line, lines, want) }
 	check("a's TCP connection dropped", dropLine, []string{"AntreaPolicyIngressRule", "AntreaClusterNetworkPolicy:logged", "drop-a",
 		"Ingress", "Drop", "*", "default/web", "10.10.1.4", "*", "10.10.1.3", "8080", "TCP", "60", "audit-a"})
@@ -369,6 +359,20 @@ func (n *policyNode) auditLines(t *testing.T, done func(log string) bool) []stri
 	}
 	t.Logf("np.log:\n%s", strings.Join(lines, "\n"))
 	return lines
+}
+
+// lastLine is the last of lines holding every part ("" if none).
+func lastLine(lines []string, parts ...string) string {
+	for i := len(lines) - 1; i >= 0; i-- {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(lines[i], p)
+		}
+		if all {
+			return lines[i]
+		}
+	}
+	return ""
 }
 
 // checkAuditLine checks a line of np.log against upstream's format, field
@@ -406,15 +410,7 @@ func TestK8sNetworkPolicyAuditLogOfAllowsAndIsolationDrops(t *testing.T) {
 	lines := n.auditLines(t, func(log string) bool {
 		return strings.Contains(log, " Drop ") && strings.Contains(log, " Allow ")
 	})
-	var dropLine, allowLine string
-	for _, l := range lines {
-		switch {
-		case strings.Contains(l, " Drop "):
-			dropLine = l
-		case strings.Contains(l, " Allow "):
-			allowLine = l
-		}
-	}
+	dropLine, allowLine := lastLine(lines, " Drop "), lastLine(lines, " Allow ")
 	checkAuditLine(t, "b's connection allowed", allowLine, lines, []string{"IngressRule", "K8sNetworkPolicy:default/allow-b", "<nil>",
 		"Ingress", "Allow", fmt.Sprint(agentof.PolicyRulePriority), "default/web", "10.10.1.5", "*", "10.10.1.3", "8080", "TCP", "60", "<nil>"})
 	checkAuditLine(t, "a's connection dropped by the isolation", dropLine, lines, []string{"IngressDefaultRule", "K8sNetworkPolicy", "<nil>",
