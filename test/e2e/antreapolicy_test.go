@@ -28,16 +28,19 @@ const (
 	connected = "OK"
 	refused   = "REFUSED"
 	timedOut  = "TIMEOUT"
+	// unreachable is an ICMP error for a UDP client (Reject of non-TCP).
+	unreachable = "UNREACHABLE"
 )
 
 // probeTimeout is agnhost's connect timeout: long enough for a connection
 // between nodes, short enough that a matrix with drops stays quick.
 const probeTimeout = "1s"
 
-// policyLab is the world of TestAntreaNativePolicy: two Namespaces x and y
-// labelled for this run, agnhost pods serving TCP 80 spread over both nodes
-// (x/a and x/c on the first node, x/b and y/a on the second), and the YAML
-// placeholders that name them.
+// policyLab is the world of TestAntreaNativePolicy: two Namespaces x (team
+// red) and y (team blue) labelled for this run, agnhost pods serving TCP and
+// UDP 80 spread over both nodes (x/a and x/c on the first node, x/b, with
+// ServiceAccount sa-b, and y/a on the second), and the YAML placeholders
+// that name them.
 type policyLab struct {
 	e    *labEnv
 	ctx  context.Context
@@ -65,8 +68,8 @@ func TestAntreaNativePolicy(t *testing.T) {
 
 	t.Run("without policies every pod reaches every other", func(t *testing.T) {
 		p.expect(t, "full connectivity", matrix{
-			{"x/b", "x/a"}: connected, {"x/c", "x/a"}: connected, {"y/a", "x/a"}: connected,
-			{"x/a", "x/b"}: connected, {"y/a", "x/b"}: connected, {"x/a", "y/a"}: connected,
+			{"x/b", "x/a", ""}: connected, {"x/c", "x/a", ""}: connected, {"y/a", "x/a", ""}: connected,
+			{"x/a", "x/b", ""}: connected, {"y/a", "x/b", ""}: connected, {"x/a", "y/a", ""}: connected,
 		})
 	})
 
@@ -105,10 +108,10 @@ spec:
 		// The securityops tier (100) comes before application (250) whatever
 		// the policies' priorities; pods no rule matches are not isolated.
 		p.expect(t, "x/b dropped by securityops, the rest untouched", matrix{
-			{"x/b", "x/a"}: timedOut, {"x/c", "x/a"}: connected, {"y/a", "x/a"}: connected, {"x/a", "x/b"}: connected,
+			{"x/b", "x/a", ""}: timedOut, {"x/c", "x/a", ""}: connected, {"y/a", "x/a", ""}: connected, {"x/a", "x/b", ""}: connected,
 		})
 		p.delete(t, "clusternetworkpolicy", p.name("secops-drop-b"))
-		p.expect(t, "x/b allowed once the securityops Drop is gone", matrix{{"x/b", "x/a"}: connected})
+		p.expect(t, "x/b allowed once the securityops Drop is gone", matrix{{"x/b", "x/a", ""}: connected})
 	})
 
 	t.Run("within a tier the lower policy priority wins, and within a policy the first rule", func(t *testing.T) {
@@ -151,11 +154,11 @@ spec:
 		// Priority 10 before 20: its Drop of every x pod meets x/b first; its
 		// own first rule lets x/c through before its Drop.
 		p.expect(t, "the priority-10 Drop wins over the priority-20 Allow; x/c allowed by the earlier rule", matrix{
-			{"x/b", "x/a"}: timedOut, {"x/c", "x/a"}: connected, {"y/a", "x/a"}: connected,
+			{"x/b", "x/a", ""}: timedOut, {"x/c", "x/a", ""}: connected, {"y/a", "x/a", ""}: connected,
 		})
 		p.apply(t, drop(30))
 		p.expect(t, "the priority-20 Allow wins once the Drop moves to 30", matrix{
-			{"x/b", "x/a"}: connected, {"x/c", "x/a"}: connected,
+			{"x/b", "x/a", ""}: connected, {"x/c", "x/a", ""}: connected,
 		})
 	})
 
@@ -187,7 +190,7 @@ spec:
     - namespaceSelector: {matchLabels: {acnp-ns: $Y}}
 `)
 		p.expect(t, "y reaches x/a by the K8s NetworkPolicy, baseline drops it at x/b, x/a isolated from x/c", matrix{
-			{"y/a", "x/a"}: connected, {"y/a", "x/b"}: timedOut, {"x/c", "x/b"}: connected, {"x/c", "x/a"}: timedOut,
+			{"y/a", "x/a", ""}: connected, {"y/a", "x/b", ""}: timedOut, {"x/c", "x/b", ""}: connected, {"x/c", "x/a", ""}: timedOut,
 		})
 	})
 
@@ -246,11 +249,11 @@ spec:
 		// only). y→x/b: Pass, no K8s NetworkPolicy, baseline Drop. y→x/c:
 		// no Pass, the application Allow is final (baseline skipped).
 		p.expect(t, "Pass hands y→x/a to K8s NetworkPolicy, y→x/b to baseline; y→x/c allowed", matrix{
-			{"y/a", "x/a"}: timedOut, {"y/a", "x/b"}: timedOut, {"y/a", "x/c"}: connected, {"x/c", "x/a"}: connected,
+			{"y/a", "x/a", ""}: timedOut, {"y/a", "x/b", ""}: timedOut, {"y/a", "x/c", ""}: connected, {"x/c", "x/a", ""}: connected,
 		})
 	})
 
-	t.Run("Reject refuses a TCP connection at once", func(t *testing.T) {
+	t.Run("Reject refuses a TCP connection at once and answers UDP with an ICMP error", func(t *testing.T) {
 		p.apply(t, `
 apiVersion: crd.antrea.io/v1beta1
 kind: ClusterNetworkPolicy
@@ -262,17 +265,20 @@ spec:
     namespaceSelector: {matchLabels: {acnp-ns: $X}}
   ingress:
   - action: Reject
-    ports: [{protocol: TCP, port: 80}]
+    ports: [{protocol: TCP, port: 80}, {protocol: UDP, port: 80}]
     from:
     - podSelector: {matchLabels: {pod: b}}
       namespaceSelector: {matchLabels: {acnp-ns: $X}}
 `)
-		p.expect(t, "x/b refused (x/a on the other node), x/c connected", matrix{
-			{"x/b", "x/a"}: refused, {"x/c", "x/a"}: connected,
+		// TCP gets a reset; UDP an ICMP host administratively prohibited,
+		// which the client's read sees as EHOSTUNREACH.
+		p.expect(t, "x/b refused over TCP and unreachable over UDP (x/a on the other node), x/c connected", matrix{
+			{"x/b", "x/a", ""}: refused, {"x/b", "x/a", "udp"}: unreachable,
+			{"x/c", "x/a", ""}: connected, {"x/c", "x/a", "udp"}: connected,
 		})
 		// Refused by a reset, not after the client gave up.
 		begin := time.Now()
-		got, detail := p.probeWith("x/b", "x/a", "5s")
+		got, detail := p.probe(pair{"x/b", "x/a", ""}, "5s")
 		if took := time.Since(begin); got != refused || took > 3*time.Second {
 			t.Errorf("x/b→x/a with a 5s timeout: %s after %s, want REFUSED at once (%s)", got, took.Round(time.Millisecond), detail)
 		}
@@ -300,7 +306,7 @@ spec:
     name: DropFromOtherNS
 `)
 		p.expect(t, "within x connected, between x and y dropped both ways", matrix{
-			{"x/b", "x/a"}: connected, {"x/a", "x/c"}: connected, {"y/a", "x/a"}: timedOut, {"x/a", "y/a"}: timedOut,
+			{"x/b", "x/a", ""}: connected, {"x/a", "x/c", ""}: connected, {"y/a", "x/a", ""}: timedOut, {"x/a", "y/a", ""}: timedOut,
 		})
 	})
 
@@ -327,11 +333,236 @@ spec:
     - group: $R-quarantined
 `)
 		p.waitRealized(t, p.name("drop-quarantined"))
-		p.expect(t, "nobody quarantined yet", matrix{{"x/b", "x/a"}: connected, {"x/c", "x/a"}: connected})
+		p.expect(t, "nobody quarantined yet", matrix{{"x/b", "x/a", ""}: connected, {"x/c", "x/a", ""}: connected})
 		p.kubectl(t, "label", "pod", "-n", p.x, "b", "quarantined=true")
-		p.expect(t, "x/b dropped once labelled", matrix{{"x/b", "x/a"}: timedOut, {"x/c", "x/a"}: connected})
+		p.expect(t, "x/b dropped once labelled", matrix{{"x/b", "x/a", ""}: timedOut, {"x/c", "x/a", ""}: connected})
 		p.kubectl(t, "label", "pod", "-n", p.x, "b", "quarantined-")
-		p.expect(t, "x/b allowed once the label is gone", matrix{{"x/b", "x/a"}: connected})
+		p.expect(t, "x/b allowed once the label is gone", matrix{{"x/b", "x/a", ""}: connected})
+	})
+
+	t.Run("egress port ranges, ingress source port ranges and ICMP types", func(t *testing.T) {
+		// The clients' ephemeral ports are Linux's 32768-60999.
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-port-ranges}
+spec:
+  priority: 1
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  egress:
+  - action: Drop
+    ports: [{protocol: TCP, port: 81, endPort: 90}]
+    to:
+    - podSelector: {matchLabels: {pod: b}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  - action: Drop
+    ports: [{protocol: TCP, port: 70, endPort: 80}]
+    to:
+    - podSelector: {matchLabels: {pod: c}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Drop
+    ports: [{protocol: TCP, sourcePort: 1, sourceEndPort: 1023}]
+    from:
+    - namespaceSelector: {matchLabels: {acnp-ns: $Y}}
+  - action: Drop
+    ports: [{protocol: TCP, sourcePort: 32768, sourceEndPort: 60999}]
+    from:
+    - podSelector: {matchLabels: {pod: b}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  - action: Drop
+    protocols: [{icmp: {icmpType: 13}}]
+    from:
+    - podSelector: {matchLabels: {pod: c}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+`)
+		// x/c's echo request (type 8) is no timestamp request (type 13).
+		p.expect(t, "x/a→x/c dropped (80 in 70-80), x/a→x/b not (81-90); x/b→x/a dropped by its source port, y/a→x/a not; x/c's ping passes", matrix{
+			{"x/a", "x/c", ""}: timedOut, {"x/a", "x/b", ""}: connected, {"x/b", "x/a", ""}: timedOut, {"y/a", "x/a", ""}: connected,
+			{"x/c", "x/a", "icmp"}: connected,
+		})
+	})
+
+	t.Run("appliedTo per rule applies each rule to its own pods", func(t *testing.T) {
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-rule-appliedto}
+spec:
+  priority: 1
+  ingress:
+  - action: Drop
+    appliedTo:
+    - podSelector: {matchLabels: {pod: a}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+    from:
+    - namespaceSelector: {matchLabels: {acnp-ns: $Y}}
+  - action: Drop
+    appliedTo:
+    - podSelector: {matchLabels: {pod: b}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+    from:
+    - podSelector: {matchLabels: {pod: c}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+`)
+		p.expect(t, "y/a dropped at x/a only, x/c dropped at x/b only", matrix{
+			{"y/a", "x/a", ""}: timedOut, {"y/a", "x/b", ""}: connected, {"x/c", "x/b", ""}: timedOut, {"x/c", "x/a", ""}: connected,
+		})
+	})
+
+	t.Run("ipBlock, serviceAccount and ICMP peers", func(t *testing.T) {
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-peers}
+spec:
+  priority: 1
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Drop
+    from:
+    - ipBlock: {cidr: $IPXC/32}
+  - action: Drop
+    from:
+    - serviceAccount: {name: sa-b, namespace: $X}
+  - action: Drop
+    protocols: [{icmp: {icmpType: 8, icmpCode: 0}}]
+    from:
+    - namespaceSelector: {matchLabels: {acnp-ns: $Y}}
+`)
+		p.expect(t, "x/c dropped by its address, x/b by its ServiceAccount, y/a's ping dropped but not its TCP", matrix{
+			{"x/c", "x/a", ""}: timedOut, {"x/b", "x/a", ""}: timedOut, {"y/a", "x/a", "icmp"}: timedOut,
+			{"y/a", "x/a", ""}: connected, {"x/c", "x/b", ""}: connected, {"y/a", "x/b", "icmp"}: connected,
+		})
+	})
+
+	t.Run("ClusterGroups of childGroups, ipBlocks and a serviceReference follow their changes", func(t *testing.T) {
+		groups := func(ipBlockOf, serviceSelects string) string {
+			return strings.NewReplacer("IPBLOCK", ipBlockOf, "SERVICESELECTS", serviceSelects).Replace(`
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterGroup
+metadata: {name: $R-cg-ipblock}
+spec:
+  ipBlocks: [{cidr: IPBLOCK/32}]
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterGroup
+metadata: {name: $R-cg-b}
+spec:
+  podSelector: {matchLabels: {pod: b}}
+  namespaceSelector: {matchLabels: {acnp-ns: $X}}
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterGroup
+metadata: {name: $R-cg-parent}
+spec:
+  childGroups: [$R-cg-ipblock, $R-cg-b]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: svc-a, namespace: $Y}
+spec:
+  selector: {pod: SERVICESELECTS}
+  ports: [{port: 80, protocol: TCP}]
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterGroup
+metadata: {name: $R-cg-service}
+spec:
+  serviceReference: {name: svc-a, namespace: $Y}
+`)
+		}
+		const policies = `
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-drop-groups}
+spec:
+  priority: 1
+  ingress:
+  - action: Drop
+    appliedTo:
+    - podSelector: {matchLabels: {pod: a}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+    from:
+    - group: $R-cg-parent
+  - action: Drop
+    appliedTo:
+    - podSelector: {matchLabels: {pod: b}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+    from:
+    - group: $R-cg-service
+`
+		p.apply(t, groups("$IPXC", "a")+policies)
+		p.expect(t, "x/b (child selector) and x/c (child ipBlock) dropped at x/a; y/a (the Service's endpoint) dropped at x/b", matrix{
+			{"x/b", "x/a", ""}: timedOut, {"x/c", "x/a", ""}: timedOut, {"y/a", "x/a", ""}: connected,
+			{"y/a", "x/b", ""}: timedOut, {"x/c", "x/b", ""}: connected,
+		})
+		p.apply(t, groups("$IPYA", "nobody"))
+		p.expect(t, "the ipBlock moved to y/a and the Service selects nobody", matrix{
+			{"x/b", "x/a", ""}: timedOut, {"x/c", "x/a", ""}: connected, {"y/a", "x/a", ""}: timedOut,
+			{"y/a", "x/b", ""}: connected,
+		})
+	})
+
+	t.Run("namespaces sameLabels follows a Namespace relabel", func(t *testing.T) {
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-same-team}
+spec:
+  tier: securityops
+  priority: 1
+  appliedTo:
+  - namespaceSelector: {matchLabels: {acnp-e2e: "$R"}}
+  ingress:
+  - action: Pass
+    from:
+    - namespaces: {sameLabels: [acnp-team]}
+  - action: Drop
+    from:
+    - namespaceSelector: {matchLabels: {acnp-e2e: "$R"}}
+`)
+		p.expect(t, "x (team red) and y (team blue) apart", matrix{{"y/a", "x/a", ""}: timedOut, {"x/b", "x/a", ""}: connected})
+		p.kubectl(t, "label", "namespace", p.y, "acnp-team=red", "--overwrite")
+		t.Cleanup(func() {
+			_, _, _ = p.e.Kubectl(context.Background(), "label", "namespace", p.y, "acnp-team=blue", "--overwrite")
+		})
+		p.expect(t, "y joins team red", matrix{{"y/a", "x/a", ""}: connected, {"x/a", "y/a", ""}: connected})
+	})
+
+	t.Run("an Antrea NetworkPolicy and its Group stay in their Namespace", func(t *testing.T) {
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: Group
+metadata: {name: grp-b, namespace: $X}
+spec:
+  podSelector: {matchLabels: {pod: b}}
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: NetworkPolicy
+metadata: {name: annp, namespace: $X}
+spec:
+  priority: 1
+  appliedTo:
+  - podSelector: {matchExpressions: [{key: pod, operator: In, values: [a, c]}]}
+  ingress:
+  - action: Drop
+    from:
+    - group: grp-b
+  - action: Drop
+    from:
+    - podSelector: {matchLabels: {pod: a}}
+`)
+		// pod=a selects x/a, not y/a: an Antrea NetworkPolicy's selectors
+		// stay in its Namespace.
+		p.expect(t, "x/b dropped at x/a and x/c, x/a dropped at x/c, y/a not", matrix{
+			{"x/b", "x/a", ""}: timedOut, {"x/b", "x/c", ""}: timedOut, {"x/a", "x/c", ""}: timedOut, {"y/a", "x/c", ""}: connected,
+		})
 	})
 
 	t.Run("kubectl get acnp shows tier, priority and the realized node counts", func(t *testing.T) {
@@ -452,7 +683,7 @@ spec:
     - podSelector: {matchLabels: {pod: b}}
       namespaceSelector: {matchLabels: {acnp-ns: $X}}
 `)
-		p.expect(t, "x/b dropped", matrix{{"x/b", "x/a"}: timedOut})
+		p.expect(t, "x/b dropped", matrix{{"x/b", "x/a", ""}: timedOut})
 		logPath := p.e.NodeHostPath(p.node("x/a"), "/var/log/antrea/networkpolicy/np.log")
 		// Upstream's format: ... AntreaPolicyIngressRule
 		// AntreaClusterNetworkPolicy:<name> <rule> Ingress Drop <ofPriority>
@@ -492,13 +723,17 @@ func newPolicyLab(t *testing.T, e *labEnv, ctx context.Context) *policyLab {
 	run := strconv.FormatInt(time.Now().UnixNano()%1000000, 10)
 	p := &policyLab{e: e, ctx: ctx, run: run, x: "acnp-x-" + run, y: "acnp-y-" + run, pods: map[string]*corev1.Pod{}, dir: t.TempDir()}
 	place := map[string]string{"x/a": e.Nodes[0], "x/c": e.Nodes[0], "x/b": e.Nodes[1], "y/a": e.Nodes[1]}
-	for _, ns := range []string{p.x, p.y} {
-		if err := labtest.CreateNamespace(ctx, e.Client, ns, map[string]string{"acnp-e2e": run, "acnp-ns": ns}); err != nil {
+	for ns, team := range map[string]string{p.x: "red", p.y: "blue"} {
+		if err := labtest.CreateNamespace(ctx, e.Client, ns, map[string]string{"acnp-e2e": run, "acnp-ns": ns, "acnp-team": team}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
 			_ = e.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 		})
+	}
+	// x/b runs as ServiceAccount sa-b, for serviceAccount peers.
+	if _, err := e.Client.CoreV1().ServiceAccounts(p.x).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "sa-b"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	byNS := map[string][]string{}
 	for key, node := range place {
@@ -508,6 +743,9 @@ func newPolicyLab(t *testing.T, e *labEnv, ctx context.Context) *policyLab {
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
 				Name: "agnhost", Image: lab.AgnhostImage, ImagePullPolicy: corev1.PullIfNotPresent,
 				Args: []string{"netexec", "--http-port=80", "--udp-port=80"}}}},
+		}
+		if key == "x/b" {
+			pod.Spec.ServiceAccountName = "sa-b"
 		}
 		if _, err := e.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create pod %s/%s: %v", ns, name, err)
@@ -546,10 +784,11 @@ func (p *policyLab) node(key string) string { return p.pods[key].Spec.NodeName }
 func (p *policyLab) name(suffix string) string { return p.run + "-" + suffix }
 
 // writeYAML fills in the placeholders ($R the run, $X and $Y the
-// Namespaces) and writes the YAML to a file for kubectl.
+// Namespaces, $IPXA ... $IPYA the pods' addresses) and writes the YAML to a file for kubectl.
 func (p *policyLab) writeYAML(t *testing.T, yaml string) string {
 	t.Helper()
-	yaml = strings.NewReplacer("$R", p.run, "$X", p.x, "$Y", p.y).Replace(yaml)
+	yaml = strings.NewReplacer("$R", p.run, "$X", p.x, "$Y", p.y,
+		"$IPXA", p.ip("x/a"), "$IPXB", p.ip("x/b"), "$IPXC", p.ip("x/c"), "$IPYA", p.ip("y/a")).Replace(yaml)
 	f, err := os.CreateTemp(p.dir, "policy-*.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -614,8 +853,9 @@ func (p *policyLab) waitRealized(t *testing.T, name string) {
 	})
 }
 
-// pair is a connection from a pod to another, by "x/a" keys.
-type pair struct{ from, to string }
+// pair is a connection from a pod to another, by "x/a" keys, with TCP to
+// port 80 unless proto says udp (port 80) or icmp (an echo request).
+type pair struct{ from, to, proto string }
 
 // matrix is what each connection must do.
 type matrix map[pair]string
@@ -625,7 +865,27 @@ type matrix map[pair]string
 // alters, so that a round before the change is realized cannot pass.
 func (p *policyLab) expect(t *testing.T, what string, want matrix) {
 	t.Helper()
-	labtest.WaitFor(t, p.ctx, what, func() error {
+	// A case that does not converge fails alone, with the nodes' flows.
+	ctx, cancel := context.WithTimeout(p.ctx, expectTimeout)
+	defer cancel()
+	var last error
+	err := labtest.Poll(ctx, what, func() error {
+		last = p.round(want)
+		return last
+	})
+	if err != nil {
+		t.Fatalf("%s: not after %s: %v\n%s", what, expectTimeout, last, p.policyFlows(t))
+	}
+}
+
+// expectTimeout bounds the wait for one matrix: realization takes well
+// under a second on the lab.
+const expectTimeout = 20 * time.Second
+
+// round probes every connection of the matrix at once and says which did
+// not do what they must.
+func (p *policyLab) round(want matrix) error {
+	{
 		type result struct {
 			pair
 			got, detail string
@@ -636,7 +896,7 @@ func (p *policyLab) expect(t *testing.T, what string, want matrix) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				got, detail := p.probeWith(pr.from, pr.to, probeTimeout)
+				got, detail := p.probe(pr, probeTimeout)
 				results <- result{pr, got, detail}
 			}()
 		}
@@ -645,7 +905,7 @@ func (p *policyLab) expect(t *testing.T, what string, want matrix) {
 		var wrong []string
 		for r := range results {
 			if r.got != want[r.pair] {
-				wrong = append(wrong, fmt.Sprintf("%s→%s: %s, want %s (%s)", r.from, r.to, r.got, want[r.pair], r.detail))
+				wrong = append(wrong, fmt.Sprintf("%s→%s %s: %s, want %s (%s)", r.from, r.to, r.proto, r.got, want[r.pair], r.detail))
 			}
 		}
 		if len(wrong) > 0 {
@@ -653,15 +913,39 @@ func (p *policyLab) expect(t *testing.T, what string, want matrix) {
 			return errors.New(strings.Join(wrong, "; "))
 		}
 		return nil
-	})
+	}
 }
 
-// probeWith runs `/agnhost connect` from one pod to another's TCP 80 and
-// says how it went: OK, REFUSED, TIMEOUT, or what else happened.
-func (p *policyLab) probeWith(from, to, timeout string) (string, string) {
-	ns, pod := p.split(from)
-	dst := net.JoinHostPort(p.ip(to), "80")
-	stdout, stderr, err := p.e.Kubectl(p.ctx, "exec", "-n", ns, pod, "--", "/agnhost", "connect", "--timeout="+timeout, dst)
+// policyFlows is the flows of every node but the Services', for a failure.
+func (p *policyLab) policyFlows(t *testing.T) string {
+	var b strings.Builder
+	for _, n := range p.e.Nodes {
+		out, err := exec.CommandContext(context.Background(), "ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "unix:"+p.e.BridgeSocket(n)).CombinedOutput()
+		fmt.Fprintf(&b, "----- %s: ovs-ofctl dump-flows (%v)\n", n, err)
+		for _, l := range strings.Split(string(out), "\n") {
+			// Not the Services' flows (cookie 0x5ec...).
+			if !strings.Contains(l, "cookie=0x5ec") && l != "" {
+				b.WriteString(l + "\n")
+			}
+		}
+	}
+	return b.String()
+}
+
+// probe runs `/agnhost connect` (or ping for icmp) from one pod to
+// another and says how it went: OK, REFUSED, TIMEOUT, UNREACHABLE (an ICMP
+// error: a UDP Reject), or what else happened.
+func (p *policyLab) probe(pr pair, timeout string) (string, string) {
+	ns, pod := p.split(pr.from)
+	argv := []string{"/agnhost", "connect", "--timeout=" + timeout, net.JoinHostPort(p.ip(pr.to), "80")}
+	switch pr.proto {
+	case "udp":
+		argv = append(argv, "--protocol=udp")
+	case "icmp":
+		secs := strings.TrimSuffix(timeout, "s")
+		argv = []string{"ping", "-n", "-c", "1", "-W", secs, p.ip(pr.to)}
+	}
+	stdout, stderr, err := p.e.Kubectl(p.ctx, append([]string{"exec", "-n", ns, pod, "--"}, argv...)...)
 	if err == nil {
 		return connected, ""
 	}
@@ -671,8 +955,10 @@ func (p *policyLab) probeWith(from, to, timeout string) (string, string) {
 		return "ERROR", err.Error()
 	case strings.Contains(stderr, "REFUSED"):
 		return refused, ""
-	case strings.Contains(stderr, "TIMEOUT"):
+	case strings.Contains(stderr, "TIMEOUT"), pr.proto == "icmp" && strings.Contains(stdout, " 0 received"):
 		return timedOut, ""
+	case strings.Contains(stderr, "no route to host"), strings.Contains(stderr, "host is unreachable"):
+		return unreachable, ""
 	}
 	return "OTHER", fmt.Sprintf("%v: %s%s", err, stdout, stderr)
 }
@@ -726,7 +1012,7 @@ spec:
 		t.Fatalf("the connect loop in x/b: %v, output %q (%s)", r.err, r.stdout, r.stderr)
 	}
 	took := time.Unix(0, ns).Sub(applied)
-	p.expect(t, "x/b connects again once the Reject is deleted", matrix{{"x/b", "x/a"}: connected})
+	p.expect(t, "x/b connects again once the Reject is deleted", matrix{{"x/b", "x/a", ""}: connected})
 	return took
 }
 

@@ -115,12 +115,18 @@ const (
 	TierBaseline
 )
 
-// Service is one protocol/port clause of a rule. Port 0 means every port;
-// EndPort > Port makes a range.
+// Service is one protocol/port clause of a rule. Port 0 means every
+// destination port; EndPort > Port makes a range. SrcPort and SrcEndPort
+// restrict the source port the same way. An ICMP clause matches its ICMP
+// type and code when HasICMPType and HasICMPCode say so.
 type Service struct {
-	Protocol uint8 // binding.IPProtoTCP, IPProtoUDP, IPProtoSCTP or IPProtoICMP
-	Port     uint16
-	EndPort  uint16
+	Protocol            uint8 // binding.IPProtoTCP, IPProtoUDP, IPProtoSCTP or IPProtoICMP
+	Port                uint16
+	EndPort             uint16
+	SrcPort, SrcEndPort uint16
+
+	HasICMPType, HasICMPCode bool
+	ICMPType, ICMPCode       uint8
 }
 
 // PolicyRule is a rule resolved to this node: its peers as address prefixes
@@ -324,21 +330,12 @@ func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 	if len(r.Services) > 0 {
 		var svcs []func(*binding.Match)
 		for _, s := range r.Services {
-			for _, pm := range portMasks(s.Port, s.EndPort) {
-				svcs = append(svcs, func(m *binding.Match) {
-					ip(m).IPProto(s.Protocol)
-					if s.Port == 0 {
-						return
-					}
-					switch s.Protocol {
-					case binding.IPProtoTCP:
-						m.TCPDstMasked(pm[0], pm[1])
-					case binding.IPProtoUDP:
-						m.UDPDstMasked(pm[0], pm[1])
-					case binding.IPProtoSCTP:
-						m.SCTPDstMasked(pm[0], pm[1])
-					}
-				})
+			// One flow per destination mask and source mask: a range is a
+			// union of masked matches.
+			for _, dst := range portMasks(s.Port, s.EndPort) {
+				for _, src := range portMasks(s.SrcPort, s.SrcEndPort) {
+					svcs = append(svcs, func(m *binding.Match) { serviceMatch(ip(m), s, dst, src) })
+				}
 			}
 		}
 		clauses = append(clauses, svcs)
@@ -350,8 +347,49 @@ func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 	return clauses
 }
 
-// portMasks splits [port, end] into value/mask pairs (end 0 means port alone).
+// serviceMatch matches a Service's protocol and, for one value/mask pair of
+// each of its port ranges (a zero mask: any port), its destination and
+// source ports; for ICMP, its type and code.
+func serviceMatch(m *binding.Match, s Service, dst, src [2]uint16) {
+	m.IPProto(s.Protocol)
+	switch s.Protocol {
+	case binding.IPProtoTCP:
+		if dst[1] != 0 {
+			m.TCPDstMasked(dst[0], dst[1])
+		}
+		if src[1] != 0 {
+			m.TCPSrcMasked(src[0], src[1])
+		}
+	case binding.IPProtoUDP:
+		if dst[1] != 0 {
+			m.UDPDstMasked(dst[0], dst[1])
+		}
+		if src[1] != 0 {
+			m.UDPSrcMasked(src[0], src[1])
+		}
+	case binding.IPProtoSCTP:
+		if dst[1] != 0 {
+			m.SCTPDstMasked(dst[0], dst[1])
+		}
+		if src[1] != 0 {
+			m.SCTPSrcMasked(src[0], src[1])
+		}
+	case binding.IPProtoICMP:
+		if s.HasICMPType {
+			m.ICMPType(s.ICMPType)
+		}
+		if s.HasICMPCode {
+			m.ICMPCode(s.ICMPCode)
+		}
+	}
+}
+
+// portMasks splits [port, end] into value/mask pairs (end 0 means port
+// alone; port 0 means any port: one pair with a zero mask).
 func portMasks(port, end uint16) [][2]uint16 {
+	if port == 0 {
+		return [][2]uint16{{0, 0}}
+	}
 	if end <= port {
 		return [][2]uint16{{port, 0xffff}}
 	}

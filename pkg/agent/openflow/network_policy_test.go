@@ -175,6 +175,7 @@ func TestPortRangesBecomeMaskedMatches(t *testing.T) {
 		{1000, 1003, "[[1000 65532]]"},
 		{1, 6, "[[1 65535] [2 65534] [4 65534] [6 65535]]"},
 		{0x8000, 0xffff, "[[32768 32768]]"},
+		{0, 0, "[[0 0]]"},
 	}
 	for _, tt := range tests {
 		if got := fmt.Sprint(portMasks(tt.port, tt.end)); got != tt.want {
@@ -296,6 +297,49 @@ func TestAFailedWriteLeavesTheRecordUnchanged(t *testing.T) {
 	for _, f := range br.inTable(c.p.Table(IngressRuleTable)) {
 		if strings.Contains(f, "conjunction") || strings.Contains(f, "conj_id") {
 			t.Errorf("flow of the removed rule left behind: %s", f)
+		}
+	}
+}
+
+func TestSourcePortRangesAndICMPTypesAreMatched(t *testing.T) {
+	c, br := newUnitClient(t)
+	rw := NewRuleWriter(c)
+	// Upstream: sourcePort/sourceEndPort restrict the source port (any
+	// destination port when port is unset); icmpType/icmpCode restrict ICMP.
+	r := &PolicyRule{ID: 7, Direction: DirectionIngress, AnyPeer: true, AppliedTo: []uint32{10}, Priority: PolicyRulePriority,
+		Services: []Service{
+			{Protocol: binding.IPProtoTCP, SrcPort: 32768, SrcEndPort: 60999},
+			{Protocol: binding.IPProtoUDP, Port: 53, SrcPort: 1000},
+			{Protocol: binding.IPProtoICMP, HasICMPType: true, ICMPType: 8, HasICMPCode: true, ICMPCode: 0},
+		}}
+	if err := rw.Install(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	var clause []string
+	for _, f := range br.inTable(c.p.Table(IngressRuleTable)) {
+		if strings.Contains(f, "conjunction(7,2/2)") {
+			clause = append(clause, f)
+		}
+	}
+	// 32768-60999 is 32768/0xc000 49152/0xe000 57344/0xf800 59392/0xfc00
+	// 60416/0xfe00 60928/0xffc0 60992/0xfff8: 7 TCP flows, then UDP, ICMP.
+	if len(clause) != 9 {
+		t.Fatalf("the service clause should have 9 flows (7 for the source range, UDP, ICMP), got %d:\n%s", len(clause), strings.Join(clause, "\n"))
+	}
+	for _, want := range []string{"tp_src=0x8000/0xc000", "tp_src=0xee40/0xfff8", "udp,tp_src=1000,tp_dst=53", "icmp_type=8,icmp_code=0"} {
+		found := false
+		for _, f := range clause {
+			if strings.Contains(f, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no service flow matches %s:\n%s", want, strings.Join(clause, "\n"))
+		}
+	}
+	for _, f := range clause {
+		if strings.Contains(f, ",tcp,") && !strings.Contains(f, "tp_src=") {
+			t.Errorf("a TCP flow of a source port range matches every source port: %s", f)
 		}
 	}
 }

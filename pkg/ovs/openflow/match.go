@@ -313,6 +313,11 @@ func (m *Match) SCTPSrc(port uint16) *Match { return m.setUint(FieldSCTPSrc, uin
 // SCTPDst matches the SCTP destination port.
 func (m *Match) SCTPDst(port uint16) *Match { return m.setUint(FieldSCTPDst, uint64(port)) }
 
+// SCTPSrcMasked matches the SCTP source port under a mask.
+func (m *Match) SCTPSrcMasked(port, mask uint16) *Match {
+	return m.setUintMasked(FieldSCTPSrc, uint64(port), uint64(mask))
+}
+
 // SCTPDstMasked matches the SCTP destination port under a mask.
 func (m *Match) SCTPDstMasked(port, mask uint16) *Match {
 	return m.setUintMasked(FieldSCTPDst, uint64(port), uint64(mask))

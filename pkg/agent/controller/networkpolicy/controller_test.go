@@ -63,7 +63,19 @@ func (f *fakeFlows) summary() string {
 	defer f.mu.Unlock()
 	var lines []string
 	for _, r := range f.rules {
-		lines = append(lines, fmt.Sprintf("%s %v -> %v %v", r.Direction, r.Peers, r.AppliedTo, r.Services))
+		var svcs []string
+		for _, s := range r.Services {
+			// {protocol port endPort}, then what only some rules have.
+			v := fmt.Sprintf("%d %d %d", s.Protocol, s.Port, s.EndPort)
+			if s.SrcPort != 0 {
+				v += fmt.Sprintf(" src %d-%d", s.SrcPort, s.SrcEndPort)
+			}
+			if s.HasICMPType || s.HasICMPCode {
+				v += fmt.Sprintf(" icmp %d/%d", s.ICMPType, s.ICMPCode)
+			}
+			svcs = append(svcs, "{"+v+"}")
+		}
+		lines = append(lines, fmt.Sprintf("%s %v -> %v [%s]", r.Direction, r.Peers, r.AppliedTo, strings.Join(svcs, " ")))
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n") + fmt.Sprintf("\nisolated in=%v out=%v", f.isolated[0], f.isolated[1])

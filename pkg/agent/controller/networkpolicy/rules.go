@@ -285,7 +285,8 @@ func ruleDirection(r *cpv1beta2.NetworkPolicyRule) agentof.Direction {
 
 // resolveServices resolves a rule's services for one destination member:
 // numeric ports stay, named ports become the member's port of that name and
-// protocol. ok is false when the rule has services and none resolves.
+// protocol; source ports and ICMP type and code are kept. ok is false when
+// the rule has services and none resolves.
 func resolveServices(svcs []cpv1beta2.Service, named []cpv1beta2.NamedPort) ([]agentof.Service, bool) {
 	if len(svcs) == 0 {
 		return nil, true
@@ -320,6 +321,20 @@ func resolveServices(svcs []cpv1beta2.Service, named []cpv1beta2.NamedPort) ([]a
 				}
 			}
 		}
+		if s.SrcPort != nil {
+			as.SrcPort = uint16(*s.SrcPort)
+			if s.SrcEndPort != nil && *s.SrcEndPort > *s.SrcPort {
+				as.SrcEndPort = uint16(*s.SrcEndPort)
+			}
+		}
+		if proto == cpv1beta2.ProtocolICMP {
+			if s.ICMPType != nil {
+				as.HasICMPType, as.ICMPType = true, uint8(*s.ICMPType)
+			}
+			if s.ICMPCode != nil {
+				as.HasICMPCode, as.ICMPCode = true, uint8(*s.ICMPCode)
+			}
+		}
 		out = append(out, as)
 	}
 	return out, len(out) > 0
@@ -342,7 +357,8 @@ func protocolNumber(p cpv1beta2.Protocol) (uint8, bool) {
 func servicesKey(svcs []agentof.Service) string {
 	parts := make([]string, 0, len(svcs))
 	for _, s := range svcs {
-		parts = append(parts, fmt.Sprintf("%d:%d-%d", s.Protocol, s.Port, s.EndPort))
+		parts = append(parts, fmt.Sprintf("%d:%d-%d:%d-%d:%t%d/%t%d", s.Protocol, s.Port, s.EndPort, s.SrcPort, s.SrcEndPort,
+			s.HasICMPType, s.ICMPType, s.HasICMPCode, s.ICMPCode))
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
