@@ -114,6 +114,69 @@ spec:
 		p.expect(t, "x/b allowed once the securityops Drop is gone", matrix{{"x/b", "x/a", ""}: connected})
 	})
 
+	t.Run("a custom Tier sits by its priority and cannot be deleted while a policy uses it", func(t *testing.T) {
+		// Priority 120: after securityops (100), before networkops (150).
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: Tier
+metadata: {name: $R-tier}
+spec:
+  priority: 120
+`)
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-custom-drop}
+spec:
+  tier: $R-tier
+  priority: 1
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Drop
+    from:
+    - namespaceSelector: {matchLabels: {acnp-e2e: "$R"}}
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-secops-allow-c}
+spec:
+  tier: securityops
+  priority: 100
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Allow
+    from:
+    - podSelector: {matchLabels: {pod: c}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-networkops-allow-b}
+spec:
+  tier: networkops
+  priority: 1
+  appliedTo:
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  ingress:
+  - action: Allow
+    from:
+    - podSelector: {matchLabels: {pod: b}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+`)
+		p.expect(t, "x/c allowed by securityops before the custom tier's Drop; x/b dropped before networkops allows it", matrix{
+			{"x/c", "x/a", ""}: connected, {"x/b", "x/a", ""}: timedOut, {"y/a", "x/a", ""}: timedOut,
+		})
+		// Upstream refuses it as "referenced by" its policies.
+		if _, stderr, err := p.e.Kubectl(p.ctx, "delete", "tier", p.name("tier")); err == nil || !strings.Contains(stderr, "referenced") {
+			t.Errorf("kubectl delete tier %s while %s uses it: want refused as referenced, got %v: %s", p.name("tier"), p.name("custom-drop"), err, stderr)
+		}
+	})
+
 	t.Run("within a tier the lower policy priority wins, and within a policy the first rule", func(t *testing.T) {
 		const allow = `
 apiVersion: crd.antrea.io/v1beta1
@@ -275,6 +338,29 @@ spec:
 		p.expect(t, "x/b refused over TCP and unreachable over UDP (x/a on the other node), x/c connected", matrix{
 			{"x/b", "x/a", ""}: refused, {"x/b", "x/a", "udp"}: unreachable,
 			{"x/c", "x/a", ""}: connected, {"x/c", "x/a", "udp"}: connected,
+		})
+		// Egress: the Reject answers the client on its own node, from a pod
+		// on the same node as x/a (x/c) and from the other node (y/a).
+		p.apply(t, `
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $R-reject-egress}
+spec:
+  priority: 1
+  appliedTo:
+  - podSelector: {matchLabels: {pod: c}}
+    namespaceSelector: {matchLabels: {acnp-ns: $X}}
+  - podSelector: {matchLabels: {pod: a}}
+    namespaceSelector: {matchLabels: {acnp-ns: $Y}}
+  egress:
+  - action: Reject
+    to:
+    - podSelector: {matchLabels: {pod: a}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
+`)
+		p.expect(t, "x/c and y/a refused on their way out to x/a, not to x/b", matrix{
+			{"x/c", "x/a", ""}: refused, {"y/a", "x/a", ""}: refused, {"y/a", "x/a", "udp"}: unreachable,
+			{"x/c", "x/b", ""}: connected, {"y/a", "x/b", ""}: connected,
 		})
 		// Refused by a reset, not after the client gave up.
 		begin := time.Now()
@@ -811,8 +897,14 @@ func (p *policyLab) apply(t *testing.T, yaml string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, stderr, err := p.e.Kubectl(ctx, "delete", "-f", file, "--ignore-not-found"); err != nil {
-			t.Errorf("kubectl delete -f %s: %v: %s", filepath.Base(file), err, stderr)
+		// A Tier goes once the controller has seen its policies go.
+		var stderr string
+		if err := labtest.Poll(ctx, "kubectl delete -f "+filepath.Base(file), func() error {
+			var err error
+			_, stderr, err = p.e.Kubectl(ctx, "delete", "-f", file, "--ignore-not-found")
+			return err
+		}); err != nil {
+			t.Errorf("%v: %s", err, stderr)
 		}
 	})
 }
