@@ -705,7 +705,7 @@ spec:
 		}
 		out := p.kubectl(t, append([]string{"get", "acnp"}, names...)...)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if len(lines) != 4 || !regexpHeader(lines[0]) {
+		if len(lines) != 4 || !isACNPHeader(lines[0]) {
 			t.Fatalf("kubectl get acnp: want the header NAME TIER PRIORITY DESIRED NODES CURRENT NODES AGE and 3 rows:\n%s", out)
 		}
 		for _, l := range lines[1:] {
@@ -1108,8 +1108,8 @@ spec:
 	return took
 }
 
-// regexpHeader tells whether a kubectl get acnp header has upstream's columns.
-func regexpHeader(line string) bool {
+// isACNPHeader tells whether a kubectl get acnp header has upstream's columns.
+func isACNPHeader(line string) bool {
 	return slices.Equal(strings.Fields(line), []string{"NAME", "TIER", "PRIORITY", "DESIRED", "NODES", "CURRENT", "NODES", "AGE"})
 }
 
