@@ -45,6 +45,8 @@ func fakeCheckout(t *testing.T) Options {
 		write("build/images/scripts/"+s, string(b), 0o755)
 	}
 	write("_output/bin/agnhost", "\x7fELF agnhost", 0o755)
+	write("_output/bin/kube-proxy", "\x7fELF kube-proxy", 0o755)
+	write("_output/bin/coredns", "\x7fELF coredns", 0o755)
 	write("_output/bin/agnhost-localhost.crt", "crt", 0o644)
 	write("_output/bin/agnhost-localhost.key", "key", 0o600)
 	write("_output/cni/bin/loopback", "\x7fELF loopback", 0o755)
