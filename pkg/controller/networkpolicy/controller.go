@@ -139,6 +139,12 @@ type Controller struct {
 	depsMu       sync.Mutex
 	deps         map[string]sets.Set[string]
 	depsByPolicy map[string]sets.Set[string]
+	// depSeq counts dependency changes; depChanged holds each dependency's
+	// last. A computation that read a dependency changed after it started
+	// (before its dependencies were recorded, so the change queued nothing)
+	// is queued again.
+	depSeq     uint64
+	depChanged map[string]uint64
 
 	// statusMu guards what the status of native policies derives from.
 	statusMu          sync.Mutex
@@ -194,6 +200,7 @@ func NewController(kubeClient kubernetes.Interface, informerFactory informers.Sh
 		groupStatusQueue:    rl("groupstatus"),
 		deps:                map[string]sets.Set[string]{},
 		depsByPolicy:        map[string]sets.Set[string]{},
+		depChanged:          map[string]uint64{},
 		statusInfo:          map[string]nativeStatusInfo{},
 		keyByInternalName:   map[string]string{},
 		nodeGroupKeys:       sets.New[string](),

@@ -238,10 +238,34 @@ func (n *native) handle(inf cache.SharedIndexInformer, add func(any), update fun
 // enqueueDep queues every native policy whose computation read dep.
 func (c *Controller) enqueueDep(dep string) {
 	c.depsMu.Lock()
+	c.depSeq++
+	c.depChanged[dep] = c.depSeq
 	keys := sets.List(c.deps[dep])
 	c.depsMu.Unlock()
 	for _, k := range keys {
 		c.nativeQueue.Add(k)
+	}
+}
+
+// depMark is the dependency change count, taken before a computation reads.
+func (c *Controller) depMark() uint64 {
+	c.depsMu.Lock()
+	defer c.depsMu.Unlock()
+	return c.depSeq
+}
+
+// setDepsSince records what a native policy's computation, started at
+// mark, read, and queues the policy again when one of those changed since
+// mark: that change found no dependency to queue.
+func (c *Controller) setDepsSince(key string, deps sets.Set[string], mark uint64) {
+	c.setDeps(key, deps)
+	c.depsMu.Lock()
+	defer c.depsMu.Unlock()
+	for d := range deps {
+		if c.depChanged[d] > mark {
+			c.nativeQueue.Add(key)
+			return
+		}
 	}
 }
 
@@ -340,6 +364,7 @@ func (c *Controller) syncNativePolicy(_ context.Context, key string) error {
 		return fmt.Errorf("getting %s: %w", key, err)
 	}
 
+	mark := c.depMark()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.policies[key]
@@ -353,7 +378,7 @@ func (c *Controller) syncNativePolicy(_ context.Context, key string) error {
 	}
 	internalName := nativeInternalName(srcRef.UID, key)
 	computed, cerr := computeNative(n, srcRef.Type, srcRef.Namespace, srcRef.Name, spec, c.groupNameLocked)
-	c.setDeps(key, computed.deps)
+	c.setDepsSince(key, computed.deps, mark)
 	if cerr != nil {
 		// Not realizable until what is missing (a Tier) appears: the
 		// dependency re-syncs it then. What was published is withdrawn.
