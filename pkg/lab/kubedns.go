@@ -46,9 +46,6 @@ func KubeDNSManifest() ([]byte, error) {
 	return b.Bytes(), err
 }
 
-// kubeDNSManifestPath is where the applied kube-dns addon is written.
-func (o Options) kubeDNSManifestPath() string { return filepath.Join(o.Dir, "coredns.yaml") }
-
 // installKubeDNS applies the kube-dns addon and waits until every CoreDNS
 // replica is available, i.e. answers its readiness probe (the kubernetes
 // plugin has synced with the API server).
@@ -57,7 +54,23 @@ func (s *supervisor) installKubeDNS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	path := s.opts.kubeDNSManifestPath()
+	return s.applyAddon(ctx, "cluster DNS", "coredns.yaml", manifest, func() (bool, string) {
+		d, err := s.client.AppsV1().Deployments(AntreaNamespace).Get(ctx, kubeDNSDeployment, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			return false, err.Error()
+		case d.Spec.Replicas != nil && d.Status.ObservedGeneration >= d.Generation &&
+			d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas:
+			return true, fmt.Sprintf("kube-dns %s, %d CoreDNS replicas", ClusterDNS, *d.Spec.Replicas)
+		}
+		return false, fmt.Sprintf("%d of %d CoreDNS replicas available (kubectl -n kube-system describe pods -l k8s-app=kube-dns)", d.Status.AvailableReplicas, d.Status.Replicas)
+	})
+}
+
+// applyAddon writes manifest to the lab directory as file, applies it with
+// kubectl and polls ready until it says so, logging each new status.
+func (s *supervisor) applyAddon(ctx context.Context, what, file string, manifest []byte, ready func() (bool, string)) error {
+	path := filepath.Join(s.opts.Dir, file)
 	if err := os.WriteFile(path, manifest, 0o644); err != nil {
 		return err
 	}
@@ -67,25 +80,18 @@ func (s *supervisor) installKubeDNS(ctx context.Context) error {
 	}
 	var last string
 	for {
-		d, err := s.client.AppsV1().Deployments(AntreaNamespace).Get(ctx, kubeDNSDeployment, metav1.GetOptions{})
-		msg := ""
-		switch {
-		case err != nil:
-			msg = err.Error()
-		case d.Spec.Replicas != nil && d.Status.ObservedGeneration >= d.Generation &&
-			d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas:
-			s.logf("cluster DNS ready %.1fs after kubectl apply: kube-dns %s, %d CoreDNS replicas", time.Since(applied).Seconds(), ClusterDNS, *d.Spec.Replicas)
+		ok, msg := ready()
+		if ok {
+			s.logf("%s ready %.1fs after kubectl apply: %s", what, time.Since(applied).Seconds(), msg)
 			return nil
-		default:
-			msg = fmt.Sprintf("%d of %d CoreDNS replicas available", d.Status.AvailableReplicas, d.Status.Replicas)
 		}
 		if msg != last {
-			klog.InfoS("Waiting for cluster DNS", "status", msg)
+			klog.InfoS("Waiting for an addon", "addon", what, "status", msg)
 			last = msg
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for CoreDNS (kube-system/%s, %s): %w; see `kubectl -n kube-system describe pods -l k8s-app=kube-dns`", kubeDNSDeployment, last, ctx.Err())
+			return fmt.Errorf("waiting for %s (%s): %w", what, last, ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

@@ -5,13 +5,9 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"os"
-	"path/filepath"
 	"text/template"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 )
 
 // Proxy selects what realizes Services on the lab's real nodes.
@@ -60,35 +56,14 @@ func (s *supervisor) installKubeProxy(ctx context.Context, nodes int) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(s.opts.Dir, "kube-proxy.yaml")
-	if err := os.WriteFile(path, manifest, 0o644); err != nil {
-		return err
-	}
-	applied := time.Now()
-	if out, err := s.opts.kubectl(ctx, "apply", "-f", path); err != nil {
-		return fmt.Errorf("kubectl apply -f %s: %w\n%s", path, err, out)
-	}
-	var last string
-	for {
+	return s.applyAddon(ctx, "kube-proxy (nftables)", "kube-proxy.yaml", manifest, func() (bool, string) {
 		ds, err := s.client.AppsV1().DaemonSets(AntreaNamespace).Get(ctx, kubeProxyDaemonSet, metav1.GetOptions{})
-		msg := ""
 		switch {
 		case err != nil:
-			msg = err.Error()
+			return false, err.Error()
 		case ds.Status.ObservedGeneration >= ds.Generation && int(ds.Status.NumberReady) == nodes:
-			s.logf("kube-proxy (nftables) ready on %d nodes %.1fs after kubectl apply", nodes, time.Since(applied).Seconds())
-			return nil
-		default:
-			msg = fmt.Sprintf("kube-proxy ready on %d of %d nodes", ds.Status.NumberReady, nodes)
+			return true, fmt.Sprintf("on %d nodes", nodes)
 		}
-		if msg != last {
-			klog.InfoS("Waiting for kube-proxy", "status", msg)
-			last = msg
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for kube-proxy (kube-system/%s, %s): %w", kubeProxyDaemonSet, last, ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+		return false, fmt.Sprintf("kube-proxy ready on %d of %d nodes", ds.Status.NumberReady, nodes)
+	})
 }

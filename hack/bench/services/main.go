@@ -476,7 +476,7 @@ func (b *bench) nodeCost(ctx context.Context) (rssMiB float64, flows, groups, nf
 			rssMiB += float64(p.RSSBytes()) / (1 << 20)
 		}
 	}
-	nodeNS := "antrea-lab-" + b.node
+	nodeNS := lab.NetNSPrefix + b.node
 	sock := "unix:" + filepath.Join(b.opts.NodeOVSDir(b.node), "br-int.mgmt")
 	if out, err := exec.CommandContext(ctx, "ip", "netns", "exec", nodeNS, "ovs-ofctl", "-O", "OpenFlow15", "dump-aggregate", sock).Output(); err == nil {
 		if i := strings.Index(string(out), "flow_count="); i >= 0 {
