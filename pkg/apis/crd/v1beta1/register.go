@@ -38,6 +38,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ClusterGroupList{},
 		&Group{},
 		&GroupList{},
+		&Traceflow{},
+		&TraceflowList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

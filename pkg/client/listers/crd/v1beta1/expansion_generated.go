@@ -31,3 +31,7 @@ type NetworkPolicyNamespaceListerExpansion interface{}
 // TierListerExpansion allows custom methods to be added to
 // TierLister.
 type TierListerExpansion interface{}
+
+// TraceflowListerExpansion allows custom methods to be added to
+// TraceflowLister.
+type TraceflowListerExpansion interface{}

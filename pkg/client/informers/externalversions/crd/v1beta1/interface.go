@@ -20,6 +20,8 @@ type Interface interface {
 	NetworkPolicies() TypedNetworkPolicyInformer
 	// Tiers returns a TierInformer.
 	Tiers() TypedTierInformer
+	// Traceflows returns a TraceflowInformer.
+	Traceflows() TypedTraceflowInformer
 }
 
 type version struct {
@@ -56,4 +58,9 @@ func (v *version) NetworkPolicies() TypedNetworkPolicyInformer {
 // Tiers returns a TypedTierInformer.
 func (v *version) Tiers() TypedTierInformer {
 	return &tierInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// Traceflows returns a TypedTraceflowInformer.
+func (v *version) Traceflows() TypedTraceflowInformer {
+	return &traceflowInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

@@ -34,6 +34,10 @@ func (c *FakeCrdV1beta1) Tiers() v1beta1.TierInterface {
 	return newFakeTiers(c)
 }
 
+func (c *FakeCrdV1beta1) Traceflows() v1beta1.TraceflowInterface {
+	return newFakeTraceflows(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeCrdV1beta1) RESTClient() rest.Interface {
