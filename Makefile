@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X antrea.io/antrea/pkg/version.Version=$(VERSION) \
            -X antrea.io/antrea/pkg/version.GitTreeState=$(GIT_TREE_STATE)
 export PATH := $(OUTPUT)/bin:$(OUTPUT)/tools:$(OUTPUT)/cni/bin:$(PATH)
 
-.PHONY: all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance e2e-upstream bench clean
+.PHONY: all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance e2e-upstream bench clean docs
 
 all: build
 
@@ -70,6 +70,11 @@ conformance: install build
 ## e2e-upstream: upstream's e2e.test v1.37.2 NetworkPolicy specs, unchanged, on a 2-node lab of real nodes.
 e2e-upstream: install build
 	./hack/e2e-upstream.sh
+
+## docs: generated documentation: docs/design/ovs-pipeline.svg from the declared pipeline (a test fails when it is stale).
+docs:
+	$(GO) run ./cmd/antctl get pipeline --declared -o svg > docs/design/ovs-pipeline.svg.tmp
+	mv docs/design/ovs-pipeline.svg.tmp docs/design/ovs-pipeline.svg
 
 bench: install build
 	./hack/bench/run.sh

@@ -47,6 +47,7 @@ From this node's OVS (local mode only, inside the antrea-agent container):
 		newGetPodInterfaceCommand(g),
 		newGetOVSFlowsCommand(g),
 		newGetFeatureGatesCommand(g),
+		newGetPipelineCommand(g),
 	)
 	return cmd
 }
