@@ -78,11 +78,11 @@ type AgentConfig struct {
 	// KubeAPIServerOverride replaces kube-apiserver's address of the
 	// kubeconfig or in-cluster config: a host, host:port or URL. Default "".
 	KubeAPIServerOverride string `json:"kubeAPIServerOverride"`
-	// APIPort is the port of the agent's API server. Default 10350. The agent
-	// serves no API yet: the key is checked and otherwise unused.
+	// APIPort is the port of the agent's API server (pkg/agent/apiserver).
+	// Default 10350.
 	APIPort int `json:"apiPort"`
-	// EnablePrometheusMetrics turns the metrics listener on. Default true.
-	// The agent exports no metrics yet: the key is checked and unused.
+	// EnablePrometheusMetrics exports Antrea's metrics (pkg/agent/metrics) at
+	// /metrics of the agent API. Default true.
 	EnablePrometheusMetrics bool `json:"enablePrometheusMetrics"`
 	// AntreaProxy holds AntreaProxy's options.
 	AntreaProxy AntreaProxyConfig `json:"antreaProxy"`
