@@ -28,6 +28,7 @@ import (
 	"antrea.io/antrea/pkg/controller/admission"
 	"antrea.io/antrea/pkg/controller/networkpolicy"
 	"antrea.io/antrea/pkg/controller/tier"
+	"antrea.io/antrea/pkg/controller/traceflow"
 )
 
 // APIServiceName is the APIService the controller serves and keeps the CA bundle of.
@@ -91,6 +92,10 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 
+	// Traceflow: validation, data-plane tags, timeouts and the final phase.
+	tfController := traceflow.NewController(crdClient, crd.Traceflows(), informerFactory.Core().V1().Pods().Informer(),
+		informerFactory.Core().V1().Namespaces().Informer(), informerFactory.Core().V1().Services().Informer())
+
 	if o.SyncAPIServiceCA {
 		aggClient, err := aggregatorclient.NewForConfig(cfg)
 		if err != nil {
@@ -107,6 +112,7 @@ func Run(ctx context.Context, o *Options) error {
 	crdInformerFactory.Start(ctx.Done())
 	go npController.Run(ctx, o.Workers)
 	go tierKeeper.Run(ctx)
+	go tfController.Run(ctx)
 	klog.InfoS("Started antrea-controller", "workers", o.Workers)
 	return server.Run(ctx)
 }
