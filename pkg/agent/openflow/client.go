@@ -71,6 +71,9 @@ type Client struct {
 	policyMu sync.Mutex
 	// policy holds the NetworkPolicy flows, shared between rules.
 	policy policyState
+
+	// tf holds the Traceflow flows per tag, under its own lock.
+	tf traceflowState
 }
 
 // NewClient lays out the pipeline and returns a client writing flows of the
