@@ -24,6 +24,8 @@ require (
 	sigs.k8s.io/kube-network-policies v1.1.1
 )
 
+require sigs.k8s.io/network-policy-api v0.2.0
+
 require (
 	cel.dev/expr v0.25.3 // indirect
 	github.com/Masterminds/semver/v3 v3.4.0 // indirect

@@ -32,6 +32,7 @@ import (
 
 	"antrea.io/antrea/pkg/agent/cniserver"
 	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
+	"antrea.io/antrea/pkg/agent/dpcache"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
@@ -203,8 +204,8 @@ func Run(ctx context.Context, o Options) error {
 	// allowed, after the br-int hold is lifted, and after a tunnel neighbour
 	// is pinned (cached datapath flows carry the tunnel header with the
 	// neighbour's MAC built in).
-	purger := newDatapathPurger(o.OVSRunDir)
-	go purger.run(ctx)
+	purger := dpcache.New(dpcache.AppctlPurge(o.OVSRunDir))
+	go purger.Run(ctx)
 	informerFactory := informers.NewSharedInformerFactory(client, 0)
 	routes := route.NewController(o.NodeName, informerFactory.Core().V1().Nodes(), flows,
 		&route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: podCIDRs[0]},

@@ -87,6 +87,11 @@ func Run(ctx context.Context, o *Options) error {
 	}); err != nil {
 		return err
 	}
+	// The SIG network-policy-api kinds, where their CRDs are served.
+	sigInformers, err := npController.EnableServedSIGPolicies(cfg, kubeClient.Discovery())
+	if err != nil {
+		return err
+	}
 	tierKeeper, err := tier.NewKeeper(crdClient, crd.Tiers())
 	if err != nil {
 		return err
@@ -110,6 +115,9 @@ func Run(ctx context.Context, o *Options) error {
 
 	informerFactory.Start(ctx.Done())
 	crdInformerFactory.Start(ctx.Done())
+	if sigInformers != nil {
+		sigInformers.Start(ctx.Done())
+	}
 	go npController.Run(ctx, o.Workers)
 	go tierKeeper.Run(ctx)
 	go tfController.Run(ctx)

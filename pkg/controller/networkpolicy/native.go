@@ -56,6 +56,9 @@ type native struct {
 	nsLister   corelisters.NamespaceLister
 	nodeLister corelisters.NodeLister
 	synced     []cache.InformerSynced
+	// sig is the state of the SIG network-policy-api kinds (sig_policy.go),
+	// nil unless EnableSIGPolicies was called.
+	sig *sig
 }
 
 // EnableAntreaPolicies makes the controller compute ClusterNetworkPolicies
@@ -203,7 +206,12 @@ func (c *Controller) EnableAntreaPolicies(cfg AntreaPolicyConfig) error {
 }
 
 // nativeLister adapts the listers to the computation.
-func (n *native) tier(name string) (*crdv1beta1.Tier, error) { return n.tierLister.Get(name) }
+func (n *native) tier(name string) (*crdv1beta1.Tier, error) {
+	if t := sigTier(name); t != nil {
+		return t, nil
+	}
+	return n.tierLister.Get(name)
+}
 func (n *native) clusterGroup(name string) (*crdv1beta1.ClusterGroup, error) {
 	return n.cgLister.Get(name)
 }
@@ -357,8 +365,13 @@ func (c *Controller) syncNativePolicy(_ context.Context, key string) error {
 			srcRef = &controlplane.NetworkPolicyReference{Type: controlplane.AntreaNetworkPolicy, Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 		}
 	default:
-		klog.ErrorS(nil, "Dropping malformed native policy key", "key", key)
-		return nil
+		// The SIG network-policy-api kinds (sig_policy.go).
+		var ok bool
+		spec, srcRef, generation, ok, err = c.sigSource(kind, rest)
+		if !ok {
+			klog.ErrorS(nil, "Dropping malformed native policy key", "key", key)
+			return nil
+		}
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("getting %s: %w", key, err)

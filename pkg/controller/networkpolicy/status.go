@@ -162,6 +162,11 @@ func (c *Controller) syncNativeStatus(ctx context.Context, key string) error {
 		withTransitionTimes(want.Conditions, p.Status.Conditions)
 		p.Status = want
 		_, err = c.native.client.CrdV1beta1().NetworkPolicies(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	default:
+		// The SIG network-policy-api kinds (sig_policy.go).
+		if ok, serr := c.syncSIGStatus(ctx, kind, rest, want, info); ok {
+			return serr
+		}
 	}
 	switch {
 	case apierrors.IsNotFound(err):
