@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X antrea.io/antrea/pkg/version.Version=$(VERSION) \
            -X antrea.io/antrea/pkg/version.GitTreeState=$(GIT_TREE_STATE)
 export PATH := $(OUTPUT)/bin:$(OUTPUT)/tools:$(OUTPUT)/cni/bin:$(PATH)
 
-.PHONY: all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance e2e-upstream bench clean docs
+.PHONY: all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance e2e-upstream conformance-sig bench clean docs
 
 all: build
 
@@ -70,6 +70,10 @@ conformance: install build
 ## e2e-upstream: upstream's e2e.test v1.37.2 NetworkPolicy specs, unchanged, on a 2-node lab of real nodes.
 e2e-upstream: install build
 	./hack/e2e-upstream.sh
+
+## conformance-sig: the SIG network-policy-api conformance suites (v0.2.0 ClusterNetworkPolicy, v0.1.7 AdminNetworkPolicy and BaselineAdminNetworkPolicy profiles), unchanged but for the SCTP servers, on a 2-node lab; reports in _output/conformance-sig/.
+conformance-sig: install build
+	./hack/conformance-sig.sh
 
 ## docs: generated documentation: docs/design/ovs-pipeline.svg from the declared pipeline (a test fails when it is stale).
 docs:
