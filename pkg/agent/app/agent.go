@@ -38,7 +38,9 @@ import (
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/proxy"
 	"antrea.io/antrea/pkg/agent/route"
+	"antrea.io/antrea/pkg/agent/traceflow"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
+	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
 	"antrea.io/antrea/pkg/config"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
@@ -215,6 +217,7 @@ func Run(ctx context.Context, o Options) error {
 	packets := agentof.NewPacketInDispatcher(ofc)
 	serviceIns := packets.Subscribe(agentof.PacketInServiceReject)
 	policyIns := packets.Subscribe(agentof.PacketInPolicy)
+	traceflowIns := packets.Subscribe(agentof.PacketInTraceflow)
 	go packets.Run(ctx)
 	proxyErr := make(chan error, 1)
 	if o.EnableProxy {

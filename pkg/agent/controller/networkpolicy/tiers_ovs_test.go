@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"antrea.io/antrea/pkg/agent/dpcache"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
@@ -31,6 +32,9 @@ type policyNode struct {
 	client    *fake.Clientset
 	auditDir  string
 	gen       int64
+	// narrowed, if set, is called after a narrowing write's datapath purge,
+	// before the policy is reported realized.
+	narrowed func()
 }
 
 func newPolicyNode(t *testing.T) *policyNode {
@@ -71,8 +75,18 @@ func newPolicyNode(t *testing.T) *policyNode {
 	packets := agentof.NewPacketInDispatcher(br.OF)
 	policyIns := packets.Subscribe(agentof.PacketInPolicy)
 	go packets.Run(ctx)
+	// As the agent does: a narrowing write purges the datapath cache
+	// before the policy is reported realized.
+	purger := dpcache.New(func(context.Context) error { _, err := br.Appctl("revalidator/purge"); return err })
 	c := NewController("node-1", n.client, flows, store, Options{
-		OnNarrowed: func() { _, _ = br.Appctl("revalidator/purge") },
+		OnNarrowed: func() {
+			if err := purger.Sync(ctx); err != nil {
+				t.Errorf("purge the datapath cache: %v", err)
+			}
+			if n.narrowed != nil {
+				n.narrowed()
+			}
+		},
 		PacketIns:  &PacketIns{IO: policyIns, Parser: flows, AuditLogDir: n.auditDir},
 	})
 	done := make(chan struct{})
