@@ -275,10 +275,15 @@ func Run(ctx context.Context, o Options) error {
 	policies := npcontroller.NewController(o.NodeName, cpClient, flows, store, npcontroller.Options{
 		Recovered: recovered,
 		PodEvents: podEvents,
-		// Only a change that may forbid what was allowed asks for a purge
-		// (issue 17 item 7: a cached megaflow was seen outliving one).
-		OnNarrowed: purger.Changed,
-		PacketIns:  &npcontroller.PacketIns{IO: policyIns, Parser: flows, AuditLogDir: npcontroller.DefaultAuditLogDir},
+		// A change that may forbid what was allowed purges the datapath
+		// cache before the policy is reported realized: OVS re-translates
+		// cached megaflows only after the commit is answered (package dpcache).
+		OnNarrowed: func() {
+			if err := purger.Sync(ctx); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Could not purge the datapath flow cache after a narrowing policy change")
+			}
+		},
+		PacketIns: &npcontroller.PacketIns{IO: policyIns, Parser: flows, AuditLogDir: npcontroller.DefaultAuditLogDir},
 	})
 	rs.released = purger.Changed
 	go policies.Run(ctx)
