@@ -287,6 +287,15 @@ func Run(ctx context.Context, o Options) error {
 	})
 	rs.released = purger.Changed
 	go policies.Run(ctx)
+	// Traceflow: the flows of running Traceflows' tags, the injected packet
+	// of those whose source Pod is here, and this node's observations.
+	crdInformerFactory := crdinformers.NewSharedInformerFactory(cpClient, 0)
+	tracer := traceflow.NewController(traceflow.Config{NodeName: o.NodeName, Client: cpClient, Kube: client,
+		Informer: crdInformerFactory.Crd().V1beta1().Traceflows(), Flows: flows, IO: traceflowIns, Interfaces: store,
+		Rules: policies, Ports: traceflow.Ports{Gateway: uint32(nc.Gateway.OFPort), Tunnel: uint32(nc.TunnelOFPort)},
+		GatewayMAC: nc.Gateway.MAC})
+	crdInformerFactory.Start(ctx.Done())
+	go tracer.Run(ctx)
 	restoreErr := make(chan error, 1)
 	go func() { restoreErr <- rs.finish(ctx, bridge, policies, ids, prevRound, round) }()
 
