@@ -1,67 +1,131 @@
 #!/usr/bin/env bash
 # controller-scale.sh runs the NetworkPolicy computation on the workload shapes
 # of issue 5 (those of upstream Antrea's scale tests; Pods spread over 1,000
-# Nodes) at full size, once each, and prints time, CPU time and peak heap next
-# to upstream's published references where there is one:
-#   (a) 25k namespaces x (default-deny + 2 policies + 4 pods)  upstream ~6 s, ~1.6 GB
+# Nodes) at full size and prints time, CPU time and peak heap, next to
+# upstream Antrea's own benchmark of the same shape run on this machine in the
+# same invocation when UPSTREAM_NP_TEST is set:
+#   (a) 25k namespaces x (default-deny + 2 policies + 4 pods)
+#       upstream BenchmarkInitXLargeScaleWithSmallNamespaces (published ~6 s, ~1.6 GB)
 #   (b) 100 namespaces x (default-deny + 100 policies x 10 pods)
-#   (c) 1 namespace, 10k policies selecting/allowing the same 10k pods  upstream ~10.7 s, ~1.16 GB
+#       upstream BenchmarkInitXLargeScaleWithLargeNamespaces
+#   (c) 1 namespace, 10k policies selecting/allowing the same 10k pods
+#       upstream BenchmarkInitXLargeScaleWithOneNamespace (published ~10.7 s, ~1.16 GB)
 #   (d) 1 namespace, 10k pods, one policy per pod allowing one other pod
+#       upstream BenchmarkInitXLargeScaleWithNetpolPerPod
 #   (e) upstream's XLargeScaleWithClusterScopedNetpol: 1k namespaces, 100k pods,
 #       10k K8s NetworkPolicies whose peers select pods of 10 namespaces
-#   (f) the same shape as 10k ClusterNetworkPolicies
-# For (e) and (f), UPSTREAM_NP_TEST may name upstream Antrea's compiled
-# pkg/controller/networkpolicy test binary (go test -c in a checkout of
-# antrea-io/antrea; antrea.io/libOpenflow and antrea.io/ofnet can be replaced by
-# local copies): its BenchmarkInitXLargeScaleWithClusterScopedNetpol runs here
-# too, and the ratios compare time and bytes allocated, after the informers
-# synced (a lower bound: upstream's Init benchmark feeds the objects to the
-# computation without informers, and times its selector index) and for the
-# whole op (an upper bound: it includes the informers and the fake clientset).
+#       upstream BenchmarkInitXLargeScaleWithClusterScopedNetpol
+#   (f) the same shape as 10k ClusterNetworkPolicies (compared with the same
+#       upstream benchmark: upstream has no ACNP variant of it)
+# Ours runs with the Antrea-native kinds enabled and the controller's 4 sync
+# workers (ANTREA_BENCH_WORKERS overrides); upstream's Init benchmarks drain
+# their queues on one goroutine.
+#
+# UPSTREAM_NP_TEST names upstream Antrea's compiled pkg/controller/networkpolicy
+# test binary (go test -c in a checkout of antrea-io/antrea; antrea.io/libOpenflow
+# and antrea.io/ofnet can be replaced by local copies). The ratios compare time
+# and bytes allocated (upstream's B/op) after our informers synced (a lower
+# bound: upstream's Init benchmark feeds the objects to the computation without
+# informers, and times its selector index, which ours builds while the
+# informers deliver) and for our whole op (an upper bound: it includes the
+# informers and the fake clientset).
+#
 # The measurement lives in pkg/controller/networkpolicy/scale_bench_test.go:
 # informers start on a fake clientset that lists the prebuilt objects (without
 # the fake's deep-copying tracker) and the op ends when every queue is empty.
 # Peak heap (HeapAlloc sampled every 20 ms) includes the workload's objects, as
 # upstream's does; upstream's also includes its fake tracker's copies. Wall time
-# depends on the load of this shared 2-core VM: compare cpu-s too.
-# Usage: hack/bench/controller-scale.sh [SCALE] [SHAPES]   (defaults: 1, ABCD)
+# depends on the load of this shared 2-core VM: compare cpu-s too, and use
+# REPEAT (each round runs both sides of every shape; the medians are printed).
+#
+# Usage: [UPSTREAM_NP_TEST=path] [REPEAT=3] hack/bench/controller-scale.sh [SCALE] [SHAPES]
+#        (defaults: 1, ABCDEF)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SCALE=${1:-1}
 SHAPES=${2:-ABCDEF}
+REPEAT=${REPEAT:-1}
 cd "$ROOT"
-out=$(ANTREA_BENCH_SCALE=$SCALE go test -run '^$' -bench "^BenchmarkScale[$SHAPES]" -benchtime 1x \
-  -timeout 60m ./pkg/controller/networkpolicy/ 2>&1) || { echo "$out" >&2; exit 1; }
-echo "$out" | grep -E '^Benchmark|workload:' >&2
-up_s=""; up_mb=""
-if [ -n "${UPSTREAM_NP_TEST:-}" ] && [[ $SHAPES == *[EF]* ]]; then
-  # Upstream's benchmark reads no testdata, but runs from its package directory.
-  up=$("$UPSTREAM_NP_TEST" -test.run '^$' -test.bench 'BenchmarkInitXLargeScaleWithClusterScopedNetpol$' \
-    -test.benchtime 1x -test.benchmem 2>&1 | grep '^Benchmark') || true
-  echo "upstream: $up" >&2
-  up_s=$(echo "$up" | awk '{print $3 / 1e9}')
-  up_mb=$(echo "$up" | awk '{print $5 / 1048576}')
-fi
+
+declare -A UPSTREAM=(
+  [A]=BenchmarkInitXLargeScaleWithSmallNamespaces
+  [B]=BenchmarkInitXLargeScaleWithLargeNamespaces
+  [C]=BenchmarkInitXLargeScaleWithOneNamespace
+  [D]=BenchmarkInitXLargeScaleWithNetpolPerPod
+  [E]=BenchmarkInitXLargeScaleWithClusterScopedNetpol
+  [F]=BenchmarkInitXLargeScaleWithClusterScopedNetpol
+)
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go test -c -o "$tmp/np.test" ./pkg/controller/networkpolicy/
+
+rows="$tmp/rows"
+: >"$rows"
+for round in $(seq 1 "$REPEAT"); do
+  for ((i = 0; i < ${#SHAPES}; i++)); do
+    shape=${SHAPES:i:1}
+    out=$(cd pkg/controller/networkpolicy && ANTREA_BENCH_SCALE=$SCALE "$tmp/np.test" -test.run '^$' \
+      -test.bench "^BenchmarkScale$shape" -test.benchtime 1x -test.timeout 60m 2>&1) || { echo "$out" >&2; exit 1; }
+    line=$(echo "$out" | grep -E '^BenchmarkScale')
+    echo "round $round ours:     $line" >&2
+    up="- -"
+    if [ -n "${UPSTREAM_NP_TEST:-}" ] && [ "$SCALE" = 1 ]; then
+      # Upstream's benchmark reads no testdata, but runs from its package directory.
+      upline=$("$UPSTREAM_NP_TEST" -test.run '^$' -test.bench "${UPSTREAM[$shape]}\$" \
+        -test.benchtime 1x -test.benchmem -test.timeout 60m 2>&1 | grep '^Benchmark') || true
+      echo "round $round upstream: $upline" >&2
+      up=$(echo "$upline" | awk '{print $3 / 1e9, $5 / 1048576}')
+    fi
+    echo "$shape $round $up $line" >>"$rows"
+  done
+done
+
 echo
-printf '%-6s %10s %10s %12s %12s %12s %12s\n' shape wall-s cpu-s peak-heap-MB upstream-s upstream-MB ratio-t/m
-echo "$out" | awk -v up_s="$up_s" -v up_mb="$up_mb" '
-  /^BenchmarkScale/ {
-    shape = substr($1, 15, 1)
-    for (i = 2; i < NF; i++) {
-      if ($(i+1) == "s/compute") wall = $i
-      if ($(i+1) == "cpu-s/compute") cpu = $i
-      if ($(i+1) == "peak-heap-MB") peak = $i
-      if ($(i+1) == "s-after-sync/compute") after = $i
-      if ($(i+1) == "alloc-MB/compute") alloc = $i
-      if ($(i+1) == "alloc-MB-after-sync/compute") allocAfter = $i
+echo "medians of $REPEAT round(s); ratio = ours / upstream (time, bytes allocated)"
+printf '%-5s %8s %8s %8s %8s %8s %10s %10s %22s %22s\n' shape wall-s after-s cpu-s peak-MB alloc-MB upstream-s upstream-MB "ratio after sync t/m" "ratio whole op t/m"
+awk -v repeat="$REPEAT" '
+  function median(arr, n,   i, j, t) {
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (arr[j] < arr[i]) { t = arr[i]; arr[i] = arr[j]; arr[j] = t }
+    return (n % 2) ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
+  }
+  {
+    shape = $1; up_s = $3; up_mb = $4
+    if (!(shape in seen)) { seen[shape] = 1; order[++nshapes] = shape }
+    k = ++cnt[shape]
+    for (i = 7; i < NF; i++) {
+      if ($(i+1) == "s/compute") wall[shape, k] = $i
+      if ($(i+1) == "cpu-s/compute") cpu[shape, k] = $i
+      if ($(i+1) == "peak-heap-MB") peak[shape, k] = $i
+      if ($(i+1) == "s-after-sync/compute") after[shape, k] = $i
+      if ($(i+1) == "alloc-MB/compute") alloc[shape, k] = $i
+      if ($(i+1) == "alloc-MB-after-sync/compute") allocAfter[shape, k] = $i
     }
-    ref_t = ""; ref_m = ""; ratio = "-"
-    if (shape == "A") { ref_t = 6.0; ref_m = 1600 }
-    if (shape == "C") { ref_t = 10.7; ref_m = 1160 }
-    if (ref_t != "") ratio = sprintf("%.2f/%.2f", wall / ref_t, peak / ref_m)
-    if ((shape == "E" || shape == "F") && up_s != "") {
-      ref_t = sprintf("%.2f", up_s); ref_m = sprintf("%.0f", up_mb)
-      ratio = sprintf("%.2f/%.2f after sync, %.2f/%.2f whole op", after / up_s, allocAfter / up_mb, wall / up_s, alloc / up_mb)
+    ups[shape, k] = up_s; upm[shape, k] = up_mb
+    if (up_s != "-") {
+      rt[shape, k] = after[shape, k] / up_s; rm[shape, k] = allocAfter[shape, k] / up_mb
+      wt[shape, k] = wall[shape, k] / up_s; wm[shape, k] = alloc[shape, k] / up_mb
     }
-    printf "%-6s %10.2f %10.2f %12.0f %12s %12s %12s\n", "(" tolower(shape) ")", wall, cpu, peak, (ref_t == "" ? "-" : ref_t), (ref_m == "" ? "-" : ref_m), ratio
-  }'
+  }
+  END {
+    for (s = 1; s <= nshapes; s++) {
+      sh = order[s]; n = cnt[sh]
+      split("", a); for (k = 1; k <= n; k++) a[k] = wall[sh, k]; mw = median(a, n)
+      split("", a); for (k = 1; k <= n; k++) a[k] = after[sh, k]; ma = median(a, n)
+      split("", a); for (k = 1; k <= n; k++) a[k] = cpu[sh, k]; mc = median(a, n)
+      split("", a); for (k = 1; k <= n; k++) a[k] = peak[sh, k]; mp = median(a, n)
+      split("", a); for (k = 1; k <= n; k++) a[k] = alloc[sh, k]; mal = median(a, n)
+      us = "-"; um = "-"; r1 = "-"; r2 = "-"
+      if (ups[sh, 1] != "-") {
+        split("", a); for (k = 1; k <= n; k++) a[k] = ups[sh, k]; us = sprintf("%.2f", median(a, n))
+        split("", a); for (k = 1; k <= n; k++) a[k] = upm[sh, k]; um = sprintf("%.0f", median(a, n))
+        split("", a); for (k = 1; k <= n; k++) a[k] = rt[sh, k]; x = median(a, n)
+        split("", a); for (k = 1; k <= n; k++) a[k] = rm[sh, k]; y = median(a, n)
+        r1 = sprintf("%.2f/%.2f", x, y)
+        split("", a); for (k = 1; k <= n; k++) a[k] = wt[sh, k]; x = median(a, n)
+        split("", a); for (k = 1; k <= n; k++) a[k] = wm[sh, k]; y = median(a, n)
+        r2 = sprintf("%.2f/%.2f", x, y)
+      }
+      printf "(%s)   %8.2f %8.2f %8.2f %8.0f %8.0f %10s %10s %22s %22s\n", tolower(sh), mw, ma, mc, mp, mal, us, um, r1, r2
+    }
+  }' "$rows"

@@ -2,6 +2,7 @@ package grouping
 
 import (
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -34,6 +35,8 @@ type Index struct {
 type podItem struct {
 	ns  *nsItem
 	pod *v1.Pod
+	// derived is the caller's slot (see VisitGroupPods).
+	derived atomic.Value
 }
 
 type nsItem struct {
@@ -196,6 +199,26 @@ func (i *Index) GroupPods(key string) ([]*v1.Pod, bool) {
 		pods = append(pods, p.pod)
 	}
 	return pods, true
+}
+
+// VisitGroupPods calls visit for each Pod the group of key selects (in no
+// particular order) and reports whether the group is registered. With each
+// Pod comes a slot that lives as long as the index holds the Pod (across its
+// updates): callers may keep there data derived from the Pod object, such as
+// the group member built from it, and check on use that it derives from the
+// object visited. Visits run under the index's read lock: visit must not call
+// into the index.
+func (i *Index) VisitGroupPods(key string, visit func(pod *v1.Pod, derived *atomic.Value)) bool {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	g, ok := i.groups[key]
+	if !ok {
+		return false
+	}
+	for p := range g.members {
+		visit(p.pod, &p.derived)
+	}
+	return true
 }
 
 // Counts returns the numbers of Pods, Namespaces (with objects or

@@ -161,8 +161,6 @@ type Controller struct {
 	groupsBySelector map[string]*selectorGroups
 	// orphans are selector keys whose groups may have lost their last policy.
 	orphans sets.Set[string]
-	// members caches the GroupMember of each Pod by namespace/name.
-	members map[string]*cachedMember
 	// nodeGroupKeys are the selector keys of groups that select Nodes.
 	nodeGroupKeys sets.Set[string]
 }
@@ -209,7 +207,6 @@ func NewController(kubeClient kubernetes.Interface, informerFactory informers.Sh
 		addressGroups:       map[string]*addressGroupState{},
 		groupsBySelector:    map[string]*selectorGroups{},
 		orphans:             sets.New[string](),
-		members:             map[string]*cachedMember{},
 	}
 	c.index.AddEventHandler(c.enqueueGroups)
 	// The synced functions are those of the handler registrations, not of
@@ -306,8 +303,6 @@ func (c *Controller) deletePod(obj any) {
 		return
 	}
 	c.index.DeletePod(pod.Namespace, pod.Name)
-	// After the index forgot the Pod no sync can cache it again.
-	c.forgetMember(pod.Namespace, pod.Name)
 }
 
 func (c *Controller) addNamespace(obj any) {
@@ -460,6 +455,82 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimit
 	}
 	q.Forget(key)
 	return true
+}
+
+// drainConcurrently processes every queued key with workers goroutines, as
+// Run does, until all queues are empty: keys are taken from the queues in
+// drain's order and each key is synced by one worker at a time (the queues
+// guarantee that). Benchmarks use it to measure the computation as the
+// controller runs it; it returns the first sync error.
+func (c *Controller) drainConcurrently(ctx context.Context, workers int) error {
+	type job struct {
+		q    workqueue.TypedRateLimitingInterface[string]
+		sync func(context.Context, string) error
+		key  string
+	}
+	queues := []struct {
+		q    workqueue.TypedRateLimitingInterface[string]
+		sync func(context.Context, string) error
+	}{
+		{c.policyQueue, c.syncPolicy},
+		{c.appliedToGroupQueue, c.syncAppliedToGroup},
+		{c.addressGroupQueue, c.syncAddressGroup},
+		{c.nativeQueue, c.syncNativePolicy},
+		{c.statusQueue, c.syncNativeStatus},
+		{c.groupStatusQueue, c.syncGroupStatus},
+	}
+	jobs := make(chan job, workers)
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		firstErr error
+	)
+	for i := 0; i < workers; i++ {
+		go func() {
+			for j := range jobs {
+				err := j.sync(ctx, j.key)
+				j.q.Done(j.key)
+				if err != nil {
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("syncing %q: %w", j.key, err)
+					}
+					errMu.Unlock()
+				} else {
+					j.q.Forget(j.key)
+				}
+				wg.Done()
+			}
+		}()
+	}
+	defer close(jobs)
+	for {
+		busy := false
+		for _, qs := range queues {
+			for qs.q.Len() > 0 {
+				busy = true
+				key, _ := qs.q.Get()
+				wg.Add(1)
+				jobs <- job{q: qs.q, sync: qs.sync, key: key}
+			}
+		}
+		if !busy {
+			// Keys synced meanwhile may have queued others: look again once
+			// every worker is idle.
+			wg.Wait()
+			busy = false
+			for _, qs := range queues {
+				if qs.q.Len() > 0 {
+					busy = true
+				}
+			}
+			if !busy {
+				errMu.Lock()
+				defer errMu.Unlock()
+				return firstErr
+			}
+		}
+	}
 }
 
 // drain processes every queued key on the calling goroutine until all queues

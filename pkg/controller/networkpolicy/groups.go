@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -70,38 +71,32 @@ func (ag *addressGroupState) moveSpan(old, cur sets.Set[string]) {
 
 // cachedMember is the GroupMember of one version of a Pod, shared by every
 // group holding the Pod, so that a Pod in several groups costs one member.
+// It lives in the index's slot of the Pod (grouping.Index.VisitGroupPods),
+// so it goes with the Pod and costs no lookup.
 type cachedMember struct {
 	pod    *v1.Pod
 	key    string
 	member *controlplane.GroupMember
 }
 
-// memberLocked returns the member of pod, building it when the informer has
-// replaced the Pod object since it was cached.
-func (c *Controller) memberLocked(pod *v1.Pod) *cachedMember {
-	k := pod.Namespace + "/" + pod.Name
-	if m, ok := c.members[k]; ok && m.pod == pod {
+// memberOf returns the member of pod, building it when the slot holds none
+// or one of an earlier version of the Pod. Two syncs racing on one Pod build
+// equal members; either may stay.
+func memberOf(pod *v1.Pod, slot *atomic.Value) *cachedMember {
+	if m, ok := slot.Load().(*cachedMember); ok && m.pod == pod {
 		return m
 	}
 	member := podMember(pod)
 	m := &cachedMember{pod: pod, key: controlplane.MemberKey(member), member: member}
-	c.members[k] = m
+	slot.Store(m)
 	return m
-}
-
-// forgetMember drops the cached member of a deleted Pod.
-func (c *Controller) forgetMember(namespace, name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.members, namespace+"/"+name)
 }
 
 // computeAppliedToGroupLocked recomputes the members of atg per Node. A Pod
 // is a member once scheduled and until it terminates. It returns the previous
 // span and true when the span changed.
 func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets.Set[string], bool) {
-	pods, _ := c.index.GroupPods(atg.sel.Key())
-	byNode := map[string]controlplane.GroupMemberSet{}
+	byNode := make(map[string]controlplane.GroupMemberSet, len(atg.membersByNode))
 	if atg.sel.NodeSelector != nil {
 		// A Node is its own Node's member.
 		for _, node := range c.selectedNodes(atg.sel.NodeSelector) {
@@ -109,19 +104,19 @@ func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets
 			byNode[node.Name] = controlplane.GroupMemberSet{controlplane.MemberKey(m): m}
 		}
 	}
-	for _, pod := range pods {
+	c.index.VisitGroupPods(atg.sel.Key(), func(pod *v1.Pod, slot *atomic.Value) {
 		node := pod.Spec.NodeName
 		if node == "" || podTerminated(pod) {
-			continue
+			return
 		}
 		s := byNode[node]
 		if s == nil {
-			s = controlplane.GroupMemberSet{}
+			s = make(controlplane.GroupMemberSet, 1)
 			byNode[node] = s
 		}
-		m := c.memberLocked(pod)
+		m := memberOf(pod, slot)
 		s[m.key] = m.member
-	}
+	})
 	changed := len(byNode) != len(atg.membersByNode)
 	for node, s := range byNode {
 		// Keep the previous set of a Node whose members are the same, so the
@@ -157,8 +152,7 @@ func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets
 // computeAddressGroupLocked recomputes the members of ag: every selected Pod
 // with an IP that has not terminated (for an ipBlock group, see blockMember).
 func (c *Controller) computeAddressGroupLocked(ag *addressGroupState) {
-	pods, _ := c.index.GroupPods(ag.sel.Key())
-	members := make(controlplane.GroupMemberSet, len(pods))
+	members := make(controlplane.GroupMemberSet, len(ag.members))
 	if ag.sel.NodeSelector != nil {
 		for _, node := range c.selectedNodes(ag.sel.NodeSelector) {
 			if m := nodeMember(node); len(m.IPs) > 0 {
@@ -167,17 +161,17 @@ func (c *Controller) computeAddressGroupLocked(ag *addressGroupState) {
 		}
 	}
 	block := ag.sel.IPBlock
-	for _, pod := range pods {
+	c.index.VisitGroupPods(ag.sel.Key(), func(pod *v1.Pod, slot *atomic.Value) {
 		if podTerminated(pod) || pod.Status.PodIP == "" && len(pod.Status.PodIPs) == 0 {
-			continue
+			return
 		}
-		m := c.memberLocked(pod)
+		m := memberOf(pod, slot)
 		if block == nil {
 			members[m.key] = m.member
 		} else if key, member := blockMember(block, m); member != nil {
 			members[key] = member
 		}
-	}
+	})
 	if ag.members != nil && ag.members.Equal(members) {
 		return
 	}

@@ -1,6 +1,7 @@
 package networkpolicy
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"sort"
@@ -43,11 +44,22 @@ func (e *env) snapshot() string {
 // stores equal what a new controller computes from the final objects alone.
 func TestRandomChangesEndWhereAFreshComputationStarts(t *testing.T) {
 	for _, seed := range []int64{11, 12, 13} {
-		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) { randomChangesAgainstFreshComputation(t, seed) })
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) { randomChangesAgainstFreshComputation(t, seed, 1) })
 	}
 }
 
-func randomChangesAgainstFreshComputation(t *testing.T, seed int64) {
+// TestConcurrentSyncsEndWhereAFreshComputationStarts is the same with four
+// workers syncing at once (drainConcurrently, as Run does): syncs of
+// different policies compute and prepare their groups outside the
+// controller's lock, and groups shared between them must still end as a
+// fresh computation has them. Run it with -race too.
+func TestConcurrentSyncsEndWhereAFreshComputationStarts(t *testing.T) {
+	for _, seed := range []int64{21, 22, 23} {
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) { randomChangesAgainstFreshComputation(t, seed, 4) })
+	}
+}
+
+func randomChangesAgainstFreshComputation(t *testing.T, seed int64, workers int) {
 	rng := rand.New(rand.NewSource(seed))
 	nss := []string{"x", "y", "z"}
 	apps := []string{"a", "b", "c"}
@@ -124,7 +136,11 @@ func randomChangesAgainstFreshComputation(t *testing.T, seed int64) {
 		}
 		if step%10 == 0 {
 			// Let some syncs interleave with the changes.
-			if err := e.c.drain(e.ctx); err != nil {
+			drain := e.c.drain
+			if workers > 1 {
+				drain = func(ctx context.Context) error { return e.c.drainConcurrently(ctx, workers) }
+			}
+			if err := drain(e.ctx); err != nil {
 				t.Fatal(err)
 			}
 		}

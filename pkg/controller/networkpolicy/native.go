@@ -378,6 +378,20 @@ func (c *Controller) syncNativePolicy(_ context.Context, key string) error {
 	}
 
 	mark := c.depMark()
+	// The rules and the groups' members are computed before taking c.mu, so
+	// that syncs of different policies do that part concurrently.
+	var (
+		computed     *nativeComputed
+		cerr         error
+		internalName string
+	)
+	if spec != nil {
+		internalName = nativeInternalName(srcRef.UID, key)
+		computed, cerr = computeNative(n, srcRef.Type, srcRef.Namespace, srcRef.Name, spec, groupName)
+		if cerr == nil {
+			c.prepareGroups(computed.atgs, computed.ags)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.policies[key]
@@ -389,8 +403,6 @@ func (c *Controller) syncNativePolicy(_ context.Context, key string) error {
 		}
 		return c.deletePolicyLocked(p)
 	}
-	internalName := nativeInternalName(srcRef.UID, key)
-	computed, cerr := computeNative(n, srcRef.Type, srcRef.Namespace, srcRef.Name, spec, c.groupNameLocked)
 	c.setDepsSince(key, computed.deps, mark)
 	if cerr != nil {
 		// Not realizable until what is missing (a Tier) appears: the
@@ -406,6 +418,7 @@ func (c *Controller) syncNativePolicy(_ context.Context, key string) error {
 		p = &policyState{key: key, name: internalName}
 		c.policies[key] = p
 	} else if err := c.renameLocked(p, internalName); err != nil {
+		c.unprepareLocked(computed.atgs, computed.ags)
 		return err
 	}
 	oldAGs := c.setGroupsLocked(p, computed.atgs, computed.ags)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"sync/atomic"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -25,14 +27,6 @@ type selectorGroups struct {
 	typesSel  *types.GroupSelector
 	appliedTo *appliedToGroupState
 	address   *addressGroupState
-}
-
-// groupNameLocked is groupName, without hashing for selectors in use.
-func (c *Controller) groupNameLocked(selectorKey string) string {
-	if sg, ok := c.groupsBySelector[selectorKey]; ok {
-		return sg.name
-	}
-	return groupName(selectorKey)
 }
 
 // typesSelector is the selector in the stores' form, built once per selector.
@@ -243,6 +237,19 @@ func (c *Controller) syncPolicy(_ context.Context, key string) error {
 		return fmt.Errorf("getting Namespace %s of NetworkPolicy %s: %w", namespace, key, err)
 	}
 	logs := namespaceLogs(ns)
+	// The rules and the groups' members are computed before taking c.mu, so
+	// that syncs of different policies do that part concurrently.
+	var computed *computedPolicy
+	if np != nil {
+		computed, err = computePolicy(np, groupName)
+		if err != nil {
+			// The API server validates policies, so this is a malformed object a
+			// retry cannot fix; the previous computation, if any, stays.
+			klog.ErrorS(err, "Cannot compute NetworkPolicy", "networkPolicy", key)
+			return nil
+		}
+		c.prepareGroups([]*grouping.Selector{computed.appliedTo}, computed.addressGroups)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.policies[key]
@@ -252,13 +259,6 @@ func (c *Controller) syncPolicy(_ context.Context, key string) error {
 		}
 		return c.deletePolicyLocked(p)
 	}
-	computed, err := computePolicy(np, c.groupNameLocked)
-	if err != nil {
-		// The API server validates policies, so this is a malformed object a
-		// retry cannot fix; the previous computation, if any, stays.
-		klog.ErrorS(err, "Cannot compute NetworkPolicy", "networkPolicy", key)
-		return nil
-	}
 	for i := range computed.rules {
 		computed.rules[i].EnableLogging = logs
 	}
@@ -267,6 +267,7 @@ func (c *Controller) syncPolicy(_ context.Context, key string) error {
 		p = &policyState{key: key, name: internalName}
 		c.policies[key] = p
 	} else if err := c.renameLocked(p, internalName); err != nil {
+		c.unprepareLocked([]*grouping.Selector{computed.appliedTo}, computed.addressGroups)
 		return err
 	}
 	oldAGs := c.setGroupsLocked(p, []*grouping.Selector{computed.appliedTo}, computed.addressGroups)
@@ -448,6 +449,50 @@ func (c *Controller) releaseAddressGroupLocked(ag *addressGroupState, policyKey 
 	}
 }
 
+// prepareGroups registers the selectors of a policy's groups in the index
+// and builds the members of their Pods (memberOf) without holding c.mu, so
+// that concurrent syncs do this work in parallel; under c.mu the groups then
+// only collect the members built. Registering before the controller's group
+// exists is safe: an index event for the selector meanwhile finds no group
+// to queue, and the group, created later under c.mu, reads the index as it
+// is then. A selector registered here that no sync acquires is removed from
+// the index by collectGarbageLocked (unprepareLocked files it there).
+func (c *Controller) prepareGroups(atgs []*grouping.Selector, ags map[string]*grouping.Selector) {
+	prepare := func(sel *grouping.Selector) {
+		if sel == nil || sel.NodeSelector != nil {
+			return
+		}
+		key := sel.Key()
+		if c.index.HasGroup(key) {
+			// In use already: its members are built.
+			return
+		}
+		c.index.AddGroup(sel)
+		c.index.VisitGroupPods(key, func(pod *v1.Pod, slot *atomic.Value) {
+			if !podTerminated(pod) {
+				memberOf(pod, slot)
+			}
+		})
+	}
+	for _, sel := range atgs {
+		prepare(sel)
+	}
+	for _, sel := range ags {
+		prepare(sel)
+	}
+}
+
+// unprepareLocked files the selectors prepareGroups registered, for a sync
+// that failed before acquiring them, for collection.
+func (c *Controller) unprepareLocked(atgs []*grouping.Selector, ags map[string]*grouping.Selector) {
+	for _, sel := range atgs {
+		c.orphans.Insert(sel.Key())
+	}
+	for k := range ags {
+		c.orphans.Insert(k)
+	}
+}
+
 // collectGarbageLocked deletes the groups no policy uses any more: from the
 // stores, from the computation state and, once both kinds of a selector are
 // gone, from the index. Only selectors released since the last collection
@@ -456,6 +501,9 @@ func (c *Controller) collectGarbageLocked() error {
 	for key := range c.orphans {
 		sg := c.groupsBySelector[key]
 		if sg == nil {
+			// Registered by prepareGroups for a sync that failed: a sync
+			// preparing it now registers it again when it creates the group.
+			c.index.DeleteGroup(key)
 			c.orphans.Delete(key)
 			continue
 		}
