@@ -100,7 +100,9 @@ func TestLocalCommandsFromALaptopSayWhereToRunThem(t *testing.T) {
 		antreaPod("antrea-agent", "antrea-agent-b2", "node-2", "antrea/antrea-agent:latest", "", true),
 	}
 	r := runAntctl(t, c, "get", "ovsflows", "-p", web1.Name, "-n", web1.Namespace, "-T", "Classifier")
-	want := "get ovsflows reads a node's OVS and needs local mode"
+	// The agent API of web-1's node is tried first (its Node has no
+	// address here), then the agent container is named.
+	want := "node node-2 has no InternalIP to reach its agent API at; or run it in the antrea-agent container"
 	how := "kubectl -n kube-system exec antrea-agent-b2 -c antrea-agent -- antctl get ovsflows -n demo -p web-1 -T Classifier"
 	if r.runErr == nil || !strings.HasPrefix(r.runErr.Error(), want) || !strings.Contains(r.runErr.Error(), how) {
 		t.Errorf("error %v, want %q ... %q (the agent of web-1's node)", r.runErr, want, how)

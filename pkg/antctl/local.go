@@ -32,6 +32,9 @@ const localTimeout = 15 * time.Second
 // localNode is this node's OVS as the agent's conf file describes it.
 type localNode struct {
 	conf *agentconfig.AgentConfig
+	// remote, when set, reads another node through its agent API
+	// (agentapi.go) instead of local sockets.
+	remote *agentClient
 }
 
 // requireLocal returns the local node, or for a laptop the one-line error
@@ -125,6 +128,9 @@ func (l *localNode) withOVSDB(ctx context.Context, f func(*ovsconfig.Connection)
 // the bridge with their external_ids, as the agent rebuilds its interface
 // store at start.
 func (l *localNode) interfaces(ctx context.Context) (interfacestore.InterfaceStore, error) {
+	if l.remote != nil {
+		return l.remote.interfaces(ctx)
+	}
 	store := interfacestore.NewInterfaceStore()
 	err := l.withOVSDB(ctx, func(conn *ovsconfig.Connection) error {
 		br := ovsconfig.NewOVSBridge(conn, ovsconfig.BridgeConfig{Name: l.conf.OVSBridge})
@@ -152,6 +158,9 @@ func (l *localNode) ovsVersion(ctx context.Context) (string, error) {
 // dumpFlows reads the flows of one table (openflow.TableAll: every table)
 // from the bridge, with their counters.
 func (l *localNode) dumpFlows(ctx context.Context, table uint8) ([]openflow.FlowStats, error) {
+	if l.remote != nil {
+		return l.remote.dumpFlows(ctx, table)
+	}
 	ctx, cancel := context.WithTimeout(ctx, localTimeout)
 	defer cancel()
 	conn, err := openflow.Dial(ctx, l.mgmtSocket(), openflow.Options{})

@@ -60,6 +60,7 @@ the antrea-agent container.
 	cmd.Flags().StringVarP(&f.table, "table", "T", "", "Only this table (name or number)")
 	cmd.Flags().StringVar(&f.policy, "policy", "", "Only the flows of this NetworkPolicy (NS/NAME of its source; NAME uses -n)")
 	_ = cmd.RegisterFlagCompletionFunc("pod", g.completeLocalPods)
+	addNodeFlag(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("table", completeTables)
 	return cmd
 }
@@ -94,7 +95,7 @@ func (f *ovsFlowsOptions) run(cmd *cobra.Command, _ []string) error {
 		}
 		tableID = t.ID
 	}
-	local, err := f.g.requireLocal(cmd, ns, f.pod)
+	local, err := f.g.requireNode(cmd, ns, f.pod)
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ Local mode only: run it in the antrea-agent container.
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ns, nsGiven := g.namespace()
-			local, err := g.requireLocal(cmd, ns, pod)
+			local, err := g.requireNode(cmd, ns, pod)
 			if err != nil {
 				return err
 			}
@@ -94,6 +94,7 @@ Local mode only: run it in the antrea-agent container.
 	}
 	cmd.Flags().StringVarP(&pod, "pod", "p", "", "Only this pod's interfaces (its namespace is -n, default \"default\")")
 	_ = cmd.RegisterFlagCompletionFunc("pod", g.completeLocalPods)
+	addNodeFlag(cmd)
 	return cmd
 }
 

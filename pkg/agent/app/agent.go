@@ -299,6 +299,11 @@ func Run(ctx context.Context, o Options) error {
 	restoreErr := make(chan error, 1)
 	go func() { restoreErr <- rs.finish(ctx, bridge, policies, ids, prevRound, round) }()
 
+	apiErr, err := serveAPI(ctx, o, apiDeps{nodeIP: nodeIP, interfaces: store, ofc: ofc})
+	if err != nil {
+		return err
+	}
+
 	cni, err := cniserver.New(cniserver.Config{
 		SocketPath:  o.CNISocket,
 		NodeName:    o.NodeName,
@@ -333,6 +338,8 @@ func Run(ctx context.Context, o Options) error {
 			restoreErr = nil // done: a nil channel never fires again
 		case err := <-routeErr:
 			return fmt.Errorf("node route controller: %w", err)
+		case err := <-apiErr:
+			return fmt.Errorf("agent API: %w", err)
 		case err := <-proxyErr:
 			if err == nil {
 				return nil

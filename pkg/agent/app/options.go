@@ -45,6 +45,13 @@ type Options struct {
 	// NodePortAddresses (antreaProxy.nodePortAddresses) select the node
 	// addresses serving NodePorts; empty: all of them.
 	NodePortAddresses []netip.Prefix
+	// APIPort is the agent API's port (apiPort); 0 serves no API.
+	APIPort int
+	// EnablePrometheusMetrics (enablePrometheusMetrics) exports Antrea's
+	// metrics at the agent API's /metrics.
+	EnablePrometheusMetrics bool
+	// FeatureGates are the conf file's effective gates (/featuregates).
+	FeatureGates map[string]bool
 }
 
 // NewOptions returns the options of the default config file, the node name
@@ -72,6 +79,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.IPAMDataDir, "ipam-data-dir", o.IPAMDataDir, "host-local IPAM state directory")
 	fs.IntVar(&o.MTU, "mtu", o.MTU, "pod MTU (0: the uplink MTU minus the tunnel overhead) [defaultMTU]")
 	fs.BoolVar(&o.EnableProxy, "enable-proxy", o.EnableProxy, "realize ClusterIP Services in OVS (AntreaProxy); off: leave Services to kube-proxy [featureGates.AntreaProxy, antreaProxy.enable]")
+	fs.IntVar(&o.APIPort, "api-port", o.APIPort, "port of the agent API (HTTPS; 0: no API) [apiPort]")
 	fs.BoolVar(&o.ProxyAll, "proxy-all", o.ProxyAll, "AntreaProxy also realizes NodePorts and Services for the node's own and outside traffic (no kube-proxy needed) [antreaProxy.proxyAll]")
 }
 
@@ -113,6 +121,9 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 	set("enable-proxy", func() { o.EnableProxy = c.ProxyEnabled() })
 	set("proxy-all", func() { o.ProxyAll = c.AntreaProxy.ProxyAll })
 	set("", func() { o.NodePortAddresses = c.NodePortPrefixes() })
+	set("api-port", func() { o.APIPort = c.APIPort })
+	set("", func() { o.EnablePrometheusMetrics = c.EnablePrometheusMetrics })
+	set("", func() { o.FeatureGates = c.FeatureGates })
 }
 
 // validate checks what flags may have set wrong (the file's keys were

@@ -49,6 +49,7 @@ func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
 		NodeName: "n1", OVSBridge: "br-int", HostGateway: "antrea-gw0", OVSRunDir: "/var/run/openvswitch",
 		DatapathType: "system", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
 		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true, ProxyAll: true,
+		APIPort: 10350, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true},
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)
@@ -77,6 +78,8 @@ kubeAPIServerOverride: https://10.0.0.1:6443
 antreaProxy:
   proxyAll: true
   nodePortAddresses: [192.168.77.0/24]
+apiPort: 10360
+enablePrometheusMetrics: false
 `)
 	for _, tc := range []struct {
 		name string
@@ -109,6 +112,7 @@ antreaProxy:
 				TunnelType: "vxlan", TunnelCsum: true, UplinkName: "eth1", CNISocket: "/run/antrea/cni.sock",
 				IPAMDataDir: "/var/lib/antrea/ipam", MTU: 1400, EnableProxy: false,
 				ProxyAll: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")},
+				APIPort: 10360, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false},
 			}
 			tc.want(&want)
 			if !reflect.DeepEqual(got, want) {
