@@ -37,6 +37,7 @@ import (
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/agent/packetreply"
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions/crd/v1beta1"
@@ -102,6 +103,10 @@ type running struct {
 	cancel  context.CancelFunc
 	// captured is set once a live packet was reported.
 	captured bool
+	// src is the traced packet's source address: packet-ins of other
+	// packets with the tag (a pod's echo reply copies the request's DSCP)
+	// are not the traced packet's.
+	src netip.Addr
 }
 
 // Controller traces the running Traceflows on this node.
@@ -231,6 +236,7 @@ func (c *Controller) start(ctx context.Context, tf *crdv1beta1.Traceflow) error 
 	}
 	r := &running{name: tf.Name, uid: tf.UID, tag: tag, sender: srcIface != nil, live: tf.Spec.LiveTraffic,
 		droppedOnly: tf.Spec.DroppedOnly}
+	r.src = c.sourceIP(ctx, tf, srcIface)
 	spec := agentof.TraceflowFlows{Tag: tag, Timeout: timeout(tf), DroppedOnly: tf.Spec.DroppedOnly}
 	var dst *destination
 	if r.sender || r.live {
@@ -264,6 +270,29 @@ func (c *Controller) start(ctx context.Context, tf *crdv1beta1.Traceflow) error 
 		go c.inject(injectCtx, tf.Name, uint32(srcIface.OFPort), frame)
 	}
 	return nil
+}
+
+// sourceIP is the address the traced packet comes from.
+func (c *Controller) sourceIP(ctx context.Context, tf *crdv1beta1.Traceflow, local *interfacestore.InterfaceConfig) netip.Addr {
+	var ip string
+	switch s := tf.Spec.Source; {
+	case local != nil:
+		ip = firstIPv4(local.IPs).String()
+	case s.IP != "":
+		ip = s.IP
+	case s.Pod != "":
+		pod, err := c.cfg.Kube.CoreV1().Pods(s.Namespace).Get(ctx, s.Pod, metav1.GetOptions{})
+		if err != nil {
+			klog.ErrorS(err, "Cannot read the Traceflow's source Pod", "traceflow", tf.Name)
+			return netip.Addr{}
+		}
+		ip = pod.Status.PodIP
+	}
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a
 }
 
 func timeout(tf *crdv1beta1.Traceflow) time.Duration {
@@ -440,6 +469,10 @@ func (c *Controller) handle(ctx context.Context, pi *agentof.TraceflowPacketIn) 
 	c.mu.Lock()
 	r := c.byTag[pi.Tag]
 	if r == nil {
+		c.mu.Unlock()
+		return
+	}
+	if p, err := packetreply.Parse(pi.Packet.Data); err != nil || r.src.IsValid() && p.Src != r.src {
 		c.mu.Unlock()
 		return
 	}

@@ -1,0 +1,238 @@
+package traceflow
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+
+	"antrea.io/antrea/pkg/agent/interfacestore"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
+	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
+	"antrea.io/antrea/pkg/ovs/ovsinstance"
+)
+
+// rules names the rules this test installs, as the NetworkPolicy
+// controller names realized rules.
+type rules map[uint32][2]string
+
+func (r rules) TraceflowRule(id uint32) (string, string, bool) {
+	n, ok := r[id]
+	return n[0], n[1], ok
+}
+
+func (r rules) TraceflowIsolation(uint32, agentof.Direction) []string {
+	return []string{"K8sNetworkPolicy:default/isolate-b"}
+}
+
+// ovsNode is one real node: its own OVS with br-int, the agent's OpenFlow
+// client and the Traceflow controller on fake API clients.
+type ovsNode struct {
+	br     *bridgetest.Bridge
+	flows  *agentof.Client
+	writer *agentof.RuleWriter
+	client *fake.Clientset
+	ctrl   *Controller
+	a, b   *bridgetest.Pod
+}
+
+func startNode(t *testing.T) *ovsNode {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	u := bridgetest.NewUnderlay(t)
+	br := bridgetest.NewNode(t, bridgetest.NodeOptions{PodCIDR: "10.10.1.0/24", GatewayIP: "10.10.1.1", Underlay: u,
+		NodeIP: "192.168.77.11/24"})
+	c, err := agentof.NewClient(br.OF, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cidr, _ := net.ParseCIDR("10.10.1.0/24")
+	if err := c.Initialize(ctx, &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
+		GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: cidr}); err != nil {
+		t.Fatal(err)
+	}
+	store := interfacestore.NewInterfaceStore()
+	n := &ovsNode{br: br, flows: c, writer: agentof.NewRuleWriter(c)}
+	n.a = br.AddPod(t, "tfa", "10.10.1.2/24")
+	n.b = br.AddPod(t, "tfb", "10.10.1.3/24")
+	for _, p := range []*bridgetest.Pod{n.a, n.b} {
+		if err := c.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+			t.Fatal(err)
+		}
+		iface := interfacestore.NewContainerInterface(p.HostIF, "c-"+p.Name, p.Name, "default", "eth0", p.MAC, []net.IP{p.IP}, 0)
+		iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(p.OFPort)}
+		store.AddInterface(iface)
+	}
+	_, peer, _ := net.ParseCIDR("10.10.2.0/24")
+	if err := c.InstallNodeFlows("node-2", peer, net.ParseIP("10.10.2.1"), net.ParseIP("192.168.77.12")); err != nil {
+		t.Fatal(err)
+	}
+	disp := agentof.NewPacketInDispatcher(br.OF)
+	io := disp.Subscribe(agentof.PacketInTraceflow)
+	go disp.Run(ctx)
+
+	kube := k8sfake.NewClientset(
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tfa"}, Status: corev1.PodStatus{PodIP: "10.10.1.2"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tfb"}, Status: corev1.PodStatus{PodIP: "10.10.1.3"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "remote"}, Status: corev1.PodStatus{PodIP: "10.10.2.5"}})
+	n.client = fake.NewSimpleClientset()
+	factory := crdinformers.NewSharedInformerFactory(n.client, 0)
+	n.ctrl = NewController(Config{NodeName: "node-1", Client: n.client, Kube: kube, Informer: factory.Crd().V1beta1().Traceflows(),
+		Flows: c, IO: io, Interfaces: store, Rules: rules{7: {"AntreaClusterNetworkPolicy:deny-a", "drop-a"}},
+		Ports: Ports{Gateway: bridgetest.GatewayOFPort, Tunnel: bridgetest.TunnelOFPort}, GatewayMAC: br.GatewayMAC})
+	factory.Start(ctx.Done())
+	go n.ctrl.Run(ctx)
+	return n
+}
+
+// trace creates a running Traceflow (as the controller leaves it) from pod
+// a and waits for this node's result.
+func (n *ovsNode) trace(t *testing.T, name string, tag int8, dst crdv1beta1.Destination) crdv1beta1.NodeResult {
+	t.Helper()
+	ctx := context.Background()
+	tf := &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)},
+		Spec:   crdv1beta1.TraceflowSpec{Source: crdv1beta1.Source{Namespace: "default", Pod: "tfa"}, Destination: dst},
+		Status: crdv1beta1.TraceflowStatus{Phase: crdv1beta1.TraceflowRunning, DataplaneTag: tag}}
+	if _, err := n.client.CrdV1beta1().Traceflows().Create(ctx, tf, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		got, err := n.client.CrdV1beta1().Traceflows().Get(ctx, name, metav1.GetOptions{})
+		if err == nil && len(got.Status.Results) > 0 {
+			return got.Status.Results[0]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("Traceflow %s: no result from the node; flows of tag %d:\n%s", name, tag,
+		bridgetest.Run(t, "ovs-ofctl", "-O", "OpenFlow15", "dump-flows", n.br.BridgeMgmt("br-int")))
+	return crdv1beta1.NodeResult{}
+}
+
+// finish ends a Traceflow (as the controller does) and checks its flows go.
+func (n *ovsNode) finish(t *testing.T, name string, tag int8) {
+	t.Helper()
+	ctx := context.Background()
+	tf, err := n.client.CrdV1beta1().Traceflows().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf.Status.Phase = crdv1beta1.TraceflowSucceeded
+	if _, err := n.client.CrdV1beta1().Traceflows().UpdateStatus(ctx, tf, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cookie := fmt.Sprintf("cookie=0x1%08x", 0x7f000000|int(tag))
+	for range 500 {
+		out, err := n.br.Ofctl("dump-flows", "br-int")
+		if err == nil && !strings.Contains(out, cookie) && len(n.flows.TraceflowFlowsOf(uint8(tag))) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the flows of tag %d (%s) are still there after the Traceflow ended", tag, cookie)
+}
+
+func describe(obs []crdv1beta1.Observation) string {
+	var parts []string
+	for _, o := range obs {
+		s := fmt.Sprintf("%s/%s/%s", o.Component, o.ComponentInfo, o.Action)
+		for _, kv := range [][2]string{{"pod", o.Pod}, {"tunnel", o.TunnelDstIP}, {"policy", o.NetworkPolicy}, {"rule", o.NetworkPolicyRule}} {
+			if kv[1] != "" {
+				s += " " + kv[0] + "=" + kv[1]
+			}
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " -> ")
+}
+
+func TestTraceflowOnRealOVS(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	n := startNode(t)
+
+	t.Run("delivered to a local pod", func(t *testing.T) {
+		before := n.b.IPReceived(t)
+		r := n.trace(t, "local", 1, crdv1beta1.Destination{Namespace: "default", Pod: "tfb"})
+		want := "SpoofGuard/SpoofGuard/Forwarded -> Forwarding/Output/Delivered pod=default/tfb"
+		if got := describe(r.Observations); got != want || r.Role != crdv1beta1.RoleSender || r.Node != "node-1" {
+			t.Fatalf("result %s %s: %s\nwant %s", r.Node, r.Role, got, want)
+		}
+		last := r.Observations[len(r.Observations)-1]
+		if last.DstMAC != n.b.MAC.String() || last.TTL != 64 {
+			t.Fatalf("delivered with dst MAC %s TTL %d, want %s and 64", last.DstMAC, last.TTL, n.b.MAC)
+		}
+		// The injected packet really reached the pod.
+		for i := 0; n.b.IPReceived(t) == before; i++ {
+			if i > 200 {
+				t.Fatal("pod b's kernel never received the traced packet")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		n.finish(t, "local", 1)
+	})
+
+	t.Run("forwarded into the tunnel to the remote pod's node", func(t *testing.T) {
+		r := n.trace(t, "remote", 2, crdv1beta1.Destination{Namespace: "default", Pod: "remote"})
+		want := "SpoofGuard/SpoofGuard/Forwarded -> Forwarding/Output/Forwarded tunnel=192.168.77.12"
+		if got := describe(r.Observations); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+		n.finish(t, "remote", 2)
+	})
+
+	t.Run("forwarded out of the overlay", func(t *testing.T) {
+		r := n.trace(t, "outside", 3, crdv1beta1.Destination{IP: "192.0.2.10"})
+		want := "SpoofGuard/SpoofGuard/Forwarded -> Forwarding/Output/ForwardedOutOfOverlay"
+		if got := describe(r.Observations); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+		n.finish(t, "outside", 3)
+	})
+
+	t.Run("dropped by an Antrea-native rule that is named", func(t *testing.T) {
+		ctx := context.Background()
+		a := netip.PrefixFrom(netip.AddrFrom4([4]byte(n.a.IP.To4())), 32)
+		rule := &agentof.PolicyRule{ID: 7, Key: "deny-a 0/", Direction: agentof.DirectionIngress, Peers: []netip.Prefix{a},
+			AppliedTo: []uint32{n.b.OFPort}, Action: agentof.ActionDrop, Tier: agentof.TierAntrea, Priority: 30000}
+		if err := n.writer.Install(ctx, rule); err != nil {
+			t.Fatal(err)
+		}
+		r := n.trace(t, "acnp-drop", 4, crdv1beta1.Destination{Namespace: "default", Pod: "tfb"})
+		want := "SpoofGuard/SpoofGuard/Forwarded -> NetworkPolicy/AntreaPolicyIngressRule/Dropped policy=AntreaClusterNetworkPolicy:deny-a rule=drop-a"
+		if got := describe(r.Observations); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+		n.finish(t, "acnp-drop", 4)
+		if err := n.writer.Uninstall(ctx, 7); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("dropped by K8s NetworkPolicy isolation", func(t *testing.T) {
+		ctx := context.Background()
+		if err := n.writer.SetIsolatedPorts(ctx, agentof.DirectionIngress, []uint32{n.b.OFPort}); err != nil {
+			t.Fatal(err)
+		}
+		r := n.trace(t, "isolated", 5, crdv1beta1.Destination{Namespace: "default", Pod: "tfb"})
+		want := "SpoofGuard/SpoofGuard/Forwarded -> NetworkPolicy/IngressDefaultRule/Dropped policy=K8sNetworkPolicy:default/isolate-b"
+		if got := describe(r.Observations); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+		n.finish(t, "isolated", 5)
+		if err := n.writer.SetIsolatedPorts(ctx, agentof.DirectionIngress, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
