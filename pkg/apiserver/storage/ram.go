@@ -207,9 +207,30 @@ func (s *store) record(key string, prev, cur any) {
 	for id, w := range s.anyNode {
 		s.dispatch(id, w, e)
 	}
-	for node := range e.prevSpan.Union(e.curSpan) {
+	// The watchers of the Nodes in either span, each once, without building
+	// the union (spans of thousands of Nodes made it most of a write's cost):
+	// walk whichever is smaller, the watched Nodes or the spans.
+	inSpan := func(node string) bool { return e.prevSpan.Has(node) || e.curSpan.Has(node) }
+	if len(s.byNode) <= len(e.prevSpan)+len(e.curSpan) {
+		for node, ws := range s.byNode {
+			if inSpan(node) {
+				for id, w := range ws {
+					s.dispatch(id, w, e)
+				}
+			}
+		}
+		return
+	}
+	for node := range e.prevSpan {
 		for id, w := range s.byNode[node] {
 			s.dispatch(id, w, e)
+		}
+	}
+	for node := range e.curSpan {
+		if !e.prevSpan.Has(node) {
+			for id, w := range s.byNode[node] {
+				s.dispatch(id, w, e)
+			}
 		}
 	}
 }
