@@ -34,6 +34,7 @@ import (
 	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
 	"antrea.io/antrea/pkg/agent/dpcache"
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/proxy"
@@ -160,7 +161,8 @@ func Run(ctx context.Context, o Options) error {
 			return nil
 		},
 	})
-	if flows, err = agentof.NewClient(ofc, round); err != nil {
+	// Flows are written through the flow-ops metrics (pkg/agent/metrics).
+	if flows, err = agentof.NewClient(agentmetrics.Bridge{Client: ofc}, round); err != nil {
 		return err
 	}
 	go ofc.Run(ctx)
@@ -299,7 +301,7 @@ func Run(ctx context.Context, o Options) error {
 	restoreErr := make(chan error, 1)
 	go func() { restoreErr <- rs.finish(ctx, bridge, policies, ids, prevRound, round) }()
 
-	apiErr, err := serveAPI(ctx, o, apiDeps{nodeIP: nodeIP, interfaces: store, ofc: ofc})
+	apiErr, err := serveAPI(ctx, o, apiDeps{nodeIP: nodeIP, interfaces: store, ofc: ofc, policies: policies})
 	if err != nil {
 		return err
 	}

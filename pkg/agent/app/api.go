@@ -5,9 +5,14 @@ import (
 	"net"
 
 	"k8s.io/klog/v2"
+	// client-go's workqueue metrics (depth, adds, latency of the policy
+	// queue) in the registry /metrics serves.
+	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 
 	agentapi "antrea.io/antrea/pkg/agent/apiserver"
+	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
 	"antrea.io/antrea/pkg/config"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
@@ -17,6 +22,7 @@ type apiDeps struct {
 	nodeIP     net.IP
 	interfaces interfacestore.InterfaceStore
 	ofc        *binding.Client
+	policies   *npcontroller.Controller
 	// agentInfo, if set, answers /agentinfo.
 	agentInfo func(ctx context.Context) (any, error)
 }
@@ -29,6 +35,9 @@ func serveAPI(ctx context.Context, o Options, d apiDeps) (<-chan error, error) {
 	if o.APIPort == 0 {
 		klog.InfoS("Agent API disabled (apiPort 0)")
 		return errs, nil
+	}
+	if o.EnablePrometheusMetrics {
+		agentmetrics.Register(metricSources(d))
 	}
 	opts := agentapi.NewOptions(o.APIPort)
 	wrap, err := config.HostOverride(o.KubeAPIServerOverride)
@@ -55,4 +64,23 @@ func serveAPI(ctx context.Context, o Options, d apiDeps) (<-chan error, error) {
 	}
 	go func() { errs <- server.Run(ctx) }()
 	return errs, nil
+}
+
+// metricSources are the agent state its scrape-time metrics read.
+func metricSources(d apiDeps) agentmetrics.Sources {
+	return agentmetrics.Sources{
+		LocalPods: d.interfaces.GetContainerInterfaceNum,
+		Policies: func() agentmetrics.PolicyCounts {
+			c := d.policies.Counts()
+			return agentmetrics.PolicyCounts{NetworkPolicies: c.NetworkPolicies, IngressRules: c.IngressRules,
+				EgressRules: c.EgressRules, AddressGroups: c.AddressGroups, AppliedToGroups: c.AppliedToGroups}
+		},
+		TableStats: func(ctx context.Context) ([]binding.TableStats, error) {
+			conn, err := d.ofc.Conn(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return conn.TableStats(ctx)
+		},
+	}
 }
