@@ -135,6 +135,7 @@ Inside the antrea-agent container it runs in local mode (it finds
 	pf.IntVarP(&o.verbosity, "v", "v", 0, "Log level of antctl's own logs (0: none)")
 	_ = root.RegisterFlagCompletionFunc(clientcmd.FlagNamespace, o.completeNamespaces)
 	root.AddCommand(newVersionCommand(o), newGetCommand(o))
+	root.AddCommand(newTraceflowCommand(o))
 	return root
 }
 

@@ -1,0 +1,433 @@
+package antctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+)
+
+// Output formats of antctl traceflow: table, json, yaml, and the pictures
+// dot and svg (outputDot and outputSVG, which antctl get pipeline has too).
+var traceflowOutputs = []string{outputTable, outputJSON, outputYAML, outputDot, outputSVG}
+
+// traceflowOptions are antctl traceflow's flags.
+type traceflowOptions struct {
+	o           *options
+	source      string
+	destination string
+	flow        string
+	live        bool
+	droppedOnly bool
+	timeout     time.Duration
+	output      string
+	preserve    bool
+	poll        time.Duration
+}
+
+func newTraceflowCommand(o *options) *cobra.Command {
+	t := &traceflowOptions{o: o, poll: 100 * time.Millisecond}
+	cmd := &cobra.Command{
+		Use:     "traceflow -S NS/POD -D NS/POD|NS/SERVICE|IP",
+		Aliases: []string{"tf"},
+		Short:   "Trace a packet from a Pod through every Node it crosses",
+		Long: `Trace a packet from a Pod to a Pod, a Service or an IP address: antctl creates a
+Traceflow (crd.antrea.io/v1beta1), the source Pod's agent injects a packet
+tagged for it (or, with --live-traffic, tags the Pod's next matching packet),
+every Node the packet crosses reports what its data plane did with it, and
+antctl prints the path Node by Node, then deletes the Traceflow (unless
+--preserve). -o dot and -o svg draw the path.
+
+A destination NS/NAME is a Pod if one of that name exists, else a Service.
+-f gives the packet's headers as ovs-ofctl spells them: a protocol (tcp,
+udp, icmp) and fields tcp_src, tcp_dst, tcp_flags, udp_src, udp_dst,
+icmp_id, icmp_seq, nw_ttl, nw_proto.`,
+		Example: `  antctl traceflow -S demo/client -D demo/web-0
+  antctl traceflow -S demo/client -D demo/web -f tcp,tcp_dst=80
+  antctl traceflow -S demo/client -D 10.10.1.5 -o svg > path.svg
+  antctl traceflow -S demo/client -D demo/web-0 --live-traffic --dropped-only -t 60s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return t.run(cmd.Context(), cmd.OutOrStdout()) },
+	}
+	f := cmd.Flags()
+	f.StringVarP(&t.source, "source", "S", "", "Source Pod: NS/POD (or POD in the current namespace)")
+	f.StringVarP(&t.destination, "destination", "D", "", "Destination: NS/POD, NS/SERVICE or an IPv4 address")
+	f.StringVarP(&t.flow, "flow", "f", "", "Packet headers, e.g. tcp,tcp_dst=80 (default: an ICMP echo request; a Service's first port)")
+	f.BoolVarP(&t.live, "live-traffic", "L", false, "Trace the source Pod's next real packet that matches instead of injecting one")
+	f.BoolVar(&t.droppedOnly, "dropped-only", false, "With --live-traffic: report only a packet that is dropped")
+	f.DurationVarP(&t.timeout, "timeout", "t", 20*time.Second, "How long the trace may take (whole seconds, up to 5m)")
+	f.StringVarP(&t.output, "output", "o", outputTable, "Output format: table, json, yaml, dot or svg")
+	f.BoolVarP(&t.preserve, "preserve", "p", false, "Keep the Traceflow object after printing it")
+	_ = cmd.MarkFlagRequired("source")
+	_ = cmd.MarkFlagRequired("destination")
+	return cmd
+}
+
+// splitRef splits NS/NAME (or NAME in the current namespace).
+func (t *traceflowOptions) splitRef(s string) (ns, name string) {
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	ns, _ = t.o.namespace()
+	return ns, s
+}
+
+func (t *traceflowOptions) run(ctx context.Context, w io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if !contains(traceflowOutputs, t.output) {
+		return fmt.Errorf("unknown output format %q%s; want one of %s", t.output, didYouMean(t.output, traceflowOutputs),
+			strings.Join(traceflowOutputs, ", "))
+	}
+	if t.timeout < time.Second || t.timeout > 5*time.Minute {
+		return fmt.Errorf("--timeout %s: want 1s to 5m", t.timeout)
+	}
+	if t.droppedOnly && !t.live {
+		return fmt.Errorf("--dropped-only needs --live-traffic")
+	}
+	packet, err := parseFlow(t.flow)
+	if err != nil {
+		return err
+	}
+	cl, err := t.o.getClients()
+	if err != nil {
+		return err
+	}
+	spec := crdv1beta1.TraceflowSpec{Packet: packet, LiveTraffic: t.live, DroppedOnly: t.droppedOnly,
+		Timeout: int32(t.timeout / time.Second)}
+	// Source: a Pod that exists.
+	srcNS, srcName := t.splitRef(t.source)
+	if err := t.checkNamespace(ctx, "source", srcNS); err != nil {
+		return err
+	}
+	if _, err := cl.Kube.CoreV1().Pods(srcNS).Get(ctx, srcName, metav1.GetOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("source Pod %s/%s not found%s", srcNS, srcName, didYouMean(srcName, t.podNames(ctx, srcNS)))
+		}
+		return err
+	}
+	spec.Source = crdv1beta1.Source{Namespace: srcNS, Pod: srcName}
+	// Destination: an IP, else a Pod, else a Service.
+	if ip, err := netip.ParseAddr(t.destination); err == nil {
+		if !ip.Is4() {
+			return fmt.Errorf("destination %s: Traceflow traces IPv4 only", ip)
+		}
+		spec.Destination.IP = ip.String()
+	} else {
+		ns, name := t.splitRef(t.destination)
+		if err := t.checkNamespace(ctx, "destination", ns); err != nil {
+			return err
+		}
+		_, perr := cl.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case perr == nil:
+			spec.Destination = crdv1beta1.Destination{Namespace: ns, Pod: name}
+		case !apierrors.IsNotFound(perr):
+			return perr
+		default:
+			_, serr := cl.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+			if serr != nil {
+				if apierrors.IsNotFound(serr) {
+					names := append(t.podNames(ctx, ns), t.serviceNames(ctx, ns)...)
+					return fmt.Errorf("destination %s/%s: no Pod or Service of that name%s", ns, name, didYouMean(name, names))
+				}
+				return serr
+			}
+			spec.Destination = crdv1beta1.Destination{Namespace: ns, Service: name}
+		}
+	}
+	tf := &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: traceflowName(srcName, spec.Destination)}, Spec: spec}
+	tfs := cl.Antrea.CrdV1beta1().Traceflows()
+	created, err := tfs.Create(ctx, tf, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create Traceflow: %w", err)
+	}
+	if !t.preserve {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = tfs.Delete(dctx, created.Name, metav1.DeleteOptions{})
+		}()
+	}
+	// The controller ends it (Succeeded, Failed on its timeout); antctl
+	// gives up a little later.
+	deadline := time.Now().Add(t.timeout + 5*time.Second)
+	for {
+		got, err := tfs.Get(ctx, created.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("read Traceflow %s: %w", created.Name, err)
+		}
+		if got.Status.Phase == crdv1beta1.TraceflowSucceeded || got.Status.Phase == crdv1beta1.TraceflowFailed {
+			if err := writeTraceflow(w, t.output, got); err != nil {
+				return err
+			}
+			if got.Status.Phase == crdv1beta1.TraceflowFailed && t.output == outputTable {
+				return fmt.Errorf("traceflow %s failed: %s", got.Name, got.Status.Reason)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			_ = writeTraceflow(w, t.output, got)
+			return fmt.Errorf("traceflow %s did not finish within %s (phase %q)", got.Name, t.timeout, got.Status.Phase)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(t.poll):
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *traceflowOptions) checkNamespace(ctx context.Context, role, ns string) error {
+	cl, err := t.o.getClients()
+	if err != nil {
+		return err
+	}
+	if _, err := cl.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			var names []string
+			if l, err := cl.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
+				for _, n := range l.Items {
+					names = append(names, n.Name)
+				}
+			}
+			return fmt.Errorf("%s Namespace %s not found%s", role, ns, didYouMean(ns, names))
+		}
+		return err
+	}
+	return nil
+}
+
+func (t *traceflowOptions) podNames(ctx context.Context, ns string) []string {
+	cl, _ := t.o.getClients()
+	var names []string
+	if l, err := cl.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range l.Items {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
+func (t *traceflowOptions) serviceNames(ctx context.Context, ns string) []string {
+	cl, _ := t.o.getClients()
+	var names []string
+	if l, err := cl.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, s := range l.Items {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+var nameCleaner = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// traceflowName is "<source>-to-<destination>-<random>", a valid name.
+func traceflowName(src string, d crdv1beta1.Destination) string {
+	dst := d.Pod + d.Service + d.IP
+	base := nameCleaner.ReplaceAllString(strings.ToLower(src+"-to-"+dst), "-")
+	if len(base) > 200 {
+		base = base[:200]
+	}
+	return strings.Trim(base, "-") + "-" + strconv.FormatUint(rand.Uint64()%(1<<40), 36)
+}
+
+// flowKeys are the fields -f accepts.
+var flowKeys = []string{"tcp_src", "tcp_dst", "tcp_flags", "udp_src", "udp_dst", "icmp_id", "icmp_seq", "nw_ttl", "nw_proto"}
+
+// parseFlow reads -f: "tcp,tcp_dst=80", "udp,udp_dst=53", "icmp".
+func parseFlow(s string) (crdv1beta1.Packet, error) {
+	var p crdv1beta1.Packet
+	if strings.TrimSpace(s) == "" {
+		return p, nil
+	}
+	th := &p.TransportHeader
+	ip := func() *crdv1beta1.IPHeader {
+		if p.IPHeader == nil {
+			p.IPHeader = &crdv1beta1.IPHeader{}
+		}
+		return p.IPHeader
+	}
+	for _, tok := range strings.Split(s, ",") {
+		tok = strings.TrimSpace(tok)
+		key, val, hasVal := strings.Cut(tok, "=")
+		if !hasVal {
+			switch key {
+			case "tcp":
+				if th.TCP == nil {
+					th.TCP = &crdv1beta1.TCPHeader{}
+				}
+				ip().Protocol = 6
+			case "udp":
+				if th.UDP == nil {
+					th.UDP = &crdv1beta1.UDPHeader{}
+				}
+				ip().Protocol = 17
+			case "icmp":
+				if th.ICMP == nil {
+					th.ICMP = &crdv1beta1.ICMPEchoRequestHeader{}
+				}
+				ip().Protocol = 1
+			case "":
+			default:
+				return p, fmt.Errorf("-f: unknown protocol %q%s; want tcp, udp or icmp", key,
+					didYouMean(key, []string{"tcp", "udp", "icmp"}))
+			}
+			continue
+		}
+		if !contains(flowKeys, key) {
+			return p, fmt.Errorf("-f: unknown field %q%s; want one of %s", key, didYouMean(key, flowKeys), strings.Join(flowKeys, ", "))
+		}
+		n, err := strconv.ParseUint(val, 0, 16)
+		if err != nil {
+			return p, fmt.Errorf("-f: %s=%q is not a number", key, val)
+		}
+		v := int32(n)
+		switch key {
+		case "tcp_src", "tcp_dst", "tcp_flags":
+			if th.TCP == nil {
+				th.TCP = &crdv1beta1.TCPHeader{}
+			}
+			ip().Protocol = 6
+			switch key {
+			case "tcp_src":
+				th.TCP.SrcPort = v
+			case "tcp_dst":
+				th.TCP.DstPort = v
+			default:
+				th.TCP.Flags = &v
+			}
+		case "udp_src", "udp_dst":
+			if th.UDP == nil {
+				th.UDP = &crdv1beta1.UDPHeader{}
+			}
+			ip().Protocol = 17
+			if key == "udp_src" {
+				th.UDP.SrcPort = v
+			} else {
+				th.UDP.DstPort = v
+			}
+		case "icmp_id", "icmp_seq":
+			if th.ICMP == nil {
+				th.ICMP = &crdv1beta1.ICMPEchoRequestHeader{}
+			}
+			ip().Protocol = 1
+			if key == "icmp_id" {
+				th.ICMP.ID = v
+			} else {
+				th.ICMP.Sequence = v
+			}
+		case "nw_ttl":
+			if v == 0 || v > 255 {
+				return p, fmt.Errorf("-f: nw_ttl=%d: want 1..255", v)
+			}
+			ip().TTL = v
+		case "nw_proto":
+			ip().Protocol = v
+		}
+	}
+	n := 0
+	for _, set := range []bool{th.TCP != nil, th.UDP != nil, th.ICMP != nil} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return p, fmt.Errorf("-f %q: give one protocol", s)
+	}
+	return p, nil
+}
+
+// writeTraceflow prints a finished Traceflow.
+func writeTraceflow(w io.Writer, format string, tf *crdv1beta1.Traceflow) error {
+	switch format {
+	case outputJSON, outputYAML:
+		return writeObject(w, format, tf)
+	case outputDot:
+		_, err := io.WriteString(w, TraceflowDOT(tf))
+		return err
+	case outputSVG:
+		_, err := io.WriteString(w, TraceflowSVG(tf))
+		return err
+	}
+	return writeTraceflowText(w, tf)
+}
+
+// writeTraceflowText prints the path Node by Node.
+func writeTraceflowText(w io.Writer, tf *crdv1beta1.Traceflow) error {
+	s, d := tf.Spec.Source, tf.Spec.Destination
+	dst := d.IP
+	switch {
+	case d.Pod != "":
+		dst = d.Namespace + "/" + d.Pod
+	case d.Service != "":
+		dst = d.Namespace + "/" + d.Service + " (Service)"
+	}
+	fmt.Fprintf(w, "name: %s\nphase: %s\n", tf.Name, tf.Status.Phase)
+	if tf.Status.Reason != "" {
+		fmt.Fprintf(w, "reason: %s\n", tf.Status.Reason)
+	}
+	fmt.Fprintf(w, "source: %s/%s\ndestination: %s\n", s.Namespace, s.Pod, dst)
+	if tf.Spec.LiveTraffic && tf.Status.CapturedPacket != nil {
+		cp := tf.Status.CapturedPacket
+		fmt.Fprintf(w, "captured packet: %s -> %s, %d bytes\n", cp.SrcIP, cp.DstIP, cp.Length)
+	}
+	for _, r := range tf.Status.Results {
+		fmt.Fprintf(w, "\n%s (%s)\n", r.Node, r.Role)
+		tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+		for _, o := range r.Observations {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", o.Component, o.ComponentInfo, o.Action, observationDetails(o))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// observationDetails is what an observation adds to its component and action.
+func observationDetails(o crdv1beta1.Observation) string {
+	var parts []string
+	if o.NetworkPolicy != "" {
+		p := "policy " + o.NetworkPolicy
+		if o.NetworkPolicyRule != "" {
+			p += " rule " + o.NetworkPolicyRule
+		}
+		parts = append(parts, p)
+	}
+	if o.TranslatedDstIP != "" {
+		parts = append(parts, "endpoint "+o.TranslatedDstIP)
+	}
+	if o.TunnelDstIP != "" {
+		parts = append(parts, "tunnel to "+o.TunnelDstIP)
+	}
+	if o.Pod != "" {
+		parts = append(parts, "pod "+o.Pod)
+	}
+	if o.TTL != 0 && (o.Action == crdv1beta1.ActionDelivered || o.Action == crdv1beta1.ActionForwarded && o.Component == crdv1beta1.ComponentForwarding) {
+		parts = append(parts, "ttl "+strconv.Itoa(int(o.TTL)))
+	}
+	return strings.Join(parts, ", ")
+}
