@@ -136,6 +136,7 @@ Inside the antrea-agent container it runs in local mode (it finds
 	_ = root.RegisterFlagCompletionFunc(clientcmd.FlagNamespace, o.completeNamespaces)
 	root.AddCommand(newVersionCommand(o), newGetCommand(o))
 	root.AddCommand(newTraceflowCommand(o))
+	root.AddCommand(newCheckCommand(o))
 	return root
 }
 

@@ -95,9 +95,9 @@ func TestPipelineFormats(t *testing.T) {
 }
 
 var (
-	ofctlTable  = regexp.MustCompile(`table=(\d+),`)
-	ofctlPkts   = regexp.MustCompile(`n_packets=(\d+),`)
-	ofctlGoto   = regexp.MustCompile(`goto_table:(\d+)`)
+	ofctlTable = regexp.MustCompile(`table=(\d+),`)
+	ofctlPkts  = regexp.MustCompile(`n_packets=(\d+),`)
+	ofctlGoto  = regexp.MustCompile(`goto_table:(\d+)`)
 )
 
 // A node's live pipeline counts, per table, the flows and packets
