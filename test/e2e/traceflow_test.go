@@ -217,7 +217,9 @@ func TestTraceflow(t *testing.T) {
 		if _, err := l.crd.CrdV1beta1().ClusterNetworkPolicies().Create(ctx, acnp, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = l.crd.CrdV1beta1().ClusterNetworkPolicies().Delete(context.Background(), name, metav1.DeleteOptions{}) }()
+		defer func() {
+			_ = l.crd.CrdV1beta1().ClusterNetworkPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+		}()
 		tfWaitRealized(t, ctx, func() (bool, error) {
 			p, err := l.crd.CrdV1beta1().ClusterNetworkPolicies().Get(ctx, name, metav1.GetOptions{})
 			return err == nil && p.Status.Phase == "Realized" && p.Status.ObservedGeneration == p.Generation, err
@@ -238,7 +240,9 @@ func TestTraceflow(t *testing.T) {
 		if _, err := e.Client.NetworkingV1().NetworkPolicies(l.ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = e.Client.NetworkingV1().NetworkPolicies(l.ns).Delete(context.Background(), np.Name, metav1.DeleteOptions{}) }()
+		defer func() {
+			_ = e.Client.NetworkingV1().NetworkPolicies(l.ns).Delete(context.Background(), np.Name, metav1.DeleteOptions{})
+		}()
 		// Realization of a K8s NetworkPolicy is not in its status: retry
 		// the trace until the drop shows (or fail with the last result).
 		var tf *crdv1beta1.Traceflow
