@@ -37,9 +37,9 @@ type ControllerConfig struct {
 	ClientConnection config.ClientConnection `json:"clientConnection"`
 	// APIPort is the port of the controlplane API server. Default 10349.
 	APIPort int `json:"apiPort"`
-	// EnablePrometheusMetrics turns the metrics listener on. Default true.
-	// The API server serves its generic /metrics either way; the key is
-	// checked and otherwise unused.
+	// EnablePrometheusMetrics adds Antrea's metrics (pkg/controller/metrics)
+	// to /metrics of the API server, which serves its generic ones either
+	// way. Default true.
 	EnablePrometheusMetrics bool `json:"enablePrometheusMetrics"`
 	// SelfSignedCert makes the controller generate its own serving
 	// certificate (default true). When false, tls.crt, tls.key and ca.crt

@@ -64,6 +64,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	registerMetrics(o, npController, stores)
 
 	// The Antrea-native policy API: admission and the static Tiers.
 	crdClient, err := versioned.NewForConfig(cfg)

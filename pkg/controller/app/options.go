@@ -35,6 +35,9 @@ type Options struct {
 	SelfSignedCert bool
 	// APIServer holds the serving and delegated authn/authz options.
 	APIServer *apiserver.Options
+	// EnablePrometheusMetrics (enablePrometheusMetrics) adds Antrea's
+	// metrics (pkg/controller/metrics) to the server's /metrics.
+	EnablePrometheusMetrics bool
 
 	// caFile is the CA of a provided certificate (SelfSignedCert false).
 	caFile string
@@ -89,6 +92,7 @@ func (o *Options) applyConfig(c *controllerconfig.ControllerConfig, explicit map
 	set("", func() { o.KubeAPIServerOverride = c.KubeAPIServerOverride })
 	set("secure-port", func() { serving.BindPort = c.APIPort })
 	set("", func() { o.SelfSignedCert = c.SelfSignedCert })
+	set("", func() { o.EnablePrometheusMetrics = c.EnablePrometheusMetrics })
 	set("tls-cipher-suites", func() { serving.CipherSuites = c.CipherSuites() })
 	set("tls-min-version", func() { serving.MinTLSVersion = c.TLSMinVersion })
 }

@@ -448,6 +448,7 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimit
 		return false
 	}
 	defer q.Done(key)
+	defer c.observeSync(q, time.Now())
 	if err := sync(ctx, key); err != nil {
 		klog.ErrorS(err, "Sync failed, will retry", "key", key)
 		q.AddRateLimited(key)
