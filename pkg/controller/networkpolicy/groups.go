@@ -77,6 +77,10 @@ type cachedMember struct {
 	pod    *v1.Pod
 	key    string
 	member *controlplane.GroupMember
+	// single is the set holding only this member, shared by the Node
+	// entries of every AppliedToGroup where the Pod is alone on its Node
+	// (most entries of groups spread over many Nodes). Built under c.mu.
+	single controlplane.GroupMemberSet
 }
 
 // memberOf returns the member of pod, building it when the slot holds none
@@ -109,13 +113,27 @@ func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets
 		if node == "" || podTerminated(pod) {
 			return
 		}
-		s := byNode[node]
-		if s == nil {
-			s = make(controlplane.GroupMemberSet, 1)
-			byNode[node] = s
-		}
 		m := memberOf(pod, slot)
-		s[m.key] = m.member
+		s := byNode[node]
+		switch len(s) {
+		case 0:
+			// Sets are never modified once built, so Nodes where the Pod is
+			// alone share its singleton.
+			if m.single == nil {
+				m.single = controlplane.GroupMemberSet{m.key: m.member}
+			}
+			byNode[node] = m.single
+		case 1:
+			// A singleton (maybe shared): the Node's own set starts here.
+			own := make(controlplane.GroupMemberSet, 2)
+			for k, v := range s {
+				own[k] = v
+			}
+			own[m.key] = m.member
+			byNode[node] = own
+		default:
+			s[m.key] = m.member
+		}
 	})
 	changed := len(byNode) != len(atg.membersByNode)
 	for node, s := range byNode {
