@@ -189,8 +189,10 @@ func TestTraceflow(t *testing.T) {
 		}
 		expectPath(t, tf, n0, crdv1beta1.RoleSender, "SpoofGuard Forwarded", "Forwarding Forwarded tunnel="+l.nodeIP[n1])
 		expectPath(t, tf, n1, crdv1beta1.RoleReceiver, "Forwarding Received", "Forwarding Delivered pod="+l.ns+"/web-1")
-		if r, _ := resultOf(tf, n1); r.Observations[len(r.Observations)-1].TTL != 63 {
-			t.Errorf("delivered with TTL %d, want 63 (one routed hop)", r.Observations[len(r.Observations)-1].TTL)
+		// Each node routes the packet (docs/design/ovs-pipeline.md, L3DecTTL):
+		// two hops, as through two routers.
+		if r, _ := resultOf(tf, n1); r.Observations[len(r.Observations)-1].TTL != 62 {
+			t.Errorf("delivered with TTL %d, want 62 (two routed hops)", r.Observations[len(r.Observations)-1].TTL)
 		}
 	})
 

@@ -537,7 +537,10 @@ func (c *Controller) writeResult(ctx context.Context, name string, uid types.UID
 			}
 			return err
 		}
-		if tf.UID != uid || tf.Status.Phase != crdv1beta1.TraceflowRunning {
+		// A receiver's result may finish the Traceflow (the controller
+		// sets Succeeded) before the sender's lands: the sender's result
+		// still goes in. A failed Traceflow takes no more results.
+		if tf.UID != uid || tf.Status.Phase != crdv1beta1.TraceflowRunning && tf.Status.Phase != crdv1beta1.TraceflowSucceeded {
 			return nil
 		}
 		tf = tf.DeepCopy()

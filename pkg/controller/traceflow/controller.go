@@ -146,7 +146,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	case "":
 		return c.start(ctx, tf)
 	case crdv1beta1.TraceflowRunning:
-		if Complete(&tf.Status) {
+		if Complete(tf) {
 			c.tags.Release(name)
 			return 0, c.finish(ctx, name, crdv1beta1.TraceflowSucceeded, "")
 		}
@@ -193,8 +193,20 @@ func timeoutReason(tf *crdv1beta1.Traceflow, timeout time.Duration) string {
 
 // Complete reports whether the results hold the packet's fate: an
 // observation that ends its path (delivered to a Pod, dropped, rejected, or
-// forwarded out of the overlay).
-func Complete(st *crdv1beta1.TraceflowStatus) bool {
+// forwarded out of the overlay), and, for a Traceflow from a Pod, the
+// result of the Pod's Node (the sender), whose write may land after the
+// receiver's.
+func Complete(tf *crdv1beta1.Traceflow) bool {
+	st := &tf.Status
+	if tf.Spec.Source.Pod != "" {
+		sender := false
+		for _, r := range st.Results {
+			sender = sender || r.Role == crdv1beta1.RoleSender
+		}
+		if !sender {
+			return false
+		}
+	}
 	for _, r := range st.Results {
 		for _, o := range r.Observations {
 			switch o.Action {

@@ -69,13 +69,17 @@ func TestComplete(t *testing.T) {
 		for _, a := range actions {
 			o = append(o, crdv1beta1.Observation{Action: a})
 		}
-		return &crdv1beta1.TraceflowStatus{Results: []crdv1beta1.NodeResult{{Node: "n", Observations: o}}}
+		return &crdv1beta1.TraceflowStatus{Results: []crdv1beta1.NodeResult{{Node: "n", Role: crdv1beta1.RoleSender, Observations: o}}}
 	}
+	// The receiver's Delivered without the sender's result: not yet.
+	receiverOnly := &crdv1beta1.TraceflowStatus{Results: []crdv1beta1.NodeResult{{Node: "n2", Role: crdv1beta1.RoleReceiver,
+		Observations: []crdv1beta1.Observation{{Action: crdv1beta1.ActionReceived}, {Action: crdv1beta1.ActionDelivered}}}}}
 	for _, tc := range []struct {
 		st   *crdv1beta1.TraceflowStatus
 		want bool
 	}{
 		{&crdv1beta1.TraceflowStatus{}, false},
+		{receiverOnly, false},
 		{obs(crdv1beta1.ActionForwarded, crdv1beta1.ActionForwarded), false}, // sent into the tunnel, receiver not heard yet
 		{obs(crdv1beta1.ActionForwarded, crdv1beta1.ActionDelivered), true},
 		{obs(crdv1beta1.ActionDropped), true},
@@ -83,7 +87,9 @@ func TestComplete(t *testing.T) {
 		{obs(crdv1beta1.ActionForwardedOutOfOverlay), true},
 		{obs(crdv1beta1.ActionReceived), false},
 	} {
-		if got := Complete(tc.st); got != tc.want {
+		tf := podToPod("x")
+		tf.Status = *tc.st
+		if got := Complete(tf); got != tc.want {
 			t.Errorf("Complete(%+v) = %v, want %v", tc.st.Results, got, tc.want)
 		}
 	}
