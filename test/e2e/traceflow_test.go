@@ -119,6 +119,17 @@ func (l *tfLab) trace(t *testing.T, args ...string) *crdv1beta1.Traceflow {
 	return &tf
 }
 
+// show runs antctl traceflow as a user reads it and logs the output (the
+// user guide, docs/traceflow.md, quotes these logs).
+func (l *tfLab) show(t *testing.T, args ...string) {
+	t.Helper()
+	out, errOut, err := tfAntctl(l.ctx, l.e, append([]string{"traceflow"}, args...)...)
+	t.Logf("$ antctl traceflow %s\n%s%s", strings.Join(args, " "), out, errOut)
+	if err != nil {
+		t.Errorf("antctl traceflow %v: %v", args, err)
+	}
+}
+
 // obs is an observation reduced to what a test compares.
 func obsLine(o crdv1beta1.Observation) string {
 	s := string(o.Component) + " " + string(o.Action)
@@ -189,6 +200,7 @@ func TestTraceflow(t *testing.T) {
 		}
 		expectPath(t, tf, n0, crdv1beta1.RoleSender, "SpoofGuard Forwarded", "Forwarding Forwarded tunnel="+l.nodeIP[n1])
 		expectPath(t, tf, n1, crdv1beta1.RoleReceiver, "Forwarding Received", "Forwarding Delivered pod="+l.ns+"/web-1")
+		l.show(t, "-S", src, "-D", l.ns+"/web-1", "-f", "tcp,tcp_dst=80")
 		// Each node routes the packet (docs/design/ovs-pipeline.md, L3DecTTL):
 		// two hops, as through two routers.
 		if r, _ := resultOf(tf, n1); r.Observations[len(r.Observations)-1].TTL != 62 {
@@ -204,6 +216,7 @@ func TestTraceflow(t *testing.T) {
 		expectPath(t, tf, n0, crdv1beta1.RoleSender, "SpoofGuard Forwarded", "LB Forwarded endpoint="+l.ip("web-1"),
 			"Forwarding Forwarded tunnel="+l.nodeIP[n1])
 		expectPath(t, tf, n1, crdv1beta1.RoleReceiver, "Forwarding Received", "Forwarding Delivered pod="+l.ns+"/web-1")
+		l.show(t, "-S", src, "-D", l.ns+"/web")
 	})
 
 	t.Run("dropped across nodes by an Antrea ClusterNetworkPolicy names the policy and rule", func(t *testing.T) {
@@ -230,6 +243,7 @@ func TestTraceflow(t *testing.T) {
 		expectPath(t, tf, n0, crdv1beta1.RoleSender, "SpoofGuard Forwarded", "Forwarding Forwarded tunnel="+l.nodeIP[n1])
 		expectPath(t, tf, n1, crdv1beta1.RoleReceiver, "Forwarding Received",
 			"NetworkPolicy Dropped policy=AntreaClusterNetworkPolicy:"+name+" rule=drop-client")
+		l.show(t, "-S", src, "-D", l.ns+"/web-1", "-f", "tcp,tcp_dst=80")
 	})
 
 	t.Run("dropped across nodes by K8s NetworkPolicy isolation names the policy", func(t *testing.T) {
@@ -300,6 +314,7 @@ func TestTraceflow(t *testing.T) {
 		if err == nil || errOut != want {
 			t.Fatalf("stderr %q (%v), want %q", errOut, err, want)
 		}
+		t.Logf("$ antctl traceflow -S %s/clinet -D %s/web-0\n%s", l.ns, l.ns, errOut)
 	})
 
 	t.Run("latency from create to Succeeded", func(t *testing.T) {
