@@ -11,7 +11,9 @@ package grouping
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -101,14 +103,14 @@ func (s *Selector) InNamespace(namespace string, nsLabels labels.Set) *Selector 
 func NewSelector(namespace string, podSelector, namespaceSelector *metav1.LabelSelector) (*Selector, error) {
 	s := &Selector{PodSelector: labels.Everything()}
 	if podSelector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(podSelector)
+		sel, err := parseLabelSelector(podSelector)
 		if err != nil {
 			return nil, fmt.Errorf("invalid podSelector %v: %w", podSelector, err)
 		}
 		s.PodSelector = sel
 	}
 	if namespaceSelector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(namespaceSelector)
+		sel, err := parseLabelSelector(namespaceSelector)
 		if err != nil {
 			return nil, fmt.Errorf("invalid namespaceSelector %v: %w", namespaceSelector, err)
 		}
@@ -177,4 +179,72 @@ func selectorString(sel labels.Selector) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
+}
+
+// parsedSelectors memoizes metav1.LabelSelectorAsSelector, whose validation
+// dominated the cost of computing a policy: policies of different
+// Namespaces, and peers of different policies, mostly repeat the same few
+// selectors. Parsed selectors are immutable, so they are shared. The cache
+// is emptied when it reaches parsedSelectorsMax entries.
+var parsedSelectors = struct {
+	sync.Mutex
+	m map[string]labels.Selector
+}{m: map[string]labels.Selector{}}
+
+const parsedSelectorsMax = 8192
+
+func parseLabelSelector(ls *metav1.LabelSelector) (labels.Selector, error) {
+	key := labelSelectorKey(ls)
+	parsedSelectors.Lock()
+	sel, ok := parsedSelectors.m[key]
+	parsedSelectors.Unlock()
+	if ok {
+		return sel, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		// Invalid selectors are not cached: each use reports its error.
+		return nil, err
+	}
+	parsedSelectors.Lock()
+	if len(parsedSelectors.m) >= parsedSelectorsMax {
+		clear(parsedSelectors.m)
+	}
+	parsedSelectors.m[key] = sel
+	parsedSelectors.Unlock()
+	return sel, nil
+}
+
+// labelSelectorKey encodes a LabelSelector unambiguously (every string
+// length-prefixed; matchLabels sorted by key): equal keys mean equal
+// selectors.
+func labelSelectorKey(ls *metav1.LabelSelector) string {
+	var b strings.Builder
+	str := func(v string) {
+		b.WriteString(strconv.Itoa(len(v)))
+		b.WriteByte(':')
+		b.WriteString(v)
+	}
+	keys := make([]string, 0, len(ls.MatchLabels))
+	for k := range ls.MatchLabels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b.WriteString("L")
+	b.WriteString(strconv.Itoa(len(keys)))
+	for _, k := range keys {
+		str(k)
+		str(ls.MatchLabels[k])
+	}
+	b.WriteString("E")
+	b.WriteString(strconv.Itoa(len(ls.MatchExpressions)))
+	for _, e := range ls.MatchExpressions {
+		str(e.Key)
+		str(string(e.Operator))
+		b.WriteString(strconv.Itoa(len(e.Values)))
+		for _, v := range e.Values {
+			str(v)
+		}
+	}
+	return b.String()
 }

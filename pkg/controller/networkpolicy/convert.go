@@ -72,7 +72,8 @@ func computePolicy(np *networkingv1.NetworkPolicy, groupName func(selectorKey st
 	if err != nil {
 		return nil, fmt.Errorf("podSelector of NetworkPolicy %s/%s: %w", np.Namespace, np.Name, err)
 	}
-	cp := &computedPolicy{appliedTo: appliedTo, addressGroups: map[string]*grouping.Selector{}}
+	cp := &computedPolicy{appliedTo: appliedTo, addressGroups: map[string]*grouping.Selector{},
+		rules: make([]controlplane.NetworkPolicyRule, 0, len(np.Spec.Ingress)+len(np.Spec.Egress)+2)}
 	ingress, egress := effectivePolicyTypes(np)
 	if ingress {
 		for i := range np.Spec.Ingress {
