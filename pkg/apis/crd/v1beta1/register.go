@@ -40,6 +40,10 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&GroupList{},
 		&Traceflow{},
 		&TraceflowList{},
+		&AntreaAgentInfo{},
+		&AntreaAgentInfoList{},
+		&AntreaControllerInfo{},
+		&AntreaControllerInfoList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

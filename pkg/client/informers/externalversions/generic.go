@@ -48,6 +48,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Controlplane().V1beta2().NetworkPolicies().Informer()}, nil
 
 		// Group=crd.antrea.io, Version=v1beta1
+	case v1beta1.SchemeGroupVersion.WithResource("antreaagentinfos"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().AntreaAgentInfos().Informer()}, nil
+	case v1beta1.SchemeGroupVersion.WithResource("antreacontrollerinfos"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().AntreaControllerInfos().Informer()}, nil
 	case v1beta1.SchemeGroupVersion.WithResource("clustergroups"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().ClusterGroups().Informer()}, nil
 	case v1beta1.SchemeGroupVersion.WithResource("clusternetworkpolicies"):

@@ -4,6 +4,14 @@
 
 package v1beta1
 
+// AntreaAgentInfoListerExpansion allows custom methods to be added to
+// AntreaAgentInfoLister.
+type AntreaAgentInfoListerExpansion interface{}
+
+// AntreaControllerInfoListerExpansion allows custom methods to be added to
+// AntreaControllerInfoLister.
+type AntreaControllerInfoListerExpansion interface{}
+
 // ClusterGroupListerExpansion allows custom methods to be added to
 // ClusterGroupLister.
 type ClusterGroupListerExpansion interface{}

@@ -10,6 +10,10 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// AntreaAgentInfos returns a AntreaAgentInfoInformer.
+	AntreaAgentInfos() TypedAntreaAgentInfoInformer
+	// AntreaControllerInfos returns a AntreaControllerInfoInformer.
+	AntreaControllerInfos() TypedAntreaControllerInfoInformer
 	// ClusterGroups returns a ClusterGroupInformer.
 	ClusterGroups() TypedClusterGroupInformer
 	// ClusterNetworkPolicies returns a ClusterNetworkPolicyInformer.
@@ -33,6 +37,16 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// AntreaAgentInfos returns a TypedAntreaAgentInfoInformer.
+func (v *version) AntreaAgentInfos() TypedAntreaAgentInfoInformer {
+	return &antreaAgentInfoInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// AntreaControllerInfos returns a TypedAntreaControllerInfoInformer.
+func (v *version) AntreaControllerInfos() TypedAntreaControllerInfoInformer {
+	return &antreaControllerInfoInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // ClusterGroups returns a TypedClusterGroupInformer.

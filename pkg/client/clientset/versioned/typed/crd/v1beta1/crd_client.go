@@ -14,6 +14,8 @@ import (
 
 type CrdV1beta1Interface interface {
 	RESTClient() rest.Interface
+	AntreaAgentInfosGetter
+	AntreaControllerInfosGetter
 	ClusterGroupsGetter
 	ClusterNetworkPoliciesGetter
 	GroupsGetter
@@ -25,6 +27,14 @@ type CrdV1beta1Interface interface {
 // CrdV1beta1Client is used to interact with features provided by the crd.antrea.io group.
 type CrdV1beta1Client struct {
 	restClient rest.Interface
+}
+
+func (c *CrdV1beta1Client) AntreaAgentInfos() AntreaAgentInfoInterface {
+	return newAntreaAgentInfos(c)
+}
+
+func (c *CrdV1beta1Client) AntreaControllerInfos() AntreaControllerInfoInterface {
+	return newAntreaControllerInfos(c)
 }
 
 func (c *CrdV1beta1Client) ClusterGroups() ClusterGroupInterface {

@@ -4,6 +4,10 @@
 
 package v1beta1
 
+type AntreaAgentInfoExpansion interface{}
+
+type AntreaControllerInfoExpansion interface{}
+
 type ClusterGroupExpansion interface{}
 
 type ClusterNetworkPolicyExpansion interface{}

@@ -14,6 +14,14 @@ type FakeCrdV1beta1 struct {
 	*testing.Fake
 }
 
+func (c *FakeCrdV1beta1) AntreaAgentInfos() v1beta1.AntreaAgentInfoInterface {
+	return newFakeAntreaAgentInfos(c)
+}
+
+func (c *FakeCrdV1beta1) AntreaControllerInfos() v1beta1.AntreaControllerInfoInterface {
+	return newFakeAntreaControllerInfos(c)
+}
+
 func (c *FakeCrdV1beta1) ClusterGroups() v1beta1.ClusterGroupInterface {
 	return newFakeClusterGroups(c)
 }
