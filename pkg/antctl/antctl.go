@@ -137,6 +137,8 @@ Inside the antrea-agent container it runs in local mode (it finds
 	root.AddCommand(newVersionCommand(o), newGetCommand(o))
 	root.AddCommand(newTraceflowCommand(o))
 	root.AddCommand(newCheckCommand(o))
+	root.AddCommand(newSupportBundleCommand(o))
+	root.AddCommand(newQueryCommand(o))
 	return root
 }
 

@@ -15,6 +15,7 @@ import (
 	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
 	"antrea.io/antrea/pkg/config"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
+	"antrea.io/antrea/pkg/supportbundle"
 )
 
 // apiDeps are what the agent API and monitoring read.
@@ -62,6 +63,9 @@ func serveAPI(ctx context.Context, o Options, d apiDeps) (<-chan error, error) {
 	if err != nil {
 		return nil, err
 	}
+	server.Handle("/supportbundle", supportbundle.Handler(func(tail int64) *supportbundle.Collector {
+		return supportBundleCollector(o, tail)
+	}))
 	go func() { errs <- server.Run(ctx) }()
 	return errs, nil
 }
