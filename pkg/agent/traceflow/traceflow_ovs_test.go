@@ -214,6 +214,15 @@ func TestTraceflowOnRealOVS(t *testing.T) {
 		if got := describe(r.Observations); got != want {
 			t.Fatalf("got  %s\nwant %s", got, want)
 		}
+		// The tag's flows, as ovs-ofctl shows them (quoted by docs/design/ovs-pipeline.md).
+		cookie := fmt.Sprintf("cookie=0x1%08x", 0x7f000000|4)
+		var dump []string
+		for _, l := range strings.Split(bridgetest.Run(t, "ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", n.br.BridgeMgmt("br-int")), "\n") {
+			if strings.Contains(l, cookie) {
+				dump = append(dump, strings.TrimSpace(l))
+			}
+		}
+		t.Logf("flows of tag 4:\n%s", strings.Join(dump, "\n"))
 		n.finish(t, "acnp-drop", 4)
 		if err := n.writer.Uninstall(ctx, 7); err != nil {
 			t.Fatal(err)
