@@ -301,7 +301,8 @@ func Run(ctx context.Context, o Options) error {
 	restoreErr := make(chan error, 1)
 	go func() { restoreErr <- rs.finish(ctx, bridge, policies, ids, prevRound, round) }()
 
-	apiErr, err := serveAPI(ctx, o, apiDeps{nodeIP: nodeIP, interfaces: store, ofc: ofc, policies: policies})
+	apiErr, err := serveAPI(ctx, o, apiDeps{nodeIP: nodeIP, interfaces: store, ofc: ofc, policies: policies,
+		agentInfo: startMonitor(ctx, o, cpClient, ovsdb, ofc, store, policies, podCIDRs, nc.BridgeName)})
 	if err != nil {
 		return err
 	}

@@ -121,6 +121,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	go npController.Run(ctx, o.Workers)
 	go tierKeeper.Run(ctx)
+	go runMonitor(ctx, o, crdClient, kubeClient, stores)
 	go tfController.Run(ctx)
 	klog.InfoS("Started antrea-controller", "workers", o.Workers)
 	return server.Run(ctx)

@@ -1,0 +1,210 @@
+// Package monitor keeps the agent's AntreaAgentInfo (crd.antrea.io/v1beta1,
+// named after its Node): version, Pod and Node, the Node's Pod CIDRs, the
+// OVS version (ovs_version of OVSDB's Open_vSwitch table), the bridge's
+// flow count per table, the local Pod count, the Node's slice of the
+// computed policies, and four conditions checked at every refresh:
+//
+//	AgentHealthy            the agent runs (always True while it writes)
+//	ControllerConnectionUp  the controlplane API (antrea-controller behind kube-apiserver) answered
+//	OVSDBConnectionUp       ovsdb-server answered
+//	OpenflowConnectionUp    the bridge's OpenFlow channel answered a table-stats request
+//
+// Every refresh (60 s) sets each condition's lastHeartbeatTime: the
+// heartbeat. An AntreaAgentInfo whose heartbeat is older than a few
+// intervals belongs to an agent that stopped reporting (kubectl get
+// antreaagentinfos shows its age in LAST HEARTBEAT).
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
+	"antrea.io/antrea/pkg/version"
+)
+
+// DefaultInterval is the heartbeat period, as upstream's.
+const DefaultInterval = 60 * time.Second
+
+// probeTimeout bounds each condition's check.
+const probeTimeout = 5 * time.Second
+
+// Config is what the agent knows of itself at start.
+type Config struct {
+	NodeName     string
+	PodName      string
+	PodNamespace string
+	NodeSubnets  []string
+	BridgeName   string
+	APIPort      int
+	// Interval between refreshes; 0 means DefaultInterval.
+	Interval time.Duration
+}
+
+// PolicyCounts are the Node's slice of the computed policies.
+type PolicyCounts struct {
+	NetworkPolicies, AddressGroups, AppliedToGroups int
+}
+
+// Sources are read at every refresh. A nil check leaves its condition
+// Unknown.
+type Sources struct {
+	// OVSVersion reads ovs_version from OVSDB (an error: OVSDB is down).
+	OVSVersion func(ctx context.Context) (string, error)
+	// FlowTable reads the flow count per table (an error: OpenFlow is down).
+	FlowTable func(ctx context.Context) (map[string]int32, error)
+	// ControllerUp asks the controlplane API something.
+	ControllerUp func(ctx context.Context) error
+	LocalPods    func() int
+	Policies     func() PolicyCounts
+}
+
+// Monitor refreshes one AntreaAgentInfo.
+type Monitor struct {
+	client versioned.Interface
+	cfg    Config
+	src    Sources
+	now    func() time.Time
+
+	mu   sync.Mutex
+	last *crdv1beta1.AntreaAgentInfo
+}
+
+// New returns a monitor of the agent described by cfg.
+func New(client versioned.Interface, cfg Config, src Sources) *Monitor {
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	return &Monitor{client: client, cfg: cfg, src: src, now: time.Now}
+}
+
+// Run refreshes the AntreaAgentInfo now and every interval until ctx ends.
+func (m *Monitor) Run(ctx context.Context) {
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	for {
+		if err := m.Sync(ctx); err != nil && ctx.Err() == nil {
+			klog.ErrorS(err, "Cannot refresh the AntreaAgentInfo", "name", m.cfg.NodeName)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Info returns the last AntreaAgentInfo written (the agent API's /agentinfo).
+func (m *Monitor) Info(context.Context) (any, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.last == nil {
+		return nil, fmt.Errorf("the AntreaAgentInfo of %s is not written yet", m.cfg.NodeName)
+	}
+	return m.last.DeepCopy(), nil
+}
+
+// condition checks one condition: True when check succeeds.
+func condition(ctx context.Context, t crdv1beta1.AgentConditionType, now metav1.Time, check func(ctx context.Context) error) crdv1beta1.AgentCondition {
+	c := crdv1beta1.AgentCondition{Type: t, Status: corev1.ConditionUnknown, LastHeartbeatTime: now}
+	if check == nil {
+		c.Reason = "NotChecked"
+		return c
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if err := check(ctx); err != nil {
+		c.Status, c.Reason, c.Message = corev1.ConditionFalse, string(t)[:len(t)-2]+"Down", err.Error()
+		return c
+	}
+	c.Status = corev1.ConditionTrue
+	return c
+}
+
+// build reads the sources into a fresh AntreaAgentInfo.
+func (m *Monitor) build(ctx context.Context) *crdv1beta1.AntreaAgentInfo {
+	now := metav1.NewTime(m.now())
+	info := &crdv1beta1.AntreaAgentInfo{
+		ObjectMeta:  metav1.ObjectMeta{Name: m.cfg.NodeName},
+		Version:     version.Version,
+		NodeRef:     corev1.ObjectReference{Kind: "Node", Name: m.cfg.NodeName},
+		NodeSubnets: m.cfg.NodeSubnets,
+		OVSInfo:     crdv1beta1.OVSInfo{BridgeName: m.cfg.BridgeName},
+		APIPort:     m.cfg.APIPort,
+	}
+	if m.cfg.PodName != "" {
+		info.PodRef = corev1.ObjectReference{Kind: "Pod", Namespace: m.cfg.PodNamespace, Name: m.cfg.PodName}
+	}
+	if m.src.LocalPods != nil {
+		info.LocalPodNum = int32(m.src.LocalPods())
+	}
+	if m.src.Policies != nil {
+		p := m.src.Policies()
+		info.NetworkPolicyControllerInfo = crdv1beta1.NetworkPolicyControllerInfo{NetworkPolicyNum: int32(p.NetworkPolicies),
+			AddressGroupNum: int32(p.AddressGroups), AppliedToGroupNum: int32(p.AppliedToGroups)}
+	}
+	healthy := crdv1beta1.AgentCondition{Type: crdv1beta1.AgentHealthy, Status: corev1.ConditionTrue, LastHeartbeatTime: now}
+	var ovsdb, openflow func(ctx context.Context) error
+	if m.src.OVSVersion != nil {
+		ovsdb = func(ctx context.Context) error {
+			v, err := m.src.OVSVersion(ctx)
+			info.OVSInfo.Version = v
+			return err
+		}
+	}
+	if m.src.FlowTable != nil {
+		openflow = func(ctx context.Context) error {
+			t, err := m.src.FlowTable(ctx)
+			info.OVSInfo.FlowTable = t
+			return err
+		}
+	}
+	info.AgentConditions = []crdv1beta1.AgentCondition{
+		healthy,
+		condition(ctx, crdv1beta1.ControllerConnectionUp, now, m.src.ControllerUp),
+		condition(ctx, crdv1beta1.OVSDBConnectionUp, now, ovsdb),
+		condition(ctx, crdv1beta1.OpenflowConnectionUp, now, openflow),
+	}
+	return info
+}
+
+// Sync writes a fresh AntreaAgentInfo: created if missing, else replaced.
+func (m *Monitor) Sync(ctx context.Context) error {
+	info := m.build(ctx)
+	infos := m.client.CrdV1beta1().AntreaAgentInfos()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := infos.Get(ctx, info.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			created, err := infos.Create(ctx, info, metav1.CreateOptions{})
+			if err == nil {
+				info = created
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		info.ObjectMeta = cur.ObjectMeta
+		updated, err := infos.Update(ctx, info, metav1.UpdateOptions{})
+		if err == nil {
+			info = updated
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("AntreaAgentInfo %s: %w", info.Name, err)
+	}
+	m.mu.Lock()
+	m.last = info
+	m.mu.Unlock()
+	return nil
+}

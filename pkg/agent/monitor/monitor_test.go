@@ -1,0 +1,168 @@
+package monitor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"regexp"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+
+	"antrea.io/antrea/pkg/agent/monitor"
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/apiserver/apiservertest"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
+)
+
+// asAgent is a client acting as the manifest's antrea-agent ServiceAccount,
+// so the chart's RBAC is what allows the writes.
+func asAgent(cfg *rest.Config) versioned.Interface {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:antrea-agent",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+	return versioned.NewForConfigOrDie(c)
+}
+
+var age = regexp.MustCompile(`^[0-9]+[smhdy]`)
+
+func conditionOf(info *crdv1beta1.AntreaAgentInfo, t crdv1beta1.AgentConditionType) crdv1beta1.AgentCondition {
+	for _, c := range info.AgentConditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	return crdv1beta1.AgentCondition{}
+}
+
+// TestAgentInfoHeartbeat: against a real kube-apiserver holding the
+// manifest's CRDs and RBAC, the monitor (as the antrea-agent ServiceAccount)
+// creates the Node's AntreaAgentInfo with what its sources say, refreshes
+// it every interval (the AgentHealthy heartbeat moves), reports an OVSDB
+// outage in OVSDBConnectionUp, and once stopped its heartbeat stays where it
+// was (stale), which kubectl's table shows in the LAST HEARTBEAT column.
+func TestAgentInfoHeartbeat(t *testing.T) {
+	cp := apiservertest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unused := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	cp.ApplyAntrea(t, ctx, unused)
+
+	var ovsdbDown atomic.Bool
+	m := monitor.New(asAgent(cp.Config), monitor.Config{NodeName: "node-1", PodName: "antrea-agent-x", PodNamespace: "kube-system",
+		NodeSubnets: []string{"10.10.1.0/24"}, BridgeName: "br-int", APIPort: 10350, Interval: time.Second},
+		monitor.Sources{
+			OVSVersion: func(context.Context) (string, error) {
+				if ovsdbDown.Load() {
+					return "", errors.New("dial unix /var/run/openvswitch/db.sock: connection refused")
+				}
+				return "3.5.1", nil
+			},
+			FlowTable:    func(context.Context) (map[string]int32, error) { return map[string]int32{"0": 12, "3": 4}, nil },
+			ControllerUp: func(context.Context) error { return nil },
+			LocalPods:    func() int { return 3 },
+			Policies:     func() monitor.PolicyCounts { return monitor.PolicyCounts{NetworkPolicies: 2, AddressGroups: 1, AppliedToGroups: 2} },
+		})
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { m.Run(runCtx); close(stopped) }()
+	t.Cleanup(func() { stop(); <-stopped })
+
+	infos := versioned.NewForConfigOrDie(cp.Config).CrdV1beta1().AntreaAgentInfos()
+	var info *crdv1beta1.AntreaAgentInfo
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		info, err = infos.Get(ctx, "node-1", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("no AntreaAgentInfo node-1: %v", err)
+	}
+	if info.NodeRef.Name != "node-1" || info.PodRef.Name != "antrea-agent-x" || info.PodRef.Namespace != "kube-system" ||
+		info.OVSInfo.Version != "3.5.1" || info.OVSInfo.BridgeName != "br-int" || info.OVSInfo.FlowTable["0"] != 12 ||
+		info.LocalPodNum != 3 || info.NetworkPolicyControllerInfo.NetworkPolicyNum != 2 ||
+		info.NetworkPolicyControllerInfo.AppliedToGroupNum != 2 || info.APIPort != 10350 ||
+		len(info.NodeSubnets) != 1 || info.Version == "" {
+		t.Errorf("AntreaAgentInfo = %+v", info)
+	}
+	for _, ct := range []crdv1beta1.AgentConditionType{crdv1beta1.AgentHealthy, crdv1beta1.ControllerConnectionUp,
+		crdv1beta1.OVSDBConnectionUp, crdv1beta1.OpenflowConnectionUp} {
+		if c := conditionOf(info, ct); c.Status != corev1.ConditionTrue || c.LastHeartbeatTime.IsZero() {
+			t.Errorf("condition %s = %+v, want True with a heartbeat", ct, c)
+		}
+	}
+	if got, err := m.Info(ctx); err != nil || got.(*crdv1beta1.AntreaAgentInfo).Name != "node-1" {
+		t.Errorf("Info (the agent API's /agentinfo) = %v, %v", got, err)
+	}
+
+	heartbeat := func() metav1.Time {
+		i, err := infos.Get(ctx, "node-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conditionOf(i, crdv1beta1.AgentHealthy).LastHeartbeatTime
+	}
+	first := heartbeat()
+	// The heartbeat moves (lastHeartbeatTime has whole seconds).
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return heartbeat().After(first.Time), nil
+	}); err != nil {
+		t.Errorf("the heartbeat did not move from %v", first)
+	}
+
+	ovsdbDown.Store(true)
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		i, err := infos.Get(ctx, "node-1", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := conditionOf(i, crdv1beta1.OVSDBConnectionUp)
+		return c.Status == corev1.ConditionFalse && c.Reason == "OVSDBConnectionDown" && c.Message != "", nil
+	}); err != nil {
+		t.Errorf("OVSDBConnectionUp did not turn False on an OVSDB outage: %v", err)
+	}
+
+	// Stopped: the heartbeat stays where it was for good.
+	stop()
+	<-stopped
+	last := heartbeat()
+	time.Sleep(2500 * time.Millisecond) // 2.5 intervals
+	if hb := heartbeat(); !hb.Equal(&last) {
+		t.Errorf("heartbeat moved from %v to %v after the agent stopped", last, hb)
+	}
+
+	// kubectl get antreaagentinfos: the table has the heartbeat column, and
+	// its cell is the AgentHealthy lastHeartbeatTime (kubectl prints its age).
+	raw, err := versioned.NewForConfigOrDie(cp.Config).CrdV1beta1().RESTClient().Get().Resource("antreaagentinfos").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Do(ctx).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(raw, &table); err != nil {
+		t.Fatal(err)
+	}
+	col := -1
+	for i, c := range table.ColumnDefinitions {
+		if c.Name == "Last Heartbeat" && c.Type == "date" {
+			col = i
+		}
+	}
+	if col < 0 || len(table.Rows) != 1 {
+		t.Fatalf("table columns %+v, %d rows: want a Last Heartbeat date column and one row", table.ColumnDefinitions, len(table.Rows))
+	}
+	// The server renders a date column as an age ("2s", "5m"): how long
+	// ago the agent last reported, the stale heartbeat showing as it grows.
+	if cell, _ := table.Rows[0].Cells[col].(string); !age.MatchString(cell) {
+		t.Errorf("Last Heartbeat cell %q, want the heartbeat's age", cell)
+	}
+}
