@@ -101,24 +101,40 @@ func startNode(t *testing.T) *ovsNode {
 // a and waits for this node's result.
 func (n *ovsNode) trace(t *testing.T, name string, tag int8, dst crdv1beta1.Destination) crdv1beta1.NodeResult {
 	t.Helper()
+	r, _ := n.traceSpec(t, name, tag, crdv1beta1.TraceflowSpec{Source: crdv1beta1.Source{Namespace: "default", Pod: "tfa"}, Destination: dst}, nil)
+	return r
+}
+
+// traceSpec creates a running Traceflow of this spec, runs then (the live
+// traffic) once its flows are in, and waits for this node's result.
+func (n *ovsNode) traceSpec(t *testing.T, name string, tag int8, spec crdv1beta1.TraceflowSpec, then func()) (crdv1beta1.NodeResult, *crdv1beta1.Traceflow) {
+	t.Helper()
 	ctx := context.Background()
-	tf := &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)},
-		Spec:   crdv1beta1.TraceflowSpec{Source: crdv1beta1.Source{Namespace: "default", Pod: "tfa"}, Destination: dst},
+	tf := &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}, Spec: spec,
 		Status: crdv1beta1.TraceflowStatus{Phase: crdv1beta1.TraceflowRunning, DataplaneTag: tag}}
 	if _, err := n.client.CrdV1beta1().Traceflows().Create(ctx, tf, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	if then != nil {
+		for i := 0; len(n.flows.TraceflowFlowsOf(uint8(tag))) == 0; i++ {
+			if i > 500 {
+				t.Fatal("the Traceflow's flows were never installed")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		then()
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		got, err := n.client.CrdV1beta1().Traceflows().Get(ctx, name, metav1.GetOptions{})
 		if err == nil && len(got.Status.Results) > 0 {
-			return got.Status.Results[0]
+			return got.Status.Results[0], got
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("Traceflow %s: no result from the node; flows of tag %d:\n%s", name, tag,
 		bridgetest.Run(t, "ovs-ofctl", "-O", "OpenFlow15", "dump-flows", n.br.BridgeMgmt("br-int")))
-	return crdv1beta1.NodeResult{}
+	return crdv1beta1.NodeResult{}, nil
 }
 
 // finish ends a Traceflow (as the controller does) and checks its flows go.
@@ -243,5 +259,29 @@ func TestTraceflowOnRealOVS(t *testing.T) {
 		if err := n.writer.SetIsolatedPorts(ctx, agentof.DirectionIngress, nil); err != nil {
 			t.Fatal(err)
 		}
+	})
+
+	t.Run("live traffic: the pod's next matching connection is tagged and captured", func(t *testing.T) {
+		n.b.ServeEcho(t, 8080)
+		spec := crdv1beta1.TraceflowSpec{Source: crdv1beta1.Source{Namespace: "default", Pod: "tfa"},
+			Destination: crdv1beta1.Destination{Namespace: "default", Pod: "tfb"}, LiveTraffic: true,
+			Packet: crdv1beta1.Packet{TransportHeader: crdv1beta1.TransportHeader{TCP: &crdv1beta1.TCPHeader{DstPort: 8080}}}}
+		r, tf := n.traceSpec(t, "live", 6, spec, func() {
+			c, err := n.a.Dial(t, "tcp4", "10.10.1.3:8080", 5*time.Second)
+			if err != nil {
+				t.Fatalf("the live connection failed: %v", err)
+			}
+			_ = c.Close()
+		})
+		want := "SpoofGuard/SpoofGuard/Forwarded -> Forwarding/Output/Delivered pod=default/tfb"
+		if got := describe(r.Observations); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+		cp := tf.Status.CapturedPacket
+		if cp == nil || cp.SrcIP != "10.10.1.2" || cp.DstIP != "10.10.1.3" || cp.TransportHeader.TCP == nil ||
+			cp.TransportHeader.TCP.DstPort != 8080 || cp.TransportHeader.TCP.Flags == nil || *cp.TransportHeader.TCP.Flags != 0x02 {
+			t.Fatalf("captured packet %+v, want the SYN 10.10.1.2 -> 10.10.1.3:8080", cp)
+		}
+		n.finish(t, "live", 6)
 	})
 }
