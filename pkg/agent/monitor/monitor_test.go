@@ -72,7 +72,9 @@ func TestAgentInfoHeartbeat(t *testing.T) {
 			FlowTable:    func(context.Context) (map[string]int32, error) { return map[string]int32{"0": 12, "3": 4}, nil },
 			ControllerUp: func(context.Context) error { return nil },
 			LocalPods:    func() int { return 3 },
-			Policies:     func() monitor.PolicyCounts { return monitor.PolicyCounts{NetworkPolicies: 2, AddressGroups: 1, AppliedToGroups: 2} },
+			Policies: func() monitor.PolicyCounts {
+				return monitor.PolicyCounts{NetworkPolicies: 2, AddressGroups: 1, AppliedToGroups: 2}
+			},
 		})
 	runCtx, stop := context.WithCancel(ctx)
 	stopped := make(chan struct{})
