@@ -67,6 +67,8 @@ type pipelineGraph struct {
 	// Unknown are table numbers holding flows that the declared layout
 	// does not have (an agent of another version).
 	Unknown []uint8 `json:"unknownTables,omitempty"`
+	// Note says what the picture lacks, if anything.
+	Note string `json:"note,omitempty"`
 }
 
 type pipelineOptions struct {
@@ -109,6 +111,7 @@ installs for one object of each kind (docs/design/ovs-pipeline.svg).
 		RunE: po.run,
 	}
 	cmd.Flags().BoolVar(&po.declared, "declared", false, "Draw the declared layout (no node needed) instead of this node's live pipeline")
+	addNodeFlag(cmd)
 	return cmd
 }
 
@@ -119,10 +122,14 @@ func (po *pipelineOptions) run(cmd *cobra.Command, _ []string) error {
 		gr, err = declaredPipeline()
 	} else {
 		var local *localNode
-		if local, err = po.g.requireLocal(cmd, "", ""); err != nil {
+		if local, err = po.g.requireNode(cmd, "", ""); err != nil {
 			return fmt.Errorf("%w (or draw the declared layout anywhere: antctl get pipeline --declared)", err)
 		}
-		gr, err = local.livePipeline(cmd.Context(), po.g.env.NodeName)
+		node := po.g.env.NodeName
+		if local.remote != nil {
+			node = local.remote.node
+		}
+		gr, err = local.livePipeline(cmd.Context(), node)
 	}
 	if err != nil {
 		return err
@@ -172,7 +179,12 @@ func writePipeline(w interface{ Write([]byte) (int, error) }, format string, gr 
 		return err
 	}
 	if len(gr.Unknown) > 0 {
-		_, err := fmt.Fprintf(w, "flows in tables the declared layout lacks: %v\n", gr.Unknown)
+		if _, err := fmt.Fprintf(w, "flows in tables the declared layout lacks: %v\n", gr.Unknown); err != nil {
+			return err
+		}
+	}
+	if gr.Note != "" {
+		_, err := fmt.Fprintf(w, "note: %s\n", gr.Note)
 		return err
 	}
 	return nil
@@ -243,6 +255,20 @@ func (l *localNode) livePipeline(ctx context.Context, nodeName string) (*pipelin
 	if err != nil {
 		return nil, err
 	}
+	source := "node"
+	if nodeName != "" {
+		source = "node " + nodeName
+	}
+	if l.remote != nil {
+		// The agent API serves the flows, not the groups: no group edges.
+		stats, err := l.dumpFlows(ctx, openflow.TableAll)
+		if err != nil {
+			return nil, err
+		}
+		gr := livePipelineOf(p, source, stats, nil)
+		gr.Note = "read through the agent API, which serves no groups: the group bucket edges are not shown"
+		return gr, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, localTimeout)
 	defer cancel()
 	conn, err := openflow.Dial(ctx, l.mgmtSocket(), openflow.Options{})
@@ -257,10 +283,6 @@ func (l *localNode) livePipeline(ctx context.Context, nodeName string) (*pipelin
 	groups, err := conn.GroupDesc(ctx, openflow.GroupIDAll)
 	if err != nil {
 		return nil, fmt.Errorf("local mode: dump-groups %s: %w", l.conf.OVSBridge, err)
-	}
-	source := "node"
-	if nodeName != "" {
-		source = "node " + nodeName
 	}
 	return livePipelineOf(p, source, stats, groups), nil
 }
