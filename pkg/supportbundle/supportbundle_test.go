@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -221,5 +223,41 @@ func TestAgentCollectorDumpsTheBridge(t *testing.T) {
 	}
 	if !strings.Contains(string(entries["profiles/goroutine.txt"]), "goroutine ") || len(entries["profiles/heap.pb.gz"]) == 0 {
 		t.Errorf("no profiles")
+	}
+}
+
+// The agent API's /supportbundle streams the collector's tarball and takes
+// tailBytes from the query.
+func TestHandler(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.log"), []byte(strings.Repeat("line of a log\n", 1000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var gotTail int64
+	h := Handler(func(tail int64) *Collector {
+		gotTail = tail
+		return &Collector{Component: "antrea-agent", LogGlobs: []string{filepath.Join(dir, "*.log")}, TailBytes: tail}
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "?tailBytes=140")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	entries, err := Read(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotTail != 140 || resp.Header.Get("Content-Type") != "application/gzip" || len(entries["logs/a.log"]) > 140 || len(entries["logs/a.log"]) == 0 {
+		t.Errorf("tail %d, type %q, log %q", gotTail, resp.Header.Get("Content-Type"), entries["logs/a.log"])
+	}
+	bad, err := http.Get(srv.URL + "?tailBytes=-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Body.Close()
+	if bad.StatusCode != http.StatusBadRequest {
+		t.Errorf("tailBytes=-1: %s", bad.Status)
 	}
 }
