@@ -1,0 +1,174 @@
+package traceflow
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+
+	"antrea.io/antrea/pkg/agent/interfacestore"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
+	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
+	tfcontroller "antrea.io/antrea/pkg/controller/traceflow"
+	"antrea.io/antrea/pkg/ovs/ovsinstance"
+)
+
+// agentNode is one node of a two-node cluster on an underlay: its OVS,
+// the agent's OpenFlow client and Traceflow controller.
+type agentNode struct {
+	name   string
+	br     *bridgetest.Bridge
+	flows  *agentof.Client
+	writer *agentof.RuleWriter
+	store  interfacestore.InterfaceStore
+}
+
+func newAgentNode(t *testing.T, u *bridgetest.Underlay, name, cidr, gw, nodeIP string) *agentNode {
+	t.Helper()
+	br := bridgetest.NewNode(t, bridgetest.NodeOptions{PodCIDR: cidr, GatewayIP: gw, Underlay: u, NodeIP: nodeIP})
+	c, err := agentof.NewClient(br.OF, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Initialize(context.Background(), &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
+		GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: br.PodCIDR}); err != nil {
+		t.Fatal(err)
+	}
+	return &agentNode{name: name, br: br, flows: c, writer: agentof.NewRuleWriter(c), store: interfacestore.NewInterfaceStore()}
+}
+
+func (n *agentNode) addPod(t *testing.T, ns, name, cidr string) (*bridgetest.Pod, *corev1.Pod) {
+	t.Helper()
+	p := n.br.AddPod(t, name, cidr)
+	if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+		t.Fatal(err)
+	}
+	iface := interfacestore.NewContainerInterface(p.HostIF, "c-"+name, name, ns, "eth0", p.MAC, []net.IP{p.IP}, 0)
+	iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(p.OFPort)}
+	n.store.AddInterface(iface)
+	return p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{NodeName: n.name},
+		Status: corev1.PodStatus{PodIP: p.IP.String()}}
+}
+
+func (n *agentNode) run(ctx context.Context, client *fake.Clientset, kube *k8sfake.Clientset, r Rules) {
+	disp := agentof.NewPacketInDispatcher(n.br.OF)
+	io := disp.Subscribe(agentof.PacketInTraceflow)
+	go disp.Run(ctx)
+	f := crdinformers.NewSharedInformerFactory(client, 0)
+	c := NewController(Config{NodeName: n.name, Client: client, Kube: kube, Informer: f.Crd().V1beta1().Traceflows(),
+		Flows: n.flows, IO: io, Interfaces: n.store, Rules: r,
+		Ports: Ports{Gateway: bridgetest.GatewayOFPort, Tunnel: bridgetest.TunnelOFPort}, GatewayMAC: n.br.GatewayMAC})
+	f.Start(ctx.Done())
+	go c.Run(ctx)
+}
+
+// TestTraceflowAcrossTwoRealNodes: two nodes (each its own OVS) joined by a
+// Geneve tunnel over an underlay, the agents' Traceflow controllers and the
+// antrea-controller's, all on one fake API. A Traceflow from a pod on
+// node-1 to one on node-2 is tagged by the controller, injected on node-1,
+// forwarded into the tunnel, received and delivered on node-2 (the packet
+// really arrives), and Succeeded; with a Drop rule on node-2 the receiver
+// names it.
+func TestTraceflowAcrossTwoRealNodes(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u := bridgetest.NewUnderlay(t)
+	n1 := newAgentNode(t, u, "node-1", "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24")
+	n2 := newAgentNode(t, u, "node-2", "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24")
+	for _, p := range [][2]*agentNode{{n1, n2}, {n2, n1}} {
+		if err := p[0].flows.InstallNodeFlows(p[1].name, p[1].br.PodCIDR, p[1].br.GatewayIP, p[1].br.NodeIP); err != nil {
+			t.Fatal(err)
+		}
+		p[0].br.ConnectPeer(t, p[1].br)
+	}
+	client, clientPod := n1.addPod(t, "demo", "client", "10.10.1.2/24")
+	web, webPod := n2.addPod(t, "demo", "web", "10.10.2.3/24")
+
+	kube := k8sfake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}, clientPod, webPod)
+	crd := fake.NewSimpleClientset()
+	names := rules{9: {"AntreaClusterNetworkPolicy:deny-client", "drop-client"}}
+	n1.run(ctx, crd, kube, names)
+	n2.run(ctx, crd, kube, names)
+	kf := informers.NewSharedInformerFactory(kube, 0)
+	cf := crdinformers.NewSharedInformerFactory(crd, 0)
+	ctrl := tfcontroller.NewController(crd, cf.Crd().V1beta1().Traceflows(), kf.Core().V1().Pods().Informer(),
+		kf.Core().V1().Namespaces().Informer(), kf.Core().V1().Services().Informer())
+	kf.Start(ctx.Done())
+	cf.Start(ctx.Done())
+	go ctrl.Run(ctx)
+
+	run := func(t *testing.T, name string) *crdv1beta1.Traceflow {
+		t.Helper()
+		tf := &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: crdv1beta1.TraceflowSpec{
+			Source: crdv1beta1.Source{Namespace: "demo", Pod: "client"}, Destination: crdv1beta1.Destination{Namespace: "demo", Pod: "web"},
+			Packet: crdv1beta1.Packet{TransportHeader: crdv1beta1.TransportHeader{TCP: &crdv1beta1.TCPHeader{DstPort: 80}}}}}
+		if _, err := crd.CrdV1beta1().Traceflows().Create(ctx, tf, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 1000; i++ {
+			got, err := crd.CrdV1beta1().Traceflows().Get(ctx, name, metav1.GetOptions{})
+			if err == nil && (got.Status.Phase == crdv1beta1.TraceflowSucceeded || got.Status.Phase == crdv1beta1.TraceflowFailed) {
+				return got
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		got, _ := crd.CrdV1beta1().Traceflows().Get(ctx, name, metav1.GetOptions{})
+		t.Fatalf("Traceflow %s did not finish: %+v", name, got.Status)
+		return nil
+	}
+	check := func(t *testing.T, tf *crdv1beta1.Traceflow, node, role, want string) {
+		t.Helper()
+		for _, r := range tf.Status.Results {
+			if r.Node == node {
+				if got := describe(r.Observations); r.Role != role || got != want {
+					t.Fatalf("%s (%s): %s\nwant %s (%s)", node, r.Role, got, want, role)
+				}
+				return
+			}
+		}
+		t.Fatalf("no result from %s: %+v", node, tf.Status.Results)
+	}
+
+	t.Run("forwarded into the tunnel, received and delivered", func(t *testing.T) {
+		before := web.IPReceived(t)
+		tf := run(t, "across")
+		if tf.Status.Phase != crdv1beta1.TraceflowSucceeded || tf.Status.DataplaneTag < 1 {
+			t.Fatalf("status %+v", tf.Status)
+		}
+		check(t, tf, "node-1", crdv1beta1.RoleSender, "SpoofGuard/SpoofGuard/Forwarded -> Forwarding/Output/Forwarded tunnel=192.168.77.12")
+		check(t, tf, "node-2", crdv1beta1.RoleReceiver, "Forwarding/Classifier/Received -> Forwarding/Output/Delivered pod=demo/web")
+		if tf.Status.Results[0].Node != "node-1" {
+			t.Errorf("the sender's result is not first: %+v", tf.Status.Results)
+		}
+		if web.IPReceived(t) == before {
+			t.Error("web's kernel received no packet")
+		}
+		if last := tf.Status.Results[1].Observations[1]; last.TTL != 62 || last.DstMAC != web.MAC.String() {
+			t.Errorf("delivered with TTL %d to %s, want 62 (each node routes it) to %s", last.TTL, last.DstMAC, web.MAC)
+		}
+		_ = client
+	})
+
+	t.Run("dropped on the receiver by a named rule", func(t *testing.T) {
+		rule := &agentof.PolicyRule{ID: 9, Key: "deny-client 0/", Direction: agentof.DirectionIngress,
+			Peers: []netip.Prefix{netip.MustParsePrefix("10.10.1.2/32")}, AppliedTo: []uint32{web.OFPort},
+			Action: agentof.ActionDrop, Tier: agentof.TierAntrea, Priority: 30000}
+		if err := n2.writer.Install(ctx, rule); err != nil {
+			t.Fatal(err)
+		}
+		tf := run(t, "dropped")
+		check(t, tf, "node-1", crdv1beta1.RoleSender, "SpoofGuard/SpoofGuard/Forwarded -> Forwarding/Output/Forwarded tunnel=192.168.77.12")
+		check(t, tf, "node-2", crdv1beta1.RoleReceiver,
+			"Forwarding/Classifier/Received -> NetworkPolicy/AntreaPolicyIngressRule/Dropped policy=AntreaClusterNetworkPolicy:deny-client rule=drop-client")
+	})
+}
