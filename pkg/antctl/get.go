@@ -24,7 +24,7 @@ func newGetCommand(o *options) *cobra.Command {
 From the controller (through kube-apiserver, from a laptop or local mode):
   networkpolicy, appliedtogroup, addressgroup   the computed controlplane.antrea.io/v1beta2 objects
   featuregates                                  from the antrea-config ConfigMap (local mode: the conf files)
-From this node's OVS (local mode only, inside the antrea-agent container):
+From a node's OVS (local mode; from a laptop through the node's agent API, --node NODE or -p POD):
   podinterface, ovsflows`,
 		Args: cobra.ArbitraryArgs,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

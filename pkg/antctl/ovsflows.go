@@ -39,10 +39,10 @@ func newGetOVSFlowsCommand(g *getOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "ovsflows [-p POD -n NS] [-T TABLE] [--policy NS/NAME]",
 		Aliases: []string{"ovsflow", "of"},
-		Short:   "Show this node's OpenFlow flows as ovs-ofctl prints them (local mode)",
+		Short:   "Show a node's OpenFlow flows as ovs-ofctl prints them (local mode, or --node through its agent API)",
 		Long: `Show the flows of this node's bridge (br-int) with their counters, one per line
-as ` + "`ovs-ofctl -O OpenFlow15 dump-flows`" + ` prints them. Local mode only: run it in
-the antrea-agent container.
+as ` + "`ovs-ofctl -O OpenFlow15 dump-flows`" + ` prints them. In local mode (the
+antrea-agent container) this node's.
 
   -T TABLE            one table of the pipeline, by name (docs/design/ovs-pipeline.md) or number
   -p POD -n NS        the flows that match the pod's port, MAC or address

@@ -27,10 +27,10 @@ func newGetPodInterfaceCommand(g *getOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "podinterface [-p POD] [-n NS]",
 		Aliases: []string{"podinterfaces", "pi"},
-		Short:   "Show this node's pod interfaces (local mode)",
+		Short:   "Show a node's pod interfaces (local mode, or --node through its agent API)",
 		Long: `Show the pod interfaces of this node: what the agent recorded in OVSDB (the
 external_ids of br-int's ports) with the OpenFlow port OVS gave each.
-Local mode only: run it in the antrea-agent container.
+In local mode (the antrea-agent container) this node's.
 
   -n NS          pods of namespace NS
   -p POD -n NS   pod NS/POD`,
