@@ -22,6 +22,9 @@ const (
 	// DefaultReadyTimeout bounds how long ADD waits for the agent to be ready
 	// before answering "try again later" (the runtime retries).
 	DefaultReadyTimeout = 30 * time.Second
+	// DefaultOVSDBTimeout bounds an ADD's wait for ovsdb-server: long enough
+	// for a restart of it, well inside the runtime's own CNI timeout.
+	DefaultOVSDBTimeout = 30 * time.Second
 	// DefaultMTU is the pod MTU when none is configured: a 1500-byte underlay
 	// minus the Geneve overhead Antrea reserves (50 bytes).
 	DefaultMTU = 1450
@@ -54,6 +57,10 @@ type Config struct {
 	NetworkName string
 	// ReadyTimeout bounds ADD's wait for readiness (DefaultReadyTimeout when zero).
 	ReadyTimeout time.Duration
+	// OVSDBTimeout bounds how long one ADD waits for ovsdb-server (through a
+	// restart, say) before it fails with an OVS port error naming the
+	// endpoint (DefaultOVSDBTimeout when zero).
+	OVSDBTimeout time.Duration
 	// HostNetNS is the path of the network namespace where host-side veth
 	// ends go, which must be where ovs-vswitchd runs; empty means the agent's
 	// own namespace (the normal case: the agent runs in the node's netns).
@@ -75,6 +82,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReadyTimeout == 0 {
 		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	if c.OVSDBTimeout == 0 {
+		c.OVSDBTimeout = DefaultOVSDBTimeout
 	}
 }
 

@@ -305,8 +305,19 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	unlock := s.locks.lock(r.ContainerID)
 	defer unlock()
 	if cfg := s.lookup(r.ContainerID, r.IfName); cfg != nil {
-		// A repeated ADD (the runtime lost our answer) gets the same result.
-		return s.result(r, cfg, s.ipConfigs(cfg.IPs), nil)
+		// A repeated ADD (the runtime lost our answer) gets the same result,
+		// unless the interface is one an agent that died in the middle of
+		// the ADD left half made (recorded in OVSDB, so in the store after
+		// the restart): that is removed and made again.
+		problems := s.unfinished(r, cfg)
+		if len(problems) == 0 {
+			return s.result(r, cfg, s.ipConfigs(cfg.IPs), nil)
+		}
+		klog.InfoS("An earlier ADD of this interface did not finish; making it again", "pod", klog.KRef(r.PodNamespace, r.PodName),
+			"container", r.ContainerID, "problems", problems)
+		if err := s.teardown(ctx, r, cfg); err != nil {
+			return nil, newError(cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE, err, "remove what an unfinished ADD of %s left", r)
+		}
 	}
 	cfg := interfacestore.NewContainerInterface(hostInterfaceName(r.PodNamespace, r.PodName, r.ContainerID),
 		r.ContainerID, r.PodName, r.PodNamespace, r.IfName, nil, nil, 0)
@@ -348,7 +359,11 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	cfg.MAC = pi.podMAC
 	took.mark(stepVeth)
 
-	portUUID, err := s.ovs.CreatePort(ctx, host, interfacestore.BuildOVSPortExternalIDs(cfg))
+	// OVSDB calls are bounded apart from the runtime's deadline: an ADD
+	// while ovsdb-server is away fails in time, with a cause.
+	octx, ocancel := context.WithTimeout(ctx, s.cfg.OVSDBTimeout)
+	defer ocancel()
+	portUUID, err := s.ovs.CreatePort(octx, host, interfacestore.BuildOVSPortExternalIDs(cfg))
 	if err == nil {
 		cfg.OVSPortConfig = &interfacestore.OVSPortConfig{PortUUID: portUUID}
 		err = s.step(stepOVSPort)
@@ -370,7 +385,7 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	}
 	took.mark(stepInterface)
 
-	ofPort, err := s.ovs.GetOFPort(ctx, host)
+	ofPort, err := s.ovs.GetOFPort(octx, host)
 	if err == nil && ofPort <= 0 {
 		err = fmt.Errorf("invalid OpenFlow port number %d", ofPort)
 	}
@@ -397,6 +412,24 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	klog.InfoS("Pod interface added", "pod", klog.KRef(r.PodNamespace, r.PodName), "container", r.ContainerID,
 		"port", host, "ofPort", ofPort, "ips", cfg.IPs, "took", took.String())
 	return s.result(r, cfg, ips, pi.hostMAC)
+}
+
+// unfinished says what a recorded interface lacks that a finished ADD
+// makes: the pod's addresses on its interface, and the port's flows (the
+// last step).
+func (s *Server) unfinished(r *request, cfg *interfacestore.InterfaceConfig) []string {
+	var gws []net.IP
+	for _, c := range s.ipConfigs(cfg.IPs) {
+		gws = append(gws, c.Gateway)
+	}
+	problems := podInterfaceProblems(r.Netns, r.IfName, cfg.IPs, gws)
+	if cfg.OVSPortConfig == nil || cfg.OFPort <= 0 {
+		problems = append(problems, "no OpenFlow port recorded")
+	}
+	if !s.flows.PodFlowsInstalled(cfg.InterfaceName) {
+		problems = append(problems, fmt.Sprintf("flows of port %s are missing", cfg.InterfaceName))
+	}
+	return problems
 }
 
 func owner(r *request) ipam.Owner {
@@ -481,12 +514,14 @@ func (s *Server) teardown(ctx context.Context, r *request, cfg *interfacestore.I
 	var errs []error
 	if cfg != nil {
 		host := cfg.InterfaceName
+		octx, cancel := context.WithTimeout(ctx, s.cfg.OVSDBTimeout)
+		defer cancel()
 		var portUUID string
 		if cfg.OVSPortConfig != nil {
 			portUUID = cfg.PortUUID
 		}
 		if portUUID == "" {
-			p, err := s.ovs.GetPortData(ctx, host)
+			p, err := s.ovs.GetPortData(octx, host)
 			switch {
 			case err == nil:
 				portUUID = p.UUID
@@ -498,7 +533,7 @@ func (s *Server) teardown(ctx context.Context, r *request, cfg *interfacestore.I
 			errs = append(errs, fmt.Errorf("uninstall the flows of port %s: %w", host, err))
 		}
 		if portUUID != "" {
-			if err := s.ovs.DeletePort(ctx, portUUID); err != nil && !errors.Is(err, ovsconfig.ErrNotFound) {
+			if err := s.ovs.DeletePort(octx, portUUID); err != nil && !errors.Is(err, ovsconfig.ErrNotFound) {
 				errs = append(errs, fmt.Errorf("delete OVS port %s: %w", host, err))
 			}
 		}

@@ -111,6 +111,9 @@ func shimDir(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		runCrashingAgent(spec)
+	}
 	code := m.Run()
 	if buildOnce.dir != "" {
 		os.RemoveAll(buildOnce.dir)
