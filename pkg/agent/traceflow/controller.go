@@ -12,9 +12,9 @@
 // them into observations and merges its Node's result into the Traceflow's
 // status (retried on conflict). The flows go when the Traceflow is no longer
 // running. A packet that reached a Node whose agent had not installed the
-// tag's flows yet goes unreported: the sender injects again every
-// ReinjectInterval while the Traceflow runs (a Node's result is replaced,
-// never duplicated).
+// tag's flows yet goes unreported: the sender injects again while the
+// Traceflow runs, after 250 ms, then twice as long each time up to
+// ReinjectInterval (a Node's result is replaced, never duplicated).
 package traceflow
 
 import (
@@ -393,9 +393,12 @@ func (c *Controller) liveMatch(tf *crdv1beta1.Traceflow, srcIface *interfacestor
 	return l, true
 }
 
-// inject sends the packet, and again every ReinjectInterval while the
-// Traceflow runs.
+// inject sends the packet, and again while the Traceflow runs: after an
+// eighth of ReinjectInterval, then twice as long each time up to
+// ReinjectInterval (the agents of other nodes install the tag's flows when
+// they see the Traceflow running, which may be a little after this one).
 func (c *Controller) inject(ctx context.Context, name string, port uint32, f *Frame) {
+	wait := c.cfg.ReinjectInterval / 8
 	for i := 0; i < maxInjections; i++ {
 		data, err := f.Build()
 		if err != nil {
@@ -413,8 +416,9 @@ func (c *Controller) inject(ctx context.Context, name string, port uint32, f *Fr
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(c.cfg.ReinjectInterval):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, c.cfg.ReinjectInterval)
 	}
 }
 
