@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X antrea.io/antrea/pkg/version.Version=$(VERSION) \
            -X antrea.io/antrea/pkg/version.GitTreeState=$(GIT_TREE_STATE)
 export PATH := $(OUTPUT)/bin:$(OUTPUT)/tools:$(OUTPUT)/cni/bin:$(PATH)
 
-.PHONY: all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance e2e-upstream conformance-sig bench clean docs
+.PHONY: all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance e2e-upstream conformance-sig reliability bench clean docs
 
 all: build
 
@@ -79,6 +79,10 @@ conformance-sig: install build
 docs:
 	$(GO) run ./cmd/antctl get pipeline --declared -o svg > docs/design/ovs-pipeline.svg.tmp
 	mv docs/design/ovs-pipeline.svg.tmp docs/design/ovs-pipeline.svg
+
+## reliability: the long reliability suites: 1,000 faulty CNI calls (200 in make test), a real agent killed in the middle of ADDs, datapath cache purge on narrowing policy (pkg/agent/cniserver, pkg/agent/controller/networkpolicy, pkg/agent/dpcache; root, real OVS).
+reliability: install build
+	ANTREA_RELIABILITY=1 $(GO) test -count=1 -timeout 30m -run 'Fault|Killed|Retried|Thousand|FullPodCIDR|Narrowing|Sync|Changed' ./pkg/agent/cniserver/ ./pkg/agent/controller/networkpolicy/ ./pkg/agent/dpcache/
 
 bench: install build
 	./hack/bench/run.sh
