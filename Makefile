@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X antrea.io/antrea/pkg/version.Version=$(VERSION) \
            -X antrea.io/antrea/pkg/version.GitTreeState=$(GIT_TREE_STATE)
 export PATH := $(OUTPUT)/bin:$(OUTPUT)/tools:$(OUTPUT)/cni/bin:$(PATH)
 
-.PHONY: all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance e2e-upstream conformance-sig reliability bench clean docs
+.PHONY: all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance conformance-native e2e-upstream conformance-sig reliability bench clean docs
 
 all: build
 
@@ -66,6 +66,10 @@ lint:
 conformance: install build
 	ANTREA_CONFORMANCE=all $(GO) test -count=1 -timeout 60m ./test/conformance/...
 	./hack/e2e-upstream.sh
+
+## conformance-native: our conformance cases (ANTREA_CONFORMANCE=all for every case) with Antrea-native policies present that do not change the tested traffic (test/conformance/native_test.go).
+conformance-native: install build
+	ANTREA_CONFORMANCE_NATIVE=1 $(GO) test -count=1 -timeout 60m -run 'TestUpstreamNetworkPolicyScenarios|TestUpdatesInFlight|TestCyclonusGeneratedCases' ./test/conformance/...
 
 ## e2e-upstream: upstream's e2e.test v1.37.2 NetworkPolicy specs, unchanged, on a 2-node lab of real nodes.
 e2e-upstream: install build

@@ -36,6 +36,7 @@ const (
 	envReuse = "ANTREA_CONFORMANCE_REUSE_LAB"
 	// envCase runs only the cases whose name contains this string.
 	envCase = "ANTREA_CONFORMANCE_CASE"
+	// envNative: see native_test.go.
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +58,32 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(1)
 	}
+	native := os.Getenv(envNative) == "1"
+	if native {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		err := installNative(ctx, env)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "conformance: %v\n", err)
+			env.DumpLogs(os.Stderr, 3000)
+			if err := removeNative(env); err != nil {
+				fmt.Fprintf(os.Stderr, "conformance: %v\n", err)
+			}
+			if err := env.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "conformance: %v\n", err)
+			}
+			os.Exit(1)
+		}
+		fmt.Printf("conformance: Antrea-native policies present (%s=1): %s and Antrea NetworkPolicy x/conformance-annp Realized\n",
+			envNative, strings.Join(nativeACNPs, ", "))
+	}
 	code := m.Run()
+	if native {
+		if err := removeNative(env); err != nil {
+			fmt.Fprintf(os.Stderr, "conformance: %v\n", err)
+			code = 1
+		}
+	}
 	if err := env.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "conformance: %v\n", err)
 		code = 1
