@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -256,8 +257,11 @@ func TestTraceflow(t *testing.T) {
 		if _, err := e.Client.NetworkingV1().NetworkPolicies(l.ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		deleted := false
 		defer func() {
-			_ = e.Client.NetworkingV1().NetworkPolicies(l.ns).Delete(context.Background(), np.Name, metav1.DeleteOptions{})
+			if !deleted {
+				_ = e.Client.NetworkingV1().NetworkPolicies(l.ns).Delete(context.Background(), np.Name, metav1.DeleteOptions{})
+			}
 		}()
 		// Realization of a K8s NetworkPolicy is not in its status: retry
 		// the trace until the drop shows (or fail with the last result).
@@ -272,6 +276,20 @@ func TestTraceflow(t *testing.T) {
 		}
 		expectPath(t, tf, n1, crdv1beta1.RoleReceiver, "Forwarding Received",
 			"NetworkPolicy Dropped policy=K8sNetworkPolicy:"+l.ns+"/only-web-0")
+		// Once the policy is gone the packet is delivered again.
+		if err := e.Client.NetworkingV1().NetworkPolicies(l.ns).Delete(ctx, np.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deleted = true
+		for i := 0; i < 20; i++ {
+			tf = l.trace(t, "-S", src, "-D", l.ns+"/web-1")
+			if r, ok := resultOf(tf, n1); ok && len(r.Observations) > 0 &&
+				r.Observations[len(r.Observations)-1].Action == crdv1beta1.ActionDelivered {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		expectPath(t, tf, n1, crdv1beta1.RoleReceiver, "Forwarding Received", "Forwarding Delivered pod="+l.ns+"/web-1")
 	})
 
 	t.Run("-o svg draws the path and -o dot writes a digraph", func(t *testing.T) {
@@ -344,7 +362,7 @@ func TestTraceflow(t *testing.T) {
 					return fmt.Errorf("%v: %s", err, out)
 				}
 				for _, line := range strings.Split(string(out), "\n") {
-					if strings.Contains(line, "ip_dscp=") {
+					if tfCookie.MatchString(line) {
 						return fmt.Errorf("left: %s", line)
 					}
 				}
@@ -355,6 +373,10 @@ func TestTraceflow(t *testing.T) {
 }
 
 func tfPtr[T any](v T) *T { return &v }
+
+// tfCookie matches the cookie of a Traceflow tag's flows (round, 0x7f0000,
+// tag: pkg/agent/openflow/traceflow.go).
+var tfCookie = regexp.MustCompile(`cookie=0x[0-9a-f]*7f0000[0-9a-f]{2},`)
 
 func tfWaitRealized(t *testing.T, ctx context.Context, ok func() (bool, error)) {
 	t.Helper()
