@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -69,14 +71,29 @@ func AgentCollector(o AgentOptions) *Collector {
 			{Name: "firewall/nft-ruleset.txt", Argv: []string{"nft", "list", "ruleset"}},
 			{Name: "ovs/ovsdb-dump.txt", Argv: []string{"ovsdb-client", "dump", db}},
 			{Name: "ovs/ovs-vsctl-show.txt", Argv: []string{"ovs-vsctl", "--db=" + db, "show"}},
-			// OVS_RUNDIR finds ovs-vswitchd's control socket by its pidfile.
-			{Name: "conntrack/ovs-ct-stats.txt", Argv: []string{"ovs-appctl", "dpctl/ct-stats-show"}, Env: []string{"OVS_RUNDIR=" + conf.OVSRunDir}},
 		},
 		Funcs: []Func{
 			{Name: "ovs/flows.txt", Write: func(ctx context.Context, w io.Writer) error { return dumpFlows(ctx, mgmt, w) }},
 			{Name: "ovs/groups.txt", Write: func(ctx context.Context, w io.Writer) error { return dumpGroups(ctx, mgmt, w) }},
 		},
 	}
+	// OVS's own conntrack (the netdev datapath's): ovs-appctl on
+	// ovs-vswitchd's control socket (ovs-vswitchd.ctl, or .<pid>.ctl),
+	// named by path: its pidfile names a PID of the antrea-ovs container,
+	// which this container cannot see.
+	c.Funcs = append(c.Funcs, Func{Name: "conntrack/ovs-ct-stats.txt", Write: func(ctx context.Context, w io.Writer) error {
+		ctl, err := newestFile(filepath.Join(conf.OVSRunDir, "ovs-vswitchd*.ctl"))
+		if err != nil {
+			return err
+		}
+		run := c.Run
+		if run == nil {
+			run = runCommand
+		}
+		out, err := run(ctx, nil, "ovs-appctl", "-t", ctl, "dpctl/ct-stats-show")
+		w.Write(out)
+		return err
+	}})
 	if o.ConfigDir != "" {
 		c.ConfigFiles = append(c.ConfigFiles, filepath.Join(o.ConfigDir, agentconfig.FileName))
 	}
@@ -87,6 +104,24 @@ func AgentCollector(o AgentOptions) *Collector {
 		c.Funcs = append(c.Funcs, ProfileFuncs()...)
 	}
 	return c
+}
+
+// newestFile is the most recently modified file matching glob.
+func newestFile(glob string) (string, error) {
+	matches, err := filepath.Glob(glob)
+	if err != nil {
+		return "", err
+	}
+	best, bestTime := "", time.Time{}
+	for _, m := range matches {
+		if st, err := os.Stat(m); err == nil && st.ModTime().After(bestTime) {
+			best, bestTime = m, st.ModTime()
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("no %s: is ovs-vswitchd running?", glob)
+	}
+	return best, nil
 }
 
 // dumpFlows writes the bridge's flows with their counters, one per line.

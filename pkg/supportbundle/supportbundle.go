@@ -224,17 +224,16 @@ func (c *Collector) Collect(ctx context.Context, w io.Writer) (*Summary, error) 
 			return s, err
 		}
 	}
+	anyLog := false
 	for _, g := range c.LogGlobs {
 		matches, err := filepath.Glob(g)
-		if err != nil || len(matches) == 0 {
-			if err == nil {
-				err = fmt.Errorf("no file matches %s", g)
-			}
+		if err != nil {
 			if werr := b.Fail("logs/"+filepath.Base(g), nil, err); werr != nil {
 				return s, werr
 			}
 			continue
 		}
+		anyLog = anyLog || len(matches) > 0
 		sort.Strings(matches)
 		prefix := globPrefix(g)
 		for _, m := range matches {
@@ -254,6 +253,11 @@ func (c *Collector) Collect(ctx context.Context, w io.Writer) (*Summary, error) 
 			if err := b.Add(name, data, truncated); err != nil {
 				return s, err
 			}
+		}
+	}
+	if len(c.LogGlobs) > 0 && !anyLog {
+		if werr := b.Fail("logs/", nil, fmt.Errorf("no log file matches %s", strings.Join(c.LogGlobs, ", "))); werr != nil {
+			return s, werr
 		}
 	}
 	names := make([]string, 0, len(c.Files))

@@ -221,6 +221,10 @@ func TestAgentCollectorDumpsTheBridge(t *testing.T) {
 	if !strings.Contains(string(entries["ovs/groups.txt"]), "group_id=7,type=select") {
 		t.Errorf("groups.txt:\n%s", entries["ovs/groups.txt"])
 	}
+	// ovs-appctl dpctl/ct-stats-show on the bridge's own ovs-vswitchd.
+	if !strings.Contains(string(entries["conntrack/ovs-ct-stats.txt"]), "Connections") {
+		t.Errorf("ovs-ct-stats.txt: %q; summary %s", entries["conntrack/ovs-ct-stats.txt"], entries[SummaryName])
+	}
 	if !strings.Contains(string(entries["profiles/goroutine.txt"]), "goroutine ") || len(entries["profiles/heap.pb.gz"]) == 0 {
 		t.Errorf("no profiles")
 	}
