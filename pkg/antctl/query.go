@@ -176,7 +176,12 @@ func queryEndpoint(ns, name string, pod *corev1.Pod, pols []cpv1beta2.NetworkPol
 		}
 	}
 	inAG := sets.New[string]()
+	agMembers := map[string][]string{}
 	for _, g := range ags {
+		for _, m := range g.GroupMembers {
+			agMembers[g.Name] = append(agMembers[g.Name], memberString(m))
+		}
+		sort.Strings(agMembers[g.Name])
 		if hasPod(g.GroupMembers, ns, name) {
 			inAG.Insert(g.Name)
 			if len(ips) == 0 {
@@ -211,7 +216,7 @@ func queryEndpoint(ns, name string, pod *corev1.Pod, pols []cpv1beta2.NetworkPol
 				}
 				e := base
 				e.Role = roleApplied
-				e.Peers = peerStrings(peer)
+				e.Peers = peerStrings(peer, agMembers)
 				k8s := p.SourceRef != nil && p.SourceRef.Type == cpv1beta2.K8sNetworkPolicy
 				if k8s {
 					isolated.Insert(dir + " (by " + p.SourceRef.Namespace + "/" + p.SourceRef.Name + ")")
@@ -317,10 +322,16 @@ func portsSuffix(s string) string {
 	return " on " + s
 }
 
-func peerStrings(p cpv1beta2.NetworkPolicyPeer) []string {
+// peerStrings lists a rule's peers: the members of its AddressGroups (the
+// group's name when it is empty), its ipBlocks and Services.
+func peerStrings(p cpv1beta2.NetworkPolicyPeer, agMembers map[string][]string) []string {
 	var out []string
 	for _, g := range p.AddressGroups {
-		out = append(out, "addressGroup:"+g)
+		if ms := agMembers[g]; len(ms) > 0 {
+			out = append(out, ms...)
+		} else {
+			out = append(out, "addressGroup:"+g+" (empty)")
+		}
 	}
 	for _, b := range p.IPBlocks {
 		s := ipNetString(b.CIDR)

@@ -40,7 +40,7 @@ func TestQueryEndpoint(t *testing.T) {
 		t.Errorf("web-0 isolated %v, want Ingress (by demo/allow-client)", web.Isolated)
 	}
 	if r := find(web, roleApplied, "K8sNetworkPolicy:demo/allow-client", "Ingress"); r == nil ||
-		strings.Join(r.Peers, ",") != "addressGroup:ag-client" || r.Services != "TCP/80" || r.Action != "Allow" {
+		strings.Join(r.Peers, ",") != "demo/client" || r.Services != "TCP/80" || r.Action != "Allow" {
 		t.Errorf("web-0's applied ingress rule: %+v in %+v", r, web.Rules)
 	}
 	if r := find(web, rolePeer, "K8sNetworkPolicy:demo/client-egress", "Egress"); r == nil ||

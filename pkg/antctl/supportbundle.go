@@ -306,9 +306,9 @@ func writeBundle(dir, name string, r *bundleResult, make func(w io.Writer) (*sup
 // collectAgent makes node's bundle: the agent API's /supportbundle, else
 // antctl supportbundle --local by exec; then the containers' logs, the pod
 // and (for exec) the agent's profiles are added.
-func (s *supportBundleOptions) collectAgent(ctx context.Context, c *Clients, dir, node string) bundleResult {
+func (s *supportBundleOptions) collectAgent(ctx context.Context, c *Clients, dir, node string) (r bundleResult) {
 	start := time.Now()
-	r := bundleResult{Component: "antrea-agent", Node: node}
+	r = bundleResult{Component: "antrea-agent", Node: node}
 	defer func() { r.Seconds = time.Since(start).Seconds() }()
 	ctx, cancel := context.WithTimeout(ctx, bundleNodeTimeout)
 	defer cancel()
@@ -449,9 +449,9 @@ func httpGet(ctx context.Context, c *http.Client, url string, w io.Writer) (int,
 }
 
 // collectController makes the controller's bundle from the API.
-func (s *supportBundleOptions) collectController(ctx context.Context, c *Clients, dir string) bundleResult {
+func (s *supportBundleOptions) collectController(ctx context.Context, c *Clients, dir string) (r bundleResult) {
 	start := time.Now()
-	r := bundleResult{Component: controllerName, Via: "Kubernetes API"}
+	r = bundleResult{Component: controllerName, Via: "Kubernetes API"}
 	defer func() { r.Seconds = time.Since(start).Seconds() }()
 	list, err := c.Kube.CoreV1().Pods(antreaNamespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.Set{componentLabel: controllerName}.String()})
