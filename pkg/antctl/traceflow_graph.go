@@ -124,8 +124,8 @@ func TraceflowDOT(tf *crdv1beta1.Traceflow) string {
 
 // Layout of the SVG, in pixels.
 const (
-	svgWidth     = 520
-	svgBoxWidth  = 400
+	svgMinBoxW   = 400
+	svgCharW     = 7.5 // a character of the 13 px font, wide enough for most
 	svgLineH     = 16
 	svgBoxPad    = 10
 	svgGap       = 34
@@ -170,6 +170,14 @@ func TraceflowSVG(tf *crdv1beta1.Traceflow) string {
 		y += svgGap
 	}
 	height := y
+	// Boxes as wide as their longest line.
+	svgBoxWidth := svgMinBoxW
+	for _, x := range g.boxes {
+		for _, l := range append([]string{x.title}, x.lines...) {
+			svgBoxWidth = max(svgBoxWidth, 24+int(float64(len(l))*svgCharW))
+		}
+	}
+	svgWidth := svgBoxWidth + 120
 	left := (svgWidth - svgBoxWidth) / 2
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="13">`+"\n",
