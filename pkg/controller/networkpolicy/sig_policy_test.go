@@ -107,7 +107,7 @@ func TestSIGPoliciesComputeIntoTheirTiers(t *testing.T) {
 				},
 				Egress: []sigv1alpha2.ClusterNetworkPolicyEgressRule{
 					{Name: "deny-nodes-and-net", Action: sigv1alpha2.ClusterNetworkPolicyRuleActionDeny,
-						To: []sigv1alpha2.ClusterNetworkPolicyEgressPeer{{Nodes: matchLabels("role", "worker")}, {Networks: []sigv1alpha2.CIDR{"192.0.2.0/24", "198.51.100.0/24"}}},
+						To:        []sigv1alpha2.ClusterNetworkPolicyEgressPeer{{Nodes: matchLabels("role", "worker")}, {Networks: []sigv1alpha2.CIDR{"192.0.2.0/24", "198.51.100.0/24"}}},
 						Protocols: []sigv1alpha2.ClusterNetworkPolicyProtocol{{UDP: &sigv1alpha2.ClusterNetworkPolicyProtocolUDP{DestinationPort: &sigv1alpha2.Port{Range: &sigv1alpha2.PortRange{Start: 5000, End: 5999}}}}, {SCTP: &sigv1alpha2.ClusterNetworkPolicyProtocolSCTP{}}}},
 					{Name: "accept-web", Action: sigv1alpha2.ClusterNetworkPolicyRuleActionAccept,
 						To:        []sigv1alpha2.ClusterNetworkPolicyEgressPeer{{Pods: &sigv1alpha2.NamespacedPod{NamespaceSelector: *matchLabels("ns", "x"), PodSelector: *matchLabels("app", "b")}}},
