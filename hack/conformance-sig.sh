@@ -31,6 +31,7 @@
 #   SIG_KEEP=1     leave the lab up afterwards
 #   SIG_RUN        a go test -run regex inside the suite (default: all)
 #   SIG_BUILD_ONLY=1  only build the suites' test binaries
+#   SIG_TIMEOUT    go test -test.timeout of each suite (default 60m)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -104,14 +105,28 @@ EOF
   (cd "$dir" && GOFLAGS=-mod=mod go test -c -o conformance.test "$MOD/conformance")
 }
 
+# clean_leftovers: an interrupted run (killed suite: its cleanups never
+# ran) leaves its policies behind, and the next run's tests meet them (a
+# leftover Admin Deny fails tests that do not expect it). Every SIG policy
+# and the NetworkPolicies of the suites' Namespaces go before a run.
+clean_leftovers() {
+  kubectl delete clusternetworkpolicies.policy.networking.k8s.io,adminnetworkpolicies.policy.networking.k8s.io,baselineadminnetworkpolicies.policy.networking.k8s.io \
+    --all --ignore-not-found --wait=true >/dev/null 2>&1 || true
+  local ns
+  for ns in $(kubectl get namespaces -o name 2>/dev/null | grep '^namespace/network-policy-conformance-' | cut -d/ -f2); do
+    kubectl -n "$ns" delete networkpolicies.networking.k8s.io --all --ignore-not-found >/dev/null 2>&1 || true
+  done
+}
+
 # run VERSION: the suite against the lab; its report and go test -json log.
 run() {
   local v=$1 out=$OUT/$1
   rm -rf "$out"; mkdir -p "$out"
+  clean_leftovers
   echo "[$v] TestConformanceProfiles: profiles $(profiles "$v"), features $(features "$v")"
   set +e
   (cd "$WORK/$v/module/conformance" && "$WORK/$v/conformance.test" \
-    -test.run "TestConformanceProfiles${SIG_RUN:+/$SIG_RUN}" -test.v -test.timeout 60m \
+    -test.run "TestConformanceProfiles${SIG_RUN:+/$SIG_RUN}" -test.v -test.timeout "${SIG_TIMEOUT:-60m}" \
     -conformance-profiles="$(profiles "$v")" \
     -supported-features="$(features "$v")" \
     -organization=antrea.io -project=antrea-in-go -url=https://antrea.io -version="$(git -C "$ROOT" describe --tags --always --dirty)" \
