@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -455,19 +457,59 @@ func (c *Controller) nodeGroupsChanged() {
 	}
 }
 
-// nodeMember is the GroupMember of a Node: its InternalIP and ExternalIP
-// addresses.
+// NodeTransportAddressAnnotation is upstream's annotation listing a Node's
+// transport interface addresses (comma-separated), where it has one.
+const NodeTransportAddressAnnotation = "node.antrea.io/transport-addresses"
+
+// nodeMember is the member of a Node selected by a nodeSelector, with
+// upstream's addresses (its GetNodeAllAddrs): per IP family the first
+// InternalIP, else the first ExternalIP; the Antrea gateway's address, the
+// first of each of its podCIDRs; and the addresses of the transport-addresses
+// annotation. Sorted, so that the member's key is stable.
 func nodeMember(node *v1.Node) *controlplane.GroupMember {
 	m := &controlplane.GroupMember{Node: &controlplane.NodeReference{Name: node.Name}}
-	seen := sets.New[string]()
-	for _, a := range node.Status.Addresses {
-		if a.Type != v1.NodeInternalIP && a.Type != v1.NodeExternalIP || seen.Has(a.Address) {
-			continue
+	addrs := sets.New[netip.Addr]()
+	var v4, v6 bool
+	for _, t := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
+		if v4 || v6 {
+			// Upstream takes the addresses of the first type present.
+			break
 		}
-		seen.Insert(a.Address)
-		if ip := parseIP(a.Address); ip != nil {
-			m.IPs = append(m.IPs, ip)
+		for _, a := range node.Status.Addresses {
+			ip, err := netip.ParseAddr(a.Address)
+			if a.Type != t || err != nil {
+				continue
+			}
+			ip = ip.Unmap()
+			if ip.Is4() && !v4 {
+				addrs.Insert(ip)
+				v4 = true
+			} else if ip.Is6() && !v6 {
+				addrs.Insert(ip)
+				v6 = true
+			}
 		}
+	}
+	cidrs := node.Spec.PodCIDRs
+	if len(cidrs) == 0 && node.Spec.PodCIDR != "" {
+		cidrs = []string{node.Spec.PodCIDR}
+	}
+	for _, c := range cidrs {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			addrs.Insert(p.Masked().Addr().Next())
+		}
+	}
+	if v := node.Annotations[NodeTransportAddressAnnotation]; v != "" {
+		for _, a := range strings.Split(v, ",") {
+			if ip, err := netip.ParseAddr(strings.TrimSpace(a)); err == nil {
+				addrs.Insert(ip.Unmap())
+			}
+		}
+	}
+	sorted := addrs.UnsortedList()
+	slices.SortFunc(sorted, func(a, b netip.Addr) int { return a.Compare(b) })
+	for _, ip := range sorted {
+		m.IPs = append(m.IPs, ipAddress(net.IP(ip.AsSlice())))
 	}
 	return m
 }
@@ -485,15 +527,8 @@ func (c *Controller) selectedNodes(sel labels.Selector) []*v1.Node {
 	return nodes
 }
 
-// parseIP parses an address into the API's form; nil when invalid.
-func parseIP(s string) controlplane.IPAddress {
-	ip := net.ParseIP(s)
-	if ip == nil {
-		return nil
-	}
-	return ipAddress(ip)
-}
-
 func nodeChanged(old, cur *v1.Node) bool {
-	return !labelsEqual(old.Labels, cur.Labels) || !reflect.DeepEqual(old.Status.Addresses, cur.Status.Addresses)
+	return !labelsEqual(old.Labels, cur.Labels) || !reflect.DeepEqual(old.Status.Addresses, cur.Status.Addresses) ||
+		!slices.Equal(old.Spec.PodCIDRs, cur.Spec.PodCIDRs) || old.Spec.PodCIDR != cur.Spec.PodCIDR ||
+		old.Annotations[NodeTransportAddressAnnotation] != cur.Annotations[NodeTransportAddressAnnotation]
 }
