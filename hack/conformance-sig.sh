@@ -32,6 +32,8 @@
 #   SIG_RUN        a go test -run regex inside the suite (default: all)
 #   SIG_BUILD_ONLY=1  only build the suites' test binaries
 #   SIG_TIMEOUT    go test -test.timeout of each suite (default 60m)
+#   SIG_REALIZATION=N  then measure a ClusterNetworkPolicy's realization N times
+#                  (default 20, 0: not) -> _output/conformance-sig/realization.txt
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -118,6 +120,71 @@ clean_leftovers() {
   done
 }
 
+# realization N: a ClusterNetworkPolicy's realization on the lab, N times:
+# x/a (first node) serves TCP 80; an Antrea application-tier Reject refuses
+# x/b (second node) at once; a loop in x/b connects until one succeeds while
+# an Admin ClusterNetworkPolicy accepting x/b is applied (tier 220 before
+# application 250); a sample is the time from kubectl apply to that
+# connection (the pods share the host's clock). The policy is deleted and x/b
+# refused again before the next sample.
+realization() {
+  local n=$1 ns=sig-realization-$$ img=registry.k8s.io/e2e-test-images/agnhost:2.66.1
+  local nodes=($(kubectl get nodes -o jsonpath='{.items[*].metadata.name}'))
+  kubectl create namespace "$ns" >/dev/null && kubectl label namespace "$ns" sigr="$ns" >/dev/null
+  local p
+  for p in a:${nodes[0]} b:${nodes[1]}; do
+    kubectl -n "$ns" run "${p%%:*}" --image=$img --labels=pod="${p%%:*}" \
+      --overrides="{\"spec\":{\"nodeName\":\"${p#*:}\"}}" -- netexec --http-port=80 >/dev/null
+  done
+  kubectl -n "$ns" wait --for=condition=Ready pod/a pod/b --timeout=120s >/dev/null
+  local ip
+  ip=$(kubectl -n "$ns" get pod a -o jsonpath='{.status.podIP}')
+  kubectl apply -f - >/dev/null <<Y
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: $ns-reject}
+spec:
+  tier: application
+  priority: 1
+  appliedTo: [{podSelector: {matchLabels: {pod: a}}, namespaceSelector: {matchLabels: {sigr: $ns}}}]
+  ingress: [{action: Reject, from: [{podSelector: {matchLabels: {pod: b}}, namespaceSelector: {matchLabels: {sigr: $ns}}}]}]
+Y
+  until ! kubectl -n "$ns" exec b -- /agnhost connect --timeout=1s "$ip:80" 2>/dev/null; do sleep 0.2; done
+  local samples=() i t0 t1 tmp
+  tmp=$(mktemp)
+  for i in $(seq 1 "$n"); do
+    kubectl -n "$ns" exec b -- sh -c "while ! /agnhost connect --timeout=1s $ip:80 2>/dev/null; do :; done; date +%s%N" >"$tmp" &
+    sleep 1.5
+    t0=$(date +%s%N)
+    kubectl apply -f - >/dev/null <<Y
+apiVersion: policy.networking.k8s.io/v1alpha2
+kind: ClusterNetworkPolicy
+metadata: {name: $ns-accept}
+spec:
+  tier: Admin
+  priority: 1
+  subject: {pods: {namespaceSelector: {matchLabels: {sigr: $ns}}, podSelector: {matchLabels: {pod: a}}}}
+  ingress: [{action: Accept, from: [{pods: {namespaceSelector: {matchLabels: {sigr: $ns}}, podSelector: {matchLabels: {pod: b}}}}]}]
+Y
+    wait
+    t1=$(cat "$tmp")
+    samples+=($(( (t1 - t0) / 1000000 )))
+    kubectl delete clusternetworkpolicies.policy.networking.k8s.io "$ns-accept" >/dev/null
+    until ! kubectl -n "$ns" exec b -- /agnhost connect --timeout=1s "$ip:80" 2>/dev/null; do sleep 0.2; done
+  done
+  rm -f "$tmp"
+  kubectl delete acnp "$ns-reject" >/dev/null
+  kubectl delete namespace "$ns" --wait=false >/dev/null
+  local sorted
+  sorted=($(printf '%s\n' "${samples[@]}" | sort -n))
+  n=${#sorted[@]}
+  mkdir -p "$OUT"
+  {
+    echo "ClusterNetworkPolicy realization (kubectl apply -> first accepted connection, across nodes), $n samples (ms): ${sorted[*]}"
+    echo "p50 ${sorted[$((n / 2))]} ms, p99 ${sorted[$(( (n * 99 + 99) / 100 - 1 ))]} ms"
+  } | tee "$OUT/realization.txt"
+}
+
 # run VERSION: the suite against the lab; its report and go test -json log.
 run() {
   local v=$1 out=$OUT/$1
@@ -175,4 +242,5 @@ fi
 
 rc=0
 for v in $VERSIONS; do run "$v" || rc=1; done
+if [ "${SIG_REALIZATION:-20}" -gt 0 ]; then realization "${SIG_REALIZATION:-20}"; fi
 exit $rc
