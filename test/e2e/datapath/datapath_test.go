@@ -200,8 +200,8 @@ func TestDatapath(t *testing.T) {
 					}
 				}
 			})
-			t.Run("an established TCP stream survives an agent restart", func(t *testing.T) {
-				e.streamSurvives(t, ctx, "antrea-agent")
+			t.Run("an agent restart keeps the stream and the policy, and networks a pod made meanwhile", func(t *testing.T) {
+				e.agentRestartUnderPolicy(t, ctx)
 			})
 			t.Run("flows come back after ovs-vswitchd restarts", func(t *testing.T) {
 				// A Service to b1 (the lab's kube-dns and kubernetes Services
@@ -296,7 +296,7 @@ func (e *env) startIperfServer(t *testing.T, ctx context.Context, pod string) {
 // streamSurvives runs a 6-second iperf3 TCP stream from a1 (node-1) to the
 // iperf pod (node-2) and restarts component on both nodes in the middle; the
 // stream must complete without an error.
-func (e *env) streamSurvives(t *testing.T, ctx context.Context, component string) {
+func (e *env) streamSurvives(t *testing.T, ctx context.Context, component string, whileDown ...func()) {
 	t.Helper()
 	iperf := exec.CommandContext(ctx, filepath.Join(e.Opts.BinDir, "antrea-lab"), append(labtest.Flags(e.Opts),
 		"exec", "-n", namespace, "a1", "--", "iperf3", "-c", e.ip("iperf"), "-t", "6", "-i", "1", "-b", "50M")...)
@@ -309,6 +309,9 @@ func (e *env) streamSurvives(t *testing.T, ctx context.Context, component string
 	for _, n := range []string{"node-1", "node-2"} {
 		e.kill(t, component, n)
 	}
+	for _, f := range whileDown {
+		f()
+	}
 	if err := iperf.Wait(); err != nil {
 		t.Fatalf("the TCP stream broke while %s restarted: %v\n%s", component, err, out.String())
 	}
@@ -320,6 +323,55 @@ func (e *env) streamSurvives(t *testing.T, ctx context.Context, component string
 	}
 	// The restarted agents must be ready again: a new pod gets networking.
 	e.waitRestarted(t, ctx, component)
+}
+
+// agentRestartUnderPolicy kills the agent on both nodes while NetworkPolicy
+// lets only a1 reach b1 (issue 17 item 1): the established iperf stream
+// survives; a2's probe of b1, one every 10 ms for the whole restart,
+// connects 0 times (the flows stay in OVS while the agent is down and are
+// adopted, not rewritten, by the new one); a1 keeps connecting; and a pod
+// created while the agents are down starts once they are back, networked.
+func (e *env) agentRestartUnderPolicy(t *testing.T, ctx context.Context) {
+	t.Helper()
+	e.ensureB1OnlyFromA1(t, ctx)
+	const window = "25s"
+	forbidden := e.background(ctx, "a2", "antrea-testpod", "connect", "--to", e.ip("b1")+":80",
+		"--timeout", "200ms", "--every", "10ms", "--for", window)
+	allowed := e.background(ctx, "a1", "antrea-testpod", "connect", "--to", e.ip("b1")+":80",
+		"--timeout", "200ms", "--every", "100ms", "--for", window)
+	time.Sleep(time.Second)
+	start := time.Now()
+	e.streamSurvives(t, ctx, "antrea-agent", func() {
+		// Made while both agents are down: kubelet's CNI ADD waits for the
+		// agent, then the pod starts.
+		late := pinned("node-1")
+		late.Name, late.Namespace, late.Labels = "late", namespace, map[string]string{"pod": "late"}
+		if _, err := e.Client.CoreV1().Pods(namespace).Create(ctx, late, metav1.CreateOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Logf("agents killed and back (new processes, ready) %.1fs after the kill", time.Since(start).Seconds())
+	pods, err := labtest.WaitPodsUsable(ctx, e.Client, namespace, []string{"late"})
+	if err != nil {
+		t.Fatalf("the pod created while the agents were down: %v", err)
+	}
+	e.pods["late"] = pods["late"]
+	if err := e.probeEventually(ctx, "late", "tcp", e.ip("a2")); err != nil {
+		t.Errorf("the pod created while the agents were down has no network: %v", err)
+	}
+	fOut, fErr := forbidden.wait()
+	aOut, aErr := allowed.wait()
+	if fErr != nil || aErr != nil {
+		t.Fatalf("probes: forbidden %v: %s; allowed %v: %s", fErr, fOut, aErr, aOut)
+	}
+	t.Logf("agent restart: forbidden a2->b1: %s", strings.TrimSpace(fOut))
+	t.Logf("agent restart: allowed a1->b1: %s", strings.TrimSpace(aOut))
+	if !strings.Contains(fOut, "connected=0 ") || strings.Contains(fOut, "attempts=0 ") {
+		t.Errorf("a forbidden connection went through while the agents restarted (policy bypassed): %s", fOut)
+	}
+	if strings.Contains(aOut, "connected=0 ") {
+		t.Errorf("the allowed client never connected while the agents restarted: %s", aOut)
+	}
 }
 
 // kill sends SIGKILL to a process of a node (antrea-agent, ovs-vswitchd):

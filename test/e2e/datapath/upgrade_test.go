@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -21,6 +22,33 @@ import (
 	"antrea.io/antrea/pkg/lab/images"
 	"antrea.io/antrea/test/labtest"
 )
+
+// ensureB1OnlyFromA1 makes (once) the NetworkPolicy that lets only a1 reach
+// b1 on TCP 80 and waits until it is enforced: a2 refused, a1 let through.
+func (e *env) ensureB1OnlyFromA1(t *testing.T, ctx context.Context) {
+	t.Helper()
+	// b1 accepts only a1 (both on other nodes or the same: a1 and a2 share node-1).
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "b1-only-from-a1", Namespace: namespace},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b1"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a1"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(80))}},
+			}},
+		},
+	}
+	if _, err := e.Client.NetworkingV1().NetworkPolicies(namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	labtest.WaitFor(t, ctx, "the policy to be enforced", func() error {
+		if err := e.probe(ctx, "a2", "tcp", e.ip("b1")); err == nil {
+			return fmt.Errorf("a2 still reaches b1")
+		}
+		return e.probe(ctx, "a1", "tcp", e.ip("b1"))
+	})
+}
 
 // upgradeTag is the tag of the "next version" of Antrea's images.
 const upgradeTag = "e2e-upgrade"
@@ -38,28 +66,7 @@ var antreaImage = regexp.MustCompile(`(image: "?[^"\s]*antrea/antrea-(agent|cont
 // Deployment roll, the stream survives, and a2's probe of b1, one every 10 ms
 // for the whole upgrade, never connects.
 func (e *env) testUpgrade(t *testing.T, ctx context.Context) {
-	// b1 accepts only a1 (both on other nodes or the same: a1 and a2 share node-1).
-	np := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "b1-only-from-a1", Namespace: namespace},
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b1"}},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a1"}}}},
-				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(80))}},
-			}},
-		},
-	}
-	if _, err := e.Client.NetworkingV1().NetworkPolicies(namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	labtest.WaitFor(t, ctx, "the policy to be enforced", func() error {
-		if err := e.probe(ctx, "a2", "tcp", e.ip("b1")); err == nil {
-			return fmt.Errorf("a2 still reaches b1")
-		}
-		return e.probe(ctx, "a1", "tcp", e.ip("b1"))
-	})
-
+	e.ensureB1OnlyFromA1(t, ctx)
 	// The next version: the same programs in images with new digests.
 	store, err := images.NewStore(lab.ImageStoreDir())
 	if err != nil {
