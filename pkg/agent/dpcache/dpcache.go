@@ -133,5 +133,7 @@ type purgeError struct {
 	out string
 }
 
-func (e *purgeError) Error() string { return "ovs-appctl revalidator/purge: " + e.err.Error() + ": " + e.out }
+func (e *purgeError) Error() string {
+	return "ovs-appctl revalidator/purge: " + e.err.Error() + ": " + e.out
+}
 func (e *purgeError) Unwrap() error { return e.err }

@@ -87,7 +87,7 @@ func newPolicyNode(t *testing.T) *policyNode {
 				n.narrowed()
 			}
 		},
-		PacketIns:  &PacketIns{IO: policyIns, Parser: flows, AuditLogDir: n.auditDir},
+		PacketIns: &PacketIns{IO: policyIns, Parser: flows, AuditLogDir: n.auditDir},
 	})
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
