@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -291,8 +292,21 @@ func Run(ctx context.Context, o Options) error {
 	go policies.Run(ctx)
 	// Traceflow: the flows of running Traceflows' tags, the injected packet
 	// of those whose source Pod is here, and this node's observations.
-	crdInformerFactory := crdinformers.NewSharedInformerFactory(cpClient, 0)
-	tracer := traceflow.NewController(traceflow.Config{NodeName: o.NodeName, Client: cpClient, Kube: client,
+	// Its own clients: a Traceflow makes a few requests per Node in a
+	// burst, which client-go's default limit (5/s, burst 10), shared with
+	// the policy status reports, spread over most of a second on the lab.
+	tfConfig := rest.CopyConfig(kubeConfig)
+	tfConfig.QPS, tfConfig.Burst = traceflow.ClientQPS, traceflow.ClientBurst
+	tfCRD, err := versioned.NewForConfig(tfConfig)
+	if err != nil {
+		return err
+	}
+	tfKube, err := kubernetes.NewForConfig(tfConfig)
+	if err != nil {
+		return err
+	}
+	crdInformerFactory := crdinformers.NewSharedInformerFactory(tfCRD, 0)
+	tracer := traceflow.NewController(traceflow.Config{NodeName: o.NodeName, Client: tfCRD, Kube: tfKube,
 		Informer: crdInformerFactory.Crd().V1beta1().Traceflows(), Flows: flows, IO: traceflowIns, Interfaces: store,
 		Rules: policies, Ports: traceflow.Ports{Gateway: uint32(nc.Gateway.OFPort), Tunnel: uint32(nc.TunnelOFPort)},
 		GatewayMAC: nc.Gateway.MAC})

@@ -54,6 +54,11 @@ func TestTraceflowWithAnAPIServerAndAntctl(t *testing.T) {
 		t.Fatalf("start envtest: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
+	// The components' clients as in the cluster: client-go's default rate
+	// limit (5 requests/s, burst 10), unless the test says otherwise.
+	if os.Getenv("TRACEFLOW_TEST_DEFAULT_QPS") != "" {
+		cfg.QPS, cfg.Burst = 0, 0
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

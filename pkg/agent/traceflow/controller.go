@@ -49,6 +49,12 @@ import (
 // while the Traceflow runs.
 const DefaultReinjectInterval = 2 * time.Second
 
+// ClientQPS and ClientBurst: see pkg/controller/traceflow.
+const (
+	ClientQPS   = 50
+	ClientBurst = 100
+)
+
 // maxInjections bounds the packets one Traceflow injects.
 const maxInjections = 10
 
@@ -533,8 +539,19 @@ func dropped(obs []crdv1beta1.Observation) bool {
 // conflict (other agents and the controller write it too).
 func (c *Controller) writeResult(ctx context.Context, name string, uid types.UID, res crdv1beta1.NodeResult, captured *crdv1beta1.Packet) error {
 	tfs := c.cfg.Client.CrdV1beta1().Traceflows()
+	first := true
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		tf, err := tfs.Get(ctx, name, metav1.GetOptions{})
+		// The informer's copy first (one request when it is current),
+		// the API server's after a conflict.
+		var tf *crdv1beta1.Traceflow
+		var err error
+		if first {
+			first = false
+			tf, err = c.lister.Get(name)
+		}
+		if tf == nil || err != nil {
+			tf, err = tfs.Get(ctx, name, metav1.GetOptions{})
+		}
 		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil

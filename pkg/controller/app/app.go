@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
@@ -99,7 +100,15 @@ func Run(ctx context.Context, o *Options) error {
 	}
 
 	// Traceflow: validation, data-plane tags, timeouts and the final phase.
-	tfController := traceflow.NewController(crdClient, crd.Traceflows(), informerFactory.Core().V1().Pods().Informer(),
+	// Its own client (see traceflow.ClientQPS): status writes of Traceflows
+	// do not queue behind the policy status writer's.
+	tfConfig := rest.CopyConfig(cfg)
+	tfConfig.QPS, tfConfig.Burst = traceflow.ClientQPS, traceflow.ClientBurst
+	tfClient, err := versioned.NewForConfig(tfConfig)
+	if err != nil {
+		return err
+	}
+	tfController := traceflow.NewController(tfClient, crd.Traceflows(), informerFactory.Core().V1().Pods().Informer(),
 		informerFactory.Core().V1().Namespaces().Informer(), informerFactory.Core().V1().Services().Informer())
 
 	if o.SyncAPIServiceCA {
