@@ -78,6 +78,32 @@ func runCrashingAgent(spec string) {
 	os.Exit(3) // not killed within a minute: the parent sees it
 }
 
+// startCrashingAgent runs this test binary as the node's agent (serving
+// e.cfg's socket, IPAM dir and OVS), SIGKILLing itself after ADD step crashAt,
+// and waits until it serves. exited closes when it has exited, with its
+// wait error in *waitErr; the test's cleanup kills it if still there.
+func (e *env) startCrashingAgent(t *testing.T, crashAt string) (exited chan struct{}, waitErr *error) {
+	t.Helper()
+	os.Remove(e.cfg.SocketPath)
+	spec, _ := json.Marshal(crashingAgent{Config: Config{SocketPath: e.cfg.SocketPath, NodeName: e.cfg.NodeName, MTU: e.cfg.MTU,
+		IPAMDataDir: e.cfg.IPAMDataDir, ReadyTimeout: e.cfg.ReadyTimeout, HostNetNS: e.cfg.HostNetNS},
+		OVSDir: e.ovs.Dir(), OVSNS: e.ovs.NetNS(), CIDR: e.cfg.PodCIDRs[0].String(), CrashAt: crashAt})
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"="+string(spec))
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited, waitErr = make(chan struct{}), new(error)
+	go func() { *waitErr = child.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = child.Process.Kill()
+		<-exited
+	})
+	waitFor(t, "the crashing agent's socket", func() bool { _, err := os.Stat(e.cfg.SocketPath); return err == nil })
+	return exited, waitErr
+}
+
 // An agent killed in the middle of an ADD (after each step) leaves what it
 // made so far; the runtime's ADD fails with "try again later", the runtime
 // then DELs the sandbox (as containerd does after a failed ADD) through the
@@ -89,24 +115,7 @@ func TestAnAgentKilledMidAddLeavesNothingOnceTheRuntimeDeletes(t *testing.T) {
 	e.stopSrv() // the child process is the agent until it dies
 	for _, step := range []string{stepIPAM, stepVeth, stepOVSPort, stepInterface, stepOFPort, stepFlows} {
 		t.Run("after "+step, func(t *testing.T) {
-			os.Remove(e.cfg.SocketPath)
-			spec, _ := json.Marshal(crashingAgent{Config: Config{SocketPath: e.cfg.SocketPath, NodeName: e.cfg.NodeName, MTU: e.cfg.MTU,
-				IPAMDataDir: e.cfg.IPAMDataDir, ReadyTimeout: e.cfg.ReadyTimeout, HostNetNS: e.cfg.HostNetNS},
-				OVSDir: e.ovs.Dir(), OVSNS: e.ovs.NetNS(), CIDR: e.cfg.PodCIDRs[0].String(), CrashAt: step})
-			child := exec.Command(os.Args[0], "-test.run=^$")
-			child.Env = append(os.Environ(), childEnv+"="+string(spec))
-			child.Stderr = os.Stderr
-			if err := child.Start(); err != nil {
-				t.Fatal(err)
-			}
-			var waitErr error
-			exited := make(chan struct{})
-			go func() { waitErr = child.Wait(); close(exited) }()
-			t.Cleanup(func() {
-				_ = child.Process.Kill()
-				<-exited
-			})
-			waitFor(t, "the crashing agent's socket", func() bool { _, err := os.Stat(e.cfg.SocketPath); return err == nil })
+			exited, waitErr := e.startCrashingAgent(t, step)
 
 			p := e.newPod("crash-" + step)
 			_, err := e.cni.AddNetworkList(ctxT(t), e.list, p.rt)
@@ -114,8 +123,8 @@ func TestAnAgentKilledMidAddLeavesNothingOnceTheRuntimeDeletes(t *testing.T) {
 				t.Fatalf("ADD while the agent dies: %v, want CNI error %d (try again later)", err, types.ErrTryAgainLater)
 			}
 			<-exited
-			if waitErr == nil || !strings.Contains(waitErr.Error(), "killed") {
-				t.Fatalf("the agent was to die by SIGKILL after %s: %v", step, waitErr)
+			if err := *waitErr; err == nil || !strings.Contains(err.Error(), "killed") {
+				t.Fatalf("the agent was to die by SIGKILL after %s: %v", step, err)
 			}
 			// The agent restarts from what is on disk and in OVSDB.
 			e.agentStore = true
@@ -152,19 +161,7 @@ func TestAnAddRetriedAfterTheAgentDiedMidAddCompletesThePod(t *testing.T) {
 	e.stopSrv()
 	for _, step := range []string{stepOVSPort, stepInterface, stepOFPort} {
 		t.Run("after "+step, func(t *testing.T) {
-			os.Remove(e.cfg.SocketPath)
-			spec, _ := json.Marshal(crashingAgent{Config: Config{SocketPath: e.cfg.SocketPath, NodeName: e.cfg.NodeName, MTU: e.cfg.MTU,
-				IPAMDataDir: e.cfg.IPAMDataDir, ReadyTimeout: e.cfg.ReadyTimeout, HostNetNS: e.cfg.HostNetNS},
-				OVSDir: e.ovs.Dir(), OVSNS: e.ovs.NetNS(), CIDR: e.cfg.PodCIDRs[0].String(), CrashAt: step})
-			child := exec.Command(os.Args[0], "-test.run=^$")
-			child.Env = append(os.Environ(), childEnv+"="+string(spec))
-			if err := child.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan struct{})
-			go func() { _ = child.Wait(); close(exited) }()
-			t.Cleanup(func() { _ = child.Process.Kill(); <-exited })
-			waitFor(t, "the crashing agent's socket", func() bool { _, err := os.Stat(e.cfg.SocketPath); return err == nil })
+			exited, _ := e.startCrashingAgent(t, step)
 			p := e.newPod("retry-" + step)
 			if _, err := e.cni.AddNetworkList(ctxT(t), e.list, p.rt); cniCode(err) != uint(types.ErrTryAgainLater) {
 				t.Fatalf("ADD while the agent dies: %v", err)

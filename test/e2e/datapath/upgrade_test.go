@@ -149,19 +149,7 @@ func (e *env) testUpgrade(t *testing.T, ctx context.Context) {
 	} else {
 		t.Logf("the TCP stream across the upgrade:\n%s", lastLines(streamOut, 8))
 	}
-	fOut, fErr := forbidden.wait()
-	aOut, aErr := allowed.wait()
-	if fErr != nil || aErr != nil {
-		t.Fatalf("probes: forbidden %v: %s; allowed %v: %s", fErr, fOut, aErr, aOut)
-	}
-	t.Logf("upgrade: forbidden a2->b1: %s", strings.TrimSpace(fOut))
-	t.Logf("upgrade: allowed a1->b1: %s", strings.TrimSpace(aOut))
-	if !strings.Contains(fOut, "connected=0 ") || strings.Contains(fOut, "attempts=0 ") {
-		t.Errorf("a forbidden connection went through during the upgrade (policy bypassed): %s", fOut)
-	}
-	if strings.Contains(aOut, "connected=0 ") {
-		t.Errorf("the allowed client never connected during the upgrade: %s", aOut)
-	}
+	checkPolicyProbes(t, "during the upgrade", forbidden, allowed)
 	if err := e.probeEventually(ctx, "a1", "tcp", e.ip("b1")); err != nil {
 		t.Errorf("after the upgrade: %v", err)
 	}
@@ -204,3 +192,24 @@ func lastLines(s string, n int) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// checkPolicyProbes waits for the two probe loops of a disruption (during:
+// "during the upgrade") and fails if the forbidden client (a2 -> b1) ever
+// connected or made no attempt, or the allowed one (a1 -> b1) never
+// connected.
+func checkPolicyProbes(t *testing.T, during string, forbidden, allowed *bgCmd) {
+	t.Helper()
+	fOut, fErr := forbidden.wait()
+	aOut, aErr := allowed.wait()
+	if fErr != nil || aErr != nil {
+		t.Fatalf("probes: forbidden %v: %s; allowed %v: %s", fErr, fOut, aErr, aOut)
+	}
+	t.Logf("%s: forbidden a2->b1: %s", during, strings.TrimSpace(fOut))
+	t.Logf("%s: allowed a1->b1: %s", during, strings.TrimSpace(aOut))
+	if !strings.Contains(fOut, "connected=0 ") || strings.Contains(fOut, "attempts=0 ") {
+		t.Errorf("a forbidden connection went through %s (policy bypassed): %s", during, fOut)
+	}
+	if strings.Contains(aOut, "connected=0 ") {
+		t.Errorf("the allowed client never connected %s: %s", during, aOut)
+	}
+}
