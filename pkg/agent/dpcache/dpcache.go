@@ -119,12 +119,26 @@ func AppctlPurge(runDir string) func(ctx context.Context) error {
 		if _, err := os.Stat(target); err != nil {
 			target = "ovs-vswitchd"
 		}
-		cmd := exec.CommandContext(ctx, "ovs-appctl", "-t", target, "revalidator/purge")
-		cmd.Env = append(os.Environ(), "OVS_RUNDIR="+runDir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return &purgeError{err: err, out: string(out)}
+		// ovs-vswitchd's control socket was seen to reset a connection now
+		// and then (a busy test machine): try again, a few times.
+		var err error
+		for attempt := 0; attempt < 3; attempt++ {
+			if attempt > 0 {
+				select {
+				case <-ctx.Done():
+					return err
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			cmd := exec.CommandContext(ctx, "ovs-appctl", "-t", target, "revalidator/purge")
+			cmd.Env = append(os.Environ(), "OVS_RUNDIR="+runDir)
+			out, cerr := cmd.CombinedOutput()
+			if cerr == nil {
+				return nil
+			}
+			err = &purgeError{err: cerr, out: string(out)}
 		}
-		return nil
+		return err
 	}
 }
 
