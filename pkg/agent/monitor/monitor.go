@@ -38,6 +38,13 @@ const DefaultInterval = 60 * time.Second
 // probeTimeout bounds each condition's check.
 const probeTimeout = 5 * time.Second
 
+// probeTries checks in a row, probeRetryPause apart, must fail for a
+// condition to be False.
+const (
+	probeTries      = 3
+	probeRetryPause = time.Second
+)
+
 // Config is what the agent knows of itself at start.
 type Config struct {
 	NodeName     string
@@ -120,14 +127,31 @@ func condition(ctx context.Context, t crdv1beta1.AgentConditionType, now metav1.
 		c.Reason = "NotChecked"
 		return c
 	}
+	// One failed answer is not a connection down (kube-apiserver answers 503
+	// for an aggregated API now and then, e.g. while it refreshes discovery):
+	// the condition is False only when probeTries checks in a row fail.
+	var err error
+	for try := 0; try < probeTries; try++ {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(probeRetryPause):
+			}
+		}
+		if err = probe(ctx, check); err == nil {
+			c.Status = corev1.ConditionTrue
+			return c
+		}
+	}
+	c.Status, c.Reason, c.Message = corev1.ConditionFalse, string(t)[:len(t)-2]+"Down", err.Error()
+	return c
+}
+
+// probe runs one check bounded by probeTimeout.
+func probe(ctx context.Context, check func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	if err := check(ctx); err != nil {
-		c.Status, c.Reason, c.Message = corev1.ConditionFalse, string(t)[:len(t)-2]+"Down", err.Error()
-		return c
-	}
-	c.Status = corev1.ConditionTrue
-	return c
+	return check(ctx)
 }
 
 // build reads the sources into a fresh AntreaAgentInfo.
