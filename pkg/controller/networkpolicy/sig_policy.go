@@ -234,41 +234,17 @@ func (c *Controller) syncSIGStatus(ctx context.Context, kind, name string, st cr
 	want := sigConditions(st, info)
 	switch kind {
 	case sigKeyCNP:
-		p, gerr := s.cnpLister.Get(name)
-		if gerr != nil {
-			return true, nil
-		}
-		conds, changed := setConditions(p.Status.Conditions, want)
-		if !changed {
-			return true, nil
-		}
-		p = p.DeepCopy()
-		p.Status.Conditions = conds
-		_, err = s.client.PolicyV1alpha2().ClusterNetworkPolicies().UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		err = updateConditions(ctx, name, want, s.cnpLister.Get,
+			func(p *sigv1alpha2.ClusterNetworkPolicy) *[]metav1.Condition { return &p.Status.Conditions },
+			s.client.PolicyV1alpha2().ClusterNetworkPolicies().UpdateStatus)
 	case sigKeyANP:
-		p, gerr := s.anpLister.Get(name)
-		if gerr != nil {
-			return true, nil
-		}
-		conds, changed := setConditions(p.Status.Conditions, want)
-		if !changed {
-			return true, nil
-		}
-		p = p.DeepCopy()
-		p.Status.Conditions = conds
-		_, err = s.client.PolicyV1alpha1().AdminNetworkPolicies().UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		err = updateConditions(ctx, name, want, s.anpLister.Get,
+			func(p *sigv1alpha1.AdminNetworkPolicy) *[]metav1.Condition { return &p.Status.Conditions },
+			s.client.PolicyV1alpha1().AdminNetworkPolicies().UpdateStatus)
 	case sigKeyBANP:
-		p, gerr := s.banpLister.Get(name)
-		if gerr != nil {
-			return true, nil
-		}
-		conds, changed := setConditions(p.Status.Conditions, want)
-		if !changed {
-			return true, nil
-		}
-		p = p.DeepCopy()
-		p.Status.Conditions = conds
-		_, err = s.client.PolicyV1alpha1().BaselineAdminNetworkPolicies().UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		err = updateConditions(ctx, name, want, s.banpLister.Get,
+			func(p *sigv1alpha1.BaselineAdminNetworkPolicy) *[]metav1.Condition { return &p.Status.Conditions },
+			s.client.PolicyV1alpha1().BaselineAdminNetworkPolicies().UpdateStatus)
 	default:
 		return false, nil
 	}
@@ -279,6 +255,26 @@ func (c *Controller) syncSIGStatus(ctx context.Context, kind, name string, st cr
 		klog.V(2).InfoS("Updated SIG policy status", "kind", kind, "name", name, "phase", st.Phase)
 	}
 	return true, nil
+}
+
+// updateConditions writes want into the conditions of the cached object
+// name when they differ (a copy, through updateStatus); an object gone from
+// the cache needs nothing.
+func updateConditions[T interface{ DeepCopy() T }](ctx context.Context, name string, want []metav1.Condition,
+	get func(string) (T, error), conditions func(T) *[]metav1.Condition,
+	updateStatus func(context.Context, T, metav1.UpdateOptions) (T, error)) error {
+	p, err := get(name)
+	if err != nil {
+		return nil
+	}
+	conds, changed := setConditions(*conditions(p), want)
+	if !changed {
+		return nil
+	}
+	p = p.DeepCopy()
+	*conditions(p) = conds
+	_, err = updateStatus(ctx, p, metav1.UpdateOptions{})
+	return err
 }
 
 // sigServedWait is how long EnableServedSIGPolicies waits for the SIG CRDs
