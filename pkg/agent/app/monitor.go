@@ -48,12 +48,13 @@ func startMonitor(ctx context.Context, o Options, client versioned.Interface, ov
 			}
 			return out, nil
 		},
-		// The controlplane API, as the policy watchers reach it: through
-		// kube-apiserver's aggregator to antrea-controller.
-		ControllerUp: func(ctx context.Context) error {
-			return client.ControlplaneV1beta2().RESTClient().Get().AbsPath("/apis/controlplane.antrea.io/v1beta2").Do(ctx).Error()
-		},
-		LocalPods: store.GetContainerInterfaceNum,
+		// Connected to the controller means what it means to policy: every
+		// watcher of the controlplane API has its watch open (as upstream).
+		// A probe request instead would fail on any 503 kube-apiserver's
+		// aggregator answers while it re-checks the APIService, with the
+		// watches undisturbed.
+		ControllerUp: func(context.Context) error { return policies.ControllerConnected() },
+		LocalPods:    store.GetContainerInterfaceNum,
 		Policies: func() monitor.PolicyCounts {
 			c := policies.Counts()
 			return monitor.PolicyCounts{NetworkPolicies: c.NetworkPolicies, AddressGroups: c.AddressGroups, AppliedToGroups: c.AppliedToGroups}

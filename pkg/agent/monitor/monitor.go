@@ -5,7 +5,7 @@
 // computed policies, and four conditions checked at every refresh:
 //
 //	AgentHealthy            the agent runs (always True while it writes)
-//	ControllerConnectionUp  the controlplane API (antrea-controller behind kube-apiserver) answered
+//	ControllerConnectionUp  every policy watch of the controlplane API is open
 //	OVSDBConnectionUp       ovsdb-server answered
 //	OpenflowConnectionUp    the bridge's OpenFlow channel answered a table-stats request
 //

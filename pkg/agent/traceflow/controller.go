@@ -107,7 +107,8 @@ type running struct {
 	// node's pipeline (the terminal one closes it).
 	pending []*agentof.TraceflowPacketIn
 	cancel  context.CancelFunc
-	// captured is set once a live packet was reported.
+	// captured is set once a live packet was reported (under the
+	// Controller's mu).
 	captured bool
 	// src is the traced packet's source address: packet-ins of other
 	// packets with the tag (a pod's echo reply copies the request's DSCP)
@@ -494,23 +495,32 @@ func (c *Controller) handle(ctx context.Context, pi *agentof.TraceflowPacketIn) 
 	pins := r.pending
 	r.pending = nil
 	sender := r.sender && pins[0].Source != agentof.FromTunnel
-	var captured *crdv1beta1.Packet
-	if r.live && !r.captured {
-		r.captured = true
-		if p, err := Captured(pins[0].Packet.Data); err == nil {
-			captured = p
-		}
-	}
 	name, uid, live, droppedOnly := r.name, r.uid, r.live, r.droppedOnly
 	c.mu.Unlock()
-	if live && sender {
-		if err := c.cfg.Flows.StopTraceflowLive(ctx, pi.Tag); err != nil {
-			klog.ErrorS(err, "Could not remove the live-traffic tag flow", "traceflow", name)
-		}
-	}
 	obs := Observe(pins, sender, c.cfg.Ports, c)
 	if droppedOnly && !dropped(obs) {
 		return
+	}
+	// A live Traceflow reports the first packet it captures on this node,
+	// once: the packets tagged after it (the connection's next segments,
+	// until the tag flow is gone) would race its write with no capture.
+	var captured *crdv1beta1.Packet
+	if live {
+		c.mu.Lock()
+		already := r.captured
+		r.captured = true
+		c.mu.Unlock()
+		if already {
+			return
+		}
+		if p, err := Captured(pins[0].Packet.Data); err == nil {
+			captured = p
+		}
+		if sender {
+			if err := c.cfg.Flows.StopTraceflowLive(ctx, pi.Tag); err != nil {
+				klog.ErrorS(err, "Could not remove the live-traffic tag flow", "traceflow", name)
+			}
+		}
 	}
 	role := crdv1beta1.RoleReceiver
 	if sender {

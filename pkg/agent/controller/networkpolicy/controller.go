@@ -25,6 +25,8 @@ package networkpolicy
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -77,6 +79,8 @@ type Controller struct {
 	synced chan struct{}
 	// listed counts the watchers that finished their first list.
 	listed sets.Set[string]
+	// watching holds the watchers whose watch is open now.
+	watching sets.Set[string]
 	// initial holds the policies known when the watchers synced that have
 	// not been realized yet; realized is closed when it becomes empty.
 	initial  sets.Set[string]
@@ -101,6 +105,7 @@ func NewController(nodeName string, client versioned.Interface, flows PolicyFlow
 		synced:     make(chan struct{}),
 		realized:   make(chan struct{}),
 		listed:     sets.New[string](),
+		watching:   sets.New[string](),
 		recovering: true,
 	}
 }
@@ -186,9 +191,38 @@ func (c *Controller) markListed(kind string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.listed.Insert(kind)
-	if c.listed.Len() == 3 && !c.HasSynced() {
+	if c.listed.Len() == len(watcherKinds) && !c.HasSynced() {
 		close(c.synced)
 	}
+}
+
+func (c *Controller) markWatching(kind string, open bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if open {
+		c.watching.Insert(kind)
+	} else {
+		c.watching.Delete(kind)
+	}
+}
+
+// ControllerConnected reports whether every watcher of the controlplane API
+// (policies, address groups, applied-to groups) has its watch open: the
+// agent receives policy changes as they happen. The error names the
+// watchers that are not connected.
+func (c *Controller) ControllerConnected() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var down []string
+	for _, w := range watcherKinds {
+		if !c.watching.Has(w) {
+			down = append(down, w)
+		}
+	}
+	if len(down) > 0 {
+		return fmt.Errorf("no open watch of the controlplane API for %s", strings.Join(down, ", "))
+	}
+	return nil
 }
 
 // enqueue schedules policies for reconciliation.

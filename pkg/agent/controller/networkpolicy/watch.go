@@ -63,6 +63,8 @@ func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) error {
 		return fmt.Errorf("watch %s: %w", w.kind, err)
 	}
 	defer wi.Stop()
+	w.c.markWatching(w.kind, true)
+	defer w.c.markWatching(w.kind, false)
 	for {
 		select {
 		case <-ctx.Done():
@@ -87,11 +89,14 @@ func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) error {
 	}
 }
 
+// watcherKinds names the controlplane resources the agent watches.
+var watcherKinds = []string{"networkpolicies", "addressgroups", "appliedtogroups"}
+
 func (c *Controller) watchers() []*watcher {
 	cp := c.client.ControlplaneV1beta2()
 	return []*watcher{
 		{
-			c: c, kind: "networkpolicies",
+			c: c, kind: watcherKinds[0],
 			list: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
 				l, err := cp.NetworkPolicies().List(ctx, o)
 				if err != nil {
@@ -106,7 +111,7 @@ func (c *Controller) watchers() []*watcher {
 			apply:   c.cache.applyPolicy,
 		},
 		{
-			c: c, kind: "addressgroups",
+			c: c, kind: watcherKinds[1],
 			list: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
 				l, err := cp.AddressGroups().List(ctx, o)
 				if err != nil {
@@ -121,7 +126,7 @@ func (c *Controller) watchers() []*watcher {
 			apply:   func(ev watch.Event) (sets.Set[string], error) { return c.cache.applyGroup(true, ev) },
 		},
 		{
-			c: c, kind: "appliedtogroups",
+			c: c, kind: watcherKinds[2],
 			list: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
 				l, err := cp.AppliedToGroups().List(ctx, o)
 				if err != nil {
