@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
@@ -59,7 +60,8 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&opts.ImageDir, "image-dir", opts.ImageDir, "image store the lab registry serves (ANTREA_CACHE/images)")
 
 	root.AddCommand(upCommand(&opts), downCommand(&opts), statusCommand(&opts), execCommand(&opts),
-		logsCommand(&opts), loadCommand(&opts), imagesCommand(&opts), nodesimCommand(), nodeMountsCommand())
+		logsCommand(&opts), loadCommand(&opts), imagesCommand(&opts), stopCommand(&opts), startCommand(&opts),
+		rebootCommand(&opts), nodesimCommand(), nodeMountsCommand())
 	return root
 }
 
@@ -156,6 +158,62 @@ func logsCommand(opts *lab.Options) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&node, "node", "", "node of a per-node component (node-1 or 1)")
+	return cmd
+}
+
+func stopCommand(opts *lab.Options) *cobra.Command {
+	var node string
+	var kill bool
+	cmd := &cobra.Command{
+		Use:   "stop COMPONENT [--node NODE] [--kill]",
+		Short: "Stop a daemon of the lab (etcd, kube-apiserver, kubelet --node N, ...) and keep it stopped until `start`",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out, err := lab.StopComponent(cmd.Context(), *opts, args[0], node, kill)
+			if err == nil {
+				fmt.Fprintln(cmd.OutOrStdout(), out)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&node, "node", "", "node of a per-node daemon")
+	cmd.Flags().BoolVar(&kill, "kill", false, "SIGKILL rather than SIGTERM")
+	return cmd
+}
+
+func startCommand(opts *lab.Options) *cobra.Command {
+	var node string
+	cmd := &cobra.Command{
+		Use:   "start COMPONENT [--node NODE]",
+		Short: "Start again, with the same command line, a daemon that `stop` stopped",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out, err := lab.StartComponent(cmd.Context(), *opts, args[0], node)
+			if err == nil {
+				fmt.Fprintln(cmd.OutOrStdout(), out)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&node, "node", "", "node of a per-node daemon")
+	return cmd
+}
+
+func rebootCommand(opts *lab.Options) *cobra.Command {
+	var down time.Duration
+	cmd := &cobra.Command{
+		Use:   "reboot NODE [--down DURATION]",
+		Short: "Power-cycle a real node: kill all its processes, empty its tmpfs directories, make its netns anew, boot it on the same disk state",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out, err := lab.RebootNode(cmd.Context(), *opts, args[0], down)
+			if err == nil {
+				fmt.Fprintln(cmd.OutOrStdout(), out)
+			}
+			return err
+		},
+	}
+	cmd.Flags().DurationVar(&down, "down", 0, "how long the node stays off")
 	return cmd
 }
 

@@ -21,6 +21,10 @@ type daemon struct {
 	enter []string
 	bin   string
 	args  []string
+	// held is set when a control request stopped the daemon: it is not
+	// restarted when it exits; restarted once StartComponent started its
+	// successor.
+	held, restarted bool
 }
 
 // restartable are the daemons the supervisor restarts when they exit, as a

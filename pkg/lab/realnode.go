@@ -192,6 +192,10 @@ func (s *supervisor) makeNodeCgroups(n NodeInfo) error {
 func (s *supervisor) startNodeMounts(ctx context.Context, n NodeInfo) (int, error) {
 	dir := s.opts.nodeDir(n.Name)
 	cfg := nodeMountsConfig{Ready: filepath.Join(dir, "mounts.ready")}
+	// Left by the node's previous boot (RebootNode).
+	if err := os.Remove(cfg.Ready); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, err
+	}
 	for _, sc := range shieldedSysctls {
 		if _, err := os.Stat(sc.path); err != nil {
 			continue // a tunable this kernel lacks: nothing to shield

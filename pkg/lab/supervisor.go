@@ -35,6 +35,7 @@ type supervisor struct {
 	dialer   *netnsDialer
 	relay    *relay
 	registry *http.Server
+	control  *http.Server // the control socket (control.go)
 	client   kubernetes.Interface
 	creds    *credentials
 	// logf reports progress to whoever started the lab.
@@ -75,7 +76,10 @@ func Supervise(ctx context.Context, opts Options, progress func(format string, a
 		return err
 	}
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
-	err := s.start(startCtx)
+	err := s.serveControl()
+	if err == nil {
+		err = s.start(startCtx)
+	}
 	cancel()
 	if err != nil {
 		_ = s.store.update(func(st *State) { st.Phase, st.Message = PhaseFailed, err.Error() })
@@ -204,9 +208,13 @@ func (s *supervisor) start(ctx context.Context) error {
 // daemonExited logs a daemon that ended while the lab was meant to run.
 func (s *supervisor) daemonExited(d *daemon) {
 	s.mu.Lock()
-	stopping := s.stopping
+	stopping, held := s.stopping, d.held
 	s.mu.Unlock()
 	if stopping {
+		return
+	}
+	if held {
+		klog.InfoS("Daemon stopped on request", "component", d.proc.Component, "node", d.proc.Node, "pid", d.proc.PID)
 		return
 	}
 	klog.ErrorS(d.err, "Daemon exited", "component", d.proc.Component, "node", d.proc.Node, "pid", d.proc.PID, "log", d.proc.Log)
@@ -318,6 +326,9 @@ func (s *supervisor) teardown(keepLogs bool) {
 	s.stopping = true
 	daemons := append([]*daemon(nil), s.daemons...)
 	s.mu.Unlock()
+	if s.control != nil {
+		_ = s.control.Close()
+	}
 	if s.relay != nil {
 		_ = s.relay.Close()
 	}

@@ -55,7 +55,19 @@ func (t *topology) attach(ctx context.Context, netns, bridgePort, addr string) e
 	if err := t.store.update(func(st *State) { st.Veths = append(st.Veths, v) }); err != nil {
 		return err
 	}
-	steps := [][]string{
+	steps := attachCommands(netns, bridgePort, addr)
+	for _, s := range steps {
+		if err := run(ctx, s[0], s[1:]...); err != nil {
+			return fmt.Errorf("attach netns %s to the underlay: %w", netns, err)
+		}
+	}
+	return nil
+}
+
+// attachCommands are the commands of attach (without the record), also run
+// again when a node's netns is made anew (RebootNode).
+func attachCommands(netns, bridgePort, addr string) [][]string {
+	return [][]string{
 		{"ip", "-n", UnderlayNetNS, "link", "add", bridgePort, "type", "veth", "peer", "name", "eth0", "netns", netns},
 		{"ip", "-n", UnderlayNetNS, "link", "set", bridgePort, "master", underlayBridge, "up"},
 		{"ip", "-n", netns, "addr", "add", addr, "dev", "eth0"},
@@ -66,12 +78,6 @@ func (t *topology) attach(ctx context.Context, netns, bridgePort, addr string) e
 		// TCP does not). Senders on the underlay therefore compute checksums.
 		{"ip", "netns", "exec", netns, "ethtool", "-K", "eth0", "tx", "off"},
 	}
-	for _, s := range steps {
-		if err := run(ctx, s[0], s[1:]...); err != nil {
-			return fmt.Errorf("attach netns %s to the underlay: %w", netns, err)
-		}
-	}
-	return nil
 }
 
 // build creates the underlay with its bridge, the control-plane netns and one
@@ -105,7 +111,8 @@ func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) 
 			return nil, err
 		}
 		// A node routes between its pods and the underlay.
-		if err := run(ctx, "ip", "netns", "exec", n.NetNS, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"); err != nil {
+		fwd := nodeForwarding(n.NetNS)
+		if err := run(ctx, fwd[0], fwd[1:]...); err != nil {
 			return nil, fmt.Errorf("enable forwarding in netns %s: %w", n.NetNS, err)
 		}
 		nodes = append(nodes, n)
@@ -142,4 +149,10 @@ func labNetNS() []string {
 		}
 	}
 	return out
+}
+
+// nodeForwarding is the command that makes a node route between its pods and
+// the underlay.
+func nodeForwarding(netns string) []string {
+	return []string{"ip", "netns", "exec", netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"}
 }
