@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# codegen-k8s.sh regenerates the Kubernetes API machinery of pkg/apis/controlplane
-# and pkg/apis/crd: deepcopy and conversion functions, the typed clientset,
+# codegen-k8s.sh regenerates the Kubernetes API machinery of pkg/apis/controlplane,
+# pkg/apis/crd and pkg/apis/stats: deepcopy and conversion functions, the typed clientset,
 # listers and informers under pkg/client, the OpenAPI models of the aggregated
 # API, and the CRD manifests of crd.antrea.io (build/charts/antrea/crds, from the
 # types' +kubebuilder markers). Generators are k8s.io/code-generator at the
@@ -23,12 +23,12 @@ for g in "${GENS[@]}"; do
 done
 
 # Remove what a generator wrote before, so that deleted types leave nothing behind.
-find pkg/apis/controlplane pkg/apis/crd -name 'zz_generated.*.go' -delete
+find pkg/apis/controlplane pkg/apis/crd pkg/apis/stats -name 'zz_generated.*.go' -delete
 rm -rf pkg/client/clientset pkg/client/listers pkg/client/informers
 
 echo "[codegen-k8s] deepcopy"
 "$TOOLS/deepcopy-gen" --go-header-file "$HEADER" --output-file zz_generated.deepcopy.go \
-  ./pkg/apis/controlplane ./pkg/apis/controlplane/v1beta2 ./pkg/apis/crd/v1beta1
+  ./pkg/apis/controlplane ./pkg/apis/controlplane/v1beta2 ./pkg/apis/crd/v1beta1 ./pkg/apis/stats/v1alpha1
 
 echo "[codegen-k8s] conversion"
 "$TOOLS/conversion-gen" --go-header-file "$HEADER" --output-file zz_generated.conversion.go \
@@ -37,7 +37,7 @@ echo "[codegen-k8s] conversion"
 echo "[codegen-k8s] clientset"
 "$TOOLS/client-gen" --go-header-file "$HEADER" \
   --clientset-name versioned \
-  --input-base "$MODULE/pkg/apis" --input controlplane/v1beta2 --input crd/v1beta1 \
+  --input-base "$MODULE/pkg/apis" --input controlplane/v1beta2 --input crd/v1beta1 --input stats/v1alpha1 \
   --output-dir pkg/client/clientset --output-pkg "$MODULE/pkg/client/clientset"
 
 echo "[codegen-k8s] listers"
@@ -71,7 +71,7 @@ rm -f pkg/apiserver/openapi/zz_generated.openapi.go
   --readonly-pkg k8s.io/apimachinery/pkg/version --readonly-pkg k8s.io/apimachinery/pkg/util/intstr \
   k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version \
   k8s.io/apimachinery/pkg/util/intstr \
-  "$MODULE/pkg/apis/controlplane/v1beta2"
+  "$MODULE/pkg/apis/controlplane/v1beta2" "$MODULE/pkg/apis/stats/v1alpha1"
 
 # The CRDs of crd.antrea.io, from the types and their +kubebuilder markers
 # (schemas, CEL rules, printer columns, short names, status subresource).

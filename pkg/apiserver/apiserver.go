@@ -1,6 +1,8 @@
 // Package apiserver is the controller's aggregated API server: it serves
 // controlplane.antrea.io/v1beta2 (addressgroups, appliedtogroups,
-// networkpolicies and networkpolicies/status) from the in-memory stores, over
+// networkpolicies and networkpolicies/status from the in-memory stores, and
+// nodestatssummaries, the agents' policy stats reports) and
+// stats.antrea.io/v1alpha1 (the summed policy stats), over
 // TLS, with authentication and authorization delegated to kube-apiserver.
 package apiserver
 
@@ -26,9 +28,11 @@ import (
 
 	"antrea.io/antrea/pkg/apis/controlplane"
 	"antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+	statsv1alpha1 "antrea.io/antrea/pkg/apis/stats/v1alpha1"
 	"antrea.io/antrea/pkg/apiserver/openapi"
 	"antrea.io/antrea/pkg/apiserver/registry"
 	"antrea.io/antrea/pkg/apiserver/storage"
+	"antrea.io/antrea/pkg/controller/stats"
 )
 
 // ServiceDNSName is the name agents and the APIService reach the controller
@@ -36,10 +40,12 @@ import (
 const ServiceDNSName = "antrea.kube-system.svc"
 
 // NewScheme returns a scheme holding the internal and v1beta2 controlplane
-// types and the meta types every API server serves.
+// types, the stats.antrea.io types (their own internal version) and the meta
+// types every API server serves.
 func NewScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{controlplane.AddToScheme, v1beta2.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{controlplane.AddToScheme, v1beta2.AddToScheme,
+		statsv1alpha1.AddToScheme, statsv1alpha1.AddToSchemeAsInternal} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("building the controlplane scheme: %w", err)
 		}
@@ -85,6 +91,9 @@ type Stores struct {
 	NetworkPolicies storage.Interface
 	// Statuses receives agents' realization reports.
 	Statuses *registry.StatusStore
+	// Stats sums agents' policy stats reports (nil: stats.antrea.io and
+	// nodestatssummaries are not served, the NetworkPolicyStats gate off).
+	Stats *stats.Aggregator
 }
 
 // NewStores returns empty stores.
@@ -93,6 +102,7 @@ func NewStores() *Stores {
 		AddressGroups:   storage.NewAddressGroupStore(),
 		AppliedToGroups: storage.NewAppliedToGroupStore(),
 		NetworkPolicies: storage.NewNetworkPolicyStore(),
+		Stats:           stats.NewAggregator(),
 	}
 	s.Statuses = registry.NewStatusStore(s.NetworkPolicies)
 	return s
@@ -157,8 +167,22 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 		"networkpolicies":        registry.NewNetworkPolicyREST(stores.NetworkPolicies, stores.Statuses),
 		"networkpolicies/status": registry.NewStatusREST(stores.Statuses),
 	}
+	if stores.Stats != nil {
+		group.VersionedResourcesStorageMap[v1beta2.SchemeGroupVersion.Version]["nodestatssummaries"] = registry.NewNodeStatsSummaryREST(stores.Stats)
+	}
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, fmt.Errorf("installing %s: %w", controlplane.GroupName, err)
+	}
+	if stores.Stats != nil {
+		sg := genericapiserver.NewDefaultAPIGroupInfo(statsv1alpha1.GroupName, scheme, runtime.NewParameterCodec(scheme), codecs)
+		sg.VersionedResourcesStorageMap[statsv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
+			"networkpolicystats":              registry.NewNetworkPolicyStatsREST(stores.Stats),
+			"antreanetworkpolicystats":        registry.NewAntreaNetworkPolicyStatsREST(stores.Stats),
+			"antreaclusternetworkpolicystats": registry.NewAntreaClusterNetworkPolicyStatsREST(stores.Stats),
+		}
+		if err := generic.InstallAPIGroup(&sg); err != nil {
+			return nil, fmt.Errorf("installing %s: %w", statsv1alpha1.GroupName, err)
+		}
 	}
 	return &Server{generic: generic, certFile: o.SecureServing.ServerCert.CertKey.CertFile}, nil
 }

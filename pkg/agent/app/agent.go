@@ -40,6 +40,7 @@ import (
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/proxy"
 	"antrea.io/antrea/pkg/agent/route"
+	"antrea.io/antrea/pkg/agent/stats"
 	"antrea.io/antrea/pkg/agent/traceflow"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
@@ -290,6 +291,10 @@ func Run(ctx context.Context, o Options) error {
 	})
 	rs.released = purger.Changed
 	go policies.Run(ctx)
+	// NetworkPolicy stats: the rules' counters, reported every interval.
+	if o.StatsInterval > 0 {
+		go stats.NewCollector(o.NodeName, o.StatsInterval, policies, flows, stats.ClientReporter{Client: cpClient}).Run(ctx)
+	}
 	// Traceflow: the flows of running Traceflows' tags, the injected packet
 	// of those whose source Pod is here, and this node's observations.
 	// Its own clients: a Traceflow makes a few requests per Node in a

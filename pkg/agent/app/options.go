@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"time"
 
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 )
@@ -52,6 +53,10 @@ type Options struct {
 	EnablePrometheusMetrics bool
 	// FeatureGates are the conf file's effective gates (/featuregates).
 	FeatureGates map[string]bool
+	// StatsInterval is how often the policy rules' counters are reported to
+	// the controller (statsCollectionInterval, when the NetworkPolicyStats
+	// gate is on); 0 reports none.
+	StatsInterval time.Duration
 }
 
 // NewOptions returns the options of the default config file, the node name
@@ -124,6 +129,12 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 	set("api-port", func() { o.APIPort = c.APIPort })
 	set("", func() { o.EnablePrometheusMetrics = c.EnablePrometheusMetrics })
 	set("", func() { o.FeatureGates = c.FeatureGates })
+	set("", func() {
+		o.StatsInterval = 0
+		if c.FeatureGates[agentconfig.NetworkPolicyStats] {
+			o.StatsInterval = c.StatsInterval()
+		}
+	})
 }
 
 // validate checks what flags may have set wrong (the file's keys were

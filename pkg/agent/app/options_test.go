@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -49,7 +50,8 @@ func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
 		NodeName: "n1", OVSBridge: "br-int", HostGateway: "antrea-gw0", OVSRunDir: "/var/run/openvswitch",
 		DatapathType: "system", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
 		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true, ProxyAll: true,
-		APIPort: 10350, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true},
+		APIPort: 10350, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true},
+		StatsInterval: time.Minute,
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)
@@ -63,6 +65,8 @@ func TestOptionsFromConfigFile(t *testing.T) {
 	conf := writeConf(t, `
 featureGates:
   AntreaProxy: false
+  NetworkPolicyStats: false
+statsCollectionInterval: 5s
 cniSocket: /run/antrea/cni.sock
 clientConnection:
   kubeconfig: /etc/antrea/kubeconfig
@@ -112,7 +116,7 @@ enablePrometheusMetrics: false
 				TunnelType: "vxlan", TunnelCsum: true, UplinkName: "eth1", CNISocket: "/run/antrea/cni.sock",
 				IPAMDataDir: "/var/lib/antrea/ipam", MTU: 1400, EnableProxy: false,
 				ProxyAll: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")},
-				APIPort: 10360, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false},
+				APIPort: 10360, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false, "NetworkPolicyStats": false},
 			}
 			tc.want(&want)
 			if !reflect.DeepEqual(got, want) {

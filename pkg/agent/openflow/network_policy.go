@@ -221,6 +221,11 @@ const (
 // what changed while it was away.
 const cookiePolicyTag uint64 = 0x9011 << 48
 
+// cookiePolicyRuleFlag marks, within cookiePolicyTag, the conj_id flow of
+// each rule: the one flow every packet the rule decides on hits, whose
+// counters are the rule's statistics. PolicyRuleStats dumps only these.
+const cookiePolicyRuleFlag uint64 = 1 << 47
+
 // conjMatch is one flow shared by every rule clause with the same table,
 // priority and match: its actions are the conjunctions of all of them.
 type conjMatch struct {
@@ -447,6 +452,7 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule) (clauses []*binding.Flow, conjs [
 		}
 	}
 	act = b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).ConjID(r.ID) }, b.ruleActions(r)...)
+	act.Cookie |= cookiePolicyRuleFlag
 	return clauses, conjs, act
 }
 
@@ -727,7 +733,7 @@ func (c *Client) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
 	st := &c.policy
 	for i := range stats {
 		f := stats[i].Flow
-		f.Cookie = cookiePolicyTag
+		f.Cookie = cookiePolicyTag | f.Cookie&cookiePolicyRuleFlag
 		conjs := map[uint32]*binding.Conjunction{}
 		for _, a := range f.Actions {
 			switch a := a.(type) {
@@ -819,4 +825,38 @@ func (c *Client) policyFlows() []*binding.Flow {
 		out = append(out, f)
 	}
 	return out
+}
+
+// RuleCounters are the counters of a rule's conj_id flow: the packets (and
+// their bytes) the rule decided on. Established traffic skips the rule
+// tables, so these are the packets of new connections (ct_state +new).
+type RuleCounters struct {
+	Packets, Bytes uint64
+}
+
+// PolicyRuleStats reads the counters of every installed rule, by
+// conjunction id, in one flow-stats request that selects the rules'
+// conj_id flows by cookie (cookiePolicyRuleFlag). A flow that was
+// rewritten (OFPFC_ADD of a changed rule) starts again from zero.
+func (c *Client) PolicyRuleStats(ctx context.Context) (map[uint32]RuleCounters, error) {
+	d, ok := c.bridge.(flowDumper)
+	if !ok {
+		return nil, fmt.Errorf("policy rule stats: the bridge cannot be read")
+	}
+	stats, err := d.DumpFlows(ctx, binding.TableAll, cookiePolicyTag|cookiePolicyRuleFlag, cookieTagMask|cookiePolicyRuleFlag)
+	if err != nil {
+		return nil, fmt.Errorf("policy rule stats: %w", err)
+	}
+	out := make(map[uint32]RuleCounters, len(stats))
+	for i := range stats {
+		id, ok := stats[i].Match.Get(binding.FieldConjID)
+		if !ok {
+			continue
+		}
+		rc := out[uint32(id.Value.Lo)]
+		rc.Packets += stats[i].PacketCount
+		rc.Bytes += stats[i].ByteCount
+		out[uint32(id.Value.Lo)] = rc
+	}
+	return out, nil
 }

@@ -4,6 +4,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	statsv1alpha1 "antrea.io/antrea/pkg/apis/stats/v1alpha1"
 )
 
 // PodReference names a Pod by namespace and name.
@@ -271,4 +273,27 @@ type NetworkPolicyStatus struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
 	Nodes []NetworkPolicyNodeStatus
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NodeStatsSummary is what an agent reports every collection interval: the
+// traffic its Node's policy rules saw since the previous report.
+type NodeStatsSummary struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// NetworkPolicies are the K8s NetworkPolicies' statistics.
+	NetworkPolicies []NetworkPolicyStats
+	// AntreaClusterNetworkPolicies are the Antrea ClusterNetworkPolicies' statistics.
+	AntreaClusterNetworkPolicies []NetworkPolicyStats
+	// AntreaNetworkPolicies are the Antrea NetworkPolicies' statistics.
+	AntreaNetworkPolicies []NetworkPolicyStats
+}
+
+// NetworkPolicyStats are one policy's counters on one Node, in total and
+// per named rule, since the previous report.
+type NetworkPolicyStats struct {
+	NetworkPolicy    NetworkPolicyReference
+	TrafficStats     statsv1alpha1.TrafficStats
+	RuleTrafficStats []statsv1alpha1.RuleTrafficStats
 }

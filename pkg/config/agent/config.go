@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"antrea.io/antrea/pkg/config"
 	"antrea.io/antrea/pkg/config/internal/strict"
@@ -28,6 +29,9 @@ const FileName = "antrea-agent.conf"
 const (
 	// AntreaProxy realizes Services in OVS (pkg/agent/proxy).
 	AntreaProxy = "AntreaProxy"
+	// NetworkPolicyStats reports the policy rules' traffic counters to the
+	// controller (pkg/agent/stats).
+	NetworkPolicyStats = "NetworkPolicyStats"
 )
 
 // Supported values.
@@ -46,7 +50,7 @@ const (
 // and default; the json tags are upstream's key names.
 type AgentConfig struct {
 	// FeatureGates maps feature names to on/off. Only gates this Antrea
-	// implements are kept (AntreaProxy, default true).
+	// implements are kept (AntreaProxy and NetworkPolicyStats, default true).
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 	// CNISocket is the unix socket the CNI plugin reaches the agent on.
 	// Default /var/run/antrea/cni.sock.
@@ -86,6 +90,10 @@ type AgentConfig struct {
 	EnablePrometheusMetrics bool `json:"enablePrometheusMetrics"`
 	// AntreaProxy holds AntreaProxy's options.
 	AntreaProxy AntreaProxyConfig `json:"antreaProxy"`
+	// StatsCollectionInterval is how often the agent reads its policy rules'
+	// counters and reports them to the controller (NetworkPolicyStats), as a
+	// Go duration. Default 60s (upstream's fixed interval). Not an upstream key.
+	StatsCollectionInterval string `json:"statsCollectionInterval"`
 }
 
 // AntreaProxyConfig is the antreaProxy section.
@@ -117,7 +125,7 @@ type AntreaProxyConfig struct {
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,
@@ -128,6 +136,7 @@ func Defaults() *AgentConfig {
 		APIPort:                 10350,
 		EnablePrometheusMetrics: true,
 		AntreaProxy:             AntreaProxyConfig{Enable: true, ProxyAll: true, ProxyLoadBalancerIPs: true},
+		StatsCollectionInterval: "60s",
 	}
 }
 
@@ -159,6 +168,15 @@ func (c *AgentConfig) NodePortPrefixes() []netip.Prefix {
 		}
 	}
 	return out
+}
+
+// StatsInterval returns statsCollectionInterval (validated).
+func (c *AgentConfig) StatsInterval() time.Duration {
+	d, err := time.ParseDuration(c.StatsCollectionInterval)
+	if err != nil || d <= 0 {
+		return 60 * time.Second
+	}
+	return d
 }
 
 // ProxyEnabled says whether AntreaProxy runs: its gate and antreaProxy.enable.
@@ -236,6 +254,9 @@ func (c *AgentConfig) validate() []error {
 		} else if !p.Addr().Is4() {
 			fail("antreaProxy.nodePortAddresses", "%q is not IPv4 (only IPv4 NodePorts are realized)", s)
 		}
+	}
+	if d, err := time.ParseDuration(c.StatsCollectionInterval); err != nil || d < time.Second {
+		fail("statsCollectionInterval", "%q is not a duration of at least 1s (e.g. 60s)", c.StatsCollectionInterval)
 	}
 	if len(c.AntreaProxy.SkipServices) > 0 {
 		fail("antreaProxy.skipServices", "%q is not supported by this Antrea (only an empty list)", c.AntreaProxy.SkipServices)

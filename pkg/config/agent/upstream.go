@@ -29,7 +29,7 @@ var spec = strict.Spec{
 		{Name: "LoadBalancerModeDSR"},
 		{Name: "Multicast", Default: true},
 		{Name: "Multicluster"},
-		{Name: "NetworkPolicyStats", Default: true},
+		{Name: NetworkPolicyStats, Default: true, Implemented: true},
 		{Name: "NodeLatencyMonitor"},
 		{Name: "NodeNetworkPolicy"},
 		{Name: "NodePortLocal", Default: true},

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
@@ -28,12 +29,17 @@ import (
 	"antrea.io/antrea/pkg/config"
 	"antrea.io/antrea/pkg/controller/admission"
 	"antrea.io/antrea/pkg/controller/networkpolicy"
+	"antrea.io/antrea/pkg/controller/stats"
 	"antrea.io/antrea/pkg/controller/tier"
 	"antrea.io/antrea/pkg/controller/traceflow"
 )
 
 // APIServiceName is the APIService the controller serves and keeps the CA bundle of.
 const APIServiceName = "v1beta2.controlplane.antrea.io"
+
+// StatsAPIServiceName is the APIService of stats.antrea.io, also served by
+// the controller.
+const StatsAPIServiceName = "v1alpha1.stats.antrea.io"
 
 // The webhook configurations of build/charts/antrea whose caBundle the
 // controller keeps.
@@ -94,6 +100,16 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	// Policy stats: the aggregator knows the policies from their informers.
+	for kind, inf := range map[stats.Kind]cache.SharedIndexInformer{
+		stats.KindK8s:  informerFactory.Networking().V1().NetworkPolicies().Informer(),
+		stats.KindANNP: crd.NetworkPolicies().Informer(),
+		stats.KindACNP: crd.ClusterNetworkPolicies().Informer(),
+	} {
+		if err := stores.Stats.WatchPolicies(kind, inf); err != nil {
+			return fmt.Errorf("watching %s for stats: %w", kind, err)
+		}
+	}
 	tierKeeper, err := tier.NewKeeper(crdClient, crd.Tiers())
 	if err != nil {
 		return err
@@ -142,8 +158,10 @@ func Run(ctx context.Context, o *Options) error {
 // fresh), so it retries.
 func syncCABundles(ctx context.Context, agg aggregatorclient.Interface, kube kubernetes.Interface, ca []byte) {
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := SetAPIServiceCABundle(ctx, agg, APIServiceName, ca); err != nil {
-			klog.ErrorS(err, "Could not set the APIService CA bundle", "apiservice", APIServiceName)
+		for _, name := range []string{APIServiceName, StatsAPIServiceName} {
+			if err := SetAPIServiceCABundle(ctx, agg, name, ca); err != nil {
+				klog.ErrorS(err, "Could not set the APIService CA bundle", "apiservice", name)
+			}
 		}
 		if err := SetWebhookCABundles(ctx, kube, ValidatingWebhookName, MutatingWebhookName, ca); err != nil {
 			klog.ErrorS(err, "Could not set the admission webhooks' CA bundle",

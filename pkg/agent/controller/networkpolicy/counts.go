@@ -1,6 +1,9 @@
 package networkpolicy
 
-import cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+import (
+	"antrea.io/antrea/pkg/agent/stats"
+	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+)
 
 // Counts are the numbers of this node's slice of the computed policy, for
 // the agent's metrics and its AntreaAgentInfo.
@@ -27,3 +30,8 @@ func (c *Controller) Counts() Counts {
 	}
 	return n
 }
+
+// RealizedRules returns the identity of every rule realized on this Node by
+// its conjunction id (the id of its conj_id flow, whose counters the stats
+// collector reads).
+func (c *Controller) RealizedRules() map[uint32]stats.Rule { return c.reconciler.realizedRules() }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/agent/stats"
 )
 
 // PolicyFlows is the part of the agent's OpenFlow client the reconciler
@@ -70,6 +71,7 @@ type reconciler struct {
 // realizedRuleInfo is what an audit log line says about a realized rule.
 type realizedRuleInfo struct {
 	ruleInfo
+	key       string // agentof.PolicyRule.Key
 	direction agentof.Direction
 	action    agentof.RuleAction
 	priority  uint16
@@ -296,7 +298,7 @@ func (r *reconciler) recordInfos(have, realized map[string]*agentof.PolicyRule, 
 		}
 	}
 	for k, rule := range realized {
-		r.infos[rule.ID] = realizedRuleInfo{ruleInfo: infos[k], direction: rule.Direction, action: rule.Action,
+		r.infos[rule.ID] = realizedRuleInfo{ruleInfo: infos[k], key: rule.Key, direction: rule.Direction, action: rule.Action,
 			priority: rule.Priority, table: rule.Tier}
 	}
 	for _, rules := range moved {
@@ -370,6 +372,18 @@ func (r *reconciler) ruleInfo(id uint32) (realizedRuleInfo, bool) {
 	defer r.infoMu.RUnlock()
 	info, ok := r.infos[id]
 	return info, ok
+}
+
+// realizedRules returns every realized rule's identity by conjunction id,
+// for the stats collector.
+func (r *reconciler) realizedRules() map[uint32]stats.Rule {
+	r.infoMu.RLock()
+	defer r.infoMu.RUnlock()
+	out := make(map[uint32]stats.Rule, len(r.infos))
+	for id, info := range r.infos {
+		out[id] = stats.Rule{Policy: info.ref, Name: info.name, Key: info.key}
+	}
+	return out
 }
 
 func b2i(b bool) int {

@@ -117,6 +117,8 @@ func ruleIndex(key string) int {
 type ruleInfo struct {
 	// policy is "<type>:<namespace>/<name>" or "<type>:<name>".
 	policy, name, logLabel string
+	// ref is the user's policy (with its UID), for the stats reports.
+	ref cpv1beta2.NetworkPolicyReference
 }
 
 func newRuleInfo(p *cpv1beta2.NetworkPolicy, r *cpv1beta2.NetworkPolicyRule) ruleInfo {
@@ -127,7 +129,11 @@ func newRuleInfo(p *cpv1beta2.NetworkPolicy, r *cpv1beta2.NetworkPolicyRule) rul
 			ref = string(s.Type) + ":" + s.Namespace + "/" + s.Name
 		}
 	}
-	return ruleInfo{policy: ref, name: r.Name, logLabel: r.LogLabel}
+	info := ruleInfo{policy: ref, name: r.Name, logLabel: r.LogLabel}
+	if p.SourceRef != nil {
+		info.ref = *p.SourceRef
+	}
+	return info
 }
 
 // isolates reports whether a policy isolates the pods it applies to: K8s

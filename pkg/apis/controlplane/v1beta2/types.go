@@ -4,6 +4,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	statsv1alpha1 "antrea.io/antrea/pkg/apis/stats/v1alpha1"
 )
 
 // PodReference names a Pod by namespace and name.
@@ -247,4 +249,31 @@ type NetworkPolicyStatus struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	Nodes             []NetworkPolicyNodeStatus `json:"nodes,omitempty"`
+}
+
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:onlyVerbs=create
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NodeStatsSummary is what an agent posts to nodestatssummaries every
+// collection interval: the traffic its Node's policy rules saw since the
+// previous report. Its name is the Node's.
+type NodeStatsSummary struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// NetworkPolicies are the K8s NetworkPolicies' statistics.
+	NetworkPolicies []NetworkPolicyStats `json:"networkPolicies,omitempty"`
+	// AntreaClusterNetworkPolicies are the Antrea ClusterNetworkPolicies' statistics.
+	AntreaClusterNetworkPolicies []NetworkPolicyStats `json:"antreaClusterNetworkPolicies,omitempty"`
+	// AntreaNetworkPolicies are the Antrea NetworkPolicies' statistics.
+	AntreaNetworkPolicies []NetworkPolicyStats `json:"antreaNetworkPolicies,omitempty"`
+}
+
+// NetworkPolicyStats are one policy's counters on one Node, in total and
+// per named rule, since the previous report.
+type NetworkPolicyStats struct {
+	NetworkPolicy    NetworkPolicyReference           `json:"networkPolicy,omitempty"`
+	TrafficStats     statsv1alpha1.TrafficStats       `json:"trafficStats,omitempty"`
+	RuleTrafficStats []statsv1alpha1.RuleTrafficStats `json:"ruleTrafficStats,omitempty"`
 }

@@ -88,6 +88,11 @@ func (in NetworkPolicyRule) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NetworkPolicyStats) OpenAPIModelName() string {
+	return "io.antrea.controlplane.v1beta2.NetworkPolicyStats"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NetworkPolicyStatus) OpenAPIModelName() string {
 	return "io.antrea.controlplane.v1beta2.NetworkPolicyStatus"
 }
@@ -95,6 +100,11 @@ func (in NetworkPolicyStatus) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NodeReference) OpenAPIModelName() string {
 	return "io.antrea.controlplane.v1beta2.NodeReference"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NodeStatsSummary) OpenAPIModelName() string {
+	return "io.antrea.controlplane.v1beta2.NodeStatsSummary"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

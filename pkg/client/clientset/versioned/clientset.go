@@ -10,6 +10,7 @@ import (
 
 	controlplanev1beta2 "antrea.io/antrea/pkg/client/clientset/versioned/typed/controlplane/v1beta2"
 	crdv1beta1 "antrea.io/antrea/pkg/client/clientset/versioned/typed/crd/v1beta1"
+	statsv1alpha1 "antrea.io/antrea/pkg/client/clientset/versioned/typed/stats/v1alpha1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
@@ -19,6 +20,7 @@ type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	ControlplaneV1beta2() controlplanev1beta2.ControlplaneV1beta2Interface
 	CrdV1beta1() crdv1beta1.CrdV1beta1Interface
+	StatsV1alpha1() statsv1alpha1.StatsV1alpha1Interface
 }
 
 // Clientset contains the clients for groups.
@@ -26,6 +28,7 @@ type Clientset struct {
 	*discovery.DiscoveryClient
 	controlplaneV1beta2 *controlplanev1beta2.ControlplaneV1beta2Client
 	crdV1beta1          *crdv1beta1.CrdV1beta1Client
+	statsV1alpha1       *statsv1alpha1.StatsV1alpha1Client
 }
 
 // ControlplaneV1beta2 retrieves the ControlplaneV1beta2Client
@@ -36,6 +39,11 @@ func (c *Clientset) ControlplaneV1beta2() controlplanev1beta2.ControlplaneV1beta
 // CrdV1beta1 retrieves the CrdV1beta1Client
 func (c *Clientset) CrdV1beta1() crdv1beta1.CrdV1beta1Interface {
 	return c.crdV1beta1
+}
+
+// StatsV1alpha1 retrieves the StatsV1alpha1Client
+func (c *Clientset) StatsV1alpha1() statsv1alpha1.StatsV1alpha1Interface {
+	return c.statsV1alpha1
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -90,6 +98,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.statsV1alpha1, err = statsv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -113,6 +125,7 @@ func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.controlplaneV1beta2 = controlplanev1beta2.New(c)
 	cs.crdV1beta1 = crdv1beta1.New(c)
+	cs.statsV1alpha1 = statsv1alpha1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

@@ -17,6 +17,7 @@ type ControlplaneV1beta2Interface interface {
 	AddressGroupsGetter
 	AppliedToGroupsGetter
 	NetworkPoliciesGetter
+	NodeStatsSummariesGetter
 }
 
 // ControlplaneV1beta2Client is used to interact with features provided by the controlplane.antrea.io group.
@@ -34,6 +35,10 @@ func (c *ControlplaneV1beta2Client) AppliedToGroups() AppliedToGroupInterface {
 
 func (c *ControlplaneV1beta2Client) NetworkPolicies() NetworkPolicyInterface {
 	return newNetworkPolicies(c)
+}
+
+func (c *ControlplaneV1beta2Client) NodeStatsSummaries() NodeStatsSummaryInterface {
+	return newNodeStatsSummaries(c)
 }
 
 // NewForConfig creates a new ControlplaneV1beta2Client for the given config.

@@ -9,3 +9,5 @@ type AddressGroupExpansion interface{}
 type AppliedToGroupExpansion interface{}
 
 type NetworkPolicyExpansion interface{}
+
+type NodeStatsSummaryExpansion interface{}

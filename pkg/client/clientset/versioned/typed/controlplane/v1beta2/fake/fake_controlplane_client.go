@@ -26,6 +26,10 @@ func (c *FakeControlplaneV1beta2) NetworkPolicies() v1beta2.NetworkPolicyInterfa
 	return newFakeNetworkPolicies(c)
 }
 
+func (c *FakeControlplaneV1beta2) NodeStatsSummaries() v1beta2.NodeStatsSummaryInterface {
+	return newFakeNodeStatsSummaries(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeControlplaneV1beta2) RESTClient() rest.Interface {

@@ -1,0 +1,86 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TrafficStats are the counters of a policy or rule. Sessions are the
+// connections it decided on; Packets and Bytes the packets it evaluated
+// (docs/network-policy-stats.md says which packets those are).
+type TrafficStats struct {
+	Packets  int64 `json:"packets,omitempty"`
+	Bytes    int64 `json:"bytes,omitempty"`
+	Sessions int64 `json:"sessions,omitempty"`
+}
+
+// RuleTrafficStats are the counters of one named rule of a policy.
+type RuleTrafficStats struct {
+	Name         string       `json:"name,omitempty"`
+	TrafficStats TrafficStats `json:"trafficStats,omitempty"`
+}
+
+// +genclient
+// +genclient:onlyVerbs=get,list
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NetworkPolicyStats are the traffic statistics of a K8s NetworkPolicy,
+// named and namespaced as it is.
+type NetworkPolicyStats struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	TrafficStats      TrafficStats `json:"trafficStats,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NetworkPolicyStatsList is a list of NetworkPolicyStats.
+type NetworkPolicyStatsList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NetworkPolicyStats `json:"items"`
+}
+
+// +genclient
+// +genclient:onlyVerbs=get,list
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// AntreaNetworkPolicyStats are the traffic statistics of an Antrea
+// NetworkPolicy (crd.antrea.io NetworkPolicy), in total and per rule.
+type AntreaNetworkPolicyStats struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	TrafficStats      TrafficStats       `json:"trafficStats,omitempty"`
+	RuleTrafficStats  []RuleTrafficStats `json:"ruleTrafficStats,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// AntreaNetworkPolicyStatsList is a list of AntreaNetworkPolicyStats.
+type AntreaNetworkPolicyStatsList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AntreaNetworkPolicyStats `json:"items"`
+}
+
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:onlyVerbs=get,list
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// AntreaClusterNetworkPolicyStats are the traffic statistics of an Antrea
+// ClusterNetworkPolicy, in total and per rule.
+type AntreaClusterNetworkPolicyStats struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	TrafficStats      TrafficStats       `json:"trafficStats,omitempty"`
+	RuleTrafficStats  []RuleTrafficStats `json:"ruleTrafficStats,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// AntreaClusterNetworkPolicyStatsList is a list of AntreaClusterNetworkPolicyStats.
+type AntreaClusterNetworkPolicyStatsList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AntreaClusterNetworkPolicyStats `json:"items"`
+}
