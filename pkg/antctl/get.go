@@ -24,6 +24,8 @@ func newGetCommand(o *options) *cobra.Command {
 From the controller (through kube-apiserver, from a laptop or local mode):
   networkpolicy, appliedtogroup, addressgroup   the computed controlplane.antrea.io/v1beta2 objects
   featuregates                                  from the antrea-config ConfigMap (local mode: the conf files)
+  networkpolicystats, antreanetworkpolicystats, antreaclusternetworkpolicystats
+                                                policies' traffic statistics (stats.antrea.io/v1alpha1)
 From a node's OVS (local mode; from a laptop through the node's agent API, --node NODE or -p POD):
   podinterface, ovsflows`,
 		Args: cobra.ArbitraryArgs,
@@ -49,6 +51,7 @@ From a node's OVS (local mode; from a laptop through the node's agent API, --nod
 		newGetFeatureGatesCommand(g),
 		newGetPipelineCommand(g),
 	)
+	cmd.AddCommand(newGetStatsCommands(g)...)
 	return cmd
 }
 

@@ -94,6 +94,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 		return [][]string{
 			{"COMPONENT", "FEATUREGATE", "STATUS", "NOTE"},
 			{"antrea-agent", "AntreaProxy", "Disabled", "-"},
+			{"antrea-agent", "NetworkPolicyStats", "Enabled", "-"},
 			{"antrea-agent", "Egress", "Not implemented", "set to false; not implemented by this Antrea"},
 			{"antrea-agent", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},
 			{"antrea-controller", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},
@@ -124,7 +125,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.out), &gates); err != nil {
 		t.Fatalf("-o json printed %q: %v", r.out, err)
 	}
-	if len(gates) != 4 || gates[0].Name != "AntreaProxy" || gates[0].Enabled || !gates[0].Implemented ||
+	if len(gates) != 5 || gates[0].Name != "AntreaProxy" || gates[0].Enabled || !gates[0].Implemented ||
 		gates[0].Source != filepath.Join(dir, "antrea-agent.conf") {
 		t.Errorf("local mode: printed %s, want the gates of %s", r.out, dir)
 	}

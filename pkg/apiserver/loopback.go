@@ -2,8 +2,8 @@ package apiserver
 
 import "fmt"
 
-// LoopbackRegistration is the Service and APIService that aggregate the
-// controlplane API into a kube-apiserver when antrea-controller listens on
+// LoopbackRegistration is the Service and the APIServices that aggregate the
+// controlplane and stats APIs into a kube-apiserver when antrea-controller listens on
 // loopback next to it (the node simulator's lab, envtest): Endpoints may not
 // point at 127.0.0.0/8, so the Service is an ExternalName to localhost, which
 // kube-apiserver's default routing (not --enable-aggregator-routing) dials at
@@ -31,6 +31,20 @@ metadata:
 spec:
   group: controlplane.antrea.io
   version: v1beta2
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  service:
+    name: antrea
+    namespace: kube-system
+    port: %[1]d
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1alpha1.stats.antrea.io
+spec:
+  group: stats.antrea.io
+  version: v1alpha1
   groupPriorityMinimum: 100
   versionPriority: 100
   service:

@@ -35,6 +35,9 @@ type policyNode struct {
 	// narrowed, if set, is called after a narrowing write's datapath purge,
 	// before the policy is reported realized.
 	narrowed func()
+	// flows and ctl are the node's OpenFlow client and policy controller.
+	flows *agentof.Client
+	ctl   *Controller
 }
 
 func newPolicyNode(t *testing.T) *policyNode {
@@ -90,6 +93,7 @@ func newPolicyNode(t *testing.T) *policyNode {
 		PacketIns: &PacketIns{IO: policyIns, Parser: flows, AuditLogDir: n.auditDir},
 	})
 	done := make(chan struct{})
+	n.flows, n.ctl = flows, c
 	go func() { c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	select {

@@ -21,6 +21,7 @@ type RuleTrafficStats struct {
 
 // +genclient
 // +genclient:onlyVerbs=get,list
+// +resourceName=networkpolicystats
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // NetworkPolicyStats are the traffic statistics of a K8s NetworkPolicy,
@@ -42,6 +43,7 @@ type NetworkPolicyStatsList struct {
 
 // +genclient
 // +genclient:onlyVerbs=get,list
+// +resourceName=antreanetworkpolicystats
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // AntreaNetworkPolicyStats are the traffic statistics of an Antrea
@@ -65,6 +67,7 @@ type AntreaNetworkPolicyStatsList struct {
 // +genclient
 // +genclient:nonNamespaced
 // +genclient:onlyVerbs=get,list
+// +resourceName=antreaclusternetworkpolicystats
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // AntreaClusterNetworkPolicyStats are the traffic statistics of an Antrea

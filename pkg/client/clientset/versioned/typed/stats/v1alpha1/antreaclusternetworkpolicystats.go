@@ -35,7 +35,7 @@ type antreaClusterNetworkPolicyStatses struct {
 func newAntreaClusterNetworkPolicyStatses(c *StatsV1alpha1Client) *antreaClusterNetworkPolicyStatses {
 	return &antreaClusterNetworkPolicyStatses{
 		gentype.NewClientWithList[*statsv1alpha1.AntreaClusterNetworkPolicyStats, *statsv1alpha1.AntreaClusterNetworkPolicyStatsList](
-			"antreaclusternetworkpolicystatses",
+			"antreaclusternetworkpolicystats",
 			c.RESTClient(),
 			scheme.ParameterCodec,
 			"",

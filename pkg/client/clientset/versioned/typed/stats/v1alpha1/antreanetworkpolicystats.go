@@ -35,7 +35,7 @@ type antreaNetworkPolicyStatses struct {
 func newAntreaNetworkPolicyStatses(c *StatsV1alpha1Client, namespace string) *antreaNetworkPolicyStatses {
 	return &antreaNetworkPolicyStatses{
 		gentype.NewClientWithList[*statsv1alpha1.AntreaNetworkPolicyStats, *statsv1alpha1.AntreaNetworkPolicyStatsList](
-			"antreanetworkpolicystatses",
+			"antreanetworkpolicystats",
 			c.RESTClient(),
 			scheme.ParameterCodec,
 			namespace,

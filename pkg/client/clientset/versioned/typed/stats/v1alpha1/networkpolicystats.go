@@ -35,7 +35,7 @@ type networkPolicyStatses struct {
 func newNetworkPolicyStatses(c *StatsV1alpha1Client, namespace string) *networkPolicyStatses {
 	return &networkPolicyStatses{
 		gentype.NewClientWithList[*statsv1alpha1.NetworkPolicyStats, *statsv1alpha1.NetworkPolicyStatsList](
-			"networkpolicystatses",
+			"networkpolicystats",
 			c.RESTClient(),
 			scheme.ParameterCodec,
 			namespace,

@@ -21,7 +21,7 @@ func newFakeAntreaClusterNetworkPolicyStatses(fake *FakeStatsV1alpha1) statsv1al
 		gentype.NewFakeClientWithList[*v1alpha1.AntreaClusterNetworkPolicyStats, *v1alpha1.AntreaClusterNetworkPolicyStatsList](
 			fake.Fake,
 			"",
-			v1alpha1.SchemeGroupVersion.WithResource("antreaclusternetworkpolicystatses"),
+			v1alpha1.SchemeGroupVersion.WithResource("antreaclusternetworkpolicystats"),
 			v1alpha1.SchemeGroupVersion.WithKind("AntreaClusterNetworkPolicyStats"),
 			func() *v1alpha1.AntreaClusterNetworkPolicyStats { return &v1alpha1.AntreaClusterNetworkPolicyStats{} },
 			func() *v1alpha1.AntreaClusterNetworkPolicyStatsList {

@@ -21,7 +21,7 @@ func newFakeAntreaNetworkPolicyStatses(fake *FakeStatsV1alpha1, namespace string
 		gentype.NewFakeClientWithList[*v1alpha1.AntreaNetworkPolicyStats, *v1alpha1.AntreaNetworkPolicyStatsList](
 			fake.Fake,
 			namespace,
-			v1alpha1.SchemeGroupVersion.WithResource("antreanetworkpolicystatses"),
+			v1alpha1.SchemeGroupVersion.WithResource("antreanetworkpolicystats"),
 			v1alpha1.SchemeGroupVersion.WithKind("AntreaNetworkPolicyStats"),
 			func() *v1alpha1.AntreaNetworkPolicyStats { return &v1alpha1.AntreaNetworkPolicyStats{} },
 			func() *v1alpha1.AntreaNetworkPolicyStatsList { return &v1alpha1.AntreaNetworkPolicyStatsList{} },

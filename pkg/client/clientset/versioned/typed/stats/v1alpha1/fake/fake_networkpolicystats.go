@@ -21,7 +21,7 @@ func newFakeNetworkPolicyStatses(fake *FakeStatsV1alpha1, namespace string) stat
 		gentype.NewFakeClientWithList[*v1alpha1.NetworkPolicyStats, *v1alpha1.NetworkPolicyStatsList](
 			fake.Fake,
 			namespace,
-			v1alpha1.SchemeGroupVersion.WithResource("networkpolicystatses"),
+			v1alpha1.SchemeGroupVersion.WithResource("networkpolicystats"),
 			v1alpha1.SchemeGroupVersion.WithKind("NetworkPolicyStats"),
 			func() *v1alpha1.NetworkPolicyStats { return &v1alpha1.NetworkPolicyStats{} },
 			func() *v1alpha1.NetworkPolicyStatsList { return &v1alpha1.NetworkPolicyStatsList{} },
