@@ -44,6 +44,7 @@ func forEachRendering(t *testing.T, check func(t *testing.T, objs objects)) {
 // once, and nothing else.
 func TestManifestHasEveryObjectOfAnInstall(t *testing.T) {
 	want := []string{
+		"APIService v1alpha1.stats.antrea.io",
 		"APIService v1beta2.controlplane.antrea.io",
 		"ClusterRole antctl",
 		"ClusterRole antrea-agent",
@@ -164,6 +165,9 @@ var unnamedCreates = map[string]string{
 	"ClusterRole antrea-agent events":                     "AntreaProxy posts Warning Events on the Services it cannot wholly realize; Event names are generated",
 	"ClusterRole antrea-agent antreaagentinfos":           "each agent creates the AntreaAgentInfo named after its Node (docs/monitoring.md)",
 	"ClusterRole antrea-controller antreacontrollerinfos": "antrea-controller creates its AntreaControllerInfo at start",
+	"ClusterRole antrea-agent nodestatssummaries":         "each agent posts its Node's policy stats (docs/network-policy-stats.md); nothing is stored",
+	"ClusterRole antctl traceflows":                       "antctl traceflow creates a Traceflow with a generated name (docs/traceflow.md)",
+	"ClusterRole antctl pods/exec":                        "antctl runs its commands in the agent's container when the agent API is out of reach (docs/antctl.md)",
 }
 
 // unnamedWrites are the other writes a role may grant on objects the chart
@@ -171,6 +175,7 @@ var unnamedCreates = map[string]string{
 var unnamedWrites = map[string]string{
 	"ClusterRole antrea-agent update antreaagentinfos":      "each agent refreshes the AntreaAgentInfo named after its Node (its heartbeat), as upstream",
 	"ClusterRole antrea-controller delete antreaagentinfos": "antrea-controller deletes the AntreaAgentInfos of deleted Nodes (named after them)",
+	"ClusterRole antctl delete traceflows":                  "antctl traceflow deletes the Traceflow it created once it has the result",
 }
 
 // nonResourceRoles may grant non-resource URLs: the roles a cluster admin
