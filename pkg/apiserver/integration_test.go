@@ -84,8 +84,10 @@ func startControlPlane(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := app.SetAPIServiceCABundle(ctx, aggregatorclient.NewForConfigOrDie(cp.Config), app.APIServiceName, ca); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{app.APIServiceName, app.StatsAPIServiceName} {
+		if err := app.SetAPIServiceCABundle(ctx, aggregatorclient.NewForConfigOrDie(cp.Config), name, ca); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cp.WaitAPIServiceAvailable(t, ctx)
 	return h
