@@ -62,13 +62,16 @@ func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, Manifest
 //     upstream's docs advise for clusters without kube-proxy;
 //   - the encapsulation chosen with `antrea-lab up --encap`;
 //   - with `--proxy kube-proxy`, AntreaProxy off (antreaProxy.enable).
+//   - the NetworkPolicy stats reported every 5 s instead of 60 s
+//     (statsCollectionInterval), so that tests see them soon.
 func (o Options) labConfOverlay() map[string]map[string]string {
 	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
 	overlay := map[string]map[string]string{
 		"antrea-agent.conf": {
-			"ovsDatapathType":       "netdev",
-			"tunnelType":            o.Encap,
-			"kubeAPIServerOverride": apiServer,
+			"ovsDatapathType":         "netdev",
+			"tunnelType":              o.Encap,
+			"kubeAPIServerOverride":   apiServer,
+			"statsCollectionInterval": "5s",
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,
