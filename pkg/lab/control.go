@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -207,6 +208,14 @@ func (s *supervisor) rebootNode(ctx context.Context, name string, down time.Dura
 		return "", err
 	}
 	killed := s.killNodeLeftovers(n)
+	// Whatever else runs in the node's netns (a container shim, a command
+	// someone entered it with) dies with the power too.
+	for _, p := range pidsInNetNS(n.NetNS) {
+		p.terminate(0)
+		killed++
+	}
+	var netnsStat syscall.Stat_t
+	_ = syscall.Stat(netnsPath(n.NetNS), &netnsStat)
 	// tmpfs is empty after a reboot.
 	for _, dir := range []string{
 		s.opts.NodeHostPath(n.Name, "/var/run/netns"), s.opts.NodeHostPath(n.Name, "/var/run/antrea"),
@@ -223,7 +232,7 @@ func (s *supervisor) rebootNode(ctx context.Context, name string, down time.Dura
 	time.Sleep(down)
 	// Power on: the netns with its uplink, then the node as at `up`.
 	if err := s.remakeNodeNetNS(ctx, n, mac); err != nil {
-		return "", err
+		return "", fmt.Errorf("%w (processes still in the old netns: %v)", err, pidsInNetNSInode(netnsStat.Ino))
 	}
 	holder, err := s.startNodeMounts(ctx, n)
 	if err != nil {
@@ -311,6 +320,25 @@ func (s *supervisor) remakeNodeNetNS(ctx context.Context, n NodeInfo, mac string
 		}
 	}
 	return nil
+}
+
+// pidsInNetNSInode lists the processes (PID and command) whose netns has
+// inode ino.
+func pidsInNetNSInode(ino uint64) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil && st.Ino == ino {
+			raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			out = append(out, fmt.Sprintf("%d %q", pid, strings.ReplaceAll(strings.TrimRight(string(raw), "\x00"), "\x00", " ")))
+		}
+	}
+	return out
 }
 
 // linkMAC is the MAC address of link in netns.

@@ -16,9 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
@@ -26,33 +24,6 @@ import (
 	"antrea.io/antrea/pkg/lab"
 	"antrea.io/antrea/test/labtest"
 )
-
-// inControlPlane runs a command in the lab's control-plane netns: a machine
-// that reaches kube-apiserver (127.0.0.1:6443 there) and the nodes'
-// addresses, as an operator's laptop on the cluster network does.
-func inControlPlane(ctx context.Context, argv ...string) (string, string, error) {
-	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", lab.ControlPlaneNetNS}, argv...)...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	return o.String(), e.String(), err
-}
-
-// scrape GETs url with a bearer token from the control-plane netns and
-// returns the HTTP status and body.
-func scrape(ctx context.Context, url, token string) (int, string, error) {
-	args := []string{"curl", "-sk", "--max-time", "20", "-w", "\n%{http_code}"}
-	if token != "" {
-		args = append(args, "-H", "Authorization: Bearer "+token)
-	}
-	out, stderr, err := inControlPlane(ctx, append(args, url)...)
-	if err != nil {
-		return 0, "", fmt.Errorf("curl %s: %w: %s", url, err, stderr)
-	}
-	i := strings.LastIndex(out, "\n")
-	code, _ := strconv.Atoi(strings.TrimSpace(out[i+1:]))
-	return code, out[:i], nil
-}
 
 func parseMetrics(t *testing.T, body string) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -217,24 +188,11 @@ func TestMonitoring(t *testing.T) {
 	})
 
 	// A scraper's identity: a ServiceAccount bound to antrea-metrics-reader.
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "prometheus"}}
-	if _, err := e.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-prometheus"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "antrea-metrics-reader"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: ns}}}
-	if _, err := e.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
-	})
-	tr, err := e.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "prometheus", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	token, unbind, err := labtest.MetricsReaderToken(ctx, e.Client, ns, "prometheus")
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := tr.Status.Token
+	t.Cleanup(unbind)
 	nodeIP := map[string]string{}
 	for _, node := range e.Nodes {
 		n, err := e.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
@@ -253,7 +211,7 @@ func TestMonitoring(t *testing.T) {
 			url := "https://" + nodeIP[node] + ":10350/metrics"
 			var fams map[string]*dto.MetricFamily
 			labtest.WaitFor(t, ctx, "the metrics of "+node, func() error {
-				code, body, err := scrape(ctx, url, token)
+				code, body, err := labtest.Scrape(ctx, url, token)
 				if err != nil {
 					return err
 				}
@@ -277,7 +235,7 @@ func TestMonitoring(t *testing.T) {
 			if adds := fams["antrea_agent_ovs_flow_ops_count"]; adds == nil {
 				t.Errorf("%s: no antrea_agent_ovs_flow_ops_count", node)
 			}
-			if code, body, err := scrape(ctx, url, ""); err != nil || code != 403 {
+			if code, body, err := labtest.Scrape(ctx, url, ""); err != nil || code != 403 {
 				t.Errorf("%s: anonymous /metrics: %d %v %.200s, want 403", node, code, err, body)
 			}
 		}
@@ -286,7 +244,7 @@ func TestMonitoring(t *testing.T) {
 			t.Fatalf("antrea-controller pod: %v %d", err, len(pods.Items))
 		}
 		url := "https://" + pods.Items[0].Status.PodIP + ":10349/metrics"
-		code, body, err := scrape(ctx, url, token)
+		code, body, err := labtest.Scrape(ctx, url, token)
 		if err != nil || code != 200 {
 			t.Fatalf("controller /metrics: %d %v %.200s", code, err, body)
 		}
@@ -300,11 +258,11 @@ func TestMonitoring(t *testing.T) {
 	})
 	t.Run("antctl from the control-plane machine reads a node through its agent API", func(t *testing.T) {
 		antctl := filepath.Join(e.Opts.BinDir, "antctl")
-		out, stderr, err := inControlPlane(ctx, antctl, "--kubeconfig", e.Opts.KubeconfigPath(), "get", "podinterface", "-n", ns, "--node", e.Nodes[0])
+		out, stderr, err := labtest.InControlPlane(ctx, antctl, "--kubeconfig", e.Opts.KubeconfigPath(), "get", "podinterface", "-n", ns, "--node", e.Nodes[0])
 		if err != nil || !strings.Contains(out, "m-0") || !strings.Contains(out, "m-1") {
 			t.Errorf("antctl get podinterface --node %s: %v %s\n%s", e.Nodes[0], err, stderr, out)
 		}
-		out, stderr, err = inControlPlane(ctx, antctl, "--kubeconfig", e.Opts.KubeconfigPath(), "get", "ovsflows", "-p", "m-1", "-n", ns)
+		out, stderr, err = labtest.InControlPlane(ctx, antctl, "--kubeconfig", e.Opts.KubeconfigPath(), "get", "ovsflows", "-p", "m-1", "-n", ns)
 		if err != nil || !strings.Contains(out, "cookie=") {
 			t.Errorf("antctl get ovsflows -p m-1: %v %s\n%s", err, stderr, out)
 		}
@@ -345,8 +303,8 @@ func measureScrapeCost(t *testing.T, ctx context.Context, e *labEnv, ip, token s
 		maxRSS := 0
 		for time.Now().Before(deadline) {
 			if scrapes {
-				_, _, _ = scrape(ctx, "https://"+ip+":10350/metrics", token)
-				_, _, _ = scrape(ctx, "https://"+ip+":10350/agentinfo", token)
+				_, _, _ = labtest.Scrape(ctx, "https://"+ip+":10350/metrics", token)
+				_, _, _ = labtest.Scrape(ctx, "https://"+ip+":10350/agentinfo", token)
 			}
 			if _, r := ticks(); r > maxRSS {
 				maxRSS = r

@@ -40,6 +40,8 @@ type env struct {
 	gwIP   map[string]string      // node name -> antrea-gw0 IP
 	// killed is the process kill killed, by "component/node".
 	killed map[string]lab.Process
+	// token reads the agents' /metrics (metricsToken).
+	token string
 }
 
 // up brings a 2-node Antrea lab up with the given encapsulation and takes it

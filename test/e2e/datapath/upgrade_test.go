@@ -27,14 +27,21 @@ import (
 // b1 on TCP 80 and waits until it is enforced: a2 refused, a1 let through.
 func (e *env) ensureB1OnlyFromA1(t *testing.T, ctx context.Context) {
 	t.Helper()
-	// b1 accepts only a1 (both on other nodes or the same: a1 and a2 share node-1).
+	e.ensureOnlyFrom(t, ctx, "b1", "a1", "a2")
+}
+
+// ensureOnlyFrom makes (once) the NetworkPolicy target-only-from-from that
+// lets only pod from reach pod target on TCP 80 (target isolated for
+// ingress) and waits until it is enforced: other refused, from let through.
+func (e *env) ensureOnlyFrom(t *testing.T, ctx context.Context, target, from, other string) {
+	t.Helper()
 	np := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "b1-only-from-a1", Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: target + "-only-from-" + from, Namespace: namespace},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b1"}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": target}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a1"}}}},
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": from}}}},
 				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(80))}},
 			}},
 		},
@@ -42,11 +49,11 @@ func (e *env) ensureB1OnlyFromA1(t *testing.T, ctx context.Context) {
 	if _, err := e.Client.NetworkingV1().NetworkPolicies(namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	labtest.WaitFor(t, ctx, "the policy to be enforced", func() error {
-		if err := e.probe(ctx, "a2", "tcp", e.ip("b1")); err == nil {
-			return fmt.Errorf("a2 still reaches b1")
+	labtest.WaitFor(t, ctx, "policy "+np.Name+" to be enforced", func() error {
+		if err := e.probe(ctx, other, "tcp", e.ip(target)); err == nil {
+			return fmt.Errorf("%s still reaches %s", other, target)
 		}
-		return e.probe(ctx, "a1", "tcp", e.ip("b1"))
+		return e.probe(ctx, from, "tcp", e.ip(target))
 	})
 }
 
