@@ -7,11 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
 	statsv1alpha1 "antrea.io/antrea/pkg/apis/stats/v1alpha1"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
 	"antrea.io/antrea/test/labtest"
 )
 
@@ -212,6 +217,42 @@ spec:
 		t.Errorf("antctl get antreaclusternetworkpolicystats %s: %v\n%s%s", acnp, err, stdout, stderr)
 	}
 	t.Logf("antctl get antreaclusternetworkpolicystats %s:\n%s", acnp, stdout)
+
+	// ANTREA_E2E_MEASURE=1: the latency from one connection to the stats
+	// that count it, 10 times in a row.
+	if os.Getenv("ANTREA_E2E_MEASURE") != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", e.Opts.KubeconfigPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := versioned.NewForConfigOrDie(cfg).StatsV1alpha1().AntreaClusterNetworkPolicyStatses()
+		sessions := func() int64 {
+			s, err := st.Get(ctx, acnp, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, _ := rule(s, "allow-from-xa")
+			return v
+		}
+		var took []time.Duration
+		for range 10 {
+			before := sessions()
+			if got, detail := p.probe(pair{"x/a", "x/b", ""}, probeTimeout); got != connected {
+				t.Fatalf("x/a→x/b: %s (%s)", got, detail)
+			}
+			start := time.Now()
+			for sessions() <= before {
+				if time.Since(start) > time.Minute {
+					t.Fatal("a connection never showed in the stats")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			took = append(took, time.Since(start))
+		}
+		slices.Sort(took)
+		t.Logf("connection → counted in antreaclusternetworkpolicystats (interval 5 s), 10 tries: p50 %s, min %s, max %s; all %v",
+			percentile(took, 50).Round(10*time.Millisecond), took[0].Round(10*time.Millisecond), took[len(took)-1].Round(10*time.Millisecond), took)
+	}
 
 	// A user bound only to the chart's antctl ClusterRole runs antctl:
 	// stats, the controlplane objects, feature gates, a Traceflow; and may
