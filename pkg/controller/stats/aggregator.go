@@ -29,9 +29,9 @@ type Kind = controlplane.NetworkPolicyType
 
 // The kinds, as controlplane's NetworkPolicyReference names them.
 const (
-	KindK8s     = controlplane.K8sNetworkPolicy
-	KindANNP    = controlplane.AntreaNetworkPolicy
-	KindACNP    = controlplane.AntreaClusterNetworkPolicy
+	KindK8s  = controlplane.K8sNetworkPolicy
+	KindANNP = controlplane.AntreaNetworkPolicy
+	KindACNP = controlplane.AntreaClusterNetworkPolicy
 )
 
 // policyStats are the sums of one policy.
