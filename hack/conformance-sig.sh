@@ -118,6 +118,11 @@ clean_leftovers() {
   for ns in $(kubectl get namespaces -o name 2>/dev/null | grep '^namespace/network-policy-conformance-' | cut -d/ -f2); do
     kubectl -n "$ns" delete networkpolicies.networking.k8s.io --all --ignore-not-found >/dev/null 2>&1 || true
   done
+  # A suite deletes its namespaces as it ends; a run started while they
+  # terminate cannot create its pods in them (SIG_REUSE=1 runs back to back).
+  local left
+  left=$(kubectl get namespaces -o name 2>/dev/null | grep '^namespace/network-policy-conformance-' || true)
+  [ -z "$left" ] || kubectl wait --for=delete $left --timeout=180s >/dev/null 2>&1 || true
 }
 
 # realization N: a ClusterNetworkPolicy's realization on the lab, N times:
