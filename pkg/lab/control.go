@@ -301,10 +301,16 @@ func (s *supervisor) killNodeLeftovers(n NodeInfo) int {
 func (s *supervisor) remakeNodeNetNS(ctx context.Context, n NodeInfo, mac string) error {
 	// The old veth goes with the old netns, once nothing holds that.
 	port := "v-" + n.Name
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(3 * time.Second)
 	for run(ctx, "ip", "-n", UnderlayNetNS, "link", "show", port) == nil {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the underlay port %s of node %s outlived its netns", port, n.Name)
+			// Something (a copy of its mount in another mount namespace)
+			// keeps the old netns: unplug the cable from the switch side.
+			klog.InfoS("The old netns of a rebooted node outlived its deletion; deleting its underlay port", "node", n.Name, "port", port)
+			if err := run(ctx, "ip", "-n", UnderlayNetNS, "link", "del", port); err != nil {
+				return err
+			}
+			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
