@@ -1,7 +1,8 @@
 // Package datapath tests Antrea's pod networking end to end on the lab, once
 // with Geneve and once with VXLAN between the nodes: pod to pod on one node
 // and across nodes, node to pod and pod to node, over TCP, UDP and ICMP; an
-// established TCP stream that survives an antrea-agent restart; flows that
+// established TCP stream that survives an antrea-agent restart; (Geneve,
+// real nodes) a controller restart under policy (restart_test.go); flows that
 // come back after ovs-vswitchd restarts; and (Geneve, real nodes) an upgrade of
 // Antrea by `kubectl apply` of a new manifest under a stream and a policy. Everything is driven as a user would:
 // the antrea-lab binary, kubectl-equivalent API calls, and probes run inside
@@ -168,7 +169,7 @@ func TestDatapath(t *testing.T) {
 	for _, encap := range []string{"geneve", "vxlan"} {
 		t.Run(encap, func(t *testing.T) {
 			e := up(t, encap)
-			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute)
 			defer cancel()
 			e.createPods(t, ctx, map[string]*corev1.Pod{
 				"a1":    pinned("node-1"),
@@ -205,6 +206,12 @@ func TestDatapath(t *testing.T) {
 			t.Run("an agent restart keeps the stream and the policy, and networks a pod made meanwhile", func(t *testing.T) {
 				e.agentRestartUnderPolicy(t, ctx)
 			})
+			if encap == "geneve" && e.Real() {
+				t.Run("a controller restart keeps the policy, networks a pod made meanwhile, realizes a change made meanwhile and rewrites no flow", func(t *testing.T) {
+					e.outageKeepsPolicy(t, ctx, e.controllerOutage(20*time.Second))
+					e.deletePolicy(t, ctx, "a1-only-from-b1")
+				})
+			}
 			t.Run("flows come back after ovs-vswitchd restarts", func(t *testing.T) {
 				// A Service to b1 (the lab's kube-dns and kubernetes Services
 				// are there too): its group must come back with the flows.
