@@ -568,6 +568,14 @@ func (w *flowWatch) rewrites(t *testing.T, e *env) (rewritten []string, compared
 		if _, ok := w.before[k]; !ok {
 			continue
 		}
+		// AntreaProxy's endpoint flows (DNAT to an endpoint) follow real
+		// changes made during the outage: the antrea Service loses its
+		// endpoint while antrea-controller is down and gets it back, so
+		// its endpoint flows are removed and made again. The resync
+		// invariant is about every other flow.
+		if strings.Contains(k, "nat(dst=") {
+			continue
+		}
 		compared++
 		if age < elapsed-time.Second {
 			rewritten = append(rewritten, fmt.Sprintf("%s (age %.1fs, watched %.1fs)", k, age.Seconds(), elapsed.Seconds()))
