@@ -87,7 +87,7 @@ docs:
 ## reliability: the long reliability suites: 1,000 faulty CNI calls (200 in make test), a real agent killed in the middle of ADDs, datapath cache purge on narrowing policy (pkg/agent/cniserver, pkg/agent/controller/networkpolicy, pkg/agent/dpcache; root, real OVS); on a lab, kube-apiserver down 60 s, etcd restarted and a node rebooted under NetworkPolicy (test/e2e/datapath TestRestarts).
 reliability: install build
 	ANTREA_RELIABILITY=1 $(GO) test -count=1 -timeout 30m -run 'Fault|Killed|Retried|Thousand|FullPodCIDR|Narrowing|Sync|Changed' ./pkg/agent/cniserver/ ./pkg/agent/controller/networkpolicy/ ./pkg/agent/dpcache/
-	ANTREA_RELIABILITY=1 flock /tmp/antrea-lab.lock $(GO) test -count=1 -p 1 -timeout 30m -run TestRestarts -v ./test/e2e/datapath/
+	ANTREA_RELIABILITY=1 flock /tmp/antrea-lab.lock $(GO) test -count=1 -p 1 -timeout 40m -run 'TestRestarts|TestDatapath' -v ./test/e2e/datapath/
 
 bench: install build
 	./hack/bench/run.sh

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -160,6 +161,12 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 	if err != nil {
 		return nil, fmt.Errorf("creating the generic API server: %w", err)
 	}
+	// On shutdown the HTTP server waits for open connections to end, up to
+	// ShutdownTimeout (by default the 60-s request timeout). Every agent holds
+	// its policy watches open, so antrea-controller outlived the kubelet's
+	// 30-s grace period and was killed. The agents re-list from the next
+	// controller anyway: give them a moment, not a minute.
+	generic.ShutdownTimeout = shutdownTimeout
 	group := genericapiserver.NewDefaultAPIGroupInfo(controlplane.GroupName, scheme, runtime.NewParameterCodec(scheme), codecs)
 	group.VersionedResourcesStorageMap[v1beta2.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"addressgroups":          registry.NewAddressGroupREST(stores.AddressGroups),
@@ -186,6 +193,10 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 	}
 	return &Server{generic: generic, certFile: o.SecureServing.ServerCert.CertKey.CertFile}, nil
 }
+
+// shutdownTimeout bounds how long Run waits for open requests (watches) when
+// its context ends.
+const shutdownTimeout = 2 * time.Second
 
 // Handle serves h at path, outside the API groups (the admission webhooks).
 // Call it before Run.

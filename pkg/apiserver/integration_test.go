@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +40,9 @@ type harness struct {
 	cp     *apiservertest.ControlPlane
 	stores *apiserver.Stores
 	port   int
+	// stop cancels the server's context and waits for Run to return, at most
+	// 30 s (the kubelet's default termination grace period).
+	stop func() error
 }
 
 // startControlPlane starts kube-apiserver (aggregation enabled) and our API
@@ -66,15 +71,23 @@ func startControlPlane(t testing.TB) *harness {
 	}
 	done := make(chan error, 1)
 	go func() { done <- server.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("server.Run: %v", err)
+	var stopped error
+	var stopOnce sync.Once
+	h.stop = func() error {
+		stopOnce.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				stopped = err
+			case <-time.After(30 * time.Second):
+				stopped = errors.New("server.Run did not return within 30 s of its context's end")
 			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("server did not stop")
+		})
+		return stopped
+	}
+	t.Cleanup(func() {
+		if err := h.stop(); err != nil {
+			t.Errorf("server.Run: %v", err)
 		}
 	})
 
@@ -106,6 +119,28 @@ func atg(byNode map[string][]*controlplane.GroupMember) *types.AppliedToGroup {
 		g.GroupMemberByNode[n] = controlplane.NewGroupMemberSet(ms...)
 	}
 	return g
+}
+
+// TestRunReturnsWhileAgentsWatch: antrea-controller stops on SIGTERM while
+// every agent holds its policy watches open, well inside the kubelet's
+// termination grace period (30 s): before, the HTTP server waited up to its
+// shutdown timeout (the 60-s request timeout) for the watches to end, and
+// the kubelet killed the controller at 30 s.
+func TestRunReturnsWhileAgentsWatch(t *testing.T) {
+	h := startControlPlane(t)
+	agent := versioned.NewForConfigOrDie(h.cp.Config).ControlplaneV1beta2()
+	for _, w := range []func(context.Context, metav1.ListOptions) (watch.Interface, error){
+		agent.NetworkPolicies().Watch, agent.AddressGroups().Watch, agent.AppliedToGroups().Watch,
+	} {
+		wi, err := w(context.Background(), metav1.ListOptions{FieldSelector: "nodeName=n1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wi.Stop()
+	}
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestControlplaneAPIThroughKubeAPIServer(t *testing.T) {

@@ -1,12 +1,14 @@
 // Package datapath tests Antrea's pod networking end to end on the lab, once
 // with Geneve and once with VXLAN between the nodes: pod to pod on one node
 // and across nodes, node to pod and pod to node, over TCP, UDP and ICMP; an
-// established TCP stream that survives an antrea-agent restart; (Geneve,
-// real nodes) a controller restart under policy (restart_test.go); flows that
-// come back after ovs-vswitchd restarts; and (Geneve, real nodes) an upgrade of
-// Antrea by `kubectl apply` of a new manifest under a stream and a policy. Everything is driven as a user would:
-// the antrea-lab binary, kubectl-equivalent API calls, and probes run inside
-// pod network namespaces with `antrea-lab exec`.
+// established TCP stream that survives an antrea-agent restart; flows that
+// come back after ovs-vswitchd restarts. Under ANTREA_RELIABILITY=1 (make
+// reliability; Geneve, real nodes) also the long cases: a controller restart
+// under policy, an upgrade of Antrea by `kubectl apply` of a new manifest
+// under a stream and a policy, and TestRestarts (restart_test.go: API server,
+// etcd, node reboot). Everything is driven as a user would: the antrea-lab
+// binary, kubectl-equivalent API calls, and probes run inside pod network
+// namespaces with `antrea-lab exec`.
 package datapath
 
 import (
@@ -14,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -206,7 +209,7 @@ func TestDatapath(t *testing.T) {
 			t.Run("an agent restart keeps the stream and the policy, and networks a pod made meanwhile", func(t *testing.T) {
 				e.agentRestartUnderPolicy(t, ctx)
 			})
-			if encap == "geneve" && e.Real() {
+			if encap == "geneve" && e.Real() && long(t) {
 				t.Run("a controller restart keeps the policy, networks a pod made meanwhile, realizes a change made meanwhile and rewrites no flow", func(t *testing.T) {
 					e.outageKeepsPolicy(t, ctx, e.controllerOutage(20*time.Second))
 					e.deletePolicy(t, ctx, "a1-only-from-b1")
@@ -237,13 +240,24 @@ func TestDatapath(t *testing.T) {
 					t.Errorf("after the ovs-vswitchd restart: %v", err)
 				}
 			})
-			if encap == "geneve" && e.Real() {
+			if encap == "geneve" && e.Real() && long(t) {
 				t.Run("an upgrade keeps the TCP stream and never lets a forbidden connection through", func(t *testing.T) {
 					e.testUpgrade(t, ctx)
 				})
 			}
 		})
 	}
+}
+
+// long says whether the long cases (minutes each: the controller restart,
+// the upgrade) run: under ANTREA_RELIABILITY (make reliability), not in make
+// test, which keeps the short ones.
+func long(t *testing.T) bool {
+	if os.Getenv(envReliability) == "" {
+		t.Logf("the controller restart and upgrade cases run under %s=1 (make reliability)", envReliability)
+		return false
+	}
+	return true
 }
 
 // syncBuffer is a bytes.Buffer that a command writes while the test reads.

@@ -24,9 +24,9 @@ import (
 
 // Issue 17 items 3 and 4: the control plane goes away (antrea-controller,
 // kube-apiserver, etcd) or a node power-cycles while NetworkPolicy is in
-// force. The controller restart runs in TestDatapath (make test); the
-// others, minutes each, run in TestRestarts under ANTREA_RELIABILITY=1
-// (make reliability).
+// force. All take minutes: they run in TestRestarts under
+// ANTREA_RELIABILITY=1 (make reliability), which also runs TestDatapath's
+// long cases (the controller restart and the upgrade).
 
 // envReliability gates the long cases (make reliability sets it).
 const envReliability = "ANTREA_RELIABILITY"
