@@ -224,6 +224,8 @@ func memberString(m cpv1beta2.GroupMember) string {
 		return m.Pod.Namespace + "/" + m.Pod.Name
 	case m.Node != nil:
 		return "node/" + m.Node.Name
+	case m.Service != nil:
+		return "service/" + m.Service.Namespace + "/" + m.Service.Name
 	}
 	return strings.Join(ipStrings(m.IPs), ",")
 }

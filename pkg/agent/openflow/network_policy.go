@@ -146,6 +146,10 @@ type PolicyRule struct {
 	AnyPeer bool
 	// AppliedTo are the local pods' OpenFlow ports.
 	AppliedTo []uint32
+	// NodePorts (ingress) are the NodePorts of the Services a policy applies
+	// to: the rule meets the connections that entered the node through one
+	// of them, whichever endpoint AntreaProxy chose (see nodePortMatch).
+	NodePorts []NodePort
 	// Services restrict protocol and ports; empty means all traffic.
 	Services []Service
 	Action   RuleAction
@@ -166,13 +170,13 @@ func (r *PolicyRule) Equal(o *PolicyRule) bool {
 	}
 	return r.ID == o.ID && r.Key == o.Key && r.Direction == o.Direction && r.AnyPeer == o.AnyPeer &&
 		r.Action == o.Action && r.Tier == o.Tier && r.Priority == o.Priority && r.Log == o.Log && slices.Equal(r.Peers, o.Peers) &&
-		slices.Equal(r.AppliedTo, o.AppliedTo) && slices.Equal(r.Services, o.Services)
+		slices.Equal(r.AppliedTo, o.AppliedTo) && slices.Equal(r.NodePorts, o.NodePorts) && slices.Equal(r.Services, o.Services)
 }
 
 // installs reports whether the rule has flows: a rule without applied-to
 // port or peer matches nothing.
 func (r *PolicyRule) installs() bool {
-	return r != nil && len(r.AppliedTo) > 0 && (r.AnyPeer || len(r.Peers) > 0)
+	return r != nil && (len(r.AppliedTo) > 0 || len(r.NodePorts) > 0 && r.Direction == DirectionIngress) && (r.AnyPeer || len(r.Peers) > 0)
 }
 
 // RuleChange takes one rule (one conjunction id) from Old to New: Old nil
@@ -322,6 +326,9 @@ func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 		}
 	}
 	if r.Direction == DirectionIngress {
+		for _, np := range r.NodePorts {
+			applied = append(applied, func(m *binding.Match) { nodePortMatch(ip(m), np) })
+		}
 		if !r.AnyPeer {
 			clauses = append(clauses, peers)
 		}
@@ -350,6 +357,27 @@ func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 		clauses = append(clauses, []func(*binding.Match){func(m *binding.Match) { ip(m) }})
 	}
 	return clauses
+}
+
+// NodePort is a Service's NodePort: a protocol (binding.IPProtoTCP,
+// IPProtoUDP or IPProtoSCTP) and a port.
+type NodePort struct {
+	Protocol uint8
+	Port     uint16
+}
+
+// nodePortMatch matches the connections that entered the node through a
+// NodePort: the node's netfilter DNATed them to NodePortVirtualIP, keeping
+// the port, and AntreaProxy (ServiceLB, EndpointDNAT) to the endpoint it
+// chose, so that conntrack's original direction, which the packet carries
+// from EndpointDNAT's ct(commit,nat) on, still says NodePortVirtualIP and the
+// NodePort. The rule tables see new connections only, right after that
+// commit; the source is still the client's (ServiceSNAT comes later).
+// Upstream matches the Service group id AntreaProxy loads instead; this
+// needs no register and covers every endpoint, session affinity included.
+func nodePortMatch(m *binding.Match, np NodePort) {
+	m.CTState(binding.CTStateTrk, binding.CTStateTrk|binding.CTStateInv).
+		CTNwProto(np.Protocol).CTNwDst(netip.PrefixFrom(NodePortVirtualIP, 32)).CTTpDst(np.Port)
 }
 
 // serviceMatch matches a Service's protocol and, for one value/mask pair of

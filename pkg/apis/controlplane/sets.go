@@ -25,6 +25,11 @@ func MemberKey(m *GroupMember) string {
 	case m.Node != nil:
 		b.WriteString("node:")
 		b.WriteString(m.Node.Name)
+	case m.Service != nil:
+		b.WriteString("service:")
+		b.WriteString(m.Service.Namespace)
+		b.WriteByte('/')
+		b.WriteString(m.Service.Name)
 	default:
 		b.WriteString("ip:")
 	}

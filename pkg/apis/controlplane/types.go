@@ -33,6 +33,10 @@ type GroupMember struct {
 	Pod *PodReference
 	// Node is set when the member is a Node.
 	Node *NodeReference
+	// Service is set when the member is a Service (a policy applied to a
+	// NodePort Service); Ports then are the Service's NodePorts, named by
+	// the Service's port names.
+	Service *ServiceReference
 	// IPs are the member's addresses (4 or 16 bytes each).
 	IPs []IPAddress
 	// Ports are the member's named container ports.

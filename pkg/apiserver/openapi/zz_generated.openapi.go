@@ -434,6 +434,12 @@ func schema_pkg_apis_controlplane_v1beta2_GroupMember(ref common.ReferenceCallba
 							Ref: ref(v1beta2.NodeReference{}.OpenAPIModelName()),
 						},
 					},
+					"service": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Service is set when the member is a Service (a policy applied to a NodePort Service); Ports then are the Service's NodePorts.",
+							Ref:         ref(v1beta2.ServiceReference{}.OpenAPIModelName()),
+						},
+					},
 					"ips": {
 						SchemaProps: spec.SchemaProps{
 							Type: []string{"array"},
@@ -463,7 +469,7 @@ func schema_pkg_apis_controlplane_v1beta2_GroupMember(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			v1beta2.NamedPort{}.OpenAPIModelName(), v1beta2.NodeReference{}.OpenAPIModelName(), v1beta2.PodReference{}.OpenAPIModelName()},
+			v1beta2.NamedPort{}.OpenAPIModelName(), v1beta2.NodeReference{}.OpenAPIModelName(), v1beta2.PodReference{}.OpenAPIModelName(), v1beta2.ServiceReference{}.OpenAPIModelName()},
 	}
 }
 

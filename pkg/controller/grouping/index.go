@@ -118,8 +118,8 @@ func (i *Index) AddGroup(sel *Selector) string {
 		i.blocks.covered(sel.IPBlock, addMember)
 		return key
 	}
-	if sel.NodeSelector != nil {
-		// Node groups are the caller's: the index only remembers the key.
+	if sel.External() {
+		// Node and Service groups are the caller's: the index only remembers the key.
 		return key
 	}
 	if !sel.ClusterScoped() {
@@ -160,7 +160,7 @@ func (i *Index) DeleteGroup(key string) {
 		i.blocks.remove(g)
 		return
 	}
-	if g.sel.NodeSelector != nil {
+	if g.sel.External() {
 		return
 	}
 	if !g.sel.ClusterScoped() {

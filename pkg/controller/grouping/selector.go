@@ -44,9 +44,24 @@ type Selector struct {
 	// holds no such group (the computation watches Nodes itself), and the
 	// other fields are unset.
 	NodeSelector labels.Selector
+	// Service, with Namespace, selects that Service itself (a policy
+	// applied to a NodePort Service); like a Node group, the index holds
+	// no such group and the other fields are unset.
+	Service string
 
 	key string
 }
+
+// NewServiceSelector selects the Service namespace/name itself.
+func NewServiceSelector(namespace, name string) *Selector {
+	s := &Selector{Namespace: namespace, Service: name}
+	s.key = normalize(s)
+	return s
+}
+
+// External tells whether the selector's members are computed by the caller
+// rather than held by the index: Node and Service selectors.
+func (s *Selector) External() bool { return s.NodeSelector != nil || s.Service != "" }
 
 // NewServiceAccountSelector selects the Pods of namespace whose
 // spec.serviceAccountName is name.
@@ -83,7 +98,7 @@ func NewLabelSelector(namespace string, podSelector, namespaceSelector labels.Se
 // does not select Pods by label: ipBlock and Node selectors).
 func (s *Selector) InNamespace(namespace string, nsLabels labels.Set) *Selector {
 	switch {
-	case s.IPBlock != nil || s.NodeSelector != nil:
+	case s.IPBlock != nil || s.External():
 		return nil
 	case s.NamespaceSelector == nil:
 		if s.Namespace != namespace {
@@ -145,6 +160,9 @@ func normalize(s *Selector) string {
 	}
 	if s.NodeSelector != nil {
 		return "nodeSelector=" + selectorString(s.NodeSelector)
+	}
+	if s.Service != "" {
+		return "service=" + s.Namespace + "/" + s.Service
 	}
 	if s.ServiceAccount != "" {
 		return "namespace=" + s.Namespace + " serviceAccount=" + s.ServiceAccount

@@ -163,6 +163,9 @@ type Controller struct {
 	orphans sets.Set[string]
 	// nodeGroupKeys are the selector keys of groups that select Nodes.
 	nodeGroupKeys sets.Set[string]
+	// serviceGroupKeys are the selector keys of groups whose member is a
+	// Service (policies applied to NodePort Services).
+	serviceGroupKeys sets.Set[string]
 }
 
 // NewController wires the informers of informerFactory (NetworkPolicies,
@@ -202,6 +205,7 @@ func NewController(kubeClient kubernetes.Interface, informerFactory informers.Sh
 		statusInfo:          map[string]nativeStatusInfo{},
 		keyByInternalName:   map[string]string{},
 		nodeGroupKeys:       sets.New[string](),
+		serviceGroupKeys:    sets.New[string](),
 		policies:            map[string]*policyState{},
 		appliedToGroups:     map[string]*appliedToGroupState{},
 		addressGroups:       map[string]*addressGroupState{},

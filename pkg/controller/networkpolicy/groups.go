@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
@@ -106,6 +107,16 @@ func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets
 		for _, node := range c.selectedNodes(atg.sel.NodeSelector) {
 			m := nodeMember(node)
 			byNode[node.Name] = controlplane.GroupMemberSet{controlplane.MemberKey(m): m}
+		}
+	}
+	if atg.sel.Service != "" {
+		// A NodePort is served on every Node: the Service is every Node's
+		// member, while it exists and has NodePorts.
+		if m := c.serviceMember(atg.sel.Namespace, atg.sel.Service); m != nil {
+			set := controlplane.GroupMemberSet{controlplane.MemberKey(m): m}
+			for _, node := range c.selectedNodes(labels.Everything()) {
+				byNode[node.Name] = set
+			}
 		}
 	}
 	c.index.VisitGroupPods(atg.sel.Key(), func(pod *v1.Pod, slot *atomic.Value) {

@@ -24,6 +24,7 @@ import (
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
 	crdlisters "antrea.io/antrea/pkg/client/listers/crd/v1beta1"
+	"antrea.io/antrea/pkg/controller/grouping"
 	"antrea.io/antrea/pkg/controller/types"
 )
 
@@ -178,14 +179,23 @@ func (c *Controller) EnableAntreaPolicies(cfg AntreaPolicyConfig) error {
 			c.enqueueDep(depService(s.Namespace, s.Name))
 		}
 	}
-	if err := n.handle(core.Services().Informer(), svcDep, func(old, cur any) {
+	svcEvent := func(obj any) {
+		svcDep(obj)
+		if s, ok := obj.(*v1.Service); ok {
+			c.serviceGroupsChanged(s.Namespace, s.Name)
+		}
+	}
+	if err := n.handle(core.Services().Informer(), svcEvent, func(old, cur any) {
 		o, ok1 := old.(*v1.Service)
 		s, ok2 := cur.(*v1.Service)
+		if ok1 && ok2 && !slices.EqualFunc(nodePorts(o), nodePorts(s), func(a, b controlplane.NamedPort) bool { return a == b }) {
+			c.serviceGroupsChanged(s.Namespace, s.Name)
+		}
 		if ok1 && ok2 && labelsEqual(o.Spec.Selector, s.Spec.Selector) {
 			return
 		}
 		svcDep(cur)
-	}, svcDep); err != nil {
+	}, svcEvent); err != nil {
 		return fmt.Errorf("watching Services: %w", err)
 	}
 	nodeEvent := func(any) { c.nodeGroupsChanged() }
@@ -444,17 +454,75 @@ func (c *Controller) syncNativePolicy(_ context.Context, key string) error {
 	return nil
 }
 
-// nodeGroupsChanged queues every group that selects Nodes.
+// nodeGroupsChanged queues every group that selects Nodes, and every
+// group of a Service, which spans every Node.
 func (c *Controller) nodeGroupsChanged() {
 	c.mu.Lock()
-	keys := make([]string, 0, len(c.nodeGroupKeys))
+	keys := make([]string, 0, len(c.nodeGroupKeys)+len(c.serviceGroupKeys))
 	for k := range c.nodeGroupKeys {
+		keys = append(keys, k)
+	}
+	for k := range c.serviceGroupKeys {
 		keys = append(keys, k)
 	}
 	c.mu.Unlock()
 	for _, k := range keys {
 		c.enqueueGroups(k)
 	}
+}
+
+// serviceGroupsChanged queues the group of the Service namespace/name, if a
+// policy applies to it.
+func (c *Controller) serviceGroupsChanged(namespace, name string) {
+	key := grouping.NewServiceSelector(namespace, name).Key()
+	c.mu.Lock()
+	ok := c.serviceGroupKeys.Has(key)
+	c.mu.Unlock()
+	if ok {
+		c.enqueueGroups(key)
+	}
+}
+
+// nodePorts are the NodePorts of a Service that has them (type NodePort or
+// LoadBalancer; a LoadBalancer may go without), named by its ports' names.
+func nodePorts(svc *v1.Service) []controlplane.NamedPort {
+	if svc.Spec.Type != v1.ServiceTypeNodePort && svc.Spec.Type != v1.ServiceTypeLoadBalancer {
+		return nil
+	}
+	var out []controlplane.NamedPort
+	for _, p := range svc.Spec.Ports {
+		if p.NodePort == 0 {
+			continue
+		}
+		proto := p.Protocol
+		if proto == "" {
+			proto = v1.ProtocolTCP
+		}
+		out = append(out, controlplane.NamedPort{Port: p.NodePort, Name: p.Name, Protocol: controlplane.Protocol(proto)})
+	}
+	return out
+}
+
+// serviceMember is the member of a policy applied to the Service
+// namespace/name: the Service with its NodePorts; nil while the Service does
+// not exist or has no NodePort (a ClusterIP Service: the policy applies to
+// nothing, as upstream's, which only NodePort traffic meets).
+func (c *Controller) serviceMember(namespace, name string) *controlplane.GroupMember {
+	if c.native == nil {
+		return nil
+	}
+	svc, err := c.native.service(namespace, name)
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			klog.ErrorS(err, "Cannot read Service", "service", namespace+"/"+name)
+		}
+		return nil
+	}
+	ports := nodePorts(svc)
+	if len(ports) == 0 {
+		return nil
+	}
+	return &controlplane.GroupMember{Service: &controlplane.ServiceReference{Namespace: namespace, Name: name}, Ports: ports}
 }
 
 // NodeTransportAddressAnnotation is upstream's annotation listing a Node's

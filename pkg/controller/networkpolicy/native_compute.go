@@ -237,8 +237,9 @@ func (b *nativeBuilder) appliedTo(list []crdv1beta1.AppliedTo) []*grouping.Selec
 		case a.NodeSelector != nil:
 			add(b.nodeSelector(a.NodeSelector))
 		case a.Service != nil:
-			klog.InfoS("appliedTo a Service is not supported yet; the entry applies to nothing", "policy", b.policy,
-				"service", a.Service.Namespace+"/"+a.Service.Name)
+			// The Service itself is the member, on every Node: its
+			// NodePorts are served everywhere (groups.go, serviceMember).
+			add(grouping.NewServiceSelector(a.Service.Namespace, a.Service.Name))
 		case a.PodSelector != nil || a.NamespaceSelector != nil:
 			if b.namespace != "" {
 				// An Antrea NetworkPolicy applies to its own Namespace's Pods.
@@ -568,7 +569,7 @@ func sameLabelsSelector(keys []string, nsLabels labels.Set) *metav1.LabelSelecto
 // restrictToValues is an applied-to selector restricted to the Namespaces
 // carrying values (those of nss); nil when it selects none of them.
 func restrictToValues(s *grouping.Selector, values labels.Set, nss []*v1.Namespace) *grouping.Selector {
-	if s.IPBlock != nil || s.NodeSelector != nil {
+	if s.IPBlock != nil || s.External() {
 		return nil
 	}
 	found := false

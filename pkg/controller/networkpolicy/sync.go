@@ -40,7 +40,7 @@ func (sg *selectorGroups) typesSelector() *types.GroupSelector {
 			block.Except = append(block.Except, prefixIPNet(e))
 		}
 		sg.typesSel = types.NewIPBlockGroupSelector(block, b.String())
-	} else if sg.sel.NodeSelector != nil || sg.sel.ServiceAccount != "" {
+	} else if sg.sel.External() || sg.sel.ServiceAccount != "" {
 		sg.typesSel = &types.GroupSelector{Namespace: sg.sel.Namespace, NormalizedName: sg.sel.Key()}
 	} else {
 		sg.typesSel = types.NewGroupSelector(sg.sel.Namespace, sg.sel.PodSelector, sg.sel.NamespaceSelector)
@@ -390,6 +390,9 @@ func (c *Controller) selectorLocked(sel *grouping.Selector) *selectorGroups {
 		if sel.NodeSelector != nil {
 			c.nodeGroupKeys.Insert(key)
 		}
+		if sel.Service != "" {
+			c.serviceGroupKeys.Insert(key)
+		}
 	}
 	return sg
 }
@@ -459,7 +462,7 @@ func (c *Controller) releaseAddressGroupLocked(ag *addressGroupState, policyKey 
 // the index by collectGarbageLocked (unprepareLocked files it there).
 func (c *Controller) prepareGroups(atgs []*grouping.Selector, ags map[string]*grouping.Selector) {
 	prepare := func(sel *grouping.Selector) {
-		if sel == nil || sel.NodeSelector != nil {
+		if sel == nil || sel.External() {
 			return
 		}
 		key := sel.Key()
@@ -529,6 +532,7 @@ func (c *Controller) collectGarbageLocked() error {
 			c.index.DeleteGroup(key)
 			delete(c.groupsBySelector, key)
 			c.nodeGroupKeys.Delete(key)
+			c.serviceGroupKeys.Delete(key)
 		}
 		c.orphans.Delete(key)
 	}

@@ -49,6 +49,9 @@ func memberKey(m *cpv1beta2.GroupMember) string {
 	if m.Node != nil {
 		return "node:" + m.Node.Name
 	}
+	if m.Service != nil {
+		return "service:" + m.Service.Namespace + "/" + m.Service.Name
+	}
 	ips := make([]string, 0, len(m.IPs))
 	for _, ip := range m.IPs {
 		ips = append(ips, net.IP(ip).String())

@@ -1,9 +1,11 @@
 package networkpolicy
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -21,6 +23,9 @@ type target struct {
 	port   uint32       // local OpenFlow port (ingress)
 	prefix netip.Prefix // peer address (egress)
 	ports  []cpv1beta2.NamedPort
+	// nodePort, when its protocol is set, is a NodePort of a Service the
+	// policy applies to (ingress; port is then 0).
+	nodePort agentof.NodePort
 }
 
 // desiredPolicy is what one policy should have in OVS on this node.
@@ -182,6 +187,16 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 				continue
 			}
 			for _, m := range members {
+				if m.Service != nil {
+					// A policy applied to a NodePort Service: the member
+					// carries the Service's NodePorts, served on every node.
+					for _, np := range m.Ports {
+						if num, ok := protocolNumber(np.Protocol); ok && np.Port > 0 && np.Port <= 0xffff {
+							applied = append(applied, target{nodePort: agentof.NodePort{Protocol: num, Port: uint16(np.Port)}})
+						}
+					}
+					continue
+				}
 				if m.Pod == nil {
 					continue
 				}
@@ -198,7 +213,9 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 		}
 		if isolates(p) {
 			for _, t := range applied {
-				iso[dir].Insert(t.port)
+				if t.port != 0 {
+					iso[dir].Insert(t.port)
+				}
 			}
 		}
 		if len(applied) == 0 {
@@ -260,10 +277,21 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 				at, pe = other, ts
 			}
 			ports := sets.New[uint32]()
+			nodePorts := sets.New[agentof.NodePort]()
 			for _, t := range at {
-				ports.Insert(t.port)
+				if t.nodePort.Protocol != 0 {
+					nodePorts.Insert(t.nodePort)
+				} else {
+					ports.Insert(t.port)
+				}
 			}
 			pr.AppliedTo = sets.List(ports)
+			if nodePorts.Len() > 0 {
+				pr.NodePorts = nodePorts.UnsortedList()
+				slices.SortFunc(pr.NodePorts, func(a, b agentof.NodePort) int {
+					return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
+				})
+			}
 			seen := map[netip.Prefix]bool{}
 			for _, t := range pe {
 				if !seen[t.prefix] {

@@ -28,10 +28,13 @@ type NamedPort struct {
 
 // GroupMember is one endpoint of a group: a Pod (or Node) with its IPs and ports.
 type GroupMember struct {
-	Pod   *PodReference  `json:"pod,omitempty"`
-	Node  *NodeReference `json:"node,omitempty"`
-	IPs   []IPAddress    `json:"ips,omitempty"`
-	Ports []NamedPort    `json:"ports,omitempty"`
+	Pod  *PodReference  `json:"pod,omitempty"`
+	Node *NodeReference `json:"node,omitempty"`
+	// Service is set when the member is a Service (a policy applied to a
+	// NodePort Service); Ports then are the Service's NodePorts.
+	Service *ServiceReference `json:"service,omitempty"`
+	IPs     []IPAddress       `json:"ips,omitempty"`
+	Ports   []NamedPort       `json:"ports,omitempty"`
 }
 
 // +genclient

@@ -238,6 +238,11 @@ func (in *GroupMember) DeepCopyInto(out *GroupMember) {
 		*out = new(NodeReference)
 		**out = **in
 	}
+	if in.Service != nil {
+		in, out := &in.Service, &out.Service
+		*out = new(ServiceReference)
+		**out = **in
+	}
 	if in.IPs != nil {
 		in, out := &in.IPs, &out.IPs
 		*out = make([]IPAddress, len(*in))
