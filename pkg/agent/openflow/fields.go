@@ -59,6 +59,24 @@ var (
 	// that sends a packet to the agent (to reject or log it): the agent
 	// reads it back from the packet-in to find the rule.
 	PolicyRuleIDField = binding.Reg(5).All()
+	// EgressRuleIDField (reg6) and IngressRuleIDField (reg7) hold the
+	// conjunction id of the egress and the ingress rule that allowed a new
+	// connection (0: none): the metric tables count its first packet for
+	// them, and ConntrackCommit stores them in the connection's ct_label
+	// (EgressRuleCTLabel, IngressRuleCTLabel) for its later packets.
+	EgressRuleIDField  = binding.Reg(6).All()
+	IngressRuleIDField = binding.Reg(7).All()
+)
+
+// Conntrack label fields, written by ConntrackCommit when it commits a
+// connection and read back on every later packet of either direction: the
+// ids of the rules that allowed the connection, which the metric tables
+// count its packets for. Upstream Antrea's bits.
+var (
+	// IngressRuleCTLabel (ct_label[0..31]) is the ingress rule's id.
+	IngressRuleCTLabel = binding.FieldCTLabel.Range(0, 31)
+	// EgressRuleCTLabel (ct_label[32..63]) is the egress rule's id.
+	EgressRuleCTLabel = binding.FieldCTLabel.Range(32, 63)
 )
 
 // Conntrack marks (ct_mark bits), set when EndpointDNAT commits a connection

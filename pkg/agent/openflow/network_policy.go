@@ -20,6 +20,7 @@ import (
 //	*Rule              K8s NetworkPolicy rules
 //	*DefaultRule       the isolation drop of pods K8s NetworkPolicies select
 //	*BaselineRule      Antrea-native rules of the baseline tier
+//	*Metric            counts the packets of each rule's connections
 //
 // A rule becomes conjunctive flows: one flow per peer address, one per
 // applied-to port and one per service (each carrying conjunction(id, k/n)),
@@ -55,14 +56,27 @@ var (
 		Doc: "Drops new connections to pods isolated for ingress (by K8s NetworkPolicies) that no ingress rule allowed."}
 	IngressBaselineRuleTable = &TableSpec{Name: "IngressBaselineRule", Stage: IngressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
 		Doc: "Ingress rules of Antrea-native policies in the baseline tier, for pods no K8s NetworkPolicy isolates for ingress."}
+	// The metric tables follow the rule tables of their direction: every
+	// packet goes through them (an Allow and established traffic jump
+	// here), and each Allow rule has two flows in them: its connections'
+	// first packets (ct_state=+new, the rule's id in EgressRuleIDField or
+	// IngressRuleIDField, which its conj_id flow loaded) are its sessions;
+	// every later packet of those connections, either direction, matches
+	// the id ConntrackCommit stored in ct_label. Drop, Reject and Pass
+	// rules are counted at their conj_id flow, which decides every packet
+	// they see (new connections only).
+	EgressMetricTable = &TableSpec{Name: "EgressMetric", Stage: EgressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Counts, per egress Allow rule, its connections' first packets (ct_state=+new, rule id in reg6) and every later packet of them in either direction (ct_state=-new, rule id in ct_label[32..63])."}
+	IngressMetricTable = &TableSpec{Name: "IngressMetric", Stage: IngressSecurityStage, Pipeline: PipelineIP, Miss: MissNext,
+		Doc: "Counts, per ingress Allow rule, its connections' first packets (ct_state=+new, rule id in reg7) and every later packet of them in either direction (ct_state=-new, rule id in ct_label[0..31])."}
 )
 
 type networkPolicy struct{}
 
 func (networkPolicy) tables() []*TableSpec {
 	return []*TableSpec{
-		AntreaPolicyEgressRuleTable, EgressRuleTable, EgressDefaultRuleTable, EgressBaselineRuleTable,
-		AntreaPolicyIngressRuleTable, IngressRuleTable, IngressDefaultRuleTable, IngressBaselineRuleTable,
+		AntreaPolicyEgressRuleTable, EgressRuleTable, EgressDefaultRuleTable, EgressBaselineRuleTable, EgressMetricTable,
+		AntreaPolicyIngressRuleTable, IngressRuleTable, IngressDefaultRuleTable, IngressBaselineRuleTable, IngressMetricTable,
 	}
 }
 
@@ -225,10 +239,10 @@ const (
 // what changed while it was away.
 const cookiePolicyTag uint64 = 0x9011 << 48
 
-// cookiePolicyRuleFlag marks, within cookiePolicyTag, the conj_id flow of
-// each rule: the one flow every packet the rule decides on hits, whose
-// counters are the rule's statistics. PolicyRuleStats dumps only these.
-const cookiePolicyRuleFlag uint64 = 1 << 47
+// cookiePolicyStatsFlag marks, within cookiePolicyTag, the flows whose
+// counters are a rule's statistics: the metric flows of Allow rules and
+// the conj_id flows of the other rules. PolicyRuleStats dumps only these.
+const cookiePolicyStatsFlag uint64 = 1 << 47
 
 // conjMatch is one flow shared by every rule clause with the same table,
 // priority and match: its actions are the conjunctions of all of them.
@@ -273,10 +287,42 @@ func defaultRuleTable(d Direction) *TableSpec {
 	return IngressDefaultRuleTable
 }
 
-// pastPolicy continues after the last policy table of a direction: where
-// an Allow, established traffic and trusted traffic go.
+// pastPolicy continues after the last rule table of a direction, in its
+// metric table: where an Allow, established traffic and trusted traffic go.
 func (b *flowBuilder) pastPolicy(d Direction) binding.Action {
 	return b.next(ruleTable(d, TierBaseline))
+}
+
+func metricTable(d Direction) *TableSpec {
+	if d == DirectionEgress {
+		return EgressMetricTable
+	}
+	return IngressMetricTable
+}
+
+// ruleIDField is the register an Allow rule's conj_id flow loads its id
+// into, ruleCTLabel the ct_label bits ConntrackCommit moves it to.
+func ruleIDField(d Direction) binding.FieldRange {
+	if d == DirectionEgress {
+		return EgressRuleIDField
+	}
+	return IngressRuleIDField
+}
+
+func ruleCTLabel(d Direction) binding.FieldRange {
+	if d == DirectionEgress {
+		return EgressRuleCTLabel
+	}
+	return IngressRuleCTLabel
+}
+
+// ruleLabels are the exec actions of ConntrackCommit's ct(commit): they
+// store the ids of the rules that allowed the connection in its ct_label,
+// where the metric tables find them on its later packets. The commit comes
+// after both directions' policy: a connection a later table drops is not
+// committed, so its next packet meets the rules again.
+func ruleLabels() []binding.Action {
+	return []binding.Action{move(EgressRuleIDField, EgressRuleCTLabel), move(IngressRuleIDField, IngressRuleCTLabel)}
 }
 
 func (b *flowBuilder) policyFlow(t *TableSpec, priority uint16, match func(*binding.Match), actions ...binding.Action) *binding.Flow {
@@ -465,8 +511,9 @@ func rulePriority(r *PolicyRule) uint16 {
 }
 
 // ruleFlows are a rule's clause flows (actions unset) with their
-// conjunctions, and its conj_id flow; nothing for a rule that installs none.
-func (b *flowBuilder) ruleFlows(r *PolicyRule) (clauses []*binding.Flow, conjs []*binding.Conjunction, act *binding.Flow) {
+// conjunctions, and its plain flows: its conj_id flow first, then an Allow
+// rule's metric flows; nothing for a rule that installs none.
+func (b *flowBuilder) ruleFlows(r *PolicyRule) (clauses []*binding.Flow, conjs []*binding.Conjunction, plain []*binding.Flow) {
 	if !r.installs() {
 		return nil, nil, nil
 	}
@@ -479,9 +526,33 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule) (clauses []*binding.Flow, conjs [
 			conjs = append(conjs, &binding.Conjunction{ID: r.ID, Clause: uint8(i + 1), NClauses: uint8(len(cms))})
 		}
 	}
-	act = b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).ConjID(r.ID) }, b.ruleActions(r)...)
-	act.Cookie |= cookiePolicyRuleFlag
-	return clauses, conjs, act
+	act := b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).ConjID(r.ID) }, b.ruleActions(r)...)
+	if r.Action != ActionAllow {
+		act.Cookie |= cookiePolicyStatsFlag
+		return clauses, conjs, []*binding.Flow{act}
+	}
+	return clauses, conjs, append([]*binding.Flow{act}, b.metricFlows(r)...)
+}
+
+// metricFlows are an Allow rule's two flows in its direction's metric
+// table: the first packet of each connection it allows (its id in the
+// register its conj_id flow loaded) and every later packet of those
+// connections, both directions (its id in the ct_label ConntrackCommit
+// wrote). They depend on the id and direction only, so a rule that changes
+// keeps them, and their counters, as they are.
+func (b *flowBuilder) metricFlows(r *PolicyRule) []*binding.Flow {
+	mt := metricTable(r.Direction)
+	newFlow := b.policyFlow(mt, priorityNormal, func(m *binding.Match) {
+		m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
+		matchField(m, ruleIDField(r.Direction), r.ID)
+	}, b.next(mt))
+	estFlow := b.policyFlow(mt, priorityNormal, func(m *binding.Match) {
+		m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
+		matchField(m, ruleCTLabel(r.Direction), r.ID)
+	}, b.next(mt))
+	newFlow.Cookie |= cookiePolicyStatsFlag
+	estFlow.Cookie |= cookiePolicyStatsFlag
+	return []*binding.Flow{newFlow, estFlow}
 }
 
 // ruleActions are the actions of a rule's conj_id flow: its key noted (for
@@ -507,7 +578,7 @@ func (b *flowBuilder) ruleActions(r *PolicyRule) []binding.Action {
 	}
 	switch r.Action {
 	case ActionAllow:
-		acts = append(acts, b.pastPolicy(r.Direction))
+		acts = append(acts, load(ruleIDField(r.Direction), r.ID), b.pastPolicy(r.Direction))
 	case ActionPass:
 		acts = append(acts, b.next(ruleTable(r.Direction, TierAntrea)))
 	}
@@ -589,12 +660,12 @@ func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed b
 		if rc.Old == nil {
 			continue
 		}
-		clauses, _, act := c.b.ruleFlows(rc.Old)
+		clauses, _, plainFlows := c.b.ruleFlows(rc.Old)
 		for _, f := range clauses {
 			delete(touch(f), rc.Old.ID)
 		}
-		if act != nil {
-			setPlain(act, false)
+		for _, f := range plainFlows {
+			setPlain(f, false)
 		}
 	}
 	var claimed []func()
@@ -602,7 +673,7 @@ func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed b
 		if rc.New == nil {
 			continue
 		}
-		clauses, conjs, act := c.b.ruleFlows(rc.New)
+		clauses, conjs, plainFlows := c.b.ruleFlows(rc.New)
 		for i, f := range clauses {
 			touch(f)[rc.New.ID] = conjs[i]
 			if r := st.recovery; r != nil {
@@ -615,8 +686,8 @@ func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed b
 				})
 			}
 		}
-		if act != nil {
-			setPlain(act, true)
+		for _, f := range plainFlows {
+			setPlain(f, true)
 		}
 		if (rc.New.Action != ActionAllow || rc.Old != nil && rc.Old.Priority != rc.New.Priority) && !rc.Old.Equal(rc.New) {
 			narrowed = true
@@ -702,8 +773,11 @@ func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed b
 }
 
 // allows reports whether a plain policy flow lets packets on (a conj_id
-// flow of an allow rule).
+// flow of an allow rule; metric flows only count).
 func allows(f *binding.Flow) bool {
+	if _, ok := f.Match.Get(binding.FieldConjID); !ok {
+		return false
+	}
 	for _, a := range f.Actions {
 		if _, ok := a.(*binding.GotoTable); ok {
 			return true
@@ -761,7 +835,7 @@ func (c *Client) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
 	st := &c.policy
 	for i := range stats {
 		f := stats[i].Flow
-		f.Cookie = cookiePolicyTag | f.Cookie&cookiePolicyRuleFlag
+		f.Cookie = cookiePolicyTag | f.Cookie&cookiePolicyStatsFlag
 		conjs := map[uint32]*binding.Conjunction{}
 		for _, a := range f.Actions {
 			switch a := a.(type) {
@@ -855,36 +929,67 @@ func (c *Client) policyFlows() []*binding.Flow {
 	return out
 }
 
-// RuleCounters are the counters of a rule's conj_id flow: the packets (and
-// their bytes) the rule decided on. Established traffic skips the rule
-// tables, so these are the packets of new connections (ct_state +new).
+// RuleCounters are a rule's statistics, read from its flows' counters, as
+// upstream Antrea defines them. For an Allow rule: Sessions are the
+// connections it allowed (their first packets, at its +new metric flow),
+// Packets and Bytes every packet of those connections in both directions
+// (its +new and -new metric flows). For a Drop or Reject rule: the packets
+// it dropped, each one a connection attempt (Sessions = Packets). For a
+// Pass rule: the new connections' packets it passed on (likewise).
 type RuleCounters struct {
-	Packets, Bytes uint64
+	Sessions, Packets, Bytes uint64
 }
 
 // PolicyRuleStats reads the counters of every installed rule, by
-// conjunction id, in one flow-stats request that selects the rules'
-// conj_id flows by cookie (cookiePolicyRuleFlag). A flow that was
-// rewritten (OFPFC_ADD of a changed rule) starts again from zero.
+// conjunction id, in one flow-stats request that selects the flows whose
+// counters are statistics by cookie (cookiePolicyStatsFlag). A flow that
+// was rewritten (OFPFC_ADD of a changed flow) starts again from zero.
 func (c *Client) PolicyRuleStats(ctx context.Context) (map[uint32]RuleCounters, error) {
 	d, ok := c.bridge.(flowDumper)
 	if !ok {
 		return nil, fmt.Errorf("policy rule stats: the bridge cannot be read")
 	}
-	stats, err := d.DumpFlows(ctx, binding.TableAll, cookiePolicyTag|cookiePolicyRuleFlag, cookieTagMask|cookiePolicyRuleFlag)
+	stats, err := d.DumpFlows(ctx, binding.TableAll, cookiePolicyTag|cookiePolicyStatsFlag, cookieTagMask|cookiePolicyStatsFlag)
 	if err != nil {
 		return nil, fmt.Errorf("policy rule stats: %w", err)
 	}
 	out := make(map[uint32]RuleCounters, len(stats))
 	for i := range stats {
-		id, ok := stats[i].Match.Get(binding.FieldConjID)
+		id, session, ok := statsFlowRule(&stats[i].Flow)
 		if !ok {
 			continue
 		}
-		rc := out[uint32(id.Value.Lo)]
+		rc := out[id]
+		if session {
+			rc.Sessions += stats[i].PacketCount
+		}
 		rc.Packets += stats[i].PacketCount
 		rc.Bytes += stats[i].ByteCount
-		out[uint32(id.Value.Lo)] = rc
+		out[id] = rc
 	}
 	return out, nil
+}
+
+// statsFlowRule says which rule a statistics flow counts for, and whether
+// each packet it counts opens a session: a conj_id flow (every packet it
+// decides is a new connection's), a +new metric flow (the rule's id in a
+// register), or a -new metric flow (the id in ct_label).
+func statsFlowRule(f *binding.Flow) (id uint32, session, ok bool) {
+	if v, ok := f.Match.Get(binding.FieldConjID); ok {
+		return uint32(v.Value.Lo), true, true
+	}
+	for _, r := range []binding.FieldRange{EgressRuleIDField, IngressRuleIDField} {
+		if v, ok := f.Match.Get(r.Field); ok {
+			return uint32(v.Value.Lo >> r.Start), true, true
+		}
+	}
+	if v, ok := f.Match.Get(binding.FieldCTLabel); ok {
+		for _, r := range []binding.FieldRange{EgressRuleCTLabel, IngressRuleCTLabel} {
+			mask := (uint64(1)<<r.Bits() - 1) << r.Start
+			if v.Mask.Hi == 0 && v.Mask.Lo == mask {
+				return uint32(v.Value.Lo >> r.Start), false, true
+			}
+		}
+	}
+	return 0, false, false
 }

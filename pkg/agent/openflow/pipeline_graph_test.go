@@ -55,8 +55,10 @@ func TestSampleFlowEdges(t *testing.T) {
 		{ConntrackZoneTable, ConntrackStateTable, EdgeCT},
 		// ServiceLB sends to the Service's group, whose buckets go on to EndpointDNAT.
 		{ServiceLBTable, EndpointDNATTable, EdgeGroup},
-		// Allowed packets of a K8s ingress rule skip IngressDefaultRule and IngressBaselineRule.
-		{IngressRuleTable, ConntrackCommitTable, EdgeGoto},
+		// Allowed packets of a K8s ingress rule skip IngressDefaultRule and
+		// IngressBaselineRule, to be counted in IngressMetric.
+		{IngressRuleTable, IngressMetricTable, EdgeGoto},
+		{IngressMetricTable, ConntrackCommitTable, EdgeGoto},
 	} {
 		if !has(tc.from, tc.to, tc.kind) {
 			t.Errorf("no %s edge %s -> %s in %v", tc.kind, tc.from.Name, tc.to.Name, edges)

@@ -140,16 +140,18 @@ func (b *flowBuilder) nodeFlows(n *NodeConfig) []*binding.Flow {
 		}, &binding.DecTTL{}, b.next(L3DecTTLTable)),
 		b.flow(L2ForwardingCalcTable, priorityNormal, func(m *binding.Match) { m.EthDst(n.GatewayMAC) },
 			load(TargetOFPortField, uint64(gw)), load(OFPortFoundField, on), b.next(L2ForwardingCalcTable)),
+		// The commit stores the ids of the rules that allowed the
+		// connection in its ct_label (NetworkPolicy's metric tables).
 		b.flow(ConntrackCommitTable, priorityNormal, func(m *binding.Match) {
 			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
-		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID}),
+		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID, Actions: ruleLabels()}),
 		// A connection from the gateway is committed with FromGatewayCTMark
 		// (Service connections, committed by EndpointDNAT, are left above).
 		b.flow(ConntrackCommitTable, priorityNormal+1, func(m *binding.Match) {
 			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
 			matchField(m, PktSourceField, FromGateway)
 		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID,
-			Actions: []binding.Action{load(FromGatewayCTMark, on)}}),
+			Actions: append([]binding.Action{load(FromGatewayCTMark, on)}, ruleLabels()...)}),
 		// ... and its replies return to the gateway, wherever they are
 		// addressed: the node's netfilter un-NATs them and routes them on.
 		b.flow(L3ForwardingTable, priorityHigh, func(m *binding.Match) {

@@ -25,8 +25,10 @@ func TestAPolicyChangeWritesOnlyTheFlowsThatDiffer(t *testing.T) {
 	c, br := newUnitClient(t)
 	r := &PolicyRule{ID: 1, Key: "np1 0/", Direction: DirectionIngress, Peers: hostPrefixes(3, "10.20.0.1"),
 		AppliedTo: []uint32{10, 11}, Services: []Service{{Protocol: binding.IPProtoTCP, Port: 80}}, Priority: PolicyRulePriority}
-	if w := apply(t, c, PolicyChange{Rules: []RuleChange{{New: r}}, Isolate: [2][]uint32{{10, 11}}}); w.Messages != 3+2+1+1+2 || !w.Narrowed {
-		t.Fatalf("a new rule with 3 peers, 2 ports, 1 service and 2 isolated ports should write 9 flows and narrow, wrote %+v", w)
+	// 3 peers + 2 ports + 1 service + conj_id + 2 metric flows (an Allow
+	// rule's: new connections, later packets) + 2 isolated ports.
+	if w := apply(t, c, PolicyChange{Rules: []RuleChange{{New: r}}, Isolate: [2][]uint32{{10, 11}}}); w.Messages != 3+2+1+1+2+2 || !w.Narrowed {
+		t.Fatalf("a new rule with 3 peers, 2 ports, 1 service and 2 isolated ports should write 11 flows and narrow, wrote %+v", w)
 	}
 	bundles := br.bundles
 	same := *r
@@ -44,15 +46,15 @@ func TestAPolicyChangeWritesOnlyTheFlowsThatDiffer(t *testing.T) {
 	if w := apply(t, c, PolicyChange{Release: [2][]uint32{{11}}}); w.Messages != 1 || w.Narrowed {
 		t.Fatalf("releasing a port should delete its drop flow without narrowing, wrote %+v", w)
 	}
-	if w := apply(t, c, PolicyChange{Rules: []RuleChange{{Old: &same}}, Release: [2][]uint32{{10}}}); w.Messages != 3+2+1+1+1 || !w.Narrowed {
-		t.Fatalf("removing the rule should delete its 7 flows and the last drop flow, wrote %+v", w)
+	if w := apply(t, c, PolicyChange{Rules: []RuleChange{{Old: &same}}, Release: [2][]uint32{{10}}}); w.Messages != 3+2+1+1+2+1 || !w.Narrowed {
+		t.Fatalf("removing the rule should delete its 9 flows and the last drop flow, wrote %+v", w)
 	}
 	var left []string
-	for _, tb := range []*TableSpec{AntreaPolicyIngressRuleTable, IngressRuleTable, IngressDefaultRuleTable, IngressBaselineRuleTable} {
+	for _, tb := range []*TableSpec{AntreaPolicyIngressRuleTable, IngressRuleTable, IngressDefaultRuleTable, IngressBaselineRuleTable, IngressMetricTable} {
 		left = append(left, br.inTable(c.p.Table(tb))...)
 	}
-	if len(left) != 6 {
-		t.Fatalf("only the fixed flows (2 bypasses in AntreaPolicyIngressRule, 4 misses) should remain in the ingress tables, found %d:\n%s",
+	if len(left) != 7 {
+		t.Fatalf("only the fixed flows (2 bypasses in AntreaPolicyIngressRule, 5 misses) should remain in the ingress tables, found %d:\n%s",
 			len(left), strings.Join(left, "\n"))
 	}
 }
@@ -124,9 +126,10 @@ func TestARestartedClientAdoptsThePolicyFlowsInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The egress rule: 1 port + 2 peers + conj_id; its port's egress isolation.
-	if n != 1+2+1+1 {
-		t.Fatalf("finishing the recovery should delete the 5 flows of the rule and isolation gone, wrote %d", n)
+	// The egress rule: 1 port + 2 peers + conj_id + 2 metric flows; its
+	// port's egress isolation.
+	if n != 1+2+1+2+1 {
+		t.Fatalf("finishing the recovery should delete the 7 flows of the rule and isolation gone, wrote %d", n)
 	}
 	if got, want := policyFlowsOf(t, br), clientPolicyFlows(second); got != want {
 		t.Fatalf("the bridge should hold exactly the restarted client's policy flows\nbridge:\n%s\nclient:\n%s", got, want)

@@ -338,10 +338,19 @@ func (b *flowBuilder) serviceFixedFlows(n *NodeConfig) []*binding.Flow {
 			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateTrk)
 			matchField(m, ServiceCTMark, 1)
 		}, load(RewriteMACField, 1), afterLB),
+		// A Service connection, committed with its DNAT by EndpointDNAT,
+		// is committed again only to store the ids of the policy rules that
+		// allowed it in its ct_label (ruleLabels); without any, it passes.
+		b.flow(ConntrackCommitTable, priorityHigh+1, func(m *binding.Match) {
+			m.EthType(binding.EthTypeIPv4).CTState(newTrk, newTrk)
+			matchField(m, ServiceCTMark, 1)
+			matchField(m, EgressRuleIDField, 0)
+			matchField(m, IngressRuleIDField, 0)
+		}, b.next(ConntrackCommitTable)),
 		b.flow(ConntrackCommitTable, priorityHigh, func(m *binding.Match) {
 			m.EthType(binding.EthTypeIPv4).CTState(newTrk, newTrk)
 			matchField(m, ServiceCTMark, 1)
-		}, b.next(ConntrackCommitTable)),
+		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID, Actions: ruleLabels()}),
 		b.flow(OutputTable, priorityHigh, func(m *binding.Match) {
 			matchField(m, OFPortFoundField, 1)
 			matchField(m, HairpinField, 1)

@@ -1,6 +1,8 @@
 // Package stats is the agent's NetworkPolicy statistics collector: every
-// interval it reads the counters of the Node's policy rules (each rule's
-// conj_id flow, which every packet the rule decides on hits), turns them
+// interval it reads the counters of the Node's policy rules (an Allow
+// rule's metric flows, which count its connections and every packet of
+// them in both directions; the conj_id flow of the other rules, which
+// counts the packets they drop or pass), turns them
 // into what each rule counted since the previous collection, and reports
 // that per policy and per named rule to antrea-controller as a
 // controlplane NodeStatsSummary, which the controller sums over Nodes
@@ -55,9 +57,10 @@ type Reporter interface {
 
 // sample is a rule's counters at the last collection.
 type sample struct {
-	key     string
-	packets uint64
-	bytes   uint64
+	key      string
+	sessions uint64
+	packets  uint64
+	bytes    uint64
 }
 
 // Collector collects and reports; Run drives it.
@@ -110,7 +113,7 @@ func (c *Collector) Collect(ctx context.Context) (*cpv1beta2.NodeStatsSummary, e
 	now := make(map[uint32]sample, len(rules))
 	for id, r := range rules {
 		rc := counters[id]
-		now[id] = sample{key: r.Key, packets: rc.Packets, bytes: rc.Bytes}
+		now[id] = sample{key: r.Key, sessions: rc.Sessions, packets: rc.Packets, bytes: rc.Bytes}
 	}
 	last := c.last
 	c.last = now
@@ -120,16 +123,14 @@ func (c *Collector) Collect(ctx context.Context) (*cpv1beta2.NodeStatsSummary, e
 	return summarize(c.node, rules, now, last), nil
 }
 
-// delta is what a rule counted between two samples; sessions are the
-// packets: each packet that reaches a rule's conj_id flow opens a
-// connection (established traffic skips the rule tables).
+// delta is what a rule counted between two samples.
 func delta(now, last sample, hadLast bool) statsv1alpha1.TrafficStats {
-	if !hadLast || last.key != now.key || now.packets < last.packets || now.bytes < last.bytes {
-		// New rule, an id given to another rule, or a reinstalled flow.
+	if !hadLast || last.key != now.key || now.sessions < last.sessions || now.packets < last.packets || now.bytes < last.bytes {
+		// New rule, an id given to another rule, or reinstalled flows.
 		last = sample{}
 	}
-	p := int64(now.packets - last.packets)
-	return statsv1alpha1.TrafficStats{Packets: p, Bytes: int64(now.bytes - last.bytes), Sessions: p}
+	return statsv1alpha1.TrafficStats{Packets: int64(now.packets - last.packets), Bytes: int64(now.bytes - last.bytes),
+		Sessions: int64(now.sessions - last.sessions)}
 }
 
 func summarize(node string, rules map[uint32]Rule, now, last map[uint32]sample) *cpv1beta2.NodeStatsSummary {

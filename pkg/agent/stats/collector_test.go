@@ -12,7 +12,8 @@ import (
 )
 
 // fakeSwitch stands in for the OpenFlow client and the policy controller:
-// the counters of conj_id flows and the rules realized.
+// the rules' counters (sessions, and the packets and bytes of every packet
+// of their connections) and the rules realized.
 type fakeSwitch struct {
 	counters map[uint32]agentof.RuleCounters
 	rules    map[uint32]Rule
@@ -48,7 +49,8 @@ func ruleStats(t *testing.T, s *cpv1beta2.NodeStatsSummary, name string) statsv1
 
 func TestCollectorReportsWhatEachRuleCountedSinceTheLastCollection(t *testing.T) {
 	sw := &fakeSwitch{
-		counters: map[uint32]agentof.RuleCounters{1: {Packets: 10, Bytes: 1000}, 2: {Packets: 3, Bytes: 300}, 3: {Packets: 7, Bytes: 700}},
+		counters: map[uint32]agentof.RuleCounters{1: {Sessions: 2, Packets: 10, Bytes: 1000}, 2: {Sessions: 3, Packets: 3, Bytes: 300},
+			3: {Sessions: 1, Packets: 7, Bytes: 700}},
 		rules: map[uint32]Rule{
 			1: {Policy: acnp, Name: "allow", Key: "p 0/in"},
 			2: {Policy: acnp, Name: "drop", Key: "p 1/in"},
@@ -60,10 +62,11 @@ func TestCollectorReportsWhatEachRuleCountedSinceTheLastCollection(t *testing.T)
 	if s, err := c.Collect(ctx); err != nil || s != nil {
 		t.Fatalf("the first collection is the baseline: got %+v, %v; want nothing", s, err)
 	}
-	// Rule 1 counts 5 more packets; rule 2 nothing; rule 3's flow was
-	// reinstalled (its counter went down to 2): 2 packets since.
-	sw.counters[1] = agentof.RuleCounters{Packets: 15, Bytes: 1500}
-	sw.counters[3] = agentof.RuleCounters{Packets: 2, Bytes: 200}
+	// Rule 1 counts one more connection of 5 packets; rule 2 nothing;
+	// rule 3's flows were reinstalled (its counters went down): one
+	// connection of 2 packets since.
+	sw.counters[1] = agentof.RuleCounters{Sessions: 3, Packets: 15, Bytes: 1500}
+	sw.counters[3] = agentof.RuleCounters{Sessions: 1, Packets: 2, Bytes: 200}
 	s, err := c.Collect(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +74,7 @@ func TestCollectorReportsWhatEachRuleCountedSinceTheLastCollection(t *testing.T)
 	if s.Name != "n1" {
 		t.Errorf("summary named %q, want its Node n1", s.Name)
 	}
-	if got, want := ruleStats(t, s, "allow"), (statsv1alpha1.TrafficStats{Packets: 5, Bytes: 500, Sessions: 5}); got != want {
+	if got, want := ruleStats(t, s, "allow"), (statsv1alpha1.TrafficStats{Packets: 5, Bytes: 500, Sessions: 1}); got != want {
 		t.Errorf("allow rule: got %+v, want %+v", got, want)
 	}
 	if got, want := ruleStats(t, s, "drop"), (statsv1alpha1.TrafficStats{}); got != want {
@@ -80,7 +83,7 @@ func TestCollectorReportsWhatEachRuleCountedSinceTheLastCollection(t *testing.T)
 	if len(s.AntreaClusterNetworkPolicies) != 1 || s.AntreaClusterNetworkPolicies[0].TrafficStats.Packets != 5 {
 		t.Errorf("ACNP total: got %+v, want one policy with the 5 packets of its rules", s.AntreaClusterNetworkPolicies)
 	}
-	if len(s.NetworkPolicies) != 1 || s.NetworkPolicies[0].TrafficStats != (statsv1alpha1.TrafficStats{Packets: 2, Bytes: 200, Sessions: 2}) {
+	if len(s.NetworkPolicies) != 1 || s.NetworkPolicies[0].TrafficStats != (statsv1alpha1.TrafficStats{Packets: 2, Bytes: 200, Sessions: 1}) {
 		t.Errorf("K8s NetworkPolicy after its flow was reinstalled: got %+v, want the 2 packets counted since", s.NetworkPolicies)
 	}
 	if len(s.NetworkPolicies) == 1 && len(s.NetworkPolicies[0].RuleTrafficStats) != 0 {
@@ -90,7 +93,7 @@ func TestCollectorReportsWhatEachRuleCountedSinceTheLastCollection(t *testing.T)
 
 func TestCollectorCountsAnIDGivenToAnotherRuleFromZero(t *testing.T) {
 	sw := &fakeSwitch{
-		counters: map[uint32]agentof.RuleCounters{1: {Packets: 10, Bytes: 1000}},
+		counters: map[uint32]agentof.RuleCounters{1: {Sessions: 10, Packets: 10, Bytes: 1000}},
 		rules:    map[uint32]Rule{1: {Policy: acnp, Name: "allow", Key: "p 0/in"}},
 	}
 	c := NewCollector("n1", 0, sw, sw, nil)
@@ -101,7 +104,7 @@ func TestCollectorCountsAnIDGivenToAnotherRuleFromZero(t *testing.T) {
 	// Rule 1 went away and its id went to a new rule whose flow has
 	// already counted 12 packets (more than the old one's 10).
 	sw.rules = map[uint32]Rule{1: {Policy: acnp, Name: "other", Key: "p 2/out"}}
-	sw.counters[1] = agentof.RuleCounters{Packets: 12, Bytes: 1200}
+	sw.counters[1] = agentof.RuleCounters{Sessions: 12, Packets: 12, Bytes: 1200}
 	s, err := c.Collect(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -126,13 +129,36 @@ func TestCollectorSumsTheIDsOfOneRule(t *testing.T) {
 	if _, err := c.Collect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sw.counters[4] = agentof.RuleCounters{Packets: 1, Bytes: 60}
-	sw.counters[5] = agentof.RuleCounters{Packets: 2, Bytes: 120}
+	sw.counters[4] = agentof.RuleCounters{Sessions: 1, Packets: 1, Bytes: 60}
+	sw.counters[5] = agentof.RuleCounters{Sessions: 2, Packets: 2, Bytes: 120}
 	s, err := c.Collect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := ruleStats(t, s, "allow"), (statsv1alpha1.TrafficStats{Packets: 3, Bytes: 180, Sessions: 3}); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestCollectorCountsReinstalledFlowsFromZeroWhenOnlyTheSessionsWentDown(t *testing.T) {
+	// An Allow rule's flows were reinstalled, then one long connection
+	// moved more packets than the old flows had counted: only the sessions
+	// counter shows the reset.
+	sw := &fakeSwitch{
+		counters: map[uint32]agentof.RuleCounters{1: {Sessions: 5, Packets: 10, Bytes: 1000}},
+		rules:    map[uint32]Rule{1: {Policy: acnp, Name: "allow", Key: "p 0/in"}},
+	}
+	c := NewCollector("n1", 0, sw, sw, nil)
+	ctx := context.Background()
+	if _, err := c.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sw.counters[1] = agentof.RuleCounters{Sessions: 1, Packets: 40, Bytes: 4000}
+	s, err := c.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ruleStats(t, s, "allow"), (statsv1alpha1.TrafficStats{Packets: 40, Bytes: 4000, Sessions: 1}); got != want {
+		t.Errorf("got %+v, want %+v (counted from zero)", got, want)
 	}
 }

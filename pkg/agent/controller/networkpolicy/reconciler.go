@@ -330,7 +330,11 @@ func (r *reconciler) finishRecovery(ctx context.Context) error {
 	return nil
 }
 
-// idAllocator hands out conjunction ids, reusing released ones.
+// idAllocator hands out conjunction ids, reusing released ones, the one
+// released longest ago first: a connection keeps the ids of the rules that
+// allowed it in its ct_label, and the metric flows count its packets for
+// whichever rule holds such an id, so a released id goes back into use as
+// late as the free ones allow.
 type idAllocator struct {
 	next uint32
 	free []uint32
@@ -354,9 +358,9 @@ func (a *idAllocator) reserve(ids []uint32) {
 }
 
 func (a *idAllocator) allocate() uint32 {
-	if n := len(a.free); n > 0 {
-		id := a.free[n-1]
-		a.free = a.free[:n-1]
+	if len(a.free) > 0 {
+		id := a.free[0]
+		a.free = a.free[1:]
 		return id
 	}
 	id := a.next

@@ -68,7 +68,9 @@ func TestTheReconcilerSendsOnlyWhatChangedAndCountsIsolationPerPolicy(t *testing
 		{"a changed peer keeps the rule's id", "np1", want([]uint32{10}, "10.0.0.3/32"), "rules [1->1] isolate [] release []"},
 		{"removing one policy keeps the port isolated by the other", "np1", want(nil), "rules [1->-] isolate [] release []"},
 		{"removing the last policy releases the port", "np2", want(nil), "rules [2->-] isolate [] release [10]"},
-		{"a released id is reused", "np3", want([]uint32{11}, "10.0.0.4/32"), "rules [-->2] isolate [11] release []"},
+		// Released 1, then 2: the one released first goes back into use
+		// first (idAllocator).
+		{"a released id is reused, the one released first", "np3", want([]uint32{11}, "10.0.0.4/32"), "rules [-->1] isolate [11] release []"},
 	}
 	for _, s := range steps {
 		before := len(log.changes)

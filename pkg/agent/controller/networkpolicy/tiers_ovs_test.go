@@ -268,8 +268,8 @@ func TestAntreaNativePoliciesAreEvaluatedByTierPriorityAndRuleOrder(t *testing.T
 		antreaPolicy("base-drop-a", tierBaseline, 1, "atg-web", ingressFrom(drop, "ag-a")))
 	n.expect(t, "Pass with no K8s NetworkPolicy selecting web goes on to baseline, whose Drop applies (the application Allow is skipped)",
 		map[*bridgetest.Pod]string{a: "timeout", b: "web"})
-	for _, f := range n.br.DumpFlows(t) {
-		if strings.Contains(f, "table=17,") || strings.Contains(f, "table=20,") {
+	for _, tb := range []*agentof.TableSpec{agentof.AntreaPolicyIngressRuleTable, agentof.IngressBaselineRuleTable} {
+		for _, f := range n.br.DumpFlows(t, fmt.Sprintf("table=%d", n.flows.Pipeline().Table(tb).ID)) {
 			t.Logf("ingress policy: %s", f)
 		}
 	}
