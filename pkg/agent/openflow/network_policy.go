@@ -511,9 +511,10 @@ func rulePriority(r *PolicyRule) uint16 {
 }
 
 // ruleFlows are a rule's clause flows (actions unset) with their
-// conjunctions, and its plain flows: its conj_id flow first, then an Allow
-// rule's metric flows; nothing for a rule that installs none.
-func (b *flowBuilder) ruleFlows(r *PolicyRule) (clauses []*binding.Flow, conjs []*binding.Conjunction, plain []*binding.Flow) {
+// conjunctions, and its plain flows: its conj_id flow first, then, with
+// metrics, an Allow rule's metric flows; nothing for a rule that installs
+// none.
+func (b *flowBuilder) ruleFlows(r *PolicyRule, metrics bool) (clauses []*binding.Flow, conjs []*binding.Conjunction, plain []*binding.Flow) {
 	if !r.installs() {
 		return nil, nil, nil
 	}
@@ -529,6 +530,9 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule) (clauses []*binding.Flow, conjs [
 	act := b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).ConjID(r.ID) }, b.ruleActions(r)...)
 	if r.Action != ActionAllow {
 		act.Cookie |= cookiePolicyStatsFlag
+		return clauses, conjs, []*binding.Flow{act}
+	}
+	if !metrics {
 		return clauses, conjs, []*binding.Flow{act}
 	}
 	return clauses, conjs, append([]*binding.Flow{act}, b.metricFlows(r)...)
@@ -655,12 +659,18 @@ func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed b
 			plain[k] = nil
 		}
 	}
+	// An Allow rule that stays an Allow with the same id and direction
+	// keeps its metric flows as they are: they are not even built.
+	keepsMetrics := func(rc RuleChange) bool {
+		return rc.Old.installs() && rc.New.installs() && rc.Old.ID == rc.New.ID && rc.Old.Direction == rc.New.Direction &&
+			rc.Old.Action == ActionAllow && rc.New.Action == ActionAllow
+	}
 	// Removals first, so a rule's new version (same id) adds back what it keeps.
 	for _, rc := range ch.Rules {
 		if rc.Old == nil {
 			continue
 		}
-		clauses, _, plainFlows := c.b.ruleFlows(rc.Old)
+		clauses, _, plainFlows := c.b.ruleFlows(rc.Old, !keepsMetrics(rc))
 		for _, f := range clauses {
 			delete(touch(f), rc.Old.ID)
 		}
@@ -673,7 +683,7 @@ func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed b
 		if rc.New == nil {
 			continue
 		}
-		clauses, conjs, plainFlows := c.b.ruleFlows(rc.New)
+		clauses, conjs, plainFlows := c.b.ruleFlows(rc.New, !keepsMetrics(rc))
 		for i, f := range clauses {
 			touch(f)[rc.New.ID] = conjs[i]
 			if r := st.recovery; r != nil {
