@@ -97,6 +97,11 @@ func TestPolicyAppliedToANodePortServiceOnARealNode(t *testing.T) {
 	iface := interfacestore.NewContainerInterface(web.HostIF, "c-web", "web", "default", "eth0", web.MAC, []net.IP{web.IP}, 0)
 	iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(web.OFPort)}
 	store.AddInterface(iface)
+	// The agent's store holds the gateway too: a rejected packet from
+	// outside the node came in through it.
+	gw := interfacestore.NewGatewayInterface("antrea-gw0", br.GatewayMAC, []net.IP{br.GatewayIP})
+	gw.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: bridgetest.GatewayOFPort}
+	store.AddInterface(gw)
 
 	path, err := route.NewNodePath(route.NodePathConfig{GatewayName: "antrea-gw0", GatewayIP: netip.MustParseAddr("10.10.1.1"),
 		PodCIDR: netip.MustParsePrefix("10.10.1.0/24"), ResyncPeriod: time.Second})

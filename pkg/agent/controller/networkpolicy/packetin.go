@@ -87,7 +87,7 @@ func (c *Controller) auditEntry(ppi agentof.PolicyPacketIn, pkt *packetreply.Pac
 	if ppi.Direction == agentof.DirectionEgress {
 		local = pkt.Src
 	}
-	if iface, ok := c.ifaces.GetInterfaceByIP(local.String()); ok && iface.PodName != "" {
+	if iface, ok := c.ifaces.GetInterfaceByIP(local.String()); ok && iface.ContainerInterfaceConfig != nil && iface.PodName != "" {
 		e.appliedTo = iface.PodNamespace + "/" + iface.PodName
 	}
 	return e
@@ -118,7 +118,9 @@ func (c *Controller) reject(ctx context.Context, io agentof.PacketIO, pi *bindin
 	// The client's MAC: a local pod's own (the frame may have been routed
 	// on its way here and carry the gateway's), else the frame's source.
 	dstMAC := net.HardwareAddr(pkt.Frame[6:12])
-	if iface, ok := c.ifaces.GetInterfaceByOFPort(int32(in.Value.Lo)); ok && iface.MAC != nil && iface.PodName != "" {
+	// (The gateway, whose traffic from outside the node a rule may reject,
+	// has no container part.)
+	if iface, ok := c.ifaces.GetInterfaceByOFPort(int32(in.Value.Lo)); ok && iface.MAC != nil && iface.ContainerInterfaceConfig != nil && iface.PodName != "" {
 		dstMAC = iface.MAC
 	}
 	reply, err := packetreply.Reply(pkt, packetreply.Answer{From: from, FromPort: fromPort, DstMAC: dstMAC,
