@@ -100,7 +100,11 @@ func TestAntreaPolicyAppliedToANodePortService(t *testing.T) {
 	expect := func(what string, want map[string]string) {
 		t.Helper()
 		start := time.Now()
-		labtest.WaitFor(t, ctx, what, func() error {
+		// Each step has its own bound, so a failure reports what the
+		// clients last saw, and the nodes' flows.
+		stepCtx, stepCancel := context.WithTimeout(ctx, 90*time.Second)
+		defer stepCancel()
+		err := labtest.Poll(stepCtx, what, func() error {
 			got := map[string]string{
 				"outside->web-np":            fromOutside(nodeIP, webNP),
 				"outside->web-np@other-node": fromOutside(otherNodeIP, webNP),
@@ -114,6 +118,14 @@ func TestAntreaPolicyAppliedToANodePortService(t *testing.T) {
 			}
 			return nil
 		})
+		if err != nil {
+			var flows strings.Builder
+			for _, n := range e.Nodes {
+				out, _ := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "unix:"+e.BridgeSocket(n)).CombinedOutput()
+				fmt.Fprintf(&flows, "%s:\n%s\n", n, out)
+			}
+			t.Fatalf("%v\nflows:\n%s", err, flows.String())
+		}
 		t.Logf("%s: as wanted after %v", what, time.Since(start).Round(time.Millisecond))
 	}
 	everyone := map[string]string{"outside->web-np": "web", "outside->web-np@other-node": "web", "outside->other-np": "web", "pod->web-np": "web"}
