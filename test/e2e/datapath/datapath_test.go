@@ -1,8 +1,10 @@
 // Package datapath tests Antrea's pod networking end to end on the lab, once
 // with Geneve and once with VXLAN between the nodes: pod to pod on one node
 // and across nodes, node to pod and pod to node, over TCP, UDP and ICMP; an
-// established TCP stream that survives an antrea-agent restart; flows that
-// come back after ovs-vswitchd restarts. Under ANTREA_RELIABILITY=1 (make
+// established TCP stream that survives an antrea-agent restart; flows,
+// groups and meters that come back after ovs-vswitchd or ovsdb-server
+// restarts, with no connection across a NetworkPolicy meanwhile
+// (ovs_restart_test.go). Under ANTREA_RELIABILITY=1 (make
 // reliability; Geneve, real nodes) also the long cases: a controller restart
 // under policy, an upgrade of Antrea by `kubectl apply` of a new manifest
 // under a stream and a policy, and TestRestarts (restart_test.go: API server,
@@ -215,31 +217,20 @@ func TestDatapath(t *testing.T) {
 					e.deletePolicy(t, ctx, "a1-only-from-b1")
 				})
 			}
-			t.Run("flows come back after ovs-vswitchd restarts", func(t *testing.T) {
-				// A Service to b1 (the lab's kube-dns and kubernetes Services
-				// are there too): its group must come back with the flows.
-				vip := e.serviceTo(t, ctx, "to-b1", e.pods["b1"])
-				if err := e.probeEventually(ctx, "a1", "tcp", vip); err != nil {
-					t.Fatalf("before the ovs-vswitchd restart, through a ClusterIP: %v", err)
-				}
-				before, groups := e.flowCount("node-1"), e.groupCount("node-1")
-				e.kill(t, "ovs-vswitchd", "node-1")
-				labtest.WaitFor(t, ctx, "node-1's flows and groups to be replayed", func() error {
-					if n, g := e.flowCount("node-1"), e.groupCount("node-1"); n != before || g != groups {
-						return fmt.Errorf("%d flows and %d groups, want %d and %d", n, g, before, groups)
-					}
-					return nil
-				})
-				if err := e.probeEventually(ctx, "a1", "tcp", vip); err != nil {
-					t.Errorf("after the ovs-vswitchd restart, through a ClusterIP: %v", err)
-				}
-				if err := e.probeEventually(ctx, "a1", "tcp", e.ip("b1")); err != nil {
-					t.Errorf("after the ovs-vswitchd restart: %v", err)
-				}
-				if err := e.probeEventually(ctx, "b1", "tcp", e.ip("a2")); err != nil {
-					t.Errorf("after the ovs-vswitchd restart: %v", err)
-				}
+			// A Service to b1 (the lab's kube-dns and kubernetes Services
+			// are there too): its group must come back with the flows.
+			vip := e.serviceTo(t, ctx, "to-b1", e.pods["b1"])
+			if err := e.probeEventually(ctx, "a1", "tcp", vip); err != nil {
+				t.Fatalf("through a ClusterIP: %v", err)
+			}
+			t.Run("flows, groups and meters come back after ovs-vswitchd restarts, and no connection crosses the policy meanwhile", func(t *testing.T) {
+				e.ovsRestartUnderPolicy(t, ctx, "ovs-vswitchd", vip)
 			})
+			if e.Real() {
+				t.Run("the same after ovsdb-server restarts", func(t *testing.T) {
+					e.ovsRestartUnderPolicy(t, ctx, "ovsdb-server", vip)
+				})
+			}
 			if encap == "geneve" && e.Real() && long(t) {
 				t.Run("an upgrade keeps the TCP stream and never lets a forbidden connection through", func(t *testing.T) {
 					e.testUpgrade(t, ctx)

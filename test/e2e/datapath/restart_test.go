@@ -31,6 +31,21 @@ import (
 // envReliability gates the long cases (make reliability sets it).
 const envReliability = "ANTREA_RELIABILITY"
 
+// reliabilityLab brings up a Geneve lab of real nodes for a long case, which
+// runs only under ANTREA_RELIABILITY (make reliability); why says what needs
+// real nodes (kubelet + containerd).
+func reliabilityLab(t *testing.T, why string) *env {
+	t.Helper()
+	if os.Getenv(envReliability) == "" {
+		t.Skip(envReliability + " is not set (make reliability runs this)")
+	}
+	e := up(t, "geneve")
+	if !e.Real() {
+		t.Skip("needs real nodes (kubelet + containerd): " + why)
+	}
+	return e
+}
+
 // TestRestarts, on one Geneve lab of real nodes: antrea-controller scaled
 // to 0 and back (as in TestDatapath), kube-apiserver stopped for 60 s, etcd
 // stopped and started again on its data dir, and node-2
@@ -38,13 +53,7 @@ const envReliability = "ANTREA_RELIABILITY"
 // resync after the outage writes no flow but those of the policy change
 // made meanwhile.
 func TestRestarts(t *testing.T) {
-	if os.Getenv(envReliability) == "" {
-		t.Skip(envReliability + " is not set (make reliability runs this)")
-	}
-	e := up(t, "geneve")
-	if !e.Real() {
-		t.Skip("needs real nodes (kubelet + containerd): the controller is a Deployment, a reboot recreates sandboxes")
-	}
+	e := reliabilityLab(t, "the controller is a Deployment, a reboot recreates sandboxes")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	e.createPods(t, ctx, map[string]*corev1.Pod{
