@@ -40,7 +40,9 @@ func (e *env) meterCount(node string) int {
 // 10 ms for the whole restart) ever connects, if the state does not come
 // back, or if b1 is not reachable afterwards directly and through the
 // ClusterIP.
-func (e *env) ovsRestartUnderPolicy(t *testing.T, ctx context.Context, component, vip string) {
+//
+// window bounds the probe and the wait: the restart must complete inside it.
+func (e *env) ovsRestartUnderPolicy(t *testing.T, ctx context.Context, component, vip string, window time.Duration) {
 	t.Helper()
 	e.ensureB1OnlyFromA1(t, ctx)
 	nodes := []string{"node-1", "node-2"}
@@ -51,7 +53,6 @@ func (e *env) ovsRestartUnderPolicy(t *testing.T, ctx context.Context, component
 			t.Fatalf("%s's br-int before the restart: %+v", n, before[n])
 		}
 	}
-	const window = 40 * time.Second
 	forbidden := e.background(ctx, "a2", "antrea-testpod", "connect", "--to", e.ip("b1")+":80",
 		"--timeout", "200ms", "--every", "10ms", "--for", window.String())
 	time.Sleep(time.Second)
