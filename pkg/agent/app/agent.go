@@ -148,6 +148,7 @@ func Run(ctx context.Context, o Options) error {
 
 	var flows *agentof.Client
 	rs := &restore{ovsdb: ovsdb}
+	repinNow := make(chan struct{}, 1)
 	ofc := binding.NewClient(filepath.Join(o.OVSRunDir, nc.BridgeName+".mgmt"), binding.ClientOptions{
 		// Packet-ins: AntreaProxy rejects connections to Services without
 		// endpoints through them.
@@ -155,6 +156,10 @@ func Run(ctx context.Context, o Options) error {
 		OnConnect: func(ctx context.Context, conn *binding.Conn, reconnect bool) error {
 			if reconnect {
 				klog.InfoS("OpenFlow connection re-established; replaying flows", "bridge", nc.BridgeName)
+				select { // the new ovs-vswitchd has no tunnel neighbour
+				case repinNow <- struct{}{}:
+				default:
+				}
 				if err := flows.Replay(ctx, conn); err != nil {
 					return err
 				}
@@ -216,6 +221,13 @@ func Run(ctx context.Context, o Options) error {
 	routes := route.NewController(o.NodeName, informerFactory.Core().V1().Nodes(), flows,
 		&route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: podCIDRs[0]},
 		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer, purger.Changed) })
+	go keepNeighborsPinned(ctx, neighborRepinInterval, repinNow, func() []net.IP {
+		var ips []net.IP
+		for _, r := range routes.Installed() {
+			ips = append(ips, r.NodeIP)
+		}
+		return ips
+	}, func(peer net.IP) { pinTunnelNeighbor(ctx, o, nc, peer, purger.Changed) })
 	// Packet-ins go to the feature that asked for them: Service rejects to
 	// AntreaProxy, policy rejects and audit logging to the policy controller.
 	packets := agentof.NewPacketInDispatcher(ofc)

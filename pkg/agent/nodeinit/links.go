@@ -230,10 +230,10 @@ func appctl(ctx context.Context, runDir string, args ...string) (string, error) 
 
 // PinTunnelNeighbor tells ovs-vswitchd the MAC of a remote node's underlay
 // IP, reached through the underlay bridge, so tunnelled traffic never waits
-// on (or loses packets to) an expired neighbour entry. The route controller
-// calls it for every remote node and again periodically: OVS ages even these
-// entries (at most maxNeighAgingSeconds), and forgets them when ovs-vswitchd
-// restarts.
+// on (or loses packets to) an expired neighbour entry. The agent calls it
+// for every remote node when its route is installed, again every 10 minutes
+// (OVS ages even these entries, at most maxNeighAgingSeconds) and when
+// ovs-vswitchd restarted (it forgets them).
 func PinTunnelNeighbor(ctx context.Context, ovsRunDir, underlayBridge string, ip net.IP, mac net.HardwareAddr) error {
 	if underlayBridge == "" {
 		underlayBridge = DefaultUplinkBridgeName
