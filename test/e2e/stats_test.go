@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -22,16 +23,22 @@ import (
 
 // TestNetworkPolicyStats: per-rule statistics end to end on the lab. A K8s
 // NetworkPolicy lets x/c reach x/a (x/a is isolated); an ACNP on x/b has
-// an Allow rule (from x/a) and a Drop rule (from y/a); an Antrea
+// an Allow rule (from x/a), a Drop rule (from y/a) and an unnamed Allow
+// rule (from x/c), which the mutating webhook names; an Antrea
 // NetworkPolicy on y/a has a Drop rule (from x/b) and an Allow rule (from
 // x/c). The test sends known connections to one rule of each Antrea-native
-// policy and none to the other, then waits until kubectl get
+// policy and none to the other, and HTTP transfers of a known size (curl
+// of agnhost's /echo with a 60,000-byte message: that many bytes each way)
+// through the Allow rules, then waits until kubectl get
 // networkpolicystats / antreaclusternetworkpolicystats /
 // antreanetworkpolicystats show at least that many sessions on the rules
-// that got traffic and none on the others, and checks that antctl get
-// networkpolicystats -o json agrees. The agents report every 5 s on the
-// lab (statsCollectionInterval in the lab's overlay); the test logs how
-// long after the last connection the stats showed it.
+// that got traffic and none on the others, and on the Allow rules every
+// packet of the transfers in both directions (at least the bytes curl
+// sent and received), while a Drop rule counts its dropped packets as
+// sessions; antctl get networkpolicystats -o json agrees. The agents
+// report every 5 s on the lab (statsCollectionInterval in the lab's
+// overlay); the test logs how long after the last connection the stats
+// showed it.
 func TestNetworkPolicyStats(t *testing.T) {
 	e := requireLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -68,6 +75,10 @@ spec:
     from:
     - podSelector: {matchLabels: {pod: a}}
       namespaceSelector: {matchLabels: {acnp-ns: $Y}}
+  - action: Allow
+    from:
+    - podSelector: {matchLabels: {pod: c}}
+      namespaceSelector: {matchLabels: {acnp-ns: $X}}
 ---
 apiVersion: crd.antrea.io/v1beta1
 kind: NetworkPolicy
@@ -112,7 +123,22 @@ spec:
 			}
 		}
 	}
+	// Known transfers through the Allow rules: allow-from-xa (x/a→x/b,
+	// across Nodes), the K8s NetworkPolicy (x/c→x/a, one Node) and the
+	// ACNP's unnamed rule (x/c→x/b).
+	const transfers, size = 3, 60_000
+	moved := map[pair]int64{} // bytes curl sent and received, headers included
+	for range transfers {
+		for _, pr := range []pair{{"x/a", "x/b", ""}, {"x/c", "x/a", ""}, {"x/c", "x/b", ""}} {
+			moved[pr] += p.transfer(t, pr, size)
+		}
+	}
 	sent := time.Now()
+	// The name the webhook gave the ACNP's third rule, as stored.
+	unnamed := strings.TrimSpace(p.kubectl(t, "get", "acnp", acnp, "-o", "jsonpath={.spec.ingress[2].name}"))
+	if !regexp.MustCompile(`^ingress-allow-[0-9a-f]{7}$`).MatchString(unnamed) {
+		t.Fatalf("the unnamed rule was stored as %q, want upstream's ingress-allow-<7 hex digits>", unnamed)
+	}
 
 	get := func(resource, ns, name string) (*statsv1alpha1.AntreaClusterNetworkPolicyStats, error) {
 		args := []string{"get", resource, name, "-o", "json"}
@@ -129,13 +155,31 @@ spec:
 		}
 		return &s, nil
 	}
-	rule := func(s *statsv1alpha1.AntreaClusterNetworkPolicyStats, name string) (int64, bool) {
+	ruleStats := func(s *statsv1alpha1.AntreaClusterNetworkPolicyStats, name string) (statsv1alpha1.TrafficStats, bool) {
 		for _, r := range s.RuleTrafficStats {
 			if r.Name == name {
-				return r.TrafficStats.Sessions, true
+				return r.TrafficStats, true
 			}
 		}
-		return 0, false
+		return statsv1alpha1.TrafficStats{}, false
+	}
+	rule := func(s *statsv1alpha1.AntreaClusterNetworkPolicyStats, name string) (int64, bool) {
+		ts, ok := ruleStats(s, name)
+		return ts.Sessions, ok
+	}
+	// wholeConnections says what is wrong with an Allow rule's stats for
+	// the probes and transfers it allowed: a session each, and every packet
+	// of the transfers both ways (each packet carries at most an MTU).
+	wholeConnections := func(what string, ts statsv1alpha1.TrafficStats, bytes int64) []string {
+		var wrong []string
+		if ts.Sessions < n+transfers {
+			wrong = append(wrong, fmt.Sprintf("%s: %d sessions, want >= %d", what, ts.Sessions, n+transfers))
+		}
+		if ts.Bytes < bytes || ts.Packets < bytes/1500 {
+			wrong = append(wrong, fmt.Sprintf("%s: %d packets, %d bytes, want every packet of the transfers: >= %d packets, >= %d bytes",
+				what, ts.Packets, ts.Bytes, bytes/1500, bytes))
+		}
+		return wrong
 	}
 	var final string
 	labtest.WaitFor(t, ctx, "the stats of the connections sent", func() error {
@@ -151,9 +195,15 @@ spec:
 		if err != nil {
 			return err
 		}
-		var wrong []string
-		if np.TrafficStats.Sessions < n {
-			wrong = append(wrong, fmt.Sprintf("NetworkPolicy a-from-c: %d sessions, want >= %d", np.TrafficStats.Sessions, n))
+		wrong := wholeConnections("NetworkPolicy a-from-c", np.TrafficStats, moved[pair{"x/c", "x/a", ""}])
+		xa, _ := ruleStats(cnp, "allow-from-xa")
+		wrong = append(wrong, wholeConnections("ACNP rule allow-from-xa", xa, moved[pair{"x/a", "x/b", ""}])...)
+		if ts, ok := ruleStats(cnp, unnamed); !ok || ts.Sessions < transfers || ts.Bytes < moved[pair{"x/c", "x/b", ""}] {
+			wrong = append(wrong, fmt.Sprintf("ACNP rule %s (unnamed in the YAML): %+v (listed %v), want >= %d sessions, >= %d bytes",
+				unnamed, ts, ok, transfers, moved[pair{"x/c", "x/b", ""}]))
+		}
+		if ts, _ := ruleStats(annp, "drop-from-xb"); ts.Packets != ts.Sessions || ts.Bytes < 40*ts.Packets {
+			wrong = append(wrong, fmt.Sprintf("ANNP rule drop-from-xb: %+v, want each dropped SYN a session (packets = sessions, >= 40 bytes each)", ts))
 		}
 		for _, c := range []struct {
 			s       *statsv1alpha1.AntreaClusterNetworkPolicyStats
@@ -162,7 +212,7 @@ spec:
 			hitMin  int64
 			missed  string
 			missMax int64
-		}{{cnp, "ACNP", "allow-from-xa", n, "drop-from-ya", 0}, {annp, "ANNP", "drop-from-xb", n, "allow-from-xc", 0}} {
+		}{{cnp, "ACNP", "allow-from-xa", n + transfers, "drop-from-ya", 0}, {annp, "ANNP", "drop-from-xb", n, "allow-from-xc", 0}} {
 			got, ok := rule(c.s, c.hit)
 			if !ok || got < c.hitMin {
 				wrong = append(wrong, fmt.Sprintf("%s rule %s: %d sessions (listed %v), want >= %d", c.what, c.hit, got, ok, c.hitMin))
@@ -182,6 +232,8 @@ spec:
 		return nil
 	})
 	t.Logf("stats visible %s after the last connection (agents report every 5 s): %s", time.Since(sent).Round(10*time.Millisecond), final)
+	t.Logf("bytes curl moved (both ways, headers included): x/a→x/b %d, x/c→x/a %d, x/c→x/b %d",
+		moved[pair{"x/a", "x/b", ""}], moved[pair{"x/c", "x/a", ""}], moved[pair{"x/c", "x/b", ""}])
 
 	// The tables kubectl prints.
 	out := p.kubectl(t, "get", "networkpolicystats", "-A")
@@ -204,8 +256,8 @@ spec:
 	for _, it := range items {
 		if it.Name == "a-from-c" {
 			found = true
-			if it.TrafficStats.Sessions < n {
-				t.Errorf("antctl: a-from-c has %d sessions, want >= %d", it.TrafficStats.Sessions, n)
+			if it.TrafficStats.Sessions < n+transfers || it.TrafficStats.Bytes < moved[pair{"x/c", "x/a", ""}] {
+				t.Errorf("antctl: a-from-c has %+v, want >= %d sessions and >= %d bytes", it.TrafficStats, n+transfers, moved[pair{"x/c", "x/a", ""}])
 			}
 		}
 	}
@@ -313,4 +365,25 @@ spec:
 		}
 		return nil
 	})
+}
+
+// transfer fetches agnhost's /echo with a message of size bytes from one
+// pod to another with curl: size bytes go each way (the message in the
+// request line, then in the response body). It returns the bytes curl
+// sent and received, headers included, after checking them.
+func (p *policyLab) transfer(t *testing.T, pr pair, size int) int64 {
+	t.Helper()
+	ns, pod := p.split(pr.from)
+	script := fmt.Sprintf(`curl -sS -o /dev/null --max-time 10 -w '%%{size_request} %%{size_download}' "http://%s:80/echo?msg=$(head -c %d /dev/zero | tr '\0' a)"`,
+		p.ip(pr.to), size)
+	stdout, stderr, err := p.e.Kubectl(p.ctx, "exec", "-n", ns, pod, "--", "sh", "-c", script)
+	if err != nil {
+		t.Fatalf("curl %s→%s: %v: %s%s", pr.from, pr.to, err, stdout, stderr)
+	}
+	var req, down int64
+	if _, err := fmt.Sscan(stdout, &req, &down); err != nil || req < int64(size) || down < int64(size) {
+		t.Fatalf("curl %s→%s of a %d-byte message: sent %d and received %d bytes (%q, %v), want at least the message each way",
+			pr.from, pr.to, size, req, down, stdout, err)
+	}
+	return req + down
 }
