@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -291,6 +292,12 @@ func bringUpUnderlay(ctx context.Context, conn *ovsconfig.Connection, cfg *Confi
 	// ARP on it nor speak IPv6 from it with its own MAC.
 	if err := ConfigureHostSidePort(cfg.UplinkName); err != nil {
 		return err
+	}
+	// The node's address now answers with br-phy's MAC: tell the peers.
+	if nodeIP != nil {
+		if err := announceAddress(cfg.UplinkBridgeName, nodeIP.IP, 3, 100*time.Millisecond); err != nil {
+			klog.ErrorS(err, "Cannot announce the node address's new MAC; peers learn it when their entry ages", "address", nodeIP.IP)
+		}
 	}
 	// Neighbour entries of userspace tunnels age out while traffic flows and
 	// the cached datapath flow then drops (ENVIRONMENT.md); keep learned ones

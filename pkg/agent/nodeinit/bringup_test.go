@@ -455,3 +455,33 @@ func TestTheGatewayTakesTheFirstAddressOfEachPodCIDR(t *testing.T) {
 		})
 	}
 }
+
+// TestBringupTellsThePeersTheNodeAddressMovedToBrPhy: a peer that learned
+// the node's address with the uplink's MAC (before bring-up) holds br-phy's
+// MAC right after it, without having to wait for its entry to age: the
+// bring-up announces the address with a gratuitous ARP.
+func TestBringupTellsThePeersTheNodeAddressMovedToBrPhy(t *testing.T) {
+	n := newTestNode(t)
+	node := n.in.NetNS()
+	uplinkMAC := n.links(t, "eth0")["eth0"].MAC
+	// The peer knows the node from before: a confirmed entry with the
+	// uplink's MAC. (Older than the kernel's 1-s lock time, which would
+	// keep an entry from being overridden.)
+	run(t, "ip", "-n", n.peerNS, "neigh", "replace", "192.168.77.1", "lladdr", uplinkMAC, "dev", "peer0", "nud", "reachable")
+	time.Sleep(1100 * time.Millisecond)
+
+	nc := n.bringup(t, n.config(""))
+	if nc.Uplink.BridgeMAC.String() == uplinkMAC {
+		t.Fatalf("br-phy has the uplink's MAC %s: nothing to announce", uplinkMAC)
+	}
+	var last string
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		last = run(t, "ip", "-n", n.peerNS, "neigh", "show", "192.168.77.1", "dev", "peer0")
+		if strings.Contains(last, "lladdr "+nc.Uplink.BridgeMAC.String()) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("the peer's entry for the node is %q, want br-phy's MAC %s (node %s)", last, nc.Uplink.BridgeMAC, node)
+}
