@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
@@ -37,6 +38,89 @@ func inNodeNS(t *testing.T, br *bridgetest.Bridge, f func() error) error {
 	return nodeNS.Do(func(ns.NetNS) error { return f() })
 }
 
+// nodePathNode is a real node of the NodePort policy tests: br-int with this
+// agent's pipeline, a pod web (10.10.1.3, serving its name on 8080) in the
+// interface store with the gateway (as the agent's store holds it), the
+// node's masquerade and node path, and AntreaProxy with proxyAll serving the
+// given Services and EndpointSlices; hosts of the underlay outside the
+// cluster, by name. It all stops when the test ends; a test that runs more
+// on ctx stops it first with cancel.
+type nodePathNode struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	br     *bridgetest.Bridge
+	flows  *agentof.Client
+	store  interfacestore.InterfaceStore
+	web    *bridgetest.Pod
+	hosts  map[string]*bridgetest.Pod
+}
+
+func newNodePathNode(t *testing.T, hosts map[string]string, objects ...runtime.Object) *nodePathNode {
+	t.Helper()
+	u := bridgetest.NewUnderlay(t)
+	br := bridgetest.NewNode(t, bridgetest.NodeOptions{PodCIDR: "10.10.1.0/24", GatewayIP: "10.10.1.1", Underlay: u, NodeIP: "192.168.77.11/24"})
+	n := &nodePathNode{br: br, hosts: map[string]*bridgetest.Pod{}}
+	for name, cidr := range hosts {
+		n.hosts[name] = u.AddHost(t, name, cidr)
+	}
+	flows, err := agentof.NewClient(br.OF, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.flows = flows
+	br.SetReplay(func(ctx context.Context, conn *binding.Conn) error { return flows.Replay(ctx, conn) })
+	ctx, cancel := context.WithCancel(context.Background())
+	n.ctx, n.cancel = ctx, cancel
+	t.Cleanup(cancel)
+	if err := flows.Initialize(ctx, &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
+		GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: br.PodCIDR}); err != nil {
+		t.Fatal(err)
+	}
+	if err := inNodeNS(t, br, func() error { return route.EnsureMasquerade(br.PodCIDR, "antrea-gw0") }); err != nil {
+		t.Fatal(err)
+	}
+	n.web = br.AddPod(t, "web", "10.10.1.3/24")
+	n.web.ServeWho(t, 8080)
+	if err := flows.InstallPodFlows(n.web.HostIF, []net.IP{n.web.IP}, n.web.MAC, n.web.OFPort); err != nil {
+		t.Fatal(err)
+	}
+	n.store = interfacestore.NewInterfaceStore()
+	iface := interfacestore.NewContainerInterface(n.web.HostIF, "c-web", "web", "default", "eth0", n.web.MAC, []net.IP{n.web.IP}, 0)
+	iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(n.web.OFPort)}
+	n.store.AddInterface(iface)
+	// A rejected packet from outside the node came in through the gateway.
+	gw := interfacestore.NewGatewayInterface("antrea-gw0", br.GatewayMAC, []net.IP{br.GatewayIP})
+	gw.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: bridgetest.GatewayOFPort}
+	n.store.AddInterface(gw)
+
+	path, err := route.NewNodePath(route.NodePathConfig{GatewayName: "antrea-gw0", GatewayIP: netip.MustParseAddr("10.10.1.1"),
+		PodCIDR: netip.MustParsePrefix("10.10.1.0/24"), ResyncPeriod: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathDone := make(chan struct{})
+	go func() { defer close(pathDone); _ = inNodeNS(t, br, func() error { return path.Run(ctx) }) }()
+	f := informers.NewSharedInformerFactory(k8sfake.NewClientset(objects...), 0)
+	p, err := proxy.NewWithConfig(proxy.Config{NodeName: "node-1", Packets: br.OF, ProxyAll: true, NodePath: path},
+		f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), flows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	proxyDone := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(proxyDone) }()
+	t.Cleanup(func() { cancel(); <-proxyDone; <-pathDone; f.Shutdown() })
+	return n
+}
+
+// webSlice is the EndpointSlice of Service svc: web, TCP 8080, on node-1.
+func webSlice(svc string) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.10.1.3"}, NodeName: ptr("node-1")}}}
+}
+
 // outcome connects from c to addr: who answered, or "timeout"/the error.
 func outcome(t *testing.T, c *bridgetest.Pod, addr string) string {
 	t.Helper()
@@ -56,63 +140,16 @@ func outcome(t *testing.T, c *bridgetest.Pod, addr string) string {
 // 192.168.77.100 inside the rule's ipBlock 192.168.77.96/28, 192.168.77.200
 // outside it, connect to NodePort 30082 of the node's address.
 func TestIngressPolicyMatchesOutsideClientsOfANodePort(t *testing.T) {
-	u := bridgetest.NewUnderlay(t)
-	br := bridgetest.NewNode(t, bridgetest.NodeOptions{PodCIDR: "10.10.1.0/24", GatewayIP: "10.10.1.1", Underlay: u, NodeIP: "192.168.77.11/24"})
-	allowed := u.AddHost(t, "allowed", "192.168.77.100/24")
-	denied := u.AddHost(t, "denied", "192.168.77.200/24")
-	flows, err := agentof.NewClient(br.OF, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	br.SetReplay(func(ctx context.Context, conn *binding.Conn) error { return flows.Replay(ctx, conn) })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := flows.Initialize(ctx, &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
-		GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: br.PodCIDR}); err != nil {
-		t.Fatal(err)
-	}
-	if err := inNodeNS(t, br, func() error { return route.EnsureMasquerade(br.PodCIDR, "antrea-gw0") }); err != nil {
-		t.Fatal(err)
-	}
-	web := br.AddPod(t, "web", "10.10.1.3/24")
-	web.ServeWho(t, 8080)
-	if err := flows.InstallPodFlows(web.HostIF, []net.IP{web.IP}, web.MAC, web.OFPort); err != nil {
-		t.Fatal(err)
-	}
-	store := interfacestore.NewInterfaceStore()
-	iface := interfacestore.NewContainerInterface(web.HostIF, "c-web", "web", "default", "eth0", web.MAC, []net.IP{web.IP}, 0)
-	iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(web.OFPort)}
-	store.AddInterface(iface)
-
 	// AntreaProxy with the node path: NodePort 30082, externalTrafficPolicy
 	// Local, its endpoint web on this node.
-	path, err := route.NewNodePath(route.NodePathConfig{GatewayName: "antrea-gw0", GatewayIP: netip.MustParseAddr("10.10.1.1"),
-		PodCIDR: netip.MustParsePrefix("10.10.1.0/24"), ResyncPeriod: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pathDone := make(chan struct{})
-	go func() { defer close(pathDone); _ = inNodeNS(t, br, func() error { return path.Run(ctx) }) }()
-	k8s := k8sfake.NewClientset(
+	n := newNodePathNode(t, map[string]string{"allowed": "192.168.77.100/24", "denied": "192.168.77.200/24"},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.12", ClusterIPs: []string{"10.96.0.12"},
 			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
 			Ports:                 []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30082}}}},
-		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}},
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.10.1.3"}, NodeName: ptr("node-1")}}},
-	)
-	f := informers.NewSharedInformerFactory(k8s, 0)
-	p, err := proxy.NewWithConfig(proxy.Config{NodeName: "node-1", Packets: br.OF, ProxyAll: true, NodePath: path},
-		f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), flows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Start(ctx.Done())
-	proxyDone := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(proxyDone) }()
-	t.Cleanup(func() { cancel(); <-proxyDone; <-pathDone; f.Shutdown() })
+		webSlice("web"))
+	ctx, br, flows, store := n.ctx, n.br, n.flows, n.store
+	allowed, denied := n.hosts["allowed"], n.hosts["denied"]
 
 	nodePort := net.JoinHostPort(br.NodeIP.String(), "30082")
 	for _, c := range []*bridgetest.Pod{allowed, denied} {
@@ -161,7 +198,7 @@ func TestIngressPolicyMatchesOutsideClientsOfANodePort(t *testing.T) {
 	}
 	// The node itself is still trusted (kubelet probes): its traffic to the
 	// pod has the gateway IP as source.
-	if got := outcome(t, br.NodeHost("node-1"), net.JoinHostPort(web.IP.String(), "8080")); got != "web" {
+	if got := outcome(t, br.NodeHost("node-1"), net.JoinHostPort(n.web.IP.String(), "8080")); got != "web" {
 		t.Fatalf("the node should reach its pod despite the policy, got %q", got)
 	}
 }

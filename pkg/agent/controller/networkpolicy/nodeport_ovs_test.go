@@ -1,7 +1,6 @@
 package networkpolicy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -12,21 +11,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/informers"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
 
 	"antrea.io/antrea/pkg/agent/dpcache"
-	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
-	"antrea.io/antrea/pkg/agent/proxy"
-	"antrea.io/antrea/pkg/agent/route"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
-	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // serviceMember is what antrea-controller sends for a policy applied to a
@@ -70,67 +62,15 @@ func connectOutcome(t *testing.T, c *bridgetest.Pod, addr string) string {
 // other (30081) have the same endpoint, a pod of the node. Each step sets
 // the policies and checks what both clients see on both NodePorts.
 func TestPolicyAppliedToANodePortServiceOnARealNode(t *testing.T) {
-	u := bridgetest.NewUnderlay(t)
-	br := bridgetest.NewNode(t, bridgetest.NodeOptions{PodCIDR: "10.10.1.0/24", GatewayIP: "10.10.1.1", Underlay: u, NodeIP: "192.168.77.11/24"})
-	inside := u.AddHost(t, "inside", "192.168.77.100/24")   // in 192.168.77.64/26
-	outside := u.AddHost(t, "outside", "192.168.77.200/24") // in 192.168.77.192/26
-	flows, err := agentof.NewClient(br.OF, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	br.SetReplay(func(ctx context.Context, conn *binding.Conn) error { return flows.Replay(ctx, conn) })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := flows.Initialize(ctx, &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
-		GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: br.PodCIDR}); err != nil {
-		t.Fatal(err)
-	}
-	if err := inNodeNS(t, br, func() error { return route.EnsureMasquerade(br.PodCIDR, "antrea-gw0") }); err != nil {
-		t.Fatal(err)
-	}
-	web := br.AddPod(t, "web", "10.10.1.3/24")
-	web.ServeWho(t, 8080)
-	if err := flows.InstallPodFlows(web.HostIF, []net.IP{web.IP}, web.MAC, web.OFPort); err != nil {
-		t.Fatal(err)
-	}
-	store := interfacestore.NewInterfaceStore()
-	iface := interfacestore.NewContainerInterface(web.HostIF, "c-web", "web", "default", "eth0", web.MAC, []net.IP{web.IP}, 0)
-	iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(web.OFPort)}
-	store.AddInterface(iface)
-	// The agent's store holds the gateway too: a rejected packet from
-	// outside the node came in through it.
-	gw := interfacestore.NewGatewayInterface("antrea-gw0", br.GatewayMAC, []net.IP{br.GatewayIP})
-	gw.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: bridgetest.GatewayOFPort}
-	store.AddInterface(gw)
-
-	path, err := route.NewNodePath(route.NodePathConfig{GatewayName: "antrea-gw0", GatewayIP: netip.MustParseAddr("10.10.1.1"),
-		PodCIDR: netip.MustParsePrefix("10.10.1.0/24"), ResyncPeriod: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pathDone := make(chan struct{})
-	go func() { defer close(pathDone); _ = inNodeNS(t, br, func() error { return path.Run(ctx) }) }()
 	svc := func(name, clusterIP string, nodePort int32) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeNodePort, ClusterIP: clusterIP, ClusterIPs: []string{clusterIP},
 			Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: nodePort}}}}
 	}
-	slice := func(svc string) *discoveryv1.EndpointSlice {
-		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}},
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.10.1.3"}, NodeName: ptr("node-1")}}}
-	}
-	k8s := k8sfake.NewClientset(svc("web", "10.96.0.10", 30080), slice("web"), svc("other", "10.96.0.11", 30081), slice("other"))
-	f := informers.NewSharedInformerFactory(k8s, 0)
-	p, err := proxy.NewWithConfig(proxy.Config{NodeName: "node-1", Packets: br.OF, ProxyAll: true, NodePath: path},
-		f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), flows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Start(ctx.Done())
-	proxyDone := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(proxyDone) }()
+	nn := newNodePathNode(t, map[string]string{"inside": "192.168.77.100/24", "outside": "192.168.77.200/24"},
+		svc("web", "10.96.0.10", 30080), webSlice("web"), svc("other", "10.96.0.11", 30081), webSlice("other"))
+	ctx, cancel, br, flows, store := nn.ctx, nn.cancel, nn.br, nn.flows, nn.store
+	inside, outside := nn.hosts["inside"], nn.hosts["outside"] // in 192.168.77.64/26; in 192.168.77.192/26
 
 	// The policy controller, as newPolicyNode runs it: a narrowing write
 	// purges the datapath cache; Reject answers through packet-in.
@@ -150,7 +90,7 @@ func TestPolicyAppliedToANodePortServiceOnARealNode(t *testing.T) {
 	})
 	ctlDone := make(chan struct{})
 	go func() { c.Run(ctx); close(ctlDone) }()
-	t.Cleanup(func() { cancel(); <-ctlDone; <-proxyDone; <-pathDone; f.Shutdown() })
+	t.Cleanup(func() { cancel(); <-ctlDone })
 
 	webPort, otherPort := net.JoinHostPort(br.NodeIP.String(), "30080"), net.JoinHostPort(br.NodeIP.String(), "30081")
 	node := br.NodeHost("node-1")
