@@ -227,7 +227,11 @@ func Run(ctx context.Context, o Options) error {
 			ips = append(ips, r.NodeIP)
 		}
 		return ips
-	}, func(peer net.IP) { pinTunnelNeighbor(ctx, o, nc, peer, purger.Changed) })
+	}, func(peer net.IP) {
+		// No purge: the pin keeps the same MAC, and a restarted
+		// ovs-vswitchd has no cached datapath flow.
+		pinTunnelNeighbor(ctx, o, nc, peer, func() {})
+	})
 	// Packet-ins go to the feature that asked for them: Service rejects to
 	// AntreaProxy, policy rejects and audit logging to the policy controller.
 	packets := agentof.NewPacketInDispatcher(ofc)

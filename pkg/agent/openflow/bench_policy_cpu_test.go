@@ -13,16 +13,8 @@ import (
 //
 //	go test -run '^$' -bench ApplyPolicyChangeCPU ./pkg/agent/openflow/
 func BenchmarkApplyPolicyChangeCPU(b *testing.B) {
-	c, err := NewClient(discardBridge{}, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx := context.Background()
-	_, cidr, _ := net.ParseCIDR("10.10.1.0/24")
-	if err := c.Initialize(ctx, &NodeConfig{GatewayOFPort: 2, GatewayIP: net.ParseIP("10.10.1.1"),
-		GatewayMAC: net.HardwareAddr{0x0a, 0, 0, 0, 0, 1}, PodCIDR: cidr}); err != nil {
-		b.Fatal(err)
-	}
+	c := discardClient(b, ctx)
 	var add, del PolicyChange
 	for i := range 100 {
 		r := nxmRule(uint32(i+1), 10, 10)
@@ -49,16 +41,8 @@ func BenchmarkApplyPolicyChangeCPU(b *testing.B) {
 //
 //	go test -run '^$' -bench UpdatePolicyRulesCPU ./pkg/agent/openflow/
 func BenchmarkUpdatePolicyRulesCPU(b *testing.B) {
-	c, err := NewClient(discardBridge{}, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx := context.Background()
-	_, cidr, _ := net.ParseCIDR("10.10.1.0/24")
-	if err := c.Initialize(ctx, &NodeConfig{GatewayOFPort: 2, GatewayIP: net.ParseIP("10.10.1.1"),
-		GatewayMAC: net.HardwareAddr{0x0a, 0, 0, 0, 0, 1}, PodCIDR: cidr}); err != nil {
-		b.Fatal(err)
-	}
+	c := discardClient(b, ctx)
 	var add, widen, narrow PolicyChange
 	for i := range 100 {
 		r := nxmRule(uint32(i+1), 10, 10)
@@ -78,4 +62,19 @@ func BenchmarkUpdatePolicyRulesCPU(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// discardClient is an initialized client whose bridge writes nowhere.
+func discardClient(b *testing.B, ctx context.Context) *Client {
+	b.Helper()
+	c, err := NewClient(discardBridge{}, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, cidr, _ := net.ParseCIDR("10.10.1.0/24")
+	if err := c.Initialize(ctx, &NodeConfig{GatewayOFPort: 2, GatewayIP: net.ParseIP("10.10.1.1"),
+		GatewayMAC: net.HardwareAddr{0x0a, 0, 0, 0, 0, 1}, PodCIDR: cidr}); err != nil {
+		b.Fatal(err)
+	}
+	return c
 }

@@ -453,13 +453,18 @@ func (e *env) serviceTo(t *testing.T, ctx context.Context, name string, pod *cor
 	return svc.Spec.ClusterIP
 }
 
-// groupCount is the number of OpenFlow groups on a node's br-int.
-func (e *env) groupCount(node string) int {
-	out, err := exec.Command("ovs-ofctl", "-O", "OpenFlow15", "dump-groups", e.BridgeSocket(node)).Output()
+// groupCount is the number of OpenFlow groups on a node's br-int (-1 while
+// unreachable).
+func (e *env) groupCount(node string) int { return e.ofctlCount(node, "dump-groups", "group_id=") }
+
+// ofctlCount counts marker in the output of ovs-ofctl cmd on a node's
+// br-int (-1 while unreachable).
+func (e *env) ofctlCount(node, cmd, marker string) int {
+	out, err := exec.Command("ovs-ofctl", "-O", "OpenFlow15", cmd, e.BridgeSocket(node)).Output()
 	if err != nil {
 		return -1
 	}
-	return strings.Count(string(out), "group_id=")
+	return strings.Count(string(out), marker)
 }
 
 func (e *env) flowCount(node string) int {

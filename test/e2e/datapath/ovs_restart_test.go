@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -24,13 +23,7 @@ func (e *env) ovsState(node string) ovsState {
 
 // meterCount is the number of OpenFlow meters on a node's br-int (-1 while
 // unreachable).
-func (e *env) meterCount(node string) int {
-	out, err := exec.Command("ovs-ofctl", "-O", "OpenFlow15", "dump-meters", e.BridgeSocket(node)).Output()
-	if err != nil {
-		return -1
-	}
-	return strings.Count(string(out), "meter=")
-}
+func (e *env) meterCount(node string) int { return e.ofctlCount(node, "dump-meters", "meter=") }
 
 // ovsRestartUnderPolicy kills component (ovs-vswitchd or ovsdb-server) on
 // both nodes while NetworkPolicy lets only a1 reach b1 on TCP 80 and a

@@ -1,12 +1,10 @@
 package networkpolicy
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,21 +33,6 @@ func ingressFromCIDR(action cpv1beta2.RuleAction, cidr string) cpv1beta2.Network
 	p := netip.MustParsePrefix(cidr)
 	return cpv1beta2.NetworkPolicyRule{Direction: cpv1beta2.DirectionIn, Action: &action,
 		From: cpv1beta2.NetworkPolicyPeer{IPBlocks: []cpv1beta2.IPBlock{{CIDR: cpv1beta2.IPNet{IP: p.Addr().AsSlice(), PrefixLength: int32(p.Bits())}}}}}
-}
-
-// connectOutcome connects from c to addr: who answered, "refused" or
-// "timeout".
-func connectOutcome(t *testing.T, c *bridgetest.Pod, addr string) string {
-	t.Helper()
-	answer, err := c.AskWho(t, "tcp4", addr, time.Second)
-	switch {
-	case err == nil:
-		who, _ := bridgetest.Answerer(answer)
-		return who
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "refused"
-	}
-	return "timeout"
 }
 
 // An Antrea ClusterNetworkPolicy applied to a NodePort Service (upstream's
@@ -105,7 +88,7 @@ func TestPolicyAppliedToANodePortServiceOnARealNode(t *testing.T) {
 			got := map[string]string{}
 			ok := true
 			for pr, w := range want {
-				o := connectOutcome(t, pr.from, pr.addr)
+				o := dialOutcome(t, pr.from, pr.addr, time.Second)
 				got[pr.from.Name+"->"+pr.addr] = o
 				ok = ok && o == w
 			}

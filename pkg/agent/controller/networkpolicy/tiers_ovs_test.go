@@ -139,7 +139,14 @@ func (n *policyNode) set(t *testing.T, nps ...*cpv1beta2.NetworkPolicy) {
 // "refused" or "timeout".
 func (n *policyNode) tcpOutcome(t *testing.T, c *bridgetest.Pod) string {
 	t.Helper()
-	answer, err := c.AskWho(t, "tcp4", net.JoinHostPort(n.web.IP.String(), "8080"), 400*time.Millisecond)
+	return dialOutcome(t, c, net.JoinHostPort(n.web.IP.String(), "8080"), 400*time.Millisecond)
+}
+
+// dialOutcome connects from c to addr over TCP: who answered, "refused" or
+// "timeout" (after timeout).
+func dialOutcome(t *testing.T, c *bridgetest.Pod, addr string, timeout time.Duration) string {
+	t.Helper()
+	answer, err := c.AskWho(t, "tcp4", addr, timeout)
 	switch {
 	case err == nil:
 		who, _ := bridgetest.Answerer(answer)
