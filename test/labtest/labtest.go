@@ -490,3 +490,35 @@ func Cmdline(pid int) []string {
 	}
 	return strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
 }
+
+// UnderlayState is each node's view of the others on the underlay, taken now:
+// ovs-vswitchd's tunnel neighbour cache, the kernel's IPv4 neighbours and
+// links of the node's netns, and the datapath flows that push a tunnel
+// header (their outer Ethernet destination is the neighbour OVS used). It is
+// what to read when a connection across nodes was lost.
+func (l *Lab) UnderlayState(ctx context.Context) string {
+	var b strings.Builder
+	run := func(title string, name string, args ...string) {
+		out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+		fmt.Fprintf(&b, "--- %s\n%s", title, out)
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+	}
+	for _, n := range l.Nodes {
+		ctl := filepath.Join(l.OVSDir(n), "ovs-vswitchd.ctl")
+		netns := "--net=/run/netns/" + lab.NetNSPrefix + n
+		fmt.Fprintf(&b, "===== %s at %s\n", n, time.Now().Format("15:04:05.000"))
+		run("tnl/neigh/show", "ovs-appctl", "-t", ctl, "tnl/neigh/show")
+		run("ip -4 neigh", "nsenter", netns, "ip", "-4", "neigh", "show")
+		run("ip -br link", "nsenter", netns, "ip", "-br", "link", "show")
+		out, _ := exec.CommandContext(ctx, "ovs-appctl", "-t", ctl, "dpctl/dump-flows").CombinedOutput()
+		fmt.Fprintf(&b, "--- datapath flows pushing a tunnel header\n")
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "tnl_push") {
+				fmt.Fprintln(&b, line)
+			}
+		}
+	}
+	return b.String()
+}

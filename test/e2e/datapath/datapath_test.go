@@ -195,6 +195,8 @@ func TestDatapath(t *testing.T) {
 					for _, proto := range []string{"tcp", "udp", "icmp"} {
 						if err := e.probeEventually(ctx, c.from, proto, c.to); err != nil {
 							t.Errorf("%s over %s: %v", c.name, proto, err)
+							// Taken now: the dump at the end comes after the restarts.
+							t.Logf("underlay state right after the failure:\n%s", e.UnderlayState(ctx))
 						}
 					}
 				}
