@@ -30,6 +30,8 @@ type Index struct {
 	// blocks files the ipBlock groups by CIDR.
 	blocks   *blockIndex
 	handlers []EventHandler
+	// scratch is reused, under mu, to collect a new group's members.
+	scratch []*podItem
 }
 
 type podItem struct {
@@ -107,20 +109,38 @@ func (i *Index) AddGroup(sel *Selector) string {
 	if _, ok := i.groups[key]; ok {
 		return key
 	}
-	g := &groupItem{key: key, sel: sel, members: set[*podItem]{}}
+	g := &groupItem{key: key, sel: sel}
 	i.groups[key] = g
-	addMember := func(p *podItem) { g.members[p] = struct{}{} }
+	i.collectMembersLocked(g)
+	return key
+}
+
+// collectMembersLocked files a new group and finds its members. They are
+// collected first (in scratch space kept under i.mu), so that the member set
+// is made at its final size.
+func (i *Index) collectMembersLocked(g *groupItem) {
+	found := i.scratch[:0]
+	defer func() {
+		g.members = make(set[*podItem], len(found))
+		for _, p := range found {
+			g.members[p] = struct{}{}
+		}
+		clear(found)
+		i.scratch = found[:0]
+	}()
+	sel := g.sel
+	addMember := func(p *podItem) { found = append(found, p) }
 	if sel.IPBlock != nil {
 		if !i.blocks.active() {
 			i.blocks.activate(i.pods)
 		}
 		i.blocks.add(g)
 		i.blocks.covered(sel.IPBlock, addMember)
-		return key
+		return
 	}
 	if sel.External() {
 		// Node and Service groups are the caller's: the index only remembers the key.
-		return key
+		return
 	}
 	if !sel.ClusterScoped() {
 		ns := i.namespaceLocked(sel.Namespace)
@@ -131,10 +151,10 @@ func (i *Index) AddGroup(sel *Selector) string {
 					addMember(p)
 				}
 			})
-			return key
+			return
 		}
 		ns.pods.matching(sel.PodSelector, podLabels, addMember)
-		return key
+		return
 	}
 	g.namespaces = set[*nsItem]{}
 	i.clusterByPod.add(g, sel.PodSelector)
@@ -144,7 +164,6 @@ func (i *Index) AddGroup(sel *Selector) string {
 		g.namespaces[ns] = struct{}{}
 		ns.pods.matching(sel.PodSelector, podLabels, addMember)
 	})
-	return key
 }
 
 // DeleteGroup forgets the group of key; unknown keys are ignored.

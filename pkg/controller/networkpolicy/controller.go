@@ -166,6 +166,9 @@ type Controller struct {
 	// serviceGroupKeys are the selector keys of groups whose member is a
 	// Service (policies applied to NodePort Services).
 	serviceGroupKeys sets.Set[string]
+	// scratchPods and scratchCounts are reused by the group computations.
+	scratchPods   []podOnNode
+	scratchCounts map[string]int32
 }
 
 // NewController wires the informers of informerFactory (NetworkPolicies,
@@ -211,6 +214,7 @@ func NewController(kubeClient kubernetes.Interface, informerFactory informers.Sh
 		addressGroups:       map[string]*addressGroupState{},
 		groupsBySelector:    map[string]*selectorGroups{},
 		orphans:             sets.New[string](),
+		scratchCounts:       map[string]int32{},
 	}
 	c.index.AddEventHandler(c.enqueueGroups)
 	// The synced functions are those of the handler registrations, not of

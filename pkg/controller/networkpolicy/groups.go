@@ -84,6 +84,13 @@ type cachedMember struct {
 	single controlplane.GroupMemberSet
 }
 
+// podOnNode is a member and its Pod's Node, in the scratch space of the
+// group computations.
+type podOnNode struct {
+	node string
+	m    *cachedMember
+}
+
 // memberOf returns the member of pod, building it when the slot holds none
 // or one of an earlier version of the Pod. Two syncs racing on one Pod build
 // equal members; either may stay.
@@ -92,7 +99,7 @@ func memberOf(pod *v1.Pod, slot *atomic.Value) *cachedMember {
 		return m
 	}
 	member := podMember(pod)
-	m := &cachedMember{pod: pod, key: controlplane.MemberKey(member), member: member}
+	m := &cachedMember{pod: pod, key: podMemberKey(member), member: member}
 	slot.Store(m)
 	return m
 }
@@ -101,7 +108,10 @@ func memberOf(pod *v1.Pod, slot *atomic.Value) *cachedMember {
 // is a member once scheduled and until it terminates. It returns the previous
 // span and true when the span changed.
 func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets.Set[string], bool) {
-	byNode := make(map[string]controlplane.GroupMemberSet, len(atg.membersByNode))
+	var byNode map[string]controlplane.GroupMemberSet
+	if atg.sel.NodeSelector != nil || atg.sel.Service != "" {
+		byNode = make(map[string]controlplane.GroupMemberSet, len(atg.membersByNode))
+	}
 	if atg.sel.NodeSelector != nil {
 		// A Node is its own Node's member.
 		for _, node := range c.selectedNodes(atg.sel.NodeSelector) {
@@ -119,33 +129,55 @@ func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets
 			}
 		}
 	}
+	// Two passes over the Pods, so that every map is made at its final size
+	// (growing them was most of the allocation of groups of a few Pods):
+	// the first collects the members and counts them per Node in scratch
+	// space kept under c.mu.
+	pods, counts := c.scratchPods[:0], c.scratchCounts
+	clear(counts)
 	c.index.VisitGroupPods(atg.sel.Key(), func(pod *v1.Pod, slot *atomic.Value) {
 		node := pod.Spec.NodeName
 		if node == "" || podTerminated(pod) {
 			return
 		}
-		m := memberOf(pod, slot)
-		s := byNode[node]
-		switch len(s) {
-		case 0:
+		pods = append(pods, podOnNode{node: node, m: memberOf(pod, slot)})
+		counts[node]++
+	})
+	if len(byNode) == 0 {
+		byNode = make(map[string]controlplane.GroupMemberSet, len(counts))
+	}
+	// counts[node] becomes 0 once the Node's set is the group's own.
+	for _, p := range pods {
+		m, s, n := p.m, byNode[p.node], counts[p.node]
+		switch {
+		case s == nil && n == 1:
 			// Sets are never modified once built, so Nodes where the Pod is
 			// alone share its singleton.
 			if m.single == nil {
 				m.single = controlplane.GroupMemberSet{m.key: m.member}
 			}
-			byNode[node] = m.single
-		case 1:
-			// A singleton (maybe shared): the Node's own set starts here.
-			own := make(controlplane.GroupMemberSet, 2)
+			byNode[p.node] = m.single
+		case s == nil:
+			s = make(controlplane.GroupMemberSet, n)
+			s[m.key] = m.member
+			byNode[p.node] = s
+			counts[p.node] = 0
+		case n > 0:
+			// A Node or Service member's set (maybe shared): the Node's own
+			// set starts here.
+			own := make(controlplane.GroupMemberSet, len(s)+int(n))
 			for k, v := range s {
 				own[k] = v
 			}
 			own[m.key] = m.member
-			byNode[node] = own
+			byNode[p.node] = own
+			counts[p.node] = 0
 		default:
 			s[m.key] = m.member
 		}
-	})
+	}
+	clear(pods)
+	c.scratchPods = pods[:0]
 	changed := len(byNode) != len(atg.membersByNode)
 	for node, s := range byNode {
 		// Keep the previous set of a Node whose members are the same, so the
@@ -181,26 +213,37 @@ func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets
 // computeAddressGroupLocked recomputes the members of ag: every selected Pod
 // with an IP that has not terminated (for an ipBlock group, see blockMember).
 func (c *Controller) computeAddressGroupLocked(ag *addressGroupState) {
-	members := make(controlplane.GroupMemberSet, len(ag.members))
+	var nodes []*controlplane.GroupMember
 	if ag.sel.NodeSelector != nil {
 		for _, node := range c.selectedNodes(ag.sel.NodeSelector) {
 			if m := nodeMember(node); len(m.IPs) > 0 {
-				members[controlplane.MemberKey(m)] = m
+				nodes = append(nodes, m)
 			}
 		}
 	}
-	block := ag.sel.IPBlock
+	// The Pods are collected first (scratch space kept under c.mu), so that
+	// the set is made at its final size.
+	pods := c.scratchPods[:0]
 	c.index.VisitGroupPods(ag.sel.Key(), func(pod *v1.Pod, slot *atomic.Value) {
 		if podTerminated(pod) || pod.Status.PodIP == "" && len(pod.Status.PodIPs) == 0 {
 			return
 		}
-		m := memberOf(pod, slot)
+		pods = append(pods, podOnNode{m: memberOf(pod, slot)})
+	})
+	members := make(controlplane.GroupMemberSet, len(nodes)+len(pods))
+	for _, m := range nodes {
+		members[controlplane.MemberKey(m)] = m
+	}
+	block := ag.sel.IPBlock
+	for _, p := range pods {
 		if block == nil {
-			members[m.key] = m.member
-		} else if key, member := blockMember(block, m); member != nil {
+			members[p.m.key] = p.m.member
+		} else if key, member := blockMember(block, p.m); member != nil {
 			members[key] = member
 		}
-	})
+	}
+	clear(pods)
+	c.scratchPods = pods[:0]
 	if ag.members != nil && ag.members.Equal(members) {
 		return
 	}

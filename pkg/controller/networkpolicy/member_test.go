@@ -1,0 +1,79 @@
+package networkpolicy
+
+import (
+	"net"
+	"reflect"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"antrea.io/antrea/pkg/apis/controlplane"
+)
+
+// parseIPsWithNet is how Pod addresses were parsed before podMemberBlock:
+// net.ParseIP, IPv4 in 4 bytes. It is the oracle of the block's parser.
+func parseIPsWithNet(pod *v1.Pod) []controlplane.IPAddress {
+	var out []controlplane.IPAddress
+	add := func(s string) {
+		if ip := net.ParseIP(s); ip != nil {
+			if v4 := ip.To4(); v4 != nil {
+				out = append(out, controlplane.IPAddress(v4))
+			} else {
+				out = append(out, controlplane.IPAddress(ip.To16()))
+			}
+		}
+	}
+	if len(pod.Status.PodIPs) == 0 {
+		if pod.Status.PodIP != "" {
+			add(pod.Status.PodIP)
+		}
+		return out
+	}
+	for _, ip := range pod.Status.PodIPs {
+		add(ip.IP)
+	}
+	return out
+}
+
+// TestPodMemberMatchesReference checks the single-allocation member and key
+// against net.ParseIP and controlplane.MemberKey on addresses of every form.
+func TestPodMemberMatchesReference(t *testing.T) {
+	statuses := []v1.PodStatus{
+		{},
+		{PodIP: "10.0.0.1"},
+		{PodIP: "10.0.0.1", PodIPs: []v1.PodIP{{IP: "10.0.0.1"}, {IP: "fd00::1"}}},
+		{PodIPs: []v1.PodIP{{IP: "fd00::a:0:0:1"}, {IP: "192.168.1.255"}}},
+		{PodIPs: []v1.PodIP{{IP: "::ffff:10.1.2.3"}}},
+		{PodIPs: []v1.PodIP{{IP: "::1.2.3.4"}, {IP: "2001:db8::"}, {IP: "::"}, {IP: "0.0.0.0"}}},
+		{PodIPs: []v1.PodIP{{IP: "fe80::1%eth0"}, {IP: "010.0.0.1"}, {IP: "bad"}, {IP: ""}}},
+		{PodIPs: []v1.PodIP{{IP: "fd00::1"}, {IP: "fd00::2"}, {IP: "fd00::3"}}},
+	}
+	ports := [][]v1.ContainerPort{nil, {{Name: "http", ContainerPort: 8080}, {ContainerPort: 9}, {Name: "dns", ContainerPort: 53, Protocol: v1.ProtocolUDP}}}
+	for i, st := range statuses {
+		for _, ps := range ports {
+			pod := &v1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"},
+				Spec:       v1.PodSpec{Containers: []v1.Container{{Ports: ps}}},
+				Status:     st,
+			}
+			m := podMember(pod)
+			if want := parseIPsWithNet(pod); !reflect.DeepEqual(m.IPs, want) {
+				t.Errorf("status %d: IPs %v, net.ParseIP gives %v", i, m.IPs, want)
+			}
+			if m.Pod == nil || m.Pod.Namespace != "ns" || m.Pod.Name != "p" || !reflect.DeepEqual(m.Ports, namedPorts(pod)) {
+				t.Errorf("status %d: member %+v", i, m)
+			}
+			if got, want := podMemberKey(m), controlplane.MemberKey(m); got != want {
+				t.Errorf("status %d: key %q, MemberKey gives %q", i, got, want)
+			}
+		}
+	}
+	// A 16-byte IPv4-mapped address (not what podMember builds) keys as
+	// MemberKey does.
+	m := &controlplane.GroupMember{Pod: &controlplane.PodReference{Namespace: "a", Name: "b"},
+		IPs: []controlplane.IPAddress{controlplane.IPAddress(net.ParseIP("1.2.3.4")), {1, 2, 3}}}
+	if got, want := podMemberKey(m), controlplane.MemberKey(m); got != want {
+		t.Errorf("key %q, MemberKey gives %q", got, want)
+	}
+}
