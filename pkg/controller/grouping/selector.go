@@ -10,6 +10,7 @@ package grouping
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -212,9 +213,12 @@ var parsedSelectors = struct {
 const parsedSelectorsMax = 8192
 
 func parseLabelSelector(ls *metav1.LabelSelector) (labels.Selector, error) {
-	key := labelSelectorKey(ls)
+	// The key is built on the stack and looked up without a string
+	// allocation; only a new entry copies it.
+	var buf [128]byte
+	key := appendLabelSelectorKey(buf[:0], ls)
 	parsedSelectors.Lock()
-	sel, ok := parsedSelectors.m[key]
+	sel, ok := parsedSelectors.m[string(key)]
 	parsedSelectors.Unlock()
 	if ok {
 		return sel, nil
@@ -228,7 +232,7 @@ func parseLabelSelector(ls *metav1.LabelSelector) (labels.Selector, error) {
 	if len(parsedSelectors.m) >= parsedSelectorsMax {
 		clear(parsedSelectors.m)
 	}
-	parsedSelectors.m[key] = sel
+	parsedSelectors.m[string(key)] = sel
 	parsedSelectors.Unlock()
 	return sel, nil
 }
@@ -237,32 +241,37 @@ func parseLabelSelector(ls *metav1.LabelSelector) (labels.Selector, error) {
 // length-prefixed; matchLabels sorted by key): equal keys mean equal
 // selectors.
 func labelSelectorKey(ls *metav1.LabelSelector) string {
-	var b strings.Builder
-	str := func(v string) {
-		b.WriteString(strconv.Itoa(len(v)))
-		b.WriteByte(':')
-		b.WriteString(v)
+	return string(appendLabelSelectorKey(nil, ls))
+}
+
+// appendLabelSelectorKey appends labelSelectorKey(ls) to b.
+func appendLabelSelectorKey(b []byte, ls *metav1.LabelSelector) []byte {
+	str := func(b []byte, v string) []byte {
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(b, ':')
+		return append(b, v...)
 	}
-	keys := make([]string, 0, len(ls.MatchLabels))
+	var kbuf [8]string
+	keys := kbuf[:0]
 	for k := range ls.MatchLabels {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
-	b.WriteString("L")
-	b.WriteString(strconv.Itoa(len(keys)))
+	slices.Sort(keys)
+	b = append(b, 'L')
+	b = strconv.AppendInt(b, int64(len(keys)), 10)
 	for _, k := range keys {
-		str(k)
-		str(ls.MatchLabels[k])
+		b = str(b, k)
+		b = str(b, ls.MatchLabels[k])
 	}
-	b.WriteString("E")
-	b.WriteString(strconv.Itoa(len(ls.MatchExpressions)))
+	b = append(b, 'E')
+	b = strconv.AppendInt(b, int64(len(ls.MatchExpressions)), 10)
 	for _, e := range ls.MatchExpressions {
-		str(e.Key)
-		str(string(e.Operator))
-		b.WriteString(strconv.Itoa(len(e.Values)))
+		b = str(b, e.Key)
+		b = str(b, string(e.Operator))
+		b = strconv.AppendInt(b, int64(len(e.Values)), 10)
 		for _, v := range e.Values {
-			str(v)
+			b = str(b, v)
 		}
 	}
-	return b.String()
+	return b
 }

@@ -50,6 +50,7 @@ package networkpolicy
 
 import (
 	"context"
+	"crypto/sha1"
 	"fmt"
 	"sync"
 	"time"
@@ -90,7 +91,20 @@ var groupNamespace = uuid.MustParse("5a5e6c1e-8d3b-4c55-9a0e-2f2b8a1d7c40")
 // groupName is the name of the AppliedToGroup and of the AddressGroup built
 // from a selector: a UUID derived from its normalized key.
 func groupName(selectorKey string) string {
-	return uuid.NewSHA1(groupNamespace, []byte(selectorKey)).String()
+	return nameUUID(selectorKey)
+}
+
+// nameUUID is uuid.NewSHA1(groupNamespace, []byte(data)).String() without
+// its hasher and slice allocations: the string is the only one.
+func nameUUID(data string) string {
+	var buf [256]byte
+	in := append(append(buf[:0], groupNamespace[:]...), data...)
+	sum := sha1.Sum(in)
+	var u uuid.UUID
+	copy(u[:], sum[:])
+	u[6] = (u[6] & 0x0f) | 0x50 // version 5
+	u[8] = (u[8] & 0x3f) | 0x80 // RFC 4122 variant
+	return u.String()
 }
 
 // policyName is the name of the internal NetworkPolicy of a K8s policy: its

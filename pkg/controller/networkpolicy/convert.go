@@ -279,9 +279,9 @@ func podIPs(pod *v1.Pod) []controlplane.IPAddress {
 type podMemberBlock struct {
 	member controlplane.GroupMember
 	ref    controlplane.PodReference
-	ips    [2]controlplane.IPAddress
-	// buf holds the address bytes of one IPv4 and one IPv6 address.
-	buf [20]byte
+	ips    [1]controlplane.IPAddress
+	// buf holds the address bytes of one IPv6 or four IPv4 addresses.
+	buf [16]byte
 }
 
 // parseIPs parses the Pod's addresses into the block (spilling to the heap

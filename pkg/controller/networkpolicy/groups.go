@@ -351,7 +351,7 @@ func (c *Controller) syncAppliedToGroup(_ context.Context, name string) error {
 			return err
 		}
 	}
-	for key := range atg.policies {
+	for key := range atg.policies.All {
 		p := c.policies[key]
 		if p == nil || p.published == nil || !p.appliesTo(atg) {
 			continue

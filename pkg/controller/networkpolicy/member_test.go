@@ -1,9 +1,13 @@
 package networkpolicy
 
 import (
+	"fmt"
 	"net"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,5 +79,60 @@ func TestPodMemberMatchesReference(t *testing.T) {
 		IPs: []controlplane.IPAddress{controlplane.IPAddress(net.ParseIP("1.2.3.4")), {1, 2, 3}}}
 	if got, want := podMemberKey(m), controlplane.MemberKey(m); got != want {
 		t.Errorf("key %q, MemberKey gives %q", got, want)
+	}
+}
+
+// TestNameUUIDMatchesUUIDv5 checks the allocation-free group name against
+// github.com/google/uuid's name-based UUID, also for keys beyond the stack
+// buffer.
+func TestNameUUIDMatchesUUIDv5(t *testing.T) {
+	for _, k := range []string{"", "namespace=ns podSelector=app=a", strings.Repeat("x", 239), strings.Repeat("y", 240), strings.Repeat("z", 1000)} {
+		if got, want := nameUUID(k), uuid.NewSHA1(groupNamespace, []byte(k)).String(); got != want {
+			t.Errorf("nameUUID(%d bytes) = %s, uuid.NewSHA1 gives %s", len(k), got, want)
+		}
+	}
+}
+
+// TestKeySet checks the compact key set against a map through a sequence
+// of inserts and deletes crossing its one-key form.
+func TestKeySet(t *testing.T) {
+	var s keySet
+	want := map[string]bool{}
+	check := func(step string) {
+		t.Helper()
+		if s.Len() != len(want) {
+			t.Fatalf("%s: Len %d, want %d", step, s.Len(), len(want))
+		}
+		got := map[string]bool{}
+		for k := range s.All {
+			got[k] = true
+		}
+		for _, k := range s.List() {
+			if !got[k] {
+				t.Fatalf("%s: List has %q, All does not", step, k)
+			}
+		}
+		if !reflect.DeepEqual(got, want) && len(want) > 0 {
+			t.Fatalf("%s: keys %v, want %v", step, got, want)
+		}
+		for _, k := range []string{"a", "b", "c", ""} {
+			if s.Has(k) != want[k] {
+				t.Fatalf("%s: Has(%q) = %v", step, k, s.Has(k))
+			}
+		}
+	}
+	ops := []struct {
+		insert bool
+		key    string
+	}{{true, "a"}, {true, "a"}, {false, "b"}, {true, "b"}, {true, "c"}, {false, "a"}, {false, "b"}, {false, "c"}, {true, "b"}, {false, "a"}, {false, "b"}}
+	for i, op := range ops {
+		if op.insert {
+			s.Insert(op.key)
+			want[op.key] = true
+		} else {
+			s.Delete(op.key)
+			delete(want, op.key)
+		}
+		check(fmt.Sprintf("op %d", i))
 	}
 }

@@ -54,7 +54,7 @@ type appliedToGroupState struct {
 	sel      *grouping.Selector
 	typesSel *types.GroupSelector
 	// policies are the keys of the policies applied to this group.
-	policies sets.Set[string]
+	policies keySet
 	// addressGroups counts, per AddressGroup, the policies that link it to
 	// this group: the AddressGroup's span includes this group's span.
 	addressGroups map[*addressGroupState]int
@@ -71,7 +71,7 @@ type addressGroupState struct {
 	sel      *grouping.Selector
 	typesSel *types.GroupSelector
 	// policies are the keys of the policies whose rules use this group.
-	policies sets.Set[string]
+	policies keySet
 	// appliedToGroups mirrors appliedToGroupState.addressGroups.
 	appliedToGroups map[*appliedToGroupState]int
 	// nodeCount counts, per Node, the linked AppliedToGroups spanning it; the
@@ -187,6 +187,86 @@ func (c *Controller) setGroupsLocked(p *policyState, atgSels []*grouping.Selecto
 	oldAGs := p.addressGroups
 	p.appliedTo, p.addressGroups = atgs, ags
 	return oldAGs
+}
+
+// keySet is a set of policy keys (never empty strings) that costs no map
+// while it holds one key, as most groups' sets do.
+type keySet struct {
+	one  string
+	many map[string]struct{}
+}
+
+func (s *keySet) Insert(k string) {
+	switch {
+	case s.many != nil:
+		s.many[k] = struct{}{}
+	case s.one == "" || s.one == k:
+		s.one = k
+	default:
+		s.many = map[string]struct{}{s.one: {}, k: {}}
+		s.one = ""
+	}
+}
+
+func (s *keySet) Delete(k string) {
+	if s.many != nil {
+		delete(s.many, k)
+		if len(s.many) == 0 {
+			s.many = nil
+		}
+		return
+	}
+	if s.one == k {
+		s.one = ""
+	}
+}
+
+func (s *keySet) Len() int {
+	if s.many != nil {
+		return len(s.many)
+	}
+	if s.one != "" {
+		return 1
+	}
+	return 0
+}
+
+func (s *keySet) Has(k string) bool {
+	if s.many != nil {
+		_, ok := s.many[k]
+		return ok
+	}
+	return k != "" && s.one == k
+}
+
+// List returns the keys, in no particular order.
+func (s *keySet) List() []string {
+	if s.many == nil {
+		if s.one == "" {
+			return nil
+		}
+		return []string{s.one}
+	}
+	out := make([]string, 0, len(s.many))
+	for k := range s.many {
+		out = append(out, k)
+	}
+	return out
+}
+
+// All visits the keys, in no particular order; the set must not change meanwhile.
+func (s *keySet) All(yield func(string) bool) {
+	if s.many == nil {
+		if s.one != "" {
+			yield(s.one)
+		}
+		return
+	}
+	for k := range s.many {
+		if !yield(k) {
+			return
+		}
+	}
 }
 
 func slicesContains[T comparable](s []T, v T) bool {
@@ -404,7 +484,6 @@ func (c *Controller) acquireAppliedToGroupLocked(sel *grouping.Selector, policyK
 			name:          sg.name,
 			sel:           sg.sel,
 			typesSel:      sg.typesSelector(),
-			policies:      sets.New[string](),
 			addressGroups: map[*addressGroupState]int{},
 			span:          sets.New[string](),
 		}
@@ -424,7 +503,6 @@ func (c *Controller) acquireAddressGroupLocked(sel *grouping.Selector, policyKey
 			name:            sg.name,
 			sel:             sg.sel,
 			typesSel:        sg.typesSelector(),
-			policies:        sets.New[string](),
 			appliedToGroups: map[*appliedToGroupState]int{},
 			nodeCount:       map[string]int{},
 			span:            sets.New[string](),
