@@ -232,6 +232,26 @@ func Run(ctx context.Context, o Options) error {
 		// ovs-vswitchd has no cached datapath flow.
 		pinTunnelNeighbor(ctx, o, nc, peer, func() {})
 	})
+	if nc.Uplink.BridgeName != "" {
+		isPeer := func(ip net.IP) bool {
+			for _, r := range routes.Installed() {
+				if r.NodeIP.Equal(ip) {
+					return true
+				}
+			}
+			return false
+		}
+		if err := followPeerNeighbors(ctx, nc.Uplink.BridgeName, isPeer, func(peer net.IP, mac net.HardwareAddr) {
+			if err := nc.PinTunnelNeighbor(ctx, peer, mac); err != nil {
+				klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
+				return
+			}
+			purger.Changed()
+		}); err != nil {
+			// The periodic pin still corrects a peer's MAC change.
+			klog.ErrorS(err, "Cannot follow the kernel's neighbour changes; a peer's new MAC is pinned within 10 minutes", "link", nc.Uplink.BridgeName)
+		}
+	}
 	// Packet-ins go to the feature that asked for them: Service rejects to
 	// AntreaProxy, policy rejects and audit logging to the policy controller.
 	packets := agentof.NewPacketInDispatcher(ofc)

@@ -5,6 +5,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 )
 
@@ -37,4 +39,58 @@ func keepNeighborsPinned(ctx context.Context, interval time.Duration, now <-chan
 			pin(ip)
 		}
 	}
+}
+
+// followNeighborChanges pins a peer's tunnel neighbour again as soon as the
+// kernel's entry for it on the underlay link (linkIndex) takes a new MAC. A
+// peer's address answers with a new MAC once its antrea-ovs moved it from
+// the uplink to br-phy, and this agent may have pinned the old one before:
+// the peer's Node, and so its route, can be known before the peer's agent
+// moved its address. Such a pin black-holes the tunnel to that peer (br-phy
+// does not pop packets sent to the uplink's MAC) until the next periodic pin.
+// The peer's gratuitous ARP, or the kernel's next resolution, updates the
+// kernel's entry: that update is the signal. Updates of entries that are not
+// a peer's (isPeer), or that only change state, pin nothing.
+func followNeighborChanges(ctx context.Context, linkIndex int, updates <-chan netlink.NeighUpdate, isPeer func(net.IP) bool, pin func(net.IP, net.HardwareAddr)) {
+	last := map[string]string{}
+	for {
+		var u netlink.NeighUpdate
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return
+		case u, ok = <-updates:
+			if !ok {
+				return
+			}
+		}
+		if u.Type != unix.RTM_NEWNEIGH || u.LinkIndex != linkIndex || u.IP.To4() == nil || len(u.HardwareAddr) != 6 ||
+			u.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 || !isPeer(u.IP) {
+			continue
+		}
+		ip, mac := u.IP.String(), u.HardwareAddr.String()
+		if last[ip] == mac {
+			continue
+		}
+		klog.InfoS("A peer node's underlay address has a new MAC: pinning its tunnel neighbour", "peer", ip, "mac", mac, "before", last[ip])
+		last[ip] = mac
+		pin(u.IP, u.HardwareAddr)
+	}
+}
+
+// followPeerNeighbors subscribes to the kernel's neighbour updates and runs
+// followNeighborChanges on those of link until ctx ends.
+func followPeerNeighbors(ctx context.Context, link string, isPeer func(net.IP) bool, pin func(net.IP, net.HardwareAddr)) error {
+	l, err := netlink.LinkByName(link)
+	if err != nil {
+		return err
+	}
+	updates := make(chan netlink.NeighUpdate, 64)
+	if err := netlink.NeighSubscribeWithOptions(updates, ctx.Done(), netlink.NeighSubscribeOptions{
+		ErrorCallback: func(err error) { klog.ErrorS(err, "Neighbour updates", "link", link) },
+	}); err != nil {
+		return err
+	}
+	go followNeighborChanges(ctx, l.Attrs().Index, updates, isPeer, pin)
+	return nil
 }
