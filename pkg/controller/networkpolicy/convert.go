@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -356,38 +355,32 @@ func podMember(pod *v1.Pod) *controlplane.GroupMember {
 	return &b.member
 }
 
-// podMemberKey is controlplane.MemberKey of a Pod's member, built with one
-// allocation.
+// podMemberKey is controlplane.MemberKey of a Pod's member, built on the
+// stack: the string is its only allocation, at its exact size.
 func podMemberKey(m *controlplane.GroupMember) string {
-	n := len("pod:") + len(m.Pod.Namespace) + 1 + len(m.Pod.Name) + len(m.IPs)*40
-	for _, p := range m.Ports {
-		n += len(p.Name) + len(p.Protocol) + 14
-	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteString("pod:")
-	b.WriteString(m.Pod.Namespace)
-	b.WriteByte('/')
-	b.WriteString(m.Pod.Name)
-	var tmp [64]byte
+	var buf [128]byte
+	b := append(buf[:0], "pod:"...)
+	b = append(b, m.Pod.Namespace...)
+	b = append(b, '/')
+	b = append(b, m.Pod.Name...)
 	for _, ip := range m.IPs {
-		b.WriteByte('|')
+		b = append(b, '|')
 		if a, ok := netip.AddrFromSlice(ip); ok && (len(ip) == 4 || !a.Is4In6()) {
-			b.Write(a.AppendTo(tmp[:0]))
+			b = a.AppendTo(b)
 		} else {
 			// What net.IP.String does differently (IPv4-mapped, bad lengths).
-			b.WriteString(net.IP(ip).String())
+			b = append(b, net.IP(ip).String()...)
 		}
 	}
 	for _, p := range m.Ports {
-		b.WriteByte('|')
-		b.WriteString(p.Name)
-		b.WriteByte(':')
-		b.Write(strconv.AppendInt(tmp[:0], int64(p.Port), 10))
-		b.WriteByte('/')
-		b.WriteString(string(p.Protocol))
+		b = append(b, '|')
+		b = append(b, p.Name...)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(p.Port), 10)
+		b = append(b, '/')
+		b = append(b, p.Protocol...)
 	}
-	return b.String()
+	return string(b)
 }
 
 // podTerminated tells whether a Pod has finished: its IP may already belong
