@@ -44,8 +44,49 @@ func unlink(atg *appliedToGroupState, ag *addressGroupState) {
 }
 
 // moveSpan replaces the contribution of one linked AppliedToGroup, whose span
-// went from old to cur, in the AddressGroup's span.
+// went from old to cur, in the AddressGroup's span. It is called once the
+// link itself is made or undone (ag.appliedToGroups is current).
+//
+// While at most one AppliedToGroup is linked (most AddressGroups: a policy's
+// peer is often its own podSelector), the span is that group's immutable
+// span itself and no Node is counted; counting starts, from the linked
+// groups' spans, when a second one links, and stops when one is left.
 func (ag *addressGroupState) moveSpan(old, cur sets.Set[string]) {
+	if len(ag.appliedToGroups) <= 1 {
+		ag.nodeCount = nil
+		var span sets.Set[string]
+		for atg := range ag.appliedToGroups {
+			span = atg.span
+		}
+		if span == nil {
+			span = sets.New[string]()
+		}
+		if !sameSet(ag.span, span) {
+			ag.dirty = true
+		}
+		ag.span = span
+		return
+	}
+	if ag.nodeCount == nil {
+		ag.nodeCount = map[string]int{}
+		for atg := range ag.appliedToGroups {
+			for n := range atg.span {
+				ag.nodeCount[n]++
+			}
+		}
+		if len(ag.nodeCount) != len(ag.span) {
+			ag.dirty = true
+		} else {
+			for n := range ag.nodeCount {
+				if !ag.span.Has(n) {
+					ag.dirty = true
+					break
+				}
+			}
+		}
+		ag.span = sets.KeySet(ag.nodeCount)
+		return
+	}
 	changed := false
 	for n := range old {
 		if cur.Has(n) {

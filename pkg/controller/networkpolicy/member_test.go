@@ -2,6 +2,7 @@ package networkpolicy
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"reflect"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"antrea.io/antrea/pkg/apis/controlplane"
 )
@@ -134,5 +136,54 @@ func TestKeySet(t *testing.T) {
 			delete(want, op.key)
 		}
 		check(fmt.Sprintf("op %d", i))
+	}
+}
+
+// TestAddressGroupSpanIsUnionOfLinkedSpans drives link, unlink and span
+// changes of AppliedToGroups at random and checks after each step that an
+// AddressGroup's span is the union of its linked groups' spans, and that it
+// is marked dirty whenever its span changed.
+func TestAddressGroupSpanIsUnionOfLinkedSpans(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	randomSpan := func() sets.Set[string] {
+		s := sets.New[string]()
+		for i := rng.IntN(4); i > 0; i-- {
+			s.Insert(fmt.Sprintf("node-%d", rng.IntN(6)))
+		}
+		return s
+	}
+	atgs := make([]*appliedToGroupState, 4)
+	for i := range atgs {
+		atgs[i] = &appliedToGroupState{addressGroups: map[*addressGroupState]int{}, span: randomSpan()}
+	}
+	ag := &addressGroupState{appliedToGroups: map[*appliedToGroupState]int{}, span: sets.New[string]()}
+	for step := 0; step < 3000; step++ {
+		before := sets.New(ag.span.UnsortedList()...)
+		ag.dirty = false
+		atg := atgs[rng.IntN(len(atgs))]
+		switch rng.IntN(3) {
+		case 0:
+			link(atg, ag)
+		case 1:
+			if atg.addressGroups[ag] > 0 {
+				unlink(atg, ag)
+			}
+		case 2:
+			old := atg.span
+			atg.span = randomSpan()
+			if atg.addressGroups[ag] > 0 {
+				ag.moveSpan(old, atg.span)
+			}
+		}
+		want := sets.New[string]()
+		for a := range ag.appliedToGroups {
+			want = want.Union(a.span)
+		}
+		if !ag.span.Equal(want) {
+			t.Fatalf("step %d: span %v, union of linked spans %v", step, sets.List(ag.span), sets.List(want))
+		}
+		if !before.Equal(ag.span) && !ag.dirty {
+			t.Fatalf("step %d: span changed from %v to %v without dirty", step, sets.List(before), sets.List(ag.span))
+		}
 	}
 }

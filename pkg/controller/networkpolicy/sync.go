@@ -76,6 +76,8 @@ type addressGroupState struct {
 	appliedToGroups map[*appliedToGroupState]int
 	// nodeCount counts, per Node, the linked AppliedToGroups spanning it; the
 	// span is its key set. Counting makes a span change O(changed Nodes).
+	// It is nil while at most one AppliedToGroup is linked: the span is then
+	// that group's (see moveSpan).
 	nodeCount map[string]int
 	// members and span are immutable once set: a change replaces them.
 	members   controlplane.GroupMemberSet
@@ -504,7 +506,6 @@ func (c *Controller) acquireAddressGroupLocked(sel *grouping.Selector, policyKey
 			sel:             sg.sel,
 			typesSel:        sg.typesSelector(),
 			appliedToGroups: map[*appliedToGroupState]int{},
-			nodeCount:       map[string]int{},
 			span:            sets.New[string](),
 		}
 		sg.address = ag
