@@ -30,9 +30,19 @@
 # upper bound), with the peak heap.
 #
 # UPSTREAM_NP_TEST names upstream Antrea's compiled pkg/controller/networkpolicy
-# test binary (go test -c in a checkout of antrea-io/antrea; antrea.io/libOpenflow
-# and antrea.io/ofnet can be replaced by local copies). The ratios compare time
-# and bytes allocated (upstream's B/op).
+# test binary. The ratios compare time and bytes allocated (upstream's B/op).
+# How it was built here (2026-12-02, antrea-io/antrea fc70f2bb7; the Go module
+# proxy refuses antrea.io/libOpenflow and antrea.io/ofnet, so they come from
+# their GitHub repositories; the networkpolicy package compiles them in, its
+# benchmarks run none of their code):
+#   git --git-dir=<antrea-io/antrea clone> archive HEAD | tar -x -C /tmp/upstream-antrea
+#   git --git-dir=<antrea-io/libOpenflow clone> archive HEAD | tar -x -C /tmp/up-libOpenflow  # 0ffb857, v0.16.0+
+#   git --git-dir=<antrea-io/ofnet clone> archive HEAD | tar -x -C /tmp/up-ofnet              # 3796388, v0.14.0+
+#   # upstream wants ofnet v0.15.1, whose ofctrl.FlowMatch has a CtZone field HEAD lacks:
+#   # pkg/ovs/openflow only compiles with it, so add the field (unused by these tests):
+#   sed -i 's|^\tCtMark        uint32 |\tCtZone *uint16\n&|' /tmp/up-ofnet/ofctrl/fgraphFlow.go
+#   cd /tmp/upstream-antrea && go mod edit -replace antrea.io/libOpenflow=/tmp/up-libOpenflow \
+#     -replace antrea.io/ofnet=/tmp/up-ofnet && go test -c -o /tmp/upstream-np.test ./pkg/controller/networkpolicy
 #
 # The measurement lives in pkg/controller/networkpolicy/scale_bench_test.go:
 # informers start on a fake clientset that lists the prebuilt objects (without
