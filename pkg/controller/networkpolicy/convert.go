@@ -266,11 +266,6 @@ func ipAddress(ip net.IP) controlplane.IPAddress {
 	return controlplane.IPAddress(ip.To16())
 }
 
-// podIPs returns the parsed IPs of a Pod, from status.podIPs or status.podIP.
-func podIPs(pod *v1.Pod) []controlplane.IPAddress {
-	return new(podMemberBlock).parseIPs(pod)
-}
-
 // podMemberBlock holds a Pod's GroupMember with its PodReference and
 // addresses in one allocation: 100,000 Pods otherwise cost half a million
 // small objects. It holds no pointer to the Pod object, so a member kept by
