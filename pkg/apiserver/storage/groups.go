@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/tools/cache"
 
 	"antrea.io/antrea/pkg/apis/controlplane"
 	"antrea.io/antrea/pkg/controller/types"
@@ -37,7 +36,7 @@ type addressGroupResource struct{}
 // NewAddressGroupStore returns the store of AddressGroups; it holds
 // *types.AddressGroup. Every Node in the span gets all members.
 func NewAddressGroupStore(opts ...Options) Interface {
-	return newStore(addressGroupResource{}, cache.Indexers{SelectorIndex: selectorIndexFunc}, firstOptions(opts))
+	return newStore(addressGroupResource{}, Indexers{SelectorIndex: selectorIndexFunc}, firstOptions(opts))
 }
 
 func (addressGroupResource) groupResource() schema.GroupResource {
@@ -94,7 +93,7 @@ type appliedToGroupResource struct{}
 // NewAppliedToGroupStore returns the store of AppliedToGroups; it holds
 // *types.AppliedToGroup. A Node sees only the members on it.
 func NewAppliedToGroupStore(opts ...Options) Interface {
-	return newStore(appliedToGroupResource{}, cache.Indexers{SelectorIndex: selectorIndexFunc}, firstOptions(opts))
+	return newStore(appliedToGroupResource{}, Indexers{SelectorIndex: selectorIndexFunc}, firstOptions(opts))
 }
 
 func (appliedToGroupResource) groupResource() schema.GroupResource {
@@ -193,7 +192,7 @@ func (appliedToGroupResource) modified(prepared any, node string) runtime.Object
 
 func (appliedToGroupResource) empty() runtime.Object { return &controlplane.AppliedToGroup{} }
 
-func selectorIndexFunc(obj any) ([]string, error) {
+func selectorIndexFunc(obj any, buf []string) []string {
 	var sel *types.GroupSelector
 	switch g := obj.(type) {
 	case *types.AddressGroup:
@@ -202,9 +201,9 @@ func selectorIndexFunc(obj any) ([]string, error) {
 		sel = g.Selector
 	}
 	if sel == nil {
-		return nil, nil
+		return buf
 	}
-	return []string{sel.NormalizedName}, nil
+	return append(buf, sel.NormalizedName)
 }
 
 // ---- NetworkPolicy ----
@@ -214,12 +213,24 @@ type networkPolicyResource struct{}
 // NewNetworkPolicyStore returns the store of internal NetworkPolicies; it
 // holds *types.NetworkPolicy, indexed by AppliedToGroupIndex and AddressGroupIndex.
 func NewNetworkPolicyStore(opts ...Options) Interface {
-	return newStore(networkPolicyResource{}, cache.Indexers{
-		AppliedToGroupIndex: func(obj any) ([]string, error) {
-			return obj.(*types.NetworkPolicy).GetAppliedToGroups().UnsortedList(), nil
+	// The index values are those of GetAppliedToGroups and GetAddressGroups,
+	// appended without building their sets (an index ignores repeats).
+	return newStore(networkPolicyResource{}, Indexers{
+		AppliedToGroupIndex: func(obj any, buf []string) []string {
+			p := obj.(*types.NetworkPolicy)
+			buf = append(buf, p.AppliedToGroups...)
+			for i := range p.Rules {
+				buf = append(buf, p.Rules[i].AppliedToGroups...)
+			}
+			return buf
 		},
-		AddressGroupIndex: func(obj any) ([]string, error) {
-			return obj.(*types.NetworkPolicy).GetAddressGroups().UnsortedList(), nil
+		AddressGroupIndex: func(obj any, buf []string) []string {
+			p := obj.(*types.NetworkPolicy)
+			for i := range p.Rules {
+				buf = append(buf, p.Rules[i].From.AddressGroups...)
+				buf = append(buf, p.Rules[i].To.AddressGroups...)
+			}
+			return buf
 		},
 	}, firstOptions(opts))
 }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -71,11 +70,12 @@ type event struct {
 	prepared          any
 }
 
-// forHistory is the copy of e kept in history.
-func (e *event) forHistory() *event {
-	h := *e
-	h.prev, h.cur = nil, nil
-	return &h
+// withObjects is the copy of the history event h handed to watchers, with the
+// objects before and after the change.
+func (s *store) withObjects(h *event, prev, cur any) *event {
+	e := *h
+	e.prev, e.cur = prev, cur
+	return &e
 }
 
 // store is the in-memory, indexed, watchable store shared by the resources.
@@ -84,8 +84,7 @@ type store struct {
 	opts Options
 
 	mu       sync.RWMutex
-	indexer  cache.Indexer
-	rvs      map[string]uint64
+	objs     *objects
 	rv       uint64
 	history  []*event // ring buffer of the last HistorySize events
 	head     int      // index of the oldest event in history
@@ -100,7 +99,7 @@ type store struct {
 	nextID  int
 }
 
-func newStore(res resource, indexers cache.Indexers, opts Options) *store {
+func newStore(res resource, indexers Indexers, opts Options) *store {
 	if opts.HistorySize <= 0 {
 		opts.HistorySize = defaultHistorySize
 	}
@@ -113,7 +112,7 @@ func newStore(res resource, indexers cache.Indexers, opts Options) *store {
 	s := &store{
 		res:      res,
 		opts:     opts,
-		rvs:      map[string]uint64{},
+		objs:     newObjects(indexers),
 		history:  make([]*event, opts.HistorySize),
 		watchers: map[int]*watcher{},
 		byNode:   map[string]map[int]*watcher{},
@@ -124,7 +123,6 @@ func newStore(res resource, indexers cache.Indexers, opts Options) *store {
 	// than anything this store holds and gets 410 Gone (the client lists
 	// again) instead of resuming at a version that meant something else.
 	s.rv = uint64(time.Now().UnixNano())
-	s.indexer = cache.NewIndexer(func(obj any) (string, error) { return res.key(obj) }, indexers)
 	return s
 }
 
@@ -135,11 +133,8 @@ func (s *store) Create(obj any) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, exists, _ := s.indexer.GetByKey(key); exists {
+	if _, exists := s.objs.get(key); exists {
 		return apierrors.NewAlreadyExists(s.res.groupResource(), key)
-	}
-	if err := s.indexer.Add(obj); err != nil {
-		return fmt.Errorf("adding %s %s to the store: %w", s.res.groupResource(), key, err)
 	}
 	s.record(key, nil, obj)
 	return nil
@@ -152,58 +147,58 @@ func (s *store) Update(obj any) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	prev, exists, _ := s.indexer.GetByKey(key)
+	prev, exists := s.objs.get(key)
 	if !exists {
 		return apierrors.NewNotFound(s.res.groupResource(), key)
 	}
-	if err := s.indexer.Update(obj); err != nil {
-		return fmt.Errorf("updating %s %s in the store: %w", s.res.groupResource(), key, err)
-	}
-	s.record(key, prev, obj)
+	s.record(key, prev.obj, obj)
 	return nil
 }
 
 func (s *store) Delete(key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	prev, exists, _ := s.indexer.GetByKey(key)
+	prev, exists := s.objs.get(key)
 	if !exists {
 		return apierrors.NewNotFound(s.res.groupResource(), key)
 	}
-	if err := s.indexer.Delete(prev); err != nil {
-		return fmt.Errorf("deleting %s %s from the store: %w", s.res.groupResource(), key, err)
-	}
-	s.record(key, prev, nil)
+	s.record(key, prev.obj, nil)
 	return nil
 }
 
-// record assigns the next resource version to a change, keeps it in history
-// and hands it to every watcher. Called with mu held, so that watchers see
-// changes in version order.
+// record stores a change (cur nil: a deletion), assigns it the next resource
+// version, keeps it in history and hands it to every watcher. Called with mu
+// held, so that watchers see changes in version order.
 func (s *store) record(key string, prev, cur any) {
 	s.rv++
-	e := &event{key: key, rv: s.rv, prev: prev, cur: cur, existed: prev != nil, exists: cur != nil}
+	if cur == nil {
+		s.objs.delete(key, prev)
+	} else {
+		s.objs.set(key, prev, cur, s.rv)
+	}
+	// The history's copy holds no objects; the watchers' copy, made only
+	// when some watcher is open, also holds prev and cur.
+	h := &event{key: key, rv: s.rv, existed: prev != nil, exists: cur != nil}
 	if prev != nil {
-		e.prevSpan = s.res.span(prev)
+		h.prevSpan = s.res.span(prev)
 	}
 	if cur != nil {
-		e.curSpan = s.res.span(cur)
+		h.curSpan = s.res.span(cur)
 	}
 	if prev != nil && cur != nil {
-		e.prepared = s.res.prepare(prev, cur, s.rv)
-	}
-	if cur == nil {
-		delete(s.rvs, key)
-	} else {
-		s.rvs[key] = s.rv
+		h.prepared = s.res.prepare(prev, cur, s.rv)
 	}
 	idx := (s.head + s.count) % len(s.history)
-	s.history[idx] = e.forHistory()
+	s.history[idx] = h
 	if s.count < len(s.history) {
 		s.count++
 	} else {
 		s.head = (s.head + 1) % len(s.history)
 	}
+	if len(s.watchers) == 0 {
+		return
+	}
+	e := s.withObjects(h, prev, cur)
 	for id, w := range s.anyNode {
 		s.dispatch(id, w, e)
 	}
@@ -281,15 +276,22 @@ func (s *store) unregister(id int) {
 }
 
 func (s *store) Get(key string) (any, bool, error) {
-	return s.indexer.GetByKey(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.objs.get(key)
+	return e.obj, ok, nil
 }
 
 func (s *store) GetByIndex(indexName, indexKey string) ([]any, error) {
-	return s.indexer.ByIndex(indexName, indexKey)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.objs.byIndex(indexName, indexKey)
 }
 
 func (s *store) List() []any {
-	return s.indexer.List()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.objs.list()
 }
 
 func (s *store) ResourceVersion() uint64 {
@@ -310,15 +312,14 @@ func (s *store) ListObjects(sel *Selectors) ([]runtime.Object, uint64) {
 	node, hasNode := sel.NodeName()
 	key := sel.key()
 	var objs []runtime.Object
-	for _, obj := range s.indexer.List() {
-		k, _ := s.res.key(obj)
+	for k, e := range s.objs.items {
 		if key != "" && k != key {
 			continue
 		}
-		if hasNode && !s.res.inSpan(obj, node) {
+		if hasNode && !s.res.inSpan(e.obj, node) {
 			continue
 		}
-		objs = append(objs, s.res.view(obj, node, s.rvs[k]))
+		objs = append(objs, s.res.view(e.obj, node, e.rv))
 	}
 	return objs, s.rv
 }
@@ -326,15 +327,15 @@ func (s *store) ListObjects(sel *Selectors) ([]runtime.Object, uint64) {
 func (s *store) GetObject(key string, sel *Selectors) (runtime.Object, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	obj, exists, _ := s.indexer.GetByKey(key)
+	e, exists := s.objs.get(key)
 	if !exists {
 		return nil, false
 	}
 	node, hasNode := sel.NodeName()
-	if hasNode && !s.res.inSpan(obj, node) {
+	if hasNode && !s.res.inSpan(e.obj, node) {
 		return nil, false
 	}
-	return s.res.view(obj, node, s.rvs[key]), true
+	return s.res.view(e.obj, node, e.rv), true
 }
 
 func (s *store) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, error) {
@@ -362,15 +363,14 @@ func (s *store) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, 
 
 	s.mu.Lock()
 	if fromRV == 0 {
-		for _, obj := range s.indexer.List() {
-			k, _ := s.res.key(obj)
+		for k, e := range s.objs.items {
 			if w.key != "" && k != w.key {
 				continue
 			}
-			if hasNode && !s.res.inSpan(obj, node) {
+			if hasNode && !s.res.inSpan(e.obj, node) {
 				continue
 			}
-			w.initial = append(w.initial, watch.Event{Type: watch.Added, Object: s.res.view(obj, node, s.rvs[k])})
+			w.initial = append(w.initial, watch.Event{Type: watch.Added, Object: s.res.view(e.obj, node, e.rv)})
 		}
 		w.lastRV = s.rv
 	} else {
