@@ -24,6 +24,9 @@ type keySet struct {
 }
 
 // objectIndex maps each index value to the keys of the objects having it.
+// values is nil until the index is first read: it is then built from the
+// objects and kept up to date from there on, so that an index nobody reads
+// costs nothing.
 type objectIndex struct {
 	fn     indexFunc
 	values map[string]keySet
@@ -71,7 +74,7 @@ type objects struct {
 func newObjects(indexers Indexers) *objects {
 	o := &objects{items: map[string]entry{}, indexes: make(map[string]*objectIndex, len(indexers))}
 	for name, fn := range indexers {
-		o.indexes[name] = &objectIndex{fn: fn, values: map[string]keySet{}}
+		o.indexes[name] = &objectIndex{fn: fn}
 	}
 	return o
 }
@@ -85,6 +88,9 @@ func (o *objects) get(key string) (entry, bool) {
 // (nil when there was none).
 func (o *objects) set(key string, prev, obj any, rv uint64) {
 	for _, x := range o.indexes {
+		if x.values == nil {
+			continue
+		}
 		if prev != nil {
 			o.buf = x.fn(prev, o.buf[:0])
 			for _, v := range o.buf {
@@ -103,6 +109,9 @@ func (o *objects) set(key string, prev, obj any, rv uint64) {
 // delete removes the object stored under key, prev.
 func (o *objects) delete(key string, prev any) {
 	for _, x := range o.indexes {
+		if x.values == nil {
+			continue
+		}
 		o.buf = x.fn(prev, o.buf[:0])
 		for _, v := range o.buf {
 			x.remove(v, key)
@@ -120,10 +129,22 @@ func (o *objects) list() []any {
 	return l
 }
 
+// byIndex returns the objects having value in the index name, building the
+// index on its first use (so the caller must hold the store's write lock).
 func (o *objects) byIndex(name, value string) ([]any, error) {
 	x, ok := o.indexes[name]
 	if !ok {
 		return nil, fmt.Errorf("index with name %s does not exist", name)
+	}
+	if x.values == nil {
+		x.values = make(map[string]keySet, len(o.items))
+		for key, e := range o.items {
+			o.buf = x.fn(e.obj, o.buf[:0])
+			for _, v := range o.buf {
+				x.add(v, key)
+			}
+		}
+		clear(o.buf)
 	}
 	ks, ok := x.values[value]
 	if !ok {

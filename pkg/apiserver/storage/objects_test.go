@@ -16,7 +16,8 @@ import (
 // change their groups, deletes; groups shared by several policies, repeated
 // within one) and checks after every write that GetByIndex returns exactly
 // the stored policies whose GetAppliedToGroups / GetAddressGroups hold the
-// value, and that Get and List agree with what was written.
+// value, and that Get and List agree with what was written. The indexes are
+// first read after 500 writes, so both their build and their upkeep are checked.
 func TestIndexesMatchTheObjects(t *testing.T) {
 	s := NewNetworkPolicyStore()
 	rng := rand.New(rand.NewSource(1))
@@ -69,6 +70,11 @@ func TestIndexesMatchTheObjects(t *testing.T) {
 			if got, ok, _ := s.Get(name); !ok || got != p {
 				t.Fatalf("write %d: Get(%s) = %v, %v; want the last written policy", i, name, got, ok)
 			}
+		}
+		if i < 500 {
+			// The indexes are built on their first read: first from
+			// the policies written so far, then kept up to date.
+			continue
 		}
 		for g := 0; g < 6; g++ {
 			value := "g" + strconv.Itoa(g)

@@ -283,8 +283,9 @@ func (s *store) Get(key string) (any, bool, error) {
 }
 
 func (s *store) GetByIndex(indexName, indexKey string) ([]any, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	// The write lock: the first read of an index builds it.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.objs.byIndex(indexName, indexKey)
 }
 
