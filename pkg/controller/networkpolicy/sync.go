@@ -454,7 +454,8 @@ func sameSet(a, b sets.Set[string]) bool {
 // outcome was lost to an error) already created it.
 func createOrUpdate(s Store, obj any) error {
 	err := s.Create(obj)
-	if apierrors.IsAlreadyExists(err) {
+	// IsAlreadyExists allocates even for nil: most writes succeed.
+	if err != nil && apierrors.IsAlreadyExists(err) {
 		return s.Update(obj)
 	}
 	return err
