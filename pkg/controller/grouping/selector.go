@@ -168,16 +168,19 @@ func normalize(s *Selector) string {
 	if s.ServiceAccount != "" {
 		return "namespace=" + s.Namespace + " serviceAccount=" + s.ServiceAccount
 	}
-	var b strings.Builder
-	if s.NamespaceSelector == nil {
-		b.WriteString("namespace=")
-		b.WriteString(s.Namespace)
-	} else {
-		b.WriteString("namespaceSelector=")
-		b.WriteString(selectorString(s.NamespaceSelector))
+	// The parts first, so that the string is allocated once, at its size.
+	nsKey, nsValue := "namespace=", s.Namespace
+	if s.NamespaceSelector != nil {
+		nsKey, nsValue = "namespaceSelector=", selectorString(s.NamespaceSelector)
 	}
-	b.WriteString(" podSelector=")
-	b.WriteString(selectorString(s.PodSelector))
+	const podPrefix = " podSelector="
+	podValue := selectorString(s.PodSelector)
+	var b strings.Builder
+	b.Grow(len(nsKey) + len(nsValue) + len(podPrefix) + len(podValue))
+	b.WriteString(nsKey)
+	b.WriteString(nsValue)
+	b.WriteString(podPrefix)
+	b.WriteString(podValue)
 	return b.String()
 }
 
