@@ -37,6 +37,8 @@ type Index struct {
 type podItem struct {
 	ns  *nsItem
 	pod *v1.Pod
+	// pos is the Pod's place in its Namespace's index (itemIndex.all).
+	pos int
 	// derived is the caller's slot (see VisitGroupPods).
 	derived atomic.Value
 }
@@ -47,13 +49,18 @@ type nsItem struct {
 	// known is set while the Namespace object exists; an nsItem also exists,
 	// with only the name label, while Pods or groups refer to the Namespace.
 	known bool
-	pods  *itemIndex[*podItem]
+	// pos is the Namespace's place in the Namespace index (itemIndex.all).
+	pos  int
+	pods *itemIndex[*podItem]
 	// groups holds the Namespace-scoped groups of this Namespace.
 	groups *selectorIndex[*groupItem]
 	// clusterGroups holds the cluster-scoped groups whose Namespace selector
 	// matches this Namespace.
 	clusterGroups set[*groupItem]
 }
+
+func (p *podItem) allPos() *int { return &p.pos }
+func (n *nsItem) allPos() *int  { return &n.pos }
 
 type groupItem struct {
 	key     string
@@ -447,7 +454,7 @@ func (i *Index) relabelNamespaceLocked(ns *nsItem, newLabels labels.Set) []strin
 		} else {
 			delete(ns.clusterGroups, g)
 			delete(g.namespaces, ns)
-			for p := range ns.pods.all {
+			for _, p := range ns.pods.all {
 				if g.members.has(p) {
 					delete(g.members, p)
 					changed = true

@@ -10,20 +10,39 @@ type set[T comparable] map[T]struct{}
 
 func (s set[T]) has(v T) bool { _, ok := s[v]; return ok }
 
+// indexItem is an item of an itemIndex: it knows its place in the index's
+// slice of all items (an item is in one index at most).
+type indexItem interface {
+	comparable
+	allPos() *int
+}
+
 // itemIndex indexes items (Pods or Namespaces) by label key and value so that
 // a selector with an equality, "in" or "exists" requirement visits only the
 // items carrying that label instead of all of them.
-type itemIndex[T comparable] struct {
-	all  set[T]
+type itemIndex[T indexItem] struct {
+	// all holds every item once, in no particular order; an item's allPos
+	// is its place, so that removing it is a swap with the last one. (A
+	// set per Namespace grew through every size up to its Pod count.)
+	all  []T
 	byKV map[string]map[string]set[T]
 }
 
-func newItemIndex[T comparable]() *itemIndex[T] {
-	return &itemIndex[T]{all: set[T]{}, byKV: map[string]map[string]set[T]{}}
+func newItemIndex[T indexItem]() *itemIndex[T] {
+	return &itemIndex[T]{byKV: map[string]map[string]set[T]{}}
+}
+
+// has tells whether item is in x.all.
+func (x *itemIndex[T]) has(item T) bool {
+	p := *item.allPos()
+	return p >= 0 && p < len(x.all) && x.all[p] == item
 }
 
 func (x *itemIndex[T]) add(item T, lbls map[string]string) {
-	x.all[item] = struct{}{}
+	if !x.has(item) {
+		*item.allPos() = len(x.all)
+		x.all = append(x.all, item)
+	}
 	for k, v := range lbls {
 		values := x.byKV[k]
 		if values == nil {
@@ -40,7 +59,14 @@ func (x *itemIndex[T]) add(item T, lbls map[string]string) {
 }
 
 func (x *itemIndex[T]) remove(item T, lbls map[string]string) {
-	delete(x.all, item)
+	if x.has(item) {
+		p, last := *item.allPos(), len(x.all)-1
+		x.all[p] = x.all[last]
+		*x.all[p].allPos() = p
+		var zero T
+		x.all[last] = zero
+		x.all = x.all[:last]
+	}
 	for k, v := range lbls {
 		values := x.byKV[k]
 		items := values[v]
@@ -91,7 +117,12 @@ func (x *itemIndex[T]) matching(sel labels.Selector, labelsOf func(T) labels.Set
 		}
 	}
 	if best == nil {
-		best = []set[T]{x.all}
+		for _, item := range x.all {
+			if sel.Matches(labelsOf(item)) {
+				visit(item)
+			}
+		}
+		return
 	}
 	for _, items := range best {
 		for item := range items {
