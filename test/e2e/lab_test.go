@@ -148,6 +148,7 @@ func TestPodsSpreadOverNodesGetIPsFromTheirNodesPodCIDRAndReachEachOther(t *test
 							return
 						}
 					}
+					t.Logf("underlay state right after the failure:\n%s", e.UnderlayState(ctx))
 					t.Fatalf("connect (3 attempts): %v: %s", err, out)
 				})
 			}

@@ -493,9 +493,10 @@ func Cmdline(pid int) []string {
 
 // UnderlayState is each node's view of the others on the underlay, taken now:
 // ovs-vswitchd's tunnel neighbour cache, the kernel's IPv4 neighbours and
-// links of the node's netns, and the datapath flows that push a tunnel
-// header (their outer Ethernet destination is the neighbour OVS used). It is
-// what to read when a connection across nodes was lost.
+// links of the node's netns, OVS's route table, its drop, tunnel and
+// conntrack counters, and the datapath flows that push a tunnel header (their
+// outer Ethernet destination is the neighbour OVS used) or drop. It is what
+// to read when a connection across nodes was lost.
 func (l *Lab) UnderlayState(ctx context.Context) string {
 	var b strings.Builder
 	run := func(title string, name string, args ...string) {
@@ -512,10 +513,19 @@ func (l *Lab) UnderlayState(ctx context.Context) string {
 		run("tnl/neigh/show", "ovs-appctl", "-t", ctl, "tnl/neigh/show")
 		run("ip -4 neigh", "nsenter", netns, "ip", "-4", "neigh", "show")
 		run("ip -br link", "nsenter", netns, "ip", "-br", "link", "show")
-		out, _ := exec.CommandContext(ctx, "ovs-appctl", "-t", ctl, "dpctl/dump-flows").CombinedOutput()
-		fmt.Fprintf(&b, "--- datapath flows pushing a tunnel header\n")
+		run("ovs/route/show", "ovs-appctl", "-t", ctl, "ovs/route/show")
+		out, _ := exec.CommandContext(ctx, "ovs-appctl", "-t", ctl, "coverage/show").CombinedOutput()
+		fmt.Fprintf(&b, "--- coverage counters of drops, tunnels, neighbours and conntrack\n")
 		for _, line := range strings.Split(string(out), "\n") {
-			if strings.Contains(line, "tnl_push") {
+			if strings.Contains(line, "drop") || strings.Contains(line, "tnl") || strings.Contains(line, "neigh") ||
+				strings.Contains(line, "conntrack") || strings.Contains(line, "route") {
+				fmt.Fprintln(&b, line)
+			}
+		}
+		out, _ = exec.CommandContext(ctx, "ovs-appctl", "-t", ctl, "dpctl/dump-flows").CombinedOutput()
+		fmt.Fprintf(&b, "--- datapath flows pushing a tunnel header or dropping\n")
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "tnl_push") || strings.HasSuffix(line, "actions:drop") {
 				fmt.Fprintln(&b, line)
 			}
 		}
