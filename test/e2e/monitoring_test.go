@@ -124,18 +124,22 @@ func TestMonitoring(t *testing.T) {
 				if want := podsOn(node); int(i.LocalPodNum) != want {
 					return fmt.Errorf("localPodNum %d, the node has %d pods", i.LocalPodNum, want)
 				}
+				// The conditions are True once the agent settled: a
+				// refresh may fall while its watches of the controller
+				// re-open (TestKubectlDeleteRemovesAntreaAndKubectlApplyBringsItBack
+				// replaced the controller), and then it checks again in 10 s.
+				for _, ct := range []crdv1beta1.AgentConditionType{crdv1beta1.AgentHealthy, crdv1beta1.ControllerConnectionUp,
+					crdv1beta1.OVSDBConnectionUp, crdv1beta1.OpenflowConnectionUp} {
+					if c := agentCondition(i, ct); c.Status != corev1.ConditionTrue {
+						return fmt.Errorf("condition %s = %+v", ct, c)
+					}
+				}
 				info = i
 				return nil
 			})
 			if info.OVSInfo.Version != ovsVersion || info.OVSInfo.BridgeName != "br-int" || len(info.OVSInfo.FlowTable) == 0 ||
 				info.NodeRef.Name != node || info.PodRef.Name == "" || len(info.NodeSubnets) == 0 || info.APIPort != 10350 {
 				t.Errorf("AntreaAgentInfo %s = %+v; OVSDB says ovs_version %q", node, info, ovsVersion)
-			}
-			for _, ct := range []crdv1beta1.AgentConditionType{crdv1beta1.AgentHealthy, crdv1beta1.ControllerConnectionUp,
-				crdv1beta1.OVSDBConnectionUp, crdv1beta1.OpenflowConnectionUp} {
-				if c := agentCondition(info, ct); c.Status != corev1.ConditionTrue {
-					t.Errorf("%s: condition %s = %+v", node, ct, c)
-				}
 			}
 			infos[node] = info
 		}

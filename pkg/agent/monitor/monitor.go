@@ -10,7 +10,9 @@
 //	OpenflowConnectionUp    the bridge's OpenFlow channel answered a table-stats request
 //
 // Every refresh (60 s) sets each condition's lastHeartbeatTime: the
-// heartbeat. An AntreaAgentInfo whose heartbeat is older than a few
+// heartbeat. While a condition is not True the monitor checks again every
+// 10 s, so a connection that comes back (the controller's watches re-opened
+// after a restart) shows within seconds rather than at the next heartbeat. An AntreaAgentInfo whose heartbeat is older than a few
 // intervals belongs to an agent that stopped reporting (kubectl get
 // antreaagentinfos shows its age in LAST HEARTBEAT).
 package monitor
@@ -35,6 +37,9 @@ import (
 // DefaultInterval is the heartbeat period, as upstream's.
 const DefaultInterval = 60 * time.Second
 
+// DefaultRecheckInterval is the refresh period while a condition is not True.
+const DefaultRecheckInterval = 10 * time.Second
+
 // probeTimeout bounds each condition's check.
 const probeTimeout = 5 * time.Second
 
@@ -55,6 +60,9 @@ type Config struct {
 	APIPort      int
 	// Interval between refreshes; 0 means DefaultInterval.
 	Interval time.Duration
+	// RecheckInterval between refreshes while a condition is not True
+	// (bounded by Interval); 0 means DefaultRecheckInterval.
+	RecheckInterval time.Duration
 }
 
 // PolicyCounts are the Node's slice of the computed policies.
@@ -91,23 +99,50 @@ func New(client versioned.Interface, cfg Config, src Sources) *Monitor {
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultInterval
 	}
+	if cfg.RecheckInterval == 0 {
+		cfg.RecheckInterval = DefaultRecheckInterval
+	}
+	cfg.RecheckInterval = min(cfg.RecheckInterval, cfg.Interval)
 	return &Monitor{client: client, cfg: cfg, src: src, now: time.Now}
 }
 
-// Run refreshes the AntreaAgentInfo now and every interval until ctx ends.
+// Run refreshes the AntreaAgentInfo now and every interval (every recheck
+// interval while a condition is not True) until ctx ends.
 func (m *Monitor) Run(ctx context.Context) {
-	t := time.NewTicker(m.cfg.Interval)
+	t := time.NewTimer(m.cfg.Interval)
 	defer t.Stop()
 	for {
+		next := m.cfg.Interval
 		if err := m.Sync(ctx); err != nil && ctx.Err() == nil {
 			klog.ErrorS(err, "Cannot refresh the AntreaAgentInfo", "name", m.cfg.NodeName)
+		} else if down := m.conditionsNotTrue(); len(down) > 0 {
+			klog.InfoS("AntreaAgentInfo has conditions not True; checking again soon", "conditions", down, "in", m.cfg.RecheckInterval)
+			next = m.cfg.RecheckInterval
 		}
+		t.Reset(next)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// conditionsNotTrue names the conditions of the last AntreaAgentInfo written
+// that are False (an Unknown one has no source to check again).
+func (m *Monitor) conditionsNotTrue() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.last == nil {
+		return nil
+	}
+	var down []string
+	for _, c := range m.last.AgentConditions {
+		if c.Status == corev1.ConditionFalse {
+			down = append(down, string(c.Type))
+		}
+	}
+	return down
 }
 
 // Info returns the last AntreaAgentInfo written (the agent API's /agentinfo).

@@ -167,4 +167,37 @@ func TestAgentInfoHeartbeat(t *testing.T) {
 	if cell, _ := table.Rows[0].Cells[col].(string); !age.MatchString(cell) {
 		t.Errorf("Last Heartbeat cell %q, want the heartbeat's age", cell)
 	}
+	// A connection that comes back shows before the next heartbeat: with an
+	// hour between heartbeats, node-2's ControllerConnectionUp goes False
+	// while the controller is unreachable and True soon after it is back.
+	var controllerDown atomic.Bool
+	controllerDown.Store(true)
+	m2 := monitor.New(asAgent(cp.Config), monitor.Config{NodeName: "node-2", BridgeName: "br-int",
+		Interval: time.Hour, RecheckInterval: 200 * time.Millisecond},
+		monitor.Sources{ControllerUp: func(context.Context) error {
+			if controllerDown.Load() {
+				return errors.New("no open watch of the controlplane API for networkpolicies")
+			}
+			return nil
+		}})
+	run2, stop2 := context.WithCancel(ctx)
+	stopped2 := make(chan struct{})
+	go func() { m2.Run(run2); close(stopped2) }()
+	t.Cleanup(func() { stop2(); <-stopped2 })
+	controllerUp := func(want corev1.ConditionStatus) error {
+		return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			i, err := infos.Get(ctx, "node-2", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			return conditionOf(i, crdv1beta1.ControllerConnectionUp).Status == want, nil
+		})
+	}
+	if err := controllerUp(corev1.ConditionFalse); err != nil {
+		t.Fatalf("node-2's ControllerConnectionUp did not turn False: %v", err)
+	}
+	controllerDown.Store(false)
+	if err := controllerUp(corev1.ConditionTrue); err != nil {
+		t.Errorf("node-2's ControllerConnectionUp stayed False after the controller came back (heartbeats an hour apart): %v", err)
+	}
 }
