@@ -116,35 +116,64 @@ func (appliedToGroupResource) inSpan(obj any, node string) bool {
 	return obj.(*types.AppliedToGroup).Has(node)
 }
 
-// membersOn returns the members on a Node, or on every Node for "".
-func membersOn(g *types.AppliedToGroup, node string) controlplane.GroupMemberSet {
+// membersOn returns the members on a Node, or on every Node for "", sorted
+// by key.
+func membersOn(g *types.AppliedToGroup, node string) []controlplane.GroupMember {
+	if g.Members == nil && node != "" {
+		return g.GroupMemberByNode[node].Items()
+	}
 	if node != "" {
-		return g.GroupMemberByNode[node]
+		on := types.MembersOn(g.Members, node)
+		items := make([]controlplane.GroupMember, len(on))
+		for i := range on {
+			items[i] = *on[i].Member
+		}
+		return items
 	}
 	all := controlplane.GroupMemberSet{}
-	for _, s := range g.GroupMemberByNode {
-		for k, m := range s {
-			all[k] = m
+	if g.Members == nil {
+		for _, s := range g.GroupMemberByNode {
+			for k, m := range s {
+				all[k] = m
+			}
 		}
 	}
-	return all
+	for _, m := range g.Members {
+		all[m.Key] = m.Member
+	}
+	return all.Items()
 }
 
 func (appliedToGroupResource) view(obj any, node string, rv uint64) runtime.Object {
 	g := obj.(*types.AppliedToGroup)
-	return &controlplane.AppliedToGroup{ObjectMeta: objectMeta(g.Name, string(g.UID), rv), GroupMembers: membersOn(g, node).Items()}
+	return &controlplane.AppliedToGroup{ObjectMeta: objectMeta(g.Name, string(g.UID), rv), GroupMembers: membersOn(g, node)}
 }
 
 // appliedToGroupChange holds the patch of every Node whose members changed,
 // and the patch of watchers without a Node ("").
 type appliedToGroupChange map[string]*controlplane.AppliedToGroupPatch
 
-func (appliedToGroupResource) prepare(prev, cur any, rv uint64) any {
-	p, c := prev.(*types.AppliedToGroup), cur.(*types.AppliedToGroup)
-	change := appliedToGroupChange{}
-	allAdded, allRemoved := controlplane.GroupMemberSet{}, controlplane.GroupMemberSet{}
+// groupDiff collects the members added and removed per Node.
+type groupDiff struct {
+	meta                 metav1.ObjectMeta
+	change               appliedToGroupChange
+	allAdded, allRemoved controlplane.GroupMemberSet
+}
+
+func (d *groupDiff) patch(node string) *controlplane.AppliedToGroupPatch {
+	pt := d.change[node]
+	if pt == nil {
+		pt = &controlplane.AppliedToGroupPatch{ObjectMeta: d.meta}
+		d.change[node] = pt
+	}
+	return pt
+}
+
+// sets diffs the members of each Node of two groups in GroupMemberByNode
+// form (groups built by hand).
+func (d *groupDiff) sets(p, c *types.AppliedToGroup) {
 	diff := func(node string) {
-		if _, done := change[node]; done {
+		if _, done := d.change[node]; done {
 			return
 		}
 		was, is := p.GroupMemberByNode[node], c.GroupMemberByNode[node]
@@ -152,12 +181,12 @@ func (appliedToGroupResource) prepare(prev, cur any, rv uint64) any {
 		if len(added) == 0 && len(removed) == 0 {
 			return
 		}
-		change[node] = &controlplane.AppliedToGroupPatch{
-			ObjectMeta:          objectMeta(c.Name, string(c.UID), rv),
+		d.change[node] = &controlplane.AppliedToGroupPatch{
+			ObjectMeta:          d.meta,
 			AddedGroupMembers:   added.Items(),
 			RemovedGroupMembers: removed.Items(),
 		}
-		allAdded, allRemoved = allAdded.Union(added), allRemoved.Union(removed)
+		d.allAdded, d.allRemoved = d.allAdded.Union(added), d.allRemoved.Union(removed)
 	}
 	for node := range p.GroupMemberByNode {
 		diff(node)
@@ -165,19 +194,74 @@ func (appliedToGroupResource) prepare(prev, cur any, rv uint64) any {
 	for node := range c.GroupMemberByNode {
 		diff(node)
 	}
-	if len(change) == 0 {
+}
+
+// merge diffs two member lists sorted by Node and then key (see
+// types.AppliedToGroup.NodeMembers): one pass finds every Node's added and
+// removed members, in key order.
+func (d *groupDiff) merge(was, is []types.NodeMember) {
+	if len(was) == len(is) && (len(was) == 0 || &was[0] == &is[0]) {
+		return
+	}
+	for i, j := 0, 0; i < len(was) || j < len(is); {
+		c := 0
+		switch {
+		case i == len(was):
+			c = 1
+		case j == len(is):
+			c = -1
+		default:
+			c = types.CompareNodeMembers(was[i], is[j])
+		}
+		switch {
+		case c < 0:
+			pt := d.patch(was[i].Node)
+			pt.RemovedGroupMembers = append(pt.RemovedGroupMembers, *was[i].Member)
+			d.allRemoved[was[i].Key] = was[i].Member
+			i++
+		case c > 0:
+			pt := d.patch(is[j].Node)
+			pt.AddedGroupMembers = append(pt.AddedGroupMembers, *is[j].Member)
+			d.allAdded[is[j].Key] = is[j].Member
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+	for _, pt := range d.change {
+		// Never nil, as the sets' Items are.
+		if pt.AddedGroupMembers == nil {
+			pt.AddedGroupMembers = []controlplane.GroupMember{}
+		}
+		if pt.RemovedGroupMembers == nil {
+			pt.RemovedGroupMembers = []controlplane.GroupMember{}
+		}
+	}
+}
+
+func (appliedToGroupResource) prepare(prev, cur any, rv uint64) any {
+	p, c := prev.(*types.AppliedToGroup), cur.(*types.AppliedToGroup)
+	d := &groupDiff{meta: objectMeta(c.Name, string(c.UID), rv), change: appliedToGroupChange{},
+		allAdded: controlplane.GroupMemberSet{}, allRemoved: controlplane.GroupMemberSet{}}
+	if p.Members == nil && c.Members == nil {
+		d.sets(p, c)
+	} else {
+		d.merge(p.NodeMembers(), c.NodeMembers())
+	}
+	if len(d.change) == 0 {
 		return nil
 	}
 	// A member that moved between Nodes is no change for a cluster-wide reader.
-	added, removed := allAdded.Difference(allRemoved), allRemoved.Difference(allAdded)
+	added, removed := d.allAdded.Difference(d.allRemoved), d.allRemoved.Difference(d.allAdded)
 	if len(added) > 0 || len(removed) > 0 {
-		change[""] = &controlplane.AppliedToGroupPatch{
-			ObjectMeta:          objectMeta(c.Name, string(c.UID), rv),
+		d.change[""] = &controlplane.AppliedToGroupPatch{
+			ObjectMeta:          d.meta,
 			AddedGroupMembers:   added.Items(),
 			RemovedGroupMembers: removed.Items(),
 		}
 	}
-	return change
+	return d.change
 }
 
 func (appliedToGroupResource) modified(prepared any, node string) runtime.Object {

@@ -24,8 +24,7 @@ func BenchmarkUpdateWithHundredNodeWatchers(b *testing.B) {
 	groups := make([]*types.AppliedToGroup, nodes)
 	for n := 0; n < nodes; n++ {
 		node := fmt.Sprintf("n%d", n)
-		groups[n] = &types.AppliedToGroup{Name: "g-" + node, SpanMeta: types.SpanMeta{NodeNames: sets.New(node)},
-			GroupMemberByNode: map[string]controlplane.GroupMemberSet{node: {}}}
+		groups[n] = &types.AppliedToGroup{Name: "g-" + node, SpanMeta: types.SpanMeta{NodeNames: sets.New(node)}}
 		if err := s.Create(groups[n]); err != nil {
 			b.Fatal(err)
 		}
@@ -43,7 +42,8 @@ func BenchmarkUpdateWithHundredNodeWatchers(b *testing.B) {
 		n := i % nodes
 		node := fmt.Sprintf("n%d", n)
 		g := *groups[n]
-		g.GroupMemberByNode = map[string]controlplane.GroupMemberSet{node: controlplane.NewGroupMemberSet(pod(fmt.Sprintf("p%d", i), "10.0.0.1"))}
+		m := pod(fmt.Sprintf("p%d", i), "10.0.0.1")
+		g.Members = []types.NodeMember{{Node: node, Key: controlplane.MemberKey(m), Member: m}}
 		if err := s.Update(&g); err != nil {
 			b.Fatal(err)
 		}

@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"net"
+	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -35,8 +37,23 @@ func addressGroup(name string, nodes []string, members ...*controlplane.GroupMem
 	}
 }
 
-// appliedToGroup builds a group from node -> members; its span is those nodes.
+// appliedToGroup builds a group from node -> members, in the controller's
+// form (Members); its span is those nodes.
 func appliedToGroup(name string, byNode map[string][]*controlplane.GroupMember) *types.AppliedToGroup {
+	g := &types.AppliedToGroup{SpanMeta: types.SpanMeta{NodeNames: sets.New[string]()}, Name: name, UID: k8stypes.UID("uid-" + name)}
+	for node, members := range byNode {
+		g.NodeNames.Insert(node)
+		for _, m := range members {
+			g.Members = append(g.Members, types.NodeMember{Node: node, Key: controlplane.MemberKey(m), Member: m})
+		}
+	}
+	slices.SortFunc(g.Members, types.CompareNodeMembers)
+	return g
+}
+
+// appliedToGroupSets builds the same group with GroupMemberByNode, as
+// groups built by hand are.
+func appliedToGroupSets(name string, byNode map[string][]*controlplane.GroupMember) *types.AppliedToGroup {
 	g := &types.AppliedToGroup{SpanMeta: types.SpanMeta{NodeNames: sets.New[string]()}, Name: name, UID: k8stypes.UID("uid-" + name),
 		GroupMemberByNode: map[string]controlplane.GroupMemberSet{}}
 	for node, members := range byNode {
@@ -168,6 +185,11 @@ func TestAddressGroupWatchersSeeOnlyTheirSpanAndPatches(t *testing.T) {
 }
 
 func TestAppliedToGroupWatcherSeesOnlyMembersOnItsNode(t *testing.T) {
+	t.Run("Members", func(t *testing.T) { testAppliedToGroupWatcherSeesOnlyMembersOnItsNode(t, appliedToGroup) })
+	t.Run("GroupMemberByNode", func(t *testing.T) { testAppliedToGroupWatcherSeesOnlyMembersOnItsNode(t, appliedToGroupSets) })
+}
+
+func testAppliedToGroupWatcherSeesOnlyMembersOnItsNode(t *testing.T, appliedToGroup func(string, map[string][]*controlplane.GroupMember) *types.AppliedToGroup) {
 	s := NewAppliedToGroupStore()
 	a, b, c := pod("a", "10.0.1.1"), pod("b", "10.0.2.1"), pod("c", "10.0.1.2")
 	if err := s.Create(appliedToGroup("g", map[string][]*controlplane.GroupMember{"n1": {a}, "n2": {b}})); err != nil {
@@ -412,6 +434,51 @@ func TestStoreRejectsWrongWrites(t *testing.T) {
 				t.Fatalf("err = %v", err)
 			}
 		})
+	}
+}
+
+// TestAppliedToGroupFormsGiveTheSameViewsAndPatches: a group in the
+// controller's form (Members) and the same group in GroupMemberByNode form
+// are served the same, whichever forms an update goes between.
+func TestAppliedToGroupFormsGiveTheSameViewsAndPatches(t *testing.T) {
+	a, a2, b, c, d := pod("a", "10.0.1.1"), pod("a", "10.0.1.9"), pod("b", "10.0.2.1"), pod("c", "10.0.1.2"), pod("d", "10.0.3.1")
+	type byNode = map[string][]*controlplane.GroupMember
+	groups := []byNode{
+		{},
+		{"n1": {a}},
+		{"n1": {a, c}, "n2": {b}},
+		{"n1": {c}, "n2": {b, a}},         // a moved to n2
+		{"n1": {a2, c}, "n2": {b}},        // a's IP changed
+		{"n3": {d}, "n2": {b}},            // n1 emptied, n3 new
+		{"n1": {a, c}, "n2": {b, d}},      // several Nodes change
+		{"n1": {a}, "n2": {a}, "n3": {a}}, // one member on every Node
+	}
+	forms := map[string]func(string, map[string][]*controlplane.GroupMember) *types.AppliedToGroup{
+		"Members": appliedToGroup, "GroupMemberByNode": appliedToGroupSets,
+	}
+	r := appliedToGroupResource{}
+	for i, prev := range groups {
+		for _, node := range []string{"", "n1", "n2", "n3"} {
+			want := r.view(appliedToGroupSets("g", prev), node, 1)
+			if got := r.view(appliedToGroup("g", prev), node, 1); !reflect.DeepEqual(got, want) {
+				t.Errorf("group %d on %q: view %v, want %v", i, node, got, want)
+			}
+		}
+		for j, cur := range groups {
+			want := r.prepare(appliedToGroupSets("g", prev), appliedToGroupSets("g", cur), 2)
+			for pf, prevForm := range forms {
+				for cf, curForm := range forms {
+					got := r.prepare(prevForm("g", prev), curForm("g", cur), 2)
+					if !reflect.DeepEqual(got, want) {
+						t.Errorf("%d (%s) -> %d (%s): patches %v, want %v", i, pf, j, cf, got, want)
+					}
+				}
+			}
+		}
+	}
+	g := appliedToGroup("g", groups[2])
+	if got := r.prepare(g, g, 2); got != nil {
+		t.Errorf("a group against itself: %v, want no change", got)
 	}
 }
 

@@ -71,6 +71,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/controller/grouping"
+	"antrea.io/antrea/pkg/controller/types"
 )
 
 const controllerName = "NetworkPolicyController"
@@ -180,9 +181,9 @@ type Controller struct {
 	// serviceGroupKeys are the selector keys of groups whose member is a
 	// Service (policies applied to NodePort Services).
 	serviceGroupKeys sets.Set[string]
-	// scratchPods and scratchCounts are reused by the group computations.
-	scratchPods   []podOnNode
-	scratchCounts map[string]int32
+	// scratchPods and scratchMembers are reused by the group computations.
+	scratchPods    []*cachedMember
+	scratchMembers []types.NodeMember
 }
 
 // NewController wires the informers of informerFactory (NetworkPolicies,
@@ -228,7 +229,6 @@ func NewController(kubeClient kubernetes.Interface, informerFactory informers.Sh
 		addressGroups:       map[string]*addressGroupState{},
 		groupsBySelector:    map[string]*selectorGroups{},
 		orphans:             sets.New[string](),
-		scratchCounts:       map[string]int32{},
 	}
 	c.index.AddEventHandler(c.enqueueGroups)
 	// The synced functions are those of the handler registrations, not of

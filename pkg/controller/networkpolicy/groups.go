@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -119,17 +120,6 @@ type cachedMember struct {
 	pod    *v1.Pod
 	key    string
 	member *controlplane.GroupMember
-	// single is the set holding only this member, shared by the Node
-	// entries of every AppliedToGroup where the Pod is alone on its Node
-	// (most entries of groups spread over many Nodes). Built under c.mu.
-	single controlplane.GroupMemberSet
-}
-
-// podOnNode is a member and its Pod's Node, in the scratch space of the
-// group computations.
-type podOnNode struct {
-	node string
-	m    *cachedMember
 }
 
 // memberOf returns the member of pod, building it when the slot holds none
@@ -149,105 +139,72 @@ func memberOf(pod *v1.Pod, slot *atomic.Value) *cachedMember {
 // is a member once scheduled and until it terminates. It returns the previous
 // span and true when the span changed.
 func (c *Controller) computeAppliedToGroupLocked(atg *appliedToGroupState) (sets.Set[string], bool) {
-	var byNode map[string]controlplane.GroupMemberSet
-	if atg.sel.NodeSelector != nil || atg.sel.Service != "" {
-		byNode = make(map[string]controlplane.GroupMemberSet, len(atg.membersByNode))
-	}
+	// The members are collected in scratch space kept under c.mu, sorted,
+	// and copied at their final size only when they changed: one list, where
+	// a set per Node cost a group spread over the cluster a one-member map
+	// on most of its Nodes.
+	members := c.scratchMembers[:0]
 	if atg.sel.NodeSelector != nil {
 		// A Node is its own Node's member.
 		for _, node := range c.selectedNodes(atg.sel.NodeSelector) {
 			m := nodeMember(node)
-			byNode[node.Name] = controlplane.GroupMemberSet{controlplane.MemberKey(m): m}
+			members = append(members, types.NodeMember{Node: node.Name, Key: controlplane.MemberKey(m), Member: m})
 		}
 	}
 	if atg.sel.Service != "" {
 		// A NodePort is served on every Node: the Service is every Node's
 		// member, while it exists and has NodePorts.
 		if m := c.serviceMember(atg.sel.Namespace, atg.sel.Service); m != nil {
-			set := controlplane.GroupMemberSet{controlplane.MemberKey(m): m}
+			key := controlplane.MemberKey(m)
 			for _, node := range c.selectedNodes(labels.Everything()) {
-				byNode[node.Name] = set
+				members = append(members, types.NodeMember{Node: node.Name, Key: key, Member: m})
 			}
 		}
 	}
-	// Two passes over the Pods, so that every map is made at its final size
-	// (growing them was most of the allocation of groups of a few Pods):
-	// the first collects the members and counts them per Node in scratch
-	// space kept under c.mu.
-	pods, counts := c.scratchPods[:0], c.scratchCounts
-	clear(counts)
+	// The Pods' members are collected first (in the scratch space the
+	// AddressGroups use too), so that the list grows at most once.
+	pods := c.scratchPods[:0]
 	c.index.VisitGroupPods(atg.sel.Key(), func(pod *v1.Pod, slot *atomic.Value) {
-		node := pod.Spec.NodeName
-		if node == "" || podTerminated(pod) {
+		if pod.Spec.NodeName == "" || podTerminated(pod) {
 			return
 		}
-		pods = append(pods, podOnNode{node: node, m: memberOf(pod, slot)})
-		counts[node]++
+		pods = append(pods, memberOf(pod, slot))
 	})
-	if len(byNode) == 0 {
-		byNode = make(map[string]controlplane.GroupMemberSet, len(counts))
-	}
-	// counts[node] becomes 0 once the Node's set is the group's own.
-	for _, p := range pods {
-		m, s, n := p.m, byNode[p.node], counts[p.node]
-		switch {
-		case s == nil && n == 1:
-			// Sets are never modified once built, so Nodes where the Pod is
-			// alone share its singleton.
-			if m.single == nil {
-				m.single = controlplane.GroupMemberSet{m.key: m.member}
-			}
-			byNode[p.node] = m.single
-		case s == nil:
-			s = make(controlplane.GroupMemberSet, n)
-			s[m.key] = m.member
-			byNode[p.node] = s
-			counts[p.node] = 0
-		case n > 0:
-			// A Node or Service member's set (maybe shared): the Node's own
-			// set starts here.
-			own := make(controlplane.GroupMemberSet, len(s)+int(n))
-			for k, v := range s {
-				own[k] = v
-			}
-			own[m.key] = m.member
-			byNode[p.node] = own
-			counts[p.node] = 0
-		default:
-			s[m.key] = m.member
-		}
+	members = slices.Grow(members, len(pods))
+	for _, m := range pods {
+		members = append(members, types.NodeMember{Node: m.pod.Spec.NodeName, Key: m.key, Member: m.member})
 	}
 	clear(pods)
 	c.scratchPods = pods[:0]
-	changed := len(byNode) != len(atg.membersByNode)
-	for node, s := range byNode {
-		// Keep the previous set of a Node whose members are the same, so the
-		// store's diff finds nothing there and memory is shared.
-		if old, ok := atg.membersByNode[node]; ok && old.Equal(s) {
-			byNode[node] = old
-		} else {
-			changed = true
-		}
-	}
-	if !changed {
+	slices.SortFunc(members, types.CompareNodeMembers)
+	defer func() {
+		clear(members)
+		c.scratchMembers = members[:0]
+	}()
+	// Unchanged members keep the previous list (nothing to write).
+	if slices.EqualFunc(members, atg.members, func(a, b types.NodeMember) bool { return a.Node == b.Node && a.Key == b.Key }) {
 		return nil, false
 	}
-	atg.membersByNode = byNode
+	atg.members = nil
+	if len(members) > 0 {
+		atg.members = slices.Clone(members)
+	}
 	atg.dirty = true
-	if len(byNode) == len(atg.span) {
-		same := true
-		for node := range byNode {
-			if !atg.span.Has(node) {
-				same = false
-				break
-			}
-		}
-		if same {
-			return nil, false
+	nodes, same := 0, true
+	for i := range members {
+		if i == 0 || members[i].Node != members[i-1].Node {
+			nodes++
+			same = same && atg.span.Has(members[i].Node)
 		}
 	}
+	if same && nodes == len(atg.span) {
+		return nil, false
+	}
 	old := atg.span
-	atg.span = sets.KeySet(byNode)
+	atg.span = make(sets.Set[string], nodes)
+	for i := range members {
+		atg.span.Insert(members[i].Node)
+	}
 	return old, true
 }
 
@@ -269,17 +226,17 @@ func (c *Controller) computeAddressGroupLocked(ag *addressGroupState) {
 		if podTerminated(pod) || pod.Status.PodIP == "" && len(pod.Status.PodIPs) == 0 {
 			return
 		}
-		pods = append(pods, podOnNode{m: memberOf(pod, slot)})
+		pods = append(pods, memberOf(pod, slot))
 	})
 	members := make(controlplane.GroupMemberSet, len(nodes)+len(pods))
 	for _, m := range nodes {
 		members[controlplane.MemberKey(m)] = m
 	}
 	block := ag.sel.IPBlock
-	for _, p := range pods {
+	for _, m := range pods {
 		if block == nil {
-			members[p.m.key] = p.m.member
-		} else if key, member := blockMember(block, p.m); member != nil {
+			members[m.key] = m.member
+		} else if key, member := blockMember(block, m); member != nil {
 			members[key] = member
 		}
 	}
@@ -323,11 +280,11 @@ func (c *Controller) publishAppliedToGroupLocked(atg *appliedToGroupState) error
 		return nil
 	}
 	obj := &types.AppliedToGroup{
-		SpanMeta:          types.SpanMeta{NodeNames: atg.span},
-		UID:               k8stypes.UID(atg.name),
-		Name:              atg.name,
-		Selector:          atg.typesSel,
-		GroupMemberByNode: atg.membersByNode,
+		SpanMeta: types.SpanMeta{NodeNames: atg.span},
+		UID:      k8stypes.UID(atg.name),
+		Name:     atg.name,
+		Selector: atg.typesSel,
+		Members:  atg.members,
 	}
 	var err error
 	if atg.published == nil {

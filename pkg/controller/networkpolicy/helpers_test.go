@@ -282,9 +282,21 @@ func memberNames(s controlplane.GroupMemberSet) []string {
 	return out
 }
 
+// memberSets returns the members of g per Node, as sets.
+func memberSets(g *types.AppliedToGroup) map[string]controlplane.GroupMemberSet {
+	out := map[string]controlplane.GroupMemberSet{}
+	for _, m := range g.NodeMembers() {
+		if out[m.Node] == nil {
+			out[m.Node] = controlplane.GroupMemberSet{}
+		}
+		out[m.Node][m.Key] = m.Member
+	}
+	return out
+}
+
 func byNodeNames(g *types.AppliedToGroup) map[string][]string {
 	out := map[string][]string{}
-	for node, s := range g.GroupMemberByNode {
+	for node, s := range memberSets(g) {
 		out[node] = memberNames(s)
 	}
 	return out

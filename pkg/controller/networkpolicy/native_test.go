@@ -342,7 +342,7 @@ func TestAntreaNativePoliciesComputeWhatUpstreamDocumentationSays(t *testing.T) 
 					continue
 				}
 				all := controlplane.GroupMemberSet{}
-				for _, s := range atg.GroupMemberByNode {
+				for _, s := range memberSets(atg) {
 					all = all.Union(s)
 				}
 				if got := members(all); !slices.Equal(got, want) {

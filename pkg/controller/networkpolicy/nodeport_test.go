@@ -68,7 +68,7 @@ func TestPolicyAppliedToANodePortServiceSpansEveryNode(t *testing.T) {
 				return fmt.Errorf("no AppliedToGroup %q", key)
 			}
 			got := map[string][]string{}
-			for node, s := range g.GroupMemberByNode {
+			for node, s := range memberSets(g) {
 				got[node] = serviceMembers(s)
 			}
 			wantByNode := map[string][]string{}

@@ -65,7 +65,7 @@ func (o *oracleEval) appliedMember(p *types.NetworkPolicy, pod *oraclePod) *cont
 		if g == nil {
 			continue
 		}
-		for _, set := range g.GroupMemberByNode {
+		for _, set := range memberSets(g) {
 			for _, m := range set {
 				if m.Pod != nil && m.Pod.Namespace == pod.ns && m.Pod.Name == pod.name {
 					return m

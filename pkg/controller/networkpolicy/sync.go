@@ -58,11 +58,12 @@ type appliedToGroupState struct {
 	// addressGroups counts, per AddressGroup, the policies that link it to
 	// this group: the AddressGroup's span includes this group's span.
 	addressGroups map[*addressGroupState]int
-	// membersByNode and span are immutable once set: a change replaces them.
-	membersByNode map[string]controlplane.GroupMemberSet
-	span          sets.Set[string]
-	dirty         bool
-	published     *types.AppliedToGroup
+	// members (sorted as types.AppliedToGroup.Members) and span are
+	// immutable once set: a change replaces them.
+	members   []types.NodeMember
+	span      sets.Set[string]
+	dirty     bool
+	published *types.AppliedToGroup
 }
 
 // addressGroupState is the computation's view of one AddressGroup.

@@ -7,6 +7,7 @@ package types
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -80,7 +81,7 @@ func NewIPBlockGroupSelector(block *controlplane.IPBlock, normalizedBlock string
 func (g *GroupSelector) String() string { return g.NormalizedName }
 
 // AppliedToGroup is the controller's form of an AppliedToGroup: its members
-// indexed by Node, so that each agent gets only its own members. Its span is
+// with their Nodes, so that each agent gets only its own members. Its span is
 // the set of Nodes with at least one member.
 type AppliedToGroup struct {
 	SpanMeta
@@ -90,10 +91,61 @@ type AppliedToGroup struct {
 	Name string
 	// Selector is what the group's members are computed from.
 	Selector *GroupSelector
-	// GroupMemberByNode holds the members per Node name.
+	// Members are the members on each Node, sorted by Node and then Key (a
+	// member on several Nodes, such as a Service's, has an entry on each);
+	// never modified once built. This is what the controller fills: one
+	// slice, where a set per Node cost most groups spread over the cluster a
+	// one-member map per Node.
+	Members []NodeMember
+	// GroupMemberByNode holds the members per Node name, for groups built
+	// by hand; it is read only while Members is nil (see NodeMembers).
 	GroupMemberByNode map[string]controlplane.GroupMemberSet
 	// SyncError is set when the group could not be computed (not served).
 	SyncError error
+}
+
+// NodeMember is a member of an AppliedToGroup on one Node.
+type NodeMember struct {
+	Node string
+	// Key is controlplane.MemberKey(Member).
+	Key    string
+	Member *controlplane.GroupMember
+}
+
+// CompareNodeMembers orders members by Node and then Key.
+func CompareNodeMembers(a, b NodeMember) int {
+	if c := strings.Compare(a.Node, b.Node); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Key, b.Key)
+}
+
+// NodeMembers returns the group's members sorted by Node and then Key:
+// Members, or those of GroupMemberByNode (built at each call) while Members
+// is nil.
+func (g *AppliedToGroup) NodeMembers() []NodeMember {
+	if g.Members != nil || len(g.GroupMemberByNode) == 0 {
+		return g.Members
+	}
+	var out []NodeMember
+	for node, s := range g.GroupMemberByNode {
+		for k, m := range s {
+			out = append(out, NodeMember{Node: node, Key: k, Member: m})
+		}
+	}
+	slices.SortFunc(out, CompareNodeMembers)
+	return out
+}
+
+// MembersOn returns the part of members (sorted by Node, as NodeMembers
+// returns them) on node.
+func MembersOn(members []NodeMember, node string) []NodeMember {
+	i, _ := slices.BinarySearchFunc(members, node, func(m NodeMember, node string) int { return strings.Compare(m.Node, node) })
+	j := i
+	for j < len(members) && members[j].Node == node {
+		j++
+	}
+	return members[i:j]
 }
 
 // AddressGroup is the controller's form of an AddressGroup: every member,
