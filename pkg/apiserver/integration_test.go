@@ -113,10 +113,9 @@ func member(name, ip string) *controlplane.GroupMember {
 
 func atg(byNode map[string][]*controlplane.GroupMember) *types.AppliedToGroup {
 	g := &types.AppliedToGroup{Name: "atg", UID: "atg", SpanMeta: types.SpanMeta{NodeNames: sets.New[string]()},
-		GroupMemberByNode: map[string]controlplane.GroupMemberSet{}}
-	for n, ms := range byNode {
+		Members: types.NewNodeMembers(byNode)}
+	for n := range byNode {
 		g.NodeNames.Insert(n)
-		g.GroupMemberByNode[n] = controlplane.NewGroupMemberSet(ms...)
 	}
 	return g
 }

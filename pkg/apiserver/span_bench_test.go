@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -94,6 +95,20 @@ func podOn(node string, i int) *controlplane.GroupMember {
 	}
 }
 
+// withMember returns a copy of members (sorted as types.AppliedToGroup.Members,
+// which are never modified once built) with m on node.
+func withMember(members []types.NodeMember, node string, m *controlplane.GroupMember) []types.NodeMember {
+	nm := types.NodeMember{Node: node, Key: controlplane.MemberKey(m), Member: m}
+	i, found := slices.BinarySearchFunc(members, nm, types.CompareNodeMembers)
+	if found {
+		return members
+	}
+	out := make([]types.NodeMember, 0, len(members)+1)
+	out = append(out, members[:i]...)
+	out = append(out, nm)
+	return append(out, members[i:]...)
+}
+
 // BenchmarkSpanOneAgentAmongHundred measures what the agent of node n0
 // receives (events and bytes, through the real aggregated API) while pods are
 // added on the 99 other nodes, at two scales ten times apart. Each node has
@@ -158,8 +173,7 @@ func spanRound(b *testing.B, h *harness, client *http.Client, round string, node
 
 	b.ResetTimer()
 	changes := 0
-	all := &types.AppliedToGroup{Name: "all-" + round, UID: "all", SpanMeta: types.SpanMeta{NodeNames: sets.New[string]()},
-		GroupMemberByNode: map[string]controlplane.GroupMemberSet{}}
+	all := &types.AppliedToGroup{Name: "all-" + round, UID: "all", SpanMeta: types.SpanMeta{NodeNames: sets.New[string]()}}
 	atgs := map[int]*types.AppliedToGroup{}
 	ags := map[int]*types.AddressGroup{}
 	// Node n0 gets the same fixed share at every scale: 10 pods.
@@ -171,8 +185,7 @@ func spanRound(b *testing.B, h *harness, client *http.Client, round string, node
 	}
 	for n := 0; n < nodes; n++ {
 		name := fmt.Sprintf("%s-%s", node(n), round)
-		atgs[n] = &types.AppliedToGroup{Name: "atg-" + name, UID: "atg", SpanMeta: types.SpanMeta{NodeNames: sets.New(node(n))},
-			GroupMemberByNode: map[string]controlplane.GroupMemberSet{}}
+		atgs[n] = &types.AppliedToGroup{Name: "atg-" + name, UID: "atg", SpanMeta: types.SpanMeta{NodeNames: sets.New(node(n))}}
 		ags[n] = &types.AddressGroup{Name: "ag-" + name, UID: "ag", SpanMeta: types.SpanMeta{NodeNames: sets.New(node(n))},
 			GroupMembers: controlplane.GroupMemberSet{}}
 		for _, err := range []error{h.stores.AppliedToGroups.Create(atgs[n]), h.stores.AddressGroups.Create(ags[n]),
@@ -198,16 +211,12 @@ func spanRound(b *testing.B, h *harness, client *http.Client, round string, node
 			}
 			p := podOn(node(n), i)
 			atg := *atgs[n]
-			atg.GroupMemberByNode = map[string]controlplane.GroupMemberSet{node(n): atgs[n].GroupMemberByNode[node(n)].Union(controlplane.NewGroupMemberSet(p))}
+			atg.Members = withMember(atgs[n].Members, node(n), p)
 			ag := *ags[n]
 			ag.GroupMembers = ags[n].GroupMembers.Union(controlplane.NewGroupMemberSet(p))
 			next := *all
 			next.SpanMeta = types.SpanMeta{NodeNames: all.NodeNames.Clone().Insert(node(n))}
-			next.GroupMemberByNode = make(map[string]controlplane.GroupMemberSet, len(all.GroupMemberByNode)+1)
-			for k, v := range all.GroupMemberByNode {
-				next.GroupMemberByNode[k] = v
-			}
-			next.GroupMemberByNode[node(n)] = all.GroupMemberByNode[node(n)].Union(controlplane.NewGroupMemberSet(p))
+			next.Members = withMember(all.Members, node(n), p)
 			for _, err := range []error{h.stores.AppliedToGroups.Update(&atg), h.stores.AddressGroups.Update(&ag), h.stores.AppliedToGroups.Update(&next)} {
 				if err != nil {
 					b.Fatal(err)

@@ -119,9 +119,6 @@ func (appliedToGroupResource) inSpan(obj any, node string) bool {
 // membersOn returns the members on a Node, or on every Node for "", sorted
 // by key.
 func membersOn(g *types.AppliedToGroup, node string) []controlplane.GroupMember {
-	if g.Members == nil && node != "" {
-		return g.GroupMemberByNode[node].Items()
-	}
 	if node != "" {
 		on := types.MembersOn(g.Members, node)
 		items := make([]controlplane.GroupMember, len(on))
@@ -130,14 +127,8 @@ func membersOn(g *types.AppliedToGroup, node string) []controlplane.GroupMember 
 		}
 		return items
 	}
+	// A member on several Nodes is listed once.
 	all := controlplane.GroupMemberSet{}
-	if g.Members == nil {
-		for _, s := range g.GroupMemberByNode {
-			for k, m := range s {
-				all[k] = m
-			}
-		}
-	}
 	for _, m := range g.Members {
 		all[m.Key] = m.Member
 	}
@@ -169,35 +160,8 @@ func (d *groupDiff) patch(node string) *controlplane.AppliedToGroupPatch {
 	return pt
 }
 
-// sets diffs the members of each Node of two groups in GroupMemberByNode
-// form (groups built by hand).
-func (d *groupDiff) sets(p, c *types.AppliedToGroup) {
-	diff := func(node string) {
-		if _, done := d.change[node]; done {
-			return
-		}
-		was, is := p.GroupMemberByNode[node], c.GroupMemberByNode[node]
-		added, removed := is.Difference(was), was.Difference(is)
-		if len(added) == 0 && len(removed) == 0 {
-			return
-		}
-		d.change[node] = &controlplane.AppliedToGroupPatch{
-			ObjectMeta:          d.meta,
-			AddedGroupMembers:   added.Items(),
-			RemovedGroupMembers: removed.Items(),
-		}
-		d.allAdded, d.allRemoved = d.allAdded.Union(added), d.allRemoved.Union(removed)
-	}
-	for node := range p.GroupMemberByNode {
-		diff(node)
-	}
-	for node := range c.GroupMemberByNode {
-		diff(node)
-	}
-}
-
 // merge diffs two member lists sorted by Node and then key (see
-// types.AppliedToGroup.NodeMembers): one pass finds every Node's added and
+// types.AppliedToGroup.Members): one pass finds every Node's added and
 // removed members, in key order.
 func (d *groupDiff) merge(was, is []types.NodeMember) {
 	if len(was) == len(is) && (len(was) == 0 || &was[0] == &is[0]) {
@@ -230,7 +194,7 @@ func (d *groupDiff) merge(was, is []types.NodeMember) {
 		}
 	}
 	for _, pt := range d.change {
-		// Never nil, as the sets' Items are.
+		// Never nil, as GroupMemberSet.Items (the "" patch's) never is.
 		if pt.AddedGroupMembers == nil {
 			pt.AddedGroupMembers = []controlplane.GroupMember{}
 		}
@@ -244,16 +208,17 @@ func (appliedToGroupResource) prepare(prev, cur any, rv uint64) any {
 	p, c := prev.(*types.AppliedToGroup), cur.(*types.AppliedToGroup)
 	d := &groupDiff{meta: objectMeta(c.Name, string(c.UID), rv), change: appliedToGroupChange{},
 		allAdded: controlplane.GroupMemberSet{}, allRemoved: controlplane.GroupMemberSet{}}
-	if p.Members == nil && c.Members == nil {
-		d.sets(p, c)
-	} else {
-		d.merge(p.NodeMembers(), c.NodeMembers())
-	}
+	d.merge(p.Members, c.Members)
 	if len(d.change) == 0 {
 		return nil
 	}
-	// A member that moved between Nodes is no change for a cluster-wide reader.
-	added, removed := d.allAdded.Difference(d.allRemoved), d.allRemoved.Difference(d.allAdded)
+	// A cluster-wide reader sees every Node's members together: a member
+	// added on a Node is new to it only if it was on no Node (it may have
+	// moved, or be on other Nodes too, as a Service's is), and one removed
+	// from a Node is gone only if it is on no Node now.
+	added, removed := d.allAdded, d.allRemoved
+	dropPresent(added, p.Members)
+	dropPresent(removed, c.Members)
 	if len(added) > 0 || len(removed) > 0 {
 		d.change[""] = &controlplane.AppliedToGroupPatch{
 			ObjectMeta:          d.meta,
@@ -262,6 +227,36 @@ func (appliedToGroupResource) prepare(prev, cur any, rv uint64) any {
 		}
 	}
 	return d.change
+}
+
+// dropPresent removes from s the members of members, scanning them only
+// while s holds some. Mostly s holds a member or two (the Pods added or
+// removed), compared directly: a lookup in s would hash every key of a
+// group of thousands.
+func dropPresent(s controlplane.GroupMemberSet, members []types.NodeMember) {
+	if len(s) > 8 {
+		for i := 0; i < len(members) && len(s) > 0; i++ {
+			if _, ok := s[members[i].Key]; ok {
+				delete(s, members[i].Key)
+			}
+		}
+		return
+	}
+	var buf [8]string
+	keys := buf[:0]
+	for k := range s {
+		keys = append(keys, k)
+	}
+	for i := 0; i < len(members) && len(keys) > 0; i++ {
+		for j, k := range keys {
+			if members[i].Key == k {
+				delete(s, k)
+				keys[j] = keys[len(keys)-1]
+				keys = keys[:len(keys)-1]
+				break
+			}
+		}
+	}
 }
 
 func (appliedToGroupResource) modified(prepared any, node string) runtime.Object {

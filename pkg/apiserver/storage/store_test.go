@@ -2,15 +2,18 @@ package storage
 
 import (
 	"context"
+	"fmt"
+	"math/rand"
 	"net"
 	"reflect"
-	"slices"
+	"sort"
 	"strconv"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -37,28 +40,12 @@ func addressGroup(name string, nodes []string, members ...*controlplane.GroupMem
 	}
 }
 
-// appliedToGroup builds a group from node -> members, in the controller's
-// form (Members); its span is those nodes.
+// appliedToGroup builds a group from node -> members; its span is those nodes.
 func appliedToGroup(name string, byNode map[string][]*controlplane.GroupMember) *types.AppliedToGroup {
-	g := &types.AppliedToGroup{SpanMeta: types.SpanMeta{NodeNames: sets.New[string]()}, Name: name, UID: k8stypes.UID("uid-" + name)}
-	for node, members := range byNode {
-		g.NodeNames.Insert(node)
-		for _, m := range members {
-			g.Members = append(g.Members, types.NodeMember{Node: node, Key: controlplane.MemberKey(m), Member: m})
-		}
-	}
-	slices.SortFunc(g.Members, types.CompareNodeMembers)
-	return g
-}
-
-// appliedToGroupSets builds the same group with GroupMemberByNode, as
-// groups built by hand are.
-func appliedToGroupSets(name string, byNode map[string][]*controlplane.GroupMember) *types.AppliedToGroup {
 	g := &types.AppliedToGroup{SpanMeta: types.SpanMeta{NodeNames: sets.New[string]()}, Name: name, UID: k8stypes.UID("uid-" + name),
-		GroupMemberByNode: map[string]controlplane.GroupMemberSet{}}
-	for node, members := range byNode {
+		Members: types.NewNodeMembers(byNode)}
+	for node := range byNode {
 		g.NodeNames.Insert(node)
-		g.GroupMemberByNode[node] = controlplane.NewGroupMemberSet(members...)
 	}
 	return g
 }
@@ -185,11 +172,6 @@ func TestAddressGroupWatchersSeeOnlyTheirSpanAndPatches(t *testing.T) {
 }
 
 func TestAppliedToGroupWatcherSeesOnlyMembersOnItsNode(t *testing.T) {
-	t.Run("Members", func(t *testing.T) { testAppliedToGroupWatcherSeesOnlyMembersOnItsNode(t, appliedToGroup) })
-	t.Run("GroupMemberByNode", func(t *testing.T) { testAppliedToGroupWatcherSeesOnlyMembersOnItsNode(t, appliedToGroupSets) })
-}
-
-func testAppliedToGroupWatcherSeesOnlyMembersOnItsNode(t *testing.T, appliedToGroup func(string, map[string][]*controlplane.GroupMember) *types.AppliedToGroup) {
 	s := NewAppliedToGroupStore()
 	a, b, c := pod("a", "10.0.1.1"), pod("b", "10.0.2.1"), pod("c", "10.0.1.2")
 	if err := s.Create(appliedToGroup("g", map[string][]*controlplane.GroupMember{"n1": {a}, "n2": {b}})); err != nil {
@@ -437,45 +419,190 @@ func TestStoreRejectsWrongWrites(t *testing.T) {
 	}
 }
 
-// TestAppliedToGroupFormsGiveTheSameViewsAndPatches: a group in the
-// controller's form (Members) and the same group in GroupMemberByNode form
-// are served the same, whichever forms an update goes between.
-func TestAppliedToGroupFormsGiveTheSameViewsAndPatches(t *testing.T) {
+// TestAppliedToGroupViewsAndPatchesAreThoseOfPerNodeSets: the store serves
+// a group as if each Node held the set of its members (by MemberKey). The
+// expectations are computed here by brute force from that definition, not
+// from the store's list merge: a Node's view is its set sorted by key, the
+// cluster-wide view the union of every Node's set; an update patches each
+// Node whose set changed with the set's differences, and cluster-wide
+// watchers with the union's (a member that only moved between Nodes is no
+// change there); no Node changed, no patch. Every pair of a few groups picked
+// by hand, then random updates.
+func TestAppliedToGroupViewsAndPatchesAreThoseOfPerNodeSets(t *testing.T) {
+	type member = *controlplane.GroupMember
+	type byNode = map[string][]member
+	type set = map[string]member
+	nodes := []string{"n1", "n2", "n3", "n4"}
+
+	setsOf := func(g byNode) map[string]set {
+		out := map[string]set{}
+		for node, ms := range g {
+			for _, m := range ms {
+				if out[node] == nil {
+					out[node] = set{}
+				}
+				out[node][controlplane.MemberKey(m)] = m
+			}
+		}
+		return out
+	}
+	union := func(sets map[string]set) set {
+		out := set{}
+		for _, s := range sets {
+			for k, m := range s {
+				out[k] = m
+			}
+		}
+		return out
+	}
+	minus := func(x, y set) set {
+		out := set{}
+		for k, m := range x {
+			if _, ok := y[k]; !ok {
+				out[k] = m
+			}
+		}
+		return out
+	}
+	sorted := func(s set) []controlplane.GroupMember {
+		keys := make([]string, 0, len(s))
+		for k := range s {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		out := []controlplane.GroupMember{}
+		for _, k := range keys {
+			out = append(out, *s[k])
+		}
+		return out
+	}
+	objMeta := func(rv string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: "g", UID: "uid-g", ResourceVersion: rv}
+	}
+	wantView := func(g byNode, node string) runtime.Object {
+		on := setsOf(g)[node]
+		if node == "" {
+			on = union(setsOf(g))
+		}
+		return &controlplane.AppliedToGroup{ObjectMeta: objMeta("1"), GroupMembers: sorted(on)}
+	}
+	wantPatches := func(prev, cur byNode) any {
+		was, is := setsOf(prev), setsOf(cur)
+		out := appliedToGroupChange{}
+		diff := func(node string, was, is set) {
+			added, removed := minus(is, was), minus(was, is)
+			if len(added) > 0 || len(removed) > 0 {
+				out[node] = &controlplane.AppliedToGroupPatch{ObjectMeta: objMeta("2"),
+					AddedGroupMembers: sorted(added), RemovedGroupMembers: sorted(removed)}
+			}
+		}
+		for _, node := range nodes {
+			diff(node, was[node], is[node])
+		}
+		diff("", union(was), union(is))
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+
+	keys := func(ms []controlplane.GroupMember) []string {
+		out := []string{}
+		for i := range ms {
+			out = append(out, controlplane.MemberKey(&ms[i]))
+		}
+		return out
+	}
+	show := func(x any) string {
+		switch x := x.(type) {
+		case byNode:
+			out := map[string][]string{}
+			for node, ms := range x {
+				for _, m := range ms {
+					out[node] = append(out[node], controlplane.MemberKey(m))
+				}
+			}
+			return fmt.Sprint(out)
+		case appliedToGroupChange:
+			out := map[string]string{}
+			for node, pt := range x {
+				out[node] = fmt.Sprintf("+%v -%v", keys(pt.AddedGroupMembers), keys(pt.RemovedGroupMembers))
+			}
+			return fmt.Sprint(out)
+		}
+		return fmt.Sprint(x)
+	}
+	r := appliedToGroupResource{}
+	check := func(name string, prev, cur byNode) {
+		t.Helper()
+		for _, node := range append([]string{""}, nodes...) {
+			if got, want := r.view(appliedToGroup("g", prev), node, 1), wantView(prev, node); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: view of %s on %q: %v, want %v", name, show(prev), node, got, want)
+			}
+		}
+		if got, want := r.prepare(appliedToGroup("g", prev), appliedToGroup("g", cur), 2), wantPatches(prev, cur); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %s -> %s: patches %s, want %s", name, show(prev), show(cur), show(got), show(want))
+		}
+	}
+
 	a, a2, b, c, d := pod("a", "10.0.1.1"), pod("a", "10.0.1.9"), pod("b", "10.0.2.1"), pod("c", "10.0.1.2"), pod("d", "10.0.3.1")
-	type byNode = map[string][]*controlplane.GroupMember
+	svc := &controlplane.GroupMember{Service: &controlplane.ServiceReference{Namespace: "ns", Name: "s"}}
+	node1 := &controlplane.GroupMember{Node: &controlplane.NodeReference{Name: "n1"}, IPs: []controlplane.IPAddress{controlplane.IPAddress(net.ParseIP("192.168.0.1").To4())}}
 	groups := []byNode{
 		{},
 		{"n1": {a}},
 		{"n1": {a, c}, "n2": {b}},
-		{"n1": {c}, "n2": {b, a}},         // a moved to n2
-		{"n1": {a2, c}, "n2": {b}},        // a's IP changed
-		{"n3": {d}, "n2": {b}},            // n1 emptied, n3 new
-		{"n1": {a, c}, "n2": {b, d}},      // several Nodes change
-		{"n1": {a}, "n2": {a}, "n3": {a}}, // one member on every Node
+		{"n1": {c}, "n2": {b, a}},            // a moved to n2
+		{"n1": {a2, c}, "n2": {b}},           // a's IP changed
+		{"n3": {d}, "n2": {b}},               // n1 emptied, n3 new
+		{"n1": {a, c}, "n2": {b, d}},         // several Nodes change
+		{"n1": {a}, "n2": {a}, "n3": {a}},    // one member on every Node
+		{"n1": {svc, node1}, "n2": {svc, b}}, // a Service's and a Node's members
+		{"n1": {c, a, c}, "n2": {b, b}},      // a member given twice
 	}
-	forms := map[string]func(string, map[string][]*controlplane.GroupMember) *types.AppliedToGroup{
-		"Members": appliedToGroup, "GroupMemberByNode": appliedToGroupSets,
-	}
-	r := appliedToGroupResource{}
 	for i, prev := range groups {
-		for _, node := range []string{"", "n1", "n2", "n3"} {
-			want := r.view(appliedToGroupSets("g", prev), node, 1)
-			if got := r.view(appliedToGroup("g", prev), node, 1); !reflect.DeepEqual(got, want) {
-				t.Errorf("group %d on %q: view %v, want %v", i, node, got, want)
-			}
-		}
 		for j, cur := range groups {
-			want := r.prepare(appliedToGroupSets("g", prev), appliedToGroupSets("g", cur), 2)
-			for pf, prevForm := range forms {
-				for cf, curForm := range forms {
-					got := r.prepare(prevForm("g", prev), curForm("g", cur), 2)
-					if !reflect.DeepEqual(got, want) {
-						t.Errorf("%d (%s) -> %d (%s): patches %v, want %v", i, pf, j, cf, got, want)
-					}
+			check(fmt.Sprintf("groups %d -> %d", i, j), prev, cur)
+		}
+	}
+
+	// Random updates over a pool where some members share a Pod: each
+	// (Node, member) pair flips with probability 1/6 (few changes), or the
+	// new group is drawn anew (many).
+	pool := []member{a, a2, b, c, d, svc, node1}
+	for i := 0; i < 6; i++ {
+		pool = append(pool, pod(fmt.Sprintf("e%d", i), fmt.Sprintf("10.0.4.%d", i)))
+	}
+	rng := rand.New(rand.NewSource(1))
+	random := func() byNode {
+		g := byNode{}
+		for _, node := range nodes {
+			for _, m := range pool {
+				if rng.Intn(3) == 0 {
+					g[node] = append(g[node], m)
 				}
 			}
 		}
+		return g
 	}
+	for i := 0; i < 400; i++ {
+		prev, cur := random(), byNode{}
+		if i%4 == 3 {
+			cur = random()
+		} else {
+			for _, node := range nodes {
+				in := setsOf(prev)[node]
+				for _, m := range pool {
+					if _, ok := in[controlplane.MemberKey(m)]; ok != (rng.Intn(6) == 0) {
+						cur[node] = append(cur[node], m)
+					}
+				}
+				rng.Shuffle(len(cur[node]), func(x, y int) { cur[node][x], cur[node][y] = cur[node][y], cur[node][x] })
+			}
+		}
+		check(fmt.Sprintf("random update %d", i), prev, cur)
+	}
+
 	g := appliedToGroup("g", groups[2])
 	if got := r.prepare(g, g, 2); got != nil {
 		t.Errorf("a group against itself: %v, want no change", got)

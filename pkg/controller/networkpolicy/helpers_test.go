@@ -285,7 +285,7 @@ func memberNames(s controlplane.GroupMemberSet) []string {
 // memberSets returns the members of g per Node, as sets.
 func memberSets(g *types.AppliedToGroup) map[string]controlplane.GroupMemberSet {
 	out := map[string]controlplane.GroupMemberSet{}
-	for _, m := range g.NodeMembers() {
+	for _, m := range g.Members {
 		if out[m.Node] == nil {
 			out[m.Node] = controlplane.GroupMemberSet{}
 		}

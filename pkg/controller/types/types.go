@@ -93,13 +93,10 @@ type AppliedToGroup struct {
 	Selector *GroupSelector
 	// Members are the members on each Node, sorted by Node and then Key (a
 	// member on several Nodes, such as a Service's, has an entry on each);
-	// never modified once built. This is what the controller fills: one
-	// slice, where a set per Node cost most groups spread over the cluster a
-	// one-member map per Node.
+	// never modified once built. One slice, where a set per Node cost most
+	// groups spread over the cluster a one-member map per Node. Groups built
+	// by hand (tests) get it from NewNodeMembers.
 	Members []NodeMember
-	// GroupMemberByNode holds the members per Node name, for groups built
-	// by hand; it is read only while Members is nil (see NodeMembers).
-	GroupMemberByNode map[string]controlplane.GroupMemberSet
 	// SyncError is set when the group could not be computed (not served).
 	SyncError error
 }
@@ -120,25 +117,24 @@ func CompareNodeMembers(a, b NodeMember) int {
 	return strings.Compare(a.Key, b.Key)
 }
 
-// NodeMembers returns the group's members sorted by Node and then Key:
-// Members, or those of GroupMemberByNode (built at each call) while Members
-// is nil.
-func (g *AppliedToGroup) NodeMembers() []NodeMember {
-	if g.Members != nil || len(g.GroupMemberByNode) == 0 {
-		return g.Members
-	}
+// NewNodeMembers returns the members of byNode (each Node's members) in the
+// form of AppliedToGroup.Members: an entry per Node and member, sorted by
+// Node and then Key, a member given twice for one Node kept once; nil when
+// there is none. It is for groups built by hand: the controller builds its
+// lists itself.
+func NewNodeMembers(byNode map[string][]*controlplane.GroupMember) []NodeMember {
 	var out []NodeMember
-	for node, s := range g.GroupMemberByNode {
-		for k, m := range s {
-			out = append(out, NodeMember{Node: node, Key: k, Member: m})
+	for node, members := range byNode {
+		for _, m := range members {
+			out = append(out, NodeMember{Node: node, Key: controlplane.MemberKey(m), Member: m})
 		}
 	}
 	slices.SortFunc(out, CompareNodeMembers)
-	return out
+	return slices.CompactFunc(out, func(a, b NodeMember) bool { return CompareNodeMembers(a, b) == 0 })
 }
 
-// MembersOn returns the part of members (sorted by Node, as NodeMembers
-// returns them) on node.
+// MembersOn returns the part of members (sorted by Node, as
+// AppliedToGroup.Members) on node.
 func MembersOn(members []NodeMember, node string) []NodeMember {
 	i, _ := slices.BinarySearchFunc(members, node, func(m NodeMember, node string) int { return strings.Compare(m.Node, node) })
 	j := i
