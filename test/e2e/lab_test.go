@@ -139,7 +139,7 @@ func TestPodsSpreadOverNodesGetIPsFromTheirNodesPodCIDRAndReachEachOther(t *test
 				t.Run(name, func(t *testing.T) {
 					// Up to 3 attempts: the userspace datapath may lose the first
 					// packet between two nodes right after they come up.
-					var out string
+					var out, first string
 					var err error
 					for attempt := 0; attempt < 3; attempt++ {
 						out, err = e.Exec(ctx, ns, src.Name, "antrea-testpod", "connect",
@@ -147,8 +147,13 @@ func TestPodsSpreadOverNodesGetIPsFromTheirNodesPodCIDRAndReachEachOther(t *test
 						if err == nil && strings.Contains(out, "connected") && strings.Contains(out, dst.Name) {
 							return
 						}
+						if attempt == 0 {
+							// Taken while the loss is fresh.
+							first = e.UnderlayState(ctx, src.Status.PodIP, dst.Status.PodIP)
+						}
 					}
-					t.Logf("underlay state right after the failure:\n%s", e.UnderlayState(ctx))
+					t.Logf("underlay state after the first failed attempt:\n%s", first)
+					t.Logf("underlay state after the last attempt:\n%s", e.UnderlayState(ctx, src.Status.PodIP, dst.Status.PodIP))
 					t.Fatalf("connect (3 attempts): %v: %s", err, out)
 				})
 			}

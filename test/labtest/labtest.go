@@ -495,9 +495,11 @@ func Cmdline(pid int) []string {
 // ovs-vswitchd's tunnel neighbour cache, the kernel's IPv4 neighbours and
 // links of the node's netns, OVS's route table, its drop, tunnel and
 // conntrack counters, and the datapath flows that push a tunnel header (their
-// outer Ethernet destination is the neighbour OVS used) or drop. It is what
-// to read when a connection across nodes was lost.
-func (l *Lab) UnderlayState(ctx context.Context) string {
+// outer Ethernet destination is the neighbour OVS used) or drop; and for the
+// addresses ips (a lost connection's ends), every datapath flow and OVS
+// conntrack entry that names one. It is what to read when a connection
+// across nodes was lost.
+func (l *Lab) UnderlayState(ctx context.Context, ips ...string) string {
 	var b strings.Builder
 	run := func(title string, name string, args ...string) {
 		out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
@@ -523,12 +525,49 @@ func (l *Lab) UnderlayState(ctx context.Context) string {
 			}
 		}
 		out, _ = exec.CommandContext(ctx, "ovs-appctl", "-t", ctl, "dpctl/dump-flows").CombinedOutput()
+		flows := strings.Split(string(out), "\n")
 		fmt.Fprintf(&b, "--- datapath flows pushing a tunnel header or dropping\n")
-		for _, line := range strings.Split(string(out), "\n") {
+		for _, line := range flows {
 			if strings.Contains(line, "tnl_push") || strings.HasSuffix(line, "actions:drop") {
+				fmt.Fprintln(&b, line)
+			}
+		}
+		if len(ips) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "--- datapath flows naming %s\n", strings.Join(ips, " or "))
+		for _, line := range flows {
+			if namesAny(line, ips) {
+				fmt.Fprintln(&b, line)
+			}
+		}
+		out, _ = exec.CommandContext(ctx, "ovs-appctl", "-t", ctl, "dpctl/dump-conntrack").CombinedOutput()
+		fmt.Fprintf(&b, "--- conntrack entries naming %s\n", strings.Join(ips, " or "))
+		for _, line := range strings.Split(string(out), "\n") {
+			if namesAny(line, ips) {
 				fmt.Fprintln(&b, line)
 			}
 		}
 	}
 	return b.String()
+}
+
+// namesAny tells whether an ovs-appctl dpctl line names one of the addresses
+// as a field's value (src=10.0.0.1, dst=10.0.0.1/255.255.255.0): 10.0.0.1
+// does not name 10.0.0.10.
+func namesAny(line string, ips []string) bool {
+	for _, ip := range ips {
+		for i := strings.Index(line, "="+ip); i >= 0; {
+			end := i + 1 + len(ip)
+			if end == len(line) || strings.IndexByte(",/) ", line[end]) >= 0 {
+				return true
+			}
+			next := strings.Index(line[end:], "="+ip)
+			if next < 0 {
+				break
+			}
+			i = end + next
+		}
+	}
+	return false
 }

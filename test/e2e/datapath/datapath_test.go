@@ -157,15 +157,37 @@ func (e *env) probe(ctx context.Context, from, proto, to string) error {
 }
 
 // probeEventually allows for the first packet lost while ARP and the tunnel
-// neighbour resolve (ENVIRONMENT.md), nothing more.
+// neighbour resolve (ENVIRONMENT.md), nothing more. When every attempt
+// fails the error is a *probeFailure holding the underlay state taken right
+// after the first failed attempt, while the loss was fresh.
 func (e *env) probeEventually(ctx context.Context, from, proto, to string) error {
 	var err error
+	var state string
 	for i := 0; i < 3; i++ {
 		if err = e.probe(ctx, from, proto, to); err == nil {
 			return nil
 		}
+		if i == 0 {
+			state = e.UnderlayState(ctx, e.addressOf(from), to)
+		}
 	}
-	return err
+	return &probeFailure{err: err, stateAtFirstFailure: state}
+}
+
+// probeFailure is a probe that failed every attempt.
+type probeFailure struct {
+	err                 error
+	stateAtFirstFailure string
+}
+
+func (p *probeFailure) Error() string { return p.err.Error() }
+
+// addressOf is the IP of a pod, or the underlay IP of a node ("node-N").
+func (e *env) addressOf(from string) string {
+	if ip, ok := e.nodeIP[from]; ok {
+		return ip
+	}
+	return e.ip(from)
 }
 
 func (e *env) ip(pod string) string { return e.pods[pod].Status.PodIP }
@@ -195,8 +217,11 @@ func TestDatapath(t *testing.T) {
 					for _, proto := range []string{"tcp", "udp", "icmp"} {
 						if err := e.probeEventually(ctx, c.from, proto, c.to); err != nil {
 							t.Errorf("%s over %s: %v", c.name, proto, err)
+							if f, ok := err.(*probeFailure); ok {
+								t.Logf("underlay state after the first failed attempt:\n%s", f.stateAtFirstFailure)
+							}
 							// Taken now: the dump at the end comes after the restarts.
-							t.Logf("underlay state right after the failure:\n%s", e.UnderlayState(ctx))
+							t.Logf("underlay state after the last attempt:\n%s", e.UnderlayState(ctx, e.addressOf(c.from), c.to))
 						}
 					}
 				}
