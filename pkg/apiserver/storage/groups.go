@@ -236,9 +236,7 @@ func (appliedToGroupResource) prepare(prev, cur any, rv uint64) any {
 func dropPresent(s controlplane.GroupMemberSet, members []types.NodeMember) {
 	if len(s) > 8 {
 		for i := 0; i < len(members) && len(s) > 0; i++ {
-			if _, ok := s[members[i].Key]; ok {
-				delete(s, members[i].Key)
-			}
+			delete(s, members[i].Key)
 		}
 		return
 	}
