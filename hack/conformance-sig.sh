@@ -33,7 +33,7 @@
 #   SIG_BUILD_ONLY=1  only build the suites' test binaries
 #   SIG_TIMEOUT    go test -test.timeout of each suite (default 60m)
 #   SIG_REALIZATION=N  then measure a ClusterNetworkPolicy's realization N times
-#                  (default 20, 0: not) -> _output/conformance-sig/realization.txt
+#                  (default 50, 0: not) -> _output/conformance-sig/realization.txt
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -155,7 +155,7 @@ spec:
   ingress: [{action: Reject, from: [{podSelector: {matchLabels: {pod: b}}, namespaceSelector: {matchLabels: {sigr: $ns}}}]}]
 Y
   until ! kubectl -n "$ns" exec b -- /agnhost connect --timeout=1s "$ip:80" 2>/dev/null; do sleep 0.2; done
-  local samples=() i t0 t1 tmp
+  local samples=() returned=() i t0 ta t1 tmp
   tmp=$(mktemp)
   for i in $(seq 1 "$n"); do
     kubectl -n "$ns" exec b -- sh -c "while ! /agnhost connect --timeout=1s $ip:80 2>/dev/null; do :; done; date +%s%N" >"$tmp" &
@@ -171,22 +171,28 @@ spec:
   subject: {pods: {namespaceSelector: {matchLabels: {sigr: $ns}}, podSelector: {matchLabels: {pod: a}}}}
   ingress: [{action: Accept, from: [{pods: {namespaceSelector: {matchLabels: {sigr: $ns}}, podSelector: {matchLabels: {pod: b}}}}]}]
 Y
+    ta=$(date +%s%N)
     wait
     t1=$(cat "$tmp")
     samples+=($(( (t1 - t0) / 1000000 )))
+    returned+=($(( t1 > ta ? (t1 - ta) / 1000000 : 0 )))
     kubectl delete clusternetworkpolicies.policy.networking.k8s.io "$ns-accept" >/dev/null
     until ! kubectl -n "$ns" exec b -- /agnhost connect --timeout=1s "$ip:80" 2>/dev/null; do sleep 0.2; done
   done
   rm -f "$tmp"
   kubectl delete acnp "$ns-reject" >/dev/null
   kubectl delete namespace "$ns" --wait=false >/dev/null
-  local sorted
+  local sorted after
   sorted=($(printf '%s\n' "${samples[@]}" | sort -n))
+  after=($(printf '%s\n' "${returned[@]}" | sort -n))
   n=${#sorted[@]}
   mkdir -p "$OUT"
+  # The policy exists somewhere between kubectl's start (which counts its own
+  # start-up, ~0.1 s here) and its return: both bounds are given.
   {
-    echo "ClusterNetworkPolicy realization (kubectl apply -> first accepted connection, across nodes), $n samples (ms): ${sorted[*]}"
-    echo "p50 ${sorted[$((n / 2))]} ms, p99 ${sorted[$(( (n * 99 + 99) / 100 - 1 ))]} ms"
+    echo "ClusterNetworkPolicy realization (first accepted connection across nodes after kubectl apply started), $n samples (ms): ${sorted[*]}"
+    echo "  after kubectl apply returned (ms): ${after[*]}"
+    echo "from kubectl apply's start: p50 ${sorted[$((n / 2))]} ms, p99 ${sorted[$(( (n * 99 + 99) / 100 - 1 ))]} ms; from its return: p50 ${after[$((n / 2))]} ms, p99 ${after[$(( (n * 99 + 99) / 100 - 1 ))]} ms"
   } | tee "$OUT/realization.txt"
 }
 
@@ -206,8 +212,17 @@ run() {
     -report-output="$out/report.yaml") >"$out/test.log" 2>&1
   local rc=$?
   set -e
-  summarize "$v" "$out"
-  return $rc
+  # The suite fails as a whole when any subtest failed; it passes here when
+  # every failure was an SCTP probe (the only exemption: this kernel has no
+  # SCTP) and the suite neither panicked nor timed out.
+  if ! summarize "$v" "$out"; then return 1; fi
+  if [ "$rc" -ne 0 ]; then
+    if grep -q -E '^panic: |test timed out after' "$out/test.log"; then
+      echo "[$v] the suite panicked or timed out (see $out/test.log)"; return 1
+    fi
+    echo "[$v] every failure is at an SCTP probe, exempt on this kernel (socket(AF_INET, SOCK_STREAM, 132): protocol not supported)"
+  fi
+  return 0
 }
 
 # summarize VERSION OUT: every top-level test's result, and for the failed
@@ -231,8 +246,11 @@ summarize() {
         if (res[t] == "FAIL" && probes[t] > 0 && probes[t] == sctp[t]) sctponly++
       }
       printf "[%s] %d passed, %d failed (%d of them only at SCTP probes), %d skipped\n", v, count["PASS"], count["FAIL"], sctponly, count["SKIP"]
+      exit (n == 0 || count["FAIL"] > sctponly) ? 1 : 0
     }' "$out/test.log" | tee "$out/summary.txt"
+  local verdict=${PIPESTATUS[0]}
   echo "[$v] the suite's report: $out/report.yaml; log: $out/test.log"
+  return "$verdict"
 }
 
 [ "$(id -u)" -eq 0 ] || { echo "conformance-sig brings up a lab: run it as root" >&2; exit 1; }
@@ -247,5 +265,5 @@ fi
 
 rc=0
 for v in $VERSIONS; do run "$v" || rc=1; done
-if [ "${SIG_REALIZATION:-20}" -gt 0 ]; then realization "${SIG_REALIZATION:-20}"; fi
+if [ "${SIG_REALIZATION:-50}" -gt 0 ]; then realization "${SIG_REALIZATION:-50}"; fi
 exit $rc

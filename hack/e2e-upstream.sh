@@ -9,6 +9,9 @@
 #              every Services and DNS spec marked [Conformance])
 #   E2E_SKIP   ginkgo skip regex (default: SCTP specs, which this kernel
 #              cannot run: socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) fails)
+#   E2E_FLAKE_ATTEMPTS  how many times a failing spec is run before it counts
+#              as failed (default 2, ginkgo's --flake-attempts); a spec that passed only on a later
+#              attempt is listed as "flaky" and counted apart, never hidden
 #   E2E_KEEP=1 leaves the lab up afterwards; E2E_PROCS parallel ginkgo procs
 #   E2E_REUSE=1 runs against the lab that is up instead of a new one
 set -euo pipefail
@@ -43,6 +46,7 @@ set +e
   --ginkgo.skip="$SKIP" \
   --ginkgo.no-color \
   --ginkgo.timeout=3h \
+  --ginkgo.flake-attempts="${E2E_FLAKE_ATTEMPTS:-2}" \
   --ginkgo.json-report="$REPORT_DIR/report.json" \
   --ginkgo.junit-report="$REPORT_DIR/junit.xml" \
   --report-dir="$REPORT_DIR" \
@@ -57,18 +61,24 @@ jq -r --arg focus "$FOCUS" --arg skipre "$SKIP" --arg reason "$SKIP_REASON" '
   | select(.LeafNodeType == "It")
   | ((.ContainerHierarchyTexts // []) + [.LeafNodeText] | join(" ")) as $name
   | select($name | test($focus))
-  | [ .State,
+  | [ (if .State == "passed" and (.NumAttempts // 1) > 1 then "flaky" else .State end),
       ((.RunTime // 0) / 1e9 | floor | tostring) + "s",
       $name,
       (if .State == "skipped" and ($name | test($skipre)) then $reason
        elif .State == "skipped" then "not selected by the focus"
-       elif .State != "passed" then (.Failure.Message // "" | split("\n")[0])
+       elif .State == "passed" and (.NumAttempts // 1) > 1 then "passed at attempt \(.NumAttempts); the failed attempts are in e2e.log"
+       elif .State != "passed" then ((.Failure.Message // "" | split("\n")[0]) + " (at " + (.Failure.Location.FileName // "?" | split("/") | .[-1]) + ":" + (.Failure.Location.LineNumber // 0 | tostring) + ")")
        else "" end) ]
   | @tsv' "$REPORT_DIR/report.json" | sort >"$REPORT_DIR/specs.tsv" || true
-awk -F'\t' '{printf "%-8s %6s  %s%s\n", $1, $2, $3, ($4 != "" ? "\n                 -> " $4 : "")}' "$REPORT_DIR/specs.tsv"
+# Passed, then skipped, then failed specs, so that the end of the output (what
+# a CI log's tail keeps) names every failure with its message and location.
+awk -F'\t' '{r = ($1 == "passed") ? 0 : ($1 == "skipped") ? 1 : ($1 == "flaky") ? 2 : 3; print r "\t" $0}' "$REPORT_DIR/specs.tsv" |
+  sort -t$'\t' -k1,1n -k2,2 -k4,4 | cut -f2- |
+  awk -F'\t' '{printf "%-8s %6s  %s%s\n", $1, $2, $3, ($4 != "" ? "\n                 -> " $4 : "")}'
 echo
 passed=$(awk -F'\t' '$1=="passed"' "$REPORT_DIR/specs.tsv" | wc -l)
 failed=$(awk -F'\t' '$1=="failed" || $1=="timedout" || $1=="panicked"' "$REPORT_DIR/specs.tsv" | wc -l)
 skipped=$(awk -F'\t' '$1=="skipped"' "$REPORT_DIR/specs.tsv" | wc -l)
-echo "upstream e2e v1.37.2: $passed passed, $failed failed, $skipped skipped in $((end - start)) s (log: $REPORT_DIR/e2e.log, JUnit: $REPORT_DIR/junit.xml)"
+flaky=$(awk -F'\t' '$1=="flaky"' "$REPORT_DIR/specs.tsv" | wc -l)
+echo "upstream e2e v1.37.2: $passed passed, $flaky flaky (passed at a later attempt), $failed failed, $skipped skipped in $((end - start)) s (log: $REPORT_DIR/e2e.log, JUnit: $REPORT_DIR/junit.xml)"
 exit $rc
