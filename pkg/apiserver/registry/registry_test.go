@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"antrea.io/antrea/pkg/apis/controlplane"
@@ -156,5 +157,44 @@ func TestPolicyTableShowsSourceAndRealization(t *testing.T) {
 	}
 	if len(table.ColumnDefinitions) != len(cells) {
 		t.Errorf("%d columns for %d cells", len(table.ColumnDefinitions), len(cells))
+	}
+}
+
+// TestStatusesOfDeletedPoliciesDoNotAccumulate: agents report on every
+// policy, and policies come and go (a policy is named by its UID, so a
+// re-created one has a new name); the statuses of deleted ones are dropped
+// once they could outnumber the live policies, and those of live policies
+// are kept.
+func TestStatusesOfDeletedPoliciesDoNotAccumulate(t *testing.T) {
+	s := policyStore(t)
+	statuses := NewStatusStore(s)
+	report := func(name string, gen int64) {
+		t.Helper()
+		if err := statuses.Update(&controlplane.NetworkPolicyStatus{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Nodes: []controlplane.NetworkPolicyNodeStatus{{NodeName: "n2", Generation: gen}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report("p2", 1)
+	live := len(s.List())
+	for i := 0; i < 1000; i++ {
+		name := "churn-" + strconv.Itoa(i)
+		if err := s.Create(&types.NetworkPolicy{Name: name, UID: k8stypes.UID(name), Generation: 1,
+			SpanMeta: types.SpanMeta{NodeNames: sets.New("n2")}}); err != nil {
+			t.Fatal(err)
+		}
+		report(name, 1)
+		if err := s.Delete(name); err != nil {
+			t.Fatal(err)
+		}
+		statuses.mu.RLock()
+		n := len(statuses.byPolicy)
+		statuses.mu.RUnlock()
+		if n > 2*(live+1)+100+1 {
+			t.Fatalf("cycle %d: statuses of %d policies kept with %d live", i, n, live)
+		}
+	}
+	if r, _, _ := statuses.Realization("p2"); r != 1 {
+		t.Fatalf("the live policy p2 lost its status: %d Nodes realized, want 1", r)
 	}
 }

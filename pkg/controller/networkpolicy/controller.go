@@ -154,12 +154,17 @@ type Controller struct {
 	depsMu       sync.Mutex
 	deps         map[string]sets.Set[string]
 	depsByPolicy map[string]sets.Set[string]
-	// depSeq counts dependency changes; depChanged holds each dependency's
-	// last. A computation that read a dependency changed after it started
-	// (before its dependencies were recorded, so the change queued nothing)
-	// is queued again.
+	// depSeq counts dependency changes; depChanged holds the last change of
+	// each dependency changed since the oldest computation in flight began
+	// (depReading: the marks of the computations between depMark and
+	// depDone, with their counts). A computation that read a dependency
+	// changed after it started (before its dependencies were recorded, so
+	// the change queued nothing) is queued again. Older changes concern no
+	// computation: they are dropped, so that the Services, Tiers and groups
+	// that come and go leave nothing behind.
 	depSeq     uint64
 	depChanged map[string]uint64
+	depReading map[uint64]int
 
 	// statusMu guards what the status of native policies derives from.
 	statusMu          sync.Mutex
@@ -220,6 +225,7 @@ func NewController(kubeClient kubernetes.Interface, informerFactory informers.Sh
 		deps:                map[string]sets.Set[string]{},
 		depsByPolicy:        map[string]sets.Set[string]{},
 		depChanged:          map[string]uint64{},
+		depReading:          map[uint64]int{},
 		statusInfo:          map[string]nativeStatusInfo{},
 		keyByInternalName:   map[string]string{},
 		nodeGroupKeys:       sets.New[string](),

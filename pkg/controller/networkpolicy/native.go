@@ -3,6 +3,7 @@ package networkpolicy
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"reflect"
@@ -259,7 +260,10 @@ func (n *native) handle(inf cache.SharedIndexInformer, add func(any), update fun
 func (c *Controller) enqueueDep(dep string) {
 	c.depsMu.Lock()
 	c.depSeq++
-	c.depChanged[dep] = c.depSeq
+	if len(c.depReading) > 0 {
+		// Only a computation in flight can miss this change.
+		c.depChanged[dep] = c.depSeq
+	}
 	keys := sets.List(c.deps[dep])
 	c.depsMu.Unlock()
 	for _, k := range keys {
@@ -267,11 +271,37 @@ func (c *Controller) enqueueDep(dep string) {
 	}
 }
 
-// depMark is the dependency change count, taken before a computation reads.
+// depMark is the dependency change count, taken before a computation reads;
+// the computation calls depDone with it once it recorded its dependencies
+// (setDepsSince) or gave up.
 func (c *Controller) depMark() uint64 {
 	c.depsMu.Lock()
 	defer c.depsMu.Unlock()
+	c.depReading[c.depSeq]++
 	return c.depSeq
+}
+
+// depDone ends the computation that took mark, and drops the changes no
+// computation still in flight can have missed: those up to the oldest mark.
+func (c *Controller) depDone(mark uint64) {
+	c.depsMu.Lock()
+	defer c.depsMu.Unlock()
+	if c.depReading[mark]--; c.depReading[mark] <= 0 {
+		delete(c.depReading, mark)
+	}
+	if len(c.depReading) == 0 {
+		clear(c.depChanged)
+		return
+	}
+	oldest := uint64(math.MaxUint64)
+	for m := range c.depReading {
+		oldest = min(oldest, m)
+	}
+	for d, seq := range c.depChanged {
+		if seq <= oldest {
+			delete(c.depChanged, d)
+		}
+	}
 }
 
 // setDepsSince records what a native policy's computation, started at
@@ -390,6 +420,7 @@ func (c *Controller) syncNativePolicy(_ context.Context, key string) error {
 	}
 
 	mark := c.depMark()
+	defer c.depDone(mark)
 	// The rules and the groups' members are computed before taking c.mu, so
 	// that syncs of different policies do that part concurrently.
 	var (
