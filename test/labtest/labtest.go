@@ -20,9 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -497,8 +499,8 @@ func Cmdline(pid int) []string {
 // conntrack counters, and the datapath flows that push a tunnel header (their
 // outer Ethernet destination is the neighbour OVS used) or drop; and for the
 // addresses ips (a lost connection's ends), every datapath flow and OVS
-// conntrack entry that names one. It is what to read when a connection
-// across nodes was lost.
+// conntrack entry that names one (or covers it with a masked field). It is
+// what to read when a connection across nodes was lost.
 func (l *Lab) UnderlayState(ctx context.Context, ips ...string) string {
 	var b strings.Builder
 	run := func(title string, name string, args ...string) {
@@ -553,21 +555,40 @@ func (l *Lab) UnderlayState(ctx context.Context, ips ...string) string {
 }
 
 // namesAny tells whether an ovs-appctl dpctl line names one of the addresses
-// as a field's value (src=10.0.0.1, dst=10.0.0.1/255.255.255.0): 10.0.0.1
+// as a field's value (src=10.0.0.1, ct_nw_dst=10.0.0.1) or covers it with a
+// masked one (dst=10.0.0.0/255.255.255.252: a megaflow whose wildcards take
+// in an address that had no flow of its own when it was cached): 10.0.0.1
 // does not name 10.0.0.10.
 func namesAny(line string, ips []string) bool {
-	for _, ip := range ips {
-		for i := strings.Index(line, "="+ip); i >= 0; {
-			end := i + 1 + len(ip)
-			if end == len(line) || strings.IndexByte(",/) ", line[end]) >= 0 {
+	for _, m := range dpctlAddr.FindAllStringSubmatch(line, -1) {
+		v, err := netip.ParseAddr(m[1])
+		if err != nil || !v.Is4() {
+			continue
+		}
+		mask := netip.MustParseAddr("255.255.255.255")
+		if m[2] != "" {
+			if mask, err = netip.ParseAddr(m[2]); err != nil || !mask.Is4() {
+				continue
+			}
+		}
+		for _, ip := range ips {
+			a, err := netip.ParseAddr(ip)
+			if err == nil && a.Is4() && masked(a, mask) == masked(v, mask) {
 				return true
 			}
-			next := strings.Index(line[end:], "="+ip)
-			if next < 0 {
-				break
-			}
-			i = end + next
 		}
 	}
 	return false
+}
+
+// dpctlAddr is a field's IPv4 value in a dpctl line, with its mask if any,
+// ending the value (a comma, a parenthesis, a space or the line's end).
+var dpctlAddr = regexp.MustCompile(`=(\d{1,3}(?:\.\d{1,3}){3})(?:/(\d{1,3}(?:\.\d{1,3}){3}))?(?:[,) ]|$)`)
+
+func masked(a, mask netip.Addr) [4]byte {
+	x, m := a.As4(), mask.As4()
+	for i := range x {
+		x[i] &= m[i]
+	}
+	return x
 }
