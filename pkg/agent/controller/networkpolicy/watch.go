@@ -24,32 +24,45 @@ type watcher struct {
 	watch   func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	replace func(objs []runtime.Object) sets.Set[string]
 	apply   func(ev watch.Event) (sets.Set[string], error)
+	// after waits between attempts (time.After when nil).
+	after func(time.Duration) <-chan time.Time
 }
 
 func (w *watcher) run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	listedOnce := false
 	for ctx.Err() == nil {
-		if err := w.listAndWatch(ctx, &listedOnce); err != nil && ctx.Err() == nil {
-			klog.InfoS("Watch of controlplane resource ended; listing again", "resource", w.kind, "err", err)
+		watched, err := w.listAndWatch(ctx, &listedOnce)
+		if watched {
+			// The list and the watch worked: the back-off starts over, so
+			// that a watch the server ended (a timeout, a restart) is followed
+			// by a prompt list, however many ended before it.
+			backoff = 100 * time.Millisecond
+		}
+		if err != nil && ctx.Err() == nil {
+			klog.InfoS("Watch of controlplane resource ended; listing again", "resource", w.kind, "err", err, "in", backoff)
+			after := w.after
+			if after == nil {
+				after = time.After
+			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(backoff):
+			case <-after(backoff):
 			}
 			if backoff < 5*time.Second {
 				backoff *= 2
 			}
-			continue
 		}
-		backoff = 100 * time.Millisecond
 	}
 }
 
-func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) error {
+// listAndWatch lists, then watches until the watch ends; watched tells
+// whether the watch was opened.
+func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) (watched bool, err error) {
 	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("nodeName", w.c.nodeName).String()}
 	objs, rv, err := w.list(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("list %s: %w", w.kind, err)
+		return false, fmt.Errorf("list %s: %w", w.kind, err)
 	}
 	w.c.enqueue(w.replace(objs))
 	if !*listedOnce {
@@ -60,7 +73,7 @@ func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) error {
 	opts.AllowWatchBookmarks = true
 	wi, err := w.watch(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("watch %s: %w", w.kind, err)
+		return false, fmt.Errorf("watch %s: %w", w.kind, err)
 	}
 	defer wi.Stop()
 	w.c.markWatching(w.kind, true)
@@ -68,16 +81,16 @@ func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return true, nil
 		case ev, ok := <-wi.ResultChan():
 			if !ok {
-				return fmt.Errorf("watch %s closed", w.kind)
+				return true, fmt.Errorf("watch %s closed", w.kind)
 			}
 			switch ev.Type {
 			case watch.Bookmark:
 				continue
 			case watch.Error:
-				return fmt.Errorf("watch %s: %v", w.kind, ev.Object)
+				return true, fmt.Errorf("watch %s: %v", w.kind, ev.Object)
 			}
 			affected, err := w.apply(ev)
 			if err != nil {
