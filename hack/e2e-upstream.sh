@@ -80,5 +80,32 @@ passed=$(awk -F'\t' '$1=="passed"' "$REPORT_DIR/specs.tsv" | wc -l)
 failed=$(awk -F'\t' '$1=="failed" || $1=="timedout" || $1=="panicked"' "$REPORT_DIR/specs.tsv" | wc -l)
 skipped=$(awk -F'\t' '$1=="skipped"' "$REPORT_DIR/specs.tsv" | wc -l)
 flaky=$(awk -F'\t' '$1=="flaky"' "$REPORT_DIR/specs.tsv" | wc -l)
+# When a spec failed, even once: Antrea's logs and the API server's view of
+# the aggregated API go into the report directory while the lab is still up,
+# and the events that most often explain a policy realized late (the agents'
+# controlplane watches ending, the APIService turning unavailable, a restart)
+# are counted on a few lines, so that a CI log's tail holds them.
+if [ "$failed" -gt 0 ] || [ "$flaky" -gt 0 ]; then
+  diag=$REPORT_DIR/antrea
+  mkdir -p "$diag"
+  kubectl -n kube-system get pods -l app=antrea -o wide >"$diag/pods.txt" 2>&1 || true
+  kubectl get apiservices -o yaml >"$diag/apiservices.yaml" 2>&1 || true
+  for pod in $(kubectl -n kube-system get pods -l app=antrea -o name 2>/dev/null); do
+    for c in $(kubectl -n kube-system get "$pod" -o jsonpath='{.spec.containers[*].name}' 2>/dev/null); do
+      kubectl -n kube-system logs "$pod" -c "$c" >"$diag/${pod#pod/}-$c.log" 2>&1 || true
+      kubectl -n kube-system logs "$pod" -c "$c" --previous >"$diag/${pod#pod/}-$c.previous.log" 2>/dev/null || rm -f "$diag/${pod#pod/}-$c.previous.log"
+    done
+  done
+  cp "$ROOT/_output/lab/logs/kube-apiserver.log" "$diag/" 2>/dev/null || true
+  for f in "$diag"/antrea-agent-*-antrea-agent.log; do
+    [ -f "$f" ] || continue
+    # Only the ends after the agent's first sync (at start-up the controller
+    # may not serve yet).
+    ended=$(awk '/NetworkPolicy watchers synced/ { synced = 1; next } synced && /Watch of controlplane resource ended/ { print substr($2, 1, 8) }' "$f" |
+      uniq -c | head -n 10 | awk '{printf "%s(%d) ", $2, $1}')
+    echo "diagnostics: $(basename "$f" .log): controlplane watch ends after the first sync: ${ended:-none}"
+  done
+  echo "diagnostics: restarts $(awk 'NR > 1 {printf "%s=%s ", $1, $4}' "$diag/pods.txt"); APIService unavailable in kube-apiserver.log: $(grep -a -c -E 'controlplane.antrea.io.*(503|unavailable|failing)' "$diag/kube-apiserver.log" 2>/dev/null || echo 0) lines; all in $diag"
+fi
 echo "upstream e2e v1.37.2: $passed passed, $flaky flaky (passed at a later attempt), $failed failed, $skipped skipped in $((end - start)) s (log: $REPORT_DIR/e2e.log, JUnit: $REPORT_DIR/junit.xml)"
 exit $rc

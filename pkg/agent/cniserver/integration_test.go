@@ -265,6 +265,22 @@ func TestFiftyConcurrentAddsThenDelsLeaveNoIPVethPortOrFlowBehind(t *testing.T) 
 	if ports, _ := e.ovs.Vsctl("list-ports", testBridge); len(strings.Fields(ports)) != n {
 		t.Errorf("%d OVS ports after %d ADDs", len(strings.Fields(ports)), n)
 	}
+	// Every host end kept ARP off once ovs-vswitchd had opened it (it turns
+	// promiscuous mode on by writing back the flags it read: an ARP-off made
+	// meanwhile was lost, on about one lab pod in twenty), and has strict
+	// reverse-path filtering: the node kernel neither answers the pod's ARP
+	// nor takes its packets past OVS.
+	for _, p := range pods {
+		host := e.hostIfName(p)
+		out, err := exec.Command("ip", "-n", e.ovs.NetNS(), "link", "show", host).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "NOARP") || !strings.Contains(string(out), "PROMISC") {
+			t.Errorf("host veth %s: %v %s (want NOARP, and PROMISC set by ovs-vswitchd)", host, err, out)
+		}
+		rp, err := exec.Command("ip", "netns", "exec", e.ovs.NetNS(), "cat", "/proc/sys/net/ipv4/conf/"+host+"/rp_filter").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(rp)) != "1" {
+			t.Errorf("host veth %s: rp_filter %q, %v (want 1)", host, rp, err)
+		}
+	}
 	run("DEL", func(_ int, p *pod) error { return e.cni.DelNetworkList(ctxT(t), e.list, p.rt) })
 	if left := e.leftovers(t); len(left) > 0 {
 		t.Errorf("after %d ADDs and DELs: %v", n, left)

@@ -16,6 +16,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 )
 
 const (
@@ -88,9 +90,10 @@ func createVeth(hostNetNS, netnsPath, ifName, hostName string, mtu int) (*podInt
 	return &out, nil
 }
 
-// configurePodInterface turns off the pod end's TX checksum offload, sets
-// its addresses and routes, and turns ARP and IPv6 off on the host end.
-func configurePodInterface(hostNetNS, netnsPath, ifName, hostName string, ips []*current.IPConfig, routes []*types.Route) error {
+// configurePodInterface turns off the pod end's TX checksum offload and sets
+// its addresses and routes. The host end is configured before (see
+// configureHostSide).
+func configurePodInterface(netnsPath, ifName string, ips []*current.IPConfig, routes []*types.Route) error {
 	res := &current.Result{Interfaces: []*current.Interface{{Name: ifName}}, Routes: routes}
 	for _, ipc := range ips {
 		c := *ipc
@@ -109,7 +112,7 @@ func configurePodInterface(hostNetNS, netnsPath, ifName, hostName string, ips []
 	if err != nil {
 		return fmt.Errorf("in netns %s: %w", netnsPath, err)
 	}
-	return inNetNS(hostNetNS, func() error { return configureHostSide(hostName) })
+	return nil
 }
 
 // inNetNS runs fn in the netns at path, or right here when path is empty.
@@ -135,6 +138,13 @@ func disableTXChecksum(ifName string) error {
 // configureHostSide stops the node kernel from answering ARP on the host end
 // (it would answer for node-local addresses such as the gateway before OVS
 // does) and from speaking IPv6 there: the port belongs to OVS.
+//
+// It must run before the end becomes an OVS port: ovs-vswitchd, opening the
+// port, turns promiscuous mode on by writing back the link flags it read,
+// and an ARP-off made meanwhile is lost. The kernel then answers the pod's
+// ARP for its gateway with the host end's MAC, and the pod's routed traffic
+// goes through the node's kernel and back into OVS through the gateway,
+// where the pod's egress policy (matched on its port) does not apply.
 func configureHostSide(hostName string) error {
 	link, err := netlink.LinkByName(hostName)
 	if err != nil {
@@ -143,9 +153,35 @@ func configureHostSide(hostName string) error {
 	if err := netlink.LinkSetARPOff(link); err != nil {
 		return fmt.Errorf("arp off on host veth %s: %w", hostName, err)
 	}
+	// The kernel accepts no packet from the pod on this end either, should
+	// ARP ever come back on: strict reverse-path filtering of this link
+	// alone (the pod's addresses are routed through the gateway, never
+	// through its veth). A per-link setting of the node's netns, not a
+	// global one.
+	rp := fmt.Sprintf("/proc/sys/net/ipv4/conf/%s/rp_filter", hostName)
+	if err := os.WriteFile(rp, []byte("1"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("reverse-path filtering on host veth %s: %w", hostName, err)
+	}
 	p := fmt.Sprintf("/proc/sys/net/ipv6/conf/%s/disable_ipv6", hostName)
 	if err := os.WriteFile(p, []byte("1"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("disable IPv6 on host veth %s: %w", hostName, err)
+	}
+	return nil
+}
+
+// ensureHostSideARPOff turns ARP off on the host end again if it is on,
+// saying so: ovs-vswitchd opening the port lost the setting.
+func ensureHostSideARPOff(hostName string) error {
+	link, err := netlink.LinkByName(hostName)
+	if err != nil {
+		return fmt.Errorf("find host veth %s: %w", hostName, err)
+	}
+	if link.Attrs().RawFlags&unix.IFF_NOARP != 0 {
+		return nil
+	}
+	klog.InfoS("ARP came back on a pod's host veth once ovs-vswitchd opened it; turning it off again", "veth", hostName)
+	if err := netlink.LinkSetARPOff(link); err != nil {
+		return fmt.Errorf("arp off on host veth %s: %w", hostName, err)
 	}
 	return nil
 }
@@ -175,6 +211,9 @@ func hostInterfaceProblem(hostName string) string {
 	}
 	if link.Attrs().Flags&net.FlagUp == 0 {
 		return fmt.Sprintf("host veth %s is down", hostName)
+	}
+	if link.Attrs().RawFlags&unix.IFF_NOARP == 0 {
+		return fmt.Sprintf("host veth %s answers ARP (the node kernel would take the pod's traffic past OVS)", hostName)
 	}
 	return ""
 }

@@ -357,6 +357,10 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 		return nil, newError(cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE, err, "create the veth pair of %s", r)
 	}
 	cfg.MAC = pi.podMAC
+	// The host end before it is an OVS port (configureHostSide says why).
+	if err := inNetNS(s.cfg.HostNetNS, func() error { return configureHostSide(host) }); err != nil {
+		return nil, newError(cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE, err, "configure the host end of %s", r)
+	}
 	took.mark(stepVeth)
 
 	// OVSDB calls are bounded apart from the runtime's deadline: an ADD
@@ -376,7 +380,7 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	// Configured while ovs-vswitchd opens the new port and picks its
 	// OpenFlow number, so GetOFPort rarely has to wait. The port has no flows
 	// yet, so nothing flows through it before it is ready.
-	err = configurePodInterface(s.cfg.HostNetNS, r.Netns, r.IfName, host, ips, defaultRoutes(ips))
+	err = configurePodInterface(r.Netns, r.IfName, ips, defaultRoutes(ips))
 	if err == nil {
 		err = s.step(stepInterface)
 	}
@@ -397,6 +401,11 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 		return nil, newError(cnipb.ErrorCode_OVS_PORT_FAILURE, err, "read the OpenFlow port of OVS port %s for %s", host, r)
 	}
 	took.mark(stepOFPort)
+	// ovs-vswitchd has opened the port: the host end must still have ARP
+	// off (configureHostSide); set it again if that open lost it.
+	if err := inNetNS(s.cfg.HostNetNS, func() error { return ensureHostSideARPOff(host) }); err != nil {
+		return nil, newError(cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE, err, "configure the host end of %s", r)
+	}
 
 	err = s.flows.InstallPodFlows(host, cfg.IPs, cfg.MAC, uint32(ofPort))
 	if err == nil {
