@@ -267,7 +267,7 @@ func TestFiftyConcurrentAddsThenDelsLeaveNoIPVethPortOrFlowBehind(t *testing.T) 
 	}
 	// Every host end kept ARP off once ovs-vswitchd had opened it (it turns
 	// promiscuous mode on by writing back the flags it read: an ARP-off made
-	// meanwhile was lost, on about one lab pod in twenty), and has strict
+	// meanwhile was lost: 1 host veth of 5 on a lab node), and has strict
 	// reverse-path filtering: the node kernel neither answers the pod's ARP
 	// nor takes its packets past OVS.
 	for _, p := range pods {
