@@ -139,9 +139,10 @@ func disableTXChecksum(ifName string) error {
 // (it would answer for node-local addresses such as the gateway before OVS
 // does) and from speaking IPv6 there: the port belongs to OVS.
 //
-// It must run before the end becomes an OVS port: ovs-vswitchd, opening the
-// port, turns promiscuous mode on by writing back the link flags it read,
-// and an ARP-off made meanwhile is lost. The kernel then answers the pod's
+// It must run before the end becomes an OVS port: an ARP-off made while
+// ovs-vswitchd was opening the port was lost on the lab (1 host end of 5;
+// most likely ovs-vswitchd, turning promiscuous mode on, wrote back link
+// flags it had read before). The kernel then answers the pod's
 // ARP for its gateway with the host end's MAC, and the pod's routed traffic
 // goes through the node's kernel and back into OVS through the gateway,
 // where the pod's egress policy (matched on its port) does not apply.
