@@ -53,11 +53,7 @@ func newRootCommand() *cobra.Command {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	root.PersistentFlags().AddGoFlagSet(klogFlags)
-	root.PersistentFlags().StringVar(&opts.Dir, "dir", opts.Dir, "lab directory: state, certificates, kubeconfig, logs")
-	root.PersistentFlags().StringVar(&opts.BinDir, "bin-dir", opts.BinDir, "directory of this project's binaries")
-	root.PersistentFlags().StringVar(&opts.KubeBinDir, "kube-bin-dir", opts.KubeBinDir, "directory of etcd and the Kubernetes binaries")
-	root.PersistentFlags().StringVar(&opts.CNIBinDir, "cni-bin-dir", opts.CNIBinDir, "directory of the reference CNI plugins")
-	root.PersistentFlags().StringVar(&opts.ImageDir, "image-dir", opts.ImageDir, "image store the lab registry serves (ANTREA_CACHE/images)")
+	opts.AddGlobalFlags(root.PersistentFlags())
 
 	root.AddCommand(upCommand(&opts), downCommand(&opts), statusCommand(&opts), execCommand(&opts),
 		logsCommand(&opts), loadCommand(&opts), imagesCommand(&opts), stopCommand(&opts), startCommand(&opts),
@@ -71,15 +67,11 @@ func signalContext() (context.Context, context.CancelFunc) {
 
 func upCommand(opts *lab.Options) *cobra.Command {
 	var foreground bool
-	runtime := string(opts.Runtime)
-	kubelet := string(opts.Kubelet)
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Bring up a lab and return once every node is Ready (the supervisor keeps running in the background)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.Runtime = lab.NodeRuntime(runtime)
-			opts.Kubelet = lab.Kubelet(kubelet)
 			ctx, cancel := signalContext()
 			defer cancel()
 			if foreground {
@@ -90,11 +82,7 @@ func upCommand(opts *lab.Options) *cobra.Command {
 			return lab.Up(ctx, *opts, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().IntVar(&opts.Nodes, "nodes", opts.Nodes, "number of nodes")
-	cmd.Flags().StringVar(&opts.Encap, "encap", opts.Encap, "tunnel type between nodes: geneve or vxlan (Antrea runtime)")
-	cmd.Flags().StringVar(&runtime, "runtime", runtime, "how pods are networked: reference-cni (bridge + host-local) or antrea")
-	cmd.Flags().StringVar((*string)(&opts.Proxy), "proxy", string(opts.Proxy), "what realizes Services on real nodes: antrea (AntreaProxy) or kube-proxy (v1.37.2, nftables mode, AntreaProxy off)")
-	cmd.Flags().StringVar(&kubelet, "kubelet", kubelet, "what runs pods on a node: real (kubelet + containerd + runc) or sim (the node simulator: pods are host processes)")
+	opts.AddUpFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "be the supervisor: run until SIGINT/SIGTERM, then tear the lab down")
 	return cmd
 }

@@ -27,6 +27,12 @@ import (
 // detached `up` can echo them while it waits.
 const ProgressPrefix = "antrea-lab: "
 
+// supervisorArgs are the arguments of the detached supervisor `up` starts:
+// every option it was given.
+func supervisorArgs(opts Options) []string {
+	return append(append([]string{"up", "--foreground"}, opts.UpArgs()...), opts.GlobalArgs()...)
+}
+
 // Up starts a supervisor in the background (`antrea-lab up --foreground` in
 // its own session, logging to logs/supervisor.log), echoes its progress and
 // returns once every node is Ready, or with the reason it failed.
@@ -50,9 +56,7 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 		return fmt.Errorf("open supervisor log: %w", err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(self, "up", "--foreground",
-		fmt.Sprintf("--nodes=%d", opts.Nodes), "--encap="+opts.Encap, "--runtime="+string(opts.Runtime), "--kubelet="+string(opts.Kubelet), "--proxy="+string(opts.Proxy),
-		"--dir="+opts.Dir, "--bin-dir="+opts.BinDir, "--kube-bin-dir="+opts.KubeBinDir, "--cni-bin-dir="+opts.CNIBinDir)
+	cmd := exec.Command(self, supervisorArgs(opts)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// A session of its own: the supervisor outlives this command and the
 	// terminal; `antrea-lab down` stops it.

@@ -156,16 +156,10 @@ func Check(opts *lab.Options) string {
 
 // Flags are the global antrea-lab flags that point it at opts' directories;
 // they go before the subcommand.
-func Flags(opts lab.Options) []string {
-	return []string{"--dir=" + opts.Dir, "--bin-dir=" + opts.BinDir, "--kube-bin-dir=" + opts.KubeBinDir,
-		"--cni-bin-dir=" + opts.CNIBinDir, "--image-dir=" + opts.ImageDir}
-}
+func Flags(opts lab.Options) []string { return opts.GlobalArgs() }
 
 // UpFlags are the flags of `antrea-lab up` that select opts' lab.
-func UpFlags(opts lab.Options) []string {
-	return []string{fmt.Sprintf("--nodes=%d", opts.Nodes), "--encap=" + opts.Encap,
-		"--runtime=" + string(opts.Runtime), "--kubelet=" + string(opts.Kubelet), "--proxy=" + string(opts.Proxy)}
-}
+func UpFlags(opts lab.Options) []string { return opts.UpArgs() }
 
 // Run runs `antrea-lab <args>` on opts' lab and returns its combined output.
 func Run(ctx context.Context, opts lab.Options, args ...string) (string, error) {

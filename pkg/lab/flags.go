@@ -1,0 +1,55 @@
+package lab
+
+import (
+	"github.com/spf13/pflag"
+)
+
+// Options and command-line flags meet here, and only here: AddGlobalFlags
+// and AddUpFlags bind each option to its flag, and GlobalArgs and UpArgs
+// turn options back into arguments by visiting those same flag sets, so a
+// new option added to one of them is passed on everywhere antrea-lab runs
+// itself (the detached supervisor of `up`, the tests' commands) with no
+// second list to keep in step.
+
+// AddGlobalFlags binds to fs the options every antrea-lab command takes:
+// where the lab, the binaries and the images live.
+func (o *Options) AddGlobalFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Dir, "dir", o.Dir, "lab directory: state, certificates, kubeconfig, logs")
+	fs.StringVar(&o.BinDir, "bin-dir", o.BinDir, "directory of this project's binaries")
+	fs.StringVar(&o.KubeBinDir, "kube-bin-dir", o.KubeBinDir, "directory of etcd and the Kubernetes binaries")
+	fs.StringVar(&o.CNIBinDir, "cni-bin-dir", o.CNIBinDir, "directory of the reference CNI plugins")
+	fs.StringVar(&o.ImageDir, "image-dir", o.ImageDir, "image store the lab registry serves (ANTREA_CACHE/images)")
+}
+
+// AddUpFlags binds to fs the options that choose a lab's shape (`up`).
+func (o *Options) AddUpFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "number of nodes")
+	fs.StringVar(&o.Encap, "encap", o.Encap, "tunnel type between nodes: geneve or vxlan (Antrea runtime)")
+	fs.StringVar((*string)(&o.Runtime), "runtime", string(o.Runtime), "how pods are networked: reference-cni (bridge + host-local) or antrea")
+	fs.StringVar((*string)(&o.Proxy), "proxy", string(o.Proxy), "what realizes Services on real nodes: antrea (AntreaProxy) or kube-proxy (v1.37.2, nftables mode, AntreaProxy off)")
+	fs.StringVar((*string)(&o.Kubelet), "kubelet", string(o.Kubelet), "what runs pods on a node: real (kubelet + containerd + runc) or sim (the node simulator: pods are host processes)")
+}
+
+// GlobalArgs are the global flags (AddGlobalFlags) with o's values; they may
+// go before or after the subcommand.
+func (o Options) GlobalArgs() []string {
+	return argsOf(&o, (*Options).AddGlobalFlags)
+}
+
+// UpArgs are the flags of `up` (AddUpFlags) with o's values.
+func (o Options) UpArgs() []string {
+	return argsOf(&o, (*Options).AddUpFlags)
+}
+
+// argsOf binds o to a fresh flag set with add and lists every flag of it as
+// --name=value, in the order the flags were added.
+func argsOf(o *Options, add func(*Options, *pflag.FlagSet)) []string {
+	fs := pflag.NewFlagSet("args", pflag.ContinueOnError)
+	fs.SortFlags = false
+	add(o, fs)
+	var args []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		args = append(args, "--"+f.Name+"="+f.Value.String())
+	})
+	return args
+}
