@@ -213,6 +213,20 @@ func equalEndpoints(a, b []Endpoint) bool {
 // bucketWeight is every endpoint's weight: equal shares.
 const bucketWeight = 100
 
+// serviceSelectionMethod is how a Service's group picks a bucket: dp_hash
+// with the L4 hash algorithm (selection_method_param 0: algorithm
+// OVS_HASH_ALG_L4 in the upper 32 bits, basis 0), a hash the datapath
+// computes per packet over the 5-tuple, UDP ports included. The switch's
+// default for a select group is dp_hash with OVS_HASH_ALG_SYM_L4, which the
+// userspace datapath computes with flow_hash_symmetric_l3l4 leaving UDP
+// ports out (the kernel datapath's symmetric hash keeps them): every UDP
+// connection from one client to one Service port then went to the same
+// endpoint, a client never reached the others (issue 34: a pod on node-1
+// answered 12 of 12 times by node-2's endpoint). The explicit method hashes
+// the same in both datapaths, and still in the datapath, with no upcall
+// per connection (the "hash" method with fields would need one).
+const serviceSelectionMethod = "dp_hash"
+
 // priorityAffinity ranks ServiceLB's flow for connections whose endpoint
 // session affinity chose above every port's group flow.
 const priorityAffinity = 220
@@ -513,6 +527,7 @@ func (b *flowBuilder) serviceGroup(cmd binding.GroupModCommand, groupID uint32, 
 	if cmd == binding.GroupDelete {
 		return g
 	}
+	g.SelectionMethod = serviceSelectionMethod
 	dnat := b.p.Table(EndpointDNATTable).ID
 	if len(ps.Endpoints) == 0 && ps.NoEndpoints == Reject {
 		g.Buckets = []binding.Bucket{{Weight: bucketWeight, Actions: []binding.Action{

@@ -163,7 +163,7 @@ func TestAServiceIsOneBundleOfGroupsAndFlows(t *testing.T) {
 		// Then the group (buckets sorted by endpoint), then the flow using
 		// it, which notes the digest of the group's content. Port flows
 		// carry no cookie round: an agent restart keeps them.
-		fmt.Sprintf("add group_id=1,type=select,bucket=bucket_id:0,weight:100,actions=set_field:0xa0a0103->reg3,set_field:0x1f90/0xffff->reg4,set_field:0x10000/0x10000->reg4,resubmit(,%d),bucket=bucket_id:1,weight:100,actions=set_field:0xa0a0203->reg3,set_field:0x1f90/0xffff->reg4,set_field:0x10000/0x10000->reg4,resubmit(,%d)", dnat, dnat),
+		fmt.Sprintf("add group_id=1,type=select,selection_method=dp_hash,bucket=bucket_id:0,weight:100,actions=set_field:0xa0a0103->reg3,set_field:0x1f90/0xffff->reg4,set_field:0x10000/0x10000->reg4,resubmit(,%d),bucket=bucket_id:1,weight:100,actions=set_field:0xa0a0203->reg3,set_field:0x1f90/0xffff->reg4,set_field:0x10000/0x10000->reg4,resubmit(,%d)", dnat, dnat),
 		fmt.Sprintf("add cookie=0x5ec1000000000000, table=%d, priority=200,ct_state=+new+trk,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=%s,group:1", lb, (&binding.Note{Data: groupDigest(c.Groups()[0])}).String()),
 	}
 	if got := br.last(); strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -189,7 +189,7 @@ func TestRemovingAnEndpointModifiesTheGroupAndDeletesItsFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := br.last()
-	if len(got) != 3 || !strings.HasPrefix(got[0], "modify group_id=1,type=select,bucket=bucket_id:0,weight:100,actions=set_field:0xa0a0103->reg3") ||
+	if len(got) != 3 || !strings.HasPrefix(got[0], "modify group_id=1,type=select,selection_method=dp_hash,bucket=bucket_id:0,weight:100,actions=set_field:0xa0a0103->reg3") ||
 		strings.Contains(got[0], "bucket_id:1") || !strings.HasPrefix(got[1], "modify cookie=0x5ec1000000000000, table=") || !strings.Contains(got[1], ",group:1") ||
 		!strings.HasPrefix(got[2], "delete ") || !strings.Contains(got[2], "nat(dst=10.10.2.3:8080)") {
 		t.Fatalf("removing an endpoint should be one group modify with one bucket, the modify of the ServiceLB flow's note (the group's digest) and the delete of that endpoint's DNAT flow, got:\n%s", strings.Join(got, "\n"))
@@ -200,7 +200,7 @@ func TestRemovingAnEndpointModifiesTheGroupAndDeletesItsFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	dnat := c.p.Table(EndpointDNATTable).ID
-	if g, want := br.groupStrings(), fmt.Sprintf("group_id=1,type=select,bucket=bucket_id:0,weight:100,actions=set_field:0x20000/0x20000->reg4,resubmit(,%d)", dnat); len(g) != 1 || g[0] != want {
+	if g, want := br.groupStrings(), fmt.Sprintf("group_id=1,type=select,selection_method=dp_hash,bucket=bucket_id:0,weight:100,actions=set_field:0x20000/0x20000->reg4,resubmit(,%d)", dnat); len(g) != 1 || g[0] != want {
 		t.Fatalf("a port without endpoints should keep its group with a reject bucket\nhave %q\nwant %q", g, want)
 	}
 	if eps := endpointDNATFlows(br, c); len(eps) != 0 {
@@ -210,7 +210,7 @@ func TestRemovingAnEndpointModifiesTheGroupAndDeletesItsFlow(t *testing.T) {
 	if err := c.InstallService(ctx, "default/web", ServiceState{webTCP: {NoEndpoints: Drop}}); err != nil {
 		t.Fatal(err)
 	}
-	if g := br.groupStrings(); len(g) != 1 || g[0] != "group_id=1,type=select" {
+	if g := br.groupStrings(); len(g) != 1 || g[0] != "group_id=1,type=select,selection_method=dp_hash" {
 		t.Fatalf("a port that drops without endpoints should have an empty group, have %q", g)
 	}
 	if got := br.last(); len(got) != 2 || !strings.HasPrefix(got[0], "modify group_id=1,") || !strings.Contains(got[1], ",group:1") {

@@ -177,3 +177,35 @@ func TestSCTPPortGetsAnEventOnRealOVS(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+// TestUDPAndTCPConnectionsSpreadOverEveryEndpointOnRealOVS: each new
+// connection from one client to a Service port (a fresh socket, so a fresh
+// source port) may go to any endpoint, over UDP as over TCP. With the
+// switch's default selection method the userspace datapath hashed UDP
+// without its ports, so one client's UDP datagrams all went to one endpoint
+// (issue 34). 24 connections all to one of two endpoints would happen by
+// chance once in 2^23.
+func TestUDPAndTCPConnectionsSpreadOverEveryEndpointOnRealOVS(t *testing.T) {
+	ports := slicePorts(epPort("udp", corev1.ProtocolUDP, 8081), epPort("tcp", corev1.ProtocolTCP, 8081))
+	n := newOVSNode(t, Config{},
+		service("echo", "10.96.0.90", svcPort("udp", corev1.ProtocolUDP, 90, 8081), svcPort("tcp", corev1.ProtocolTCP, 90, 8081)),
+		slice("echo-1", "echo", ports, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.1.4", node: "node-1"}),
+	)
+	cli := n.AddPod(t, "c1", "10.10.1.2/24")
+	e1 := n.AddPod(t, "e1", "10.10.1.3/24")
+	e2 := n.AddPod(t, "e2", "10.10.1.4/24")
+	for _, p := range []*bridgetest.Pod{cli, e1, e2} {
+		if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+			t.Fatal(err)
+		}
+		p.ServeWho(t, 8081)
+	}
+	n.waitGroups(t, "both ports should have both endpoints", func(g []string) bool { return len(g) == 2 && bucketsOf(g) == 4 })
+	for _, network := range []string{"udp4", "tcp4"} {
+		seen := answerers(t, cli, network, "10.96.0.90:90", 24)
+		if seen["e1"] == 0 || seen["e2"] == 0 || seen["e1"]+seen["e2"] != 24 {
+			t.Errorf("%s: 24 connections from one client should reach both endpoints, answered %v", network, seen)
+		}
+		t.Logf("%s: %v", network, seen)
+	}
+}
