@@ -209,3 +209,71 @@ func TestUDPAndTCPConnectionsSpreadOverEveryEndpointOnRealOVS(t *testing.T) {
 		t.Logf("%s: %v", network, seen)
 	}
 }
+
+// TestUDPFromAFixedPortReachesAnEndpointThatBecameReadyOnRealOVS follows
+// upstream's e2e "Conntrack should be able to preserve UDP traffic when
+// initial unready endpoints get ready": a client sends from one source port
+// (a new socket each time, as `nc -u -p PORT` does) to a Service whose only
+// endpoint is not ready, so it is refused; once the endpoint is ready the
+// client's next datagram from that same port must reach it, whatever
+// conntrack kept of the refused ones.
+func TestUDPFromAFixedPortReachesAnEndpointThatBecameReadyOnRealOVS(t *testing.T) {
+	ports := slicePorts(epPort("udp", corev1.ProtocolUDP, 8081))
+	n := newOVSNode(t, Config{},
+		service("late", "10.96.0.91", svcPort("udp", corev1.ProtocolUDP, 80, 8081)),
+		slice("late-1", "late", ports, ep{ip: "10.10.1.3", node: "node-1", ready: ptr(false)}),
+	)
+	cli := n.AddPod(t, "c1", "10.10.1.2/24")
+	e1 := n.AddPod(t, "e1", "10.10.1.3/24")
+	for _, p := range []*bridgetest.Pod{cli, e1} {
+		if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e1.ServeWho(t, 8081)
+	n.waitGroups(t, "late should reject (one bucket, no endpoint)", func(g []string) bool { return len(g) == 1 && !hasAll(g, reg3(e1)) })
+	// ask sends one datagram from source port 40404 on a new socket and
+	// returns the answer, or the error the socket saw (ECONNREFUSED while
+	// the Service rejects).
+	ask := func() (string, error) {
+		var who string
+		err := cli.Do(t, func() error {
+			c, err := net.DialUDP("udp4", &net.UDPAddr{Port: 40404}, &net.UDPAddr{IP: net.ParseIP("10.96.0.91"), Port: 80})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if _, err := c.Write([]byte("who?")); err != nil {
+				return err
+			}
+			_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			buf := make([]byte, 256)
+			k, err := c.Read(buf)
+			if err != nil {
+				return err
+			}
+			who, _ = bridgetest.Answerer(strings.TrimSpace(string(buf[:k])))
+			return nil
+		})
+		return who, err
+	}
+	for i := 0; i < 3; i++ {
+		if who, err := ask(); err == nil {
+			t.Fatalf("a Service without a ready endpoint answered (%s)", who)
+		}
+	}
+	t.Logf("conntrack while refused: %v", n.conntrack(t, "10.96.0.91"))
+	updateSlice(t, n.client, "late-1", func(s *discoveryv1.EndpointSlice) {
+		s.Endpoints[0].Conditions = discoveryv1.EndpointConditions{Ready: ptr(true)}
+	})
+	n.waitGroups(t, "late should have e1", func(g []string) bool { return hasAll(g, reg3(e1)) })
+	var who string
+	var err error
+	for i := 0; i < 5 && who == ""; i++ { // the first may go while e1's ARP resolves
+		who, err = ask()
+	}
+	if who != "e1" {
+		t.Fatalf("from the same source port, the endpoint that became ready should answer, got %q (%v); conntrack:\n%s",
+			who, err, strings.Join(n.conntrack(t, "10.96.0.91"), "\n"))
+	}
+}
