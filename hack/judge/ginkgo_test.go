@@ -184,7 +184,7 @@ func TestE2EListNamesWhySpecsWereSkipped(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"[sig-network] Netpol [Feature:SCTPConnectivity] [LinuxOnly] NetworkPolicy between server and client using SCTP should support a 'default-deny-ingress' policy [Feature:NetworkPolicy]": "this kernel has no SCTP",
-		"[sig-network] Netpol NetworkPolicy API should support creating NetworkPolicy API operations":                                                                                                 "not selected by the focus",
+		"[sig-network] Netpol NetworkPolicy API should support creating NetworkPolicy API operations":                                                                                           "not selected by the focus",
 		tcpSpecsNamedSCTP[0]: "",
 	} {
 		got, ok := reasons[name]

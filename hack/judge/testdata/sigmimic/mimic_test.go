@@ -22,7 +22,7 @@ func has(s string) bool { return strings.Contains(scenario, s) }
 func poke017(t *testing.T, protocol string, ok bool) bool {
 	t.Helper()
 	cmd := strings.Split(fmt.Sprintf("/agnhost connect --timeout=3s --protocol=%s 10.10.1.5:9003", protocol), " ")
-	if has("exec-"+protocol) {
+	if has("exec-" + protocol) {
 		t.Logf("FAILED to execute command %s on pod %s/%s: %v", cmd, "network-policy-conformance-ravenclaw", "luna-lovegood-0", "error dialing backend: EOF")
 		return false
 	}
