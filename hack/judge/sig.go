@@ -42,7 +42,7 @@ type assertion struct {
 }
 
 func (a assertion) String() string {
-	s := a.Error
+	s := strings.ReplaceAll(a.Error, "\n", " ")
 	if a.Messages != "" {
 		s += " (" + a.Messages + ")"
 	}
