@@ -198,3 +198,34 @@ func TestE2EListNamesWhySpecsWereSkipped(t *testing.T) {
 		t.Errorf("the list ends with %s %s, want the flaky spec", last.Outcome, last.Name)
 	}
 }
+
+// The real report of ginkgo itself (testdata/ginkgomimic): the field names
+// and states the judge reads are ginkgo's.
+func TestE2EVerdictOnARealGinkgoReport(t *testing.T) {
+	var suites []ginkgoSuite
+	if err := json.Unmarshal([]byte(readFile(t, "testdata/ginkgo-real-report.json")), &suites); err != nil {
+		t.Fatal(err)
+	}
+	v := judgeSpecs(suites, e2eRules{Focus: regexp.MustCompile(`Netpol`), Skip: regexp.MustCompile(`should pass`),
+		SCTP: regexp.MustCompile(`\[Feature:SCTPConnectivity\]`), Strict: regexp.MustCompile(`Netpol|NetworkPolicy`)})
+	text := verdictText(v)
+	for _, want := range []string{"0 passed, 1 flaky", "1 of them NetworkPolicy", "1 failed, 2 skipped",
+		"verdict: FAIL: 1 spec(s) failed; 1 NetworkPolicy spec(s) passed only on a retry"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("verdict lacks %q:\n%s", want, text)
+		}
+	}
+	reasons := map[string]string{}
+	for _, r := range v.Results {
+		reasons[r.Name] = r.Reason
+	}
+	for name, want := range map[string]string{
+		"[sig-network] Netpol NetworkPolicy between server and client should pass":             `skipped by E2E_SKIP "should pass"`,
+		"[sig-network] Netpol NetworkPolicy between server and client should skip at run time": "no SCTP here",
+		"[sig-network] Netpol NetworkPolicy between server and client should fail":             "Expected (at gk_test.go:21)",
+	} {
+		if reasons[name] != want {
+			t.Errorf("%s: reason %q, want %q", name, reasons[name], want)
+		}
+	}
+}
