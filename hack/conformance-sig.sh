@@ -206,7 +206,7 @@ Y
 }
 
 # run VERSION: the suite against the lab; its report, its go test -json
-# events (test.json, through go tool test2json, which attributes every line
+# events (test.json, through Go's cmd/test2json, which attributes every line
 # to its test) and the plain log made from them (test.log).
 run() {
   local v=$1 out=$OUT/$1
@@ -214,7 +214,7 @@ run() {
   clean_leftovers
   echo "[$v] TestConformanceProfiles: profiles $(profiles "$v"), features $(features "$v")"
   set +e
-  (cd "$WORK/$v/module/conformance" && go tool test2json -t -p "$MOD/conformance@$v" "$WORK/$v/conformance.test" \
+  (cd "$WORK/$v/module/conformance" && "$TEST2JSON" -t -p "$MOD/conformance@$v" "$WORK/$v/conformance.test" \
     -test.v=test2json -test.run "TestConformanceProfiles${SIG_RUN:+/$SIG_RUN}" -test.timeout "${SIG_TIMEOUT:-60m}" \
     -conformance-profiles="$(profiles "$v")" \
     -supported-features="$(features "$v")" \
@@ -239,8 +239,10 @@ run() {
 
 [ "$(id -u)" -eq 0 ] || { echo "conformance-sig brings up a lab: run it as root" >&2; exit 1; }
 JUDGE=$ROOT/_output/tools/judge
+TEST2JSON=$ROOT/_output/tools/test2json
 mkdir -p "$(dirname "$JUDGE")"
 go build -o "$JUDGE" ./hack/judge
+go build -o "$TEST2JSON" cmd/test2json
 for v in $VERSIONS; do build "$v"; done
 [ "${SIG_BUILD_ONLY:-0}" != 1 ] || exit 0
 
