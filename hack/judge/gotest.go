@@ -97,12 +97,16 @@ func summarizeGoTest(l *eventLog) goTestSummary {
 	return s
 }
 
-// skipReason is the message of t.Skip: the last t.Log line of the test's
-// own output, without its file:line prefix kept apart.
+// skipReason is the message of t.Skip: the last line of the test's own
+// output, without its file:line prefix (so that tests skipped for one
+// reason at different lines group together).
 func skipReason(lines []string) string {
 	w := lastWords(lines)
 	if w == "no message" {
 		return "skipped without a message"
+	}
+	if m := logLine.FindStringSubmatch(w); m != nil && m[1] != "" {
+		return m[1]
 	}
 	return w
 }
