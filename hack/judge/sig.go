@@ -146,7 +146,7 @@ type sigVerdict struct {
 // SCTP probe (this kernel has no SCTP), and nothing else failed: a failed
 // test with no assertion of its own and no failed subtest (t.Fatal, a
 // panic, a timeout), a package that failed without a failed test, a panic
-// anywhere, or a run where no test ran, all fail it.
+// anywhere, or a run where no test passed, all fail it.
 func judgeSIG(l *eventLog) sigVerdict {
 	var v sigVerdict
 	ran := 0
@@ -213,8 +213,14 @@ func judgeSIG(l *eventLog) sigVerdict {
 			v.Failures = append(v.Failures, sigFailure{Test: r.Package, What: "the package never ended (no pass or fail event)"})
 		}
 	}
-	if packages == 0 || ran == 0 {
-		v.Failures = append(v.Failures, sigFailure{Test: "(run)", What: "no test ran"})
+	passed := 0
+	for _, r := range l.order {
+		if r.Test != "" && r.Result == "pass" {
+			passed++
+		}
+	}
+	if packages == 0 || ran == 0 || passed == 0 {
+		v.Failures = append(v.Failures, sigFailure{Test: "(run)", What: "no test ran and passed (every test skipped, or none selected)"})
 	}
 	// The list: the suite's tests, one level under the top-level tests.
 	for _, top := range l.order {

@@ -73,3 +73,18 @@ func TestSIGVerdictFailsARunWithNoTest(t *testing.T) {
 		t.Fatalf("a run that built nothing passed: %+v", v)
 	}
 }
+
+func TestSIGVerdictFailsARunWhereEveryTestSkipped(t *testing.T) {
+	l, err := readEvents(strings.NewReader(`{"Action":"start","Package":"p"}
+{"Action":"run","Package":"p","Test":"TestConformanceProfiles"}
+{"Action":"output","Package":"p","Test":"TestConformanceProfiles","Output":"    suite.go:210: Skipping: suite does not support the profile\n"}
+{"Action":"skip","Package":"p","Test":"TestConformanceProfiles"}
+{"Action":"pass","Package":"p"}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := judgeSIG(l); v.OK {
+		t.Fatalf("a run where every test skipped passed: %+v", v)
+	}
+}
