@@ -13,7 +13,6 @@ type testEvent struct {
 	Action  string
 	Package string
 	Test    string
-	Elapsed float64
 	Output  string
 	// ImportPath names the package of build-output and build-fail events.
 	ImportPath string
@@ -29,7 +28,6 @@ type testRecord struct {
 	Result string
 	// Output is the test's own lines, in order, without the newlines.
 	Output []string
-	order  int
 }
 
 func (r *testRecord) key() string { return r.Package + "\x00" + r.Test }
@@ -52,7 +50,7 @@ func (l *eventLog) record(pkg, test string) *testRecord {
 	k := pkg + "\x00" + test
 	r := l.records[k]
 	if r == nil {
-		r = &testRecord{Package: pkg, Test: test, order: len(l.order)}
+		r = &testRecord{Package: pkg, Test: test}
 		l.records[k] = r
 		l.order = append(l.order, r)
 	}

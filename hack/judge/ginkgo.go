@@ -63,7 +63,6 @@ const (
 	specPassed  = "passed"
 	specFlaky   = "flaky"
 	specSkipped = "skipped"
-	specFailed  = "failed"
 )
 
 // specResult is one listed spec.
