@@ -157,7 +157,15 @@ func judgeSpecs(suites []ginkgoSuite, r e2eRules) e2eVerdict {
 		v.Reasons = append(v.Reasons, fmt.Sprintf("%d spec(s) failed", v.Failed))
 	}
 	if v.StrictFlaky > 0 {
-		v.Reasons = append(v.Reasons, fmt.Sprintf("%d NetworkPolicy spec(s) passed only on a retry", v.StrictFlaky))
+		var names []string
+		for _, r := range v.Results {
+			if r.Outcome == specFlaky && r.Fails {
+				names = append(names, fmt.Sprintf("%q", r.Name))
+			}
+		}
+		sort.Strings(names)
+		v.Reasons = append(v.Reasons, fmt.Sprintf("%d NetworkPolicy spec(s) passed only on a retry (%s; its failed attempt is in e2e.log)",
+			v.StrictFlaky, strings.Join(names, ", ")))
 	}
 	if v.Passed+v.Flaky+v.Failed == 0 {
 		v.Reasons = append(v.Reasons, "no selected spec ran")

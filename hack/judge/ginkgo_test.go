@@ -210,7 +210,7 @@ func TestE2EVerdictOnARealGinkgoReport(t *testing.T) {
 		SCTP: regexp.MustCompile(`\[Feature:SCTPConnectivity\]`), Strict: regexp.MustCompile(`Netpol|NetworkPolicy`)})
 	text := verdictText(v)
 	for _, want := range []string{"0 passed, 1 flaky", "1 of them NetworkPolicy", "1 failed, 2 skipped",
-		"verdict: FAIL: 1 spec(s) failed; 1 NetworkPolicy spec(s) passed only on a retry"} {
+		"verdict: FAIL: 1 spec(s) failed; 1 NetworkPolicy spec(s) passed only on a retry (\"[sig-network] Netpol NetworkPolicy between server and client should enforce updated policy [Feature:NetworkPolicy]\"; its failed attempt is in e2e.log)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("verdict lacks %q:\n%s", want, text)
 		}
