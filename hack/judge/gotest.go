@@ -80,11 +80,23 @@ type goTestSummary struct {
 // none) and the failures.
 func summarizeGoTest(l *eventLog) goTestSummary {
 	var s goTestSummary
+	tests := map[string]int{}
+	for _, r := range l.order {
+		if r.Test != "" {
+			tests[r.Package]++
+		}
+	}
 	for _, r := range l.order {
 		switch {
 		case r.Test == "":
 			if r.Result == "fail" {
 				s.Failed = append(s.Failed, r.Package)
+			}
+			// A package with tests that ran none of them (a TestMain that
+			// returned early) is a skip too; [no test files] is not.
+			if r.Result == "pass" && tests[r.Package] == 0 {
+				s.Skipped = append(s.Skipped, skippedTest{Package: r.Package, Test: "(every test of the package)",
+					Reason: "the package passed without running a test: " + lastWords(r.Output)})
 			}
 		case r.Result == "skip":
 			s.Skipped = append(s.Skipped, skippedTest{Package: r.Package, Test: r.Test, Reason: skipReason(r.Output)})

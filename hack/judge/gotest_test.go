@@ -68,3 +68,21 @@ func TestGoTestFailsAndPrintsAFailedTest(t *testing.T) {
 		}
 	}
 }
+
+func TestGoTestListsAPackageThatRanNoTest(t *testing.T) {
+	in := strings.NewReader(`{"Action":"start","Package":"p"}
+{"Action":"output","Package":"p","Output":"ok  \tp\t0.01s [no tests to run]\n"}
+{"Action":"pass","Package":"p","Elapsed":0.01}
+{"Action":"start","Package":"q"}
+{"Action":"output","Package":"q","Output":"?   \tq\t[no test files]\n"}
+{"Action":"skip","Package":"q","Elapsed":0}
+`)
+	var out bytes.Buffer
+	if _, err := runGoTest(nil, in, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "p: (every test of the package)\n      -> the package passed without running a test: ok  \tp\t0.01s [no tests to run]") ||
+		strings.Contains(out.String(), "q: (every") {
+		t.Fatalf("want p listed as skipped, q (no test files) not:\n%s", out.String())
+	}
+}
