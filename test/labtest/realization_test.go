@@ -38,7 +38,7 @@ func row(uid, source string, gen int64, realized, desired int) CPPolicy {
 }
 
 // quick keeps the unit tests short; no time is asserted.
-var quick = RealizationWait{Timeout: 2 * time.Second, Poll: time.Millisecond, SameContentGrace: 300 * time.Millisecond}
+var quick = RealizationWait{Timeout: 500 * time.Millisecond, Poll: time.Millisecond, SameContentGrace: 100 * time.Millisecond}
 
 func TestWaitRealized(t *testing.T) {
 	managed := map[string]bool{"x": true, "y": true}
