@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X antrea.io/antrea/pkg/version.Version=$(VERSION) \
            -X antrea.io/antrea/pkg/version.GitTreeState=$(GIT_TREE_STATE)
 export PATH := $(OUTPUT)/bin:$(OUTPUT)/tools:$(OUTPUT)/cni/bin:$(PATH)
 
-.PHONY: all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance conformance-native e2e-upstream conformance-sig reliability bench clean docs
+.PHONY: all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance conformance-native e2e-upstream conformance-sig reliability bench clean docs race
 
 all: build
 
@@ -62,10 +62,14 @@ lint:
 	$(GO) vet ./...
 	$(OUTPUT)/tools/staticcheck $$($(GO) list ./... | grep -v /pkg/client/)  # pkg/client is generated
 
-## conformance: every case of our NetworkPolicy conformance suite, then upstream's e2e NetworkPolicy specs.
-conformance: install build
+## conformance: the agent and controller packages' tests under the race detector, every case of our NetworkPolicy conformance suite, then upstream's e2e NetworkPolicy specs.
+conformance: install build race
 	ANTREA_CONFORMANCE=all $(GO) test -count=1 -timeout 60m ./test/conformance/...
 	./hack/e2e-upstream.sh
+
+## race: the agent's and controller's package tests under the race detector (go test -race; too long for make test's budget); the skipped ones listed at the end.
+race: install
+	./hack/race.sh
 
 ## conformance-native: our conformance cases (ANTREA_CONFORMANCE=all for every case) with Antrea-native policies present that do not change the tested traffic (test/conformance/native_test.go).
 conformance-native: install build

@@ -23,8 +23,17 @@
 # filter applied to conformance/base/manifests.yaml only, and the copy used
 # through a replace directive; `diff -r` against the module cache is printed
 # and must show that one file. The suites' SCTP tests and SCTP probes still
-# run and fail here (socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) fails): the
-# summary lists the failed tests and which failed only at SCTP probes.
+# run and fail here (socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) fails).
+#
+# What is exempt, exactly: a failed assertion that judges a PokeServer probe
+# ("Should be true", or v0.2.0's "Condition never satisfied") right after
+# that probe logged "FAILED Command was [/agnhost connect ... --protocol=sctp
+# ...]". Nothing else: a require.NoError (e.g. "unable to patch the admin
+# network policy"), a TCP or UDP probe, a probe whose kubectl exec failed
+# ("FAILED to execute command", SCTP or not), a second assertion after one
+# probe, a failure of TestConformanceProfiles itself, a panic or a timeout
+# each fail the run (hack/judge's `judge sig`, read from go test -json
+# events; its tests feed it such failures: hack/judge/sig_test.go).
 #
 #   SIG_VERSIONS   which suites (default "v0.2.0 v0.1.7")
 #   SIG_REUSE=1    run against the lab that is up instead of a new one
@@ -196,64 +205,44 @@ Y
   } | tee "$OUT/realization.txt"
 }
 
-# run VERSION: the suite against the lab; its report and go test -json log.
+# run VERSION: the suite against the lab; its report, its go test -json
+# events (test.json, through Go's cmd/test2json, which attributes every line
+# to its test) and the plain log made from them (test.log).
 run() {
   local v=$1 out=$OUT/$1
   rm -rf "$out"; mkdir -p "$out"
   clean_leftovers
   echo "[$v] TestConformanceProfiles: profiles $(profiles "$v"), features $(features "$v")"
   set +e
-  (cd "$WORK/$v/module/conformance" && "$WORK/$v/conformance.test" \
-    -test.run "TestConformanceProfiles${SIG_RUN:+/$SIG_RUN}" -test.v -test.timeout "${SIG_TIMEOUT:-60m}" \
+  (cd "$WORK/$v/module/conformance" && "$TEST2JSON" -t -p "$MOD/conformance@$v" "$WORK/$v/conformance.test" \
+    -test.v=test2json -test.run "TestConformanceProfiles${SIG_RUN:+/$SIG_RUN}" -test.timeout "${SIG_TIMEOUT:-60m}" \
     -conformance-profiles="$(profiles "$v")" \
     -supported-features="$(features "$v")" \
     -organization=antrea.io -project=antrea-in-go -url=https://antrea.io -version="$(git -C "$ROOT" describe --tags --always --dirty)" \
     -contact=none -additional-info="make conformance-sig on the lab (docs/lab.md)" \
-    -report-output="$out/report.yaml") >"$out/test.log" 2>&1
+    -report-output="$out/report.yaml") >"$out/test.json" 2>"$out/test.stderr"
   local rc=$?
   set -e
-  # The suite fails as a whole when any subtest failed; it passes here when
-  # every failure was an SCTP probe (the only exemption: this kernel has no
-  # SCTP) and the suite neither panicked nor timed out.
-  if ! summarize "$v" "$out"; then return 1; fi
-  if [ "$rc" -ne 0 ]; then
-    if grep -q -E '^panic: |test timed out after' "$out/test.log"; then
-      echo "[$v] the suite panicked or timed out (see $out/test.log)"; return 1
-    fi
-    echo "[$v] every failure is at an SCTP probe, exempt on this kernel (socket(AF_INET, SOCK_STREAM, 132): protocol not supported)"
-  fi
-  return 0
-}
-
-# summarize VERSION OUT: every top-level test's result, and for the failed
-# ones whether each failed probe was an SCTP one.
-summarize() {
-  local v=$1 out=$2
-  awk -v v="$v" '
-    /^=== RUN   TestConformanceProfiles\/[^\/]+$/ { split($3, a, "/"); cur = a[2]; sub_ = "" }
-    /^=== RUN   TestConformanceProfiles\/[^\/]+\// { split($3, a, "/"); cur = a[2] }
-    /FAILED Command was/ && cur != "" { probes[cur]++; if ($0 ~ /--protocol=sctp/) sctp[cur]++ }
-    /^    --- (PASS|FAIL|SKIP): TestConformanceProfiles\/[^\/]+ / {
-      split($3, a, "/"); t = a[2]; r = $2; sub(":", "", r)
-      res[t] = r; order[++n] = t
-    }
-    END {
-      for (i = 1; i <= n; i++) {
-        t = order[i]; note = ""
-        if (res[t] == "FAIL") note = (probes[t] > 0 && probes[t] == sctp[t]) ? "  (only SCTP probes failed)" : "  (" probes[t] - sctp[t] " non-SCTP probe failures)"
-        printf "%-5s %s%s\n", res[t], t, note
-        count[res[t]]++
-        if (res[t] == "FAIL" && probes[t] > 0 && probes[t] == sctp[t]) sctponly++
-      }
-      printf "[%s] %d passed, %d failed (%d of them only at SCTP probes), %d skipped\n", v, count["PASS"], count["FAIL"], sctponly, count["SKIP"]
-      exit (n == 0 || count["FAIL"] > sctponly) ? 1 : 0
-    }' "$out/test.log" | tee "$out/summary.txt"
+  jq -j 'select(.Action == "output") | .Output' "$out/test.json" >"$out/test.log" 2>/dev/null || true
+  # The verdict is per failed assertion (hack/judge, `judge sig`): the run
+  # passes only when every failed assertion is a failed SCTP probe (the only
+  # exemption: this kernel has no SCTP); a failed require/assert of any other
+  # kind, a TCP/UDP probe, a probe whose kubectl exec failed, a t.Fatal, a
+  # panic or a timeout fails it.
+  set +e
+  "$JUDGE" sig -json "$out/test.json" -name "$v" | tee "$out/summary.txt"
   local verdict=${PIPESTATUS[0]}
-  echo "[$v] the suite's report: $out/report.yaml; log: $out/test.log"
+  set -e
+  echo "[$v] suite exit code $rc; the suite's report: $out/report.yaml; log: $out/test.log; events: $out/test.json"
   return "$verdict"
 }
 
 [ "$(id -u)" -eq 0 ] || { echo "conformance-sig brings up a lab: run it as root" >&2; exit 1; }
+JUDGE=$ROOT/_output/tools/judge
+TEST2JSON=$ROOT/_output/tools/test2json
+mkdir -p "$(dirname "$JUDGE")"
+go build -o "$JUDGE" ./hack/judge
+go build -o "$TEST2JSON" cmd/test2json
 for v in $VERSIONS; do build "$v"; done
 [ "${SIG_BUILD_ONLY:-0}" != 1 ] || exit 0
 

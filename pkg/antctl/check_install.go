@@ -48,7 +48,9 @@ type checkInstallOptions struct {
 	image   string
 	output  string
 	timeout time.Duration
-	keep    bool
+	// connectTimeout bounds each connection check's wait for its outcome.
+	connectTimeout time.Duration
+	keep           bool
 }
 
 func newCheckInstallationCommand(o *options) *cobra.Command {
@@ -72,6 +74,7 @@ with everything in it, also on failure and Ctrl-C. It exits 1 when a check fails
 	cmd.Flags().StringVar(&c.image, "image", DefaultCheckImage, "The test pods' image (agnhost: netexec, pause, connect)")
 	cmd.Flags().StringVarP(&c.output, "output", "o", outputTable, "Output format: table or json")
 	cmd.Flags().DurationVar(&c.timeout, "timeout", 2*time.Minute, "How long to wait for the test pods")
+	cmd.Flags().DurationVar(&c.connectTimeout, "connect-timeout", 30*time.Second, "How long each check may retry until it sees the expected outcome (a new pod's flows or a policy take a moment to reach the nodes)")
 	cmd.Flags().BoolVar(&c.keep, "keep", false, "Keep the test Namespace (to look at it after a failure)")
 	_ = cmd.Flags().MarkHidden("keep")
 	return cmd
@@ -84,7 +87,9 @@ type installCheck struct {
 	ns      string
 	image   string
 	timeout time.Duration
-	say     func(format string, args ...any)
+	// connectTimeout bounds connectUntil.
+	connectTimeout time.Duration
+	say            func(format string, args ...any)
 }
 
 func (c *checkInstallOptions) run(cmd *cobra.Command, _ []string) error {
@@ -98,7 +103,7 @@ func (c *checkInstallOptions) run(cmd *cobra.Command, _ []string) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ic := &installCheck{kube: cl.Kube, ex: execInPod(c.options), ns: "antctl-check-" + rand.String(5), image: c.image,
-		timeout: c.timeout, say: func(format string, args ...any) { fmt.Fprintf(c.env.Err, format+"\n", args...) }}
+		timeout: c.timeout, connectTimeout: c.connectTimeout, say: func(format string, args ...any) { fmt.Fprintf(c.env.Err, format+"\n", args...) }}
 	results, err := ic.run(ctx, c.keep)
 	if err != nil {
 		return err
@@ -278,13 +283,13 @@ func (ic *installCheck) run(ctx context.Context, keep bool) (results []checkResu
 var errInterrupted = errors.New("interrupted")
 
 // connectUntil runs agnhost connect from client to dest until the outcome
-// is the wanted one (connects, or fails) or 30 s have passed: a policy or
-// a new pod's flows take a moment to reach the nodes. It returns how long
-// it took, or the last outcome.
+// is the wanted one (connects, or fails) or connectTimeout (30 s) has
+// passed: a policy or a new pod's flows take a moment to reach the nodes. It
+// returns how long it took, or the last outcome.
 func (ic *installCheck) connectUntil(ctx context.Context, client, dest string, wantOK bool) (time.Duration, error) {
 	start := time.Now()
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, ic.connectTimeout, true, func(ctx context.Context) (bool, error) {
 		_, err := execOutput(ctx, ic.ex, ic.ns, client, "agnhost", "/agnhost", "connect", "--timeout=3s", "--protocol=tcp", dest)
 		if wantOK {
 			last = err

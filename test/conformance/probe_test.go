@@ -117,8 +117,11 @@ func (p *prober) probeOne(ctx context.Context, c cell, timeout time.Duration) ob
 
 // probeUntil probes the whole matrix until two full passes in a row, at
 // least settleTime apart, equal the expectation, or until realizeTimeout.
-// One matching pass is not enough: right after a change, a cell can match
-// because the old state happens to agree with the new expectation. Between
+// It runs only after the step's policies are reported realized on every
+// Node of their spans (waitStepRealized): matching passes alone cannot tell
+// a realized change from an old state that happens to agree with the new
+// expectation. Group membership (pod and namespace labels) has no
+// realization report, so one matching pass is still not enough. Between
 // full passes only mismatching cells are probed again.
 func (p *prober) probeUntil(ctx context.Context, all []cell, want map[cell]bool) (map[cell]observation, int) {
 	deadline := time.Now().Add(realizeTimeout)

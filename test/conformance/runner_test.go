@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/mattfenwick/cyclonus/pkg/generator"
+
+	"antrea.io/antrea/test/labtest"
 )
 
 // caseTimeout bounds one case: its actions, pod start-ups and every step's
@@ -76,7 +78,16 @@ func runCases(t *testing.T, cases []testCase) {
 func runCase(t *testing.T, c *cluster, tc *generator.TestCase) {
 	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
 	defer cancel()
+	list := labtest.ControlplaneLister(c.e.Client)
 	for i, step := range tc.Steps {
+		policies, err := c.policies(ctx)
+		if err != nil {
+			t.Fatalf("step %d: %v", i+1, err)
+		}
+		before, err := labtest.SnapshotPolicies(ctx, policies, list)
+		if err != nil {
+			t.Fatalf("step %d: %v", i+1, err)
+		}
 		for _, a := range step.Actions {
 			if err := c.apply(ctx, a); err != nil {
 				t.Fatalf("step %d: %v", i+1, err)
@@ -85,8 +96,32 @@ func runCase(t *testing.T, c *cluster, tc *generator.TestCase) {
 		if err := c.waitPodsReady(ctx); err != nil {
 			t.Fatalf("step %d: %v", i+1, err)
 		}
+		waitStepRealized(ctx, t, c, i+1, list, before)
 		checkStep(ctx, t, c, i+1)
 	}
+}
+
+// waitStepRealized waits until the step's policies are realized on every
+// Node of their spans (labtest.WaitRealized) before any probe: a matrix
+// probed earlier could equal the expectation only because the previous
+// state agrees with it. A policy not realized in time fails the step; its
+// matrix is still probed, to show what the datapath does.
+func waitStepRealized(ctx context.Context, t *testing.T, c *cluster, step int, list labtest.CPLister, before labtest.PolicySnapshot) {
+	t.Helper()
+	after, err := c.policies(ctx)
+	if err != nil {
+		t.Fatalf("step %d: %v", step, err)
+	}
+	start := time.Now()
+	notes, err := labtest.WaitRealized(ctx, labtest.DefaultRealizationWait(), list, before, after, c.namespaces)
+	for _, n := range notes {
+		t.Logf("step %d: %s", step, n)
+	}
+	if err != nil {
+		t.Errorf("step %d: the step's NetworkPolicies are %v", step, err)
+		return
+	}
+	t.Logf("step %d: %d NetworkPolicies realized on every Node of their spans after %.1fs", step, len(after), time.Since(start).Seconds())
 }
 
 // checkStep compares the lab with the oracles for the current state.

@@ -366,12 +366,16 @@ spec:
 			{"x/c", "x/a", ""}: refused, {"y/a", "x/a", ""}: refused, {"y/a", "x/a", "udp"}: unreachable,
 			{"x/c", "x/b", ""}: connected, {"y/a", "x/b", ""}: connected,
 		})
-		// Refused by a reset, not after the client gave up.
+		// Refused by a reset, not after the client gave up: with a 5 s
+		// timeout, agnhost reports REFUSED only for a reset (a client that
+		// gave up reports TIMEOUT). No time is asserted (a slow kubectl exec
+		// is not a failure of the policy); it is logged.
 		begin := time.Now()
 		got, detail := p.probe(pair{"x/b", "x/a", ""}, "5s")
-		if took := time.Since(begin); got != refused || took > 3*time.Second {
-			t.Errorf("x/b→x/a with a 5s timeout: %s after %s, want REFUSED at once (%s)", got, took.Round(time.Millisecond), detail)
+		if got != refused {
+			t.Errorf("x/b→x/a with a 5s timeout: %s, want REFUSED (a reset) (%s)", got, detail)
 		}
+		t.Logf("x/b→x/a with a 5s timeout: %s; the probe, kubectl exec included, took %s", got, time.Since(begin).Round(time.Millisecond))
 	})
 
 	t.Run("namespaces match Self isolates the Namespaces from each other", func(t *testing.T) {

@@ -23,9 +23,7 @@ func TestSyncWaitsForAPurgeStartedAfterTheCall(t *testing.T) {
 
 	first := make(chan error, 1)
 	go func() { first <- p.Sync(ctx) }()
-	for started.Load() != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the first purge to start", func() bool { return started.Load() == 1 })
 	// Ten writes while the first purge runs: it started before them, so
 	// none may return with it; they share one purge after it.
 	var wg sync.WaitGroup
@@ -40,28 +38,24 @@ func TestSyncWaitsForAPurgeStartedAfterTheCall(t *testing.T) {
 			returned.Add(1)
 		}()
 	}
-	for {
+	waitFor(t, "11 Syncs to be requested", func() bool {
 		p.mu.Lock()
-		n := p.requested
-		p.mu.Unlock()
-		if n == 11 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer p.mu.Unlock()
+		return p.requested == 11
+	})
 	release <- struct{}{}
-	if err := <-first; err != nil {
+	if err := receive(t, "the first Sync's result", first); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
 	if got := returned.Load(); got != 0 {
 		t.Fatalf("%d Syncs returned with a purge that started before they were called", got)
 	}
-	for started.Load() != 2 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the second purge to start", func() bool { return started.Load() == 2 })
 	close(release)
-	wg.Wait()
+	returnedAll := make(chan struct{})
+	go func() { wg.Wait(); close(returnedAll) }()
+	receive(t, "the ten Syncs to return", returnedAll)
 	if got := started.Load(); got != 2 {
 		t.Fatalf("11 Syncs (1, then 10 during its purge) ran %d purges, want 2", got)
 	}
@@ -100,14 +94,40 @@ func TestChangedCoalescesABurst(t *testing.T) {
 	for range 100 {
 		p.Changed()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for calls.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "a purge after the burst", func() bool { return calls.Load() > 0 })
 	time.Sleep(150 * time.Millisecond)
 	cancel()
-	<-done
+	receive(t, "Run to return after its context ended", done)
 	if got := calls.Load(); got < 1 || got > 2 {
 		t.Fatalf("100 Changed in a burst made %d purges, want 1 (or 2 if the burst straddled one)", got)
 	}
+}
+
+// waitDeadline bounds every wait of these tests: a Sync or Run that never
+// returns fails the test instead of hanging it until go test's timeout.
+const waitDeadline = 10 * time.Second
+
+// waitFor polls cond until it holds, failing the test after waitDeadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitDeadline)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", waitDeadline, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// receive takes one value from ch, failing the test after waitDeadline.
+func receive[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitDeadline):
+		t.Fatalf("waited %s for %s", waitDeadline, what)
+	}
+	var zero T
+	return zero
 }
