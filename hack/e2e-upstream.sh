@@ -25,6 +25,8 @@
 # out or panicked (whatever its name), a NetworkPolicy spec was flaky, the
 # suite failed outside any spec, no selected spec ran, or e2e.test exited
 # non-zero.
+#   E2E_SKIP_REASON  why E2E_SKIP skips (printed with every skipped spec)
+#   E2E_REPORT_DIR   where the report and logs go (default _output/e2e-upstream)
 #   E2E_KEEP=1 leaves the lab up afterwards; E2E_PROCS parallel ginkgo procs
 #   E2E_REUSE=1 runs against the lab that is up instead of a new one
 set -euo pipefail
@@ -36,8 +38,8 @@ LAB=$ROOT/bin/antrea-lab
 FOCUS=${E2E_FOCUS:-'\[sig-network\] (Netpol|NetworkPolicy)|\[sig-network\] (Services|DNS) .*\[Conformance\]'}
 SKIP=${E2E_SKIP:-'\[Feature:SCTPConnectivity\]'}
 STRICT=${E2E_STRICT:-'Netpol|NetworkPolicy'}
-SKIP_REASON="opens SCTP sockets ([Feature:SCTPConnectivity]): this kernel has no SCTP (socket(AF_INET, SOCK_STREAM, 132): protocol not supported)"
-REPORT_DIR=$ROOT/_output/e2e-upstream
+SKIP_REASON=${E2E_SKIP_REASON:-"opens SCTP sockets ([Feature:SCTPConnectivity]): this kernel has no SCTP (socket(AF_INET, SOCK_STREAM, 132): protocol not supported)"}
+REPORT_DIR=${E2E_REPORT_DIR:-$ROOT/_output/e2e-upstream}
 E2E=$ROOT/_output/bin/e2e.test
 
 [ "$(id -u)" -eq 0 ] || { echo "e2e-upstream brings up a lab: run it as root" >&2; exit 1; }

@@ -18,7 +18,10 @@ go test -count=1 -p 1 -timeout 40m -json ./... 2>&1 | _output/tools/judge gotest
 # Upstream's own judge, unchanged, on a fresh lab of real nodes: a subset of
 # e2e.test v1.37.2's NetworkPolicy specs (ingress, egress, both, named ports,
 # ipBlock with except, UDP, updates, deletion, the API, and the two TCP specs
-# whose policy allows only SCTP) and every Services and
-# DNS spec marked [Conformance]. `make conformance` runs all NetworkPolicy specs.
-E2E_FOCUS='\[sig-network\] Netpol .*(support a .default-deny-(ingress|all). policy|mistakenly treat .protocol: SCTP. as .protocol: TCP.|selected by a policy allowing SCTP|deny egress from pods based on PodSelector|on one named port|overlapping both IPBlock|enforce updated policy|stop enforcing policies after they are deleted|API operations)|\[sig-network\] (Services|DNS) .*\[Conformance\]' \
+# whose policy allows only SCTP), every Services and DNS spec marked
+# [Conformance], the HostPort [Conformance] spec, and the UDP Service paths of
+# Networking and Conntrack (pod, node and endpoint to a Service, NodePort,
+# endpoints updated, endpoints that become ready). `make conformance` runs all
+# NetworkPolicy specs and every other [sig-network] spec a 2-node lab runs.
+E2E_FOCUS='\[sig-network\] Netpol .*(support a .default-deny-(ingress|all). policy|mistakenly treat .protocol: SCTP. as .protocol: TCP.|selected by a policy allowing SCTP|deny egress from pods based on PodSelector|on one named port|overlapping both IPBlock|enforce updated policy|stop enforcing policies after they are deleted|API operations)|\[sig-network\] (Services|DNS|HostPort) .*\[Conformance\]|\[sig-network\] Networking Granular Checks: Services should (function for (pod|node|endpoint)-Service: udp|support basic nodePort: udp functionality|update endpoints: udp)|\[sig-network\] Conntrack should be able to preserve UDP traffic when initial unready endpoints get ready' \
   ./hack/e2e-upstream.sh
