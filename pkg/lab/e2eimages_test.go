@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -122,8 +123,12 @@ func TestE2EImagesHoldWhatUpstreamE2ERuns(t *testing.T) {
 				t.Skipf("an input of %s is missing (hack/install.sh): %v", name, err)
 			}
 		}
+		start := time.Now()
 		if err := store.Ensure(specs[i], "test"); err != nil {
 			t.Fatal(err)
+		}
+		if size, err := imageSize(store, name); err == nil {
+			t.Logf("%s: %.1f MB, built in %v", name, float64(size)/1e6, time.Since(start).Round(time.Millisecond))
 		}
 		img, err := store.Image(name)
 		if err != nil {
@@ -157,6 +162,33 @@ func TestE2EImagesHoldWhatUpstreamE2ERuns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The Corefile "DNS should support configurable pod resolv.conf" gives the
+// agnhost image's /coredns (test/e2e/network/dns_common.go,
+// generateCoreDNSConfigmap) uses these plugins; the lab's CoreDNS is built
+// with a chosen few (hack/install.sh COREDNS_PLUGINS).
+var upstreamCorefilePlugins = []upstreamCommand{
+	{"hosts", "network/dns_common.go", "corefileData := fmt.Sprintf(`. {\n\thosts {%s"},
+	{"log", "network/dns_common.go", "\tlog\n}`, entries)"},
+}
+
+func TestAgnhostsCoreDNSHasThePluginsOfUpstreamsTestCorefile(t *testing.T) {
+	checkUpstreamCitations(t, upstreamCorefilePlugins)
+	bin := filepath.Join("..", "..", "_output", "bin", "coredns")
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("no CoreDNS binary (hack/install.sh coredns): %v", err)
+	}
+	out, err := exec.Command(bin, "-plugins").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s -plugins: %v\n%s", bin, err, out)
+	}
+	have := strings.Fields(string(out))
+	for _, p := range upstreamCorefilePlugins {
+		if !slices.Contains(have, "dns."+p.command) {
+			t.Errorf("CoreDNS lacks plugin %s, which upstream's test Corefile uses (%s): it has %q", p.command, p.file, have)
+		}
 	}
 }
 
