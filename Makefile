@@ -25,7 +25,7 @@ build:
 	@mkdir -p $(BINDIR)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/ ./cmd/...
 
-## images: the lab's images (antrea-agent, antrea-controller, agnhost, pause, antrea-testpod) into the image store, where their inputs changed.
+## images: the lab's images (antrea-agent, antrea-controller, agnhost and upstream's other test images, pause, antrea-testpod) into the image store, where their inputs changed.
 images: install build
 	$(BINDIR)/antrea-lab images
 

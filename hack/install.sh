@@ -3,8 +3,9 @@
 # Debian packages (Open vSwitch, iproute2, ...), a real Kubernetes control plane
 # (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and
 # real nodes (kubelet, kube-proxy, containerd, runc, crictl) built from the Go
-# module proxy, the upstream test image's contents (agnhost and a Debian rootfs
-# with its tools), the Debian rootfs of the antrea-agent image (Open vSwitch,
+# module proxy, the upstream test images' contents (agnhost and a Debian rootfs
+# with its tools, regression-issue-74839, busybox and nginx rootfses), the
+# Debian rootfs of the antrea-agent image (Open vSwitch,
 # iptables, ...), the upstream e2e.test, cnitool and the reference CNI
 # plugins, and the Go tools the build uses. It is idempotent: every step is skipped when its output
 # is already there, and every output lives under _output/ (ignored by git).
@@ -38,11 +39,13 @@ CRICTL_VERSION=v1.37.0
 # Node runtime binaries, cached like the control plane.
 NODECACHE=$CACHE/node-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-crictl-$CRICTL_VERSION
 # The Debian rootfs of the agnhost image: the packages upstream's agnhost
-# Dockerfile (test/images/agnhost/Dockerfile) installs on its base image.
-ROOTFS_PACKAGES=bash,curl,ca-certificates,netcat-openbsd,iproute2,iputils-ping,dnsutils,socat,iperf,procps,util-linux,less
+# Dockerfile (test/images/agnhost/Dockerfile) installs on its Alpine base
+# image, and busybox for the applets Alpine's base has and Debian's packages
+# lack (wget, ...; customize_agnhost_rootfs links them).
+ROOTFS_PACKAGES=bash,curl,ca-certificates,netcat-openbsd,iproute2,iputils-ping,dnsutils,socat,iperf,procps,util-linux,less,busybox
 ROOTFS_SUITE=bookworm
 # Bump when build_rootfs changes what it does to the rootfs.
-ROOTFS_RECIPE=2
+ROOTFS_RECIPE=3
 ROOTFS=$CACHE/rootfs-$ROOTFS_SUITE-$(printf '%s %s' "$ROOTFS_PACKAGES" "$ROOTFS_RECIPE" | sha256sum | cut -c1-12)
 # The Debian rootfs of the antrea-agent image: Open vSwitch's userspace
 # daemons and tools and what the agent runs (iptables, ipset, conntrack, ...).
@@ -102,11 +105,13 @@ GO
 }
 
 # The binaries built from the k8s.io/kubernetes scratch module: the control
-# plane, the node agents, the test image's program and the e2e suite.
+# plane, the node agents, the test images' programs (test/images/NAME) and the
+# e2e suite.
 KUBE_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
+KUBE_TEST_IMAGES=(agnhost regression-issue-74839)
 build_kube() {
   local missing=0
-  for b in "${KUBE_CMDS[@]}" agnhost e2e.test; do
+  for b in "${KUBE_CMDS[@]}" "${KUBE_TEST_IMAGES[@]}" e2e.test; do
     [ -x "$KUBECACHE/$b" ] || missing=1
   done
   [ $missing -eq 0 ] && return
@@ -139,6 +144,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubelet"
 	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "k8s.io/kubernetes/test/images/agnhost"
+	_ "k8s.io/kubernetes/test/images/regression-issue-74839"
 	_ "k8s.io/kubernetes/test/e2e"
 )
 GO
@@ -153,10 +159,11 @@ GO
     log "  go build $b"
     (cd "$d" && nice go build -trimpath -ldflags "$ld" -o "$KUBECACHE/$b" "k8s.io/kubernetes/cmd/$b")
   done
-  if [ ! -x "$KUBECACHE/agnhost" ]; then
-    log "  go build agnhost (the upstream test image's program)"
-    (cd "$d" && nice go build -trimpath -ldflags "-s -w" -o "$KUBECACHE/agnhost" k8s.io/kubernetes/test/images/agnhost)
-  fi
+  for b in "${KUBE_TEST_IMAGES[@]}"; do
+    [ -x "$KUBECACHE/$b" ] && continue
+    log "  go build $b (an upstream test image's program)"
+    (cd "$d" && nice go build -trimpath -ldflags "-s -w" -o "$KUBECACHE/$b" "k8s.io/kubernetes/test/images/$b")
+  done
   if [ ! -x "$KUBECACHE/e2e.test" ]; then
     log "  go test -c k8s.io/kubernetes/test/e2e (the upstream e2e suite)"
     (cd "$d" && nice go test -c -trimpath -ldflags "$ld" -o "$KUBECACHE/e2e.test" k8s.io/kubernetes/test/e2e)
@@ -254,13 +261,35 @@ build_rootfs() { debootstrap_rootfs "$ROOTFS" "$ROOTFS_PACKAGES" customize_agnho
 
 # customize_agnhost_rootfs adds what agnhost's Dockerfile adds besides
 # packages: /uploads (netexec), the iperf link, and the user and group an e2e
-# SupplementalGroups test expects.
+# SupplementalGroups test expects; then it links every busybox applet that
+# no Debian package of the rootfs provides, as upstream's Alpine base has
+# them (e2e specs run `wget` in agnhost). /bin/sh stays Debian's dash.
 customize_agnhost_rootfs() {
   local root=$1
   mkdir -p "$root/uploads"
   ln -sfn /usr/bin/iperf "$root/usr/local/bin/iperf"
   chroot "$root" /bin/sh -c 'groupadd -g 50000 group-defined-in-image &&
     useradd -u 1000 -M -s /bin/sh -G group-defined-in-image user-defined-in-image'
+  link_busybox_applets "$root"
+}
+
+# link_busybox_applets ROOT links, at the path busybox names for it
+# (`busybox --list-full`), each applet of ROOT's /bin/busybox whose name no
+# directory of PATH in ROOT holds yet.
+link_busybox_applets() {
+  local root=$1 path name dir have linked=0
+  while read -r path; do
+    case $path in */*) ;; *) continue ;; esac # linuxrc: not a command
+    name=${path##*/}
+    have=0
+    for dir in usr/local/sbin usr/local/bin usr/sbin usr/bin sbin bin; do
+      if [ -e "$root/$dir/$name" ] || [ -L "$root/$dir/$name" ]; then have=1; break; fi
+    done
+    [ $have -eq 1 ] && continue
+    ln -s /bin/busybox "$root/$path"
+    linked=$((linked + 1))
+  done < <(chroot "$root" /bin/busybox --list-full)
+  log "linked $linked busybox applets that no Debian package of the rootfs provides"
 }
 
 # build_agent_rootfs makes the Debian rootfs of the antrea-agent image (its
@@ -279,10 +308,78 @@ customize_agent_rootfs() {
   rm -rf "$root"/etc/openvswitch/* "$root"/var/lib/openvswitch/* "$root"/run/openvswitch/*
 }
 
+# build_test_rootfses makes the rootfses of the upstream test images besides
+# agnhost that the upstream e2e specs the project runs need.
+build_test_rootfses() { build_busybox_rootfs; build_nginx_rootfs; }
+
+# build_nginx_rootfs makes the Debian rootfs of the e2e nginx image
+# (registry.k8s.io/e2e-test-images/nginx, upstream's test/images/nginx on
+# nginx's Alpine image): Debian's nginx-light, logging to the container's
+# stdout and stderr and listening on port 80 of IPv4 (the nginx image adds
+# IPv6 only where the pod has it).
+NGINX_ROOTFS_PACKAGES=nginx-light
+NGINX_ROOTFS_RECIPE=1
+NGINX_ROOTFS=$CACHE/rootfs-nginx-$ROOTFS_SUITE-$(printf '%s %s' "$NGINX_ROOTFS_PACKAGES" "$NGINX_ROOTFS_RECIPE" | sha256sum | cut -c1-12)
+build_nginx_rootfs() {
+  debootstrap_rootfs "$NGINX_ROOTFS" "$NGINX_ROOTFS_PACKAGES" customize_nginx_rootfs
+  ln -sfn "$NGINX_ROOTFS" "$OUT/rootfs-nginx"
+}
+
+# customize_nginx_rootfs points nginx's logs at stdout and stderr in its
+# configuration (debootstrap_rootfs empties /var/log after this; the image
+# runs `nginx -e stderr` for the log nginx opens before reading it).
+customize_nginx_rootfs() {
+  local root=$1
+  sed -i -e 's|access_log /var/log/nginx/access.log;|access_log /dev/stdout;|' \
+    -e 's|error_log /var/log/nginx/error.log;|error_log stderr;|' "$root/etc/nginx/nginx.conf"
+  sed -i '/listen \[::\]:80/d' "$root/etc/nginx/sites-available/default"
+}
+
+# build_busybox_rootfs makes the rootfs of the e2e busybox image
+# (registry.k8s.io/e2e-test-images/busybox, upstream's test/images/busybox on
+# the busybox image): Debian's statically linked busybox at /bin/busybox with
+# every applet linked beside it in /bin, as the busybox image has them, and
+# the few files of its /etc. Debian's package is extracted, not installed.
+BUSYBOX_ROOTFS_RECIPE=1
+build_busybox_rootfs() {
+  local version dir tmp
+  version=$(apt-cache policy busybox-static 2>/dev/null | awk '/Candidate:/{print $2}')
+  if [ -z "$version" ] || [ "$version" = "(none)" ]; then
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    version=$(apt-cache policy busybox-static | awk '/Candidate:/{print $2}')
+  fi
+  dir=$CACHE/rootfs-busybox-$(printf '%s %s' "$version" "$BUSYBOX_ROOTFS_RECIPE" | sha256sum | cut -c1-12)
+  if [ ! -f "$dir/.complete" ]; then
+    log "busybox-static $version into $dir"
+    tmp=$(mktemp -d)
+    chmod 755 "$tmp" # apt downloads as its _apt user
+    (cd "$tmp" && apt-get download -qq "busybox-static=$version" && dpkg-deb -x busybox-static_*.deb deb)
+    rm -rf "$dir.tmp"
+    mkdir -p "$dir.tmp/bin" "$dir.tmp/etc" "$dir.tmp/root" "$dir.tmp/home" "$dir.tmp/var/spool/mail" "$dir.tmp/tmp"
+    chmod 1777 "$dir.tmp/tmp"
+    chmod 700 "$dir.tmp/root"
+    install -m 0755 "$tmp/deb/bin/busybox" "$dir.tmp/bin/busybox"
+    rm -rf "$tmp"
+    local name
+    while read -r name; do
+      [ "$name" = busybox ] || ln -s busybox "$dir.tmp/bin/$name"
+    done < <("$dir.tmp/bin/busybox" --list)
+    printf '%s\n' 'root:x:0:0:root:/root:/bin/sh' 'daemon:x:1:1:daemon:/usr/sbin:/bin/false' \
+      'www-data:x:33:33:www-data:/var/www:/bin/false' 'nobody:x:65534:65534:nobody:/home:/bin/false' >"$dir.tmp/etc/passwd"
+    printf '%s\n' 'root:x:0:' 'daemon:x:1:' 'www-data:x:33:' 'nogroup:x:65534:' >"$dir.tmp/etc/group"
+    touch "$dir.tmp/.complete"
+    rm -rf "$dir"
+    mv "$dir.tmp" "$dir"
+  fi
+  ln -sfn "$dir" "$OUT/rootfs-busybox"
+}
+
 # link_kube puts the cached control-plane binaries where the lab and envtest look.
 link_kube() {
   local b
-  for b in etcd "${KUBE_CMDS[@]}" agnhost e2e.test agnhost-localhost.crt agnhost-localhost.key; do
+  for b in etcd "${KUBE_CMDS[@]}" "${KUBE_TEST_IMAGES[@]}" e2e.test agnhost-localhost.crt agnhost-localhost.key; do
     ln -sfn "$KUBECACHE/$b" "$BIN/$b"
   done
 }
@@ -341,14 +438,15 @@ what=${1:-all}
 case $what in
   apt) install_apt ;;
   kube) build_etcd; build_kube; link_kube ;;
-  node) build_node_runtime; build_rootfs; link_node_runtime; build_agent_rootfs ;;
+  node) build_node_runtime; build_rootfs; link_node_runtime; build_agent_rootfs; build_test_rootfses ;;
   coredns) build_coredns ;;
   rootfs) build_rootfs ;;
   agent-rootfs) build_agent_rootfs ;;
   cni) install_cni ;;
   tools) install_tools ;;
   helm) install_helm ;;
-  all) install_apt; install_cni; install_tools; install_helm; build_etcd; build_kube; link_kube; build_node_runtime; build_rootfs; link_node_runtime; build_agent_rootfs; build_coredns ;;
-  *) echo "usage: $0 [all|apt|kube|node|coredns|rootfs|agent-rootfs|cni|tools|helm]" >&2; exit 2 ;;
+  test-rootfs) build_test_rootfses ;;
+  all) install_apt; install_cni; install_tools; install_helm; build_etcd; build_kube; link_kube; build_node_runtime; build_rootfs; link_node_runtime; build_agent_rootfs; build_test_rootfses; build_coredns ;;
+  *) echo "usage: $0 [all|apt|kube|node|coredns|rootfs|agent-rootfs|test-rootfs|cni|tools|helm]" >&2; exit 2 ;;
 esac
 log "ok ($what)"

@@ -46,6 +46,21 @@ var (
 	pauseImages  = []string{SandboxImage}
 )
 
+// Upstream's test images besides agnhost that e2e.test v1.37.2's
+// [sig-network] specs run (test/utils/image/manifest.go names their tags).
+const (
+	// BusyBoxImage is the init and client container of the Conntrack specs
+	// (test/e2e/network/conntrack.go); upstream's is the busybox image.
+	BusyBoxImage = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"
+	// NginxImage runs the pods of the Endpoints and EndpointSlice
+	// conformance specs (test/e2e/network/endpoints.go, endpointslice.go).
+	NginxImage = "registry.k8s.io/e2e-test-images/nginx:1.27.0-2"
+	// RegressionIssue74839Image is the server of Conntrack's "invalid
+	// conntrack state bug" spec: it answers a TCP handshake with an
+	// out-of-window packet (test/images/regression-issue-74839).
+	RegressionIssue74839Image = "registry.k8s.io/e2e-test-images/regression-issue-74839:1.5"
+)
+
 // Antrea's own images, under the names build/yamls/antrea.yml uses.
 const (
 	// AgentImage runs the antrea-agent DaemonSet's three containers:
@@ -76,6 +91,16 @@ func ImageStoreDir() string {
 // agnhostRootFS is the Debian rootfs hack/install.sh makes for agnhost.
 func (o Options) agnhostRootFS() string {
 	return filepath.Join(filepath.Dir(o.KubeBinDir), "rootfs-agnhost")
+}
+
+// testRootFS is the rootfs hack/install.sh makes for the upstream test
+// image name (its build_test_rootfses: busybox, nginx).
+func (o Options) testRootFS(name string) (string, error) {
+	dir, err := filepath.EvalSymlinks(filepath.Join(filepath.Dir(o.KubeBinDir), "rootfs-"+name))
+	if err != nil {
+		return "", fmt.Errorf("the %s rootfs is missing (run hack/install.sh test-rootfs): %w", name, err)
+	}
+	return dir, nil
 }
 
 // agentRootFS is the Debian rootfs hack/install.sh makes for antrea-agent
@@ -153,17 +178,27 @@ func (o Options) imageSpecs() ([]images.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	busybox, err := o.testRootFS("busybox")
+	if err != nil {
+		return nil, err
+	}
+	nginx, err := o.testRootFS("nginx")
+	if err != nil {
+		return nil, err
+	}
 	kube := func(name string) string { return filepath.Join(o.KubeBinDir, name) }
 	return append([]images.Spec{
 		{
 			// As upstream's test/images/agnhost/Dockerfile: Debian instead of
-			// Alpine with the same tools, /agnhost and its agnhost-2 link,
-			// porter's certificate, /uploads (in the rootfs).
+			// Alpine with the same tools and Alpine's busybox applets (in the
+			// rootfs), /agnhost and its agnhost-2 link, /coredns (a DNS
+			// spec runs it as its server), porter's certificate, /uploads.
 			Names:  AgnhostImages,
 			RootFS: rootfs,
 			Files: []images.File{
 				{Path: "/agnhost", Source: kube("agnhost"), Mode: 0o755},
 				{Path: "/agnhost-2", Link: "agnhost"},
+				{Path: "/coredns", Source: kube("coredns"), Mode: 0o755},
 				{Path: "/localhost.crt", Source: kube("agnhost-localhost.crt"), Mode: 0o644},
 				{Path: "/localhost.key", Source: kube("agnhost-localhost.key"), Mode: 0o644},
 			},
@@ -192,6 +227,28 @@ func (o Options) imageSpecs() ([]images.Spec, error) {
 			RootFS: rootfs,
 			Files:  []images.File{{Path: "/coredns", Source: kube("coredns"), Mode: 0o755}},
 			Cmd:    []string{"/bin/sh"},
+		},
+		{
+			// As test/images/regression-issue-74839/Dockerfile: the program
+			// alone (static; upstream adds it to debian-base).
+			Names:      []string{RegressionIssue74839Image},
+			Files:      []images.File{{Path: "/regression-issue-74839", Source: kube("regression-issue-74839"), Mode: 0o755}},
+			Entrypoint: []string{"/regression-issue-74839"},
+		},
+		{
+			// Debian's static busybox with its applets in /bin, as the
+			// busybox image upstream's test/images/busybox builds on.
+			Names:  []string{BusyBoxImage},
+			RootFS: busybox,
+			Cmd:    []string{"sh"},
+		},
+		{
+			// Debian's nginx-light instead of the nginx:alpine image of
+			// upstream's test/images/nginx, run as that image runs it.
+			Names:        []string{NginxImage},
+			RootFS:       nginx,
+			Cmd:          []string{"nginx", "-e", "stderr", "-g", "daemon off;"},
+			ExposedPorts: []string{"80"},
 		},
 		{
 			Names:      pauseImages,

@@ -47,10 +47,11 @@ func fakeCheckout(t *testing.T) Options {
 	write("_output/bin/agnhost", "\x7fELF agnhost", 0o755)
 	write("_output/bin/kube-proxy", "\x7fELF kube-proxy", 0o755)
 	write("_output/bin/coredns", "\x7fELF coredns", 0o755)
+	write("_output/bin/regression-issue-74839", "\x7fELF regression-issue-74839", 0o755)
 	write("_output/bin/agnhost-localhost.crt", "crt", 0o644)
 	write("_output/bin/agnhost-localhost.key", "key", 0o600)
 	write("_output/cni/bin/loopback", "\x7fELF loopback", 0o755)
-	for _, fs := range []string{"agnhost", "antrea-agent"} {
+	for _, fs := range []string{"agnhost", "antrea-agent", "busybox", "nginx"} {
 		write("cache/rootfs-"+fs+"/bin/bash", "\x7fELF bash", 0o755)
 		write("cache/rootfs-"+fs+"/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n", 0o644)
 		if err := os.Symlink(filepath.Join(root, "cache/rootfs-"+fs), filepath.Join(root, "_output/rootfs-"+fs)); err != nil {

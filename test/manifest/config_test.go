@@ -80,6 +80,7 @@ func TestValuesReachTheComponents(t *testing.T) {
 		"tunnelType=vxlan", "ovs.datapathType=netdev", "ovs.bridgeName=br-test", "hostGateway=gw-test",
 		"defaultMTU=1400", "transportInterface=eth1", "tunnelCsum=true",
 		"featureGates.AntreaProxy=false", "antreaProxy.enable=false", "antreaProxy.proxyLoadBalancerIPs=false",
+		"antreaProxy.healthzBindAddress=127.0.0.1:10257",
 		"kubeAPIServerOverride=https://10.0.0.1:6443", "agent.apiPort=10450", "agent.enablePrometheusMetrics=false",
 		"controller.apiPort=10449", "controller.enablePrometheusMetrics=false", "controller.selfSignedCert=false",
 		"tlsCipherSuites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "tlsMinVersion=VersionTLS13")))
@@ -100,6 +101,7 @@ func TestValuesReachTheComponents(t *testing.T) {
 		{"featureGates.AntreaProxy", agent.FeatureGates[agentconfig.AntreaProxy], false},
 		{"antreaProxy.enable", agent.AntreaProxy.Enable, false},
 		{"antreaProxy.proxyLoadBalancerIPs", agent.AntreaProxy.ProxyLoadBalancerIPs, false},
+		{"antreaProxy.healthzBindAddress", agent.AntreaProxy.HealthzBindAddress, "127.0.0.1:10257"},
 		{"agent kubeAPIServerOverride", agent.KubeAPIServerOverride, "https://10.0.0.1:6443"},
 		{"agent apiPort", agent.APIPort, 10450},
 		{"agent enablePrometheusMetrics", agent.EnablePrometheusMetrics, false},

@@ -280,6 +280,7 @@ func Run(ctx context.Context, o Options) error {
 			}
 			go func() { _ = np.Run(ctx) }()
 			pcfg.ProxyAll, pcfg.NodePath = true, np
+			pcfg.ProxyHealth = serveProxyHealthz(ctx, o, informerFactory)
 		}
 		services, err := proxy.NewWithConfig(pcfg,
 			informerFactory.Core().V1().Services(), informerFactory.Discovery().V1().EndpointSlices(), flows)
@@ -411,6 +412,29 @@ func Run(ctx context.Context, o Options) error {
 // nodePortAddresses prefixes, read once at start as kube-proxy does for its
 // health checks; none (every address) when no prefix is given or none
 // matches.
+// serveProxyHealthz serves kube-proxy's health port in its place (proxyAll:
+// no kube-proxy runs) at antreaProxy.healthzBindAddress, restarting the
+// server 5 s after it fails (kube-proxy's own rule); nil when the key is "".
+func serveProxyHealthz(ctx context.Context, o Options, f informers.SharedInformerFactory) *proxy.ProxyHealthServer {
+	if !o.ProxyHealthzAddress.IsValid() {
+		return nil
+	}
+	nodes := f.Core().V1().Nodes().Lister()
+	hs := proxy.NewProxyHealthServer(proxy.DefaultProxyHealthTimeout, func() *corev1.Node {
+		n, err := nodes.Get(o.NodeName)
+		if err != nil {
+			return nil
+		}
+		return n
+	}, nil)
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := hs.Serve(ctx, o.ProxyHealthzAddress); err != nil {
+			klog.ErrorS(err, "kube-proxy's health server failed; restarting it in 5 s")
+		}
+	}, 5*time.Second)
+	return hs
+}
+
 func healthCheckAddresses(prefixes []netip.Prefix) []netip.Addr {
 	if len(prefixes) == 0 {
 		return nil

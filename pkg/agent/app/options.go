@@ -46,6 +46,9 @@ type Options struct {
 	// NodePortAddresses (antreaProxy.nodePortAddresses) select the node
 	// addresses serving NodePorts; empty: all of them.
 	NodePortAddresses []netip.Prefix
+	// ProxyHealthzAddress (antreaProxy.healthzBindAddress) is where
+	// kube-proxy's health port is served with proxyAll; invalid: nowhere.
+	ProxyHealthzAddress netip.AddrPort
 	// APIPort is the agent API's port (apiPort); 0 serves no API.
 	APIPort int
 	// EnablePrometheusMetrics (enablePrometheusMetrics) exports Antrea's
@@ -126,6 +129,7 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 	set("enable-proxy", func() { o.EnableProxy = c.ProxyEnabled() })
 	set("proxy-all", func() { o.ProxyAll = c.AntreaProxy.ProxyAll })
 	set("", func() { o.NodePortAddresses = c.NodePortPrefixes() })
+	set("", func() { o.ProxyHealthzAddress, _ = c.HealthzAddrPort() })
 	set("api-port", func() { o.APIPort = c.APIPort })
 	set("", func() { o.EnablePrometheusMetrics = c.EnablePrometheusMetrics })
 	set("", func() { o.FeatureGates = c.FeatureGates })

@@ -50,7 +50,8 @@ func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
 		NodeName: "n1", OVSBridge: "br-int", HostGateway: "antrea-gw0", OVSRunDir: "/var/run/openvswitch",
 		DatapathType: "system", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
 		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true, ProxyAll: true,
-		APIPort: 10350, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true},
+		ProxyHealthzAddress: netip.MustParseAddrPort("0.0.0.0:10256"),
+		APIPort:             10350, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true},
 		StatsInterval: time.Minute,
 	}
 	if !reflect.DeepEqual(o, want) {
@@ -82,6 +83,7 @@ kubeAPIServerOverride: https://10.0.0.1:6443
 antreaProxy:
   proxyAll: true
   nodePortAddresses: [192.168.77.0/24]
+  healthzBindAddress: 127.0.0.1:10257
 apiPort: 10360
 enablePrometheusMetrics: false
 `)
@@ -116,13 +118,33 @@ enablePrometheusMetrics: false
 				TunnelType: "vxlan", TunnelCsum: true, UplinkName: "eth1", CNISocket: "/run/antrea/cni.sock",
 				IPAMDataDir: "/var/lib/antrea/ipam", MTU: 1400, EnableProxy: false,
 				ProxyAll: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")},
-				APIPort: 10360, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false, "NetworkPolicyStats": false},
+				ProxyHealthzAddress: netip.MustParseAddrPort("127.0.0.1:10257"),
+				APIPort:             10360, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false, "NetworkPolicyStats": false},
 			}
 			tc.want(&want)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("\n got %+v\nwant %+v", got, want)
 			}
 		})
+	}
+}
+
+func TestAnEmptyHealthzBindAddressServesNoHealthPort(t *testing.T) {
+	conf := writeConf(t, "antreaProxy:\n  healthzBindAddress: \"\"\n")
+	o, err := parse(t, "--config="+conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.ProxyHealthzAddress.IsValid() {
+		t.Errorf("ProxyHealthzAddress = %v with healthzBindAddress \"\", want none", o.ProxyHealthzAddress)
+	}
+}
+
+func TestABadHealthzBindAddressIsRefusedAtStartNamingTheKey(t *testing.T) {
+	conf := writeConf(t, "antreaProxy:\n  healthzBindAddress: localhost:10256\n")
+	_, err := parse(t, "--config="+conf)
+	if err == nil || !strings.Contains(err.Error(), `antrea-agent.conf: antreaProxy.healthzBindAddress: "localhost:10256"`) {
+		t.Errorf("got %v, want an error naming antreaProxy.healthzBindAddress", err)
 	}
 }
 

@@ -165,6 +165,9 @@ type Proxy struct {
 	started   bool                                    // pending was filled
 	claims    map[agentof.ServicePort]string          // the Service realizing each port
 	waiting   map[agentof.ServicePort]map[string]bool // Services that want a port another realizes
+
+	// proxyHealth follows the queue for kube-proxy's health port (nil: none).
+	proxyHealth *ProxyHealthServer
 }
 
 // Config is what the proxy needs to know besides its informers and the
@@ -203,6 +206,9 @@ type Config struct {
 	// IPv4 address of the node); NoHealthChecks serves none.
 	HealthCheckAddresses []netip.Addr
 	NoHealthChecks       bool
+	// ProxyHealth, when set, is told of every change queued and every
+	// drained queue, for kube-proxy's health port (proxyhealth.go).
+	ProxyHealth *ProxyHealthServer
 }
 
 // DefaultAffinityAgingPeriod is Config.AffinityAgingPeriod's default.
@@ -255,6 +261,7 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 		claims:    map[agentof.ServicePort]string{},
 		waiting:   map[agentof.ServicePort]map[string]bool{},
 	}
+	p.proxyHealth = cfg.ProxyHealth
 	if !cfg.NoHealthChecks {
 		p.health = newHealthServer(cfg.HealthCheckAddresses, p.installedAtStart)
 	}
@@ -296,6 +303,7 @@ func (p *Proxy) enqueueService(obj interface{}) {
 		return
 	}
 	p.queue.Add(key)
+	p.proxyHealth.QueuedUpdate()
 }
 
 func (p *Proxy) enqueueSlice(obj interface{}) {
@@ -305,6 +313,7 @@ func (p *Proxy) enqueueSlice(obj interface{}) {
 	keys, _ := sliceServiceKey(obj)
 	for _, k := range keys {
 		p.queue.Add(k)
+		p.proxyHealth.QueuedUpdate()
 	}
 }
 
@@ -348,6 +357,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.markSynced(ctx, "")
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
 		for p.processNext(ctx) {
+			p.reportDrained()
 		}
 	}, time.Second)
 	if ager, ok := p.flows.(affinityAger); ok {

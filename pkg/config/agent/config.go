@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -120,7 +122,17 @@ type AntreaProxyConfig struct {
 	// Default true. AntreaProxy realizes ClusterIPs only, so traffic to
 	// LoadBalancer IPs is never load-balanced here whatever the value.
 	ProxyLoadBalancerIPs bool `json:"proxyLoadBalancerIPs"`
+	// HealthzBindAddress is the IP:port of kube-proxy's health server
+	// (/healthz and /livez, kube-proxy's healthzBindAddress), which the
+	// agent serves in kube-proxy's place when AntreaProxy replaces it
+	// (proxyAll); "" serves none. Default 0.0.0.0:10256, kube-proxy's.
+	// Not an upstream key.
+	HealthzBindAddress string `json:"healthzBindAddress"`
 }
+
+// DefaultHealthzBindAddress is antreaProxy.healthzBindAddress's default:
+// kube-proxy's (its ports.ProxyHealthzPort on every IPv4 address).
+const DefaultHealthzBindAddress = "0.0.0.0:10256"
 
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
@@ -135,7 +147,8 @@ func Defaults() *AgentConfig {
 		TunnelType:              TunnelGeneve,
 		APIPort:                 10350,
 		EnablePrometheusMetrics: true,
-		AntreaProxy:             AntreaProxyConfig{Enable: true, ProxyAll: true, ProxyLoadBalancerIPs: true},
+		AntreaProxy: AntreaProxyConfig{Enable: true, ProxyAll: true, ProxyLoadBalancerIPs: true,
+			HealthzBindAddress: DefaultHealthzBindAddress},
 		StatsCollectionInterval: "60s",
 	}
 }
@@ -168,6 +181,34 @@ func (c *AgentConfig) NodePortPrefixes() []netip.Prefix {
 		}
 	}
 	return out
+}
+
+// HealthzAddrPort is antreaProxy.healthzBindAddress, parsed (Load validated
+// it); ok is false when it is "" (no health server).
+func (c *AgentConfig) HealthzAddrPort() (netip.AddrPort, bool) {
+	ap, err := parseBindAddress(c.AntreaProxy.HealthzBindAddress)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	return ap, true
+}
+
+// parseBindAddress parses IP:port (an IPv6 IP in brackets), the port 1 to
+// 65535, as kube-proxy's healthzBindAddress takes it.
+func parseBindAddress(s string) (netip.AddrPort, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%q is not IP:port (e.g. %s)", s, DefaultHealthzBindAddress)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.Zone() != "" {
+		return netip.AddrPort{}, fmt.Errorf("%q: %q is not an IP address (e.g. 0.0.0.0)", s, host)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return netip.AddrPort{}, fmt.Errorf("%q: %q is not a port (want 1 to 65535)", s, port)
+	}
+	return netip.AddrPortFrom(ip, uint16(n)), nil
 }
 
 // StatsInterval returns statsCollectionInterval (validated).
@@ -253,6 +294,11 @@ func (c *AgentConfig) validate() []error {
 			fail("antreaProxy.nodePortAddresses", "%q is not a CIDR (e.g. 192.168.77.0/24)", s)
 		} else if !p.Addr().Is4() {
 			fail("antreaProxy.nodePortAddresses", "%q is not IPv4 (only IPv4 NodePorts are realized)", s)
+		}
+	}
+	if c.AntreaProxy.HealthzBindAddress != "" {
+		if _, err := parseBindAddress(c.AntreaProxy.HealthzBindAddress); err != nil {
+			fail("antreaProxy.healthzBindAddress", "%v", err)
 		}
 	}
 	if d, err := time.ParseDuration(c.StatsCollectionInterval); err != nil || d < time.Second {
