@@ -206,6 +206,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	klog.InfoS("Restored pod interfaces from OVSDB", "pods", store.GetContainerInterfaceNum())
+	hostPorts := setupHostPorts(ctx, nc.Gateway.Name, store)
 
 	if err := route.EnsureMasquerade(podCIDRs[0], nc.Gateway.Name); err != nil {
 		return err
@@ -368,7 +369,7 @@ func Run(ctx context.Context, o Options) error {
 		PodCIDRs:    podCIDRs,
 		MTU:         nc.PodMTU,
 		IPAMDataDir: o.IPAMDataDir,
-	}, cniserver.Deps{OVS: bridge, Flows: flows, InterfaceStore: store, PodEvents: podEvents})
+	}, cniserver.Deps{OVS: bridge, Flows: flows, InterfaceStore: store, PodEvents: podEvents, HostPorts: hostPorts})
 	if err != nil {
 		return err
 	}
