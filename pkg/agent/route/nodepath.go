@@ -18,6 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/agent/types"
 )
 
 // The node path of AntreaProxy (antreaProxy.proxyAll): what the node's own
@@ -59,24 +61,18 @@ const (
 	nodePortSet     = "nodeports"
 )
 
-// The node path's virtual addresses (pkg/agent/openflow's NodePortVirtualIP
-// and HairpinIP, which this package does not import).
+// The node path's virtual addresses, declared in pkg/agent/types.
 var (
-	NodePortVirtualIP = netip.MustParseAddr("169.254.0.252")
-	HairpinIP         = netip.MustParseAddr("169.254.0.253")
-	// virtualMAC is the global virtual MAC: the bridge routes what is sent
-	// to it (pkg/agent/openflow's GlobalVirtualMAC).
-	virtualMAC = net.HardwareAddr{0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}
+	NodePortVirtualIP = types.NodePortVirtualIP
+	HairpinIP         = types.HairpinIP
 )
 
-// NodePort is a Service's NodePort: IP protocol number (6 TCP, 17 UDP) and
-// port.
-type NodePort struct {
-	Protocol uint8
-	Port     uint16
-}
+// NodePort is a Service's NodePort (declared in pkg/agent/types).
+type NodePort = types.NodePort
 
-func (p NodePort) String() string {
+// nftElem is a NodePort as an element of the nodeports set
+// (inet_proto . inet_service).
+func nftElem(p NodePort) string {
 	switch p.Protocol {
 	case unix.IPPROTO_TCP:
 		return fmt.Sprintf("tcp . %d", p.Port)
@@ -267,7 +263,7 @@ func (n *NodePath) ensureBase(ctx context.Context) error {
 	}
 	for _, ip := range []netip.Addr{NodePortVirtualIP, HairpinIP} {
 		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
-			IP: ip.AsSlice(), HardwareAddr: virtualMAC}); err != nil {
+			IP: ip.AsSlice(), HardwareAddr: types.GlobalVirtualMAC}); err != nil {
 			return fmt.Errorf("neighbour %s on %s: %w", ip, n.cfg.GatewayName, err)
 		}
 		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: hostNet(ip), Scope: netlink.SCOPE_LINK,
@@ -392,13 +388,13 @@ func nftDiff(addrs, haveAddrs []netip.Addr, want, have map[NodePort]bool, full, 
 	sortPorts(adds)
 	sortPorts(dels)
 	if len(dels) > 0 {
-		fmt.Fprintf(&b, "delete element %s %s { %s }\n", t, nodePortSet, join(dels))
+		fmt.Fprintf(&b, "delete element %s %s { %s }\n", t, nodePortSet, joinPorts(dels))
 		for _, p := range dels {
 			delete(after, p)
 		}
 	}
 	if len(adds) > 0 {
-		fmt.Fprintf(&b, "add element %s %s { %s }\n", t, nodePortSet, join(adds))
+		fmt.Fprintf(&b, "add element %s %s { %s }\n", t, nodePortSet, joinPorts(adds))
 		for _, p := range adds {
 			after[p] = true
 		}
@@ -413,6 +409,14 @@ func sortPorts(ps []NodePort) {
 		}
 		return ps[i].Port < ps[j].Port
 	})
+}
+
+func joinPorts(ps []NodePort) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = nftElem(p)
+	}
+	return strings.Join(s, ", ")
 }
 
 func join[T fmt.Stringer](xs []T) string {

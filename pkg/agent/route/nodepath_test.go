@@ -28,7 +28,7 @@ func TestNodePortsAreServedOnTheNodesOwnAddresses(t *testing.T) {
 }
 
 func TestNodePathTransactionsWriteOnlyTheDifference(t *testing.T) {
-	tcp80, udp53, tcp90 := NodePort{6, 30080}, NodePort{17, 30053}, NodePort{6, 30090}
+	tcp80, udp53, tcp90 := NodePort{Protocol: 6, Port: 30080}, NodePort{Protocol: 17, Port: 30053}, NodePort{Protocol: 6, Port: 30090}
 	set := func(ps ...NodePort) map[NodePort]bool {
 		m := map[NodePort]bool{}
 		for _, p := range ps {
