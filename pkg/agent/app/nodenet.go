@@ -10,16 +10,11 @@ import (
 	"antrea.io/antrea/pkg/agent/nodenet"
 )
 
-// setupHostPorts opens the node's netfilter table (pkg/agent/nodenet) and
-// installs again the hostPorts of the pods recorded in the interface store
-// (OVSDB external_ids), before the CNI server takes new pods. Without nft
-// the agent runs on, and the CNI server refuses pods with hostPorts (nil).
-func setupHostPorts(ctx context.Context, gateway string, store interfacestore.InterfaceStore) cniserver.HostPortInstaller {
-	table, err := nodenet.New()
-	if err != nil {
-		klog.ErrorS(err, "The node's netfilter is not available: pods with hostPorts will be refused")
-		return nil
-	}
+// setupHostPorts installs again, in the node's netfilter table, the
+// hostPorts of the pods recorded in the interface store (OVSDB
+// external_ids), before the CNI server takes new pods. If that fails the
+// agent runs on, and the CNI server refuses pods with hostPorts (nil).
+func setupHostPorts(ctx context.Context, table *nodenet.Table, gateway string, store interfacestore.InterfaceStore) cniserver.HostPortInstaller {
 	hp := table.HostPorts(nodenet.HostPortConfig{GatewayName: gateway})
 	pods := map[string]nodenet.PodHostPorts{}
 	for _, cfg := range store.GetInterfacesByType(interfacestore.ContainerInterface) {

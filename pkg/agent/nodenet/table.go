@@ -8,10 +8,10 @@
 // from its whole desired state, in one transaction, so a reader of
 // `nft list table inet antrea` finds a feature's rules by prefix and never
 // sees half an update. Features today: hostport (HostPorts: DNAT of pods'
-// hostPorts, including 127.0.0.1, and the masquerade it needs). NodePort
-// DNAT and the pod masquerade are still in pkg/agent/route (nftables table
-// "ip antrea-proxy" and iptables chain ANTREA-POSTROUTING) and move here
-// next; docs/design/node-netfilter.md keeps the map of who writes what.
+// hostPorts, including 127.0.0.1, and the masquerade it needs) and
+// masquerade (Masquerade: pod traffic leaving the node). NodePort DNAT is
+// still in pkg/agent/route (nftables table "ip antrea-proxy") and moves
+// here next; docs/design/node-netfilter.md keeps the map of who writes what.
 package nodenet
 
 import (

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"antrea.io/antrea/pkg/agent/nodenet"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
 	"antrea.io/antrea/pkg/agent/route"
@@ -58,7 +59,9 @@ func newPathNode(t *testing.T, u *bridgetest.Underlay, name, podCIDR, gwIP, node
 		t.Fatal(err)
 	}
 	defer nodeNS.Close()
-	if err := nodeNS.Do(func(ns.NetNS) error { return route.EnsureMasquerade(br.PodCIDR, "antrea-gw0") }); err != nil {
+	if err := nodeNS.Do(func(ns.NetNS) error {
+		return nodenet.EnsureMasquerade(context.Background(), netip.MustParsePrefix(br.PodCIDR.String()), "antrea-gw0")
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return &pathNode{Bridge: br, name: name, flows: flows, path: path}

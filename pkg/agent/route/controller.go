@@ -5,6 +5,12 @@
 // a Node informer feeds a workqueue of node names and sync(name) applies the
 // difference between the desired and the installed state. At start it removes
 // routes and flows left by an earlier run for nodes that are gone.
+//
+// It also keeps AntreaProxy's node path (nodepath.go, proxyAll): the routes
+// and neighbours of the virtual IPs and of Service addresses, and, until it
+// moves to pkg/agent/nodenet (the node's netfilter owner), the NodePort DNAT
+// in the nftables table "ip antrea-proxy". The masquerade of pod traffic
+// leaving the node is nodenet's (docs/design/node-netfilter.md).
 package route
 
 import (
