@@ -76,9 +76,9 @@ func cleanUpIfUninstalled(c kubernetes.Interface, gateway string) {
 		return
 	}
 	if err := route.RemoveNodePath(ctx, gateway); err != nil {
-		klog.ErrorS(err, "Cannot remove AntreaProxy's node path", "table", "ip "+route.NFTable)
+		klog.ErrorS(err, "Cannot remove AntreaProxy's node path", "chains", "nodeport-*")
 	} else {
-		klog.InfoS("Antrea is being uninstalled: removed AntreaProxy's node path", "table", "ip "+route.NFTable)
+		klog.InfoS("Antrea is being uninstalled: removed AntreaProxy's node path", "chains", "nodeport-*")
 	}
 	if t, err := nodenet.New(); err != nil {
 		klog.ErrorS(err, "Cannot remove the node's netfilter table")

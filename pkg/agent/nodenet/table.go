@@ -8,10 +8,10 @@
 // from its whole desired state, in one transaction, so a reader of
 // `nft list table inet antrea` finds a feature's rules by prefix and never
 // sees half an update. Features today: hostport (HostPorts: DNAT of pods'
-// hostPorts, including 127.0.0.1, and the masquerade it needs) and
-// masquerade (Masquerade: pod traffic leaving the node). NodePort DNAT is
-// still in pkg/agent/route (nftables table "ip antrea-proxy") and moves
-// here next; docs/design/node-netfilter.md keeps the map of who writes what.
+// hostPorts, including 127.0.0.1, and the masquerade it needs), masquerade
+// (Masquerade: pod traffic leaving the node) and nodeport (NodePorts:
+// AntreaProxy's NodePort DNAT, driven by pkg/agent/route's NodePath);
+// docs/design/node-netfilter.md keeps the map of who writes what.
 package nodenet
 
 import (
@@ -34,6 +34,9 @@ const (
 type Table struct {
 	nft knftables.Interface
 	mu  sync.Mutex
+	// other opens another table (to delete what earlier agents kept
+	// elsewhere); nil: there is none to delete (tests on a fake).
+	other func(family knftables.Family, name string) (knftables.Interface, error)
 }
 
 // New opens the node's table through the nft binary (in the caller's
@@ -43,7 +46,30 @@ func New() (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nftables table %s %s: %w", TableFamily, TableName, err)
 	}
-	return NewWith(nft), nil
+	t := NewWith(nft)
+	t.other = func(family knftables.Family, name string) (knftables.Interface, error) {
+		return knftables.New(family, name)
+	}
+	return t, nil
+}
+
+// deleteOtherTable deletes a table earlier agents kept (not this one); a
+// table that is not there is no error.
+func (t *Table) deleteOtherTable(ctx context.Context, family knftables.Family, name string) error {
+	if t.other == nil {
+		return nil
+	}
+	nft, err := t.other(family, name)
+	if err != nil {
+		return fmt.Errorf("nftables table %s %s: %w", family, name, err)
+	}
+	tx := nft.NewTransaction()
+	tx.Add(&knftables.Table{})
+	tx.Delete(&knftables.Table{})
+	if err := nft.Run(ctx, tx); err != nil {
+		return fmt.Errorf("delete nftables table %s %s: %w", family, name, err)
+	}
+	return nil
 }
 
 // NewWith uses nft, an Interface for family TableFamily and table TableName

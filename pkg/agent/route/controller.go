@@ -7,10 +7,9 @@
 // routes and flows left by an earlier run for nodes that are gone.
 //
 // It also keeps AntreaProxy's node path (nodepath.go, proxyAll): the routes
-// and neighbours of the virtual IPs and of Service addresses, and, until it
-// moves to pkg/agent/nodenet (the node's netfilter owner), the NodePort DNAT
-// in the nftables table "ip antrea-proxy". The masquerade of pod traffic
-// leaving the node is nodenet's (docs/design/node-netfilter.md).
+// and neighbours of the virtual IPs and of Service addresses, and what the
+// NodePort sets must hold, which pkg/agent/nodenet (the one owner of the
+// node's netfilter) writes (docs/design/node-netfilter.md).
 package route
 
 import (
