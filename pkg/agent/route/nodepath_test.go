@@ -51,7 +51,7 @@ func TestNodePathTransactionsWriteOnlyTheDifference(t *testing.T) {
 			name:  "at start (addresses not written yet, Services not synced): addresses written, NodePorts only added",
 			addrs: a, want: set(tcp80), have: set(),
 			change: nodenet.NodePortChange{SetAddrs: true, Addrs: a, Add: []NodePort{tcp80}},
-			after: set(tcp80),
+			after:  set(tcp80),
 		},
 		{
 			name: "not synced yet: a NodePort no Service wants stays", addrs: a, haveA: a, want: set(tcp80), have: set(tcp80, tcp90),
@@ -61,7 +61,7 @@ func TestNodePathTransactionsWriteOnlyTheDifference(t *testing.T) {
 			name: "once synced, the full reconcile rewrites both sets atomically", addrs: a, haveA: a, want: set(tcp80, udp53), have: set(tcp80, tcp90),
 			full: true, synced: true,
 			change: nodenet.NodePortChange{SetAddrs: true, Addrs: a, FlushPorts: true, Add: []NodePort{tcp80, udp53}},
-			after: set(tcp80, udp53),
+			after:  set(tcp80, udp53),
 		},
 		{
 			name: "then only the difference", addrs: a, haveA: a, want: set(tcp80, tcp90), have: set(tcp80, udp53), synced: true,
