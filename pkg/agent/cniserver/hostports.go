@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
@@ -17,10 +18,12 @@ import (
 // HostPortInstaller realizes pods' hostPorts on the node (implemented by
 // nodenet.HostPorts). key names one attachment (container ID and
 // interface); Delete of an unknown key is no error. Add returns a
-// *nodenet.ConflictError for a port another attachment holds.
+// *nodenet.ConflictError for a port another attachment holds. Installed
+// is what CHECK compares with the recorded mappings.
 type HostPortInstaller interface {
 	Add(ctx context.Context, key string, p nodenet.PodHostPorts) error
 	Delete(ctx context.Context, key string) error
+	Installed(key string) []types.PortMapping
 }
 
 // portMapEntry is one entry of runtimeConfig.portMappings, the CNI
@@ -142,6 +145,21 @@ func (s *Server) installHostPorts(ctx context.Context, r *request, cfg *interfac
 	}
 	if err != nil {
 		return newError(cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE, err, "install the hostPorts of %s", r)
+	}
+	return nil
+}
+
+// hostPortProblems says what CHECK finds missing of an interface's
+// hostPorts.
+func (s *Server) hostPortProblems(cfg *interfacestore.InterfaceConfig) []string {
+	if len(cfg.PortMappings) == 0 {
+		return nil
+	}
+	if s.hostPorts == nil {
+		return []string{"hostPorts recorded but this agent cannot install them"}
+	}
+	if got := s.hostPorts.Installed(HostPortKey(cfg)); !slices.Equal(got, cfg.PortMappings) {
+		return []string{fmt.Sprintf("hostPorts installed %v, recorded %v", got, cfg.PortMappings)}
 	}
 	return nil
 }

@@ -99,6 +99,11 @@ func (r *recordingHostPorts) Delete(_ context.Context, key string) error {
 	return nil
 }
 
+func (r *recordingHostPorts) Installed(key string) []types.PortMapping {
+	p, _ := r.get(key)
+	return p.Mappings
+}
+
 func (r *recordingHostPorts) get(key string) (nodenet.PodHostPorts, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -142,6 +147,21 @@ func TestHostPortsGoFromTheRuntimeToTheNodeAndSurviveARestart(t *testing.T) {
 	if s := pd.ExternalIDs[interfacestore.ExternalIDPortMappings]; !strings.Contains(s, `"hostIP":"127.0.0.1"`) || !strings.Contains(s, `"protocol":"udp"`) {
 		t.Errorf("OVS port external_ids %s = %q, want both mappings", interfacestore.ExternalIDPortMappings, s)
 	}
+
+	if err := e.cni.CheckNetworkList(ctx, e.list, withPorts(a)); err != nil {
+		t.Errorf("CHECK of a pod whose hostPorts are installed: %v", err)
+	}
+	t.Run("CHECK reports hostPorts that went missing", func(t *testing.T) {
+		saved, _ := hp.get(key)
+		_ = hp.Delete(ctx, key)
+		err := e.cni.CheckNetworkList(ctx, e.list, withPorts(a))
+		hp.mu.Lock()
+		hp.pods[key] = saved
+		hp.mu.Unlock()
+		if err == nil || !strings.Contains(err.Error(), "hostPorts installed") {
+			t.Errorf("CHECK without the hostPorts = %v, want a problem naming them", err)
+		}
+	})
 
 	t.Run("a pod claiming the same port is refused, naming the entry, and leaves nothing", func(t *testing.T) {
 		b := e.newPod("hp-b")

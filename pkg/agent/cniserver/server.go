@@ -642,6 +642,7 @@ func (s *Server) check(ctx context.Context, req *cnipb.CniCmdRequest) error {
 	if !s.flows.PodFlowsInstalled(host) {
 		problems = append(problems, fmt.Sprintf("flows of port %s are missing", host))
 	}
+	problems = append(problems, s.hostPortProblems(cfg)...)
 	problems = append(problems, prevResultProblems(&r.Conf.NetConf, cfg)...)
 	if len(problems) > 0 {
 		return newError(cnipb.ErrorCode_CHECK_INTERFACE_FAILURE, nil, "CHECK of %s failed: %s", r, strings.Join(problems, "; "))
