@@ -182,9 +182,10 @@ func (h *HostPorts) Installed(key string) []types.PortMapping {
 }
 
 func (h *HostPorts) syncLocked(ctx context.Context, pods map[string]PodHostPorts) error {
-	if !h.localnet {
+	if !h.localnet && len(pods) > 0 {
 		// Before the first rule: a DNAT to a pod of a connection to
-		// 127.0.0.1 is useless without it.
+		// 127.0.0.1 is useless without it. A node that never had a
+		// hostPort keeps the kernel's default.
 		if err := h.setRouteLocalnet(); err != nil {
 			return err
 		}

@@ -53,6 +53,13 @@ func dnatRules(t *testing.T, fake *knftables.Fake) []string {
 
 func TestHostPortsDNATEveryFormToThePod(t *testing.T) {
 	h, fake, localnet := fakeHostPorts(t)
+	// An agent starting on a node without hostPorts leaves the sysctl alone.
+	if err := h.Restore(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(localnet); strings.TrimSpace(string(b)) != "0" {
+		t.Errorf("route_localnet of the gateway is %q without any hostPort, want the default 0", b)
+	}
 	pod := PodHostPorts{Pod: "ns/web", IPs: []netip.Addr{netip.MustParseAddr("10.10.0.5")}, Mappings: []types.PortMapping{
 		pm(types.ProtocolTCP, "", 8080, 80),
 		pm(types.ProtocolTCP, "172.30.0.11", 54323, 81),
