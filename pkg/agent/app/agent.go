@@ -37,6 +37,7 @@ import (
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
 	"antrea.io/antrea/pkg/agent/nodeinit"
+	"antrea.io/antrea/pkg/agent/nodenet"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/proxy"
 	"antrea.io/antrea/pkg/agent/route"
@@ -206,10 +207,16 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	klog.InfoS("Restored pod interfaces from OVSDB", "pods", store.GetContainerInterfaceNum())
-
-	if err := route.EnsureMasquerade(podCIDRs[0], nc.Gateway.Name); err != nil {
+	// The node's netfilter (pkg/agent/nodenet): the masquerade of pod
+	// traffic leaving the node, and the pods' hostPorts.
+	nodeNet, err := nodenet.New()
+	if err != nil {
 		return err
 	}
+	if err := nodeNet.Masquerade(ctx, prefixOf(podCIDRs[0]), nc.Gateway.Name); err != nil {
+		return err
+	}
+	hostPorts := setupHostPorts(ctx, nodeNet, nc.Gateway.Name, store)
 
 	// Datapath flow cache purges: after policy changes that narrow what is
 	// allowed, after the br-int hold is lifted, and after a tunnel neighbour
@@ -369,7 +376,7 @@ func Run(ctx context.Context, o Options) error {
 		PodCIDRs:    podCIDRs,
 		MTU:         nc.PodMTU,
 		IPAMDataDir: o.IPAMDataDir,
-	}, cniserver.Deps{OVS: bridge, Flows: flows, InterfaceStore: store, PodEvents: podEvents})
+	}, cniserver.Deps{OVS: bridge, Flows: flows, InterfaceStore: store, PodEvents: podEvents, HostPorts: hostPorts})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"antrea.io/antrea/pkg/agent/nodenet"
 	"antrea.io/antrea/pkg/agent/route"
 )
 
@@ -75,9 +76,16 @@ func cleanUpIfUninstalled(c kubernetes.Interface, gateway string) {
 		return
 	}
 	if err := route.RemoveNodePath(ctx, gateway); err != nil {
-		klog.ErrorS(err, "Cannot remove AntreaProxy's node path", "table", "ip "+route.NFTable)
+		klog.ErrorS(err, "Cannot remove AntreaProxy's node path", "chains", "nodeport-*")
 	} else {
-		klog.InfoS("Antrea is being uninstalled: removed AntreaProxy's node path", "table", "ip "+route.NFTable)
+		klog.InfoS("Antrea is being uninstalled: removed AntreaProxy's node path", "chains", "nodeport-*")
+	}
+	if t, err := nodenet.New(); err != nil {
+		klog.ErrorS(err, "Cannot remove the node's netfilter table")
+	} else if err := t.Remove(ctx); err != nil {
+		klog.ErrorS(err, "Cannot remove the node's netfilter table")
+	} else {
+		klog.InfoS("Antrea is being uninstalled: removed the node's netfilter table", "table", string(nodenet.TableFamily)+" "+nodenet.TableName)
 	}
 	for _, f := range []string{hostCNIConfList, hostCNIPlugin} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {

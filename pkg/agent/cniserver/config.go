@@ -102,6 +102,10 @@ func (s *Server) ConfList() ([]byte, error) {
 		// The agent does the IPAM itself; the section documents it for
 		// readers of the file and for tools that expect one.
 		"ipam": map[string]any{"type": "host-local"},
+		// The runtime passes pods' hostPorts (runtimeConfig.portMappings);
+		// the agent installs them (pkg/agent/nodenet), as upstream's
+		// chained portmap plugin would.
+		"capabilities": map[string]any{"portMappings": true},
 	}
 	if s.cfg.SocketPath != cni.DefaultAgentSocket {
 		plugin["agentSocket"] = s.cfg.SocketPath

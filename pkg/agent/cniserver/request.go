@@ -12,6 +12,7 @@ import (
 	"github.com/containernetworking/cni/pkg/utils"
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 
+	agenttypes "antrea.io/antrea/pkg/agent/types"
 	cnipb "antrea.io/antrea/pkg/apis/cni/v1beta1"
 	"antrea.io/antrea/pkg/cni"
 )
@@ -54,6 +55,8 @@ func toProto(err error) *cnipb.Error {
 type netConf struct {
 	types.NetConf
 	ValidAttachments []types.GCAttachment `json:"cni.dev/valid-attachments,omitempty"`
+	// RuntimeConfig carries the capabilities' arguments (portMappings).
+	RuntimeConfig runtimeConfig `json:"runtimeConfig,omitempty"`
 }
 
 // request is a validated CNI request.
@@ -64,6 +67,9 @@ type request struct {
 	PodNamespace string
 	PodName      string
 	Conf         netConf
+	// PortMappings are the pod's hostPorts (runtimeConfig.portMappings),
+	// validated; ADD and CHECK only.
+	PortMappings []agenttypes.PortMapping
 }
 
 func (r *request) String() string {
@@ -148,6 +154,9 @@ func parseRequest(req *cnipb.CniCmdRequest, v validation) (*request, error) {
 		if msgs := k8svalidation.IsDNS1123Subdomain(r.PodName); len(msgs) > 0 {
 			return nil, newError(cnipb.ErrorCode_INVALID_ENVIRONMENT_VARIABLES, errors.New(strings.Join(msgs, "; ")),
 				"CNI_ARGS: K8S_POD_NAME %q is not a pod name", r.PodName)
+		}
+		if r.PortMappings, err = parsePortMappings(r.Conf.RuntimeConfig.PortMappings); err != nil {
+			return nil, err
 		}
 	}
 	return r, nil

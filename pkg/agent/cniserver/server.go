@@ -58,6 +58,9 @@ type Deps struct {
 	// recorded in or removed from the interface store (the policy
 	// controller listens). Its reader must keep up: a send waits for it.
 	PodEvents chan<- interfacestore.PodEvent
+	// HostPorts installs the pods' hostPorts (runtimeConfig.portMappings);
+	// nil: an ADD with portMappings is refused.
+	HostPorts HostPortInstaller
 }
 
 // Server is the CNIServer.
@@ -80,6 +83,8 @@ type Server struct {
 	// ownStore: ifaces was made here, so Run fills it from OVSDB.
 	ownStore bool
 	events   chan<- interfacestore.PodEvent
+	// hostPorts may be nil (Deps.HostPorts).
+	hostPorts HostPortInstaller
 
 	// inject, when set (tests only), is called after each step of ADD has
 	// succeeded; an error it returns fails ADD at that point.
@@ -94,6 +99,7 @@ const (
 	stepOVSPort   = "ovs-port"
 	stepOFPort    = "ofport"
 	stepFlows     = "flows"
+	stepHostPorts = "hostports"
 )
 
 // New builds a CNIServer; it does not serve until Run.
@@ -110,6 +116,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		ready:  make(chan struct{}),
 		ifaces: deps.InterfaceStore,
 		events: deps.PodEvents,
+
+		hostPorts: deps.HostPorts,
 	}
 	if s.ifaces == nil {
 		s.ifaces, s.ownStore = interfacestore.NewInterfaceStore(), true
@@ -321,6 +329,9 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	}
 	cfg := interfacestore.NewContainerInterface(hostInterfaceName(r.PodNamespace, r.PodName, r.ContainerID),
 		r.ContainerID, r.PodName, r.PodNamespace, r.IfName, nil, nil, 0)
+	// Recorded with the port (external_ids), so a restarted agent
+	// installs them again.
+	cfg.PortMappings = r.PortMappings
 	host := cfg.InterfaceName
 	defer func() {
 		if err == nil {
@@ -415,6 +426,15 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 		return nil, newError(cnipb.ErrorCode_FLOW_INSTALL_FAILURE, err, "install the flows of %s (port %s)", r, host)
 	}
 	took.mark(stepFlows)
+
+	err = s.installHostPorts(ctx, r, cfg)
+	if err == nil {
+		err = s.step(stepHostPorts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	took.mark(stepHostPorts)
 
 	s.ifaces.AddInterface(cfg)
 	s.publish(ctx, cfg, false)
@@ -523,6 +543,11 @@ func (s *Server) teardown(ctx context.Context, r *request, cfg *interfacestore.I
 	var errs []error
 	if cfg != nil {
 		host := cfg.InterfaceName
+		if s.hostPorts != nil {
+			if err := s.hostPorts.Delete(ctx, hostPortKey(cfg.ContainerID, cfg.IFDev)); err != nil {
+				errs = append(errs, fmt.Errorf("remove the hostPorts of port %s: %w", host, err))
+			}
+		}
 		octx, cancel := context.WithTimeout(ctx, s.cfg.OVSDBTimeout)
 		defer cancel()
 		var portUUID string
@@ -617,6 +642,7 @@ func (s *Server) check(ctx context.Context, req *cnipb.CniCmdRequest) error {
 	if !s.flows.PodFlowsInstalled(host) {
 		problems = append(problems, fmt.Sprintf("flows of port %s are missing", host))
 	}
+	problems = append(problems, s.hostPortProblems(cfg)...)
 	problems = append(problems, prevResultProblems(&r.Conf.NetConf, cfg)...)
 	if len(problems) > 0 {
 		return newError(cnipb.ErrorCode_CHECK_INTERFACE_FAILURE, nil, "CHECK of %s failed: %s", r, strings.Join(problems, "; "))

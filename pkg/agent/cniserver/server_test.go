@@ -214,6 +214,10 @@ func TestTheConfListIsWhatLibcniReadsAndNamesTheAgentSocket(t *testing.T) {
 	if plugin["agentSocket"] != "/run/antrea-test/cni.sock" {
 		t.Errorf("agentSocket = %v", plugin["agentSocket"])
 	}
+	// The runtime passes hostPorts only to a plugin that declares them.
+	if c, _ := plugin["capabilities"].(map[string]any); c["portMappings"] != true {
+		t.Errorf("capabilities = %v, want portMappings", plugin["capabilities"])
+	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Errorf("the directory holds %d files, want only the conflist", len(entries))

@@ -144,12 +144,14 @@ type env struct {
 	// from OVSDB, as the agent does, instead of letting it keep its own.
 	agentStore bool
 	// events, when set, receives the server's pod events.
-	events  chan interfacestore.PodEvent
-	srv     *Server
-	cfg     Config
-	cni     *libcni.CNIConfig
-	list    *libcni.NetworkConfigList
-	stopSrv func()
+	events chan interfacestore.PodEvent
+	// hostPorts, when set, installs the pods' hostPorts.
+	hostPorts HostPortInstaller
+	srv       *Server
+	cfg       Config
+	cni       *libcni.CNIConfig
+	list      *libcni.NetworkConfigList
+	stopSrv   func()
 }
 
 const testBridge = "br-int"
@@ -229,6 +231,7 @@ func (e *env) startServer(ready bool) {
 	if e.events != nil {
 		deps.PodEvents = e.events
 	}
+	deps.HostPorts = e.hostPorts
 	if e.agentStore {
 		// As antrea-agent does: the store is rebuilt from OVSDB at start and
 		// handed to the server.

@@ -1,13 +1,16 @@
 package interfacestore
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 
 	"k8s.io/klog/v2"
 
+	"antrea.io/antrea/pkg/agent/types"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
 
@@ -22,7 +25,59 @@ const (
 	ExternalIDIP           = "ip-address"
 	ExternalIDMAC          = "attached-mac"
 	ExternalIDVLANID       = "vlan-id"
+	// ExternalIDPortMappings holds a pod's hostPorts as JSON, in the CNI's
+	// runtimeConfig.portMappings form.
+	ExternalIDPortMappings = "port-mappings"
 )
+
+// portMapping is the stored form of a types.PortMapping (the CNI's).
+type portMapping struct {
+	HostPort      uint16 `json:"hostPort"`
+	ContainerPort uint16 `json:"containerPort"`
+	Protocol      string `json:"protocol"`
+	HostIP        string `json:"hostIP,omitempty"`
+}
+
+func encodePortMappings(ms []types.PortMapping) string {
+	out := make([]portMapping, 0, len(ms))
+	for _, m := range ms {
+		p := portMapping{HostPort: m.HostPort, ContainerPort: m.ContainerPort, Protocol: types.ProtocolName(m.Protocol)}
+		if m.HostIP.IsValid() {
+			p.HostIP = m.HostIP.String()
+		}
+		out = append(out, p)
+	}
+	b, _ := json.Marshal(out) // plain fields: cannot fail
+	return string(b)
+}
+
+func decodePortMappings(s string) ([]types.PortMapping, error) {
+	var in []portMapping
+	if err := json.Unmarshal([]byte(s), &in); err != nil {
+		return nil, err
+	}
+	out := make([]types.PortMapping, 0, len(in))
+	for _, p := range in {
+		m := types.PortMapping{HostPort: p.HostPort, ContainerPort: p.ContainerPort}
+		switch p.Protocol {
+		case "tcp":
+			m.Protocol = types.ProtocolTCP
+		case "udp":
+			m.Protocol = types.ProtocolUDP
+		default:
+			return nil, fmt.Errorf("protocol %q", p.Protocol)
+		}
+		if p.HostIP != "" {
+			ip, err := netip.ParseAddr(p.HostIP)
+			if err != nil {
+				return nil, err
+			}
+			m.HostIP = ip
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
 
 // BuildOVSPortExternalIDs returns the external_ids that record cfg on its OVS port.
 func BuildOVSPortExternalIDs(cfg *InterfaceConfig) map[string]string {
@@ -46,6 +101,9 @@ func BuildOVSPortExternalIDs(cfg *InterfaceConfig) map[string]string {
 		ids[ExternalIDPodNamespace] = c.PodNamespace
 		if c.IFDev != "" {
 			ids[ExternalIDIFDev] = c.IFDev
+		}
+		if len(c.PortMappings) > 0 {
+			ids[ExternalIDPortMappings] = encodePortMappings(c.PortMappings)
 		}
 	}
 	return ids
@@ -104,6 +162,13 @@ func InterfaceConfigFromOVSPort(port ovsconfig.OVSPortData) (*InterfaceConfig, e
 			PodName:      ids[ExternalIDPodName],
 			PodNamespace: ids[ExternalIDPodNamespace],
 			IFDev:        ids[ExternalIDIFDev],
+		}
+		if s := ids[ExternalIDPortMappings]; s != "" {
+			ms, err := decodePortMappings(s)
+			if err != nil {
+				return nil, fmt.Errorf("port %s: bad %s %q: %w", port.Name, ExternalIDPortMappings, s, err)
+			}
+			cfg.PortMappings = ms
 		}
 	case TunnelInterface:
 		tc := &TunnelInterfaceConfig{Type: ovsconfig.TunnelType(port.IFType)}

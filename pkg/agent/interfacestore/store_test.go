@@ -2,11 +2,13 @@ package interfacestore
 
 import (
 	"net"
+	"net/netip"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
+	"antrea.io/antrea/pkg/agent/types"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
 
@@ -32,6 +34,12 @@ func sampleInterfaces(t testing.TB) []*InterfaceConfig {
 	pod1 := NewContainerInterface("web-1a2b3c", "cid-1", "web", "ns1", "eth0",
 		mustMAC(t, "0a:58:0a:0a:00:05"), []net.IP{net.ParseIP("10.10.0.5"), net.ParseIP("fd00::5")}, 0)
 	pod1.OVSPortConfig = &OVSPortConfig{PortUUID: "u-pod1", OFPort: 5}
+	// hostPorts (persisted in external_ids): every hostIP form, both protocols.
+	pod1.PortMappings = []types.PortMapping{
+		{HostPort: 54323, ContainerPort: 8080, Protocol: types.ProtocolTCP, HostIP: netip.MustParseAddr("127.0.0.1")},
+		{HostPort: 54323, ContainerPort: 8081, Protocol: types.ProtocolUDP, HostIP: netip.MustParseAddr("172.30.0.11")},
+		{HostPort: 80, ContainerPort: 80, Protocol: types.ProtocolTCP},
+	}
 	pod2 := NewContainerInterface("db-4d5e6f", "cid-2", "db", "ns2", "eth0",
 		mustMAC(t, "0a:58:0a:0a:00:06"), []net.IP{net.ParseIP("10.10.0.6")}, 10)
 	pod2.OVSPortConfig = &OVSPortConfig{PortUUID: "u-pod2", OFPort: 6}

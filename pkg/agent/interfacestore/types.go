@@ -9,7 +9,9 @@ package interfacestore
 
 import (
 	"net"
+	"slices"
 
+	"antrea.io/antrea/pkg/agent/types"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
 
@@ -70,6 +72,9 @@ type ContainerInterfaceConfig struct {
 	PodNamespace string
 	// IFDev is the interface name inside the pod (CNI_IFNAME, e.g. eth0).
 	IFDev string
+	// PortMappings are the pod's hostPorts (the CNI's
+	// runtimeConfig.portMappings), installed in the node's netfilter.
+	PortMappings []types.PortMapping
 }
 
 // TunnelInterfaceConfig is what a tunnel port adds.
@@ -188,6 +193,7 @@ func (cfg *InterfaceConfig) DeepCopy() *InterfaceConfig {
 	}
 	if cfg.ContainerInterfaceConfig != nil {
 		c := *cfg.ContainerInterfaceConfig
+		c.PortMappings = slices.Clone(c.PortMappings)
 		out.ContainerInterfaceConfig = &c
 	}
 	if cfg.TunnelInterfaceConfig != nil {

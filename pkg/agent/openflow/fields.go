@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 
+	"antrea.io/antrea/pkg/agent/types"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -141,29 +142,13 @@ const (
 	SNATCtZone = 0xfff1
 )
 
-// HairpinIP is the source address a pod sees on a connection it made to
-// itself through a Service: without the source NAT the pod would receive a
-// packet from its own address, which its kernel drops as martian. It is
-// link-local, so it never collides with a pod, node or Service address.
-// Service connections that enter from the gateway and leave through it
-// again (an endpoint on a node's host network, or outside the cluster) are
-// source-NATed to it too, so their replies come back through the bridge to
-// be un-DNATed: the node routes it to the gateway through a neighbour
-// pinned to GlobalVirtualMAC, and masquerades it when it leaves by another
-// interface (pkg/agent/route, NodePath). Upstream's VirtualServiceIPv4.
-var HairpinIP = netip.MustParseAddr("169.254.0.253")
-
-// NodePortVirtualIP is where the node's netfilter DNATs NodePort traffic
-// (to one of the node's addresses, from outside or from the node itself),
-// keeping the port; the node routes it to the gateway through a neighbour
-// pinned to GlobalVirtualMAC, and ServiceLB matches each NodePort on it. It
-// is also the next hop of the node's routes to Service addresses (proxyAll).
-// Upstream's VirtualNodePortDNATIPv4.
-var NodePortVirtualIP = netip.MustParseAddr("169.254.0.252")
-
-// GlobalVirtualMAC is the destination MAC of packets sent through the tunnel
-// and the MAC the ARP responder gives for remote gateways.
-var GlobalVirtualMAC = net.HardwareAddr{0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}
+// The virtual addresses the pipeline and the node's netfilter agree on,
+// declared once in pkg/agent/types (which says what each is for).
+var (
+	HairpinIP         = types.HairpinIP
+	NodePortVirtualIP = types.NodePortVirtualIP
+	GlobalVirtualMAC  = types.GlobalVirtualMAC
+)
 
 // matchField makes m match a register range holding v, keeping what m
 // already matches in other bits of the same register.

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"antrea.io/antrea/pkg/agent/types"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -405,12 +406,8 @@ func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 	return clauses
 }
 
-// NodePort is a Service's NodePort: a protocol (binding.IPProtoTCP,
-// IPProtoUDP or IPProtoSCTP) and a port.
-type NodePort struct {
-	Protocol uint8
-	Port     uint16
-}
+// NodePort is a Service's NodePort (declared in pkg/agent/types).
+type NodePort = types.NodePort
 
 // nodePortMatch matches the connections that entered the node through a
 // NodePort: the node's netfilter DNATed them to NodePortVirtualIP, keeping

@@ -5,6 +5,11 @@
 // a Node informer feeds a workqueue of node names and sync(name) applies the
 // difference between the desired and the installed state. At start it removes
 // routes and flows left by an earlier run for nodes that are gone.
+//
+// It also keeps AntreaProxy's node path (nodepath.go, proxyAll): the routes
+// and neighbours of the virtual IPs and of Service addresses, and what the
+// NodePort sets must hold, which pkg/agent/nodenet (the one owner of the
+// node's netfilter) writes (docs/design/node-netfilter.md).
 package route
 
 import (

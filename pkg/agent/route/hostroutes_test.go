@@ -1,11 +1,8 @@
 package route
 
 import (
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -71,44 +68,6 @@ func TestGatewayRoutesReconcileRemovesStaleAndKeepsLocal(t *testing.T) {
 			return err
 		}
 		return g.Delete(peer) // twice: not an error
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestEnsureMasqueradeIsIdempotent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	if _, err := exec.LookPath("iptables"); err != nil {
-		t.Skip("needs iptables")
-	}
-	netns, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = netns.Close()
-		_ = testutils.UnmountNS(netns)
-	})
-	err = netns.Do(func(ns.NetNS) error {
-		for i := 0; i < 2; i++ {
-			if err := EnsureMasquerade(cidr("10.10.1.0/24"), "antrea-gw0"); err != nil {
-				return err
-			}
-		}
-		out, err := exec.Command("iptables", "-t", "nat", "-S").CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		if n := strings.Count(string(out), "-j MASQUERADE"); n != 1 {
-			t.Errorf("want exactly one masquerade rule after two runs, got %d:\n%s", n, out)
-		}
-		if n := strings.Count(string(out), "-A POSTROUTING -j ANTREA-POSTROUTING"); n != 1 {
-			t.Errorf("want exactly one jump to the chain, got %d:\n%s", n, out)
-		}
-		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,16 +1,13 @@
 package route
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/agent/nodenet"
+	"antrea.io/antrea/pkg/agent/types"
 )
 
 // The node path of AntreaProxy (antreaProxy.proxyAll): what the node's own
@@ -25,16 +25,17 @@ import (
 // in a pod of this node. OVS does the load balancing (pkg/agent/openflow,
 // service.go); the node steers traffic into the bridge:
 //
-//   - NodePorts: in the nftables table NFTable (owned by the agent, no other
-//     table touched), NAT prerouting (traffic entering the node) and output
-//     (the node's own processes) DNAT every connection to one of the node's
-//     NodePort addresses (the set nodeport-addrs) and a NodePort (the set
-//     nodeports, protocol . port) to NodePortVirtualIP, keeping the port;
+//   - NodePorts: in the node's nftables table (pkg/agent/nodenet, feature
+//     nodeport: chains nodeport-*), NAT prerouting (traffic entering the
+//     node) and output (the node's own processes) DNAT every connection to
+//     one of the node's NodePort addresses (the set nodeport-addrs) and a
+//     NodePort (the set nodeports, protocol . port) to NodePortVirtualIP,
+//     keeping the port;
 //   - the node routes NodePortVirtualIP, and HairpinIP, to the gateway
 //     through neighbours pinned to the global virtual MAC, and routes each
 //     Service address (ClusterIPs, external IPs, LoadBalancer ingress IPs)
 //     there via NodePortVirtualIP, from the gateway IP;
-//   - NAT postrouting masquerades to the gateway IP what leaves through the
+//   - NAT postrouting (nodeport-postrouting) masquerades to the gateway IP what leaves through the
 //     gateway from another of the node's own addresses (a process bound to
 //     the node IP, a NodePort reached from the node) and the NodePort
 //     traffic of the node's pods, which enters the node from the gateway:
@@ -50,41 +51,14 @@ import (
 // (ANTREA-NODEPORT-IP, "DNAT external/local to NodePort packets",
 // "masquerade LOCAL traffic", "masquerade OVS virtual source IP").
 
-// NFTable is the nftables table of the node path (family ip).
-const NFTable = "antrea-proxy"
-
-// Names of the table's sets.
-const (
-	nodePortAddrSet = "nodeport-addrs"
-	nodePortSet     = "nodeports"
-)
-
-// The node path's virtual addresses (pkg/agent/openflow's NodePortVirtualIP
-// and HairpinIP, which this package does not import).
+// The node path's virtual addresses, declared in pkg/agent/types.
 var (
-	NodePortVirtualIP = netip.MustParseAddr("169.254.0.252")
-	HairpinIP         = netip.MustParseAddr("169.254.0.253")
-	// virtualMAC is the global virtual MAC: the bridge routes what is sent
-	// to it (pkg/agent/openflow's GlobalVirtualMAC).
-	virtualMAC = net.HardwareAddr{0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}
+	NodePortVirtualIP = types.NodePortVirtualIP
+	HairpinIP         = types.HairpinIP
 )
 
-// NodePort is a Service's NodePort: IP protocol number (6 TCP, 17 UDP) and
-// port.
-type NodePort struct {
-	Protocol uint8
-	Port     uint16
-}
-
-func (p NodePort) String() string {
-	switch p.Protocol {
-	case unix.IPPROTO_TCP:
-		return fmt.Sprintf("tcp . %d", p.Port)
-	case unix.IPPROTO_UDP:
-		return fmt.Sprintf("udp . %d", p.Port)
-	}
-	return fmt.Sprintf("%d . %d", p.Protocol, p.Port)
-}
+// NodePort is a Service's NodePort (declared in pkg/agent/types).
+type NodePort = types.NodePort
 
 // ServiceNeeds is what one Service needs of the node: its NodePorts and the
 // addresses the node routes to the gateway.
@@ -115,7 +89,9 @@ type NodePathConfig struct {
 // difference: one nft transaction and the route changes per batch.
 type NodePath struct {
 	cfg NodePathConfig
-	nft func(ctx context.Context, script string) error
+	// open opens the node's netfilter table, once (nodenet.New).
+	open      func() (*nodenet.Table, error)
+	nodePorts nodePortTable
 
 	mu       sync.Mutex
 	services map[string]ServiceNeeds
@@ -138,7 +114,7 @@ func NewNodePath(cfg NodePathConfig) (*NodePath, error) {
 		cfg.ResyncPeriod = 30 * time.Second
 	}
 	return &NodePath{
-		cfg: cfg, nft: runNFT,
+		cfg: cfg, open: nodenet.New,
 		services: map[string]ServiceNeeds{}, ports: map[NodePort]int{}, addrs: map[netip.Addr]int{},
 		dirty: make(chan struct{}, 1), havePort: map[NodePort]bool{}, haveIP: map[netip.Addr]bool{},
 	}, nil
@@ -217,7 +193,7 @@ func (n *NodePath) Run(ctx context.Context) error {
 		}); err != nil {
 		return nil // ctx ended
 	}
-	klog.InfoS("Node path set up", "table", "ip "+NFTable, "gateway", n.cfg.GatewayName, "nodePortVirtualIP", NodePortVirtualIP)
+	klog.InfoS("Node path set up", "table", string(nodenet.TableFamily)+" "+nodenet.TableName, "gateway", n.cfg.GatewayName, "nodePortVirtualIP", NodePortVirtualIP)
 	updates := make(chan netlink.AddrUpdate, 64)
 	if err := netlink.AddrSubscribeWithOptions(updates, ctx.Done(), netlink.AddrSubscribeOptions{}); err != nil {
 		klog.ErrorS(err, "Cannot follow the node's address changes; reading them periodically only")
@@ -267,7 +243,7 @@ func (n *NodePath) ensureBase(ctx context.Context) error {
 	}
 	for _, ip := range []netip.Addr{NodePortVirtualIP, HairpinIP} {
 		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
-			IP: ip.AsSlice(), HardwareAddr: virtualMAC}); err != nil {
+			IP: ip.AsSlice(), HardwareAddr: types.GlobalVirtualMAC}); err != nil {
 			return fmt.Errorf("neighbour %s on %s: %w", ip, n.cfg.GatewayName, err)
 		}
 		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: hostNet(ip), Scope: netlink.SCOPE_LINK,
@@ -275,38 +251,25 @@ func (n *NodePath) ensureBase(ctx context.Context) error {
 			return fmt.Errorf("route %s dev %s: %w", ip, n.cfg.GatewayName, err)
 		}
 	}
-	return n.nft(ctx, n.baseScript())
+	if n.nodePorts == nil {
+		t, err := n.open()
+		if err != nil {
+			return err
+		}
+		n.nodePorts = t.NodePorts()
+	}
+	return n.nodePorts.Setup(ctx, nodenet.NodePortConfig{GatewayName: n.cfg.GatewayName, GatewayIP: n.cfg.GatewayIP, PodCIDR: n.cfg.PodCIDR})
+}
+
+// nodePortTable is what the node path writes of the node's netfilter
+// (nodenet.NodePorts).
+type nodePortTable interface {
+	Setup(ctx context.Context, cfg nodenet.NodePortConfig) error
+	Apply(ctx context.Context, c nodenet.NodePortChange) error
 }
 
 func hostNet(a netip.Addr) *net.IPNet {
 	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)}
-}
-
-// baseScript declares the table, its sets (elements kept) and its chains
-// (rules rewritten), in one transaction.
-func (n *NodePath) baseScript() string {
-	gw, gwIP := n.cfg.GatewayName, n.cfg.GatewayIP
-	var b strings.Builder
-	t := "ip " + NFTable
-	fmt.Fprintf(&b, "add table %s\n", t)
-	fmt.Fprintf(&b, "add set %s %s { type ipv4_addr; comment \"node addresses serving NodePorts\"; }\n", t, nodePortAddrSet)
-	fmt.Fprintf(&b, "add set %s %s { type inet_proto . inet_service; comment \"NodePorts of Services\"; }\n", t, nodePortSet)
-	// nft 1.0 names the NAT priorities in prerouting and postrouting only:
-	// output's DNAT is -100, as dstnat.
-	for _, c := range []struct{ name, hook, prio string }{{"prerouting", "prerouting", "dstnat"}, {"output", "output", "-100"}, {"postrouting", "postrouting", "srcnat"}} {
-		fmt.Fprintf(&b, "add chain %s %s { type nat hook %s priority %s; policy accept; }\n", t, c.name, c.hook, c.prio)
-		fmt.Fprintf(&b, "flush chain %s %s\n", t, c.name)
-	}
-	dnat := fmt.Sprintf("ip daddr @%s meta l4proto . th dport @%s dnat ip to %s", nodePortAddrSet, nodePortSet, NodePortVirtualIP)
-	fmt.Fprintf(&b, "add rule %s prerouting %s comment \"Antrea: DNAT NodePorts to the bridge\"\n", t, dnat)
-	fmt.Fprintf(&b, "add rule %s output %s comment \"Antrea: DNAT the node's NodePort traffic to the bridge\"\n", t, dnat)
-	fmt.Fprintf(&b, "add rule %s postrouting oifname %q ip daddr %s ip saddr %s masquerade comment \"Antrea: pods' NodePort traffic from the gateway IP\"\n",
-		t, gw, NodePortVirtualIP, n.cfg.PodCIDR)
-	fmt.Fprintf(&b, "add rule %s postrouting oifname %q ip saddr != %s fib saddr type local masquerade comment \"Antrea: the node's traffic to the bridge from the gateway IP\"\n",
-		t, gw, gwIP)
-	fmt.Fprintf(&b, "add rule %s postrouting oifname != %q ip saddr %s masquerade comment \"Antrea: masquerade the bridge's hairpin address\"\n",
-		t, gw, HairpinIP)
-	return b.String()
 }
 
 // apply writes what changed since the last apply: node addresses, NodePorts
@@ -332,9 +295,9 @@ func (n *NodePath) apply(ctx context.Context) error {
 		addrs = []netip.Addr{} // written, even if empty
 	}
 
-	script, ports := nftDiff(addrs, haveAddr, wantPorts, havePort, full, synced)
-	if script != "" {
-		if err := n.nft(ctx, script); err != nil {
+	change, ports := nftDiff(addrs, haveAddr, wantPorts, havePort, full, synced)
+	if !change.Empty() {
+		if err := n.nodePorts.Apply(ctx, change); err != nil {
 			return err
 		}
 	}
@@ -351,26 +314,22 @@ func (n *NodePath) apply(ctx context.Context) error {
 	return err
 }
 
-// nftDiff is the transaction from the installed state to the wanted one
-// (empty when nothing changes) and the NodePorts in the set afterwards.
-// With full it rewrites both sets (flush and add, atomically); before the
+// nftDiff is the change from the installed state to the wanted one (empty
+// when nothing changes) and the NodePorts in the set afterwards. With full
+// it rewrites both sets (flush and add, in one transaction); before the
 // Services synced it only adds NodePorts.
-func nftDiff(addrs, haveAddrs []netip.Addr, want, have map[NodePort]bool, full, synced bool) (string, map[NodePort]bool) {
-	t := "ip " + NFTable
-	var b strings.Builder
+func nftDiff(addrs, haveAddrs []netip.Addr, want, have map[NodePort]bool, full, synced bool) (nodenet.NodePortChange, map[NodePort]bool) {
+	var c nodenet.NodePortChange
 	after := map[NodePort]bool{}
 	for p := range have {
 		after[p] = true
 	}
 	if full || haveAddrs == nil || !slices.Equal(addrs, haveAddrs) {
-		fmt.Fprintf(&b, "flush set %s %s\n", t, nodePortAddrSet)
-		if len(addrs) > 0 {
-			fmt.Fprintf(&b, "add element %s %s { %s }\n", t, nodePortAddrSet, join(addrs))
-		}
+		c.SetAddrs, c.Addrs = true, slices.Clone(addrs)
 	}
 	var adds, dels []NodePort
 	if full && synced {
-		fmt.Fprintf(&b, "flush set %s %s\n", t, nodePortSet)
+		c.FlushPorts = true
 		after = map[NodePort]bool{}
 		for p := range want {
 			adds = append(adds, p)
@@ -391,19 +350,14 @@ func nftDiff(addrs, haveAddrs []netip.Addr, want, have map[NodePort]bool, full, 
 	}
 	sortPorts(adds)
 	sortPorts(dels)
-	if len(dels) > 0 {
-		fmt.Fprintf(&b, "delete element %s %s { %s }\n", t, nodePortSet, join(dels))
-		for _, p := range dels {
-			delete(after, p)
-		}
+	c.Del, c.Add = dels, adds
+	for _, p := range dels {
+		delete(after, p)
 	}
-	if len(adds) > 0 {
-		fmt.Fprintf(&b, "add element %s %s { %s }\n", t, nodePortSet, join(adds))
-		for _, p := range adds {
-			after[p] = true
-		}
+	for _, p := range adds {
+		after[p] = true
 	}
-	return b.String(), after
+	return c, after
 }
 
 func sortPorts(ps []NodePort) {
@@ -413,14 +367,6 @@ func sortPorts(ps []NodePort) {
 		}
 		return ps[i].Port < ps[j].Port
 	})
-}
-
-func join[T fmt.Stringer](xs []T) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = x.String()
-	}
-	return strings.Join(s, ", ")
 }
 
 // applyRoutes makes the routes of Service addresses via the gateway the
@@ -535,25 +481,17 @@ func SelectNodePortAddresses(node []netip.Addr, prefixes []netip.Prefix, gateway
 	return uniq(out, func(a, b netip.Addr) int { return a.Compare(b) })
 }
 
-// runNFT runs an nft script as one transaction.
-func runNFT(ctx context.Context, script string) error {
-	cmd := exec.CommandContext(ctx, "nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(script)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("nft: %w: %s", err, strings.TrimSpace(out.String()))
-	}
-	return nil
-}
-
 // RemoveNodePath removes what the node path put on the node (when Antrea is
-// uninstalled, or at start with proxyAll off): the table, the routes via
+// uninstalled, or at start with proxyAll off): the nodeport chains and sets
+// of the node's netfilter table (and the table ip antrea-proxy of earlier
+// agents), the routes via
 // the virtual IP on the gateway and the virtual IPs' routes and
 // neighbours. What is not there is no error.
 func RemoveNodePath(ctx context.Context, gatewayName string) error {
 	var errs []error
-	if err := runNFT(ctx, fmt.Sprintf("add table ip %s\ndelete table ip %s\n", NFTable, NFTable)); err != nil {
+	if t, err := nodenet.New(); err != nil {
+		errs = append(errs, err)
+	} else if err := t.NodePorts().Remove(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	link, err := netlink.LinkByName(gatewayName)

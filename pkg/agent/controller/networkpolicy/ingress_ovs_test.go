@@ -18,6 +18,7 @@ import (
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	"antrea.io/antrea/pkg/agent/nodenet"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
 	"antrea.io/antrea/pkg/agent/proxy"
@@ -76,7 +77,9 @@ func newNodePathNode(t *testing.T, hosts map[string]string, objects ...runtime.O
 		GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: br.PodCIDR}); err != nil {
 		t.Fatal(err)
 	}
-	if err := inNodeNS(t, br, func() error { return route.EnsureMasquerade(br.PodCIDR, "antrea-gw0") }); err != nil {
+	if err := inNodeNS(t, br, func() error {
+		return nodenet.EnsureMasquerade(context.Background(), netip.MustParsePrefix(br.PodCIDR.String()), "antrea-gw0")
+	}); err != nil {
 		t.Fatal(err)
 	}
 	n.web = br.AddPod(t, "web", "10.10.1.3/24")
