@@ -41,8 +41,11 @@ NODECACHE=$CACHE/node-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-crictl-$
 # The Debian rootfs of the agnhost image: the packages upstream's agnhost
 # Dockerfile (test/images/agnhost/Dockerfile) installs on its Alpine base
 # image, and busybox for the applets Alpine's base has and Debian's packages
-# lack (wget, ...; customize_agnhost_rootfs links them).
-ROOTFS_PACKAGES=bash,curl,ca-certificates,netcat-openbsd,iproute2,iputils-ping,dnsutils,socat,iperf,procps,util-linux,less,busybox
+# lack (customize_agnhost_rootfs links them). wget is GNU wget, not the
+# applet: Debian 12's busybox 1.35 wget segfaults whenever it is given a
+# timeout (`wget -q -O - -T 1 URL`, what upstream's Services specs run;
+# checked on the host and in the image on 2026-12-06).
+ROOTFS_PACKAGES=bash,curl,ca-certificates,netcat-openbsd,iproute2,iputils-ping,dnsutils,socat,iperf,procps,util-linux,less,busybox,wget
 ROOTFS_SUITE=bookworm
 # Bump when build_rootfs changes what it does to the rootfs.
 ROOTFS_RECIPE=3
