@@ -66,13 +66,10 @@ func TestStaleUDPConntrackOnRealOVS(t *testing.T) {
 		service("dns", "10.96.0.53", svcPort("dns", corev1.ProtocolUDP, 53, 5353)),
 		slice("dns-1", "dns", ports, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.1.4", node: "node-1"}),
 	)
-	cli := n.AddPod(t, "c1", "10.10.1.2/24")
-	e1 := n.AddPod(t, "e1", "10.10.1.3/24")
-	e2 := n.AddPod(t, "e2", "10.10.1.4/24")
+	cli := n.addPod(t, "c1", "10.10.1.2/24")
+	e1 := n.addPod(t, "e1", "10.10.1.3/24")
+	e2 := n.addPod(t, "e2", "10.10.1.4/24")
 	for _, p := range []*bridgetest.Pod{cli, e1, e2} {
-		if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
-			t.Fatal(err)
-		}
 		p.ServeWho(t, 5353)
 	}
 	n.waitGroups(t, "dns should have both endpoints", func(g []string) bool { return bucketsOf(g) == 2 })
@@ -148,13 +145,8 @@ func TestSCTPPortGetsAnEventOnRealOVS(t *testing.T) {
 		slice("sig-1", "sig", slicePorts(epPort("http", corev1.ProtocolTCP, 8080), epPort("diameter", corev1.ProtocolSCTP, 3868)),
 			ep{ip: "10.10.1.3", node: "node-1"}),
 	)
-	cli := n.AddPod(t, "c1", "10.10.1.2/24")
-	e1 := n.AddPod(t, "e1", "10.10.1.3/24")
-	for _, p := range []*bridgetest.Pod{cli, e1} {
-		if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cli := n.addPod(t, "c1", "10.10.1.2/24")
+	e1 := n.addPod(t, "e1", "10.10.1.3/24")
 	e1.ServeWho(t, 8080)
 	n.waitGroups(t, "sig should have one group, its TCP port's", func(g []string) bool { return len(g) == 1 && bucketsOf(g) == 1 })
 	if who, _ := bridgetest.Answerer(cli.AskWhoEventually(t, "tcp4", "10.96.0.60:80")); who != "e1" {
@@ -191,13 +183,10 @@ func TestUDPAndTCPConnectionsSpreadOverEveryEndpointOnRealOVS(t *testing.T) {
 		service("echo", "10.96.0.90", svcPort("udp", corev1.ProtocolUDP, 90, 8081), svcPort("tcp", corev1.ProtocolTCP, 90, 8081)),
 		slice("echo-1", "echo", ports, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.1.4", node: "node-1"}),
 	)
-	cli := n.AddPod(t, "c1", "10.10.1.2/24")
-	e1 := n.AddPod(t, "e1", "10.10.1.3/24")
-	e2 := n.AddPod(t, "e2", "10.10.1.4/24")
+	cli := n.addPod(t, "c1", "10.10.1.2/24")
+	e1 := n.addPod(t, "e1", "10.10.1.3/24")
+	e2 := n.addPod(t, "e2", "10.10.1.4/24")
 	for _, p := range []*bridgetest.Pod{cli, e1, e2} {
-		if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
-			t.Fatal(err)
-		}
 		p.ServeWho(t, 8081)
 	}
 	n.waitGroups(t, "both ports should have both endpoints", func(g []string) bool { return len(g) == 2 && bucketsOf(g) == 4 })
@@ -223,13 +212,8 @@ func TestUDPFromAFixedPortReachesAnEndpointThatBecameReadyOnRealOVS(t *testing.T
 		service("late", "10.96.0.91", svcPort("udp", corev1.ProtocolUDP, 80, 8081)),
 		slice("late-1", "late", ports, ep{ip: "10.10.1.3", node: "node-1", ready: ptr(false)}),
 	)
-	cli := n.AddPod(t, "c1", "10.10.1.2/24")
-	e1 := n.AddPod(t, "e1", "10.10.1.3/24")
-	for _, p := range []*bridgetest.Pod{cli, e1} {
-		if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cli := n.addPod(t, "c1", "10.10.1.2/24")
+	e1 := n.addPod(t, "e1", "10.10.1.3/24")
 	e1.ServeWho(t, 8081)
 	n.waitGroups(t, "late should reject (one bucket, no endpoint)", func(g []string) bool { return len(g) == 1 && !hasAll(g, reg3(e1)) })
 	// ask sends one datagram from source port 40404 on a new socket and
