@@ -9,6 +9,12 @@ export KUBEBUILDER_ASSETS=$ROOT/_output/bin
 export ANTREA_BIN=$ROOT/bin
 mkdir -p _output/test _output/tools
 go build -o _output/tools/judge ./hack/judge
+# One lab per machine: a lab left up (make demo keeps its lab) is taken down
+# first, as the README says. Without this, test/conformance, which runs before
+# test/e2e and waits for a foreign lab to go rather than removing it, waits
+# until its timeout (seen: 18 minutes behind a lab left up by e2e-upstream's
+# E2E_KEEP=1).
+bin/antrea-lab down >/dev/null
 # Packages run one at a time: integration tests start OVS instances and control
 # planes, and this machine has two cores. hack/judge prints what go test
 # prints, keeps the events in _output/test/go-test.json, and ends with every
