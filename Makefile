@@ -65,7 +65,7 @@ lint:
 ## conformance: the agent and controller packages' tests under the race detector, every case of our NetworkPolicy conformance suite, then upstream's e2e NetworkPolicy specs.
 conformance: install build race
 	ANTREA_CONFORMANCE=all $(GO) test -count=1 -timeout 60m ./test/conformance/...
-	ANTREA_E2E_SERVICE_PATHS=1 $(GO) test -count=1 -timeout 20m -run 'TestEveryServicePathReachesEveryEndpointOverTCPAndUDP' ./test/e2e/
+	ANTREA_E2E_SERVICE_PATHS=1 $(GO) test -count=1 -timeout 45m -run 'TestEveryServicePathReachesEveryEndpointOverTCPAndUDP' ./test/e2e/
 	./hack/e2e-upstream.sh
 	$(MAKE) conformance-sig-network
 

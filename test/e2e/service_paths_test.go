@@ -41,7 +41,7 @@ func TestEveryServicePathReachesEveryEndpointOverTCPAndUDP(t *testing.T) {
 	if len(e.Nodes) < 2 {
 		t.Skipf("needs two nodes, the lab has %d", len(e.Nodes))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	spec := func(node string, hostNetwork bool, args ...string) corev1.PodSpec {
 		return corev1.PodSpec{NodeName: node, HostNetwork: hostNetwork, Containers: []corev1.Container{{
@@ -98,7 +98,7 @@ func TestEveryServicePathReachesEveryEndpointOverTCPAndUDP(t *testing.T) {
 	// source port each) until both endpoints answered or tries ran out,
 	// one answer a line (empty when none came).
 	const tries = 30
-	until := func(client string, tg target) (map[string]int, error) {
+	until := func(ctx context.Context, client string, tg target) (map[string]int, error) {
 		var one string
 		host, port, _ := net.SplitHostPort(tg.addr)
 		if tg.proto == corev1.ProtocolUDP {
@@ -121,11 +121,15 @@ func TestEveryServicePathReachesEveryEndpointOverTCPAndUDP(t *testing.T) {
 		for _, tg := range targets {
 			name := fmt.Sprintf("from %s (%s) to the %s over %s", client, pods[client].Spec.NodeName, tg.what, tg.proto)
 			t.Run(name, func(t *testing.T) {
+				// A deadline per case, so one path that never answers
+				// fails alone instead of using up the others' time.
+				ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+				defer cancel()
 				// The first attempt may come before the proxy programmed
 				// the Service or a neighbour resolved: wait for the first
 				// answer, then judge a fresh round.
 				labtest.WaitFor(t, ctx, name+": a first answer", func() error {
-					counts, err := until(client, tg)
+					counts, err := until(ctx, client, tg)
 					if err != nil {
 						return err
 					}
@@ -134,7 +138,7 @@ func TestEveryServicePathReachesEveryEndpointOverTCPAndUDP(t *testing.T) {
 					}
 					return nil
 				})
-				counts, err := until(client, tg)
+				counts, err := until(ctx, client, tg)
 				if err != nil {
 					t.Fatal(err)
 				}
