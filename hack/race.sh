@@ -6,13 +6,7 @@
 # in make test: go test's, then every skipped test and why (hack/judge
 # gotest); events in _output/test/go-test-race.json.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
-export PATH=$ROOT/_output/bin:$ROOT/_output/tools:$ROOT/_output/cni/bin:$PATH
-export KUBEBUILDER_ASSETS=$ROOT/_output/bin
-export ANTREA_BIN=$ROOT/bin
-mkdir -p _output/test _output/tools
-go build -o _output/tools/judge ./hack/judge
+source "$(dirname "${BASH_SOURCE[0]}")/lib/test-env.sh"
 start=$(date +%s)
 set +e
 go test -race -count=1 -p 1 -timeout 60m -json ./pkg/agent/... ./pkg/controller/... 2>&1 |

@@ -2,13 +2,7 @@
 # test.sh runs every test layer: unit and integration tests (go test ./..., the
 # ones needing root skip themselves otherwise) and the e2e tests on the lab.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
-export PATH=$ROOT/_output/bin:$ROOT/_output/tools:$ROOT/_output/cni/bin:$PATH
-export KUBEBUILDER_ASSETS=$ROOT/_output/bin
-export ANTREA_BIN=$ROOT/bin
-mkdir -p _output/test _output/tools
-go build -o _output/tools/judge ./hack/judge
+source "$(dirname "${BASH_SOURCE[0]}")/lib/test-env.sh"
 # One lab per machine: a lab left up (make demo keeps its lab) is taken down
 # first, as the README says. Without this, test/conformance, which runs before
 # test/e2e and waits for a foreign lab to go rather than removing it, waits
