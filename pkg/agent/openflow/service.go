@@ -505,12 +505,18 @@ func (b *flowBuilder) serviceLBFlow(p ServicePort, groupID uint32, digest []byte
 // 6 bytes make the note action exactly 16 bytes.
 const digestLen = 6
 
-// groupDigest is a digest of a group's content (type and buckets).
-func groupDigest(g *binding.GroupMod) []byte {
-	c := *g
-	c.Command = binding.GroupAdd
+// groupDigest is a digest of the content (type and buckets) of a port's
+// groups; deletes are left out.
+func groupDigest(gs ...*binding.GroupMod) []byte {
 	h := fnv.New64a()
-	h.Write([]byte(c.String()))
+	for _, g := range gs {
+		if g.Command == binding.GroupDelete {
+			continue
+		}
+		c := *g
+		c.Command = binding.GroupAdd
+		h.Write([]byte(c.String()))
+	}
 	return h.Sum(nil)[:digestLen]
 }
 
@@ -678,6 +684,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 	newPorts := map[ServicePort]*installedPort{}
 	adopted := map[ServicePort]bool{}
 	lastGroup := st.lastGroup
+	fragFlows := fragFlowPorts(norm)
 	for _, p := range sortedPorts(norm) {
 		ps := norm[p]
 		old := st.ports[p]
@@ -694,11 +701,11 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 		}
 		if old == nil {
 			lastGroup++
-			g := c.b.serviceGroup(binding.GroupAdd, lastGroup, ps)
-			digest := groupDigest(g)
-			flows := c.portFlows(p, lastGroup, digest, ps)
+			gs := c.b.portGroups(binding.GroupAdd, lastGroup, p, ps)
+			digest := groupDigest(gs...)
+			flows := c.portFlows(p, lastGroup, digest, ps, fragFlows[p])
 			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, state: ps, digest: digest, flows: flows}
-			gm, err := groupMsgs(g)
+			gm, err := groupMsgs(gs...)
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
 			}
@@ -706,17 +713,25 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 			flowAdds = append(flowAdds, addMods(flows)...)
 			continue
 		}
-		g := c.b.serviceGroup(binding.GroupModify, old.groupID, ps)
-		digest := groupDigest(g)
-		if !bytes.Equal(digest, old.digest) {
-			gm, err := groupMsgs(g)
+		gs := c.b.portGroups(binding.GroupModify, old.groupID, p, ps)
+		digest := groupDigest(gs...)
+		flows := c.portFlows(p, old.groupID, digest, ps, fragFlows[p])
+		newPorts[p] = &installedPort{owner: name, groupID: old.groupID, state: ps, digest: digest, flows: flows}
+		changed := !bytes.Equal(digest, old.digest)
+		if changed && adopted[p] && len(gs) > 1 {
+			// An earlier run may not have made the fragment group: write
+			// it anew (deleting a group that is not there is no error;
+			// deleting one deletes its flow, added again below).
+			gs = append(gs[:1], fragGroup(&binding.GroupMod{Command: binding.GroupDelete, GroupID: old.groupID}), fragGroup(c.b.serviceGroup(binding.GroupAdd, old.groupID, ps)))
+			flowAdds = append(flowAdds, addMods(flowsToFragGroup(flows))...)
+		}
+		if changed {
+			gm, err := groupMsgs(gs...)
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
 			}
 			groupMods = append(groupMods, gm...)
 		}
-		flows := c.portFlows(p, old.groupID, digest, ps)
-		newPorts[p] = &installedPort{owner: name, groupID: old.groupID, state: ps, digest: digest, flows: flows}
 		adds, dels := diffFlows(old.flows, flows)
 		flowAdds, flowDels = append(flowAdds, adds...), append(flowDels, dels...)
 		learnDels = append(learnDels, c.learnedToDelete(p, old, ps)...)
@@ -735,7 +750,9 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 		if on, _, _ := c.affinityOf(old.flows); on {
 			learnDels = append(learnDels, c.b.deleteLearned(p, nil))
 		}
-		groupDels = append(groupDels, c.b.serviceGroup(binding.GroupDelete, old.groupID, PortState{}))
+		for _, g := range c.b.portGroups(binding.GroupDelete, old.groupID, p, PortState{}) {
+			groupDels = append(groupDels, g)
+		}
 	}
 	var epAdds, epDels []binding.Message
 	var gone []endpointKey // endpoints no port uses any more
@@ -865,14 +882,16 @@ func (st *serviceState) undoOf(name string, have ServiceState, newPorts map[Serv
 // group larger than an OpenFlow message (about 700 endpoints without
 // affinity) the add or modify with the first buckets and insert-bucket
 // messages with the others, which the bundle applies at once.
-func groupMsgs(g *binding.GroupMod) ([]binding.Message, error) {
-	parts, err := g.Split(binding.MaxGroupModLen)
-	if err != nil {
-		return nil, err
-	}
-	msgs := make([]binding.Message, len(parts))
-	for i, p := range parts {
-		msgs[i] = p
+func groupMsgs(gs ...*binding.GroupMod) ([]binding.Message, error) {
+	var msgs []binding.Message
+	for _, g := range gs {
+		parts, err := g.Split(binding.MaxGroupModLen)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range parts {
+			msgs = append(msgs, p)
+		}
 	}
 	return msgs, nil
 }
@@ -884,8 +903,11 @@ func ip4Addr(v uint32) netip.Addr {
 // portFlows are the flows of one port: its ServiceLB flow and, with
 // affinity, its lookup and exact-lookup flows and one learn flow per
 // endpoint.
-func (c *Client) portFlows(p ServicePort, groupID uint32, digest []byte, ps PortState) []*binding.Flow {
+func (c *Client) portFlows(p ServicePort, groupID uint32, digest []byte, ps PortState, fragFlow bool) []*binding.Flow {
 	flows := []*binding.Flow{c.b.serviceLBFlow(p, groupID, digest)}
+	if fragFlow {
+		flows = append(flows, c.b.serviceFragLBFlow(p, groupID))
+	}
 	if ps.AffinityTimeout > 0 {
 		flows = append(flows, c.b.affinityLookupFlow(p), c.b.affinityExactFlow(p))
 		idle := c.affinityIdle(ps)
@@ -1001,8 +1023,8 @@ func (c *Client) Groups() []*binding.GroupMod {
 
 func (c *Client) serviceGroups() []*binding.GroupMod {
 	out := make([]*binding.GroupMod, 0, len(c.svc.ports))
-	for _, ip := range c.svc.ports {
-		out = append(out, c.b.serviceGroup(binding.GroupAdd, ip.groupID, ip.state))
+	for p, ip := range c.svc.ports {
+		out = append(out, c.b.portGroups(binding.GroupAdd, ip.groupID, p, ip.state)...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GroupID < out[j].GroupID })
 	return out

@@ -77,12 +77,16 @@ func (c *Client) RecoverServices(ctx context.Context) (int, error) {
 	}
 	rec := newRecoveredServices()
 	lb, dnat, sa := c.p.Table(ServiceLBTable).ID, c.p.Table(EndpointDNATTable).ID, c.p.Table(SessionAffinityTable).ID
-	var others []*binding.Flow
+	var others, fragFlows []*binding.Flow
 	var lastGroup uint32
 	for i := range stats {
 		f := stats[i].Flow
 		switch f.Table {
 		case lb:
+			if _, frag := fragGroupOf(&f); frag {
+				fragFlows = append(fragFlows, &f)
+				continue
+			}
 			p, groupID, digest, ok := c.parseLBFlow(&f)
 			if !ok {
 				others = append(others, &f)
@@ -103,6 +107,20 @@ func (c *Client) RecoverServices(ctx context.Context) (int, error) {
 	for _, f := range others {
 		p := c.flowPort(f)
 		if port := rec.ports[p]; port != nil && f.Table == sa {
+			port.flows = append(port.flows, f)
+			continue
+		}
+		stray = append(stray, binding.DeleteFlowStrict(f))
+	}
+	// A fragment flow belongs to the port whose group's fragment group it
+	// sends to.
+	byGroup := make(map[uint32]*recoveredPort, len(rec.ports))
+	for _, port := range rec.ports {
+		byGroup[port.groupID] = port
+	}
+	for _, f := range fragFlows {
+		g, _ := fragGroupOf(f)
+		if port := byGroup[g]; port != nil {
 			port.flows = append(port.flows, f)
 			continue
 		}
@@ -180,6 +198,9 @@ func (c *Client) FinishServiceRecovery(ctx context.Context) error {
 			learnDels = append(learnDels, c.b.deleteLearned(p, nil))
 		}
 		groupDels = append(groupDels, &binding.GroupMod{Command: binding.GroupDelete, Type: binding.GroupSelect, GroupID: rp.groupID})
+		if fragmentsApart(p) { // deleting a group that is not there (left by a run without fragment groups) is no error
+			groupDels = append(groupDels, &binding.GroupMod{Command: binding.GroupDelete, Type: binding.GroupSelect, GroupID: fragGroupID(rp.groupID)})
+		}
 	}
 	for _, f := range rec.endpoints {
 		epDels = append(epDels, binding.DeleteFlowStrict(f))
@@ -208,7 +229,7 @@ func (c *Client) FinishServiceRecovery(ctx context.Context) error {
 	}
 	used := map[uint32]bool{}
 	for _, ip := range c.svc.ports {
-		used[ip.groupID] = true
+		used[ip.groupID], used[fragGroupID(ip.groupID)] = true, true
 	}
 	var unused []binding.Message
 	for _, g := range groups {

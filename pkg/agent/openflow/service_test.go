@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -79,7 +80,7 @@ func (g *groupBridge) groupStrings() []string {
 		a.Command = binding.GroupAdd
 		out = append(out, a.String())
 	}
-	sort.Strings(out)
+	bridgetest.SortGroups(out)
 	return out
 }
 

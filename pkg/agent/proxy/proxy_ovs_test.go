@@ -279,8 +279,9 @@ func TestServiceWithoutEndpointsRejectsOnRealOVS(t *testing.T) {
 	if err := n.flows.InstallPodFlows(cli.HostIF, []net.IP{cli.IP}, cli.MAC, cli.OFPort); err != nil {
 		t.Fatal(err)
 	}
+	// Three groups: TCP's, UDP's and the group of UDP's fragments.
 	n.waitGroups(t, "both ports should have their reject bucket", func(g []string) bool {
-		return len(g) == 2 && strings.Count(strings.Join(g, "\n"), "set_field:0x20000/0x20000->reg4") == 2
+		return len(g) == 3 && strings.Count(strings.Join(g, "\n"), "set_field:0x20000/0x20000->reg4") == 3
 	})
 
 	t.Logf("groups:\n%s\nEndpointDNAT:\n%s\nmeters:\n%s", strings.Join(n.DumpGroups(t), "\n"),
@@ -791,8 +792,11 @@ func TestAnAgentRestartKeepsUnchangedServicesOnRealOVS(t *testing.T) {
 	eps := []ep{{ip: "10.10.1.3", node: "node-1"}, {ip: "10.10.1.4", node: "node-1"}}
 	sticky := service("sticky", "10.96.0.11", svcPorts...)
 	clientIPAffinity(10800)(sticky)
+	// keep also has a UDP port, whose fragment flow and group must be kept too.
+	keepPorts := append(slicePorts(epPort("dns", corev1.ProtocolUDP, 8080)), ports...)
 	n := newOVSNode(t, Config{},
-		service("keep", "10.96.0.10", svcPorts...), slice("keep-1", "keep", ports, eps...),
+		service("keep", "10.96.0.10", append([]corev1.ServicePort{svcPort("dns", corev1.ProtocolUDP, 53, 8080)}, svcPorts...)...),
+		slice("keep-1", "keep", keepPorts, eps...),
 		sticky, slice("sticky-1", "sticky", ports, eps...),
 		service("gone", "10.96.0.12", svcPorts...), slice("gone-1", "gone", ports, eps...),
 		service("moved", "10.96.0.13", svcPorts...), slice("moved-1", "moved", ports, eps...),
@@ -810,7 +814,7 @@ func TestAnAgentRestartKeepsUnchangedServicesOnRealOVS(t *testing.T) {
 		e.ServeWho(t, 8080)
 		e.ServeEcho(t, 9090)
 	}
-	n.waitGroups(t, "the four Services should be installed", func(g []string) bool { return len(g) == 8 })
+	n.waitGroups(t, "the four Services should be installed", func(g []string) bool { return len(g) == 10 })
 	held, err := cli.Dial(t, "tcp4", "10.96.0.10:90", 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -864,7 +868,7 @@ func TestAnAgentRestartKeepsUnchangedServicesOnRealOVS(t *testing.T) {
 	start := time.Now()
 	n.start(t, Config{Packets: n.OF})
 	n.waitGroups(t, "gone's groups should go and moved's lose e2", func(g []string) bool {
-		return len(g) == 6 && bucketsOf(g) == 10
+		return len(g) == 8 && bucketsOf(g) == 14
 	})
 	// The recovery finishes once every Service was synced, deleting gone's
 	// groups; then nothing more comes.

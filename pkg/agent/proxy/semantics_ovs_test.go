@@ -72,7 +72,8 @@ func TestStaleUDPConntrackOnRealOVS(t *testing.T) {
 	for _, p := range []*bridgetest.Pod{cli, e1, e2} {
 		p.ServeWho(t, 5353)
 	}
-	n.waitGroups(t, "dns should have both endpoints", func(g []string) bool { return bucketsOf(g) == 2 })
+	// A UDP port has two groups: its own and its fragments'.
+	n.waitGroups(t, "dns should have both endpoints", func(g []string) bool { return len(g) == 2 && bucketsOf(g) == 4 })
 
 	c, err := cli.Dial(t, "udp4", "10.96.0.53:53", time.Second)
 	if err != nil {
@@ -112,7 +113,7 @@ func TestStaleUDPConntrackOnRealOVS(t *testing.T) {
 		}
 		s.Endpoints = keep
 	})
-	n.waitGroups(t, "dns should have one endpoint", func(g []string) bool { return bucketsOf(g) == 1 && hasAll(g, reg3(kept)) })
+	n.waitGroups(t, "dns should have one endpoint", func(g []string) bool { return bucketsOf(g) == 2 && hasAll(g, reg3(kept)) })
 	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		return len(n.conntrack(t, src, "src="+gone.IP.String())) == 0, nil
 	}); err != nil {
@@ -189,7 +190,8 @@ func TestUDPAndTCPConnectionsSpreadOverEveryEndpointOnRealOVS(t *testing.T) {
 	for _, p := range []*bridgetest.Pod{cli, e1, e2} {
 		p.ServeWho(t, 8081)
 	}
-	n.waitGroups(t, "both ports should have both endpoints", func(g []string) bool { return len(g) == 2 && bucketsOf(g) == 4 })
+	// Three groups: TCP's, UDP's and the group of UDP's fragments.
+	n.waitGroups(t, "both ports should have both endpoints", func(g []string) bool { return len(g) == 3 && bucketsOf(g) == 6 })
 	for _, network := range []string{"udp4", "tcp4"} {
 		seen := answerers(t, cli, network, "10.96.0.90:90", 24)
 		if seen["e1"] == 0 || seen["e2"] == 0 || seen["e1"]+seen["e2"] != 24 {
@@ -215,7 +217,7 @@ func TestUDPFromAFixedPortReachesAnEndpointThatBecameReadyOnRealOVS(t *testing.T
 	cli := n.addPod(t, "c1", "10.10.1.2/24")
 	e1 := n.addPod(t, "e1", "10.10.1.3/24")
 	e1.ServeWho(t, 8081)
-	n.waitGroups(t, "late should reject (one bucket, no endpoint)", func(g []string) bool { return len(g) == 1 && !hasAll(g, reg3(e1)) })
+	n.waitGroups(t, "late should reject (one bucket, no endpoint, and its fragment group)", func(g []string) bool { return len(g) == 2 && !hasAll(g, reg3(e1)) })
 	// ask sends one datagram from source port 40404 on a new socket and
 	// returns the answer, or the error the socket saw (ECONNREFUSED while
 	// the Service rejects).
@@ -260,4 +262,70 @@ func TestUDPFromAFixedPortReachesAnEndpointThatBecameReadyOnRealOVS(t *testing.T
 		t.Fatalf("from the same source port, the endpoint that became ready should answer, got %q (%v); conntrack:\n%s",
 			who, err, strings.Join(n.conntrack(t, "10.96.0.91"), "\n"))
 	}
+}
+
+// TestLargeUDPDatagramsThroughAServiceOnRealOVS follows upstream's e2e
+// "Networking Granular Checks: Services should be able to handle large
+// requests: udp": a datagram larger than the pod's MTU leaves the client
+// in fragments, and only the first fragment carries the UDP ports. Every
+// fragment must reach the one endpoint chosen for the datagram, and the
+// answer, as large and fragmented too, must come back from the Service's
+// address.
+func TestLargeUDPDatagramsThroughAServiceOnRealOVS(t *testing.T) {
+	ports := slicePorts(epPort("udp", corev1.ProtocolUDP, 8081))
+	n := newOVSNode(t, Config{},
+		service("big", "10.96.0.92", svcPort("udp", corev1.ProtocolUDP, 90, 8081)),
+		slice("big-1", "big", ports, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.1.4", node: "node-1"}),
+	)
+	cli := n.addPod(t, "c1", "10.10.1.2/24")
+	e1 := n.addPod(t, "e1", "10.10.1.3/24")
+	e2 := n.addPod(t, "e2", "10.10.1.4/24")
+	for _, p := range []*bridgetest.Pod{e1, e2} {
+		p.ServeWho(t, 8081)
+	}
+	n.waitGroups(t, "big should have both endpoints, in its group and its fragment group", func(g []string) bool {
+		return len(g) == 2 && bucketsOf(g) == 4 && strings.Contains(g[1], "selection_method_param=4294967296")
+	})
+	payload := []byte(strings.Repeat("42", 2000)) // 4000 bytes: three fragments at MTU 1500
+	// ask sends the large datagram on a new socket (a new source port) and
+	// returns who answered with the whole datagram back, or why not.
+	ask := func() (string, error) {
+		var who string
+		err := cli.Do(t, func() error {
+			c, err := net.Dial("udp4", "10.96.0.92:90")
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if _, err := c.Write(payload); err != nil {
+				return err
+			}
+			_ = c.SetReadDeadline(time.Now().Add(time.Second))
+			buf := make([]byte, 65536)
+			k, err := c.Read(buf)
+			if err != nil {
+				return err
+			}
+			first, rest, _ := strings.Cut(string(buf[:k]), "\n")
+			if rest != string(payload) {
+				return fmt.Errorf("the answer of %s carried %d bytes of the %d sent", first, len(rest), len(payload))
+			}
+			who, _ = bridgetest.Answerer(first)
+			return nil
+		})
+		return who, err
+	}
+	if _, err := ask(); err != nil { // the first may go while ARP resolves
+		t.Logf("first datagram: %v", err)
+	}
+	seen := map[string]int{}
+	for i := 0; i < 8; i++ {
+		who, err := ask()
+		if err != nil {
+			t.Errorf("large datagram %d through the Service: %v", i, err)
+			continue
+		}
+		seen[who]++
+	}
+	t.Logf("answered: %v; conntrack: %v", seen, n.conntrack(t, "10.96.0.92"))
 }

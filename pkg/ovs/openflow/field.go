@@ -150,6 +150,7 @@ const (
 	FieldIPDSCP
 	FieldIPECN
 	FieldIPTTL
+	FieldIPFrag
 	FieldTCPSrc
 	FieldTCPDst
 	FieldTCPFlags
@@ -268,6 +269,7 @@ var fieldInfos = [numFields]fieldInfo{
 	FieldIPDSCP:     {"ip_dscp", "OXM_OF_IP_DSCP", 1, 6, false, fmtDecimal, 8, 0, noCode},
 	FieldIPECN:      {"nw_ecn", "NXM_NX_IP_ECN", 1, 2, false, fmtDecimal, 9, oxmClassNXM1, 28},
 	FieldIPTTL:      {"nw_ttl", "NXM_NX_IP_TTL", 1, 8, false, fmtDecimal, noCode, oxmClassNXM1, 29},
+	FieldIPFrag:     {"nw_frag", "NXM_NX_IP_FRAG", 1, 2, true, fmtHex, noCode, oxmClassNXM1, 26},
 	FieldTCPSrc:     {"tcp_src", "NXM_OF_TCP_SRC", 2, 16, true, fmtDecimal, 13, oxmClassNXM0, 9},
 	FieldTCPDst:     {"tcp_dst", "NXM_OF_TCP_DST", 2, 16, true, fmtDecimal, 14, oxmClassNXM0, 10},
 	FieldTCPFlags:   {"tcp_flags", "NXM_NX_TCP_FLAGS", 2, 12, true, fmtTCPFlags, 42, oxmClassNXM1, 34},

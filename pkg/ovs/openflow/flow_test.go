@@ -92,6 +92,15 @@ func flowCases() []flowCase {
 			mk(6, 101, 0, func(m *Match) { m.UDPDst(53).UDPSrcMasked(0x1000, 0xf000).IPDSCP(46).IPTTL(64) },
 				&DecTTL{}, &SetField{Field: FieldIPDSCP, Value: U64(10)}, &SetField{Field: FieldUDPSrc, Value: U64(5353)}),
 			"table=6, priority=101,udp,nw_tos=184,nw_ttl=64,tp_src=0x1000/0xf000,tp_dst=53 actions=dec_ttl,set_field:10->ip_dscp,set_field:5353->udp_src", false},
+		{"fragments of UDP to a Service port, matched by the conntrack original tuple",
+			mk(6, 104, 0, func(m *Match) {
+				m.EthType(EthTypeIPv4).IPFrag(IPFragAny, IPFragAny).CTState(CTStateNew|CTStateTrk, CTStateNew|CTStateTrk).
+					CTNwProto(17).CTNwDst(cidr("10.96.0.10/32")).CTTpDst(53)
+			}, &Output{Port: 3}),
+			"table=6, priority=104,ct_state=+new+trk,ct_nw_dst=10.96.0.10,ct_nw_proto=17,ct_tp_dst=53,ip,nw_frag=yes actions=output:3", false},
+		{"later fragments",
+			mk(6, 105, 0, func(m *Match) { m.EthType(EthTypeIPv4).IPFrag(IPFragLater, IPFragLater) }, &Output{Port: 2}),
+			"table=6, priority=105,ip,nw_frag=later actions=output:2", false},
 		{"SCTP ports imply sctp",
 			mk(6, 102, 0, func(m *Match) { m.SCTPDst(36412).SCTPSrc(1) }, &SetField{Field: FieldSCTPDst, Value: U64(9)}),
 			"table=6, priority=102,sctp,tp_src=1,tp_dst=36412 actions=set_field:9->sctp_dst", false},

@@ -270,6 +270,21 @@ func (m *Match) IPDSCP(dscp uint8) *Match { return m.setUint(FieldIPDSCP, uint64
 // IPTTL matches the IPv4 TTL / IPv6 hop limit.
 func (m *Match) IPTTL(ttl uint8) *Match { return m.setUint(FieldIPTTL, uint64(ttl)) }
 
+// The bits of nw_frag (meta-flow.h FLOW_NW_FRAG_*): IPFragAny is set in
+// every fragment, IPFragLater in every fragment but the first.
+const (
+	IPFragAny   uint8 = 1
+	IPFragLater uint8 = 2
+)
+
+// IPFrag matches the fragment bits under mask: (IPFragAny, IPFragAny) is
+// ovs-ofctl's nw_frag=yes, (0, IPFragAny) nw_frag=no, (IPFragAny,
+// IPFragAny|IPFragLater) nw_frag=first, (IPFragLater, IPFragLater)
+// nw_frag=later. Unlike the other IP fields it implies no IP version.
+func (m *Match) IPFrag(bits, mask uint8) *Match {
+	return m.setUintMasked(FieldIPFrag, uint64(bits), uint64(mask))
+}
+
 // TCPSrc matches the TCP source port.
 func (m *Match) TCPSrc(port uint16) *Match { return m.setUint(FieldTCPSrc, uint64(port)) }
 

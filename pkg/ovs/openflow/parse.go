@@ -356,6 +356,17 @@ func (p *matchParser) field(key, val string, hasVal bool) error {
 		}
 		p.m.VlanVID(uint16(v))
 		return nil
+	case "nw_frag":
+		frag := map[string][2]uint8{
+			"no": {0, IPFragAny}, "yes": {IPFragAny, IPFragAny}, "first": {IPFragAny, IPFragAny | IPFragLater},
+			"later": {IPFragLater, IPFragLater}, "not_later": {0, IPFragLater},
+		}
+		v, ok := frag[val]
+		if !ok {
+			return fmt.Errorf("nw_frag %q is none of no, yes, first, later, not_later", val)
+		}
+		p.m.IPFrag(v[0], v[1])
+		return nil
 	case "nw_tos":
 		v, err := parseUint(val, 8)
 		if err != nil {

@@ -417,6 +417,9 @@ func appendMatchText(b []byte, m *Match, priority uint16) []byte {
 	if v, _, ok := t.u(FieldIPTTL); ok {
 		b = fmt.Appendf(b, "nw_ttl=%d,", v)
 	}
+	if v, mask, ok := t.u(FieldIPFrag); ok {
+		b = fmt.Appendf(b, "nw_frag=%s,", ipFragText(uint8(v), uint8(mask)))
+	}
 	switch {
 	case uint16(ethType) == EthTypeIPv4 && uint8(proto) == IPProtoICMP && hasProto:
 		dec16("icmp_type", FieldICMPv4Type)
@@ -482,3 +485,29 @@ func appendVlanText(b []byte, t *matchText) []byte {
 
 // String prints the match as ovs-ofctl does (with the implied prerequisites).
 func (m *Match) String() string { return string(appendMatchText(nil, m, defaultPriority)) }
+
+// ipFragText is how Open vSwitch prints nw_frag (match.c, match_format).
+func ipFragText(v, mask uint8) string {
+	switch mask {
+	case IPFragAny | IPFragLater:
+		switch v {
+		case IPFragAny | IPFragLater:
+			return "later"
+		case IPFragAny:
+			return "first"
+		case 0:
+			return "no"
+		}
+		return "<error>"
+	case IPFragAny:
+		if v&IPFragAny != 0 {
+			return "yes"
+		}
+		return "no"
+	default:
+		if v&IPFragLater != 0 {
+			return "later"
+		}
+		return "not_later"
+	}
+}

@@ -268,13 +268,15 @@ func (p *Pod) ServeWho(t testing.TB, port int) {
 	}()
 	go func() {
 		defer wg.Done()
-		buf := make([]byte, 1500)
+		buf := make([]byte, 65536)
 		for {
-			_, from, err := pc.ReadFrom(buf)
+			k, from, err := pc.ReadFrom(buf)
 			if err != nil {
 				return
 			}
-			_, _ = pc.WriteTo(fmt.Appendf(nil, "%s %s\n", p.Name, from), from)
+			// The answer's first line says who answered; the datagram
+			// follows it, so a large request gets an answer as large.
+			_, _ = pc.WriteTo(append(fmt.Appendf(nil, "%s %s\n", p.Name, from), buf[:k]...), from)
 		}
 	}()
 }
@@ -373,6 +375,7 @@ func (p *Pod) AskWhoEventually(t testing.TB, network, addr string) string {
 // Answerer returns who answered (the first word of AskWho's answer) and the
 // client address it saw.
 func Answerer(answer string) (who, client string) {
+	answer, _, _ = strings.Cut(answer, "\n")
 	f := strings.Fields(answer)
 	if len(f) != 2 {
 		return answer, ""
@@ -409,8 +412,13 @@ func (b *Bridge) DumpGroups(t testing.TB) []string {
 		t.Fatal(err)
 	}
 	groups := lines(out, "OFPST_GROUP")
-	sort.Slice(groups, func(i, j int) bool { return groupID(groups[i]) < groupID(groups[j]) })
+	SortGroups(groups)
 	return groups
+}
+
+// SortGroups sorts groups printed as dump-groups prints them by id.
+func SortGroups(groups []string) {
+	sort.Slice(groups, func(i, j int) bool { return groupID(groups[i]) < groupID(groups[j]) })
 }
 
 func groupID(s string) int {
