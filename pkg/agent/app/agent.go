@@ -187,6 +187,7 @@ func Run(ctx context.Context, o Options) error {
 		GatewayMAC:    nc.Gateway.MAC,
 		TunnelOFPort:  uint32(nc.TunnelOFPort),
 		PodCIDR:       podCIDRs[0],
+		NodeIP:        nc.NodeIP.IP,
 	}); err != nil {
 		return err
 	}
@@ -281,7 +282,7 @@ func Run(ctx context.Context, o Options) error {
 			NoHealthChecks: !o.ProxyAll, HealthCheckAddresses: healthCheckAddresses(o.NodePortAddresses)}
 		if o.ProxyAll {
 			np, err := route.NewNodePath(route.NodePathConfig{GatewayName: nc.Gateway.Name, GatewayIP: addrOf(gwIP),
-				PodCIDR: prefixOf(podCIDRs[0]), NodePortAddresses: o.NodePortAddresses})
+				NodeIP: addrOf(nc.NodeIP.IP), PodCIDR: prefixOf(podCIDRs[0]), NodePortAddresses: o.NodePortAddresses})
 			if err != nil {
 				return err
 			}

@@ -51,6 +51,9 @@ type NodeConfig struct {
 	GatewayMAC    net.HardwareAddr
 	TunnelOFPort  uint32
 	PodCIDR       *net.IPNet
+	// NodeIP is the node's transport address (the InternalIP hostNetwork
+	// endpoints have); nil leaves out the flows that need it.
+	NodeIP net.IP
 }
 
 const (

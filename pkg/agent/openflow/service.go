@@ -403,6 +403,21 @@ func (b *flowBuilder) serviceFixedFlows(n *NodeConfig) []*binding.Flow {
 		matchField(m, PktSourceField, FromGateway)
 		matchField(m, PktDestinationField, ToGateway)
 	})...)
+	if n.NodeIP != nil {
+		// A local pod's UDP to a Service endpoint that is this node
+		// (a hostNetwork endpoint) leaves as from HairpinIP: a UDP server
+		// bound to the wildcard address answers from the address of the
+		// route back to its client, which for a pod is the gateway's, and
+		// the answer would then match no connection; the node's route to
+		// HairpinIP has the node's address as its source (pkg/agent/route,
+		// nodepath.go). TCP answers from the address it was reached at.
+		flows = append(flows, snat(priorityLow, HairpinIP, func(m *binding.Match) {
+			matchField(m, ServiceCTMark, 1)
+			matchField(m, PktSourceField, FromLocal)
+			matchField(m, PktDestinationField, ToGateway)
+			m.IPProto(binding.IPProtoUDP).IPDst(addr(n.NodeIP))
+		})...)
+	}
 	if n.TunnelOFPort != 0 {
 		flows = append(flows, snat(priorityLow, gwIP, func(m *binding.Match) {
 			matchField(m, ServiceCTMark, 1)

@@ -44,12 +44,12 @@ func newPathNode(t *testing.T, u *bridgetest.Underlay, name, podCIDR, gwIP, node
 	}
 	br.SetReplay(func(ctx context.Context, conn *openflow.Conn) error { return flows.Replay(ctx, conn) })
 	if err := flows.Initialize(context.Background(), &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
-		GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: br.PodCIDR}); err != nil {
+		GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: br.PodCIDR, NodeIP: br.NodeIP}); err != nil {
 		t.Fatal(err)
 	}
 	ones, _ := br.PodCIDR.Mask.Size()
 	path, err := route.NewNodePath(route.NodePathConfig{GatewayName: "antrea-gw0", GatewayIP: netip.MustParseAddr(gwIP),
-		PodCIDR: netip.PrefixFrom(netip.MustParseAddr(br.PodCIDR.IP.String()), ones), ResyncPeriod: time.Second})
+		NodeIP: netip.MustParsePrefix(nodeIP).Addr(), PodCIDR: netip.PrefixFrom(netip.MustParseAddr(br.PodCIDR.IP.String()), ones), ResyncPeriod: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,6 +331,63 @@ func TestNodePortsAndTheNodePathOnTwoRealNodes(t *testing.T) {
 	}
 	if routes := bridgetest.Run(t, "ip", "-n", n2.NetNS(), "route", "show", "dev", "antrea-gw0"); strings.Contains(routes, "169.254.0.25") {
 		t.Fatalf("the node path's routes should be gone:\n%s", routes)
+	}
+}
+
+
+// TestHostNetworkEndpointsAnswerUDPThroughAServiceOnTwoRealNodes follows
+// upstream's e2e "Networking Granular Checks: Services should function for
+// service endpoints using hostNetwork": a Service's endpoints are the
+// nodes' own addresses, each node running a UDP server bound to the
+// wildcard address, which answers from the address of its route back to
+// the client. From a pod and from the node itself, new connections to the
+// ClusterIP must be answered by both nodes, the client's own included:
+// before, a pod's datagram DNATed to its own node was answered from the
+// gateway's address (the route to the pod CIDR) and a node's own from the
+// gateway's too (the route to HairpinIP), and neither answer matched the
+// connection.
+func TestHostNetworkEndpointsAnswerUDPThroughAServiceOnTwoRealNodes(t *testing.T) {
+	u := bridgetest.NewUnderlay(t)
+	n1 := newPathNode(t, u, "node-1", "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24")
+	n2 := newPathNode(t, u, "node-2", "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24")
+	connectNodes(t, n1, n2)
+	c1 := n1.addPod(t, "c1", "10.10.1.2/24")
+	node1, node2 := n1.NodeHost("node-1"), n2.NodeHost("node-2")
+	node1.ServeWho(t, 8081)
+	node2.ServeWho(t, 8081)
+	client := fake.NewClientset()
+	for _, o := range []interface{}{
+		service("hostnet", "10.96.0.20", svcPort("udp", corev1.ProtocolUDP, 90, 8081)),
+		slice("hostnet-1", "hostnet", slicePorts(epPort("udp", corev1.ProtocolUDP, 8081)),
+			ep{ip: "192.168.77.11", node: "node-1"}, ep{ip: "192.168.77.12", node: "node-2"}),
+	} {
+		create(t, client, o)
+	}
+	n1.run(t, client)
+	n2.run(t, client)
+	waitFor(t, "node-1 should have the Service's group", func() (bool, string) {
+		g := n1.DumpGroups(t)
+		return hasAll(g, "0xc0a84d0b->reg3", "0xc0a84d0c->reg3"), strings.Join(g, "\n")
+	})
+	waitFor(t, "node-1 should route the ClusterIP to the gateway", func() (bool, string) {
+		routes := bridgetest.Run(t, "ip", "-n", n1.NetNS(), "route")
+		return strings.Contains(routes, "10.96.0.20 via 169.254.0.252"), routes
+	})
+	for _, from := range []*bridgetest.Pod{c1, node1} {
+		who := map[string]int{}
+		for i := 0; i < 24 && (who["node-1"] == 0 || who["node-2"] == 0); i++ {
+			answer, err := from.AskWho(t, "udp4", "10.96.0.20:90", time.Second)
+			if err != nil {
+				who["no answer"]++
+				continue
+			}
+			w, _ := bridgetest.Answerer(answer)
+			who[w]++
+		}
+		if who["node-1"] == 0 || who["node-2"] == 0 {
+			t.Errorf("from %s: new UDP connections to the ClusterIP should be answered by both nodes' hostNetwork endpoints, answered %v", from.Name, who)
+		}
+		t.Logf("from %s: %v", from.Name, who)
 	}
 }
 

@@ -74,6 +74,11 @@ type NodePathConfig struct {
 	GatewayName string
 	GatewayIP   netip.Addr
 	PodCIDR     netip.Prefix
+	// NodeIP is the node's transport address: the source of the node's
+	// route to HairpinIP, so a hostNetwork endpoint's UDP answers to a
+	// Service client source-NATed to HairpinIP leave from the address the
+	// client was DNATed to. Unset: the gateway's address.
+	NodeIP netip.Addr
 	// NodePortAddresses selects the node addresses NodePorts are served on
 	// (antreaProxy.nodePortAddresses); empty: every IPv4 address of the
 	// node but loopback, link-local ones and the gateway's.
@@ -242,12 +247,16 @@ func (n *NodePath) ensureBase(ctx context.Context) error {
 		return fmt.Errorf("gateway %s: %w", n.cfg.GatewayName, err)
 	}
 	for _, ip := range []netip.Addr{NodePortVirtualIP, HairpinIP} {
+		src := n.cfg.GatewayIP
+		if ip == HairpinIP && n.cfg.NodeIP.IsValid() {
+			src = n.cfg.NodeIP
+		}
 		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
 			IP: ip.AsSlice(), HardwareAddr: types.GlobalVirtualMAC}); err != nil {
 			return fmt.Errorf("neighbour %s on %s: %w", ip, n.cfg.GatewayName, err)
 		}
 		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: hostNet(ip), Scope: netlink.SCOPE_LINK,
-			Src: n.cfg.GatewayIP.AsSlice(), Protocol: unix.RTPROT_STATIC}); err != nil {
+			Src: src.AsSlice(), Protocol: unix.RTPROT_STATIC}); err != nil {
 			return fmt.Errorf("route %s dev %s: %w", ip, n.cfg.GatewayName, err)
 		}
 	}
