@@ -334,7 +334,6 @@ func TestNodePortsAndTheNodePathOnTwoRealNodes(t *testing.T) {
 	}
 }
 
-
 // TestHostNetworkEndpointsAnswerUDPThroughAServiceOnTwoRealNodes follows
 // upstream's e2e "Networking Granular Checks: Services should function for
 // service endpoints using hostNetwork": a Service's endpoints are the
