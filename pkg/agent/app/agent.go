@@ -274,7 +274,7 @@ func Run(ctx context.Context, o Options) error {
 		events := record.NewBroadcaster(record.WithContext(ctx))
 		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		defer events.Shutdown()
-		pcfg := proxy.Config{NodeName: o.NodeName, Packets: serviceIns, DatapathType: o.DatapathType,
+		pcfg := proxy.Config{NodeName: o.NodeName, Packets: serviceIns, DatapathType: o.DatapathType, ServiceProxyName: o.ServiceProxyName,
 			Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "antrea-agent", Host: o.NodeName}),
 			Nodes:    informerFactory.Core().V1().Nodes(), Zone: node.Labels[corev1.LabelTopologyZone],
 			// The health checks of externalTrafficPolicy Local belong to

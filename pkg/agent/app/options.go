@@ -46,6 +46,10 @@ type Options struct {
 	// NodePortAddresses (antreaProxy.nodePortAddresses) select the node
 	// addresses serving NodePorts; empty: all of them.
 	NodePortAddresses []netip.Prefix
+	// ServiceProxyName (antreaProxy.serviceProxyName) is the value of
+	// the label service.kubernetes.io/service-proxy-name of the Services
+	// AntreaProxy serves; empty: those without the label.
+	ServiceProxyName string
 	// ProxyHealthzAddress (antreaProxy.healthzBindAddress) is where
 	// kube-proxy's health port is served with proxyAll; invalid: nowhere.
 	ProxyHealthzAddress netip.AddrPort
@@ -88,6 +92,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MTU, "mtu", o.MTU, "pod MTU (0: the uplink MTU minus the tunnel overhead) [defaultMTU]")
 	fs.BoolVar(&o.EnableProxy, "enable-proxy", o.EnableProxy, "realize ClusterIP Services in OVS (AntreaProxy); off: leave Services to kube-proxy [featureGates.AntreaProxy, antreaProxy.enable]")
 	fs.IntVar(&o.APIPort, "api-port", o.APIPort, "port of the agent API (HTTPS; 0: no API) [apiPort]")
+	fs.StringVar(&o.ServiceProxyName, "service-proxy-name", o.ServiceProxyName, "serve only Services labelled service.kubernetes.io/service-proxy-name with this value (empty: only Services without the label) [antreaProxy.serviceProxyName]")
 	fs.BoolVar(&o.ProxyAll, "proxy-all", o.ProxyAll, "AntreaProxy also realizes NodePorts and Services for the node's own and outside traffic (no kube-proxy needed) [antreaProxy.proxyAll]")
 }
 
@@ -129,6 +134,7 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 	set("enable-proxy", func() { o.EnableProxy = c.ProxyEnabled() })
 	set("proxy-all", func() { o.ProxyAll = c.AntreaProxy.ProxyAll })
 	set("", func() { o.NodePortAddresses = c.NodePortPrefixes() })
+	set("service-proxy-name", func() { o.ServiceProxyName = c.AntreaProxy.ServiceProxyName })
 	set("", func() { o.ProxyHealthzAddress, _ = c.HealthzAddrPort() })
 	set("api-port", func() { o.APIPort = c.APIPort })
 	set("", func() { o.EnablePrometheusMetrics = c.EnablePrometheusMetrics })

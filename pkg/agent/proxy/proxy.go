@@ -143,28 +143,30 @@ func sliceServiceKey(obj interface{}) ([]string, error) {
 
 // Proxy keeps the Services of the cluster in this node's OVS.
 type Proxy struct {
-	nodeName  string
-	flows     FlowInstaller
-	services  corelisters.ServiceLister
-	slices    cache.Indexer
-	synced    []cache.InformerSynced
-	queue     workqueue.TypedRateLimitingInterface[string]
-	packets   PacketIO
-	proxyAll  bool
-	nodePath  NodePath
-	rejected  atomic.Uint64
-	agePeriod time.Duration
-	recorder  record.EventRecorder
-	datapath  string
-	health    *healthServer // nil: health checks not served
-	mu        sync.Mutex
-	zone      string                                  // this node's zone label
-	warned    map[string]*warned                      // Events posted, by Service key
-	installed map[string]agentof.ServiceState         // by Service key, as last accepted by OVS
-	pending   map[string]bool                         // Services known at start not installed yet (nil once all were)
-	started   bool                                    // pending was filled
-	claims    map[agentof.ServicePort]string          // the Service realizing each port
-	waiting   map[agentof.ServicePort]map[string]bool // Services that want a port another realizes
+	nodeName string
+	// serviceProxyName is Config.ServiceProxyName.
+	serviceProxyName string
+	flows            FlowInstaller
+	services         corelisters.ServiceLister
+	slices           cache.Indexer
+	synced           []cache.InformerSynced
+	queue            workqueue.TypedRateLimitingInterface[string]
+	packets          PacketIO
+	proxyAll         bool
+	nodePath         NodePath
+	rejected         atomic.Uint64
+	agePeriod        time.Duration
+	recorder         record.EventRecorder
+	datapath         string
+	health           *healthServer // nil: health checks not served
+	mu               sync.Mutex
+	zone             string                                  // this node's zone label
+	warned           map[string]*warned                      // Events posted, by Service key
+	installed        map[string]agentof.ServiceState         // by Service key, as last accepted by OVS
+	pending          map[string]bool                         // Services known at start not installed yet (nil once all were)
+	started          bool                                    // pending was filled
+	claims           map[agentof.ServicePort]string          // the Service realizing each port
+	waiting          map[agentof.ServicePort]map[string]bool // Services that want a port another realizes
 
 	// proxyHealth follows the queue for kube-proxy's health port (nil: none).
 	proxyHealth *ProxyHealthServer
@@ -176,6 +178,9 @@ type Proxy struct {
 type Config struct {
 	// NodeName is this node: endpoints on it are local.
 	NodeName string
+	// ServiceProxyName is the value of LabelServiceProxyName of the
+	// Services this proxy serves; empty: those without the label.
+	ServiceProxyName string
 	// Packets is the switch's packet-in/packet-out channel, through which
 	// the proxy rejects connections to Services without endpoints. Without
 	// it such connections are dropped (they time out).
@@ -242,19 +247,20 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 		return nil, fmt.Errorf("index EndpointSlices by Service: %w", err)
 	}
 	p := &Proxy{
-		nodeName:  cfg.NodeName,
-		zone:      cfg.Zone,
-		recorder:  cfg.Recorder,
-		datapath:  cfg.DatapathType,
-		warned:    map[string]*warned{},
-		packets:   cfg.Packets,
-		proxyAll:  cfg.ProxyAll,
-		nodePath:  cfg.NodePath,
-		agePeriod: cfg.AffinityAgingPeriod,
-		flows:     flows,
-		services:  services.Lister(),
-		slices:    slices.Informer().GetIndexer(),
-		synced:    []cache.InformerSynced{services.Informer().HasSynced, slices.Informer().HasSynced},
+		nodeName:         cfg.NodeName,
+		serviceProxyName: cfg.ServiceProxyName,
+		zone:             cfg.Zone,
+		recorder:         cfg.Recorder,
+		datapath:         cfg.DatapathType,
+		warned:           map[string]*warned{},
+		packets:          cfg.Packets,
+		proxyAll:         cfg.ProxyAll,
+		nodePath:         cfg.NodePath,
+		agePeriod:        cfg.AffinityAgingPeriod,
+		flows:            flows,
+		services:         services.Lister(),
+		slices:           slices.Informer().GetIndexer(),
+		synced:           []cache.InformerSynced{services.Informer().HasSynced, slices.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "proxy"}),
 		installed: map[string]agentof.ServiceState{},
@@ -565,6 +571,10 @@ func (p *Proxy) plan(key string) (*plan, error) {
 		p.forgetWarnings(key)
 	case err != nil:
 		return nil, err
+	case !servedBy(svc, p.serviceProxyName):
+		klog.V(2).InfoS("Service is not for this proxy (its labels); realizing none of it", "service", key)
+		svc = nil
+		p.forgetWarnings(key)
 	default:
 		objs, err := p.slices.ByIndex(serviceIndex, key)
 		if err != nil {
@@ -682,6 +692,28 @@ func hasNodePorts(svc *corev1.Service) bool {
 
 // serviceClusterIPs are the Service's IPv4 ClusterIPs (none when headless
 // or without a ClusterIP).
+// The labels by which a Service asks to be left to another proxy, or to
+// none (kube-proxy's selector: !service.kubernetes.io/service-proxy-name,
+// !service.kubernetes.io/headless).
+const (
+	LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+	LabelHeadless         = corev1.IsHeadlessService
+)
+
+// servedBy reports whether the proxy named name (empty: the default one)
+// serves svc: a Service labelled headless is served by none, one with a
+// service-proxy-name only by the proxy of that name.
+func servedBy(svc *corev1.Service, name string) bool {
+	if _, ok := svc.Labels[LabelHeadless]; ok {
+		return false
+	}
+	v, ok := svc.Labels[LabelServiceProxyName]
+	if name == "" {
+		return !ok
+	}
+	return ok && v == name
+}
+
 func serviceClusterIPs(svc *corev1.Service) []netip.Addr {
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		return nil

@@ -571,3 +571,60 @@ func TestTwoServicesOnOneExternalPortTakeTurns(t *testing.T) {
 		return ok && st["default/first"] == nil
 	})
 }
+
+// TestServicesLabelledForAnotherProxyOrNoneAreLeftAlone follows upstream's
+// e2e "Services should implement service.kubernetes.io/service-proxy-name"
+// and "… service.kubernetes.io/headless": a Service that gains one of the
+// labels goes down (its state is removed), and comes back when the label
+// goes; a proxy given a name serves only Services labelled with it.
+func TestServicesLabelledForAnotherProxyOrNoneAreLeftAlone(t *testing.T) {
+	ports := slicePorts(epPort("http", corev1.ProtocolTCP, 8080))
+	objs := func() []interface{} {
+		return []interface{}{
+			service("web", "10.96.0.10", svcPort("http", corev1.ProtocolTCP, 80, 8080)),
+			slice("web-1", "web", ports, ep{ip: "10.10.1.3", node: "node-1"}),
+		}
+	}
+	relabel := func(t *testing.T, client *fake.Clientset, labels map[string]string) {
+		t.Helper()
+		updateService(t, client, "web", func(s *corev1.Service) { s.Labels = labels })
+	}
+	installed := func(st map[string]agentof.ServiceState) bool { return len(st["default/web"]) == 1 }
+	for _, tc := range []struct {
+		name   string
+		proxy  string
+		labels map[string]string
+		served bool
+	}{
+		{"no label", "", nil, true},
+		{"service-proxy-name for another proxy", "", map[string]string{LabelServiceProxyName: "foo-bar"}, false},
+		{"headless", "", map[string]string{LabelHeadless: ""}, false},
+		{"a named proxy, the Service without the label", "antrea", nil, false},
+		{"a named proxy, the Service labelled with its name", "antrea", map[string]string{LabelServiceProxyName: "antrea"}, true},
+		{"a named proxy, the Service labelled with another", "antrea", map[string]string{LabelServiceProxyName: "kube-proxy"}, false},
+		{"a named proxy and headless", "antrea", map[string]string{LabelServiceProxyName: "antrea", LabelHeadless: ""}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := service("web", "10.96.0.10")
+			svc.Labels = tc.labels
+			if got := servedBy(svc, tc.proxy); got != tc.served {
+				t.Fatalf("servedBy %v, want %v", got, tc.served)
+			}
+		})
+	}
+	t.Run("a Service gains the label and goes down, loses it and comes back", func(t *testing.T) {
+		client, flows := startProxy(t, objs()...)
+		eventually(t, flows, "web should be installed", func(_ []string, st map[string]agentof.ServiceState) bool { return installed(st) })
+		relabel(t, client, map[string]string{LabelServiceProxyName: "foo-bar"})
+		eventually(t, flows, "web should go down", func(_ []string, st map[string]agentof.ServiceState) bool { return len(st["default/web"]) == 0 })
+		relabel(t, client, nil)
+		eventually(t, flows, "web should come back", func(_ []string, st map[string]agentof.ServiceState) bool { return installed(st) })
+		relabel(t, client, map[string]string{LabelHeadless: ""})
+		eventually(t, flows, "web should go down again", func(_ []string, st map[string]agentof.ServiceState) bool { return len(st["default/web"]) == 0 })
+	})
+	t.Run("a named proxy serves a Service once it carries the name", func(t *testing.T) {
+		client, flows := startProxyWith(t, Config{NodeName: "node-1", ServiceProxyName: "antrea"}, false, objs()...)
+		relabel(t, client, map[string]string{LabelServiceProxyName: "antrea"})
+		eventually(t, flows, "web should be installed", func(_ []string, st map[string]agentof.ServiceState) bool { return installed(st) })
+	})
+}

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"antrea.io/antrea/pkg/config"
 	"antrea.io/antrea/pkg/config/internal/strict"
 )
@@ -128,6 +130,11 @@ type AntreaProxyConfig struct {
 	// (proxyAll); "" serves none. Default 0.0.0.0:10256, kube-proxy's.
 	// Not an upstream key.
 	HealthzBindAddress string `json:"healthzBindAddress"`
+	// ServiceProxyName is the value of the Services' label
+	// service.kubernetes.io/service-proxy-name that AntreaProxy serves:
+	// set, it serves only Services with the label at that value; empty
+	// (the default), only Services without the label, as kube-proxy does.
+	ServiceProxyName string `json:"serviceProxyName,omitempty"`
 }
 
 // DefaultHealthzBindAddress is antreaProxy.healthzBindAddress's default:
@@ -299,6 +306,11 @@ func (c *AgentConfig) validate() []error {
 	if c.AntreaProxy.HealthzBindAddress != "" {
 		if _, err := parseBindAddress(c.AntreaProxy.HealthzBindAddress); err != nil {
 			fail("antreaProxy.healthzBindAddress", "%v", err)
+		}
+	}
+	if c.AntreaProxy.ServiceProxyName != "" {
+		if msgs := validation.IsValidLabelValue(c.AntreaProxy.ServiceProxyName); len(msgs) > 0 {
+			fail("antreaProxy.serviceProxyName", "%q is not a label value: %s", c.AntreaProxy.ServiceProxyName, strings.Join(msgs, "; "))
 		}
 	}
 	if d, err := time.ParseDuration(c.StatsCollectionInterval); err != nil || d < time.Second {

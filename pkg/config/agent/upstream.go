@@ -82,7 +82,6 @@ var spec = strict.Spec{
 		{Key: "multicastInterfaces", Why: "multicast is not implemented"},
 		{Key: "multicast.enable", Accept: []any{false}, Why: "multicast is not implemented"},
 		{Key: "multicast.*", AnyValue: true},
-		{Key: "antreaProxy.serviceProxyName", Accept: []any{""}},
 		{Key: "antreaProxy.defaultLoadBalancerMode", Accept: []any{"nat"}},
 		{Key: "antreaProxy.disableServiceHealthCheckServer", AnyValue: true},
 		{Key: "hostNetworkAcceleration.*", AnyValue: true},
