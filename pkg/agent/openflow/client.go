@@ -30,16 +30,6 @@ type Bridge interface {
 	Bundle(ctx context.Context, msgs ...binding.Message) error
 }
 
-// Cookies: the high 32 bits are the agent's "round", bumped at every agent
-// start, so flows of an earlier run that were not re-installed can be found
-// and removed (DeleteRound) without first flushing the bridge; the low bits
-// name the feature.
-const (
-	cookieRoundShift             = 32
-	cookiePodConnectivity        = 0x1
-	cookieRoundMask       uint64 = 0xffffffff << cookieRoundShift
-)
-
 // opTimeout bounds one flow write for callers without a context (CNI paths).
 const opTimeout = 10 * time.Second
 
@@ -87,7 +77,7 @@ func NewClient(bridge Bridge, round uint32) (*Client, error) {
 		bridge: bridge,
 		p:      p,
 		round:  round,
-		b:      flowBuilder{p: p, cookie: uint64(round)<<cookieRoundShift | cookiePodConnectivity},
+		b:      flowBuilder{p: p, cookie: withRound(round, cookiePodConnectivity)},
 		pods:   map[string][]*binding.Flow{},
 		peers:  map[string][]*binding.Flow{},
 		policy: newPolicyState(),
@@ -152,7 +142,7 @@ func (c *Client) DeleteRound(ctx context.Context, round uint32) error {
 		return fmt.Errorf("refusing to delete the flows of the current round %d", round)
 	}
 	return c.write(ctx, fmt.Sprintf("round %d", round),
-		[]binding.Message{binding.DeleteFlows(binding.TableAll, uint64(round)<<cookieRoundShift, cookieRoundMask)})
+		[]binding.Message{binding.DeleteFlows(binding.TableAll, withRound(round, 0), uint64(cookieRoundMask))})
 }
 
 // replace writes the new flows of one pod or peer node and deletes the ones

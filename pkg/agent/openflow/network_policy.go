@@ -130,11 +130,13 @@ const (
 	TierBaseline
 )
 
-// Service is one protocol/port clause of a rule. Port 0 means every
+// PolicyPort is one protocol/port clause of a policy rule (controlplane's
+// Rule.Services entry resolved to numbers); not a Kubernetes Service (those
+// are ServicePort and ServiceState). Port 0 means every
 // destination port; EndPort > Port makes a range. SrcPort and SrcEndPort
 // restrict the source port the same way. An ICMP clause matches its ICMP
 // type and code when HasICMPType and HasICMPCode say so.
-type Service struct {
+type PolicyPort struct {
 	Protocol            uint8 // binding.IPProtoTCP, IPProtoUDP, IPProtoSCTP or IPProtoICMP
 	Port                uint16
 	EndPort             uint16
@@ -143,6 +145,12 @@ type Service struct {
 	HasICMPType, HasICMPCode bool
 	ICMPType, ICMPCode       uint8
 }
+
+// Service is the former name of PolicyPort.
+//
+// Deprecated: use PolicyPort. Kept only for pkg/antctl's test, which
+// another change owns; remove it with that test's last use.
+type Service = PolicyPort
 
 // PolicyRule is a rule resolved to this node: its peers as address prefixes
 // (ipBlock excepts already subtracted) and the OpenFlow ports of the local
@@ -166,7 +174,7 @@ type PolicyRule struct {
 	// of them, whichever endpoint AntreaProxy chose (see nodePortMatch).
 	NodePorts []NodePort
 	// Services restrict protocol and ports; empty means all traffic.
-	Services []Service
+	Services []PolicyPort
 	Action   RuleAction
 	// Tier is the table the rule goes in.
 	Tier PolicyTier
@@ -233,17 +241,6 @@ const (
 	priorityPolicyBypass uint16 = 64990
 	priorityDefaultDrop  uint16 = 200
 )
-
-// cookiePolicyTag is the cookie of rule and isolation flows. Like the
-// Services' (cookieServiceTag) it carries no round, so DeleteRound leaves
-// them: a restarted agent adopts them (RecoverPolicy) and rewrites only
-// what changed while it was away.
-const cookiePolicyTag uint64 = 0x9011 << 48
-
-// cookiePolicyStatsFlag marks, within cookiePolicyTag, the flows whose
-// counters are a rule's statistics: the metric flows of Allow rules and
-// the conj_id flows of the other rules. PolicyRuleStats dumps only these.
-const cookiePolicyStatsFlag uint64 = 1 << 47
 
 // conjMatch is one flow shared by every rule clause with the same table,
 // priority and match: its actions are the conjunctions of all of them.
@@ -328,7 +325,7 @@ func ruleLabels() []binding.Action {
 
 func (b *flowBuilder) policyFlow(t *TableSpec, priority uint16, match func(*binding.Match), actions ...binding.Action) *binding.Flow {
 	f := b.flow(t, priority, match, actions...)
-	f.Cookie = cookiePolicyTag
+	f.Cookie = uint64(cookiePolicyTag)
 	return f
 }
 
@@ -393,7 +390,7 @@ func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 			// union of masked matches.
 			for _, dst := range portMasks(s.Port, s.EndPort) {
 				for _, src := range portMasks(s.SrcPort, s.SrcEndPort) {
-					svcs = append(svcs, func(m *binding.Match) { serviceMatch(ip(m), s, dst, src) })
+					svcs = append(svcs, func(m *binding.Match) { portClauseMatch(ip(m), s, dst, src) })
 				}
 			}
 		}
@@ -423,10 +420,10 @@ func nodePortMatch(m *binding.Match, np NodePort) {
 		CTNwProto(np.Protocol).CTNwDst(netip.PrefixFrom(NodePortVirtualIP, 32)).CTTpDst(np.Port)
 }
 
-// serviceMatch matches a Service's protocol and, for one value/mask pair of
+// portClauseMatch matches a PolicyPort clause's protocol and, for one value/mask pair of
 // each of its port ranges (a zero mask: any port), its destination and
 // source ports; for ICMP, its type and code.
-func serviceMatch(m *binding.Match, s Service, dst, src [2]uint16) {
+func portClauseMatch(m *binding.Match, s PolicyPort, dst, src [2]uint16) {
 	m.IPProto(s.Protocol)
 	switch s.Protocol {
 	case binding.IPProtoTCP:
@@ -526,7 +523,7 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule, metrics bool) (clauses []*binding
 	}
 	act := b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).ConjID(r.ID) }, b.ruleActions(r)...)
 	if r.Action != ActionAllow {
-		act.Cookie |= cookiePolicyStatsFlag
+		act.Cookie |= uint64(cookiePolicyStatsFlag)
 		return clauses, conjs, []*binding.Flow{act}
 	}
 	if !metrics {
@@ -551,8 +548,8 @@ func (b *flowBuilder) metricFlows(r *PolicyRule) []*binding.Flow {
 		m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
 		matchField(m, ruleCTLabel(r.Direction), r.ID)
 	}, b.next(mt))
-	newFlow.Cookie |= cookiePolicyStatsFlag
-	estFlow.Cookie |= cookiePolicyStatsFlag
+	newFlow.Cookie |= uint64(cookiePolicyStatsFlag)
+	estFlow.Cookie |= uint64(cookiePolicyStatsFlag)
 	return []*binding.Flow{newFlow, estFlow}
 }
 
@@ -575,7 +572,7 @@ func (b *flowBuilder) ruleActions(r *PolicyRule) []binding.Action {
 			meter = PolicyRejectMeterID
 		}
 		acts = append(acts, load(PolicyRuleIDField, r.ID), &binding.Controller{MaxLen: policyPacketInMaxLen,
-			Reason: binding.ReasonAction, UserData: []byte{PacketInPolicy, flags, byte(r.Direction), byte(r.Action)}, MeterID: meter})
+			Reason: binding.ReasonAction, UserData: PacketInPolicy.userData(flags, byte(r.Direction), byte(r.Action)), MeterID: meter})
 	}
 	switch r.Action {
 	case ActionAllow:
@@ -593,7 +590,7 @@ func (b *flowBuilder) defaultDropFlow(d Direction, port uint32, logged bool) *bi
 	var acts []binding.Action
 	if logged {
 		acts = append(acts, load(PolicyRuleIDField, 0), &binding.Controller{MaxLen: policyPacketInMaxLen, Reason: binding.ReasonAction,
-			UserData: []byte{PacketInPolicy, PolicyPacketInLog, byte(d), byte(ActionDrop)}, MeterID: PolicyLogMeterID})
+			UserData: PacketInPolicy.userData(PolicyPacketInLog, byte(d), byte(ActionDrop)), MeterID: PolicyLogMeterID})
 	}
 	if d == DirectionEgress {
 		return b.policyFlow(defaultRuleTable(d), priorityDefaultDrop, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).InPort(port) }, acts...)
@@ -834,7 +831,7 @@ func (c *Client) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
 	if !ok {
 		return nil, fmt.Errorf("recover policy: the bridge cannot be read")
 	}
-	stats, err := d.DumpFlows(ctx, binding.TableAll, cookiePolicyTag, cookieTagMask)
+	stats, err := d.DumpFlows(ctx, binding.TableAll, uint64(cookiePolicyTag), uint64(cookieTagMask))
 	if err != nil {
 		return nil, fmt.Errorf("recover policy: %w", err)
 	}
@@ -842,7 +839,7 @@ func (c *Client) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
 	st := &c.policy
 	for i := range stats {
 		f := stats[i].Flow
-		f.Cookie = cookiePolicyTag | f.Cookie&cookiePolicyStatsFlag
+		f.Cookie = uint64(cookiePolicyTag) | f.Cookie&uint64(cookiePolicyStatsFlag)
 		conjs := map[uint32]*binding.Conjunction{}
 		for _, a := range f.Actions {
 			switch a := a.(type) {
@@ -956,7 +953,7 @@ func (c *Client) PolicyRuleStats(ctx context.Context) (map[uint32]RuleCounters, 
 	if !ok {
 		return nil, fmt.Errorf("policy rule stats: the bridge cannot be read")
 	}
-	stats, err := d.DumpFlows(ctx, binding.TableAll, cookiePolicyTag|cookiePolicyStatsFlag, cookieTagMask|cookiePolicyStatsFlag)
+	stats, err := d.DumpFlows(ctx, binding.TableAll, uint64(cookiePolicyTag|cookiePolicyStatsFlag), uint64(cookieTagMask|cookiePolicyStatsFlag))
 	if err != nil {
 		return nil, fmt.Errorf("policy rule stats: %w", err)
 	}

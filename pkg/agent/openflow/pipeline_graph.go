@@ -228,7 +228,7 @@ func SampleFlows() (*Pipeline, []*binding.Flow, []*binding.GroupMod, error) {
 				ch.Rules = append(ch.Rules, RuleChange{New: &PolicyRule{
 					ID: id, Key: fmt.Sprintf("sample/%d", id), Direction: d, Tier: tier, Action: a, Priority: prio,
 					Peers:     []netip.Prefix{netip.MustParsePrefix("10.10.1.0/24")},
-					AppliedTo: []uint32{3}, Services: []Service{{Protocol: binding.IPProtoTCP, Port: 80}},
+					AppliedTo: []uint32{3}, Services: []PolicyPort{{Protocol: binding.IPProtoTCP, Port: 80}},
 				}})
 				id++
 			}

@@ -381,7 +381,7 @@ func (b *flowBuilder) serviceFixedFlows(n *NodeConfig) []*binding.Flow {
 			m.EthType(binding.EthTypeIPv4)
 			matchField(m, EndpointRejectField, 1)
 		}, &binding.Meter{ID: ServiceRejectMeterID}, &binding.Controller{MaxLen: rejectMaxLen, Reason: binding.ReasonAction,
-			UserData: []byte{PacketInServiceReject}}),
+			UserData: PacketInServiceReject.userData()}),
 
 		// The node path.
 		b.flow(L3ForwardingTable, priorityLow, func(m *binding.Match) {
@@ -415,14 +415,6 @@ func (b *flowBuilder) serviceFixedFlows(n *NodeConfig) []*binding.Flow {
 	}
 	return flows
 }
-
-// Packet-ins of Services: the first byte of a packet-in's userdata says what
-// the agent is asked to do with it.
-const (
-	// PacketInServiceReject asks the agent to reject the packet: a TCP
-	// reset or an ICMP port unreachable to its sender.
-	PacketInServiceReject byte = 1
-)
 
 // The reject meter bounds the packet-ins of Services without endpoints, so a
 // client retrying in a loop (or a flood) cannot keep the agent busy: above

@@ -31,30 +31,15 @@ import (
 // flow has no timeout and the agent expires it from the flow's idle time
 // in flow stats (AgeSessionAffinity), which is exact to its polling period.
 
-// Cookies of the learned affinity flows: a tag in the high 16 bits (never a
-// cookie round: rounds are the high 32 bits and count agent restarts), then
-// the endpoint's port and IPv4 address.
-const (
-	cookieAffinityTag uint64 = 0x5ec2 << 48
-	cookieTagMask     uint64 = 0xffff << 48
-)
-
-// cookieServiceTag is the cookie of the flows of Service ports and
-// endpoints (ServiceLB, EndpointDNAT, SessionAffinity's lookup and learn
-// flows). They carry no round: an agent restart does not rewrite them, it
-// reads them back (RecoverServices) and changes only what differs, so
-// DeleteRound must not remove them.
-const cookieServiceTag uint64 = 0x5ec1 << 48
-
 // serviceFlow is a flow of a Service port or endpoint: cookieServiceTag.
 func (b *flowBuilder) serviceFlow(t *TableSpec, priority uint16, match func(*binding.Match), actions ...binding.Action) *binding.Flow {
 	f := b.flow(t, priority, match, actions...)
-	f.Cookie = cookieServiceTag
+	f.Cookie = uint64(cookieServiceTag)
 	return f
 }
 
 func affinityCookie(e Endpoint) uint64 {
-	return cookieAffinityTag | uint64(e.Port)<<32 | ip4Uint(e.IP)
+	return uint64(cookieAffinityTag) | uint64(e.Port)<<32 | ip4Uint(e.IP)
 }
 
 // DefaultMaxSwitchTimeout is the longest affinity timeout left to the
@@ -159,8 +144,8 @@ const priorityAffinityExact = 230
 // deleteLearned deletes the flows a port learned: all of them, or only
 // those of one endpoint.
 func (b *flowBuilder) deleteLearned(p ServicePort, e *Endpoint) *binding.FlowMod {
-	fm := &binding.FlowMod{Command: binding.FlowDelete, Flow: binding.Flow{Table: b.p.Table(SessionAffinityTable).ID, Cookie: cookieAffinityTag},
-		CookieMask: cookieTagMask}
+	fm := &binding.FlowMod{Command: binding.FlowDelete, Flow: binding.Flow{Table: b.p.Table(SessionAffinityTable).ID, Cookie: uint64(cookieAffinityTag)},
+		CookieMask: uint64(cookieTagMask)}
 	b.matchVIP(&fm.Flow.Match, p) // learned flows match the address, whoever the client
 	if e != nil {
 		fm.Flow.Cookie, fm.CookieMask = affinityCookie(*e), ^uint64(0)
@@ -254,7 +239,7 @@ func (c *Client) AgeSessionAffinity(ctx context.Context) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("age session affinity: the bridge cannot dump flows")
 	}
-	stats, err := d.DumpFlows(ctx, c.p.Table(SessionAffinityTable).ID, cookieAffinityTag, cookieTagMask)
+	stats, err := d.DumpFlows(ctx, c.p.Table(SessionAffinityTable).ID, uint64(cookieAffinityTag), uint64(cookieTagMask))
 	if err != nil {
 		return 0, fmt.Errorf("age session affinity: %w", err)
 	}

@@ -71,7 +71,7 @@ func (c *Client) RecoverServices(ctx context.Context) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("recover services: the bridge cannot be read")
 	}
-	stats, err := r.DumpFlows(ctx, binding.TableAll, cookieServiceTag, cookieTagMask)
+	stats, err := r.DumpFlows(ctx, binding.TableAll, uint64(cookieServiceTag), uint64(cookieTagMask))
 	if err != nil {
 		return 0, fmt.Errorf("recover services: %w", err)
 	}

@@ -41,9 +41,6 @@ import (
 // They carry a hard timeout so that an agent that never removes them
 // (killed) leaves nothing behind for long.
 
-// PacketInTraceflow is the first userdata byte of a Traceflow packet-in.
-const PacketInTraceflow byte = 3
-
 // TraceflowPoint says which kind of flow sent a Traceflow packet-in.
 type TraceflowPoint byte
 
@@ -63,10 +60,6 @@ const (
 	// source, unknown port, invalid connection).
 	TraceflowTableMiss TraceflowPoint = 5
 )
-
-// cookieTraceflow is the low half of the cookie of a tag's flows (with the
-// tag in its low byte); the high half is the round.
-const cookieTraceflow uint64 = 0x7f000000
 
 // Priority offsets of the copies above the flows they copy.
 const (
@@ -101,11 +94,11 @@ type traceflowState struct {
 }
 
 func (c *Client) traceflowCookie(tag uint8) uint64 {
-	return uint64(c.round)<<cookieRoundShift | cookieTraceflow | uint64(tag)
+	return withRound(c.round, cookieTraceflow|Cookie(tag))
 }
 
 func traceflowUserData(tag uint8, p TraceflowPoint, extra ...byte) []byte {
-	return append([]byte{PacketInTraceflow, tag, byte(p)}, extra...)
+	return PacketInTraceflow.userData(append([]byte{tag, byte(p)}, extra...)...)
 }
 
 func (c *Client) traceflowController(tag uint8, p TraceflowPoint, extra ...byte) *binding.Controller {
@@ -145,7 +138,7 @@ func (c *Client) ruleVerdict(f *binding.Flow, d Direction) RuleAction {
 			}
 			return ActionPass
 		case *binding.Controller:
-			if len(a.UserData) >= 2 && a.UserData[0] == PacketInPolicy && a.UserData[1]&PolicyPacketInReject != 0 {
+			if len(a.UserData) >= 2 && PacketInKind(a.UserData[0]) == PacketInPolicy && a.UserData[1]&PolicyPacketInReject != 0 {
 				verdict = ActionReject
 			}
 		}
@@ -386,7 +379,7 @@ func ip4(v uint64) netip.Addr {
 // packet-ins of other features.
 func (c *Client) ParseTraceflowPacketIn(pi *binding.PacketIn) (TraceflowPacketIn, bool) {
 	u := pi.UserData
-	if len(u) < 3 || u[0] != PacketInTraceflow {
+	if len(u) < 3 || PacketInKind(u[0]) != PacketInTraceflow {
 		return TraceflowPacketIn{}, false
 	}
 	out := TraceflowPacketIn{Tag: u[1], Point: TraceflowPoint(u[2]), Packet: pi}

@@ -93,7 +93,7 @@ func (n *pathNode) run(t *testing.T, client *fake.Clientset) (stop func()) {
 		_ = nodeNS.Do(func(ns.NetNS) error { return n.path.Run(ctx) })
 	}()
 	f := informers.NewSharedInformerFactory(client, 0)
-	p, err := NewWithConfig(Config{NodeName: n.name, Packets: n.OF, ProxyAll: true, NodePath: n.path},
+	p, err := NewWithConfig(Config{NodeName: n.name, Packets: packetIns(t, n.OF), ProxyAll: true, NodePath: n.path},
 		f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), n.flows)
 	if err != nil {
 		t.Fatal(err)

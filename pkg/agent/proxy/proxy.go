@@ -323,7 +323,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer p.queue.ShutDown()
 	if p.packets != nil {
-		go p.serveRejects(ctx)
+		p.packets.Handle(agentof.PacketInServiceReject, p.rejectPacketIn)
 	} else {
 		klog.InfoS("No packet-in channel: connections to Services without endpoints are dropped, not rejected")
 	}

@@ -256,7 +256,7 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 			resolveOn, other = peers, applied
 		}
 		buckets := map[string][]target{}
-		bucketSvcs := map[string][]agentof.Service{}
+		bucketSvcs := map[string][]agentof.PolicyPort{}
 		for _, t := range resolveOn {
 			svcs, ok := resolveServices(r.Services, t.ports)
 			if !ok {
@@ -321,11 +321,11 @@ func ruleDirection(r *cpv1beta2.NetworkPolicyRule) agentof.Direction {
 // numeric ports stay, named ports become the member's port of that name and
 // protocol; source ports and ICMP type and code are kept. ok is false when
 // the rule has services and none resolves.
-func resolveServices(svcs []cpv1beta2.Service, named []cpv1beta2.NamedPort) ([]agentof.Service, bool) {
+func resolveServices(svcs []cpv1beta2.Service, named []cpv1beta2.NamedPort) ([]agentof.PolicyPort, bool) {
 	if len(svcs) == 0 {
 		return nil, true
 	}
-	var out []agentof.Service
+	var out []agentof.PolicyPort
 	for _, s := range svcs {
 		proto := cpv1beta2.ProtocolTCP
 		if s.Protocol != nil {
@@ -335,7 +335,7 @@ func resolveServices(svcs []cpv1beta2.Service, named []cpv1beta2.NamedPort) ([]a
 		if !ok {
 			continue
 		}
-		as := agentof.Service{Protocol: num}
+		as := agentof.PolicyPort{Protocol: num}
 		if s.Port != nil {
 			if s.Port.Type == intstr.String {
 				found := false
@@ -388,7 +388,7 @@ func protocolNumber(p cpv1beta2.Protocol) (uint8, bool) {
 	return 0, false
 }
 
-func servicesKey(svcs []agentof.Service) string {
+func servicesKey(svcs []agentof.PolicyPort) string {
 	parts := make([]string, 0, len(svcs))
 	for _, s := range svcs {
 		parts = append(parts, fmt.Sprintf("%d:%d-%d:%d-%d:%t%d/%t%d", s.Protocol, s.Port, s.EndPort, s.SrcPort, s.SrcEndPort,
