@@ -150,27 +150,35 @@ func (c *Client) DeleteRound(ctx context.Context, round uint32) error {
 func (c *Client) replace(ctx context.Context, what string, cache map[string][]*binding.Flow, key string, flows []*binding.Flow) error {
 	c.podMu.Lock()
 	defer c.podMu.Unlock()
-	old := cache[key]
-	keep := map[string]bool{}
+	var b deltaBatch
+	b.add(replaceDelta(cache, key, flows))
+	return b.commit(ctx, c, what)
+}
+
+// replaceDelta takes the flows recorded in cache under key to flows (nil:
+// none): strict deletes of the old flows whose place (table, priority,
+// match) no new flow takes, then adds of every new flow.
+func replaceDelta(cache map[string][]*binding.Flow, key string, flows []*binding.Flow) delta {
+	keep := make(map[string]bool, len(flows))
 	for _, f := range flows {
 		keep[f.MatchKey()] = true
 	}
 	var msgs []binding.Message
-	for _, f := range old {
+	for _, f := range cache[key] {
 		if !keep[f.MatchKey()] {
 			msgs = append(msgs, binding.DeleteFlowStrict(f))
 		}
 	}
 	msgs = append(msgs, addMods(flows)...)
-	if err := c.write(ctx, what, msgs); err != nil {
-		return err
-	}
-	if flows == nil {
-		delete(cache, key)
-	} else {
-		cache[key] = flows
-	}
-	return nil
+	return delta{msgs: msgs, apply: func() func() {
+		e := editOf(cache)
+		if flows == nil {
+			e.del(key)
+		} else {
+			e.set(key, flows)
+		}
+		return e.revert
+	}}
 }
 
 // InstallPodFlows installs the flows of one local pod port as one bundle.

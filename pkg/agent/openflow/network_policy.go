@@ -610,112 +610,156 @@ func (b *flowBuilder) defaultDropFlow(d Direction, port uint32, logged bool) *bi
 func (c *Client) ApplyPolicyChange(ctx context.Context, ch PolicyChange) (PolicyWrite, error) {
 	c.policyMu.Lock()
 	defer c.policyMu.Unlock()
-	msgs, narrowed, commit := c.policyMsgs(ch)
-	if err := c.write(ctx, "policy", msgs); err != nil {
+	d, narrowed := c.policyDelta(ch)
+	var b deltaBatch
+	b.add(d)
+	if err := b.commit(ctx, c, "policy"); err != nil {
 		return PolicyWrite{}, err
 	}
-	commit()
-	return PolicyWrite{Messages: len(msgs), Narrowed: narrowed && len(msgs) > 0}, nil
+	return PolicyWrite{Messages: len(d.msgs), Narrowed: narrowed && len(d.msgs) > 0}, nil
 }
 
-// policyMsgs computes the flow mods of a change and the commit recording
-// them. c.policyMu is held.
-func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed bool, commit func()) {
-	st := &c.policy
-	// New conjunction sets of every touched shared flow (copies: the state
-	// itself changes only in commit).
-	touched := map[string]map[uint32]*binding.Conjunction{}
-	templates := map[string]*binding.Flow{}
-	touch := func(f *binding.Flow) map[uint32]*binding.Conjunction {
-		k := f.MatchKey()
-		if m, ok := touched[k]; ok {
-			return m
-		}
-		m := map[uint32]*binding.Conjunction{}
-		if cm := st.matches[k]; cm != nil {
-			maps.Copy(m, cm.conjs)
-			f = cm.flow
-		}
-		touched[k], templates[k] = m, f
+// policyDelta computes the delta of a change, and whether it may forbid
+// traffic that was allowed. c.policyMu is held.
+func (c *Client) policyDelta(ch PolicyChange) (delta, bool) {
+	pl := newPolicyPlan(&c.policy, &c.b)
+	pl.removeRules(ch.Rules)
+	pl.addRules(ch.Rules)
+	pl.isolation(ch)
+	// The conj_id flows go in first on add and last on delete, so that
+	// within the bundle a completed conjunction always finds its action.
+	adds, dels := pl.plainMsgs()
+	conjMsgs, changed := pl.conjMsgs()
+	msgs := append(append(adds, conjMsgs...), dels...)
+	return delta{msgs: msgs, apply: func() func() { return pl.apply(changed) }}, pl.narrowed
+}
+
+// policyPlan is a PolicyChange being computed against the record, which
+// it does not change until apply: the new conjunction sets of the shared
+// flows it touches, the plain flows it wants (nil: removed), and what it
+// claims of an earlier run's flows during recovery.
+type policyPlan struct {
+	st *policyState
+	b  *flowBuilder
+	// touched holds copies of the conjunction sets of the shared flows
+	// the change touches, templates their flows, by match key.
+	touched    map[string]map[uint32]*binding.Conjunction
+	templates  map[string]*binding.Flow
+	plain      map[string]*binding.Flow
+	plainOrder []string
+	claims     []policyClaim
+	narrowed   bool
+}
+
+// policyClaim is a conjunction (id != 0) or a plain flow (id 0) of an
+// earlier run that the change claims, by match key.
+type policyClaim struct {
+	key string
+	id  uint32
+}
+
+func newPolicyPlan(st *policyState, b *flowBuilder) *policyPlan {
+	return &policyPlan{st: st, b: b, touched: map[string]map[uint32]*binding.Conjunction{},
+		templates: map[string]*binding.Flow{}, plain: map[string]*binding.Flow{}}
+}
+
+// touch returns the new conjunction set of f's shared flow.
+func (pl *policyPlan) touch(f *binding.Flow) map[uint32]*binding.Conjunction {
+	k := f.MatchKey()
+	if m, ok := pl.touched[k]; ok {
 		return m
 	}
-	// Plain flows wanted (nil: removed), by match key.
-	plain := map[string]*binding.Flow{}
-	var plainOrder []string
-	setPlain := func(f *binding.Flow, want bool) {
-		k := f.MatchKey()
-		if _, ok := plain[k]; !ok {
-			plainOrder = append(plainOrder, k)
-		}
-		if want {
-			plain[k] = f
-		} else {
-			plain[k] = nil
-		}
+	m := map[uint32]*binding.Conjunction{}
+	if cm := pl.st.matches[k]; cm != nil {
+		maps.Copy(m, cm.conjs)
+		f = cm.flow
 	}
-	// An Allow rule that stays an Allow with the same id and direction
-	// keeps its metric flows as they are: they are not even built.
-	keepsMetrics := func(rc RuleChange) bool {
-		return rc.Old.installs() && rc.New.installs() && rc.Old.ID == rc.New.ID && rc.Old.Direction == rc.New.Direction &&
-			rc.Old.Action == ActionAllow && rc.New.Action == ActionAllow
+	pl.touched[k], pl.templates[k] = m, f
+	return m
+}
+
+// setPlain wants f (or, want false, no flow at its place).
+func (pl *policyPlan) setPlain(f *binding.Flow, want bool) {
+	k := f.MatchKey()
+	if _, ok := pl.plain[k]; !ok {
+		pl.plainOrder = append(pl.plainOrder, k)
 	}
-	// Removals first, so a rule's new version (same id) adds back what it keeps.
-	for _, rc := range ch.Rules {
+	if want {
+		pl.plain[k] = f
+	} else {
+		pl.plain[k] = nil
+	}
+}
+
+// keepsMetrics: an Allow rule that stays an Allow with the same id and
+// direction keeps its metric flows as they are: they are not even built.
+func keepsMetrics(rc RuleChange) bool {
+	return rc.Old.installs() && rc.New.installs() && rc.Old.ID == rc.New.ID && rc.Old.Direction == rc.New.Direction &&
+		rc.Old.Action == ActionAllow && rc.New.Action == ActionAllow
+}
+
+// removeRules takes the old versions out first, so a rule's new version
+// (same id) adds back what it keeps.
+func (pl *policyPlan) removeRules(rules []RuleChange) {
+	for _, rc := range rules {
 		if rc.Old == nil {
 			continue
 		}
-		clauses, _, plainFlows := c.b.ruleFlows(rc.Old, !keepsMetrics(rc))
+		clauses, _, plainFlows := pl.b.ruleFlows(rc.Old, !keepsMetrics(rc))
 		for _, f := range clauses {
-			delete(touch(f), rc.Old.ID)
+			delete(pl.touch(f), rc.Old.ID)
 		}
 		for _, f := range plainFlows {
-			setPlain(f, false)
+			pl.setPlain(f, false)
 		}
 	}
-	var claimed []func()
-	for _, rc := range ch.Rules {
+}
+
+func (pl *policyPlan) addRules(rules []RuleChange) {
+	for _, rc := range rules {
 		if rc.New == nil {
 			continue
 		}
-		clauses, conjs, plainFlows := c.b.ruleFlows(rc.New, !keepsMetrics(rc))
+		clauses, conjs, plainFlows := pl.b.ruleFlows(rc.New, !keepsMetrics(rc))
 		for i, f := range clauses {
-			touch(f)[rc.New.ID] = conjs[i]
-			if r := st.recovery; r != nil {
-				k, id := f.MatchKey(), rc.New.ID
-				claimed = append(claimed, func() {
-					if r.conjs[k] == nil {
-						r.conjs[k] = map[uint32]bool{}
-					}
-					r.conjs[k][id] = true
-				})
+			pl.touch(f)[rc.New.ID] = conjs[i]
+			if pl.st.recovery != nil {
+				pl.claims = append(pl.claims, policyClaim{f.MatchKey(), rc.New.ID})
 			}
 		}
 		for _, f := range plainFlows {
-			setPlain(f, true)
+			pl.setPlain(f, true)
 		}
 		if (rc.New.Action != ActionAllow || rc.Old != nil && rc.Old.Priority != rc.New.Priority) && !rc.Old.Equal(rc.New) {
-			narrowed = true
+			pl.narrowed = true
 		}
 	}
+}
+
+// isolation wants the default drops of the ports isolated and removes
+// those of the ports released.
+func (pl *policyPlan) isolation(ch PolicyChange) {
 	for d := range ch.Release {
 		for _, p := range ch.Release[d] {
-			setPlain(c.b.defaultDropFlow(Direction(d), p, false), false)
+			pl.setPlain(pl.b.defaultDropFlow(Direction(d), p, false), false)
 		}
 	}
 	for d := range ch.Isolate {
 		for _, p := range ch.Isolate[d] {
 			_, logged := slices.BinarySearch(ch.Logged[d], p)
-			setPlain(c.b.defaultDropFlow(Direction(d), p, logged), true)
-			narrowed = true
+			pl.setPlain(pl.b.defaultDropFlow(Direction(d), p, logged), true)
+			pl.narrowed = true
 		}
 	}
-	// The conj_id flows go in first on add and last on delete, so that
-	// within the bundle a completed conjunction always finds its action.
-	var adds, dels []binding.Message
-	for _, k := range plainOrder {
-		want, have := plain[k], st.flows[k]
-		if st.recovery != nil && want != nil {
-			claimed = append(claimed, func() { st.recovery.flows[k] = true })
+}
+
+// plainMsgs are the adds of the plain flows wanted in another form than
+// the record's, and the deletes of those removed.
+func (pl *policyPlan) plainMsgs() (adds, dels []binding.Message) {
+	for _, k := range pl.plainOrder {
+		want, have := pl.plain[k], pl.st.flows[k]
+		if pl.st.recovery != nil && want != nil {
+			pl.claims = append(pl.claims, policyClaim{key: k})
 		}
 		switch {
 		case want != nil && (have == nil || !sameActions(have, want)):
@@ -723,17 +767,20 @@ func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed b
 		case want == nil && have != nil:
 			dels = append(dels, binding.DeleteFlowStrict(have))
 			if allows(have) {
-				narrowed = true
+				pl.narrowed = true
 			}
 		}
 	}
-	msgs = append(msgs, adds...)
-	keys := slices.Sorted(maps.Keys(touched))
-	var changed []string
-	for _, k := range keys {
-		want := touched[k]
+	return adds, dels
+}
+
+// conjMsgs rewrite (or delete) the shared flows whose conjunctions
+// changed, in match key order; changed lists their keys.
+func (pl *policyPlan) conjMsgs() (msgs []binding.Message, changed []string) {
+	for _, k := range slices.Sorted(maps.Keys(pl.touched)) {
+		want := pl.touched[k]
 		var have map[uint32]*binding.Conjunction
-		if cm := st.matches[k]; cm != nil {
+		if cm := pl.st.matches[k]; cm != nil {
 			have = cm.conjs
 		}
 		if sameConjs(have, want) {
@@ -742,38 +789,78 @@ func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed b
 		changed = append(changed, k)
 		for id := range have {
 			if _, ok := want[id]; !ok {
-				narrowed = true // a clause of a rule lost a match
+				pl.narrowed = true // a clause of a rule lost a match
 			}
 		}
 		if len(want) == 0 {
-			msgs = append(msgs, binding.DeleteFlowStrict(templates[k]))
+			msgs = append(msgs, binding.DeleteFlowStrict(pl.templates[k]))
 			continue
 		}
-		f := *templates[k]
+		f := *pl.templates[k]
 		f.Actions = conjActions(want)
 		msgs = append(msgs, binding.AddFlow(&f))
 	}
-	msgs = append(msgs, dels...)
-	commit = func() {
-		for _, k := range changed {
-			if len(touched[k]) == 0 {
-				delete(st.matches, k)
-				continue
-			}
-			st.matches[k] = &conjMatch{flow: templates[k], conjs: touched[k]}
+	return msgs, changed
+}
+
+// apply records the plan (the shared flows of changed, every plain flow,
+// the claims) and returns what puts the record back.
+func (pl *policyPlan) apply(changed []string) (revert func()) {
+	matches, flows := editOf(pl.st.matches), editOf(pl.st.flows)
+	for _, k := range changed {
+		if len(pl.touched[k]) == 0 {
+			matches.del(k)
+			continue
 		}
-		for _, k := range plainOrder {
-			if f := plain[k]; f != nil {
-				st.flows[k] = f
-			} else {
-				delete(st.flows, k)
-			}
-		}
-		for _, f := range claimed {
-			f()
+		matches.set(k, &conjMatch{flow: pl.templates[k], conjs: pl.touched[k]})
+	}
+	for _, k := range pl.plainOrder {
+		if f := pl.plain[k]; f != nil {
+			flows.set(k, f)
+		} else {
+			flows.del(k)
 		}
 	}
-	return msgs, narrowed, commit
+	unclaim := pl.st.recovery.claim(pl.claims)
+	return func() {
+		unclaim()
+		flows.revert()
+		matches.revert()
+	}
+}
+
+// claim marks what a change claims of an earlier run's flows, and returns
+// what takes back the claims that were new.
+func (r *policyClaims) claim(claims []policyClaim) (unclaim func()) {
+	if r == nil || len(claims) == 0 {
+		return func() {}
+	}
+	var fresh []policyClaim
+	for _, c := range claims {
+		if c.id == 0 {
+			if !r.flows[c.key] {
+				r.flows[c.key] = true
+				fresh = append(fresh, c)
+			}
+			continue
+		}
+		if r.conjs[c.key] == nil {
+			r.conjs[c.key] = map[uint32]bool{}
+		}
+		if !r.conjs[c.key][c.id] {
+			r.conjs[c.key][c.id] = true
+			fresh = append(fresh, c)
+		}
+	}
+	return func() {
+		for _, c := range fresh {
+			if c.id == 0 {
+				delete(r.flows, c.key)
+			} else {
+				delete(r.conjs[c.key], c.id)
+			}
+		}
+	}
 }
 
 // allows reports whether a plain policy flow lets packets on (a conj_id

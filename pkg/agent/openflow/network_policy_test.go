@@ -19,6 +19,8 @@ type recordingBridge struct {
 	mu      sync.Mutex
 	flows   map[string]*binding.Flow
 	bundles int
+	// refuse, when set, is what the next bundles fail with (nothing applied).
+	refuse error
 }
 
 func newRecordingBridge() *recordingBridge {
@@ -28,6 +30,9 @@ func newRecordingBridge() *recordingBridge {
 func (r *recordingBridge) Bundle(_ context.Context, msgs ...binding.Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.refuse != nil {
+		return r.refuse
+	}
 	r.bundles++
 	for _, m := range msgs {
 		fm, ok := m.(*binding.FlowMod)

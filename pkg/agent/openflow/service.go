@@ -603,32 +603,24 @@ type ServiceChange struct {
 func (c *Client) InstallServices(ctx context.Context, changes []ServiceChange) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var msgs []binding.Message
-	undos := make([]func(), 0, len(changes))
+	var b deltaBatch
 	flushes := make([][]*binding.CTFlush, 0, len(changes))
-	rollback := func() {
-		for i := len(undos) - 1; i >= 0; i-- {
-			undos[i]()
-		}
-	}
 	for _, ch := range changes {
-		m, commit, fl, err := c.serviceMsgs(ch.Name, ch.Want)
+		d, fl, err := c.serviceDelta(ch.Name, ch.Want)
 		if err != nil {
-			rollback()
+			b.revert()
 			return err
 		}
-		msgs = append(msgs, m...)
 		// Recorded now, so the next Service's difference starts from it;
-		// undone unless OVS takes the bundle.
-		undos = append(undos, commit())
+		// reverted unless OVS takes the bundle.
+		b.add(d)
 		flushes = append(flushes, fl)
 	}
 	what := "service " + changes[0].Name
 	if len(changes) > 1 {
 		what = fmt.Sprintf("%d services (%s, ...)", len(changes), changes[0].Name)
 	}
-	if err := c.write(ctx, what, msgs); err != nil {
-		rollback()
+	if err := b.commit(ctx, c, what); err != nil {
 		return err
 	}
 	for i, ch := range changes {
@@ -642,25 +634,24 @@ func (c *Client) UninstallService(ctx context.Context, name string) error {
 	return c.InstallService(ctx, name, nil)
 }
 
-// serviceMsgs computes the messages from the installed state of Service name
-// to want, the commit recording want (which returns its undo), and the
-// conntrack flushes of the UDP entries the change leaves stale
-// (service_conntrack.go). c.mu is held.
-func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message, func() (undo func()), []*binding.CTFlush, error) {
+// serviceDelta computes the delta from the installed state of Service name
+// to want, and the conntrack flushes of the UDP entries the change leaves
+// stale (service_conntrack.go). c.mu is held.
+func (c *Client) serviceDelta(name string, want ServiceState) (delta, []*binding.CTFlush, error) {
 	st := &c.svc
 	have := st.services[name]
 	norm := ServiceState{}
 	for p, ps := range want {
 		if !p.IP.Is4() {
-			return nil, nil, nil, fmt.Errorf("service %s port %s: only IPv4 ClusterIPs are supported", name, p)
+			return delta{}, nil, fmt.Errorf("service %s port %s: only IPv4 ClusterIPs are supported", name, p)
 		}
 		if ip := st.ports[p]; ip != nil && ip.owner != name {
-			return nil, nil, nil, fmt.Errorf("service %s port %s: already installed for service %s", name, p, ip.owner)
+			return delta{}, nil, fmt.Errorf("service %s port %s: already installed for service %s", name, p, ip.owner)
 		}
 		ps = ps.normalized()
 		for _, e := range ps.Endpoints {
 			if !e.IP.Is4() {
-				return nil, nil, nil, fmt.Errorf("service %s port %s: endpoint %s is not IPv4", name, p, e.IP)
+				return delta{}, nil, fmt.Errorf("service %s port %s: endpoint %s is not IPv4", name, p, e.IP)
 			}
 		}
 		norm[p] = ps
@@ -692,7 +683,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, state: ps, digest: digest, flows: flows}
 			gm, err := groupMsgs(g)
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
+				return delta{}, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
 			}
 			groupMods = append(groupMods, gm...)
 			flowAdds = append(flowAdds, addMods(flows)...)
@@ -703,7 +694,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 		if !bytes.Equal(digest, old.digest) {
 			gm, err := groupMsgs(g)
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
+				return delta{}, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
 			}
 			groupMods = append(groupMods, gm...)
 		}
@@ -790,7 +781,7 @@ func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message,
 		}
 		return undo
 	}
-	return msgs, commit, staleUDPFlushes(have, norm, gone), nil
+	return delta{msgs: msgs, apply: commit}, staleUDPFlushes(have, norm, gone), nil
 }
 
 // undoOf returns what puts back the parts of the record a commit of Service
