@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"sync"
 
 	"k8s.io/klog/v2"
 
@@ -72,9 +73,63 @@ var (
 		Doc: "Counts, per ingress Allow rule, its connections' first packets (ct_state=+new, rule id in reg7) and every later packet of them in either direction (ct_state=-new, rule id in ct_label[0..31])."}
 )
 
-type networkPolicy struct{}
+// networkPolicy is the NetworkPolicy feature: the fixed flows that let
+// established and trusted traffic through, and the flows of the rules and
+// isolation the policy reconciler hands over, recorded in policy under
+// policyMu.
+type networkPolicy struct {
+	*datapath
+	policyMu sync.Mutex
+	// policy holds the NetworkPolicy flows, shared between rules.
+	policy policyState
+}
 
-func (networkPolicy) tables() []*TableSpec {
+func newNetworkPolicy(d *datapath) *networkPolicy {
+	return &networkPolicy{datapath: d, policy: newPolicyState()}
+}
+
+// Name implements Feature.
+func (*networkPolicy) Name() string { return "NetworkPolicy" }
+
+// FixedFlows implements Feature.
+func (c *networkPolicy) FixedFlows(node *NodeConfig) []*binding.Flow {
+	return c.b.policyFixedFlows(node)
+}
+
+// Meters implements Feature: the meters of the reject and log packet-ins.
+func (*networkPolicy) Meters() []*binding.MeterMod {
+	return []*binding.MeterMod{policyMeter(binding.MeterAdd, PolicyRejectMeterID, PolicyRejectRate),
+		policyMeter(binding.MeterAdd, PolicyLogMeterID, PolicyLogRate)}
+}
+
+// Installed implements Feature: the rules' and isolation's flows.
+func (c *networkPolicy) Installed() ([]*binding.GroupMod, []*binding.Flow) {
+	c.policyMu.Lock()
+	defer c.policyMu.Unlock()
+	return nil, c.policyFlows()
+}
+
+// SwitchLost implements Feature: the record of flows read back by
+// RecoverPolicy is replayed as it is.
+func (*networkPolicy) SwitchLost() {}
+
+// PacketInKinds implements Feature: rejects and audit logging.
+func (*networkPolicy) PacketInKinds() []PacketInKind { return []PacketInKind{PacketInPolicy} }
+
+// plainFlows is a copy of the record's plain flows (conj_id, isolation and
+// metric flows), for Traceflow's copies.
+func (c *networkPolicy) plainFlows() []*binding.Flow {
+	c.policyMu.Lock()
+	defer c.policyMu.Unlock()
+	out := make([]*binding.Flow, 0, len(c.policy.flows))
+	for _, f := range c.policy.flows {
+		out = append(out, f)
+	}
+	return out
+}
+
+// Tables implements Feature.
+func (*networkPolicy) Tables() []*TableSpec {
 	return []*TableSpec{
 		AntreaPolicyEgressRuleTable, EgressRuleTable, EgressDefaultRuleTable, EgressBaselineRuleTable, EgressMetricTable,
 		AntreaPolicyIngressRuleTable, IngressRuleTable, IngressDefaultRuleTable, IngressBaselineRuleTable, IngressMetricTable,
@@ -607,7 +662,7 @@ func (b *flowBuilder) defaultDropFlow(d Direction, port uint32, logged bool) *bi
 // the bundle, so a failed write leaves both as they were and a retry starts
 // from the truth. c.policyMu is held across the write; pod and Service
 // writes do not wait for it.
-func (c *Client) ApplyPolicyChange(ctx context.Context, ch PolicyChange) (PolicyWrite, error) {
+func (c *networkPolicy) ApplyPolicyChange(ctx context.Context, ch PolicyChange) (PolicyWrite, error) {
 	c.policyMu.Lock()
 	defer c.policyMu.Unlock()
 	d, narrowed := c.policyDelta(ch)
@@ -621,7 +676,7 @@ func (c *Client) ApplyPolicyChange(ctx context.Context, ch PolicyChange) (Policy
 
 // policyDelta computes the delta of a change, and whether it may forbid
 // traffic that was allowed. c.policyMu is held.
-func (c *Client) policyDelta(ch PolicyChange) (delta, bool) {
+func (c *networkPolicy) policyDelta(ch PolicyChange) (delta, bool) {
 	pl := newPolicyPlan(&c.policy, &c.b)
 	pl.removeRules(ch.Rules)
 	pl.addRules(ch.Rules)
@@ -908,7 +963,7 @@ func conjActions(conjs map[uint32]*binding.Conjunction) []binding.Action {
 // same rules the same ids, so ApplyPolicyChange finds their flows in place
 // and writes nothing for them. FinishPolicyRecovery removes what this run
 // did not claim. Call it once, before the first ApplyPolicyChange.
-func (c *Client) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
+func (c *networkPolicy) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
 	c.policyMu.Lock()
 	defer c.policyMu.Unlock()
 	if len(c.policy.matches) > 0 || len(c.policy.flows) > 0 {
@@ -955,7 +1010,7 @@ func (c *Client) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
 // (and conjunctions of shared flows) that no ApplyPolicyChange since
 // RecoverPolicy claimed: rules and isolation that went away while the agent
 // was down. It returns the number of flow mods written.
-func (c *Client) FinishPolicyRecovery(ctx context.Context) (int, error) {
+func (c *networkPolicy) FinishPolicyRecovery(ctx context.Context) (int, error) {
 	c.policyMu.Lock()
 	defer c.policyMu.Unlock()
 	st := &c.policy
@@ -1007,7 +1062,7 @@ func (c *Client) FinishPolicyRecovery(ctx context.Context) (int, error) {
 
 // policyFlows lists the installed policy flows (for replay and Flows).
 // c.policyMu is held.
-func (c *Client) policyFlows() []*binding.Flow {
+func (c *networkPolicy) policyFlows() []*binding.Flow {
 	out := make([]*binding.Flow, 0, len(c.policy.matches)+len(c.policy.flows))
 	for _, cm := range c.policy.matches {
 		f := *cm.flow
@@ -1035,7 +1090,7 @@ type RuleCounters struct {
 // conjunction id, in one flow-stats request that selects the flows whose
 // counters are statistics by cookie (cookiePolicyStatsFlag). A flow that
 // was rewritten (OFPFC_ADD of a changed flow) starts again from zero.
-func (c *Client) PolicyRuleStats(ctx context.Context) (map[uint32]RuleCounters, error) {
+func (c *networkPolicy) PolicyRuleStats(ctx context.Context) (map[uint32]RuleCounters, error) {
 	d, ok := c.bridge.(flowDumper)
 	if !ok {
 		return nil, fmt.Errorf("policy rule stats: the bridge cannot be read")

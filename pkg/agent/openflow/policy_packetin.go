@@ -1,10 +1,6 @@
 package openflow
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -45,28 +41,6 @@ func policyMeter(cmd binding.MeterModCommand, id, rate uint32) *binding.MeterMod
 		Bands: []binding.MeterBand{{Rate: rate, BurstSize: rate}}}
 }
 
-// ensurePolicyMeters adds the policy meters, or modifies them when they
-// exist (deleting a meter would delete the flows using it). A bridge that
-// cannot apply (a unit test's fake) gets none.
-func ensurePolicyMeters(ctx context.Context, bridge Bridge) error {
-	a, ok := bridge.(applier)
-	if !ok {
-		return nil
-	}
-	for _, m := range []struct{ id, rate uint32 }{{PolicyRejectMeterID, PolicyRejectRate}, {PolicyLogMeterID, PolicyLogRate}} {
-		if err := a.Apply(ctx, policyMeter(binding.MeterAdd, m.id, m.rate)); err != nil {
-			var ofErr *binding.Error
-			if !errors.As(err, &ofErr) {
-				return fmt.Errorf("add meter %d: %w", m.id, err)
-			}
-			if err := a.Apply(ctx, policyMeter(binding.MeterModify, m.id, m.rate)); err != nil {
-				return fmt.Errorf("add or modify meter %d: %w", m.id, err)
-			}
-		}
-	}
-	return nil
-}
-
 // PolicyPacketIn is what a policy rule's packet-in says.
 type PolicyPacketIn struct {
 	// RuleID is the conjunction id of the rule.
@@ -84,7 +58,7 @@ type PolicyPacketIn struct {
 
 // ParsePolicyPacketIn reads a policy rule's packet-in; ok is false for
 // packet-ins of other features.
-func (c *Client) ParsePolicyPacketIn(pi *binding.PacketIn) (PolicyPacketIn, bool) {
+func (c *networkPolicy) ParsePolicyPacketIn(pi *binding.PacketIn) (PolicyPacketIn, bool) {
 	u := pi.UserData
 	if len(u) < 4 || PacketInKind(u[0]) != PacketInPolicy || u[3] > byte(ActionPass) || u[2] > byte(DirectionEgress) {
 		return PolicyPacketIn{}, false

@@ -3,11 +3,11 @@ package openflow
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
 	"sort"
+	"sync"
 
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
@@ -39,11 +39,53 @@ var (
 		Doc: "Source-NATs, after policy saw the real source: a pod's Service connection to itself and a Service connection from the gateway that leaves through the gateway again to the hairpin address; a Service connection from outside the node to an endpoint behind the tunnel to the gateway IP, so its replies come back through this node."}
 )
 
-type service struct{}
+// services is the Service feature (AntreaProxy's data path): the fixed
+// flows every Service shares, and each Service's groups and flows, recorded
+// in svc under mu.
+type services struct {
+	*datapath
+	mu sync.Mutex
+	// svc holds the Services' groups and flows.
+	svc serviceState
+}
 
-func (service) tables() []*TableSpec {
+func newServices(d *datapath) *services {
+	return &services{datapath: d, svc: newServiceState()}
+}
+
+// Name implements Feature.
+func (*services) Name() string { return "Service" }
+
+// Tables implements Feature.
+func (*services) Tables() []*TableSpec {
 	return []*TableSpec{SessionAffinityTable, ServiceLBTable, EndpointDNATTable, ServiceSNATTable}
 }
+
+// FixedFlows implements Feature.
+func (c *services) FixedFlows(node *NodeConfig) []*binding.Flow { return c.b.serviceFixedFlows(node) }
+
+// Meters implements Feature: the reject meter.
+func (*services) Meters() []*binding.MeterMod {
+	return []*binding.MeterMod{serviceRejectMeter(binding.MeterAdd)}
+}
+
+// Installed implements Feature: the Services' groups and flows.
+func (c *services) Installed() ([]*binding.GroupMod, []*binding.Flow) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.serviceGroups(), c.serviceFlows()
+}
+
+// SwitchLost implements Feature: what RecoverServices found of an earlier
+// run is gone with the switch's flows.
+func (c *services) SwitchLost() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.svc.recovered = newRecoveredServices()
+}
+
+// PacketInKinds implements Feature: the rejects of ports without endpoints.
+func (*services) PacketInKinds() []PacketInKind { return []PacketInKind{PacketInServiceReject} }
 
 // ServicePort is one port of a Service as the data path matches it.
 type ServicePort struct {
@@ -433,33 +475,6 @@ func serviceRejectMeter(cmd binding.MeterModCommand) *binding.MeterMod {
 		Bands: []binding.MeterBand{{Rate: ServiceRejectRate, BurstSize: ServiceRejectRate}}}
 }
 
-// applier sends messages that cannot go in a bundle (meter mods: Open
-// vSwitch does not bundle them), one by one, reporting the rejected ones.
-type applier interface {
-	Apply(ctx context.Context, msgs ...binding.Message) error
-}
-
-// ensureMeters installs the meters the fixed flows use, before them: added,
-// or modified when they exist (a meter is never deleted, as that would
-// delete the flows using it). A bridge that cannot apply (a unit test's
-// fake) gets none.
-func ensureMeters(ctx context.Context, bridge Bridge) error {
-	a, ok := bridge.(applier)
-	if !ok {
-		return nil
-	}
-	if err := a.Apply(ctx, serviceRejectMeter(binding.MeterAdd)); err != nil {
-		var ofErr *binding.Error
-		if !errors.As(err, &ofErr) {
-			return fmt.Errorf("add meter %d: %w", ServiceRejectMeterID, err)
-		}
-		if err := a.Apply(ctx, serviceRejectMeter(binding.MeterModify)); err != nil {
-			return fmt.Errorf("add or modify meter %d: %w", ServiceRejectMeterID, err)
-		}
-	}
-	return nil
-}
-
 // matchServicePort matches the packets to a Service port: its address,
 // protocol and port and, for an External port, from outside the node.
 func (b *flowBuilder) matchServicePort(m *binding.Match, p ServicePort) {
@@ -582,7 +597,7 @@ func ip4Uint(a netip.Addr) uint64 {
 // affinity flows learned for removed ports and endpoints, and DNAT flows no
 // port uses any more. An empty want removes the Service. The
 // client's record changes only once OVS accepted the bundle.
-func (c *Client) InstallService(ctx context.Context, name string, want ServiceState) error {
+func (c *services) InstallService(ctx context.Context, name string, want ServiceState) error {
 	return c.InstallServices(ctx, []ServiceChange{{Name: name, Want: want}})
 }
 
@@ -600,7 +615,7 @@ type ServiceChange struct {
 // Service's state is refused or OVS rejects the bundle, nothing is written
 // and the client's record stays as it was, for every Service of the batch.
 // The stale UDP conntrack entries are flushed after the bundle.
-func (c *Client) InstallServices(ctx context.Context, changes []ServiceChange) error {
+func (c *services) InstallServices(ctx context.Context, changes []ServiceChange) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var b deltaBatch
@@ -630,14 +645,14 @@ func (c *Client) InstallServices(ctx context.Context, changes []ServiceChange) e
 }
 
 // UninstallService removes a Service's groups and flows; unknown names are a no-op.
-func (c *Client) UninstallService(ctx context.Context, name string) error {
+func (c *services) UninstallService(ctx context.Context, name string) error {
 	return c.InstallService(ctx, name, nil)
 }
 
 // serviceDelta computes the delta from the installed state of Service name
 // to want, and the conntrack flushes of the UDP entries the change leaves
 // stale (service_conntrack.go). c.mu is held.
-func (c *Client) serviceDelta(name string, want ServiceState) (delta, []*binding.CTFlush, error) {
+func (c *services) serviceDelta(name string, want ServiceState) (delta, []*binding.CTFlush, error) {
 	st := &c.svc
 	have := st.services[name]
 	norm := ServiceState{}
@@ -867,7 +882,7 @@ func ip4Addr(v uint32) netip.Addr {
 // portFlows are the flows of one port: its ServiceLB flow and, with
 // affinity, its lookup and exact-lookup flows and one learn flow per
 // endpoint.
-func (c *Client) portFlows(p ServicePort, groupID uint32, digest []byte, ps PortState) []*binding.Flow {
+func (c *services) portFlows(p ServicePort, groupID uint32, digest []byte, ps PortState) []*binding.Flow {
 	flows := []*binding.Flow{c.b.serviceLBFlow(p, groupID, digest)}
 	if ps.AffinityTimeout > 0 {
 		flows = append(flows, c.b.affinityLookupFlow(p), c.b.affinityExactFlow(p))
@@ -961,7 +976,7 @@ func sortedEndpointKeys(m map[endpointKey]endpointUse) []endpointKey {
 }
 
 // serviceFlows lists the installed Service flows (for replay and Flows). c.mu is held.
-func (c *Client) serviceFlows() []*binding.Flow {
+func (c *services) serviceFlows() []*binding.Flow {
 	var out []*binding.Flow
 	for _, ip := range c.svc.ports {
 		out = append(out, ip.flows...)
@@ -975,14 +990,7 @@ func (c *Client) serviceFlows() []*binding.Flow {
 	return out
 }
 
-// Groups returns the installed groups as group-add messages, by group id.
-func (c *Client) Groups() []*binding.GroupMod {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.serviceGroups()
-}
-
-func (c *Client) serviceGroups() []*binding.GroupMod {
+func (c *services) serviceGroups() []*binding.GroupMod {
 	out := make([]*binding.GroupMod, 0, len(c.svc.ports))
 	for _, ip := range c.svc.ports {
 		out = append(out, c.b.serviceGroup(binding.GroupAdd, ip.groupID, ip.state))

@@ -48,7 +48,7 @@ const DefaultMaxSwitchTimeout = 65535
 
 // affinityIdle is the idle timeout of the flows an affinity port learns: its
 // timeout when the switch can hold it, none otherwise (the agent ages them).
-func (c *Client) affinityIdle(ps PortState) uint16 {
+func (c *services) affinityIdle(ps PortState) uint16 {
 	if ps.AffinityTimeout == 0 || ps.AffinityTimeout > c.svc.maxSwitchTimeout {
 		return 0
 	}
@@ -59,7 +59,7 @@ func (c *Client) affinityIdle(ps PortState) uint16 {
 // switch's idle_timeout (at most DefaultMaxSwitchTimeout); longer ones are
 // aged by the agent. Tests use it to run the agent's ageing in seconds.
 // Ports installed before keep their flows until they change.
-func (c *Client) SetMaxSwitchTimeout(seconds uint32) {
+func (c *services) SetMaxSwitchTimeout(seconds uint32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.svc.maxSwitchTimeout = min(seconds, DefaultMaxSwitchTimeout)
@@ -159,7 +159,7 @@ func (b *flowBuilder) deleteLearned(p ServicePort, e *Endpoint) *binding.FlowMod
 // otherwise (its clients are balanced again). What the port had is read from
 // its flows as installed, so it also works for a port an earlier agent run
 // left (whose state this run does not know).
-func (c *Client) learnedToDelete(p ServicePort, old *installedPort, ps PortState) []binding.Message {
+func (c *services) learnedToDelete(p ServicePort, old *installedPort, ps PortState) []binding.Message {
 	wasOn, wasIdle, wasEndpoints := c.affinityOf(old.flows)
 	if !wasOn {
 		return nil
@@ -185,7 +185,7 @@ func (c *Client) learnedToDelete(p ServicePort, old *installedPort, ps PortState
 
 // affinityOf reads a port's affinity from its flows: whether it has a
 // lookup flow, the idle timeout its learn flows give, and their endpoints.
-func (c *Client) affinityOf(flows []*binding.Flow) (on bool, idle uint16, eps []Endpoint) {
+func (c *services) affinityOf(flows []*binding.Flow) (on bool, idle uint16, eps []Endpoint) {
 	sa := c.p.Table(SessionAffinityTable).ID
 	for _, f := range flows {
 		if f.Table != sa {
@@ -223,7 +223,7 @@ type flowDumper interface {
 // it periodically; it returns how many flows it deleted. A client that
 // connects between the dump and the delete loses its affinity a little
 // early and is balanced again.
-func (c *Client) AgeSessionAffinity(ctx context.Context) (int, error) {
+func (c *services) AgeSessionAffinity(ctx context.Context) (int, error) {
 	c.mu.Lock()
 	long := map[ServicePort]uint32{}
 	for p, ip := range c.svc.ports {

@@ -86,6 +86,43 @@ type TraceflowFlows struct {
 	Live *TraceflowLive
 }
 
+// traceflow is the Traceflow feature: no table of its own, the copies of
+// other features' flows for each running tag (read from the pods' and the
+// policy's records, each under its own lock), recorded in tf.
+type traceflow struct {
+	*datapath
+	podSource    *podConnectivity
+	policySource *networkPolicy
+	tf           traceflowState
+}
+
+func newTraceflow(d *datapath, pods *podConnectivity, policy *networkPolicy) *traceflow {
+	return &traceflow{datapath: d, podSource: pods, policySource: policy}
+}
+
+// Name implements Feature.
+func (*traceflow) Name() string { return "Traceflow" }
+
+// Tables implements Feature: none, its flows sit in others' tables.
+func (*traceflow) Tables() []*TableSpec { return nil }
+
+// FixedFlows implements Feature: none.
+func (*traceflow) FixedFlows(*NodeConfig) []*binding.Flow { return nil }
+
+// Meters implements Feature: none.
+func (*traceflow) Meters() []*binding.MeterMod { return nil }
+
+// Installed implements Feature: nothing to replay. A tag's flows are a
+// snapshot of others' flows taken when its Traceflow starts and time out
+// within seconds; after a switch restart the Traceflow times out too.
+func (*traceflow) Installed() ([]*binding.GroupMod, []*binding.Flow) { return nil, nil }
+
+// SwitchLost implements Feature: nothing is read back.
+func (*traceflow) SwitchLost() {}
+
+// PacketInKinds implements Feature: the traced packets' reports.
+func (*traceflow) PacketInKinds() []PacketInKind { return []PacketInKind{PacketInTraceflow} }
+
 // traceflowState holds the flows installed per tag.
 type traceflowState struct {
 	mu    sync.Mutex
@@ -93,7 +130,7 @@ type traceflowState struct {
 	live  map[uint8]*binding.Flow
 }
 
-func (c *Client) traceflowCookie(tag uint8) uint64 {
+func (c *traceflow) traceflowCookie(tag uint8) uint64 {
 	return withRound(c.round, cookieTraceflow|Cookie(tag))
 }
 
@@ -101,13 +138,13 @@ func traceflowUserData(tag uint8, p TraceflowPoint, extra ...byte) []byte {
 	return PacketInTraceflow.userData(append([]byte{tag, byte(p)}, extra...)...)
 }
 
-func (c *Client) traceflowController(tag uint8, p TraceflowPoint, extra ...byte) *binding.Controller {
+func (c *traceflow) traceflowController(tag uint8, p TraceflowPoint, extra ...byte) *binding.Controller {
 	return &binding.Controller{Reason: binding.ReasonAction, UserData: traceflowUserData(tag, p, extra...)}
 }
 
 // copyForTag copies f to match the tag one step above it, with the
 // packet-in first and f's actions after it.
-func (c *Client) copyForTag(f *binding.Flow, tag uint8, boost uint16, hard uint16, pin *binding.Controller) *binding.Flow {
+func (c *traceflow) copyForTag(f *binding.Flow, tag uint8, boost uint16, hard uint16, pin *binding.Controller) *binding.Flow {
 	g := &binding.Flow{Table: f.Table, Priority: f.Priority + boost, Cookie: c.traceflowCookie(tag), HardTimeout: hard,
 		Match: f.Match.Clone()}
 	g.Match.EthType(binding.EthTypeIPv4).IPDSCP(tag)
@@ -115,19 +152,10 @@ func (c *Client) copyForTag(f *binding.Flow, tag uint8, boost uint16, hard uint1
 	return g
 }
 
-func (c *Client) tableOf(id uint8) *Table {
-	for _, t := range c.p.Tables() {
-		if t.ID == id {
-			return t
-		}
-	}
-	return nil
-}
-
 // ruleVerdict reads a conj_id flow's verdict from its actions: a goto to
 // the table after the direction's policy tables allows, a goto elsewhere
 // passes, a policy reject packet-in rejects, nothing drops.
-func (c *Client) ruleVerdict(f *binding.Flow, d Direction) RuleAction {
+func (c *traceflow) ruleVerdict(f *binding.Flow, d Direction) RuleAction {
 	past := c.p.Table(ruleTable(d, TierBaseline)).Next().ID
 	verdict := ActionDrop
 	for _, a := range f.Actions {
@@ -148,7 +176,7 @@ func (c *Client) ruleVerdict(f *binding.Flow, d Direction) RuleAction {
 
 // traceflowFlows builds a tag's flows from the records of the output and
 // policy flows, reading each under its own lock.
-func (c *Client) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
+func (c *traceflow) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
 	tag := spec.Tag
 	hard := uint16(0)
 	if spec.Timeout > 0 {
@@ -157,22 +185,12 @@ func (c *Client) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
 	output := c.p.Table(OutputTable).ID
 	var outs []*binding.Flow
 	if !spec.DroppedOnly {
-		c.mu.Lock()
-		for _, f := range c.fixed {
+		for _, f := range c.fixedFlows() {
 			if f.Table == output && f.Priority > priorityMiss {
 				outs = append(outs, f)
 			}
 		}
-		c.mu.Unlock()
-		c.podMu.Lock()
-		for _, fs := range c.pods {
-			for _, f := range fs {
-				if f.Table == output && f.Priority > priorityMiss {
-					outs = append(outs, f)
-				}
-			}
-		}
-		c.podMu.Unlock()
+		outs = append(outs, c.podSource.podOutputFlows(output)...)
 	}
 	var flows []*binding.Flow
 	for _, f := range outs {
@@ -187,8 +205,7 @@ func (c *Client) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
 		flows = append(flows, c.copyForTag(m, tag, 1, hard, c.traceflowController(tag, TraceflowTableMiss)))
 	}
 
-	c.policyMu.Lock()
-	for _, f := range c.policy.flows {
+	for _, f := range c.policySource.plainFlows() {
 		t := c.tableOf(f.Table)
 		if t == nil {
 			continue
@@ -210,7 +227,6 @@ func (c *Client) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
 			flows = append(flows, c.copyForTag(f, tag, 1, hard, c.traceflowController(tag, TraceflowIsolation, byte(d), byte(ActionDrop))))
 		}
 	}
-	c.policyMu.Unlock()
 	return flows
 }
 
@@ -231,7 +247,7 @@ func policyTableKind(t *TableSpec) (d Direction, rule, isolation bool) {
 }
 
 // liveFlow tags the first packets of real traffic that match.
-func (c *Client) liveFlow(spec TraceflowFlows) *binding.Flow {
+func (c *traceflow) liveFlow(spec TraceflowFlows) *binding.Flow {
 	l := spec.Live
 	f := &binding.Flow{Table: c.p.Table(ConntrackStateTable).ID, Priority: traceflowLivePrio, Cookie: c.traceflowCookie(spec.Tag)}
 	if spec.Timeout > 0 {
@@ -271,7 +287,7 @@ func (c *Client) liveFlow(spec TraceflowFlows) *binding.Flow {
 
 // InstallTraceflowFlows installs (or replaces) the flows of one tag as one
 // bundle.
-func (c *Client) InstallTraceflowFlows(ctx context.Context, spec TraceflowFlows) error {
+func (c *traceflow) InstallTraceflowFlows(ctx context.Context, spec TraceflowFlows) error {
 	if spec.Tag == 0 || spec.Tag > 63 {
 		return fmt.Errorf("traceflow tag %d is not a DSCP value in 1..63", spec.Tag)
 	}
@@ -301,7 +317,7 @@ func (c *Client) InstallTraceflowFlows(ctx context.Context, spec TraceflowFlows)
 
 // StopTraceflowLive removes a live Traceflow's tagging flow (its first
 // packet was seen); the other flows stay to report the packets in flight.
-func (c *Client) StopTraceflowLive(ctx context.Context, tag uint8) error {
+func (c *traceflow) StopTraceflowLive(ctx context.Context, tag uint8) error {
 	c.tf.mu.Lock()
 	defer c.tf.mu.Unlock()
 	f, ok := c.tf.live[tag]
@@ -316,7 +332,7 @@ func (c *Client) StopTraceflowLive(ctx context.Context, tag uint8) error {
 }
 
 // UninstallTraceflowFlows removes every flow of a tag.
-func (c *Client) UninstallTraceflowFlows(ctx context.Context, tag uint8) error {
+func (c *traceflow) UninstallTraceflowFlows(ctx context.Context, tag uint8) error {
 	c.tf.mu.Lock()
 	defer c.tf.mu.Unlock()
 	if err := c.write(ctx, fmt.Sprintf("traceflow tag %d", tag),
@@ -329,7 +345,7 @@ func (c *Client) UninstallTraceflowFlows(ctx context.Context, tag uint8) error {
 }
 
 // TraceflowFlowsOf returns the flows installed for a tag (for tests and antctl).
-func (c *Client) TraceflowFlowsOf(tag uint8) []*binding.Flow {
+func (c *traceflow) TraceflowFlowsOf(tag uint8) []*binding.Flow {
 	c.tf.mu.Lock()
 	defer c.tf.mu.Unlock()
 	return append([]*binding.Flow(nil), c.tf.flows[tag]...)
@@ -377,7 +393,7 @@ func ip4(v uint64) netip.Addr {
 
 // ParseTraceflowPacketIn reads a Traceflow packet-in; ok is false for
 // packet-ins of other features.
-func (c *Client) ParseTraceflowPacketIn(pi *binding.PacketIn) (TraceflowPacketIn, bool) {
+func (c *traceflow) ParseTraceflowPacketIn(pi *binding.PacketIn) (TraceflowPacketIn, bool) {
 	u := pi.UserData
 	if len(u) < 3 || PacketInKind(u[0]) != PacketInTraceflow {
 		return TraceflowPacketIn{}, false
