@@ -19,7 +19,8 @@ import (
 // bundle.
 //
 // Adding a feature: declare its tables and write its type in its own
-// file(s), implementing Feature; add one line to registeredFeatures (and,
+// file(s), implementing Feature (embed featureDefaults for the parts it
+// does not have); add one line to registeredFeatures (and,
 // if its calls are to be reached through the Client, embed it there).
 // Its cookie and packet-in kind, if any, are declared in cookies.go and
 // packetin.go. docs/design/ovs-pipeline.md ("Features") says more.
@@ -45,6 +46,26 @@ type Feature interface {
 	// their consumers register a handler with the PacketInDispatcher.
 	PacketInKinds() []PacketInKind
 }
+
+// featureDefaults answers the Feature methods a feature has nothing for:
+// no fixed flows, meters, installed flows or packet-ins, nothing to forget.
+// A feature embeds it and defines Name, Tables and what it does have.
+type featureDefaults struct{}
+
+// FixedFlows implements Feature: none.
+func (featureDefaults) FixedFlows(*NodeConfig) []*binding.Flow { return nil }
+
+// Meters implements Feature: none.
+func (featureDefaults) Meters() []*binding.MeterMod { return nil }
+
+// Installed implements Feature: nothing.
+func (featureDefaults) Installed() ([]*binding.GroupMod, []*binding.Flow) { return nil, nil }
+
+// SwitchLost implements Feature: nothing is read back.
+func (featureDefaults) SwitchLost() {}
+
+// PacketInKinds implements Feature: none.
+func (featureDefaults) PacketInKinds() []PacketInKind { return nil }
 
 // registeredFeatures are the features the client runs, in the order their
 // tables are laid out within a stage (which keeps table numbers stable):

@@ -79,6 +79,7 @@ var (
 // policyMu.
 type networkPolicy struct {
 	*datapath
+	featureDefaults
 	policyMu sync.Mutex
 	// policy holds the NetworkPolicy flows, shared between rules.
 	policy policyState
@@ -102,16 +103,13 @@ func (*networkPolicy) Meters() []*binding.MeterMod {
 		policyMeter(binding.MeterAdd, PolicyLogMeterID, PolicyLogRate)}
 }
 
-// Installed implements Feature: the rules' and isolation's flows.
+// Installed implements Feature: the rules' and isolation's flows (those
+// RecoverPolicy read back included: a replay writes them as they are).
 func (c *networkPolicy) Installed() ([]*binding.GroupMod, []*binding.Flow) {
 	c.policyMu.Lock()
 	defer c.policyMu.Unlock()
 	return nil, c.policyFlows()
 }
-
-// SwitchLost implements Feature: the record of flows read back by
-// RecoverPolicy is replayed as it is.
-func (*networkPolicy) SwitchLost() {}
 
 // PacketInKinds implements Feature: rejects and audit logging.
 func (*networkPolicy) PacketInKinds() []PacketInKind { return []PacketInKind{PacketInPolicy} }

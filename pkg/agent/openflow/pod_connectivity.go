@@ -43,6 +43,7 @@ var (
 // node's, recorded per pod port and per node under podMu.
 type podConnectivity struct {
 	*datapath
+	featureDefaults
 	podMu sync.Mutex
 	pods  map[string][]*binding.Flow // by host interface name
 	peers map[string][]*binding.Flow // by remote node name
@@ -66,9 +67,6 @@ func (*podConnectivity) Tables() []*TableSpec {
 // are the client's, from the pipeline).
 func (c *podConnectivity) FixedFlows(node *NodeConfig) []*binding.Flow { return c.b.nodeFlows(node) }
 
-// Meters implements Feature: none.
-func (*podConnectivity) Meters() []*binding.MeterMod { return nil }
-
 // Installed implements Feature: the pods' and peer nodes' flows.
 func (c *podConnectivity) Installed() ([]*binding.GroupMod, []*binding.Flow) {
 	c.podMu.Lock()
@@ -82,12 +80,6 @@ func (c *podConnectivity) Installed() ([]*binding.GroupMod, []*binding.Flow) {
 	}
 	return nil, all
 }
-
-// SwitchLost implements Feature: nothing is read back.
-func (*podConnectivity) SwitchLost() {}
-
-// PacketInKinds implements Feature: none.
-func (*podConnectivity) PacketInKinds() []PacketInKind { return nil }
 
 // podOutputFlows are the pods' flows in the table t (above its miss flow),
 // for Traceflow's copies.
@@ -335,20 +327,14 @@ func replaceDelta(cache map[string][]*binding.Flow, key string, flows []*binding
 
 // InstallPodFlows installs the flows of one local pod port as one bundle.
 func (c *podConnectivity) InstallPodFlows(ifName string, podIPs []net.IP, podMAC net.HardwareAddr, ofPort uint32) error {
-	node := c.node.Load()
-	if node == nil {
-		return fmt.Errorf("pod %s: pipeline not initialized", ifName)
-	}
-	ctx, cancel := withTimeout()
-	defer cancel()
-	return c.replace(ctx, "pod "+ifName, c.pods, ifName, c.b.podFlows(node, ofPort, podIPs, podMAC))
+	return c.install("pod "+ifName, c.pods, ifName, func(node *NodeConfig) []*binding.Flow {
+		return c.b.podFlows(node, ofPort, podIPs, podMAC)
+	})
 }
 
 // UninstallPodFlows removes the flows of a pod port; unknown ports are a no-op.
 func (c *podConnectivity) UninstallPodFlows(ifName string) error {
-	ctx, cancel := withTimeout()
-	defer cancel()
-	return c.replace(ctx, "pod "+ifName, c.pods, ifName, nil)
+	return c.install("pod "+ifName, c.pods, ifName, nil)
 }
 
 // PodFlowsInstalled reports whether the client installed flows for a pod port.
@@ -360,18 +346,28 @@ func (c *podConnectivity) PodFlowsInstalled(ifName string) bool {
 
 // InstallNodeFlows installs the flows towards one remote node's pod CIDR.
 func (c *podConnectivity) InstallNodeFlows(nodeName string, peerPodCIDR *net.IPNet, peerGatewayIP, tunnelPeerIP net.IP) error {
-	node := c.node.Load()
-	if node == nil {
-		return fmt.Errorf("node %s: pipeline not initialized", nodeName)
-	}
-	ctx, cancel := withTimeout()
-	defer cancel()
-	return c.replace(ctx, "node "+nodeName, c.peers, nodeName, c.b.peerFlows(node, peerPodCIDR, peerGatewayIP, tunnelPeerIP))
+	return c.install("node "+nodeName, c.peers, nodeName, func(node *NodeConfig) []*binding.Flow {
+		return c.b.peerFlows(node, peerPodCIDR, peerGatewayIP, tunnelPeerIP)
+	})
 }
 
 // UninstallNodeFlows removes the flows towards a remote node.
 func (c *podConnectivity) UninstallNodeFlows(nodeName string) error {
+	return c.install("node "+nodeName, c.peers, nodeName, nil)
+}
+
+// install makes the flows recorded in cache under key those build makes
+// for this node (build nil: none), within opTimeout.
+func (c *podConnectivity) install(what string, cache map[string][]*binding.Flow, key string, build func(*NodeConfig) []*binding.Flow) error {
+	var flows []*binding.Flow
+	if build != nil {
+		node := c.node.Load()
+		if node == nil {
+			return fmt.Errorf("%s: pipeline not initialized", what)
+		}
+		flows = build(node)
+	}
 	ctx, cancel := withTimeout()
 	defer cancel()
-	return c.replace(ctx, "node "+nodeName, c.peers, nodeName, nil)
+	return c.replace(ctx, what, cache, key, flows)
 }

@@ -653,150 +653,196 @@ func (c *services) UninstallService(ctx context.Context, name string) error {
 // to want, and the conntrack flushes of the UDP entries the change leaves
 // stale (service_conntrack.go). c.mu is held.
 func (c *services) serviceDelta(name string, want ServiceState) (delta, []*binding.CTFlush, error) {
-	st := &c.svc
-	have := st.services[name]
+	norm, err := c.normalizedWant(name, want)
+	if err != nil {
+		return delta{}, nil, err
+	}
+	pl := &servicePlan{c: c, st: &c.svc, name: name, have: c.svc.services[name], norm: norm,
+		refs: map[endpointKey]endpointUse{}, newPorts: map[ServicePort]*installedPort{}, adopted: map[ServicePort]bool{},
+		lastGroup: c.svc.lastGroup}
+	for _, p := range sortedPorts(norm) {
+		if err := pl.wantPort(p); err != nil {
+			return delta{}, nil, err
+		}
+	}
+	pl.removePorts()
+	epAdds, epDels, gone := pl.endpointMsgs()
+	var msgs []binding.Message
+	for _, part := range [][]binding.Message{epAdds, pl.groupMods, pl.flowAdds, pl.flowDels, pl.groupDels, pl.learnDels, epDels} {
+		msgs = append(msgs, part...)
+	}
+	return delta{msgs: msgs, apply: pl.apply}, staleUDPFlushes(pl.have, norm, gone), nil
+}
+
+// normalizedWant checks want (IPv4 only; no port another Service holds)
+// and normalizes each port's state.
+func (c *services) normalizedWant(name string, want ServiceState) (ServiceState, error) {
 	norm := ServiceState{}
 	for p, ps := range want {
 		if !p.IP.Is4() {
-			return delta{}, nil, fmt.Errorf("service %s port %s: only IPv4 ClusterIPs are supported", name, p)
+			return nil, fmt.Errorf("service %s port %s: only IPv4 ClusterIPs are supported", name, p)
 		}
-		if ip := st.ports[p]; ip != nil && ip.owner != name {
-			return delta{}, nil, fmt.Errorf("service %s port %s: already installed for service %s", name, p, ip.owner)
+		if ip := c.svc.ports[p]; ip != nil && ip.owner != name {
+			return nil, fmt.Errorf("service %s port %s: already installed for service %s", name, p, ip.owner)
 		}
 		ps = ps.normalized()
 		for _, e := range ps.Endpoints {
 			if !e.IP.Is4() {
-				return delta{}, nil, fmt.Errorf("service %s port %s: endpoint %s is not IPv4", name, p, e.IP)
+				return nil, fmt.Errorf("service %s port %s: endpoint %s is not IPv4", name, p, e.IP)
 			}
 		}
 		norm[p] = ps
 	}
-	refs := map[endpointKey]endpointUse{} // change of each endpoint's use
-	var groupMods, flowAdds, flowDels, groupDels, learnDels []binding.Message
-	newPorts := map[ServicePort]*installedPort{}
-	adopted := map[ServicePort]bool{}
-	lastGroup := st.lastGroup
-	for _, p := range sortedPorts(norm) {
-		ps := norm[p]
-		old := st.ports[p]
-		for _, e := range ps.Endpoints {
-			refs[keyOf(p.Protocol, e)] = refs[keyOf(p.Protocol, e)].add(use(e, 1))
-		}
-		if old == nil {
-			if rec := st.recovered.ports[p]; rec != nil {
-				// Left by the previous agent run: adopt it, changing only
-				// what differs.
-				old = rec.asInstalled()
-				adopted[p] = true
-			}
-		}
-		if old == nil {
-			lastGroup++
-			g := c.b.serviceGroup(binding.GroupAdd, lastGroup, ps)
-			digest := groupDigest(g)
-			flows := c.portFlows(p, lastGroup, digest, ps)
-			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, state: ps, digest: digest, flows: flows}
-			gm, err := groupMsgs(g)
-			if err != nil {
-				return delta{}, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
-			}
-			groupMods = append(groupMods, gm...)
-			flowAdds = append(flowAdds, addMods(flows)...)
-			continue
-		}
-		g := c.b.serviceGroup(binding.GroupModify, old.groupID, ps)
-		digest := groupDigest(g)
-		if !bytes.Equal(digest, old.digest) {
-			gm, err := groupMsgs(g)
-			if err != nil {
-				return delta{}, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
-			}
-			groupMods = append(groupMods, gm...)
-		}
-		flows := c.portFlows(p, old.groupID, digest, ps)
-		newPorts[p] = &installedPort{owner: name, groupID: old.groupID, state: ps, digest: digest, flows: flows}
-		adds, dels := diffFlows(old.flows, flows)
-		flowAdds, flowDels = append(flowAdds, adds...), append(flowDels, dels...)
-		learnDels = append(learnDels, c.learnedToDelete(p, old, ps)...)
+	return norm, nil
+}
+
+// servicePlan is one Service's change being computed against the record,
+// which it does not change until apply.
+type servicePlan struct {
+	c          *services
+	st         *serviceState
+	name       string
+	have, norm ServiceState
+	// refs is the change of each endpoint's use.
+	refs                                                map[endpointKey]endpointUse
+	groupMods, flowAdds, flowDels, groupDels, learnDels []binding.Message
+	newPorts                                            map[ServicePort]*installedPort
+	// adopted are the ports, adoptedFlows the EndpointDNAT flows (by match
+	// key), taken over from what an earlier run left.
+	adopted      map[ServicePort]bool
+	adoptedFlows []string
+	lastGroup    uint32
+}
+
+// wantPort computes the messages of a wanted port: a new group and flows,
+// or the differences from the installed (or recovered) port.
+func (pl *servicePlan) wantPort(p ServicePort) error {
+	c, ps := pl.c, pl.norm[p]
+	old := pl.st.ports[p]
+	for _, e := range ps.Endpoints {
+		pl.refs[keyOf(p.Protocol, e)] = pl.refs[keyOf(p.Protocol, e)].add(use(e, 1))
 	}
-	for _, p := range sortedPorts(have) {
-		for _, e := range have[p].Endpoints {
-			refs[keyOf(p.Protocol, e)] = refs[keyOf(p.Protocol, e)].add(use(e, -1))
+	if old == nil {
+		if rec := pl.st.recovered.ports[p]; rec != nil {
+			// Left by the previous agent run: adopt it, changing only
+			// what differs.
+			old = rec.asInstalled()
+			pl.adopted[p] = true
 		}
-		if _, keep := norm[p]; keep {
+	}
+	groupID, cmd := uint32(0), binding.GroupModify
+	if old == nil {
+		pl.lastGroup++
+		groupID, cmd = pl.lastGroup, binding.GroupAdd
+	} else {
+		groupID = old.groupID
+	}
+	g := c.b.serviceGroup(cmd, groupID, ps)
+	digest := groupDigest(g)
+	if old == nil || !bytes.Equal(digest, old.digest) {
+		gm, err := groupMsgs(g)
+		if err != nil {
+			return fmt.Errorf("service %s port %s: %w", pl.name, p, err)
+		}
+		pl.groupMods = append(pl.groupMods, gm...)
+	}
+	flows := c.portFlows(p, groupID, digest, ps)
+	pl.newPorts[p] = &installedPort{owner: pl.name, groupID: groupID, state: ps, digest: digest, flows: flows}
+	if old == nil {
+		pl.flowAdds = append(pl.flowAdds, addMods(flows)...)
+		return nil
+	}
+	adds, dels := diffFlows(old.flows, flows)
+	pl.flowAdds, pl.flowDels = append(pl.flowAdds, adds...), append(pl.flowDels, dels...)
+	pl.learnDels = append(pl.learnDels, c.learnedToDelete(p, old, ps)...)
+	return nil
+}
+
+// removePorts computes the deletes of the installed ports no longer
+// wanted (their flows, learned flows and groups), and takes every
+// installed port's endpoints out of their use.
+func (pl *servicePlan) removePorts() {
+	c := pl.c
+	for _, p := range sortedPorts(pl.have) {
+		for _, e := range pl.have[p].Endpoints {
+			pl.refs[keyOf(p.Protocol, e)] = pl.refs[keyOf(p.Protocol, e)].add(use(e, -1))
+		}
+		if _, keep := pl.norm[p]; keep {
 			continue
 		}
-		old := st.ports[p]
+		old := pl.st.ports[p]
 		for _, f := range old.flows {
-			flowDels = append(flowDels, binding.DeleteFlowStrict(f))
+			pl.flowDels = append(pl.flowDels, binding.DeleteFlowStrict(f))
 		}
 		if on, _, _ := c.affinityOf(old.flows); on {
-			learnDels = append(learnDels, c.b.deleteLearned(p, nil))
+			pl.learnDels = append(pl.learnDels, c.b.deleteLearned(p, nil))
 		}
-		groupDels = append(groupDels, c.b.serviceGroup(binding.GroupDelete, old.groupID, PortState{}))
+		pl.groupDels = append(pl.groupDels, c.b.serviceGroup(binding.GroupDelete, old.groupID, PortState{}))
 	}
-	var epAdds, epDels []binding.Message
-	var gone []endpointKey // endpoints no port uses any more
-	var adoptedFlows []string
-	for _, k := range sortedEndpointKeys(refs) {
-		before := st.endpoints[k]
-		after := before.add(refs[k])
+}
+
+// endpointMsgs are the EndpointDNAT flows of the endpoints that gain their
+// first use (adopting an earlier run's flow as it is) and the deletes of
+// those that lose their last; gone lists the endpoints no port uses any more.
+func (pl *servicePlan) endpointMsgs() (adds, dels []binding.Message, gone []endpointKey) {
+	for _, k := range sortedEndpointKeys(pl.refs) {
+		before := pl.st.endpoints[k]
+		after := before.add(pl.refs[k])
 		for _, f := range []struct {
 			hairpin       bool
 			before, after int
 		}{{false, before.ports, after.ports}, {true, before.local, after.local}} {
 			switch {
 			case f.before == 0 && f.after > 0:
-				ef := c.b.endpointFlow(k, f.hairpin)
-				if rec := st.recovered.endpoints[ef.MatchKey()]; rec != nil {
-					adoptedFlows = append(adoptedFlows, ef.MatchKey())
+				ef := pl.c.b.endpointFlow(k, f.hairpin)
+				if rec := pl.st.recovered.endpoints[ef.MatchKey()]; rec != nil {
+					pl.adoptedFlows = append(pl.adoptedFlows, ef.MatchKey())
 					if rec.String() == ef.String() {
 						continue // left by the previous run as it is
 					}
 				}
-				epAdds = append(epAdds, binding.AddFlow(ef))
+				adds = append(adds, binding.AddFlow(ef))
 			case f.before > 0 && f.after == 0:
-				epDels = append(epDels, binding.DeleteFlowStrict(c.b.endpointFlow(k, f.hairpin)))
+				dels = append(dels, binding.DeleteFlowStrict(pl.c.b.endpointFlow(k, f.hairpin)))
 				if !f.hairpin {
 					gone = append(gone, k)
 				}
 			}
 		}
 	}
-	var msgs []binding.Message
-	for _, part := range [][]binding.Message{epAdds, groupMods, flowAdds, flowDels, groupDels, learnDels, epDels} {
-		msgs = append(msgs, part...)
+	return adds, dels, gone
+}
+
+// apply records the plan and returns what puts the record back.
+func (pl *servicePlan) apply() (undo func()) {
+	st, name := pl.st, pl.name
+	undo = st.undoOf(name, pl.have, pl.newPorts, pl.refs, pl.adopted, pl.adoptedFlows)
+	st.lastGroup = pl.lastGroup
+	for p := range pl.adopted {
+		delete(st.recovered.ports, p)
 	}
-	commit := func() (undo func()) {
-		undo = st.undoOf(name, have, newPorts, refs, adopted, adoptedFlows)
-		st.lastGroup = lastGroup
-		for p := range adopted {
-			delete(st.recovered.ports, p)
-		}
-		for _, k := range adoptedFlows {
-			delete(st.recovered.endpoints, k)
-		}
-		for p := range have {
-			delete(st.ports, p)
-		}
-		for p, ip := range newPorts {
-			st.ports[p] = ip
-		}
-		for k, d := range refs {
-			if u := st.endpoints[k].add(d); u.ports > 0 {
-				st.endpoints[k] = u
-			} else {
-				delete(st.endpoints, k)
-			}
-		}
-		if len(norm) == 0 {
-			delete(st.services, name)
+	for _, k := range pl.adoptedFlows {
+		delete(st.recovered.endpoints, k)
+	}
+	for p := range pl.have {
+		delete(st.ports, p)
+	}
+	for p, ip := range pl.newPorts {
+		st.ports[p] = ip
+	}
+	for k, d := range pl.refs {
+		if u := st.endpoints[k].add(d); u.ports > 0 {
+			st.endpoints[k] = u
 		} else {
-			st.services[name] = norm
+			delete(st.endpoints, k)
 		}
-		return undo
 	}
-	return delta{msgs: msgs, apply: commit}, staleUDPFlushes(have, norm, gone), nil
+	if len(pl.norm) == 0 {
+		delete(st.services, name)
+	} else {
+		st.services[name] = pl.norm
+	}
+	return undo
 }
 
 // undoOf returns what puts back the parts of the record a commit of Service

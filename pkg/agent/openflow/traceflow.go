@@ -88,9 +88,13 @@ type TraceflowFlows struct {
 
 // traceflow is the Traceflow feature: no table of its own, the copies of
 // other features' flows for each running tag (read from the pods' and the
-// policy's records, each under its own lock), recorded in tf.
+// policy's records, each under its own lock), recorded in tf. It has no
+// fixed flows and nothing to replay: a tag's flows are a snapshot of
+// others' flows taken when its Traceflow starts and time out within
+// seconds; after a switch restart the Traceflow times out too.
 type traceflow struct {
 	*datapath
+	featureDefaults
 	podSource    *podConnectivity
 	policySource *networkPolicy
 	tf           traceflowState
@@ -105,20 +109,6 @@ func (*traceflow) Name() string { return "Traceflow" }
 
 // Tables implements Feature: none, its flows sit in others' tables.
 func (*traceflow) Tables() []*TableSpec { return nil }
-
-// FixedFlows implements Feature: none.
-func (*traceflow) FixedFlows(*NodeConfig) []*binding.Flow { return nil }
-
-// Meters implements Feature: none.
-func (*traceflow) Meters() []*binding.MeterMod { return nil }
-
-// Installed implements Feature: nothing to replay. A tag's flows are a
-// snapshot of others' flows taken when its Traceflow starts and time out
-// within seconds; after a switch restart the Traceflow times out too.
-func (*traceflow) Installed() ([]*binding.GroupMod, []*binding.Flow) { return nil, nil }
-
-// SwitchLost implements Feature: nothing is read back.
-func (*traceflow) SwitchLost() {}
 
 // PacketInKinds implements Feature: the traced packets' reports.
 func (*traceflow) PacketInKinds() []PacketInKind { return []PacketInKind{PacketInTraceflow} }
