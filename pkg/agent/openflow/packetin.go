@@ -74,13 +74,22 @@ const packetInQueue = 256
 // PacketInDispatcher is the agent's one packet-in read loop: it decodes
 // each packet-in once and hands it to the handler registered for its kind.
 // Each kind has its own queue and goroutine, so a handler that falls behind
-// loses its own packet-ins (counted), it never blocks the others.
+// loses its own packet-ins (counted), it never blocks the others. The
+// packet-ins of a declared kind that arrive before its handler registers
+// wait in its queue (its consumer starts after the dispatcher).
 type PacketInDispatcher struct {
 	src PacketIO
 
-	mu       sync.Mutex
-	handlers map[PacketInKind]chan queuedPacketIn
-	done     bool
+	mu     sync.Mutex
+	queues map[PacketInKind]*kindQueue
+	done   bool
+}
+
+// kindQueue is one kind's queue; handler is nil until its consumer
+// registers.
+type kindQueue struct {
+	ch      chan queuedPacketIn
+	handler PacketInHandler
 }
 
 type queuedPacketIn struct {
@@ -92,28 +101,45 @@ var _ PacketInRouter = (*PacketInDispatcher)(nil)
 
 // NewPacketInDispatcher reads src's packet-ins once Run starts.
 func NewPacketInDispatcher(src PacketIO) *PacketInDispatcher {
-	return &PacketInDispatcher{src: src, handlers: map[PacketInKind]chan queuedPacketIn{}}
+	return &PacketInDispatcher{src: src, queues: map[PacketInKind]*kindQueue{}}
 }
 
-// Handle registers the handler of a kind, before or after Run started; a
-// second handler for the same kind replaces the first. Packet-ins of a kind
-// without a handler are dropped.
+// Handle registers the handler of a kind, before or after Run started;
+// packet-ins of the kind queued before are handled first. Each kind has one
+// handler: a second Handle for the same kind replaces the first.
 func (d *PacketInDispatcher) Handle(kind PacketInKind, h PacketInHandler) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.done {
 		return
 	}
-	if old, ok := d.handlers[kind]; ok {
-		close(old)
+	q := d.queueLocked(kind)
+	started := q.handler != nil
+	q.handler = h
+	if !started {
+		go d.work(q)
 	}
-	q := make(chan queuedPacketIn, packetInQueue)
-	d.handlers[kind] = q
-	go func() {
-		for in := range q {
-			h(in.ctx, in.pi)
-		}
-	}()
+}
+
+// queueLocked is the queue of a kind, made on first use. d.mu is held.
+func (d *PacketInDispatcher) queueLocked(kind PacketInKind) *kindQueue {
+	q, ok := d.queues[kind]
+	if !ok {
+		q = &kindQueue{ch: make(chan queuedPacketIn, packetInQueue)}
+		d.queues[kind] = q
+	}
+	return q
+}
+
+// work hands a kind's packet-ins to its current handler until the queue
+// closes.
+func (d *PacketInDispatcher) work(q *kindQueue) {
+	for in := range q.ch {
+		d.mu.Lock()
+		h := q.handler
+		d.mu.Unlock()
+		h(in.ctx, in.pi)
+	}
 }
 
 // SendPacketOut sends a packet-out to the switch.
@@ -128,9 +154,9 @@ func (d *PacketInDispatcher) Run(ctx context.Context) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		d.done = true
-		for k, q := range d.handlers {
-			close(q)
-			delete(d.handlers, k)
+		for k, q := range d.queues {
+			close(q.ch)
+			delete(d.queues, k)
 		}
 	}()
 	ins := d.src.PacketIns()
@@ -162,16 +188,15 @@ func (d *PacketInDispatcher) Run(ctx context.Context) {
 }
 
 // enqueue hands a packet-in to its kind's queue; false when the queue is
-// full (a kind without a handler drops silently).
+// full. Packet-ins of undeclared kinds are dropped silently.
 func (d *PacketInDispatcher) enqueue(kind PacketInKind, in queuedPacketIn) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	q, ok := d.handlers[kind]
-	if !ok {
+	if _, declared := packetInKindNames[kind]; !declared {
 		return true
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	select {
-	case q <- in:
+	case d.queueLocked(kind).ch <- in:
 		return true
 	default:
 		return false

@@ -93,6 +93,29 @@ func TestThePacketInDispatcherHandsEachKindToItsHandlerAndASlowOneBlocksNoOther(
 	}
 }
 
+func TestPacketInsThatArriveBeforeTheirHandlerWaitForIt(t *testing.T) {
+	io := &fakePacketIO{ins: make(chan binding.Frame), out: make(chan *binding.PacketOut, 1)}
+	d := NewPacketInDispatcher(io)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.Run(ctx)
+	for i := range 3 {
+		io.ins <- packetInFrame(t, byte(PacketInServiceReject), byte(i))
+	}
+	got := make(chan byte, 3)
+	d.Handle(PacketInServiceReject, func(_ context.Context, pi *binding.PacketIn) { got <- pi.UserData[1] })
+	for want := range byte(3) {
+		select {
+		case b := <-got:
+			if b != want {
+				t.Fatalf("the queued packet-ins should come in order: got %d, want %d", b, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("packet-in %d, sent before its handler registered, never reached it", want)
+		}
+	}
+}
+
 func TestEveryPacketInKindHasAName(t *testing.T) {
 	seen := map[string]bool{}
 	for _, k := range []PacketInKind{PacketInServiceReject, PacketInPolicy, PacketInTraceflow} {
