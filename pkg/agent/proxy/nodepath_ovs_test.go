@@ -194,7 +194,7 @@ func TestNodePortsAndTheNodePathOnTwoRealNodes(t *testing.T) {
 	ports := slicePorts(epPort("", corev1.ProtocolTCP, 8080))
 	both := []ep{{ip: "10.10.1.3", node: "node-1"}, {ip: "10.10.2.3", node: "node-2"}}
 	client := fake.NewClientset()
-	for _, o := range []interface{}{
+	for _, o := range []any{
 		// web: ETP Cluster, an endpoint on each node, an external IP.
 		nodePortSvc("web", "10.96.0.10", 30080, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.168.100.10"} }),
 		slice("web-1", "web", ports, both...),

@@ -129,7 +129,7 @@ type NodePath interface {
 // serviceIndex indexes EndpointSlices by the namespace/name of their Service.
 const serviceIndex = "service"
 
-func sliceServiceKey(obj interface{}) ([]string, error) {
+func sliceServiceKey(obj any) ([]string, error) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return nil, nil
@@ -269,14 +269,14 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 		p.synced = append(p.synced, cfg.Nodes.Informer().HasSynced)
 		if _, err := cfg.Nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    p.followNodeZone,
-			UpdateFunc: func(_, n interface{}) { p.followNodeZone(n) },
+			UpdateFunc: func(_, n any) { p.followNodeZone(n) },
 		}); err != nil {
 			return nil, err
 		}
 	}
 	_, err := services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.enqueueService,
-		UpdateFunc: func(_, n interface{}) { p.enqueueService(n) },
+		UpdateFunc: func(_, n any) { p.enqueueService(n) },
 		DeleteFunc: p.enqueueService,
 	})
 	if err != nil {
@@ -284,7 +284,7 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 	}
 	_, err = slices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: p.enqueueSlice,
-		UpdateFunc: func(o, n interface{}) {
+		UpdateFunc: func(o, n any) {
 			p.enqueueSlice(o) // the slice may have moved to another Service
 			p.enqueueSlice(n)
 		},
@@ -296,7 +296,7 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 	return p, nil
 }
 
-func (p *Proxy) enqueueService(obj interface{}) {
+func (p *Proxy) enqueueService(obj any) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
@@ -306,7 +306,7 @@ func (p *Proxy) enqueueService(obj interface{}) {
 	p.proxyHealth.QueuedUpdate()
 }
 
-func (p *Proxy) enqueueSlice(obj interface{}) {
+func (p *Proxy) enqueueSlice(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}

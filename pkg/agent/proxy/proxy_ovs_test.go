@@ -43,14 +43,14 @@ type ovsNode struct {
 
 // newOVSNode starts a bridge, initializes the pipeline and runs a proxy
 // (node-1) on it with the given objects already in the API.
-func newOVSNode(t *testing.T, cfg Config, objs ...interface{}) *ovsNode {
+func newOVSNode(t *testing.T, cfg Config, objs ...any) *ovsNode {
 	t.Helper()
 	return newOVSNodeOn(t, bridgetest.New(t), cfg, objs...)
 }
 
 // newOVSNodeOn is newOVSNode on a bridge the caller started. The proxy
 // rejects through the bridge's channel unless cfg says otherwise.
-func newOVSNodeOn(t *testing.T, br *bridgetest.Bridge, cfg Config, objs ...interface{}) *ovsNode {
+func newOVSNodeOn(t *testing.T, br *bridgetest.Bridge, cfg Config, objs ...any) *ovsNode {
 	t.Helper()
 	if cfg.Packets == nil {
 		cfg.Packets = packetIns(t, br.OF)

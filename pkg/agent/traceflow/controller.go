@@ -151,9 +151,13 @@ func NewController(cfg Config) *Controller {
 			c.queue.Add(d.Key)
 		}
 	}
-	_, _ = cfg.Informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := cfg.Informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
-	})
+	}); err != nil {
+		// Only an informer already stopped refuses a handler: the agent is
+		// shutting down, and no Traceflow will be traced.
+		klog.ErrorS(err, "Cannot watch Traceflows")
+	}
 	return c
 }
 
