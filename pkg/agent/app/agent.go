@@ -262,10 +262,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// Packet-ins go to the feature that asked for them: Service rejects to
 	// AntreaProxy, policy rejects and audit logging to the policy controller.
+	// Each registers its handler with the one dispatcher.
 	packets := agentof.NewPacketInDispatcher(ofc)
-	serviceIns := packets.Subscribe(agentof.PacketInServiceReject)
-	policyIns := packets.Subscribe(agentof.PacketInPolicy)
-	traceflowIns := packets.Subscribe(agentof.PacketInTraceflow)
 	go packets.Run(ctx)
 	proxyErr := make(chan error, 1)
 	if o.EnableProxy {
@@ -274,7 +272,7 @@ func Run(ctx context.Context, o Options) error {
 		events := record.NewBroadcaster(record.WithContext(ctx))
 		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		defer events.Shutdown()
-		pcfg := proxy.Config{NodeName: o.NodeName, Packets: serviceIns, DatapathType: o.DatapathType, ServiceProxyName: o.ServiceProxyName,
+		pcfg := proxy.Config{NodeName: o.NodeName, Packets: packets, DatapathType: o.DatapathType, ServiceProxyName: o.ServiceProxyName,
 			Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "antrea-agent", Host: o.NodeName}),
 			Nodes:    informerFactory.Core().V1().Nodes(), Zone: node.Labels[corev1.LabelTopologyZone],
 			// The health checks of externalTrafficPolicy Local belong to
@@ -332,7 +330,7 @@ func Run(ctx context.Context, o Options) error {
 				klog.ErrorS(err, "Could not purge the datapath flow cache after a narrowing policy change")
 			}
 		},
-		PacketIns: &npcontroller.PacketIns{IO: policyIns, Parser: flows, AuditLogDir: npcontroller.DefaultAuditLogDir},
+		PacketIns: &npcontroller.PacketIns{IO: packets, Parser: flows, AuditLogDir: npcontroller.DefaultAuditLogDir},
 	})
 	rs.released = purger.Changed
 	go policies.Run(ctx)
@@ -357,7 +355,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	crdInformerFactory := crdinformers.NewSharedInformerFactory(tfCRD, 0)
 	tracer := traceflow.NewController(traceflow.Config{NodeName: o.NodeName, Client: tfCRD, Kube: tfKube,
-		Informer: crdInformerFactory.Crd().V1beta1().Traceflows(), Flows: flows, IO: traceflowIns, Interfaces: store,
+		Informer: crdInformerFactory.Crd().V1beta1().Traceflows(), Flows: flows, IO: packets, Interfaces: store,
 		Rules: policies, Ports: traceflow.Ports{Gateway: uint32(nc.Gateway.OFPort), Tunnel: uint32(nc.TunnelOFPort)},
 		GatewayMAC: nc.Gateway.MAC})
 	crdInformerFactory.Start(ctx.Done())

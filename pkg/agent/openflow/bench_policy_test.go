@@ -55,7 +55,7 @@ func BenchmarkPolicyRuleNxM(b *testing.B) {
 // nxmRule is a rule from n distinct /32 sources to m local ports, TCP 80.
 func nxmRule(id uint32, n, m int) *PolicyRule {
 	r := &PolicyRule{ID: id, Direction: DirectionIngress, Priority: PolicyRulePriority,
-		Services: []Service{{Protocol: 6, Port: 80}}}
+		Services: []PolicyPort{{Protocol: 6, Port: 80}}}
 	for i := range n {
 		// 10.20.0.0/16 and up: outside the test bridge's pod CIDR.
 		r.Peers = append(r.Peers, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(20 + i>>16), byte(i >> 8), byte(i)}), 32))

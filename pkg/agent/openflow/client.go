@@ -1,10 +1,15 @@
 // Package openflow is the agent's data plane: the OVS pipeline laid out as a
 // grid of stage x pipeline (pipeline.go), the features that install flows in
-// it (pod_connectivity.go, ...), and an intent-level client (InstallPodFlows,
-// InstallNodeFlows, ...) that builds the flows of one change and writes them
-// to OVS as one atomic bundle through the project's OpenFlow binding. The
-// client remembers every flow it installed, so it can replay them when
-// ovs-vswitchd restarts and remove exactly an object's flows.
+// it, each a plug-in (Feature, feature.go: pod_connectivity.go,
+// network_policy.go, service.go, traceflow.go), and an intent-level client
+// (InstallPodFlows, InstallServices, ApplyPolicyChange, ...: the features'
+// calls) that builds the flows of one change and writes them to OVS as one
+// atomic bundle (a delta, delta.go) through the project's OpenFlow binding.
+// Each feature remembers every flow it installed, so the client can replay
+// them when ovs-vswitchd restarts and remove exactly an object's flows; the
+// client iterates the registered features and never names them. Cookies
+// and packet-in kinds are declared once (cookies.go, packetin.go), as
+// registers are (fields.go).
 //
 // docs/design/ovs-pipeline.md describes every table; a test keeps its table
 // list equal to this package's.
@@ -13,10 +18,7 @@ package openflow
 import (
 	"context"
 	"fmt"
-	"net"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -30,69 +32,54 @@ type Bridge interface {
 	Bundle(ctx context.Context, msgs ...binding.Message) error
 }
 
-// Cookies: the high 32 bits are the agent's "round", bumped at every agent
-// start, so flows of an earlier run that were not re-installed can be found
-// and removed (DeleteRound) without first flushing the bridge; the low bits
-// name the feature.
-const (
-	cookieRoundShift             = 32
-	cookiePodConnectivity        = 0x1
-	cookieRoundMask       uint64 = 0xffffffff << cookieRoundShift
-)
-
 // opTimeout bounds one flow write for callers without a context (CNI paths).
 const opTimeout = 10 * time.Second
 
-// Client is the agent's intent-level OpenFlow client.
+// Client is the agent's intent-level OpenFlow client: the registered
+// features over one bridge. The features with calls of their own are
+// embedded, so their calls are the client's (c.InstallPodFlows, ...); each
+// keeps its state under its own lock, so a pod ADD never waits behind a
+// policy or Service write (their flows are disjoint, every bundle is
+// atomic). Flows and Replay visit the features one at a time, never
+// holding two of their locks.
 type Client struct {
-	bridge Bridge
-	p      *Pipeline
-	round  uint32
-	b      flowBuilder
+	*datapath
+	features []Feature
 
-	// node is set once by Initialize.
-	node atomic.Pointer[NodeConfig]
-
-	// Three independent writers, each serialized by its own lock held
-	// across its bundles (so the record never disagrees with the switch):
-	// mu for the fixed flows and Services, podMu for pods and peer nodes,
-	// policyMu for NetworkPolicy. A pod ADD never waits behind a policy or
-	// Service write: their flows are disjoint, and every bundle is atomic.
-	// Flows and Replay take them one at a time, never nested.
-	mu    sync.Mutex
-	fixed []*binding.Flow // miss and node flows
-	// svc holds the Services' groups and flows.
-	svc serviceState
-
-	podMu sync.Mutex
-	pods  map[string][]*binding.Flow // by host interface name
-	peers map[string][]*binding.Flow // by remote node name
-
-	policyMu sync.Mutex
-	// policy holds the NetworkPolicy flows, shared between rules.
-	policy policyState
-
-	// tf holds the Traceflow flows per tag, under its own lock.
-	tf traceflowState
+	*podConnectivity
+	*networkPolicy
+	*services
+	*traceflow
 }
 
-// NewClient lays out the pipeline and returns a client writing flows of the
-// given round to bridge.
+// NewClient lays out the pipeline of the registered features and returns a
+// client writing flows of the given round to bridge.
 func NewClient(bridge Bridge, round uint32) (*Client, error) {
-	p, err := buildPipeline(podConnectivity{}, networkPolicy{}, service{})
+	return newClient(bridge, round, registeredFeatures)
+}
+
+// newClient is NewClient with the features register returns.
+func newClient(bridge Bridge, round uint32, register func(*datapath) []Feature) (*Client, error) {
+	d := &datapath{bridge: bridge, round: round}
+	c := &Client{datapath: d, features: register(d)}
+	p, err := buildPipeline(c.features...)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{
-		bridge: bridge,
-		p:      p,
-		round:  round,
-		b:      flowBuilder{p: p, cookie: uint64(round)<<cookieRoundShift | cookiePodConnectivity},
-		pods:   map[string][]*binding.Flow{},
-		peers:  map[string][]*binding.Flow{},
-		policy: newPolicyState(),
-		svc:    newServiceState(),
-	}, nil
+	d.p, d.b = p, flowBuilder{p: p, cookie: withRound(round, cookiePodConnectivity)}
+	for _, f := range c.features {
+		switch f := f.(type) {
+		case *podConnectivity:
+			c.podConnectivity = f
+		case *networkPolicy:
+			c.networkPolicy = f
+		case *services:
+			c.services = f
+		case *traceflow:
+			c.traceflow = f
+		}
+	}
+	return c, nil
 }
 
 // Pipeline is the table layout in use.
@@ -100,6 +87,18 @@ func (c *Client) Pipeline() *Pipeline { return c.p }
 
 // Round is the cookie round of this client's flows.
 func (c *Client) Round() uint32 { return c.round }
+
+// Features are the registered features, in registration order.
+func (c *Client) Features() []Feature { return append([]Feature(nil), c.features...) }
+
+// PacketInKinds are the packet-in kinds the registered features' flows send.
+func (c *Client) PacketInKinds() []PacketInKind {
+	var out []PacketInKind
+	for _, f := range c.features {
+		out = append(out, f.PacketInKinds()...)
+	}
+	return out
+}
 
 func addMods(flows []*binding.Flow) []binding.Message {
 	msgs := make([]binding.Message, 0, len(flows))
@@ -109,37 +108,26 @@ func addMods(flows []*binding.Flow) []binding.Message {
 	return msgs
 }
 
-func (c *Client) write(ctx context.Context, what string, msgs []binding.Message) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	if err := c.bridge.Bundle(ctx, msgs...); err != nil {
-		return fmt.Errorf("write flows of %s: %w", what, err)
-	}
-	return nil
-}
-
 func withTimeout() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), opTimeout)
 }
 
-// Initialize installs the table-miss flows and this node's fixed flows.
+// Initialize installs every feature's meters, then the table-miss flows
+// and every feature's fixed flows for this node, in one bundle.
 func (c *Client) Initialize(ctx context.Context, node *NodeConfig) error {
-	flows := append(c.b.missFlows(), c.b.nodeFlows(node)...)
-	flows = append(flows, c.b.policyFixedFlows(node)...)
-	flows = append(flows, c.b.serviceFixedFlows(node)...)
-	if err := ensureMeters(ctx, c.bridge); err != nil {
-		return err
+	flows := c.b.missFlows()
+	for _, f := range c.features {
+		flows = append(flows, f.FixedFlows(node)...)
 	}
-	if err := ensurePolicyMeters(ctx, c.bridge); err != nil {
+	if err := ensureMeters(ctx, c.bridge, c.features); err != nil {
 		return err
 	}
 	if err := c.write(ctx, "node", addMods(flows)); err != nil {
 		return err
 	}
-	c.mu.Lock()
+	c.fixedMu.Lock()
 	c.fixed = flows
-	c.mu.Unlock()
+	c.fixedMu.Unlock()
 	c.node.Store(node)
 	klog.InfoS("Installed pipeline", "tables", len(c.p.Tables()), "flows", len(flows), "round", c.round)
 	return nil
@@ -152,98 +140,18 @@ func (c *Client) DeleteRound(ctx context.Context, round uint32) error {
 		return fmt.Errorf("refusing to delete the flows of the current round %d", round)
 	}
 	return c.write(ctx, fmt.Sprintf("round %d", round),
-		[]binding.Message{binding.DeleteFlows(binding.TableAll, uint64(round)<<cookieRoundShift, cookieRoundMask)})
+		[]binding.Message{binding.DeleteFlows(binding.TableAll, withRound(round, 0), uint64(cookieRoundMask))})
 }
 
-// replace writes the new flows of one pod or peer node and deletes the ones
-// it had that are no longer wanted, in one bundle, and records them.
-func (c *Client) replace(ctx context.Context, what string, cache map[string][]*binding.Flow, key string, flows []*binding.Flow) error {
-	c.podMu.Lock()
-	defer c.podMu.Unlock()
-	old := cache[key]
-	keep := map[string]bool{}
-	for _, f := range flows {
-		keep[f.MatchKey()] = true
-	}
-	var msgs []binding.Message
-	for _, f := range old {
-		if !keep[f.MatchKey()] {
-			msgs = append(msgs, binding.DeleteFlowStrict(f))
-		}
-	}
-	msgs = append(msgs, addMods(flows)...)
-	if err := c.write(ctx, what, msgs); err != nil {
-		return err
-	}
-	if flows == nil {
-		delete(cache, key)
-	} else {
-		cache[key] = flows
-	}
-	return nil
-}
-
-// InstallPodFlows installs the flows of one local pod port as one bundle.
-func (c *Client) InstallPodFlows(ifName string, podIPs []net.IP, podMAC net.HardwareAddr, ofPort uint32) error {
-	node := c.node.Load()
-	if node == nil {
-		return fmt.Errorf("pod %s: pipeline not initialized", ifName)
-	}
-	ctx, cancel := withTimeout()
-	defer cancel()
-	return c.replace(ctx, "pod "+ifName, c.pods, ifName, c.b.podFlows(node, ofPort, podIPs, podMAC))
-}
-
-// UninstallPodFlows removes the flows of a pod port; unknown ports are a no-op.
-func (c *Client) UninstallPodFlows(ifName string) error {
-	ctx, cancel := withTimeout()
-	defer cancel()
-	return c.replace(ctx, "pod "+ifName, c.pods, ifName, nil)
-}
-
-// PodFlowsInstalled reports whether the client installed flows for a pod port.
-func (c *Client) PodFlowsInstalled(ifName string) bool {
-	c.podMu.Lock()
-	defer c.podMu.Unlock()
-	return len(c.pods[ifName]) > 0
-}
-
-// InstallNodeFlows installs the flows towards one remote node's pod CIDR.
-func (c *Client) InstallNodeFlows(nodeName string, peerPodCIDR *net.IPNet, peerGatewayIP, tunnelPeerIP net.IP) error {
-	node := c.node.Load()
-	if node == nil {
-		return fmt.Errorf("node %s: pipeline not initialized", nodeName)
-	}
-	ctx, cancel := withTimeout()
-	defer cancel()
-	return c.replace(ctx, "node "+nodeName, c.peers, nodeName, c.b.peerFlows(node, peerPodCIDR, peerGatewayIP, tunnelPeerIP))
-}
-
-// UninstallNodeFlows removes the flows towards a remote node.
-func (c *Client) UninstallNodeFlows(nodeName string) error {
-	ctx, cancel := withTimeout()
-	defer cancel()
-	return c.replace(ctx, "node "+nodeName, c.peers, nodeName, nil)
-}
-
-// Flows returns every flow the client has installed, sorted by table and
-// descending priority (as dump-flows shows them).
+// Flows returns every flow the client has installed (the fixed flows and
+// every feature's), sorted by table and descending priority (as dump-flows
+// shows them).
 func (c *Client) Flows() []*binding.Flow {
-	c.mu.Lock()
-	all := append([]*binding.Flow(nil), c.fixed...)
-	all = append(all, c.serviceFlows()...)
-	c.mu.Unlock()
-	c.podMu.Lock()
-	for _, fs := range c.pods {
-		all = append(all, fs...)
+	all := c.fixedFlows()
+	for _, f := range c.features {
+		_, flows := f.Installed()
+		all = append(all, flows...)
 	}
-	for _, fs := range c.peers {
-		all = append(all, fs...)
-	}
-	c.podMu.Unlock()
-	c.policyMu.Lock()
-	all = append(all, c.policyFlows()...)
-	c.policyMu.Unlock()
 	sort.SliceStable(all, func(i, j int) bool {
 		if all[i].Table != all[j].Table {
 			return all[i].Table < all[j].Table
@@ -256,20 +164,30 @@ func (c *Client) Flows() []*binding.Flow {
 	return all
 }
 
-// Replay writes the meters, then every known group and flow again, in one bundle (and forgets
-// what RecoverServices found of an earlier run, which the switch lost too): after
-// ovs-vswitchd restarted (the switch lost its flows) or on a new connection.
-// Groups go first (flows refer to them), after a delete of every group, as a
-// group that still exists cannot be added again.
-func (c *Client) Replay(ctx context.Context, bridge Bridge) error {
-	c.mu.Lock()
-	c.forgetRecoveredLocked()
-	c.mu.Unlock()
-	groups, flows := c.Groups(), c.Flows()
-	if err := ensureMeters(ctx, bridge); err != nil {
-		return fmt.Errorf("replay: %w", err)
+// Groups returns every feature's installed groups as group-add messages,
+// by group id.
+func (c *Client) Groups() []*binding.GroupMod {
+	var out []*binding.GroupMod
+	for _, f := range c.features {
+		groups, _ := f.Installed()
+		out = append(out, groups...)
 	}
-	if err := ensurePolicyMeters(ctx, bridge); err != nil {
+	sort.Slice(out, func(i, j int) bool { return out[i].GroupID < out[j].GroupID })
+	return out
+}
+
+// Replay writes the meters, then every known group and flow again, in one
+// bundle (after telling every feature that the switch lost what it had read
+// back of an earlier run): after ovs-vswitchd restarted (the switch lost its
+// flows) or on a new connection. Groups go first (flows refer to them),
+// after a delete of every group, as a group that still exists cannot be
+// added again.
+func (c *Client) Replay(ctx context.Context, bridge Bridge) error {
+	for _, f := range c.features {
+		f.SwitchLost()
+	}
+	groups, flows := c.Groups(), c.Flows()
+	if err := ensureMeters(ctx, bridge, c.features); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
 	var msgs []binding.Message

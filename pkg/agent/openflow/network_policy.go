@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"sync"
 
 	"k8s.io/klog/v2"
 
@@ -72,9 +73,61 @@ var (
 		Doc: "Counts, per ingress Allow rule, its connections' first packets (ct_state=+new, rule id in reg7) and every later packet of them in either direction (ct_state=-new, rule id in ct_label[0..31])."}
 )
 
-type networkPolicy struct{}
+// networkPolicy is the NetworkPolicy feature: the fixed flows that let
+// established and trusted traffic through, and the flows of the rules and
+// isolation the policy reconciler hands over, recorded in policy under
+// policyMu.
+type networkPolicy struct {
+	*datapath
+	featureDefaults
+	policyMu sync.Mutex
+	// policy holds the NetworkPolicy flows, shared between rules.
+	policy policyState
+}
 
-func (networkPolicy) tables() []*TableSpec {
+func newNetworkPolicy(d *datapath) *networkPolicy {
+	return &networkPolicy{datapath: d, policy: newPolicyState()}
+}
+
+// Name implements Feature.
+func (*networkPolicy) Name() string { return "NetworkPolicy" }
+
+// FixedFlows implements Feature.
+func (c *networkPolicy) FixedFlows(node *NodeConfig) []*binding.Flow {
+	return c.b.policyFixedFlows(node)
+}
+
+// Meters implements Feature: the meters of the reject and log packet-ins.
+func (*networkPolicy) Meters() []*binding.MeterMod {
+	return []*binding.MeterMod{policyMeter(binding.MeterAdd, PolicyRejectMeterID, PolicyRejectRate),
+		policyMeter(binding.MeterAdd, PolicyLogMeterID, PolicyLogRate)}
+}
+
+// Installed implements Feature: the rules' and isolation's flows (those
+// RecoverPolicy read back included: a replay writes them as they are).
+func (c *networkPolicy) Installed() ([]*binding.GroupMod, []*binding.Flow) {
+	c.policyMu.Lock()
+	defer c.policyMu.Unlock()
+	return nil, c.policyFlows()
+}
+
+// PacketInKinds implements Feature: rejects and audit logging.
+func (*networkPolicy) PacketInKinds() []PacketInKind { return []PacketInKind{PacketInPolicy} }
+
+// plainFlows is a copy of the record's plain flows (conj_id, isolation and
+// metric flows), for Traceflow's copies.
+func (c *networkPolicy) plainFlows() []*binding.Flow {
+	c.policyMu.Lock()
+	defer c.policyMu.Unlock()
+	out := make([]*binding.Flow, 0, len(c.policy.flows))
+	for _, f := range c.policy.flows {
+		out = append(out, f)
+	}
+	return out
+}
+
+// Tables implements Feature.
+func (*networkPolicy) Tables() []*TableSpec {
 	return []*TableSpec{
 		AntreaPolicyEgressRuleTable, EgressRuleTable, EgressDefaultRuleTable, EgressBaselineRuleTable, EgressMetricTable,
 		AntreaPolicyIngressRuleTable, IngressRuleTable, IngressDefaultRuleTable, IngressBaselineRuleTable, IngressMetricTable,
@@ -130,11 +183,13 @@ const (
 	TierBaseline
 )
 
-// Service is one protocol/port clause of a rule. Port 0 means every
+// PolicyPort is one protocol/port clause of a policy rule (controlplane's
+// Rule.Services entry resolved to numbers); not a Kubernetes Service (those
+// are ServicePort and ServiceState). Port 0 means every
 // destination port; EndPort > Port makes a range. SrcPort and SrcEndPort
 // restrict the source port the same way. An ICMP clause matches its ICMP
 // type and code when HasICMPType and HasICMPCode say so.
-type Service struct {
+type PolicyPort struct {
 	Protocol            uint8 // binding.IPProtoTCP, IPProtoUDP, IPProtoSCTP or IPProtoICMP
 	Port                uint16
 	EndPort             uint16
@@ -143,6 +198,12 @@ type Service struct {
 	HasICMPType, HasICMPCode bool
 	ICMPType, ICMPCode       uint8
 }
+
+// Service is the former name of PolicyPort.
+//
+// Deprecated: use PolicyPort. Kept only for pkg/antctl's test, which
+// another change owns; remove it with that test's last use.
+type Service = PolicyPort
 
 // PolicyRule is a rule resolved to this node: its peers as address prefixes
 // (ipBlock excepts already subtracted) and the OpenFlow ports of the local
@@ -166,7 +227,7 @@ type PolicyRule struct {
 	// of them, whichever endpoint AntreaProxy chose (see nodePortMatch).
 	NodePorts []NodePort
 	// Services restrict protocol and ports; empty means all traffic.
-	Services []Service
+	Services []PolicyPort
 	Action   RuleAction
 	// Tier is the table the rule goes in.
 	Tier PolicyTier
@@ -233,17 +294,6 @@ const (
 	priorityPolicyBypass uint16 = 64990
 	priorityDefaultDrop  uint16 = 200
 )
-
-// cookiePolicyTag is the cookie of rule and isolation flows. Like the
-// Services' (cookieServiceTag) it carries no round, so DeleteRound leaves
-// them: a restarted agent adopts them (RecoverPolicy) and rewrites only
-// what changed while it was away.
-const cookiePolicyTag uint64 = 0x9011 << 48
-
-// cookiePolicyStatsFlag marks, within cookiePolicyTag, the flows whose
-// counters are a rule's statistics: the metric flows of Allow rules and
-// the conj_id flows of the other rules. PolicyRuleStats dumps only these.
-const cookiePolicyStatsFlag uint64 = 1 << 47
 
 // conjMatch is one flow shared by every rule clause with the same table,
 // priority and match: its actions are the conjunctions of all of them.
@@ -328,7 +378,7 @@ func ruleLabels() []binding.Action {
 
 func (b *flowBuilder) policyFlow(t *TableSpec, priority uint16, match func(*binding.Match), actions ...binding.Action) *binding.Flow {
 	f := b.flow(t, priority, match, actions...)
-	f.Cookie = cookiePolicyTag
+	f.Cookie = uint64(cookiePolicyTag)
 	return f
 }
 
@@ -393,7 +443,7 @@ func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 			// union of masked matches.
 			for _, dst := range portMasks(s.Port, s.EndPort) {
 				for _, src := range portMasks(s.SrcPort, s.SrcEndPort) {
-					svcs = append(svcs, func(m *binding.Match) { serviceMatch(ip(m), s, dst, src) })
+					svcs = append(svcs, func(m *binding.Match) { portClauseMatch(ip(m), s, dst, src) })
 				}
 			}
 		}
@@ -423,10 +473,10 @@ func nodePortMatch(m *binding.Match, np NodePort) {
 		CTNwProto(np.Protocol).CTNwDst(netip.PrefixFrom(NodePortVirtualIP, 32)).CTTpDst(np.Port)
 }
 
-// serviceMatch matches a Service's protocol and, for one value/mask pair of
+// portClauseMatch matches a PolicyPort clause's protocol and, for one value/mask pair of
 // each of its port ranges (a zero mask: any port), its destination and
 // source ports; for ICMP, its type and code.
-func serviceMatch(m *binding.Match, s Service, dst, src [2]uint16) {
+func portClauseMatch(m *binding.Match, s PolicyPort, dst, src [2]uint16) {
 	m.IPProto(s.Protocol)
 	switch s.Protocol {
 	case binding.IPProtoTCP:
@@ -526,7 +576,7 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule, metrics bool) (clauses []*binding
 	}
 	act := b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).ConjID(r.ID) }, b.ruleActions(r)...)
 	if r.Action != ActionAllow {
-		act.Cookie |= cookiePolicyStatsFlag
+		act.Cookie |= uint64(cookiePolicyStatsFlag)
 		return clauses, conjs, []*binding.Flow{act}
 	}
 	if !metrics {
@@ -551,8 +601,8 @@ func (b *flowBuilder) metricFlows(r *PolicyRule) []*binding.Flow {
 		m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
 		matchField(m, ruleCTLabel(r.Direction), r.ID)
 	}, b.next(mt))
-	newFlow.Cookie |= cookiePolicyStatsFlag
-	estFlow.Cookie |= cookiePolicyStatsFlag
+	newFlow.Cookie |= uint64(cookiePolicyStatsFlag)
+	estFlow.Cookie |= uint64(cookiePolicyStatsFlag)
 	return []*binding.Flow{newFlow, estFlow}
 }
 
@@ -575,7 +625,7 @@ func (b *flowBuilder) ruleActions(r *PolicyRule) []binding.Action {
 			meter = PolicyRejectMeterID
 		}
 		acts = append(acts, load(PolicyRuleIDField, r.ID), &binding.Controller{MaxLen: policyPacketInMaxLen,
-			Reason: binding.ReasonAction, UserData: []byte{PacketInPolicy, flags, byte(r.Direction), byte(r.Action)}, MeterID: meter})
+			Reason: binding.ReasonAction, UserData: PacketInPolicy.userData(flags, byte(r.Direction), byte(r.Action)), MeterID: meter})
 	}
 	switch r.Action {
 	case ActionAllow:
@@ -593,7 +643,7 @@ func (b *flowBuilder) defaultDropFlow(d Direction, port uint32, logged bool) *bi
 	var acts []binding.Action
 	if logged {
 		acts = append(acts, load(PolicyRuleIDField, 0), &binding.Controller{MaxLen: policyPacketInMaxLen, Reason: binding.ReasonAction,
-			UserData: []byte{PacketInPolicy, PolicyPacketInLog, byte(d), byte(ActionDrop)}, MeterID: PolicyLogMeterID})
+			UserData: PacketInPolicy.userData(PolicyPacketInLog, byte(d), byte(ActionDrop)), MeterID: PolicyLogMeterID})
 	}
 	if d == DirectionEgress {
 		return b.policyFlow(defaultRuleTable(d), priorityDefaultDrop, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).InPort(port) }, acts...)
@@ -610,115 +660,159 @@ func (b *flowBuilder) defaultDropFlow(d Direction, port uint32, logged bool) *bi
 // the bundle, so a failed write leaves both as they were and a retry starts
 // from the truth. c.policyMu is held across the write; pod and Service
 // writes do not wait for it.
-func (c *Client) ApplyPolicyChange(ctx context.Context, ch PolicyChange) (PolicyWrite, error) {
+func (c *networkPolicy) ApplyPolicyChange(ctx context.Context, ch PolicyChange) (PolicyWrite, error) {
 	c.policyMu.Lock()
 	defer c.policyMu.Unlock()
-	msgs, narrowed, commit := c.policyMsgs(ch)
-	if err := c.write(ctx, "policy", msgs); err != nil {
+	d, narrowed := c.policyDelta(ch)
+	var b deltaBatch
+	b.add(d)
+	if err := b.commit(ctx, c, "policy"); err != nil {
 		return PolicyWrite{}, err
 	}
-	commit()
-	return PolicyWrite{Messages: len(msgs), Narrowed: narrowed && len(msgs) > 0}, nil
+	return PolicyWrite{Messages: len(d.msgs), Narrowed: narrowed && len(d.msgs) > 0}, nil
 }
 
-// policyMsgs computes the flow mods of a change and the commit recording
-// them. c.policyMu is held.
-func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed bool, commit func()) {
-	st := &c.policy
-	// New conjunction sets of every touched shared flow (copies: the state
-	// itself changes only in commit).
-	touched := map[string]map[uint32]*binding.Conjunction{}
-	templates := map[string]*binding.Flow{}
-	touch := func(f *binding.Flow) map[uint32]*binding.Conjunction {
-		k := f.MatchKey()
-		if m, ok := touched[k]; ok {
-			return m
-		}
-		m := map[uint32]*binding.Conjunction{}
-		if cm := st.matches[k]; cm != nil {
-			maps.Copy(m, cm.conjs)
-			f = cm.flow
-		}
-		touched[k], templates[k] = m, f
+// policyDelta computes the delta of a change, and whether it may forbid
+// traffic that was allowed. c.policyMu is held.
+func (c *networkPolicy) policyDelta(ch PolicyChange) (delta, bool) {
+	pl := newPolicyPlan(&c.policy, &c.b)
+	pl.removeRules(ch.Rules)
+	pl.addRules(ch.Rules)
+	pl.isolation(ch)
+	// The conj_id flows go in first on add and last on delete, so that
+	// within the bundle a completed conjunction always finds its action.
+	adds, dels := pl.plainMsgs()
+	conjMsgs, changed := pl.conjMsgs()
+	msgs := append(append(adds, conjMsgs...), dels...)
+	return delta{msgs: msgs, apply: func() func() { return pl.apply(changed) }}, pl.narrowed
+}
+
+// policyPlan is a PolicyChange being computed against the record, which
+// it does not change until apply: the new conjunction sets of the shared
+// flows it touches, the plain flows it wants (nil: removed), and what it
+// claims of an earlier run's flows during recovery.
+type policyPlan struct {
+	st *policyState
+	b  *flowBuilder
+	// touched holds copies of the conjunction sets of the shared flows
+	// the change touches, templates their flows, by match key.
+	touched    map[string]map[uint32]*binding.Conjunction
+	templates  map[string]*binding.Flow
+	plain      map[string]*binding.Flow
+	plainOrder []string
+	claims     []policyClaim
+	narrowed   bool
+}
+
+// policyClaim is a conjunction (id != 0) or a plain flow (id 0) of an
+// earlier run that the change claims, by match key.
+type policyClaim struct {
+	key string
+	id  uint32
+}
+
+func newPolicyPlan(st *policyState, b *flowBuilder) *policyPlan {
+	return &policyPlan{st: st, b: b, touched: map[string]map[uint32]*binding.Conjunction{},
+		templates: map[string]*binding.Flow{}, plain: map[string]*binding.Flow{}}
+}
+
+// touch returns the new conjunction set of f's shared flow.
+func (pl *policyPlan) touch(f *binding.Flow) map[uint32]*binding.Conjunction {
+	k := f.MatchKey()
+	if m, ok := pl.touched[k]; ok {
 		return m
 	}
-	// Plain flows wanted (nil: removed), by match key.
-	plain := map[string]*binding.Flow{}
-	var plainOrder []string
-	setPlain := func(f *binding.Flow, want bool) {
-		k := f.MatchKey()
-		if _, ok := plain[k]; !ok {
-			plainOrder = append(plainOrder, k)
-		}
-		if want {
-			plain[k] = f
-		} else {
-			plain[k] = nil
-		}
+	m := map[uint32]*binding.Conjunction{}
+	if cm := pl.st.matches[k]; cm != nil {
+		maps.Copy(m, cm.conjs)
+		f = cm.flow
 	}
-	// An Allow rule that stays an Allow with the same id and direction
-	// keeps its metric flows as they are: they are not even built.
-	keepsMetrics := func(rc RuleChange) bool {
-		return rc.Old.installs() && rc.New.installs() && rc.Old.ID == rc.New.ID && rc.Old.Direction == rc.New.Direction &&
-			rc.Old.Action == ActionAllow && rc.New.Action == ActionAllow
+	pl.touched[k], pl.templates[k] = m, f
+	return m
+}
+
+// setPlain wants f (or, want false, no flow at its place).
+func (pl *policyPlan) setPlain(f *binding.Flow, want bool) {
+	k := f.MatchKey()
+	if _, ok := pl.plain[k]; !ok {
+		pl.plainOrder = append(pl.plainOrder, k)
 	}
-	// Removals first, so a rule's new version (same id) adds back what it keeps.
-	for _, rc := range ch.Rules {
+	if want {
+		pl.plain[k] = f
+	} else {
+		pl.plain[k] = nil
+	}
+}
+
+// keepsMetrics: an Allow rule that stays an Allow with the same id and
+// direction keeps its metric flows as they are: they are not even built.
+func keepsMetrics(rc RuleChange) bool {
+	return rc.Old.installs() && rc.New.installs() && rc.Old.ID == rc.New.ID && rc.Old.Direction == rc.New.Direction &&
+		rc.Old.Action == ActionAllow && rc.New.Action == ActionAllow
+}
+
+// removeRules takes the old versions out first, so a rule's new version
+// (same id) adds back what it keeps.
+func (pl *policyPlan) removeRules(rules []RuleChange) {
+	for _, rc := range rules {
 		if rc.Old == nil {
 			continue
 		}
-		clauses, _, plainFlows := c.b.ruleFlows(rc.Old, !keepsMetrics(rc))
+		clauses, _, plainFlows := pl.b.ruleFlows(rc.Old, !keepsMetrics(rc))
 		for _, f := range clauses {
-			delete(touch(f), rc.Old.ID)
+			delete(pl.touch(f), rc.Old.ID)
 		}
 		for _, f := range plainFlows {
-			setPlain(f, false)
+			pl.setPlain(f, false)
 		}
 	}
-	var claimed []func()
-	for _, rc := range ch.Rules {
+}
+
+func (pl *policyPlan) addRules(rules []RuleChange) {
+	for _, rc := range rules {
 		if rc.New == nil {
 			continue
 		}
-		clauses, conjs, plainFlows := c.b.ruleFlows(rc.New, !keepsMetrics(rc))
+		clauses, conjs, plainFlows := pl.b.ruleFlows(rc.New, !keepsMetrics(rc))
 		for i, f := range clauses {
-			touch(f)[rc.New.ID] = conjs[i]
-			if r := st.recovery; r != nil {
-				k, id := f.MatchKey(), rc.New.ID
-				claimed = append(claimed, func() {
-					if r.conjs[k] == nil {
-						r.conjs[k] = map[uint32]bool{}
-					}
-					r.conjs[k][id] = true
-				})
+			pl.touch(f)[rc.New.ID] = conjs[i]
+			if pl.st.recovery != nil {
+				pl.claims = append(pl.claims, policyClaim{f.MatchKey(), rc.New.ID})
 			}
 		}
 		for _, f := range plainFlows {
-			setPlain(f, true)
+			pl.setPlain(f, true)
 		}
 		if (rc.New.Action != ActionAllow || rc.Old != nil && rc.Old.Priority != rc.New.Priority) && !rc.Old.Equal(rc.New) {
-			narrowed = true
+			pl.narrowed = true
 		}
 	}
+}
+
+// isolation wants the default drops of the ports isolated and removes
+// those of the ports released.
+func (pl *policyPlan) isolation(ch PolicyChange) {
 	for d := range ch.Release {
 		for _, p := range ch.Release[d] {
-			setPlain(c.b.defaultDropFlow(Direction(d), p, false), false)
+			pl.setPlain(pl.b.defaultDropFlow(Direction(d), p, false), false)
 		}
 	}
 	for d := range ch.Isolate {
 		for _, p := range ch.Isolate[d] {
 			_, logged := slices.BinarySearch(ch.Logged[d], p)
-			setPlain(c.b.defaultDropFlow(Direction(d), p, logged), true)
-			narrowed = true
+			pl.setPlain(pl.b.defaultDropFlow(Direction(d), p, logged), true)
+			pl.narrowed = true
 		}
 	}
-	// The conj_id flows go in first on add and last on delete, so that
-	// within the bundle a completed conjunction always finds its action.
-	var adds, dels []binding.Message
-	for _, k := range plainOrder {
-		want, have := plain[k], st.flows[k]
-		if st.recovery != nil && want != nil {
-			claimed = append(claimed, func() { st.recovery.flows[k] = true })
+}
+
+// plainMsgs are the adds of the plain flows wanted in another form than
+// the record's, and the deletes of those removed.
+func (pl *policyPlan) plainMsgs() (adds, dels []binding.Message) {
+	for _, k := range pl.plainOrder {
+		want, have := pl.plain[k], pl.st.flows[k]
+		if pl.st.recovery != nil && want != nil {
+			pl.claims = append(pl.claims, policyClaim{key: k})
 		}
 		switch {
 		case want != nil && (have == nil || !sameActions(have, want)):
@@ -726,17 +820,20 @@ func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed b
 		case want == nil && have != nil:
 			dels = append(dels, binding.DeleteFlowStrict(have))
 			if allows(have) {
-				narrowed = true
+				pl.narrowed = true
 			}
 		}
 	}
-	msgs = append(msgs, adds...)
-	keys := slices.Sorted(maps.Keys(touched))
-	var changed []string
-	for _, k := range keys {
-		want := touched[k]
+	return adds, dels
+}
+
+// conjMsgs rewrite (or delete) the shared flows whose conjunctions
+// changed, in match key order; changed lists their keys.
+func (pl *policyPlan) conjMsgs() (msgs []binding.Message, changed []string) {
+	for _, k := range slices.Sorted(maps.Keys(pl.touched)) {
+		want := pl.touched[k]
 		var have map[uint32]*binding.Conjunction
-		if cm := st.matches[k]; cm != nil {
+		if cm := pl.st.matches[k]; cm != nil {
 			have = cm.conjs
 		}
 		if sameConjs(have, want) {
@@ -745,38 +842,78 @@ func (c *Client) policyMsgs(ch PolicyChange) (msgs []binding.Message, narrowed b
 		changed = append(changed, k)
 		for id := range have {
 			if _, ok := want[id]; !ok {
-				narrowed = true // a clause of a rule lost a match
+				pl.narrowed = true // a clause of a rule lost a match
 			}
 		}
 		if len(want) == 0 {
-			msgs = append(msgs, binding.DeleteFlowStrict(templates[k]))
+			msgs = append(msgs, binding.DeleteFlowStrict(pl.templates[k]))
 			continue
 		}
-		f := *templates[k]
+		f := *pl.templates[k]
 		f.Actions = conjActions(want)
 		msgs = append(msgs, binding.AddFlow(&f))
 	}
-	msgs = append(msgs, dels...)
-	commit = func() {
-		for _, k := range changed {
-			if len(touched[k]) == 0 {
-				delete(st.matches, k)
-				continue
-			}
-			st.matches[k] = &conjMatch{flow: templates[k], conjs: touched[k]}
+	return msgs, changed
+}
+
+// apply records the plan (the shared flows of changed, every plain flow,
+// the claims) and returns what puts the record back.
+func (pl *policyPlan) apply(changed []string) (revert func()) {
+	matches, flows := editOf(pl.st.matches), editOf(pl.st.flows)
+	for _, k := range changed {
+		if len(pl.touched[k]) == 0 {
+			matches.del(k)
+			continue
 		}
-		for _, k := range plainOrder {
-			if f := plain[k]; f != nil {
-				st.flows[k] = f
-			} else {
-				delete(st.flows, k)
-			}
-		}
-		for _, f := range claimed {
-			f()
+		matches.set(k, &conjMatch{flow: pl.templates[k], conjs: pl.touched[k]})
+	}
+	for _, k := range pl.plainOrder {
+		if f := pl.plain[k]; f != nil {
+			flows.set(k, f)
+		} else {
+			flows.del(k)
 		}
 	}
-	return msgs, narrowed, commit
+	unclaim := pl.st.recovery.claim(pl.claims)
+	return func() {
+		unclaim()
+		flows.revert()
+		matches.revert()
+	}
+}
+
+// claim marks what a change claims of an earlier run's flows, and returns
+// what takes back the claims that were new.
+func (r *policyClaims) claim(claims []policyClaim) (unclaim func()) {
+	if r == nil || len(claims) == 0 {
+		return func() {}
+	}
+	var fresh []policyClaim
+	for _, c := range claims {
+		if c.id == 0 {
+			if !r.flows[c.key] {
+				r.flows[c.key] = true
+				fresh = append(fresh, c)
+			}
+			continue
+		}
+		if r.conjs[c.key] == nil {
+			r.conjs[c.key] = map[uint32]bool{}
+		}
+		if !r.conjs[c.key][c.id] {
+			r.conjs[c.key][c.id] = true
+			fresh = append(fresh, c)
+		}
+	}
+	return func() {
+		for _, c := range fresh {
+			if c.id == 0 {
+				delete(r.flows, c.key)
+			} else {
+				delete(r.conjs[c.key], c.id)
+			}
+		}
+	}
 }
 
 // allows reports whether a plain policy flow lets packets on (a conj_id
@@ -824,7 +961,7 @@ func conjActions(conjs map[uint32]*binding.Conjunction) []binding.Action {
 // same rules the same ids, so ApplyPolicyChange finds their flows in place
 // and writes nothing for them. FinishPolicyRecovery removes what this run
 // did not claim. Call it once, before the first ApplyPolicyChange.
-func (c *Client) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
+func (c *networkPolicy) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
 	c.policyMu.Lock()
 	defer c.policyMu.Unlock()
 	if len(c.policy.matches) > 0 || len(c.policy.flows) > 0 {
@@ -834,7 +971,7 @@ func (c *Client) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
 	if !ok {
 		return nil, fmt.Errorf("recover policy: the bridge cannot be read")
 	}
-	stats, err := d.DumpFlows(ctx, binding.TableAll, cookiePolicyTag, cookieTagMask)
+	stats, err := d.DumpFlows(ctx, binding.TableAll, uint64(cookiePolicyTag), uint64(cookieTagMask))
 	if err != nil {
 		return nil, fmt.Errorf("recover policy: %w", err)
 	}
@@ -842,7 +979,7 @@ func (c *Client) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
 	st := &c.policy
 	for i := range stats {
 		f := stats[i].Flow
-		f.Cookie = cookiePolicyTag | f.Cookie&cookiePolicyStatsFlag
+		f.Cookie = uint64(cookiePolicyTag) | f.Cookie&uint64(cookiePolicyStatsFlag)
 		conjs := map[uint32]*binding.Conjunction{}
 		for _, a := range f.Actions {
 			switch a := a.(type) {
@@ -871,7 +1008,7 @@ func (c *Client) RecoverPolicy(ctx context.Context) (map[string]uint32, error) {
 // (and conjunctions of shared flows) that no ApplyPolicyChange since
 // RecoverPolicy claimed: rules and isolation that went away while the agent
 // was down. It returns the number of flow mods written.
-func (c *Client) FinishPolicyRecovery(ctx context.Context) (int, error) {
+func (c *networkPolicy) FinishPolicyRecovery(ctx context.Context) (int, error) {
 	c.policyMu.Lock()
 	defer c.policyMu.Unlock()
 	st := &c.policy
@@ -923,7 +1060,7 @@ func (c *Client) FinishPolicyRecovery(ctx context.Context) (int, error) {
 
 // policyFlows lists the installed policy flows (for replay and Flows).
 // c.policyMu is held.
-func (c *Client) policyFlows() []*binding.Flow {
+func (c *networkPolicy) policyFlows() []*binding.Flow {
 	out := make([]*binding.Flow, 0, len(c.policy.matches)+len(c.policy.flows))
 	for _, cm := range c.policy.matches {
 		f := *cm.flow
@@ -951,12 +1088,12 @@ type RuleCounters struct {
 // conjunction id, in one flow-stats request that selects the flows whose
 // counters are statistics by cookie (cookiePolicyStatsFlag). A flow that
 // was rewritten (OFPFC_ADD of a changed flow) starts again from zero.
-func (c *Client) PolicyRuleStats(ctx context.Context) (map[uint32]RuleCounters, error) {
+func (c *networkPolicy) PolicyRuleStats(ctx context.Context) (map[uint32]RuleCounters, error) {
 	d, ok := c.bridge.(flowDumper)
 	if !ok {
 		return nil, fmt.Errorf("policy rule stats: the bridge cannot be read")
 	}
-	stats, err := d.DumpFlows(ctx, binding.TableAll, cookiePolicyTag|cookiePolicyStatsFlag, cookieTagMask|cookiePolicyStatsFlag)
+	stats, err := d.DumpFlows(ctx, binding.TableAll, uint64(cookiePolicyTag|cookiePolicyStatsFlag), uint64(cookieTagMask|cookiePolicyStatsFlag))
 	if err != nil {
 		return nil, fmt.Errorf("policy rule stats: %w", err)
 	}

@@ -19,6 +19,8 @@ type recordingBridge struct {
 	mu      sync.Mutex
 	flows   map[string]*binding.Flow
 	bundles int
+	// refuse, when set, is what the next bundles fail with (nothing applied).
+	refuse error
 }
 
 func newRecordingBridge() *recordingBridge {
@@ -28,6 +30,9 @@ func newRecordingBridge() *recordingBridge {
 func (r *recordingBridge) Bundle(_ context.Context, msgs ...binding.Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.refuse != nil {
+		return r.refuse
+	}
 	r.bundles++
 	for _, m := range msgs {
 		fm, ok := m.(*binding.FlowMod)
@@ -100,7 +105,7 @@ func TestRuleFlowsGrowAsSourcesPlusDestinations(t *testing.T) {
 				ports[i] = uint32(10 + i)
 			}
 			r := &PolicyRule{ID: 1, Direction: DirectionIngress, Peers: hostPrefixes(n, "10.20.0.1"), AppliedTo: ports,
-				Services: []Service{{Protocol: 6, Port: 80}}, Priority: PolicyRulePriority}
+				Services: []PolicyPort{{Protocol: 6, Port: 80}}, Priority: PolicyRulePriority}
 			if err := rw.Install(context.Background(), r); err != nil {
 				t.Fatal(err)
 			}
@@ -307,7 +312,7 @@ func TestSourcePortRangesAndICMPTypesAreMatched(t *testing.T) {
 	// Upstream: sourcePort/sourceEndPort restrict the source port (any
 	// destination port when port is unset); icmpType/icmpCode restrict ICMP.
 	r := &PolicyRule{ID: 7, Direction: DirectionIngress, AnyPeer: true, AppliedTo: []uint32{10}, Priority: PolicyRulePriority,
-		Services: []Service{
+		Services: []PolicyPort{
 			{Protocol: binding.IPProtoTCP, SrcPort: 32768, SrcEndPort: 60999},
 			{Protocol: binding.IPProtoUDP, Port: 53, SrcPort: 1000},
 			{Protocol: binding.IPProtoICMP, HasICMPType: true, ICMPType: 8, HasICMPCode: true, ICMPCode: 0},

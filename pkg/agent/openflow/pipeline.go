@@ -98,21 +98,15 @@ type Pipeline struct {
 	byName map[string]*Table
 }
 
-// feature is one part of the data plane (pod connectivity, network policy, ...):
-// it names the tables it needs.
-type feature interface {
-	tables() []*TableSpec
-}
-
 // buildPipeline assigns table numbers: table 0 is the root classifier, then the
 // tables of each pipeline in pipeline order, within a pipeline by stage and,
 // within a stage, in declaration order. A table needed by several features is
 // placed once.
-func buildPipeline(features ...feature) (*Pipeline, error) {
+func buildPipeline(features ...Feature) (*Pipeline, error) {
 	seen := map[*TableSpec]int{}
 	var specs []*TableSpec
 	for _, f := range features {
-		for _, t := range f.tables() {
+		for _, t := range f.Tables() {
 			if _, ok := seen[t]; ok {
 				continue
 			}

@@ -24,30 +24,16 @@ type FeatureTables struct {
 	Tables []*TableSpec
 }
 
-// Features lists the features the client enables, with their tables.
+// Features lists the registered features, with their tables.
 func Features() []FeatureTables {
 	var out []FeatureTables
-	for _, f := range enabledFeatures() {
-		out = append(out, FeatureTables{Name: featureName(f), Tables: f.tables()})
+	for _, f := range registeredFeatures(&datapath{}) {
+		if len(f.Tables()) == 0 {
+			continue // a feature that only copies others' flows (Traceflow)
+		}
+		out = append(out, FeatureTables{Name: f.Name(), Tables: f.Tables()})
 	}
 	return out
-}
-
-// enabledFeatures are the features NewClient lays out, in its order.
-func enabledFeatures() []feature {
-	return []feature{podConnectivity{}, networkPolicy{}, service{}}
-}
-
-func featureName(f feature) string {
-	switch f.(type) {
-	case podConnectivity:
-		return "PodConnectivity"
-	case networkPolicy:
-		return "NetworkPolicy"
-	case service:
-		return "Service"
-	}
-	return fmt.Sprintf("%T", f)
 }
 
 // Stages lists the stages in the order a packet meets them.
@@ -228,7 +214,7 @@ func SampleFlows() (*Pipeline, []*binding.Flow, []*binding.GroupMod, error) {
 				ch.Rules = append(ch.Rules, RuleChange{New: &PolicyRule{
 					ID: id, Key: fmt.Sprintf("sample/%d", id), Direction: d, Tier: tier, Action: a, Priority: prio,
 					Peers:     []netip.Prefix{netip.MustParsePrefix("10.10.1.0/24")},
-					AppliedTo: []uint32{3}, Services: []Service{{Protocol: binding.IPProtoTCP, Port: 80}},
+					AppliedTo: []uint32{3}, Services: []PolicyPort{{Protocol: binding.IPProtoTCP, Port: 80}},
 				}})
 				id++
 			}

@@ -1,7 +1,10 @@
 package openflow
 
 import (
+	"context"
+	"fmt"
 	"net"
+	"sync"
 
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
@@ -35,13 +38,63 @@ var (
 		Doc: "Outputs the packet to the port in reg1; packets with no known port are dropped."}
 )
 
-// podConnectivity is the feature that connects pods, the gateway and the tunnel.
-type podConnectivity struct{}
+// podConnectivity is the feature that connects pods, the gateway and the
+// tunnel: this node's fixed flows, each local pod's flows and each remote
+// node's, recorded per pod port and per node under podMu.
+type podConnectivity struct {
+	*datapath
+	featureDefaults
+	podMu sync.Mutex
+	pods  map[string][]*binding.Flow // by host interface name
+	peers map[string][]*binding.Flow // by remote node name
+}
 
-func (podConnectivity) tables() []*TableSpec {
+func newPodConnectivity(d *datapath) *podConnectivity {
+	return &podConnectivity{datapath: d, pods: map[string][]*binding.Flow{}, peers: map[string][]*binding.Flow{}}
+}
+
+// Name implements Feature.
+func (*podConnectivity) Name() string { return "PodConnectivity" }
+
+// Tables implements Feature.
+func (*podConnectivity) Tables() []*TableSpec {
 	return []*TableSpec{PipelineRootClassifierTable, ARPSpoofGuardTable, ARPResponderTable, ClassifierTable,
 		SpoofGuardTable, ConntrackZoneTable, ConntrackStateTable, L3ForwardingTable, L3DecTTLTable,
 		L2ForwardingCalcTable, ConntrackCommitTable, OutputTable}
+}
+
+// FixedFlows implements Feature: the node's flows (the table-miss flows
+// are the client's, from the pipeline).
+func (c *podConnectivity) FixedFlows(node *NodeConfig) []*binding.Flow { return c.b.nodeFlows(node) }
+
+// Installed implements Feature: the pods' and peer nodes' flows.
+func (c *podConnectivity) Installed() ([]*binding.GroupMod, []*binding.Flow) {
+	c.podMu.Lock()
+	defer c.podMu.Unlock()
+	var all []*binding.Flow
+	for _, fs := range c.pods {
+		all = append(all, fs...)
+	}
+	for _, fs := range c.peers {
+		all = append(all, fs...)
+	}
+	return nil, all
+}
+
+// podOutputFlows are the pods' flows in the table t (above its miss flow),
+// for Traceflow's copies.
+func (c *podConnectivity) podOutputFlows(t uint8) []*binding.Flow {
+	c.podMu.Lock()
+	defer c.podMu.Unlock()
+	var out []*binding.Flow
+	for _, fs := range c.pods {
+		for _, f := range fs {
+			if f.Table == t && f.Priority > priorityMiss {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }
 
 // NodeConfig is what the pipeline needs to know about this node.
@@ -237,4 +290,87 @@ func (b *flowBuilder) peerFlows(n *NodeConfig, peerCIDR *net.IPNet, peerGatewayI
 		}, setEthSrc(n.GatewayMAC), setEthDst(GlobalVirtualMAC), setTunDst(tunnelPeerIP),
 			load(PktDestinationField, ToTunnel), load(RewriteMACField, on), b.next(L3ForwardingTable)),
 	}
+}
+
+// replace writes the new flows of one pod or peer node and deletes the ones
+// it had that are no longer wanted, in one bundle, and records them.
+func (c *podConnectivity) replace(ctx context.Context, what string, cache map[string][]*binding.Flow, key string, flows []*binding.Flow) error {
+	c.podMu.Lock()
+	defer c.podMu.Unlock()
+	var b deltaBatch
+	b.add(replaceDelta(cache, key, flows))
+	return b.commit(ctx, c, what)
+}
+
+// replaceDelta takes the flows recorded in cache under key to flows (nil:
+// none): strict deletes of the old flows whose place (table, priority,
+// match) no new flow takes, then adds of every new flow.
+func replaceDelta(cache map[string][]*binding.Flow, key string, flows []*binding.Flow) delta {
+	keep := make(map[string]bool, len(flows))
+	for _, f := range flows {
+		keep[f.MatchKey()] = true
+	}
+	var msgs []binding.Message
+	for _, f := range cache[key] {
+		if !keep[f.MatchKey()] {
+			msgs = append(msgs, binding.DeleteFlowStrict(f))
+		}
+	}
+	msgs = append(msgs, addMods(flows)...)
+	return delta{msgs: msgs, apply: func() func() {
+		e := editOf(cache)
+		if flows == nil {
+			e.del(key)
+		} else {
+			e.set(key, flows)
+		}
+		return e.revert
+	}}
+}
+
+// InstallPodFlows installs the flows of one local pod port as one bundle.
+func (c *podConnectivity) InstallPodFlows(ifName string, podIPs []net.IP, podMAC net.HardwareAddr, ofPort uint32) error {
+	return c.install("pod "+ifName, c.pods, ifName, func(node *NodeConfig) []*binding.Flow {
+		return c.b.podFlows(node, ofPort, podIPs, podMAC)
+	})
+}
+
+// UninstallPodFlows removes the flows of a pod port; unknown ports are a no-op.
+func (c *podConnectivity) UninstallPodFlows(ifName string) error {
+	return c.install("pod "+ifName, c.pods, ifName, nil)
+}
+
+// PodFlowsInstalled reports whether the client installed flows for a pod port.
+func (c *podConnectivity) PodFlowsInstalled(ifName string) bool {
+	c.podMu.Lock()
+	defer c.podMu.Unlock()
+	return len(c.pods[ifName]) > 0
+}
+
+// InstallNodeFlows installs the flows towards one remote node's pod CIDR.
+func (c *podConnectivity) InstallNodeFlows(nodeName string, peerPodCIDR *net.IPNet, peerGatewayIP, tunnelPeerIP net.IP) error {
+	return c.install("node "+nodeName, c.peers, nodeName, func(node *NodeConfig) []*binding.Flow {
+		return c.b.peerFlows(node, peerPodCIDR, peerGatewayIP, tunnelPeerIP)
+	})
+}
+
+// UninstallNodeFlows removes the flows towards a remote node.
+func (c *podConnectivity) UninstallNodeFlows(nodeName string) error {
+	return c.install("node "+nodeName, c.peers, nodeName, nil)
+}
+
+// install makes the flows recorded in cache under key those build makes
+// for this node (build nil: none), within opTimeout.
+func (c *podConnectivity) install(what string, cache map[string][]*binding.Flow, key string, build func(*NodeConfig) []*binding.Flow) error {
+	var flows []*binding.Flow
+	if build != nil {
+		node := c.node.Load()
+		if node == nil {
+			return fmt.Errorf("%s: pipeline not initialized", what)
+		}
+		flows = build(node)
+	}
+	ctx, cancel := withTimeout()
+	defer cancel()
+	return c.replace(ctx, what, cache, key, flows)
 }

@@ -24,7 +24,7 @@ func apply(t *testing.T, c *Client, ch PolicyChange) PolicyWrite {
 func TestAPolicyChangeWritesOnlyTheFlowsThatDiffer(t *testing.T) {
 	c, br := newUnitClient(t)
 	r := &PolicyRule{ID: 1, Key: "np1 0/", Direction: DirectionIngress, Peers: hostPrefixes(3, "10.20.0.1"),
-		AppliedTo: []uint32{10, 11}, Services: []Service{{Protocol: binding.IPProtoTCP, Port: 80}}, Priority: PolicyRulePriority}
+		AppliedTo: []uint32{10, 11}, Services: []PolicyPort{{Protocol: binding.IPProtoTCP, Port: 80}}, Priority: PolicyRulePriority}
 	// 3 peers + 2 ports + 1 service + conj_id + 2 metric flows (an Allow
 	// rule's: new connections, later packets) + 2 isolated ports.
 	if w := apply(t, c, PolicyChange{Rules: []RuleChange{{New: r}}, Isolate: [2][]uint32{{10, 11}}}); w.Messages != 3+2+1+1+2+2 || !w.Narrowed {
@@ -98,7 +98,7 @@ func TestARestartedClientAdoptsThePolicyFlowsInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	keep := &PolicyRule{ID: 7, Key: "np1 0/6:80-0", Direction: DirectionIngress, Peers: hostPrefixes(3, "10.20.0.1"),
-		AppliedTo: []uint32{10, 11}, Services: []Service{{Protocol: binding.IPProtoTCP, Port: 80}}, Priority: PolicyRulePriority}
+		AppliedTo: []uint32{10, 11}, Services: []PolicyPort{{Protocol: binding.IPProtoTCP, Port: 80}}, Priority: PolicyRulePriority}
 	gone := &PolicyRule{ID: 9, Key: "np2 0/", Direction: DirectionEgress, Peers: hostPrefixes(2, "10.20.0.2"),
 		AppliedTo: []uint32{11}, Priority: PolicyRulePriority}
 	apply(t, first, PolicyChange{Rules: []RuleChange{{New: keep}, {New: gone}}, Isolate: [2][]uint32{{10, 11}, {11}}})

@@ -131,7 +131,7 @@ func TestMetricFlowsCountEveryPacketOfAllowedConnectionsOnRealOVS(t *testing.T) 
 
 	const egressAllow, ingressAllow, ingressDrop = 3, 4, 5
 	host := func(p *testPod) []netip.Prefix { return []netip.Prefix{netip.PrefixFrom(addr(p.ip), 32)} }
-	tcp9000 := []Service{{Protocol: binding.IPProtoTCP, Port: 9000}}
+	tcp9000 := []PolicyPort{{Protocol: binding.IPProtoTCP, Port: 9000}}
 	for _, r := range []*PolicyRule{
 		{ID: egressAllow, Key: "egress-allow", Direction: DirectionEgress, Peers: host(srv), AppliedTo: []uint32{cli.ofPort},
 			Services: tcp9000, Tier: TierAntrea, Priority: 1000},

@@ -1,12 +1,6 @@
 package openflow
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
-	"k8s.io/klog/v2"
-
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -20,9 +14,6 @@ import (
 //	[2] the rule's Direction
 //	[3] the rule's RuleAction
 const (
-	// PacketInPolicy is the first userdata byte of a policy rule's packet-in
-	// (PacketInServiceReject is a Service's).
-	PacketInPolicy byte = 2
 	// PolicyPacketInLog asks for an audit log line.
 	PolicyPacketInLog byte = 1 << 0
 	// PolicyPacketInReject asks the agent to answer the packet: a TCP
@@ -50,28 +41,6 @@ func policyMeter(cmd binding.MeterModCommand, id, rate uint32) *binding.MeterMod
 		Bands: []binding.MeterBand{{Rate: rate, BurstSize: rate}}}
 }
 
-// ensurePolicyMeters adds the policy meters, or modifies them when they
-// exist (deleting a meter would delete the flows using it). A bridge that
-// cannot apply (a unit test's fake) gets none.
-func ensurePolicyMeters(ctx context.Context, bridge Bridge) error {
-	a, ok := bridge.(applier)
-	if !ok {
-		return nil
-	}
-	for _, m := range []struct{ id, rate uint32 }{{PolicyRejectMeterID, PolicyRejectRate}, {PolicyLogMeterID, PolicyLogRate}} {
-		if err := a.Apply(ctx, policyMeter(binding.MeterAdd, m.id, m.rate)); err != nil {
-			var ofErr *binding.Error
-			if !errors.As(err, &ofErr) {
-				return fmt.Errorf("add meter %d: %w", m.id, err)
-			}
-			if err := a.Apply(ctx, policyMeter(binding.MeterModify, m.id, m.rate)); err != nil {
-				return fmt.Errorf("add or modify meter %d: %w", m.id, err)
-			}
-		}
-	}
-	return nil
-}
-
 // PolicyPacketIn is what a policy rule's packet-in says.
 type PolicyPacketIn struct {
 	// RuleID is the conjunction id of the rule.
@@ -89,9 +58,9 @@ type PolicyPacketIn struct {
 
 // ParsePolicyPacketIn reads a policy rule's packet-in; ok is false for
 // packet-ins of other features.
-func (c *Client) ParsePolicyPacketIn(pi *binding.PacketIn) (PolicyPacketIn, bool) {
+func (c *networkPolicy) ParsePolicyPacketIn(pi *binding.PacketIn) (PolicyPacketIn, bool) {
 	u := pi.UserData
-	if len(u) < 4 || u[0] != PacketInPolicy || u[3] > byte(ActionPass) || u[2] > byte(DirectionEgress) {
+	if len(u) < 4 || PacketInKind(u[0]) != PacketInPolicy || u[3] > byte(ActionPass) || u[2] > byte(DirectionEgress) {
 		return PolicyPacketIn{}, false
 	}
 	out := PolicyPacketIn{Direction: Direction(u[2]), Action: RuleAction(u[3]), Log: u[1]&PolicyPacketInLog != 0,
@@ -105,82 +74,4 @@ func (c *Client) ParsePolicyPacketIn(pi *binding.PacketIn) (PolicyPacketIn, bool
 		}
 	}
 	return out, true
-}
-
-// PacketIO is the switch's packet-in and packet-out channel (a
-// *binding.Client whose connections ask for async messages).
-type PacketIO interface {
-	PacketIns() <-chan binding.Frame
-	SendPacketOut(ctx context.Context, po *binding.PacketOut) error
-}
-
-// PacketInDispatcher hands each packet-in to the feature that asked for it,
-// by the first byte of its userdata (PacketInServiceReject to AntreaProxy,
-// PacketInPolicy to the policy controller): the switch has one packet-in
-// channel and several readers. A reader that falls behind loses packet-ins
-// (counted), it never blocks the others.
-type PacketInDispatcher struct {
-	src  PacketIO
-	subs map[byte]chan binding.Frame
-}
-
-// NewPacketInDispatcher reads src's packet-ins once Run starts.
-func NewPacketInDispatcher(src PacketIO) *PacketInDispatcher {
-	return &PacketInDispatcher{src: src, subs: map[byte]chan binding.Frame{}}
-}
-
-// Subscribe returns the PacketIO of the packet-ins of one kind (call it
-// before Run): its packet-outs go to the switch.
-func (d *PacketInDispatcher) Subscribe(kind byte) PacketIO {
-	ch := make(chan binding.Frame, 256)
-	d.subs[kind] = ch
-	return subscription{ch: ch, src: d.src}
-}
-
-// Run dispatches until ctx ends or the switch's channel closes; then every
-// subscription's channel is closed.
-func (d *PacketInDispatcher) Run(ctx context.Context) {
-	defer func() {
-		for _, ch := range d.subs {
-			close(ch)
-		}
-	}()
-	ins := d.src.PacketIns()
-	dropped := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case f, ok := <-ins:
-			if !ok {
-				return
-			}
-			pi, err := binding.DecodeAnyPacketIn(f)
-			if err != nil || len(pi.UserData) == 0 {
-				continue
-			}
-			ch, ok := d.subs[pi.UserData[0]]
-			if !ok {
-				continue
-			}
-			select {
-			case ch <- f:
-			default:
-				if dropped++; dropped%100 == 1 {
-					klog.InfoS("Packet-ins dropped: their reader is behind", "kind", pi.UserData[0], "dropped", dropped)
-				}
-			}
-		}
-	}
-}
-
-type subscription struct {
-	ch  chan binding.Frame
-	src PacketIO
-}
-
-func (s subscription) PacketIns() <-chan binding.Frame { return s.ch }
-
-func (s subscription) SendPacketOut(ctx context.Context, po *binding.PacketOut) error {
-	return s.src.SendPacketOut(ctx, po)
 }

@@ -3,11 +3,11 @@ package openflow
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
 	"sort"
+	"sync"
 
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
@@ -39,11 +39,53 @@ var (
 		Doc: "Source-NATs, after policy saw the real source: a pod's Service connection to itself and a Service connection from the gateway that leaves through the gateway again to the hairpin address; a Service connection from outside the node to an endpoint behind the tunnel to the gateway IP, so its replies come back through this node."}
 )
 
-type service struct{}
+// services is the Service feature (AntreaProxy's data path): the fixed
+// flows every Service shares, and each Service's groups and flows, recorded
+// in svc under mu.
+type services struct {
+	*datapath
+	mu sync.Mutex
+	// svc holds the Services' groups and flows.
+	svc serviceState
+}
 
-func (service) tables() []*TableSpec {
+func newServices(d *datapath) *services {
+	return &services{datapath: d, svc: newServiceState()}
+}
+
+// Name implements Feature.
+func (*services) Name() string { return "Service" }
+
+// Tables implements Feature.
+func (*services) Tables() []*TableSpec {
 	return []*TableSpec{SessionAffinityTable, ServiceLBTable, EndpointDNATTable, ServiceSNATTable}
 }
+
+// FixedFlows implements Feature.
+func (c *services) FixedFlows(node *NodeConfig) []*binding.Flow { return c.b.serviceFixedFlows(node) }
+
+// Meters implements Feature: the reject meter.
+func (*services) Meters() []*binding.MeterMod {
+	return []*binding.MeterMod{serviceRejectMeter(binding.MeterAdd)}
+}
+
+// Installed implements Feature: the Services' groups and flows.
+func (c *services) Installed() ([]*binding.GroupMod, []*binding.Flow) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.serviceGroups(), c.serviceFlows()
+}
+
+// SwitchLost implements Feature: what RecoverServices found of an earlier
+// run is gone with the switch's flows.
+func (c *services) SwitchLost() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.svc.recovered = newRecoveredServices()
+}
+
+// PacketInKinds implements Feature: the rejects of ports without endpoints.
+func (*services) PacketInKinds() []PacketInKind { return []PacketInKind{PacketInServiceReject} }
 
 // ServicePort is one port of a Service as the data path matches it.
 type ServicePort struct {
@@ -381,7 +423,7 @@ func (b *flowBuilder) serviceFixedFlows(n *NodeConfig) []*binding.Flow {
 			m.EthType(binding.EthTypeIPv4)
 			matchField(m, EndpointRejectField, 1)
 		}, &binding.Meter{ID: ServiceRejectMeterID}, &binding.Controller{MaxLen: rejectMaxLen, Reason: binding.ReasonAction,
-			UserData: []byte{PacketInServiceReject}}),
+			UserData: PacketInServiceReject.userData()}),
 
 		// The node path.
 		b.flow(L3ForwardingTable, priorityLow, func(m *binding.Match) {
@@ -431,14 +473,6 @@ func (b *flowBuilder) serviceFixedFlows(n *NodeConfig) []*binding.Flow {
 	return flows
 }
 
-// Packet-ins of Services: the first byte of a packet-in's userdata says what
-// the agent is asked to do with it.
-const (
-	// PacketInServiceReject asks the agent to reject the packet: a TCP
-	// reset or an ICMP port unreachable to its sender.
-	PacketInServiceReject byte = 1
-)
-
 // The reject meter bounds the packet-ins of Services without endpoints, so a
 // client retrying in a loop (or a flood) cannot keep the agent busy: above
 // ServiceRejectRate packets a second (after a burst of as many) they drop,
@@ -454,33 +488,6 @@ const (
 func serviceRejectMeter(cmd binding.MeterModCommand) *binding.MeterMod {
 	return &binding.MeterMod{Command: cmd, Flags: binding.MeterPktps | binding.MeterBurst | binding.MeterStats, MeterID: ServiceRejectMeterID,
 		Bands: []binding.MeterBand{{Rate: ServiceRejectRate, BurstSize: ServiceRejectRate}}}
-}
-
-// applier sends messages that cannot go in a bundle (meter mods: Open
-// vSwitch does not bundle them), one by one, reporting the rejected ones.
-type applier interface {
-	Apply(ctx context.Context, msgs ...binding.Message) error
-}
-
-// ensureMeters installs the meters the fixed flows use, before them: added,
-// or modified when they exist (a meter is never deleted, as that would
-// delete the flows using it). A bridge that cannot apply (a unit test's
-// fake) gets none.
-func ensureMeters(ctx context.Context, bridge Bridge) error {
-	a, ok := bridge.(applier)
-	if !ok {
-		return nil
-	}
-	if err := a.Apply(ctx, serviceRejectMeter(binding.MeterAdd)); err != nil {
-		var ofErr *binding.Error
-		if !errors.As(err, &ofErr) {
-			return fmt.Errorf("add meter %d: %w", ServiceRejectMeterID, err)
-		}
-		if err := a.Apply(ctx, serviceRejectMeter(binding.MeterModify)); err != nil {
-			return fmt.Errorf("add or modify meter %d: %w", ServiceRejectMeterID, err)
-		}
-	}
-	return nil
 }
 
 // matchServicePort matches the packets to a Service port: its address,
@@ -611,7 +618,7 @@ func ip4Uint(a netip.Addr) uint64 {
 // affinity flows learned for removed ports and endpoints, and DNAT flows no
 // port uses any more. An empty want removes the Service. The
 // client's record changes only once OVS accepted the bundle.
-func (c *Client) InstallService(ctx context.Context, name string, want ServiceState) error {
+func (c *services) InstallService(ctx context.Context, name string, want ServiceState) error {
 	return c.InstallServices(ctx, []ServiceChange{{Name: name, Want: want}})
 }
 
@@ -629,35 +636,27 @@ type ServiceChange struct {
 // Service's state is refused or OVS rejects the bundle, nothing is written
 // and the client's record stays as it was, for every Service of the batch.
 // The stale UDP conntrack entries are flushed after the bundle.
-func (c *Client) InstallServices(ctx context.Context, changes []ServiceChange) error {
+func (c *services) InstallServices(ctx context.Context, changes []ServiceChange) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var msgs []binding.Message
-	undos := make([]func(), 0, len(changes))
+	var b deltaBatch
 	flushes := make([][]*binding.CTFlush, 0, len(changes))
-	rollback := func() {
-		for i := len(undos) - 1; i >= 0; i-- {
-			undos[i]()
-		}
-	}
 	for _, ch := range changes {
-		m, commit, fl, err := c.serviceMsgs(ch.Name, ch.Want)
+		d, fl, err := c.serviceDelta(ch.Name, ch.Want)
 		if err != nil {
-			rollback()
+			b.revert()
 			return err
 		}
-		msgs = append(msgs, m...)
 		// Recorded now, so the next Service's difference starts from it;
-		// undone unless OVS takes the bundle.
-		undos = append(undos, commit())
+		// reverted unless OVS takes the bundle.
+		b.add(d)
 		flushes = append(flushes, fl)
 	}
 	what := "service " + changes[0].Name
 	if len(changes) > 1 {
 		what = fmt.Sprintf("%d services (%s, ...)", len(changes), changes[0].Name)
 	}
-	if err := c.write(ctx, what, msgs); err != nil {
-		rollback()
+	if err := b.commit(ctx, c, what); err != nil {
 		return err
 	}
 	for i, ch := range changes {
@@ -667,170 +666,216 @@ func (c *Client) InstallServices(ctx context.Context, changes []ServiceChange) e
 }
 
 // UninstallService removes a Service's groups and flows; unknown names are a no-op.
-func (c *Client) UninstallService(ctx context.Context, name string) error {
+func (c *services) UninstallService(ctx context.Context, name string) error {
 	return c.InstallService(ctx, name, nil)
 }
 
-// serviceMsgs computes the messages from the installed state of Service name
-// to want, the commit recording want (which returns its undo), and the
-// conntrack flushes of the UDP entries the change leaves stale
-// (service_conntrack.go). c.mu is held.
-func (c *Client) serviceMsgs(name string, want ServiceState) ([]binding.Message, func() (undo func()), []*binding.CTFlush, error) {
-	st := &c.svc
-	have := st.services[name]
+// serviceDelta computes the delta from the installed state of Service name
+// to want, and the conntrack flushes of the UDP entries the change leaves
+// stale (service_conntrack.go). c.mu is held.
+func (c *services) serviceDelta(name string, want ServiceState) (delta, []*binding.CTFlush, error) {
+	norm, err := c.normalizedWant(name, want)
+	if err != nil {
+		return delta{}, nil, err
+	}
+	pl := &servicePlan{c: c, st: &c.svc, name: name, have: c.svc.services[name], norm: norm,
+		refs: map[endpointKey]endpointUse{}, newPorts: map[ServicePort]*installedPort{}, adopted: map[ServicePort]bool{},
+		lastGroup: c.svc.lastGroup, fragFlows: fragFlowPorts(norm)}
+	for _, p := range sortedPorts(norm) {
+		if err := pl.wantPort(p); err != nil {
+			return delta{}, nil, err
+		}
+	}
+	pl.removePorts()
+	epAdds, epDels, gone := pl.endpointMsgs()
+	var msgs []binding.Message
+	for _, part := range [][]binding.Message{epAdds, pl.groupMods, pl.flowAdds, pl.flowDels, pl.groupDels, pl.learnDels, epDels} {
+		msgs = append(msgs, part...)
+	}
+	return delta{msgs: msgs, apply: pl.apply}, staleUDPFlushes(pl.have, norm, gone), nil
+}
+
+// normalizedWant checks want (IPv4 only; no port another Service holds)
+// and normalizes each port's state.
+func (c *services) normalizedWant(name string, want ServiceState) (ServiceState, error) {
 	norm := ServiceState{}
 	for p, ps := range want {
 		if !p.IP.Is4() {
-			return nil, nil, nil, fmt.Errorf("service %s port %s: only IPv4 ClusterIPs are supported", name, p)
+			return nil, fmt.Errorf("service %s port %s: only IPv4 ClusterIPs are supported", name, p)
 		}
-		if ip := st.ports[p]; ip != nil && ip.owner != name {
-			return nil, nil, nil, fmt.Errorf("service %s port %s: already installed for service %s", name, p, ip.owner)
+		if ip := c.svc.ports[p]; ip != nil && ip.owner != name {
+			return nil, fmt.Errorf("service %s port %s: already installed for service %s", name, p, ip.owner)
 		}
 		ps = ps.normalized()
 		for _, e := range ps.Endpoints {
 			if !e.IP.Is4() {
-				return nil, nil, nil, fmt.Errorf("service %s port %s: endpoint %s is not IPv4", name, p, e.IP)
+				return nil, fmt.Errorf("service %s port %s: endpoint %s is not IPv4", name, p, e.IP)
 			}
 		}
 		norm[p] = ps
 	}
-	refs := map[endpointKey]endpointUse{} // change of each endpoint's use
-	var groupMods, flowAdds, flowDels, groupDels, learnDels []binding.Message
-	newPorts := map[ServicePort]*installedPort{}
-	adopted := map[ServicePort]bool{}
-	lastGroup := st.lastGroup
-	fragFlows := fragFlowPorts(norm)
-	for _, p := range sortedPorts(norm) {
-		ps := norm[p]
-		old := st.ports[p]
-		for _, e := range ps.Endpoints {
-			refs[keyOf(p.Protocol, e)] = refs[keyOf(p.Protocol, e)].add(use(e, 1))
-		}
-		if old == nil {
-			if rec := st.recovered.ports[p]; rec != nil {
-				// Left by the previous agent run: adopt it, changing only
-				// what differs.
-				old = rec.asInstalled()
-				adopted[p] = true
-			}
-		}
-		if old == nil {
-			lastGroup++
-			gs := c.b.portGroups(binding.GroupAdd, lastGroup, p, ps)
-			digest := groupDigest(gs...)
-			flows := c.portFlows(p, lastGroup, digest, ps, fragFlows[p])
-			newPorts[p] = &installedPort{owner: name, groupID: lastGroup, state: ps, digest: digest, flows: flows}
-			gm, err := groupMsgs(gs...)
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
-			}
-			groupMods = append(groupMods, gm...)
-			flowAdds = append(flowAdds, addMods(flows)...)
-			continue
-		}
-		gs := c.b.portGroups(binding.GroupModify, old.groupID, p, ps)
-		digest := groupDigest(gs...)
-		flows := c.portFlows(p, old.groupID, digest, ps, fragFlows[p])
-		newPorts[p] = &installedPort{owner: name, groupID: old.groupID, state: ps, digest: digest, flows: flows}
-		changed := !bytes.Equal(digest, old.digest)
-		if changed && adopted[p] && len(gs) > 1 {
-			// An earlier run may not have made the fragment group: write
-			// it anew (deleting a group that is not there is no error;
-			// deleting one deletes its flow, added again below).
-			gs = append(gs[:1], fragGroup(&binding.GroupMod{Command: binding.GroupDelete, GroupID: old.groupID}), fragGroup(c.b.serviceGroup(binding.GroupAdd, old.groupID, ps)))
-			flowAdds = append(flowAdds, addMods(flowsToFragGroup(flows))...)
-		}
-		if changed {
-			gm, err := groupMsgs(gs...)
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("service %s port %s: %w", name, p, err)
-			}
-			groupMods = append(groupMods, gm...)
-		}
-		adds, dels := diffFlows(old.flows, flows)
-		flowAdds, flowDels = append(flowAdds, adds...), append(flowDels, dels...)
-		learnDels = append(learnDels, c.learnedToDelete(p, old, ps)...)
+	return norm, nil
+}
+
+// servicePlan is one Service's change being computed against the record,
+// which it does not change until apply.
+type servicePlan struct {
+	c          *services
+	st         *serviceState
+	name       string
+	have, norm ServiceState
+	// refs is the change of each endpoint's use.
+	refs                                                map[endpointKey]endpointUse
+	groupMods, flowAdds, flowDels, groupDels, learnDels []binding.Message
+	newPorts                                            map[ServicePort]*installedPort
+	// adopted are the ports, adoptedFlows the EndpointDNAT flows (by match
+	// key), taken over from what an earlier run left.
+	adopted      map[ServicePort]bool
+	adoptedFlows []string
+	lastGroup    uint32
+	// fragFlows are the ports whose fragments get a flow (fragFlowPorts).
+	fragFlows map[ServicePort]bool
+}
+
+// wantPort computes the messages of a wanted port: a new group and flows,
+// or the differences from the installed (or recovered) port.
+func (pl *servicePlan) wantPort(p ServicePort) error {
+	c, ps := pl.c, pl.norm[p]
+	old := pl.st.ports[p]
+	for _, e := range ps.Endpoints {
+		pl.refs[keyOf(p.Protocol, e)] = pl.refs[keyOf(p.Protocol, e)].add(use(e, 1))
 	}
-	for _, p := range sortedPorts(have) {
-		for _, e := range have[p].Endpoints {
-			refs[keyOf(p.Protocol, e)] = refs[keyOf(p.Protocol, e)].add(use(e, -1))
+	if old == nil {
+		if rec := pl.st.recovered.ports[p]; rec != nil {
+			// Left by the previous agent run: adopt it, changing only
+			// what differs.
+			old = rec.asInstalled()
+			pl.adopted[p] = true
 		}
-		if _, keep := norm[p]; keep {
+	}
+	groupID, cmd := uint32(0), binding.GroupModify
+	if old == nil {
+		pl.lastGroup++
+		groupID, cmd = pl.lastGroup, binding.GroupAdd
+	} else {
+		groupID = old.groupID
+	}
+	gs := c.b.portGroups(cmd, groupID, p, ps)
+	digest := groupDigest(gs...)
+	flows := c.portFlows(p, groupID, digest, ps, pl.fragFlows[p])
+	pl.newPorts[p] = &installedPort{owner: pl.name, groupID: groupID, state: ps, digest: digest, flows: flows}
+	changed := old == nil || !bytes.Equal(digest, old.digest)
+	if changed && pl.adopted[p] && len(gs) > 1 {
+		// An earlier run may not have made the fragment group: write it
+		// anew (deleting a group that is not there is no error; deleting
+		// one deletes its flow, added again here).
+		gs = append(gs[:1], fragGroup(&binding.GroupMod{Command: binding.GroupDelete, GroupID: groupID}), fragGroup(c.b.serviceGroup(binding.GroupAdd, groupID, ps)))
+		pl.flowAdds = append(pl.flowAdds, addMods(flowsToFragGroup(flows))...)
+	}
+	if changed {
+		gm, err := groupMsgs(gs...)
+		if err != nil {
+			return fmt.Errorf("service %s port %s: %w", pl.name, p, err)
+		}
+		pl.groupMods = append(pl.groupMods, gm...)
+	}
+	if old == nil {
+		pl.flowAdds = append(pl.flowAdds, addMods(flows)...)
+		return nil
+	}
+	adds, dels := diffFlows(old.flows, flows)
+	pl.flowAdds, pl.flowDels = append(pl.flowAdds, adds...), append(pl.flowDels, dels...)
+	pl.learnDels = append(pl.learnDels, c.learnedToDelete(p, old, ps)...)
+	return nil
+}
+
+// removePorts computes the deletes of the installed ports no longer
+// wanted (their flows, learned flows and groups), and takes every
+// installed port's endpoints out of their use.
+func (pl *servicePlan) removePorts() {
+	c := pl.c
+	for _, p := range sortedPorts(pl.have) {
+		for _, e := range pl.have[p].Endpoints {
+			pl.refs[keyOf(p.Protocol, e)] = pl.refs[keyOf(p.Protocol, e)].add(use(e, -1))
+		}
+		if _, keep := pl.norm[p]; keep {
 			continue
 		}
-		old := st.ports[p]
+		old := pl.st.ports[p]
 		for _, f := range old.flows {
-			flowDels = append(flowDels, binding.DeleteFlowStrict(f))
+			pl.flowDels = append(pl.flowDels, binding.DeleteFlowStrict(f))
 		}
 		if on, _, _ := c.affinityOf(old.flows); on {
-			learnDels = append(learnDels, c.b.deleteLearned(p, nil))
+			pl.learnDels = append(pl.learnDels, c.b.deleteLearned(p, nil))
 		}
 		for _, g := range c.b.portGroups(binding.GroupDelete, old.groupID, p, PortState{}) {
-			groupDels = append(groupDels, g)
+			pl.groupDels = append(pl.groupDels, g)
 		}
 	}
-	var epAdds, epDels []binding.Message
-	var gone []endpointKey // endpoints no port uses any more
-	var adoptedFlows []string
-	for _, k := range sortedEndpointKeys(refs) {
-		before := st.endpoints[k]
-		after := before.add(refs[k])
+}
+
+// endpointMsgs are the EndpointDNAT flows of the endpoints that gain their
+// first use (adopting an earlier run's flow as it is) and the deletes of
+// those that lose their last; gone lists the endpoints no port uses any more.
+func (pl *servicePlan) endpointMsgs() (adds, dels []binding.Message, gone []endpointKey) {
+	for _, k := range sortedEndpointKeys(pl.refs) {
+		before := pl.st.endpoints[k]
+		after := before.add(pl.refs[k])
 		for _, f := range []struct {
 			hairpin       bool
 			before, after int
 		}{{false, before.ports, after.ports}, {true, before.local, after.local}} {
 			switch {
 			case f.before == 0 && f.after > 0:
-				ef := c.b.endpointFlow(k, f.hairpin)
-				if rec := st.recovered.endpoints[ef.MatchKey()]; rec != nil {
-					adoptedFlows = append(adoptedFlows, ef.MatchKey())
+				ef := pl.c.b.endpointFlow(k, f.hairpin)
+				if rec := pl.st.recovered.endpoints[ef.MatchKey()]; rec != nil {
+					pl.adoptedFlows = append(pl.adoptedFlows, ef.MatchKey())
 					if rec.String() == ef.String() {
 						continue // left by the previous run as it is
 					}
 				}
-				epAdds = append(epAdds, binding.AddFlow(ef))
+				adds = append(adds, binding.AddFlow(ef))
 			case f.before > 0 && f.after == 0:
-				epDels = append(epDels, binding.DeleteFlowStrict(c.b.endpointFlow(k, f.hairpin)))
+				dels = append(dels, binding.DeleteFlowStrict(pl.c.b.endpointFlow(k, f.hairpin)))
 				if !f.hairpin {
 					gone = append(gone, k)
 				}
 			}
 		}
 	}
-	var msgs []binding.Message
-	for _, part := range [][]binding.Message{epAdds, groupMods, flowAdds, flowDels, groupDels, learnDels, epDels} {
-		msgs = append(msgs, part...)
+	return adds, dels, gone
+}
+
+// apply records the plan and returns what puts the record back.
+func (pl *servicePlan) apply() (undo func()) {
+	st, name := pl.st, pl.name
+	undo = st.undoOf(name, pl.have, pl.newPorts, pl.refs, pl.adopted, pl.adoptedFlows)
+	st.lastGroup = pl.lastGroup
+	for p := range pl.adopted {
+		delete(st.recovered.ports, p)
 	}
-	commit := func() (undo func()) {
-		undo = st.undoOf(name, have, newPorts, refs, adopted, adoptedFlows)
-		st.lastGroup = lastGroup
-		for p := range adopted {
-			delete(st.recovered.ports, p)
-		}
-		for _, k := range adoptedFlows {
-			delete(st.recovered.endpoints, k)
-		}
-		for p := range have {
-			delete(st.ports, p)
-		}
-		for p, ip := range newPorts {
-			st.ports[p] = ip
-		}
-		for k, d := range refs {
-			if u := st.endpoints[k].add(d); u.ports > 0 {
-				st.endpoints[k] = u
-			} else {
-				delete(st.endpoints, k)
-			}
-		}
-		if len(norm) == 0 {
-			delete(st.services, name)
+	for _, k := range pl.adoptedFlows {
+		delete(st.recovered.endpoints, k)
+	}
+	for p := range pl.have {
+		delete(st.ports, p)
+	}
+	for p, ip := range pl.newPorts {
+		st.ports[p] = ip
+	}
+	for k, d := range pl.refs {
+		if u := st.endpoints[k].add(d); u.ports > 0 {
+			st.endpoints[k] = u
 		} else {
-			st.services[name] = norm
+			delete(st.endpoints, k)
 		}
-		return undo
 	}
-	return msgs, commit, staleUDPFlushes(have, norm, gone), nil
+	if len(pl.norm) == 0 {
+		delete(st.services, name)
+	} else {
+		st.services[name] = pl.norm
+	}
+	return undo
 }
 
 // undoOf returns what puts back the parts of the record a commit of Service
@@ -918,7 +963,7 @@ func ip4Addr(v uint32) netip.Addr {
 // portFlows are the flows of one port: its ServiceLB flow and, with
 // affinity, its lookup and exact-lookup flows and one learn flow per
 // endpoint.
-func (c *Client) portFlows(p ServicePort, groupID uint32, digest []byte, ps PortState, fragFlow bool) []*binding.Flow {
+func (c *services) portFlows(p ServicePort, groupID uint32, digest []byte, ps PortState, fragFlow bool) []*binding.Flow {
 	flows := []*binding.Flow{c.b.serviceLBFlow(p, groupID, digest)}
 	if fragFlow {
 		flows = append(flows, c.b.serviceFragLBFlow(p, groupID))
@@ -1015,7 +1060,7 @@ func sortedEndpointKeys(m map[endpointKey]endpointUse) []endpointKey {
 }
 
 // serviceFlows lists the installed Service flows (for replay and Flows). c.mu is held.
-func (c *Client) serviceFlows() []*binding.Flow {
+func (c *services) serviceFlows() []*binding.Flow {
 	var out []*binding.Flow
 	for _, ip := range c.svc.ports {
 		out = append(out, ip.flows...)
@@ -1029,14 +1074,7 @@ func (c *Client) serviceFlows() []*binding.Flow {
 	return out
 }
 
-// Groups returns the installed groups as group-add messages, by group id.
-func (c *Client) Groups() []*binding.GroupMod {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.serviceGroups()
-}
-
-func (c *Client) serviceGroups() []*binding.GroupMod {
+func (c *services) serviceGroups() []*binding.GroupMod {
 	out := make([]*binding.GroupMod, 0, len(c.svc.ports))
 	for p, ip := range c.svc.ports {
 		out = append(out, c.b.portGroups(binding.GroupAdd, ip.groupID, p, ip.state)...)

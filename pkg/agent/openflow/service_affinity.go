@@ -31,30 +31,15 @@ import (
 // flow has no timeout and the agent expires it from the flow's idle time
 // in flow stats (AgeSessionAffinity), which is exact to its polling period.
 
-// Cookies of the learned affinity flows: a tag in the high 16 bits (never a
-// cookie round: rounds are the high 32 bits and count agent restarts), then
-// the endpoint's port and IPv4 address.
-const (
-	cookieAffinityTag uint64 = 0x5ec2 << 48
-	cookieTagMask     uint64 = 0xffff << 48
-)
-
-// cookieServiceTag is the cookie of the flows of Service ports and
-// endpoints (ServiceLB, EndpointDNAT, SessionAffinity's lookup and learn
-// flows). They carry no round: an agent restart does not rewrite them, it
-// reads them back (RecoverServices) and changes only what differs, so
-// DeleteRound must not remove them.
-const cookieServiceTag uint64 = 0x5ec1 << 48
-
 // serviceFlow is a flow of a Service port or endpoint: cookieServiceTag.
 func (b *flowBuilder) serviceFlow(t *TableSpec, priority uint16, match func(*binding.Match), actions ...binding.Action) *binding.Flow {
 	f := b.flow(t, priority, match, actions...)
-	f.Cookie = cookieServiceTag
+	f.Cookie = uint64(cookieServiceTag)
 	return f
 }
 
 func affinityCookie(e Endpoint) uint64 {
-	return cookieAffinityTag | uint64(e.Port)<<32 | ip4Uint(e.IP)
+	return uint64(cookieAffinityTag) | uint64(e.Port)<<32 | ip4Uint(e.IP)
 }
 
 // DefaultMaxSwitchTimeout is the longest affinity timeout left to the
@@ -63,7 +48,7 @@ const DefaultMaxSwitchTimeout = 65535
 
 // affinityIdle is the idle timeout of the flows an affinity port learns: its
 // timeout when the switch can hold it, none otherwise (the agent ages them).
-func (c *Client) affinityIdle(ps PortState) uint16 {
+func (c *services) affinityIdle(ps PortState) uint16 {
 	if ps.AffinityTimeout == 0 || ps.AffinityTimeout > c.svc.maxSwitchTimeout {
 		return 0
 	}
@@ -74,7 +59,7 @@ func (c *Client) affinityIdle(ps PortState) uint16 {
 // switch's idle_timeout (at most DefaultMaxSwitchTimeout); longer ones are
 // aged by the agent. Tests use it to run the agent's ageing in seconds.
 // Ports installed before keep their flows until they change.
-func (c *Client) SetMaxSwitchTimeout(seconds uint32) {
+func (c *services) SetMaxSwitchTimeout(seconds uint32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.svc.maxSwitchTimeout = min(seconds, DefaultMaxSwitchTimeout)
@@ -159,8 +144,8 @@ const priorityAffinityExact = 230
 // deleteLearned deletes the flows a port learned: all of them, or only
 // those of one endpoint.
 func (b *flowBuilder) deleteLearned(p ServicePort, e *Endpoint) *binding.FlowMod {
-	fm := &binding.FlowMod{Command: binding.FlowDelete, Flow: binding.Flow{Table: b.p.Table(SessionAffinityTable).ID, Cookie: cookieAffinityTag},
-		CookieMask: cookieTagMask}
+	fm := &binding.FlowMod{Command: binding.FlowDelete, Flow: binding.Flow{Table: b.p.Table(SessionAffinityTable).ID, Cookie: uint64(cookieAffinityTag)},
+		CookieMask: uint64(cookieTagMask)}
 	b.matchVIP(&fm.Flow.Match, p) // learned flows match the address, whoever the client
 	if e != nil {
 		fm.Flow.Cookie, fm.CookieMask = affinityCookie(*e), ^uint64(0)
@@ -174,7 +159,7 @@ func (b *flowBuilder) deleteLearned(p ServicePort, e *Endpoint) *binding.FlowMod
 // otherwise (its clients are balanced again). What the port had is read from
 // its flows as installed, so it also works for a port an earlier agent run
 // left (whose state this run does not know).
-func (c *Client) learnedToDelete(p ServicePort, old *installedPort, ps PortState) []binding.Message {
+func (c *services) learnedToDelete(p ServicePort, old *installedPort, ps PortState) []binding.Message {
 	wasOn, wasIdle, wasEndpoints := c.affinityOf(old.flows)
 	if !wasOn {
 		return nil
@@ -200,7 +185,7 @@ func (c *Client) learnedToDelete(p ServicePort, old *installedPort, ps PortState
 
 // affinityOf reads a port's affinity from its flows: whether it has a
 // lookup flow, the idle timeout its learn flows give, and their endpoints.
-func (c *Client) affinityOf(flows []*binding.Flow) (on bool, idle uint16, eps []Endpoint) {
+func (c *services) affinityOf(flows []*binding.Flow) (on bool, idle uint16, eps []Endpoint) {
 	sa := c.p.Table(SessionAffinityTable).ID
 	for _, f := range flows {
 		if f.Table != sa {
@@ -238,7 +223,7 @@ type flowDumper interface {
 // it periodically; it returns how many flows it deleted. A client that
 // connects between the dump and the delete loses its affinity a little
 // early and is balanced again.
-func (c *Client) AgeSessionAffinity(ctx context.Context) (int, error) {
+func (c *services) AgeSessionAffinity(ctx context.Context) (int, error) {
 	c.mu.Lock()
 	long := map[ServicePort]uint32{}
 	for p, ip := range c.svc.ports {
@@ -254,7 +239,7 @@ func (c *Client) AgeSessionAffinity(ctx context.Context) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("age session affinity: the bridge cannot dump flows")
 	}
-	stats, err := d.DumpFlows(ctx, c.p.Table(SessionAffinityTable).ID, cookieAffinityTag, cookieTagMask)
+	stats, err := d.DumpFlows(ctx, c.p.Table(SessionAffinityTable).ID, uint64(cookieAffinityTag), uint64(cookieTagMask))
 	if err != nil {
 		return 0, fmt.Errorf("age session affinity: %w", err)
 	}

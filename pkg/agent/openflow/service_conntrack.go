@@ -101,7 +101,7 @@ func staleUDPFlushes(have, want ServiceState, endpointsGone []endpointKey) []*bi
 // Service's flows are in, and the stale entries expire by themselves (the
 // UDP timeout) — what a failed flush costs is that wait. c.mu is held, so
 // no later change of the Service can come between its bundle and these.
-func (c *Client) flushConntrack(ctx context.Context, service string, flushes []*binding.CTFlush) {
+func (c *services) flushConntrack(ctx context.Context, service string, flushes []*binding.CTFlush) {
 	if len(flushes) == 0 {
 		return
 	}

@@ -249,7 +249,7 @@ func TestServiceOnRealOVS(t *testing.T) {
 	}
 	if err := rw.Install(ctx, &PolicyRule{ID: 9, Direction: DirectionIngress,
 		Peers: []netip.Prefix{netip.PrefixFrom(addr(cli.ip), 32)}, AppliedTo: []uint32{e1.ofPort, e2.ofPort},
-		Services: []Service{{Protocol: 6, Port: 8080}}, Priority: PolicyRulePriority}); err != nil {
+		Services: []PolicyPort{{Protocol: 6, Port: 8080}}, Priority: PolicyRulePriority}); err != nil {
 		t.Fatal(err)
 	}
 	purgeDatapath(t, in)

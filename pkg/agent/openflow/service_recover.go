@@ -61,7 +61,7 @@ type switchReader interface {
 // switch, or one an older agent programmed) every group is deleted, with
 // the flows that use them, as nothing of this run refers to them. It
 // returns how many ports it recovered.
-func (c *Client) RecoverServices(ctx context.Context) (int, error) {
+func (c *services) RecoverServices(ctx context.Context) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.svc.ports) > 0 {
@@ -71,7 +71,7 @@ func (c *Client) RecoverServices(ctx context.Context) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("recover services: the bridge cannot be read")
 	}
-	stats, err := r.DumpFlows(ctx, binding.TableAll, cookieServiceTag, cookieTagMask)
+	stats, err := r.DumpFlows(ctx, binding.TableAll, uint64(cookieServiceTag), uint64(cookieTagMask))
 	if err != nil {
 		return 0, fmt.Errorf("recover services: %w", err)
 	}
@@ -141,7 +141,7 @@ func (c *Client) RecoverServices(ctx context.Context) (int, error) {
 
 // parseLBFlow reads a ServiceLB flow of a port: the port, its group and
 // the digest of the group's content.
-func (c *Client) parseLBFlow(f *binding.Flow) (p ServicePort, groupID uint32, digest []byte, ok bool) {
+func (c *services) parseLBFlow(f *binding.Flow) (p ServicePort, groupID uint32, digest []byte, ok bool) {
 	for _, a := range f.Actions {
 		switch a := a.(type) {
 		case *binding.Group:
@@ -160,7 +160,7 @@ func (c *Client) parseLBFlow(f *binding.Flow) (p ServicePort, groupID uint32, di
 }
 
 // flowPort is the Service port a port's flow matches.
-func (c *Client) flowPort(f *binding.Flow) ServicePort {
+func (c *services) flowPort(f *binding.Flow) ServicePort {
 	p := learnedPort(&f.Match)
 	if v, ok := f.Match.Get(FromOutsideField.Field); ok {
 		// reg0[11] (FromOutsideField), or reg0[0..3] = FromGateway, which
@@ -179,7 +179,7 @@ func (c *Client) flowPort(f *binding.Flow) ServicePort {
 // DNAT flows; then any group no port uses (best effort: Open vSwitch cannot
 // report a group with more than 4093 buckets). Call it once every Service
 // known at start was installed.
-func (c *Client) FinishServiceRecovery(ctx context.Context) error {
+func (c *services) FinishServiceRecovery(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec := c.svc.recovered
@@ -244,10 +244,4 @@ func (c *Client) FinishServiceRecovery(ctx context.Context) error {
 		klog.InfoS("Deleted unused groups", "groups", len(unused))
 	}
 	return nil
-}
-
-// forgetRecoveredLocked drops what RecoverServices found: the switch lost
-// it (ovs-vswitchd restarted). c.mu is held.
-func (c *Client) forgetRecoveredLocked() {
-	c.svc.recovered = newRecoveredServices()
 }

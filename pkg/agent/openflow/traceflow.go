@@ -41,9 +41,6 @@ import (
 // They carry a hard timeout so that an agent that never removes them
 // (killed) leaves nothing behind for long.
 
-// PacketInTraceflow is the first userdata byte of a Traceflow packet-in.
-const PacketInTraceflow byte = 3
-
 // TraceflowPoint says which kind of flow sent a Traceflow packet-in.
 type TraceflowPoint byte
 
@@ -63,10 +60,6 @@ const (
 	// source, unknown port, invalid connection).
 	TraceflowTableMiss TraceflowPoint = 5
 )
-
-// cookieTraceflow is the low half of the cookie of a tag's flows (with the
-// tag in its low byte); the high half is the round.
-const cookieTraceflow uint64 = 0x7f000000
 
 // Priority offsets of the copies above the flows they copy.
 const (
@@ -93,6 +86,33 @@ type TraceflowFlows struct {
 	Live *TraceflowLive
 }
 
+// traceflow is the Traceflow feature: no table of its own, the copies of
+// other features' flows for each running tag (read from the pods' and the
+// policy's records, each under its own lock), recorded in tf. It has no
+// fixed flows and nothing to replay: a tag's flows are a snapshot of
+// others' flows taken when its Traceflow starts and time out within
+// seconds; after a switch restart the Traceflow times out too.
+type traceflow struct {
+	*datapath
+	featureDefaults
+	podSource    *podConnectivity
+	policySource *networkPolicy
+	tf           traceflowState
+}
+
+func newTraceflow(d *datapath, pods *podConnectivity, policy *networkPolicy) *traceflow {
+	return &traceflow{datapath: d, podSource: pods, policySource: policy}
+}
+
+// Name implements Feature.
+func (*traceflow) Name() string { return "Traceflow" }
+
+// Tables implements Feature: none, its flows sit in others' tables.
+func (*traceflow) Tables() []*TableSpec { return nil }
+
+// PacketInKinds implements Feature: the traced packets' reports.
+func (*traceflow) PacketInKinds() []PacketInKind { return []PacketInKind{PacketInTraceflow} }
+
 // traceflowState holds the flows installed per tag.
 type traceflowState struct {
 	mu    sync.Mutex
@@ -100,21 +120,21 @@ type traceflowState struct {
 	live  map[uint8]*binding.Flow
 }
 
-func (c *Client) traceflowCookie(tag uint8) uint64 {
-	return uint64(c.round)<<cookieRoundShift | cookieTraceflow | uint64(tag)
+func (c *traceflow) traceflowCookie(tag uint8) uint64 {
+	return withRound(c.round, cookieTraceflow|Cookie(tag))
 }
 
 func traceflowUserData(tag uint8, p TraceflowPoint, extra ...byte) []byte {
-	return append([]byte{PacketInTraceflow, tag, byte(p)}, extra...)
+	return PacketInTraceflow.userData(append([]byte{tag, byte(p)}, extra...)...)
 }
 
-func (c *Client) traceflowController(tag uint8, p TraceflowPoint, extra ...byte) *binding.Controller {
+func (c *traceflow) traceflowController(tag uint8, p TraceflowPoint, extra ...byte) *binding.Controller {
 	return &binding.Controller{Reason: binding.ReasonAction, UserData: traceflowUserData(tag, p, extra...)}
 }
 
 // copyForTag copies f to match the tag one step above it, with the
 // packet-in first and f's actions after it.
-func (c *Client) copyForTag(f *binding.Flow, tag uint8, boost uint16, hard uint16, pin *binding.Controller) *binding.Flow {
+func (c *traceflow) copyForTag(f *binding.Flow, tag uint8, boost uint16, hard uint16, pin *binding.Controller) *binding.Flow {
 	g := &binding.Flow{Table: f.Table, Priority: f.Priority + boost, Cookie: c.traceflowCookie(tag), HardTimeout: hard,
 		Match: f.Match.Clone()}
 	g.Match.EthType(binding.EthTypeIPv4).IPDSCP(tag)
@@ -122,19 +142,10 @@ func (c *Client) copyForTag(f *binding.Flow, tag uint8, boost uint16, hard uint1
 	return g
 }
 
-func (c *Client) tableOf(id uint8) *Table {
-	for _, t := range c.p.Tables() {
-		if t.ID == id {
-			return t
-		}
-	}
-	return nil
-}
-
 // ruleVerdict reads a conj_id flow's verdict from its actions: a goto to
 // the table after the direction's policy tables allows, a goto elsewhere
 // passes, a policy reject packet-in rejects, nothing drops.
-func (c *Client) ruleVerdict(f *binding.Flow, d Direction) RuleAction {
+func (c *traceflow) ruleVerdict(f *binding.Flow, d Direction) RuleAction {
 	past := c.p.Table(ruleTable(d, TierBaseline)).Next().ID
 	verdict := ActionDrop
 	for _, a := range f.Actions {
@@ -145,7 +156,7 @@ func (c *Client) ruleVerdict(f *binding.Flow, d Direction) RuleAction {
 			}
 			return ActionPass
 		case *binding.Controller:
-			if len(a.UserData) >= 2 && a.UserData[0] == PacketInPolicy && a.UserData[1]&PolicyPacketInReject != 0 {
+			if len(a.UserData) >= 2 && PacketInKind(a.UserData[0]) == PacketInPolicy && a.UserData[1]&PolicyPacketInReject != 0 {
 				verdict = ActionReject
 			}
 		}
@@ -155,7 +166,7 @@ func (c *Client) ruleVerdict(f *binding.Flow, d Direction) RuleAction {
 
 // traceflowFlows builds a tag's flows from the records of the output and
 // policy flows, reading each under its own lock.
-func (c *Client) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
+func (c *traceflow) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
 	tag := spec.Tag
 	hard := uint16(0)
 	if spec.Timeout > 0 {
@@ -164,22 +175,12 @@ func (c *Client) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
 	output := c.p.Table(OutputTable).ID
 	var outs []*binding.Flow
 	if !spec.DroppedOnly {
-		c.mu.Lock()
-		for _, f := range c.fixed {
+		for _, f := range c.fixedFlows() {
 			if f.Table == output && f.Priority > priorityMiss {
 				outs = append(outs, f)
 			}
 		}
-		c.mu.Unlock()
-		c.podMu.Lock()
-		for _, fs := range c.pods {
-			for _, f := range fs {
-				if f.Table == output && f.Priority > priorityMiss {
-					outs = append(outs, f)
-				}
-			}
-		}
-		c.podMu.Unlock()
+		outs = append(outs, c.podSource.podOutputFlows(output)...)
 	}
 	var flows []*binding.Flow
 	for _, f := range outs {
@@ -194,8 +195,7 @@ func (c *Client) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
 		flows = append(flows, c.copyForTag(m, tag, 1, hard, c.traceflowController(tag, TraceflowTableMiss)))
 	}
 
-	c.policyMu.Lock()
-	for _, f := range c.policy.flows {
+	for _, f := range c.policySource.plainFlows() {
 		t := c.tableOf(f.Table)
 		if t == nil {
 			continue
@@ -217,7 +217,6 @@ func (c *Client) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
 			flows = append(flows, c.copyForTag(f, tag, 1, hard, c.traceflowController(tag, TraceflowIsolation, byte(d), byte(ActionDrop))))
 		}
 	}
-	c.policyMu.Unlock()
 	return flows
 }
 
@@ -238,7 +237,7 @@ func policyTableKind(t *TableSpec) (d Direction, rule, isolation bool) {
 }
 
 // liveFlow tags the first packets of real traffic that match.
-func (c *Client) liveFlow(spec TraceflowFlows) *binding.Flow {
+func (c *traceflow) liveFlow(spec TraceflowFlows) *binding.Flow {
 	l := spec.Live
 	f := &binding.Flow{Table: c.p.Table(ConntrackStateTable).ID, Priority: traceflowLivePrio, Cookie: c.traceflowCookie(spec.Tag)}
 	if spec.Timeout > 0 {
@@ -278,7 +277,7 @@ func (c *Client) liveFlow(spec TraceflowFlows) *binding.Flow {
 
 // InstallTraceflowFlows installs (or replaces) the flows of one tag as one
 // bundle.
-func (c *Client) InstallTraceflowFlows(ctx context.Context, spec TraceflowFlows) error {
+func (c *traceflow) InstallTraceflowFlows(ctx context.Context, spec TraceflowFlows) error {
 	if spec.Tag == 0 || spec.Tag > 63 {
 		return fmt.Errorf("traceflow tag %d is not a DSCP value in 1..63", spec.Tag)
 	}
@@ -308,7 +307,7 @@ func (c *Client) InstallTraceflowFlows(ctx context.Context, spec TraceflowFlows)
 
 // StopTraceflowLive removes a live Traceflow's tagging flow (its first
 // packet was seen); the other flows stay to report the packets in flight.
-func (c *Client) StopTraceflowLive(ctx context.Context, tag uint8) error {
+func (c *traceflow) StopTraceflowLive(ctx context.Context, tag uint8) error {
 	c.tf.mu.Lock()
 	defer c.tf.mu.Unlock()
 	f, ok := c.tf.live[tag]
@@ -323,7 +322,7 @@ func (c *Client) StopTraceflowLive(ctx context.Context, tag uint8) error {
 }
 
 // UninstallTraceflowFlows removes every flow of a tag.
-func (c *Client) UninstallTraceflowFlows(ctx context.Context, tag uint8) error {
+func (c *traceflow) UninstallTraceflowFlows(ctx context.Context, tag uint8) error {
 	c.tf.mu.Lock()
 	defer c.tf.mu.Unlock()
 	if err := c.write(ctx, fmt.Sprintf("traceflow tag %d", tag),
@@ -336,7 +335,7 @@ func (c *Client) UninstallTraceflowFlows(ctx context.Context, tag uint8) error {
 }
 
 // TraceflowFlowsOf returns the flows installed for a tag (for tests and antctl).
-func (c *Client) TraceflowFlowsOf(tag uint8) []*binding.Flow {
+func (c *traceflow) TraceflowFlowsOf(tag uint8) []*binding.Flow {
 	c.tf.mu.Lock()
 	defer c.tf.mu.Unlock()
 	return append([]*binding.Flow(nil), c.tf.flows[tag]...)
@@ -384,9 +383,9 @@ func ip4(v uint64) netip.Addr {
 
 // ParseTraceflowPacketIn reads a Traceflow packet-in; ok is false for
 // packet-ins of other features.
-func (c *Client) ParseTraceflowPacketIn(pi *binding.PacketIn) (TraceflowPacketIn, bool) {
+func (c *traceflow) ParseTraceflowPacketIn(pi *binding.PacketIn) (TraceflowPacketIn, bool) {
 	u := pi.UserData
-	if len(u) < 3 || u[0] != PacketInTraceflow {
+	if len(u) < 3 || PacketInKind(u[0]) != PacketInTraceflow {
 		return TraceflowPacketIn{}, false
 	}
 	out := TraceflowPacketIn{Tag: u[1], Point: TraceflowPoint(u[2]), Packet: pi}

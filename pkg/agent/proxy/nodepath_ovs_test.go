@@ -93,7 +93,7 @@ func (n *pathNode) run(t *testing.T, client *fake.Clientset) (stop func()) {
 		_ = nodeNS.Do(func(ns.NetNS) error { return n.path.Run(ctx) })
 	}()
 	f := informers.NewSharedInformerFactory(client, 0)
-	p, err := NewWithConfig(Config{NodeName: n.name, Packets: n.OF, ProxyAll: true, NodePath: n.path},
+	p, err := NewWithConfig(Config{NodeName: n.name, Packets: packetIns(t, n.OF), ProxyAll: true, NodePath: n.path},
 		f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), n.flows)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestNodePortsAndTheNodePathOnTwoRealNodes(t *testing.T) {
 	ports := slicePorts(epPort("", corev1.ProtocolTCP, 8080))
 	both := []ep{{ip: "10.10.1.3", node: "node-1"}, {ip: "10.10.2.3", node: "node-2"}}
 	client := fake.NewClientset()
-	for _, o := range []interface{}{
+	for _, o := range []any{
 		// web: ETP Cluster, an endpoint on each node, an external IP.
 		nodePortSvc("web", "10.96.0.10", 30080, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.168.100.10"} }),
 		slice("web-1", "web", ports, both...),

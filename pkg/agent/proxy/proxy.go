@@ -129,7 +129,7 @@ type NodePath interface {
 // serviceIndex indexes EndpointSlices by the namespace/name of their Service.
 const serviceIndex = "service"
 
-func sliceServiceKey(obj interface{}) ([]string, error) {
+func sliceServiceKey(obj any) ([]string, error) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return nil, nil
@@ -275,14 +275,14 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 		p.synced = append(p.synced, cfg.Nodes.Informer().HasSynced)
 		if _, err := cfg.Nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    p.followNodeZone,
-			UpdateFunc: func(_, n interface{}) { p.followNodeZone(n) },
+			UpdateFunc: func(_, n any) { p.followNodeZone(n) },
 		}); err != nil {
 			return nil, err
 		}
 	}
 	_, err := services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.enqueueService,
-		UpdateFunc: func(_, n interface{}) { p.enqueueService(n) },
+		UpdateFunc: func(_, n any) { p.enqueueService(n) },
 		DeleteFunc: p.enqueueService,
 	})
 	if err != nil {
@@ -290,7 +290,7 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 	}
 	_, err = slices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: p.enqueueSlice,
-		UpdateFunc: func(o, n interface{}) {
+		UpdateFunc: func(o, n any) {
 			p.enqueueSlice(o) // the slice may have moved to another Service
 			p.enqueueSlice(n)
 		},
@@ -302,7 +302,7 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 	return p, nil
 }
 
-func (p *Proxy) enqueueService(obj interface{}) {
+func (p *Proxy) enqueueService(obj any) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
@@ -312,7 +312,7 @@ func (p *Proxy) enqueueService(obj interface{}) {
 	p.proxyHealth.QueuedUpdate()
 }
 
-func (p *Proxy) enqueueSlice(obj interface{}) {
+func (p *Proxy) enqueueSlice(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
@@ -329,7 +329,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer p.queue.ShutDown()
 	if p.packets != nil {
-		go p.serveRejects(ctx)
+		p.packets.Handle(agentof.PacketInServiceReject, p.rejectPacketIn)
 	} else {
 		klog.InfoS("No packet-in channel: connections to Services without endpoints are dropped, not rejected")
 	}

@@ -43,17 +43,17 @@ type ovsNode struct {
 
 // newOVSNode starts a bridge, initializes the pipeline and runs a proxy
 // (node-1) on it with the given objects already in the API.
-func newOVSNode(t *testing.T, cfg Config, objs ...interface{}) *ovsNode {
+func newOVSNode(t *testing.T, cfg Config, objs ...any) *ovsNode {
 	t.Helper()
 	return newOVSNodeOn(t, bridgetest.New(t), cfg, objs...)
 }
 
 // newOVSNodeOn is newOVSNode on a bridge the caller started. The proxy
 // rejects through the bridge's channel unless cfg says otherwise.
-func newOVSNodeOn(t *testing.T, br *bridgetest.Bridge, cfg Config, objs ...interface{}) *ovsNode {
+func newOVSNodeOn(t *testing.T, br *bridgetest.Bridge, cfg Config, objs ...any) *ovsNode {
 	t.Helper()
 	if cfg.Packets == nil {
-		cfg.Packets = br.OF
+		cfg.Packets = packetIns(t, br.OF)
 	}
 	flows, err := agentof.NewClient(br.OF, 1)
 	if err != nil {
@@ -270,7 +270,7 @@ func flowPackets(t *testing.T, flows []string, part string) int {
 // the pipeline.
 func TestServiceWithoutEndpointsRejectsOnRealOVS(t *testing.T) {
 	br := bridgetest.New(t)
-	n := newOVSNodeOn(t, br, Config{Packets: br.OF},
+	n := newOVSNodeOn(t, br, Config{Packets: packetIns(t, br.OF)},
 		service("empty", "10.96.0.20", svcPort("http", corev1.ProtocolTCP, 80, 8080), svcPort("dns", corev1.ProtocolUDP, 53, 53)),
 		slice("empty-1", "empty", slicePorts(epPort("http", corev1.ProtocolTCP, 8080), epPort("dns", corev1.ProtocolUDP, 53)),
 			ep{ip: "10.10.1.3", node: "node-1", ready: ptr(false), serving: ptr(false)}),
@@ -866,7 +866,7 @@ func TestAnAgentRestartKeepsUnchangedServicesOnRealOVS(t *testing.T) {
 	rec.take()
 	n.flows = flows
 	start := time.Now()
-	n.start(t, Config{Packets: n.OF})
+	n.start(t, Config{Packets: packetIns(t, n.OF)})
 	n.waitGroups(t, "gone's groups should go and moved's lose e2", func(g []string) bool {
 		return len(g) == 8 && bucketsOf(g) == 14
 	})

@@ -272,7 +272,7 @@ func (f *fakeFlows) snapshot() ([]string, map[string]agentof.ServiceState) {
 	return append([]string(nil), f.calls...), st
 }
 
-func startProxy(t *testing.T, objs ...interface{}) (*fake.Clientset, *fakeFlows) {
+func startProxy(t *testing.T, objs ...any) (*fake.Clientset, *fakeFlows) {
 	t.Helper()
 	return startProxyWith(t, Config{NodeName: "node-1"}, false, objs...)
 }
@@ -280,7 +280,7 @@ func startProxy(t *testing.T, objs ...interface{}) (*fake.Clientset, *fakeFlows)
 // startProxyWith runs a proxy with cfg (its informers on a fake API server
 // holding objs, a Node informer too with followNodes) on fake flows until
 // the test ends.
-func startProxyWith(t *testing.T, cfg Config, followNodes bool, objs ...interface{}) (*fake.Clientset, *fakeFlows) {
+func startProxyWith(t *testing.T, cfg Config, followNodes bool, objs ...any) (*fake.Clientset, *fakeFlows) {
 	t.Helper()
 	client := fake.NewClientset()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -304,7 +304,7 @@ func startProxyWith(t *testing.T, cfg Config, followNodes bool, objs ...interfac
 	return client, flows
 }
 
-func create(t *testing.T, client *fake.Clientset, o interface{}) {
+func create(t *testing.T, client *fake.Clientset, o any) {
 	t.Helper()
 	ctx := context.Background()
 	var err error

@@ -13,45 +13,19 @@ import (
 	"antrea.io/antrea/pkg/ovs/openflow"
 )
 
-// PacketIO is the switch's packet-in and packet-out channel: an
-// *openflow.Client whose connections ask for async messages
-// (openflow.Options.AsyncMessages).
-type PacketIO interface {
-	PacketIns() <-chan openflow.Frame
-	SendPacketOut(ctx context.Context, po *openflow.PacketOut) error
-}
+// PacketIO is the switch's packet-in and packet-out channel as the proxy
+// uses it: it registers its handler for the packet-ins of Services without
+// endpoints (agentof.PacketInServiceReject) and sends the answers.
+type PacketIO = agentof.PacketInRouter
 
-// serveRejects answers the packets the data path sends up because their
+// rejectPacketIn answers a packet the data path sent up because its
 // Service port has no endpoints (EndpointDNAT's reject flow, behind the
 // reject meter): a TCP reset to a TCP packet, an ICMP port unreachable to a
 // UDP datagram, so the client's connect or send fails at once instead of
 // timing out (kube-proxy's REJECT). The answer is output straight to the
 // port the packet came in on: it never enters the pipeline, so it can never
 // come back as another packet-in.
-func (p *Proxy) serveRejects(ctx context.Context) {
-	ins := p.packets.PacketIns()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case f, ok := <-ins:
-			if !ok {
-				return
-			}
-			p.handlePacketIn(ctx, f)
-		}
-	}
-}
-
-func (p *Proxy) handlePacketIn(ctx context.Context, f openflow.Frame) {
-	pi, err := openflow.DecodeAnyPacketIn(f)
-	if err != nil {
-		klog.V(2).InfoS("Undecodable packet-in", "err", err)
-		return
-	}
-	if len(pi.UserData) == 0 || pi.UserData[0] != agentof.PacketInServiceReject {
-		return // not ours
-	}
+func (p *Proxy) rejectPacketIn(ctx context.Context, pi *openflow.PacketIn) {
 	po, err := rejectPacketOut(pi)
 	if err != nil {
 		if !errors.Is(err, packetreply.ErrNoReply) {

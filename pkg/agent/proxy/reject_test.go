@@ -169,7 +169,7 @@ func TestRejectReplies(t *testing.T) {
 }
 
 func TestRejectPacketOutGoesStraightBackToTheInPort(t *testing.T) {
-	pi := &openflow.PacketIn{Data: ipv4Frame(protoTCP, tcpSegment(tcpSYN, 1, 0, 0)), UserData: []byte{agentof.PacketInServiceReject}}
+	pi := &openflow.PacketIn{Data: ipv4Frame(protoTCP, tcpSegment(tcpSYN, 1, 0, 0)), UserData: []byte{byte(agentof.PacketInServiceReject)}}
 	pi.Match.InPort(7)
 	po, err := rejectPacketOut(pi)
 	if err != nil {

@@ -38,6 +38,16 @@ func (c *countingOF) Bundle(ctx context.Context, msgs ...openflow.Message) error
 	return c.Client.Bundle(ctx, msgs...)
 }
 
+// packetIns is the agent's packet-in dispatcher on a test switch, running
+// until the test ends.
+func packetIns(t testing.TB, of agentof.PacketIO) *agentof.PacketInDispatcher {
+	d := agentof.NewPacketInDispatcher(of)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go d.Run(ctx)
+	return d
+}
+
 // newCountingOVSNode is newOVSNode with its OpenFlow client's bundles counted.
 func newCountingOVSNode(t *testing.T) (*ovsNode, *countingOF) {
 	t.Helper()
@@ -54,7 +64,7 @@ func newCountingOVSNode(t *testing.T) (*ovsNode, *countingOF) {
 		t.Fatal(err)
 	}
 	n := &ovsNode{Bridge: br, client: fake.NewClientset(), flows: flows}
-	n.start(t, Config{Packets: br.OF})
+	n.start(t, Config{Packets: packetIns(t, br.OF)})
 	return n, of
 }
 

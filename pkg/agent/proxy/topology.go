@@ -79,7 +79,7 @@ func (c candidate) availableFor(mode string, node nodeView) bool {
 // topology.kubernetes.io/zone label changes, every Service is synced again
 // (those whose endpoints carry zone hints may change; the others write
 // nothing).
-func (p *Proxy) followNodeZone(obj interface{}) {
+func (p *Proxy) followNodeZone(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}

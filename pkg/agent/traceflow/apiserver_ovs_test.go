@@ -102,11 +102,10 @@ func TestTraceflowWithAnAPIServerAndAntctl(t *testing.T) {
 	names := rules{11: {"AntreaClusterNetworkPolicy:deny-client", "drop-client"}}
 	for _, n := range []*agentNode{n1, n2} {
 		disp := agentof.NewPacketInDispatcher(n.br.OF)
-		io := disp.Subscribe(agentof.PacketInTraceflow)
 		go disp.Run(ctx)
 		f := crdinformers.NewSharedInformerFactory(crd, 0)
 		c := NewController(Config{NodeName: n.name, Client: crd, Kube: kube, Informer: f.Crd().V1beta1().Traceflows(),
-			Flows: n.flows, IO: io, Interfaces: n.store, Rules: names,
+			Flows: n.flows, IO: disp, Interfaces: n.store, Rules: names,
 			Ports: Ports{Gateway: bridgetest.GatewayOFPort, Tunnel: bridgetest.TunnelOFPort}, GatewayMAC: n.br.GatewayMAC})
 		f.Start(ctx.Done())
 		go c.Run(ctx)

@@ -83,9 +83,9 @@ type Config struct {
 	// Informer watches Traceflows.
 	Informer crdinformers.TraceflowInformer
 	Flows    Flows
-	// IO delivers the packet-ins of kind PacketInTraceflow and sends the
-	// packet-outs.
-	IO         agentof.PacketIO
+	// IO is where the controller registers its handler of the packet-ins
+	// of kind PacketInTraceflow, and sends the packet-outs.
+	IO         agentof.PacketInRouter
 	Interfaces interfacestore.InterfaceStore
 	// Rules may be nil (no NetworkPolicy controller): rules go unnamed.
 	Rules      Rules
@@ -151,9 +151,13 @@ func NewController(cfg Config) *Controller {
 			c.queue.Add(d.Key)
 		}
 	}
-	_, _ = cfg.Informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := cfg.Informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
-	})
+	}); err != nil {
+		// Only an informer already stopped refuses a handler: the agent is
+		// shutting down, and no Traceflow will be traced.
+		klog.ErrorS(err, "Cannot watch Traceflows")
+	}
 	return c
 }
 
@@ -161,7 +165,7 @@ func NewController(cfg Config) *Controller {
 // traced on the way out.
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()
-	go c.servePacketIns(ctx)
+	c.cfg.IO.Handle(agentof.PacketInTraceflow, c.tracedPacketIn)
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
 		return
 	}
@@ -450,28 +454,13 @@ func (c *Controller) stop(ctx context.Context, name string) {
 	klog.InfoS("Stopped tracing", "traceflow", name, "tag", r.tag)
 }
 
-// servePacketIns collects the packet-ins of traced packets.
-func (c *Controller) servePacketIns(ctx context.Context) {
-	ins := c.cfg.IO.PacketIns()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case f, ok := <-ins:
-			if !ok {
-				return
-			}
-			pi, err := binding.DecodeAnyPacketIn(f)
-			if err != nil {
-				continue
-			}
-			tpi, ok := c.cfg.Flows.ParseTraceflowPacketIn(pi)
-			if !ok {
-				continue
-			}
-			c.handle(ctx, &tpi)
-		}
+// tracedPacketIn collects a packet-in of a traced packet.
+func (c *Controller) tracedPacketIn(ctx context.Context, pi *binding.PacketIn) {
+	tpi, ok := c.cfg.Flows.ParseTraceflowPacketIn(pi)
+	if !ok {
+		return
 	}
+	c.handle(ctx, &tpi)
 }
 
 // handle adds a packet-in to its Traceflow's packet; a terminal one

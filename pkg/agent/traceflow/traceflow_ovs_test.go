@@ -80,7 +80,6 @@ func startNode(t *testing.T) *ovsNode {
 		t.Fatal(err)
 	}
 	disp := agentof.NewPacketInDispatcher(br.OF)
-	io := disp.Subscribe(agentof.PacketInTraceflow)
 	go disp.Run(ctx)
 
 	kube := k8sfake.NewClientset(
@@ -90,7 +89,7 @@ func startNode(t *testing.T) *ovsNode {
 	n.client = fake.NewSimpleClientset()
 	factory := crdinformers.NewSharedInformerFactory(n.client, 0)
 	n.ctrl = NewController(Config{NodeName: "node-1", Client: n.client, Kube: kube, Informer: factory.Crd().V1beta1().Traceflows(),
-		Flows: c, IO: io, Interfaces: store, Rules: rules{7: {"AntreaClusterNetworkPolicy:deny-a", "drop-a"}},
+		Flows: c, IO: disp, Interfaces: store, Rules: rules{7: {"AntreaClusterNetworkPolicy:deny-a", "drop-a"}},
 		Ports: Ports{Gateway: bridgetest.GatewayOFPort, Tunnel: bridgetest.TunnelOFPort}, GatewayMAC: br.GatewayMAC})
 	factory.Start(ctx.Done())
 	go n.ctrl.Run(ctx)

@@ -63,11 +63,10 @@ func (n *agentNode) addPod(t *testing.T, ns, name, cidr string) (*bridgetest.Pod
 
 func (n *agentNode) run(ctx context.Context, client *fake.Clientset, kube *k8sfake.Clientset, r Rules) {
 	disp := agentof.NewPacketInDispatcher(n.br.OF)
-	io := disp.Subscribe(agentof.PacketInTraceflow)
 	go disp.Run(ctx)
 	f := crdinformers.NewSharedInformerFactory(client, 0)
 	c := NewController(Config{NodeName: n.name, Client: client, Kube: kube, Informer: f.Crd().V1beta1().Traceflows(),
-		Flows: n.flows, IO: io, Interfaces: n.store, Rules: r,
+		Flows: n.flows, IO: disp, Interfaces: n.store, Rules: r,
 		Ports: Ports{Gateway: bridgetest.GatewayOFPort, Tunnel: bridgetest.TunnelOFPort}, GatewayMAC: n.br.GatewayMAC})
 	f.Start(ctx.Done())
 	go c.Run(ctx)

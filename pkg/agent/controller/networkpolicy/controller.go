@@ -34,6 +34,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 )
 
@@ -124,7 +125,7 @@ func (c *Controller) Run(ctx context.Context) {
 		if err != nil {
 			klog.ErrorS(err, "No audit log: rules with enableLogging are not logged")
 		}
-		go c.servePacketIns(ctx, p, audit)
+		p.IO.Handle(agentof.PacketInPolicy, c.policyPacketIn(p, audit))
 	}
 	for _, w := range c.watchers() {
 		go w.run(ctx)

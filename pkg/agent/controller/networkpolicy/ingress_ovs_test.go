@@ -104,7 +104,9 @@ func newNodePathNode(t *testing.T, hosts map[string]string, objects ...runtime.O
 	pathDone := make(chan struct{})
 	go func() { defer close(pathDone); _ = inNodeNS(t, br, func() error { return path.Run(ctx) }) }()
 	f := informers.NewSharedInformerFactory(k8sfake.NewClientset(objects...), 0)
-	p, err := proxy.NewWithConfig(proxy.Config{NodeName: "node-1", Packets: br.OF, ProxyAll: true, NodePath: path},
+	packets := agentof.NewPacketInDispatcher(br.OF)
+	go packets.Run(ctx)
+	p, err := proxy.NewWithConfig(proxy.Config{NodeName: "node-1", Packets: packets, ProxyAll: true, NodePath: path},
 		f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), flows)
 	if err != nil {
 		t.Fatal(err)

@@ -60,7 +60,6 @@ func TestPolicyAppliedToANodePortServiceOnARealNode(t *testing.T) {
 	n := &policyNode{br: br, client: fake.NewSimpleClientset(&cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg-svc-web"},
 		GroupMembers: []cpv1beta2.GroupMember{serviceMember("default", "web", 30080)}})}
 	packets := agentof.NewPacketInDispatcher(br.OF)
-	policyIns := packets.Subscribe(agentof.PacketInPolicy)
 	go packets.Run(ctx)
 	purger := dpcache.New(dpcache.AppctlPurge(br.Dir()))
 	c := NewController("node-1", n.client, flows, store, Options{
@@ -69,7 +68,7 @@ func TestPolicyAppliedToANodePortServiceOnARealNode(t *testing.T) {
 				t.Errorf("purge the datapath cache: %v", err)
 			}
 		},
-		PacketIns: &PacketIns{IO: policyIns, Parser: flows, AuditLogDir: t.TempDir()},
+		PacketIns: &PacketIns{IO: packets, Parser: flows, AuditLogDir: t.TempDir()},
 	})
 	ctlDone := make(chan struct{})
 	go func() { c.Run(ctx); close(ctlDone) }()

@@ -20,9 +20,9 @@ import (
 // PacketIns is what the controller needs to serve its rules' packet-ins
 // (Reject and audit logging).
 type PacketIns struct {
-	// IO delivers the packet-ins of kind agentof.PacketInPolicy and sends
-	// the packet-outs of rejects.
-	IO agentof.PacketIO
+	// IO is where the controller registers its handler of the packet-ins
+	// of kind agentof.PacketInPolicy, and sends the packet-outs of rejects.
+	IO agentof.PacketInRouter
 	// Parser reads a policy packet-in (the agent's OpenFlow client).
 	Parser interface {
 		ParsePolicyPacketIn(pi *binding.PacketIn) (agentof.PolicyPacketIn, bool)
@@ -31,39 +31,26 @@ type PacketIns struct {
 	AuditLogDir string
 }
 
-// servePacketIns handles the packet-ins of logging and rejecting rules
-// until ctx ends. It reads the reconciler's record of rules under its own
-// read lock only, so it never waits on an OVS write.
-func (c *Controller) servePacketIns(ctx context.Context, pins *PacketIns, audit *auditLogger) {
-	ins := pins.IO.PacketIns()
-	for {
-		select {
-		case <-ctx.Done():
+// policyPacketIn handles a packet-in of a logging or rejecting rule. It
+// reads the reconciler's record of rules under its own read lock only, so
+// it never waits on an OVS write.
+func (c *Controller) policyPacketIn(pins *PacketIns, audit *auditLogger) agentof.PacketInHandler {
+	return func(ctx context.Context, pi *binding.PacketIn) {
+		ppi, ok := pins.Parser.ParsePolicyPacketIn(pi)
+		if !ok {
 			return
-		case f, ok := <-ins:
-			if !ok {
-				return
-			}
-			pi, err := binding.DecodeAnyPacketIn(f)
-			if err != nil {
-				continue
-			}
-			ppi, ok := pins.Parser.ParsePolicyPacketIn(pi)
-			if !ok {
-				continue
-			}
-			pkt, err := packetreply.Parse(pi.Data)
-			if err != nil {
-				klog.V(2).InfoS("Policy packet-in without an IPv4 packet", "err", err)
-				continue
-			}
-			if ppi.Log && audit != nil {
-				audit.log(c.auditEntry(ppi, pkt))
-			}
-			if ppi.Reject {
-				if err := c.reject(ctx, pins.IO, pi, pkt); err != nil && !errors.Is(err, packetreply.ErrNoReply) {
-					klog.V(2).InfoS("Cannot answer a rejected packet", "src", pkt.Src, "dst", pkt.Dst, "err", err)
-				}
+		}
+		pkt, err := packetreply.Parse(pi.Data)
+		if err != nil {
+			klog.V(2).InfoS("Policy packet-in without an IPv4 packet", "err", err)
+			return
+		}
+		if ppi.Log && audit != nil {
+			audit.log(c.auditEntry(ppi, pkt))
+		}
+		if ppi.Reject {
+			if err := c.reject(ctx, pins.IO, pi, pkt); err != nil && !errors.Is(err, packetreply.ErrNoReply) {
+				klog.V(2).InfoS("Cannot answer a rejected packet", "src", pkt.Src, "dst", pkt.Dst, "err", err)
 			}
 		}
 	}
@@ -101,7 +88,7 @@ func (c *Controller) auditEntry(ppi agentof.PolicyPacketIn, pkt *packetreply.Pac
 // output straight to the port the packet came in on (through the tunnel
 // back to its node): it never enters the pipeline, so no policy sees it
 // and it cannot come back as a packet-in.
-func (c *Controller) reject(ctx context.Context, io agentof.PacketIO, pi *binding.PacketIn, pkt *packetreply.Packet) error {
+func (c *Controller) reject(ctx context.Context, io agentof.PacketInRouter, pi *binding.PacketIn, pkt *packetreply.Packet) error {
 	in, ok := pi.Match.Get(binding.FieldInPort)
 	if !ok {
 		return fmt.Errorf("packet-in without in_port")

@@ -40,27 +40,21 @@ type reconciler struct {
 	ids *idAllocator
 	// realized rules per policy: rule key -> rule as installed (with ID).
 	realized map[string]map[string]*agentof.PolicyRule
-	// isolation realized for each policy, per direction; isolated counts
-	// the policies isolating each port.
-	isolation map[string][2]sets.Set[uint32]
-	isolated  [2]map[uint32]int
-	// isoLogged says which policies log their isolation drops, per
-	// direction; logged counts the logging policies isolating each port
-	// (its drop flow logs while one does).
-	isoLogged map[string][2]bool
-	logged    [2]map[uint32]int
+	// isolation realized for each policy, per direction; ports counts,
+	// per direction, the policies isolating each port and those of them
+	// that log (its drop flow logs while one does).
+	isolation map[string][2]isolationSide
+	ports     [2]portCounts
 	// recovered are the ids an earlier agent run gave to rules (by
 	// agentof.PolicyRule.Key), until FinishRecovery: the same rule gets
 	// the same id, so its flows are found in place.
 	recovered map[string]uint32
 
-	// assigners map evaluation order to priority in each Antrea-native
-	// table (tableOf); orders are the realized Antrea-native rules' orders
-	// per policy and rule key, uses count the realized rules per table
-	// and order.
-	assigners [4]*priorityAssigner
-	orders    map[string]map[string]RuleOrder
-	uses      [4]map[RuleOrder]int
+	// tables map evaluation order to priority in each Antrea-native table
+	// (tableOf) and count the realized rules per order; orders are the
+	// realized Antrea-native rules' orders per policy and rule key.
+	tables [4]orderTable
+	orders map[string]map[string]RuleOrder
 
 	// infos describe the realized rules by id, for the audit log; infoMu
 	// is never held across an OVS write, so packet-ins never wait on one.
@@ -78,22 +72,54 @@ type realizedRuleInfo struct {
 	table     agentof.PolicyTier
 }
 
+// isolationSide is one direction of a policy's isolation: the local ports
+// it isolates, and whether it logs the packets their drop flows drop (a K8s
+// NetworkPolicy whose rules of that direction log).
+type isolationSide struct {
+	ports  sets.Set[uint32]
+	logged bool
+}
+
+// portCounts is, for one direction, how many policies isolate each local
+// port and how many of them log its drops.
+type portCounts struct {
+	isolated, logged map[uint32]int
+}
+
+// add counts a policy's side in (n 1) or out (n -1).
+func (c portCounts) add(side isolationSide, n int) {
+	for p := range side.ports {
+		if c.isolated[p] += n; c.isolated[p] <= 0 {
+			delete(c.isolated, p)
+		}
+		if side.logged {
+			if c.logged[p] += n; c.logged[p] <= 0 {
+				delete(c.logged, p)
+			}
+		}
+	}
+}
+
+// orderTable is one Antrea-native rule table's priorities: the assigner
+// mapping evaluation order to priority and the realized rules per order.
+type orderTable struct {
+	assigner *priorityAssigner
+	uses     map[RuleOrder]int
+}
+
 func newReconciler(flows PolicyFlows, recovered map[string]uint32) *reconciler {
 	r := &reconciler{
 		flows:     flows,
 		ids:       newIDAllocator(),
 		realized:  map[string]map[string]*agentof.PolicyRule{},
-		isolation: map[string][2]sets.Set[uint32]{},
-		isolated:  [2]map[uint32]int{{}, {}},
-		isoLogged: map[string][2]bool{},
-		logged:    [2]map[uint32]int{{}, {}},
+		isolation: map[string][2]isolationSide{},
+		ports:     [2]portCounts{{isolated: map[uint32]int{}, logged: map[uint32]int{}}, {isolated: map[uint32]int{}, logged: map[uint32]int{}}},
 		recovered: maps.Clone(recovered),
 		orders:    map[string]map[string]RuleOrder{},
 		infos:     map[uint32]realizedRuleInfo{},
 	}
-	for i := range r.assigners {
-		r.assigners[i] = newPriorityAssigner(agentof.PolicyTopPriority, agentof.PolicyBottomPriority)
-		r.uses[i] = map[RuleOrder]int{}
+	for i := range r.tables {
+		r.tables[i] = orderTable{assigner: newPriorityAssigner(agentof.PolicyTopPriority, agentof.PolicyBottomPriority), uses: map[RuleOrder]int{}}
 	}
 	r.ids.reserve(slices.Collect(maps.Values(recovered)))
 	return r
@@ -110,6 +136,51 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 	have := r.realized[name]
 	// Priorities of the Antrea-native rules: place the new orders, maybe
 	// moving others (rewritten below, in the same bundle).
+	plans, err := r.planPriorities(want)
+	if err != nil {
+		return agentof.PolicyWrite{}, fmt.Errorf("policy %s: %w", name, err)
+	}
+	var ch agentof.PolicyChange
+	rc := r.ruleChanges(name, have, want, plans)
+	ch.Rules = rc.changes
+	moved, movedChanges := r.movedRules(name, plans)
+	ch.Rules = append(ch.Rules, movedChanges...)
+	for d := range ch.Isolate {
+		ch.Isolate[d], ch.Release[d], ch.Logged[d] = r.isolationChange(d, r.isolation[name][d], want.isolation[d])
+	}
+	var w agentof.PolicyWrite
+	if len(ch.Rules)+len(ch.Isolate[0])+len(ch.Isolate[1])+len(ch.Release[0])+len(ch.Release[1]) > 0 {
+		w, err = r.flows.ApplyPolicyChange(ctx, ch)
+	}
+	if err != nil {
+		for _, id := range rc.allocated {
+			r.ids.release(id)
+		}
+		return w, fmt.Errorf("policy %s: %w", name, err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(rc.realized)) {
+		delete(r.recovered, rc.realized[k].Key)
+	}
+	for _, id := range rc.released {
+		r.ids.release(id)
+	}
+	if len(rc.realized) == 0 {
+		delete(r.realized, name)
+	} else {
+		r.realized[name] = rc.realized
+	}
+	for other, rules := range moved {
+		maps.Copy(r.realized[other], rules)
+	}
+	r.commitOrders(name, have, rc.realized, want.orders, plans)
+	r.recordInfos(have, rc.realized, moved, want.infos)
+	r.commitIsolation(name, want.isolation)
+	return w, nil
+}
+
+// planPriorities places the orders of a policy's Antrea-native rules in
+// their tables. r.mu is held.
+func (r *reconciler) planPriorities(want *desiredPolicy) ([4]*priorityPlan, error) {
 	var plans [4]*priorityPlan
 	for t := range plans {
 		var add []RuleOrder
@@ -118,15 +189,30 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 				add = append(add, o)
 			}
 		}
-		p, err := r.assigners[t].plan(add)
+		p, err := r.tables[t].assigner.plan(add)
 		if err != nil {
-			return agentof.PolicyWrite{}, fmt.Errorf("policy %s: %w", name, err)
+			return plans, err
 		}
 		plans[t] = p
 	}
-	var ch agentof.PolicyChange
-	var allocated []uint32
-	newRealized := make(map[string]*agentof.PolicyRule, len(want.rules))
+	return plans, nil
+}
+
+// policyRuleChanges are the changes of one policy's own rules.
+type policyRuleChanges struct {
+	changes []agentof.RuleChange
+	// realized are the rules as they will be (with ids and priorities).
+	realized map[string]*agentof.PolicyRule
+	// allocated are the ids given to new rules (freed if the write
+	// fails), released those of removed rules (freed once it succeeds).
+	allocated, released []uint32
+}
+
+// ruleChanges compares a policy's wanted rules with the realized ones: a
+// rule keeps its id, takes the one an earlier run gave it, or gets a new
+// one. r.mu is held.
+func (r *reconciler) ruleChanges(name string, have map[string]*agentof.PolicyRule, want *desiredPolicy, plans [4]*priorityPlan) policyRuleChanges {
+	out := policyRuleChanges{realized: make(map[string]*agentof.PolicyRule, len(want.rules))}
 	for _, k := range slices.Sorted(maps.Keys(want.rules)) {
 		rule := *want.rules[k]
 		rule.Key = ruleKey(name, k)
@@ -142,23 +228,28 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 				rule.ID = id
 			} else {
 				rule.ID = r.ids.allocate()
-				allocated = append(allocated, rule.ID)
+				out.allocated = append(out.allocated, rule.ID)
 			}
 		}
-		newRealized[k] = &rule
+		out.realized[k] = &rule
 		if !old.Equal(&rule) {
-			ch.Rules = append(ch.Rules, agentof.RuleChange{Old: old, New: &rule})
+			out.changes = append(out.changes, agentof.RuleChange{Old: old, New: &rule})
 		}
 	}
-	var released []uint32
 	for _, k := range slices.Sorted(maps.Keys(have)) {
 		if _, ok := want.rules[k]; !ok {
-			ch.Rules = append(ch.Rules, agentof.RuleChange{Old: have[k]})
-			released = append(released, have[k].ID)
+			out.changes = append(out.changes, agentof.RuleChange{Old: have[k]})
+			out.released = append(out.released, have[k].ID)
 		}
 	}
-	// Other policies' rules whose priority moved.
+	return out
+}
+
+// movedRules are the other policies' rules whose priority the plans move.
+// r.mu is held.
+func (r *reconciler) movedRules(name string, plans [4]*priorityPlan) (map[string]map[string]*agentof.PolicyRule, []agentof.RuleChange) {
 	moved := map[string]map[string]*agentof.PolicyRule{}
+	var changes []agentof.RuleChange
 	for _, other := range slices.Sorted(maps.Keys(r.orders)) {
 		if other == name {
 			continue
@@ -175,94 +266,52 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 				moved[other] = map[string]*agentof.PolicyRule{}
 			}
 			moved[other][k] = &nr
-			ch.Rules = append(ch.Rules, agentof.RuleChange{Old: old, New: &nr})
+			changes = append(changes, agentof.RuleChange{Old: old, New: &nr})
 		}
 	}
-	oldIso, oldLogged := r.isolation[name], r.isoLogged[name]
-	for d := range ch.Isolate {
-		// A port's drop flow is (re)written when it becomes isolated, or
-		// stays isolated and starts or stops logging.
-		write := sets.New[uint32]()
-		for p := range oldIso[d].Union(want.isolated[d]) {
-			was, had := oldIso[d].Has(p), want.isolated[d].Has(p)
-			isolatedAfter := r.isolated[d][p] - b2i(was) + b2i(had)
-			loggedBefore := r.logged[d][p]
-			loggedAfter := loggedBefore - b2i(was && oldLogged[d]) + b2i(had && want.logged[d])
-			switch {
-			case isolatedAfter == 0 && r.isolated[d][p] > 0:
-				ch.Release[d] = append(ch.Release[d], p)
-			case isolatedAfter > 0 && (r.isolated[d][p] == 0 || (loggedBefore > 0) != (loggedAfter > 0)):
-				write.Insert(p)
-			}
-			if isolatedAfter > 0 && loggedAfter > 0 {
-				ch.Logged[d] = append(ch.Logged[d], p)
-			}
+	return moved, changes
+}
+
+// isolationChange is one direction of a policy's isolation change, given
+// the other policies': the ports whose drop flow is (re)written (they
+// become isolated, or stay isolated and start or stop logging), those
+// released, and those of the first whose drop logs. r.mu is held.
+func (r *reconciler) isolationChange(d int, was, will isolationSide) (isolate, release, logged []uint32) {
+	counts := r.ports[d]
+	write := sets.New[uint32]()
+	for p := range was.ports.Union(will.ports) {
+		had, has := was.ports.Has(p), will.ports.Has(p)
+		isolatedAfter := counts.isolated[p] - b2i(had) + b2i(has)
+		loggedBefore := counts.logged[p]
+		loggedAfter := loggedBefore - b2i(had && was.logged) + b2i(has && will.logged)
+		switch {
+		case isolatedAfter == 0 && counts.isolated[p] > 0:
+			release = append(release, p)
+		case isolatedAfter > 0 && (counts.isolated[p] == 0 || (loggedBefore > 0) != (loggedAfter > 0)):
+			write.Insert(p)
 		}
-		ch.Isolate[d] = sets.List(write)
-		ch.Logged[d] = slices.DeleteFunc(ch.Logged[d], func(p uint32) bool { return !write.Has(p) })
-		slices.Sort(ch.Logged[d])
-		slices.Sort(ch.Release[d])
-	}
-	var w agentof.PolicyWrite
-	var err error
-	if len(ch.Rules)+len(ch.Isolate[0])+len(ch.Isolate[1])+len(ch.Release[0])+len(ch.Release[1]) > 0 {
-		w, err = r.flows.ApplyPolicyChange(ctx, ch)
-	}
-	if err != nil {
-		for _, id := range allocated {
-			r.ids.release(id)
-		}
-		return w, fmt.Errorf("policy %s: %w", name, err)
-	}
-	for _, k := range slices.Sorted(maps.Keys(newRealized)) {
-		delete(r.recovered, newRealized[k].Key)
-	}
-	for _, id := range released {
-		r.ids.release(id)
-	}
-	for d := range r.isolated {
-		for p := range oldIso[d] {
-			if r.isolated[d][p]--; r.isolated[d][p] <= 0 {
-				delete(r.isolated[d], p)
-			}
-		}
-		for p := range want.isolated[d] {
-			r.isolated[d][p]++
-		}
-		if oldLogged[d] {
-			for p := range oldIso[d] {
-				if r.logged[d][p]--; r.logged[d][p] <= 0 {
-					delete(r.logged[d], p)
-				}
-			}
-		}
-		if want.logged[d] {
-			for p := range want.isolated[d] {
-				r.logged[d][p]++
-			}
+		if isolatedAfter > 0 && loggedAfter > 0 && write.Has(p) {
+			logged = append(logged, p)
 		}
 	}
-	if len(newRealized) == 0 {
-		delete(r.realized, name)
-	} else {
-		r.realized[name] = newRealized
+	slices.Sort(logged)
+	slices.Sort(release)
+	return sets.List(write), release, logged
+}
+
+// commitIsolation records a policy's isolation once OVS holds it. r.mu
+// is held.
+func (r *reconciler) commitIsolation(name string, want [2]isolationSide) {
+	old := r.isolation[name]
+	for d := range r.ports {
+		r.ports[d].add(old[d], -1)
+		r.ports[d].add(want[d], 1)
 	}
-	for other, rules := range moved {
-		maps.Copy(r.realized[other], rules)
-	}
-	r.commitOrders(name, have, newRealized, want.orders, plans)
-	r.recordInfos(have, newRealized, moved, want.infos)
-	if want.isolated[0].Len()+want.isolated[1].Len() == 0 {
+	if want[0].ports.Len()+want[1].ports.Len() == 0 && !want[0].logged && !want[1].logged {
 		delete(r.isolation, name)
 	} else {
-		r.isolation[name] = want.isolated
+		r.isolation[name] = want
 	}
-	if want.logged == [2]bool{} {
-		delete(r.isoLogged, name)
-	} else {
-		r.isoLogged[name] = want.logged
-	}
-	return w, nil
 }
 
 // commitOrders records the orders of a policy's realized rules and keeps
@@ -270,12 +319,12 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 func (r *reconciler) commitOrders(name string, have, realized map[string]*agentof.PolicyRule, orders map[string]RuleOrder, plans [4]*priorityPlan) {
 	for k, o := range r.orders[name] {
 		t := tableOf(have[k].Direction, have[k].Tier)
-		if r.uses[t][o]--; r.uses[t][o] <= 0 {
-			delete(r.uses[t], o)
+		if r.tables[t].uses[o]--; r.tables[t].uses[o] <= 0 {
+			delete(r.tables[t].uses, o)
 		}
 	}
 	for k, o := range orders {
-		r.uses[tableOf(realized[k].Direction, realized[k].Tier)][o]++
+		r.tables[tableOf(realized[k].Direction, realized[k].Tier)].uses[o]++
 	}
 	if len(orders) == 0 {
 		delete(r.orders, name)
@@ -283,7 +332,7 @@ func (r *reconciler) commitOrders(name string, have, realized map[string]*agento
 		r.orders[name] = maps.Clone(orders)
 	}
 	for t, p := range plans {
-		r.assigners[t].commit(p, func(o RuleOrder) bool { return r.uses[t][o] > 0 })
+		r.tables[t].assigner.commit(p, func(o RuleOrder) bool { return r.tables[t].uses[o] > 0 })
 	}
 }
 

@@ -44,7 +44,7 @@ func ruleID(r *agentof.PolicyRule) string {
 
 func want(ports []uint32, peers ...string) *desiredPolicy {
 	d := &desiredPolicy{rules: map[string]*agentof.PolicyRule{}, complete: true, generation: 1,
-		isolated: [2]sets.Set[uint32]{sets.New(ports...), sets.New[uint32]()}}
+		isolation: [2]isolationSide{{ports: sets.New(ports...)}, {ports: sets.New[uint32]()}}}
 	for i, p := range peers {
 		d.rules[fmt.Sprint(i)] = &agentof.PolicyRule{Direction: agentof.DirectionIngress, AppliedTo: ports,
 			Peers: []netip.Prefix{netip.MustParsePrefix(p)}, Priority: agentof.PolicyRulePriority}
@@ -169,7 +169,7 @@ func TestWatchersDoNotWaitForAPolicyWrite(t *testing.T) {
 // per order, in the Antrea-native table.
 func antreaWant(orders ...RuleOrder) *desiredPolicy {
 	d := &desiredPolicy{rules: map[string]*agentof.PolicyRule{}, orders: map[string]RuleOrder{}, complete: true, generation: 1,
-		isolated: [2]sets.Set[uint32]{sets.New[uint32](), sets.New[uint32]()}}
+		isolation: noIsolation()}
 	for i, o := range orders {
 		k := fmt.Sprintf("%d/", i)
 		d.rules[k] = &agentof.PolicyRule{Direction: agentof.DirectionIngress, Tier: agentof.TierAntrea, Action: agentof.ActionDrop,
@@ -185,7 +185,7 @@ func antreaWant(orders ...RuleOrder) *desiredPolicy {
 func TestAPolicyWithoutRoomMovesTheOthersInTheSameChange(t *testing.T) {
 	log := &changeLog{}
 	r := newReconciler(log, nil)
-	r.assigners[tableOf(agentof.DirectionIngress, agentof.TierAntrea)] = newPriorityAssigner(102, 100) // 3 priorities
+	r.tables[tableOf(agentof.DirectionIngress, agentof.TierAntrea)].assigner = newPriorityAssigner(102, 100) // 3 priorities
 	ctx := context.Background()
 	if _, err := r.sync(ctx, "a", antreaWant(RuleOrder{Tier: 100, Policy: 1}, RuleOrder{Tier: 100, Policy: 3})); err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestAPolicyWithoutRoomMovesTheOthersInTheSameChange(t *testing.T) {
 	}
 	// Between a/0 and b/0 there is no room in a band of 3 once both ends
 	// are taken: make room by widening, then check a spread moves others.
-	r.assigners[tableOf(agentof.DirectionIngress, agentof.TierAntrea)].top = 103
+	r.tables[tableOf(agentof.DirectionIngress, agentof.TierAntrea)].assigner.top = 103
 	n := len(log.changes)
 	if _, err := r.sync(ctx, "c", antreaWant(RuleOrder{Tier: 100, Policy: 1.5})); err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestAPolicyWithoutRoomMovesTheOthersInTheSameChange(t *testing.T) {
 	if _, err := r.sync(ctx, "c", antreaWant()); err != nil {
 		t.Fatal(err)
 	}
-	if got := len(r.assigners[tableOf(agentof.DirectionIngress, agentof.TierAntrea)].orders); got != 3 {
+	if got := len(r.tables[tableOf(agentof.DirectionIngress, agentof.TierAntrea)].assigner.orders); got != 3 {
 		t.Fatalf("3 orders stay in use after c is gone, the assigner holds %d", got)
 	}
 }

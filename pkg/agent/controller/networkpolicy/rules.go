@@ -38,17 +38,21 @@ type desiredPolicy struct {
 	orders map[string]RuleOrder
 	// infos say what each rule is, for audit log lines.
 	infos map[string]ruleInfo
-	// isolated local ports, per direction.
-	isolated [2]sets.Set[uint32]
-	// logged says, per direction, whether the policy logs the packets its
-	// isolation drops: a K8s NetworkPolicy whose rules of that direction
-	// log (its Namespace enables logging; upstream logs these drops under
-	// the name K8sNetworkPolicy).
-	logged [2]bool
+	// isolation is, per direction, the local ports the policy isolates and
+	// whether it logs the packets their isolation drops: a K8s
+	// NetworkPolicy whose rules of that direction log (its Namespace
+	// enables logging; upstream logs these drops under the name
+	// K8sNetworkPolicy).
+	isolation [2]isolationSide
 	// complete is false while a group the policy references has not arrived.
 	complete bool
 	// generation of the policy computed (0: the policy is gone).
 	generation int64
+}
+
+// noIsolation isolates no port in either direction.
+func noIsolation() [2]isolationSide {
+	return [2]isolationSide{{ports: sets.New[uint32]()}, {ports: sets.New[uint32]()}}
 }
 
 // desired computes a policy's rules and isolation from the cache (nil
@@ -60,14 +64,18 @@ func (c *ruleCache) desired(name string, ifaces Interfaces) *desiredPolicy {
 	p := c.policies[name]
 	if p == nil {
 		return &desiredPolicy{rules: map[string]*agentof.PolicyRule{}, orders: map[string]RuleOrder{}, infos: map[string]ruleInfo{},
-			isolated: [2]sets.Set[uint32]{sets.New[uint32](), sets.New[uint32]()}, complete: true}
+			isolation: noIsolation(), complete: true}
 	}
 	d := &desiredPolicy{orders: map[string]RuleOrder{}, infos: map[string]ruleInfo{}, generation: p.Generation}
-	d.rules, d.isolated, d.complete = c.computeRulesLocked(p, ifaces)
+	var iso [2]sets.Set[uint32]
+	d.rules, iso, d.complete = c.computeRulesLocked(p, ifaces)
+	for dir := range d.isolation {
+		d.isolation[dir].ports = iso[dir]
+	}
 	if isolates(p) {
 		for i := range p.Rules {
 			if r := &p.Rules[i]; r.EnableLogging {
-				d.logged[ruleDirection(r)] = true
+				d.isolation[ruleDirection(r)].logged = true
 			}
 		}
 	}
@@ -179,34 +187,8 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 		if len(r.AppliedToGroups) > 0 {
 			atNames = r.AppliedToGroups
 		}
-		var applied []target
-		for _, g := range atNames {
-			members, ok := c.appliedToGroups[g]
-			if !ok {
-				complete = false
-				continue
-			}
-			for _, m := range members {
-				if m.Service != nil {
-					// A policy applied to a NodePort Service: the member
-					// carries the Service's NodePorts, served on every node.
-					for _, np := range m.Ports {
-						if num, ok := protocolNumber(np.Protocol); ok && np.Port > 0 && np.Port <= 0xffff {
-							applied = append(applied, target{nodePort: agentof.NodePort{Protocol: num, Port: uint16(np.Port)}})
-						}
-					}
-					continue
-				}
-				if m.Pod == nil {
-					continue
-				}
-				for _, iface := range ifaces.GetContainerInterfacesByPod(m.Pod.Name, m.Pod.Namespace) {
-					if iface.OVSPortConfig != nil && iface.OFPort > 0 {
-						applied = append(applied, target{port: uint32(iface.OFPort), ports: m.Ports})
-					}
-				}
-			}
-		}
+		applied, ok := c.appliedTargetsLocked(atNames, ifaces)
+		complete = complete && ok
 		dir, peer := ruleDirection(r), r.From
 		if dir == agentof.DirectionEgress {
 			peer = r.To
@@ -221,92 +203,157 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 		if len(applied) == 0 {
 			continue
 		}
-		var peers []target
-		for _, g := range peer.AddressGroups {
-			members, ok := c.addressGroups[g]
-			if !ok {
-				complete = false
-				continue
-			}
-			for _, m := range members {
-				for _, ip := range m.IPs {
-					a, ok := netip.AddrFromSlice(ip)
-					if !ok {
-						continue
-					}
-					a = a.Unmap()
-					if !a.Is4() {
-						continue // the pipeline is IPv4 only for now
-					}
-					peers = append(peers, target{prefix: netip.PrefixFrom(a, 32), ports: m.Ports})
-				}
-			}
-		}
-		for _, b := range peer.IPBlocks {
-			for _, pfx := range ipBlockPrefixes(b) {
-				peers = append(peers, target{prefix: pfx})
-			}
-		}
-		action, tier := ruleAction(r), ruleTier(p)
-		// Named ports resolve against the rule's destination: the applied-to
-		// pods for ingress, the peers for egress. Destinations that resolve
-		// to the same services share one rule.
-		resolveOn, other := applied, peers
-		if dir == agentof.DirectionEgress {
-			resolveOn, other = peers, applied
-		}
-		buckets := map[string][]target{}
-		bucketSvcs := map[string][]agentof.Service{}
-		for _, t := range resolveOn {
-			svcs, ok := resolveServices(r.Services, t.ports)
-			if !ok {
-				continue // every service names a port this member lacks
-			}
-			k := servicesKey(svcs)
-			buckets[k] = append(buckets[k], t)
-			bucketSvcs[k] = svcs
-		}
-		for k, ts := range buckets {
-			// The reconciler gives Antrea-native rules their priority.
-			pr := &agentof.PolicyRule{Direction: dir, Services: bucketSvcs[k], Action: action, Tier: tier,
-				Priority: agentof.PolicyRulePriority, Log: r.EnableLogging}
-			var at, pe []target
-			if dir == agentof.DirectionIngress {
-				at, pe = ts, other
-			} else {
-				at, pe = other, ts
-			}
-			ports := sets.New[uint32]()
-			nodePorts := sets.New[agentof.NodePort]()
-			for _, t := range at {
-				if t.nodePort.Protocol != 0 {
-					nodePorts.Insert(t.nodePort)
-				} else {
-					ports.Insert(t.port)
-				}
-			}
-			pr.AppliedTo = sets.List(ports)
-			if nodePorts.Len() > 0 {
-				pr.NodePorts = nodePorts.UnsortedList()
-				slices.SortFunc(pr.NodePorts, func(a, b agentof.NodePort) int {
-					return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
-				})
-			}
-			seen := map[netip.Prefix]bool{}
-			for _, t := range pe {
-				if !seen[t.prefix] {
-					seen[t.prefix] = true
-					pr.Peers = append(pr.Peers, t.prefix)
-				}
-			}
-			sort.Slice(pr.Peers, func(i, j int) bool { return pr.Peers[i].String() < pr.Peers[j].String() })
-			if len(pr.Peers) == 0 {
-				continue // no peer: the rule matches nothing (isolation only)
-			}
+		peers, ok := c.peerTargetsLocked(peer)
+		complete = complete && ok
+		for k, pr := range bucketRules(r, dir, ruleAction(r), ruleTier(p), applied, peers) {
 			out[fmt.Sprintf("%d/%s", i, k)] = pr
 		}
 	}
 	return out, iso, complete
+}
+
+// appliedTargetsLocked are the local pods' ports (with their named ports)
+// and the NodePorts of the applied-to groups; ok is false while one of the
+// groups has not arrived. c.mu is held (read).
+func (c *ruleCache) appliedTargetsLocked(names []string, ifaces Interfaces) (applied []target, ok bool) {
+	ok = true
+	for _, g := range names {
+		members, found := c.appliedToGroups[g]
+		if !found {
+			ok = false
+			continue
+		}
+		for _, m := range members {
+			if m.Service != nil {
+				// A policy applied to a NodePort Service: the member
+				// carries the Service's NodePorts, served on every node.
+				for _, np := range m.Ports {
+					if num, valid := protocolNumber(np.Protocol); valid && np.Port > 0 && np.Port <= 0xffff {
+						applied = append(applied, target{nodePort: agentof.NodePort{Protocol: num, Port: uint16(np.Port)}})
+					}
+				}
+				continue
+			}
+			if m.Pod == nil {
+				continue
+			}
+			for _, iface := range ifaces.GetContainerInterfacesByPod(m.Pod.Name, m.Pod.Namespace) {
+				if iface.OVSPortConfig != nil && iface.OFPort > 0 {
+					applied = append(applied, target{port: uint32(iface.OFPort), ports: m.Ports})
+				}
+			}
+		}
+	}
+	return applied, ok
+}
+
+// peerTargetsLocked are a rule peer's addresses (IPv4 members of its
+// address groups, with their named ports, and its ipBlocks); ok is false
+// while one of the groups has not arrived. c.mu is held (read).
+func (c *ruleCache) peerTargetsLocked(peer cpv1beta2.NetworkPolicyPeer) (peers []target, ok bool) {
+	ok = true
+	for _, g := range peer.AddressGroups {
+		members, found := c.addressGroups[g]
+		if !found {
+			ok = false
+			continue
+		}
+		for _, m := range members {
+			for _, ip := range m.IPs {
+				a, valid := netip.AddrFromSlice(ip)
+				if !valid {
+					continue
+				}
+				a = a.Unmap()
+				if !a.Is4() {
+					continue // the pipeline is IPv4 only for now
+				}
+				peers = append(peers, target{prefix: netip.PrefixFrom(a, 32), ports: m.Ports})
+			}
+		}
+	}
+	for _, b := range peer.IPBlocks {
+		for _, pfx := range ipBlockPrefixes(b) {
+			peers = append(peers, target{prefix: pfx})
+		}
+	}
+	return peers, ok
+}
+
+// bucketRules are a controlplane rule's data-path rules, by services key.
+// Named ports resolve against the rule's destination: the applied-to pods
+// for ingress, the peers for egress. Destinations that resolve to the same
+// services share one rule; a rule without peers matches nothing and is
+// left out (isolation only).
+func bucketRules(r *cpv1beta2.NetworkPolicyRule, dir agentof.Direction, action agentof.RuleAction, tier agentof.PolicyTier,
+	applied, peers []target) map[string]*agentof.PolicyRule {
+	resolveOn, other := applied, peers
+	if dir == agentof.DirectionEgress {
+		resolveOn, other = peers, applied
+	}
+	buckets := map[string][]target{}
+	bucketSvcs := map[string][]agentof.PolicyPort{}
+	for _, t := range resolveOn {
+		svcs, ok := resolveServices(r.Services, t.ports)
+		if !ok {
+			continue // every service names a port this member lacks
+		}
+		k := servicesKey(svcs)
+		buckets[k] = append(buckets[k], t)
+		bucketSvcs[k] = svcs
+	}
+	out := map[string]*agentof.PolicyRule{}
+	for k, ts := range buckets {
+		// The reconciler gives Antrea-native rules their priority.
+		pr := &agentof.PolicyRule{Direction: dir, Services: bucketSvcs[k], Action: action, Tier: tier,
+			Priority: agentof.PolicyRulePriority, Log: r.EnableLogging}
+		at, pe := ts, other
+		if dir == agentof.DirectionEgress {
+			at, pe = other, ts
+		}
+		pr.AppliedTo, pr.NodePorts = appliedPorts(at)
+		pr.Peers = peerPrefixes(pe)
+		if len(pr.Peers) == 0 {
+			continue
+		}
+		out[k] = pr
+	}
+	return out
+}
+
+// appliedPorts are the sorted local ports and NodePorts of applied-to targets.
+func appliedPorts(at []target) ([]uint32, []agentof.NodePort) {
+	ports := sets.New[uint32]()
+	nodePorts := sets.New[agentof.NodePort]()
+	for _, t := range at {
+		if t.nodePort.Protocol != 0 {
+			nodePorts.Insert(t.nodePort)
+		} else {
+			ports.Insert(t.port)
+		}
+	}
+	var nps []agentof.NodePort
+	if nodePorts.Len() > 0 {
+		nps = nodePorts.UnsortedList()
+		slices.SortFunc(nps, func(a, b agentof.NodePort) int {
+			return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
+		})
+	}
+	return sets.List(ports), nps
+}
+
+// peerPrefixes are the distinct prefixes of peer targets, sorted by text.
+func peerPrefixes(pe []target) []netip.Prefix {
+	var out []netip.Prefix
+	seen := map[netip.Prefix]bool{}
+	for _, t := range pe {
+		if !seen[t.prefix] {
+			seen[t.prefix] = true
+			out = append(out, t.prefix)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
 }
 
 // ruleDirection is the data path's direction of a rule.
@@ -321,11 +368,11 @@ func ruleDirection(r *cpv1beta2.NetworkPolicyRule) agentof.Direction {
 // numeric ports stay, named ports become the member's port of that name and
 // protocol; source ports and ICMP type and code are kept. ok is false when
 // the rule has services and none resolves.
-func resolveServices(svcs []cpv1beta2.Service, named []cpv1beta2.NamedPort) ([]agentof.Service, bool) {
+func resolveServices(svcs []cpv1beta2.Service, named []cpv1beta2.NamedPort) ([]agentof.PolicyPort, bool) {
 	if len(svcs) == 0 {
 		return nil, true
 	}
-	var out []agentof.Service
+	var out []agentof.PolicyPort
 	for _, s := range svcs {
 		proto := cpv1beta2.ProtocolTCP
 		if s.Protocol != nil {
@@ -335,7 +382,7 @@ func resolveServices(svcs []cpv1beta2.Service, named []cpv1beta2.NamedPort) ([]a
 		if !ok {
 			continue
 		}
-		as := agentof.Service{Protocol: num}
+		as := agentof.PolicyPort{Protocol: num}
 		if s.Port != nil {
 			if s.Port.Type == intstr.String {
 				found := false
@@ -388,7 +435,7 @@ func protocolNumber(p cpv1beta2.Protocol) (uint8, bool) {
 	return 0, false
 }
 
-func servicesKey(svcs []agentof.Service) string {
+func servicesKey(svcs []agentof.PolicyPort) string {
 	parts := make([]string, 0, len(svcs))
 	for _, s := range svcs {
 		parts = append(parts, fmt.Sprintf("%d:%d-%d:%d-%d:%t%d/%t%d", s.Protocol, s.Port, s.EndPort, s.SrcPort, s.SrcEndPort,

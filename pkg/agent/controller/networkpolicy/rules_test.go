@@ -20,7 +20,7 @@ func TestResolvedServicesKeepSourcePortsAndICMPTypeAndCode(t *testing.T) {
 		{Protocol: &icmp, ICMPType: ptr[int32](8), ICMPCode: ptr[int32](0)},
 		{Protocol: &icmp},
 	}, nil)
-	want := []agentof.Service{
+	want := []agentof.PolicyPort{
 		{Protocol: binding.IPProtoTCP, SrcPort: 32768, SrcEndPort: 60999},
 		{Protocol: binding.IPProtoUDP, Port: 53, SrcPort: 1000},
 		{Protocol: binding.IPProtoICMP, HasICMPType: true, ICMPType: 8, HasICMPCode: true},

@@ -76,7 +76,6 @@ func newPolicyNode(t *testing.T) *policyNode {
 	}
 	n.web.ServeWho(t, 8080)
 	packets := agentof.NewPacketInDispatcher(br.OF)
-	policyIns := packets.Subscribe(agentof.PacketInPolicy)
 	go packets.Run(ctx)
 	// As the agent does: a narrowing write purges the datapath cache
 	// before the policy is reported realized.
@@ -90,7 +89,7 @@ func newPolicyNode(t *testing.T) *policyNode {
 				n.narrowed()
 			}
 		},
-		PacketIns: &PacketIns{IO: policyIns, Parser: flows, AuditLogDir: n.auditDir},
+		PacketIns: &PacketIns{IO: packets, Parser: flows, AuditLogDir: n.auditDir},
 	})
 	done := make(chan struct{})
 	n.flows, n.ctl = flows, c

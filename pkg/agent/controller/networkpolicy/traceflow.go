@@ -25,7 +25,7 @@ func (c *Controller) TraceflowIsolation(port uint32, d agentof.Direction) []stri
 	r.mu.Lock()
 	var names []string
 	for name, iso := range r.isolation {
-		if iso[d] != nil && iso[d].Has(port) {
+		if iso[d].ports.Has(port) {
 			names = append(names, name)
 		}
 	}
