@@ -571,7 +571,7 @@ func (p *Proxy) plan(key string) (*plan, error) {
 		p.forgetWarnings(key)
 	case err != nil:
 		return nil, err
-	case !servedBy(svc, p.serviceProxyName):
+	case !servedBy(svc.Labels, p.serviceProxyName):
 		klog.V(2).InfoS("Service is not for this proxy (its labels); realizing none of it", "service", key)
 		svc = nil
 		p.forgetWarnings(key)
@@ -582,7 +582,12 @@ func (p *Proxy) plan(key string) (*plan, error) {
 		}
 		slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 		for _, o := range objs {
-			slices = append(slices, o.(*discoveryv1.EndpointSlice))
+			// kube-proxy watches slices with the same label selector
+			// as Services: a slice labelled for another proxy, or
+			// headless, is none of this proxy's.
+			if s := o.(*discoveryv1.EndpointSlice); servedBy(s.Labels, p.serviceProxyName) {
+				slices = append(slices, s)
+			}
 		}
 		pl.want = desiredState(svc, slices, p.view())
 		warnings = unrealized(svc, p.datapath)
@@ -701,13 +706,14 @@ const (
 )
 
 // servedBy reports whether the proxy named name (empty: the default one)
-// serves svc: a Service labelled headless is served by none, one with a
-// service-proxy-name only by the proxy of that name.
-func servedBy(svc *corev1.Service, name string) bool {
-	if _, ok := svc.Labels[LabelHeadless]; ok {
+// serves a Service or EndpointSlice with these labels: one labelled
+// headless is served by none, one with a service-proxy-name only by the
+// proxy of that name.
+func servedBy(labels map[string]string, name string) bool {
+	if _, ok := labels[LabelHeadless]; ok {
 		return false
 	}
-	v, ok := svc.Labels[LabelServiceProxyName]
+	v, ok := labels[LabelServiceProxyName]
 	if name == "" {
 		return !ok
 	}

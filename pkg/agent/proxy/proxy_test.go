@@ -607,7 +607,7 @@ func TestServicesLabelledForAnotherProxyOrNoneAreLeftAlone(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := service("web", "10.96.0.10")
 			svc.Labels = tc.labels
-			if got := servedBy(svc, tc.proxy); got != tc.served {
+			if got := servedBy(svc.Labels, tc.proxy); got != tc.served {
 				t.Fatalf("servedBy %v, want %v", got, tc.served)
 			}
 		})
@@ -621,6 +621,22 @@ func TestServicesLabelledForAnotherProxyOrNoneAreLeftAlone(t *testing.T) {
 		eventually(t, flows, "web should come back", func(_ []string, st map[string]agentof.ServiceState) bool { return installed(st) })
 		relabel(t, client, map[string]string{LabelHeadless: ""})
 		eventually(t, flows, "web should go down again", func(_ []string, st map[string]agentof.ServiceState) bool { return len(st["default/web"]) == 0 })
+	})
+	t.Run("an EndpointSlice labelled headless is left out, as upstream's headless spec labels it", func(t *testing.T) {
+		client, flows := startProxy(t, objs()...)
+		eventually(t, flows, "web should be installed", func(_ []string, st map[string]agentof.ServiceState) bool { return installed(st) })
+		s, err := client.DiscoveryV1().EndpointSlices("default").Get(context.Background(), "web-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Labels[LabelHeadless] = ""
+		if _, err := client.DiscoveryV1().EndpointSlices("default").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, flows, "web should lose its endpoint", func(_ []string, st map[string]agentof.ServiceState) bool {
+			ps, ok := st["default/web"][vipPort("10.96.0.10", 6, 80)]
+			return ok && len(ps.Endpoints) == 0
+		})
 	})
 	t.Run("a named proxy serves a Service once it carries the name", func(t *testing.T) {
 		client, flows := startProxyWith(t, Config{NodeName: "node-1", ServiceProxyName: "antrea"}, false, objs()...)
