@@ -22,6 +22,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -81,7 +83,11 @@ type options struct {
 	overrides *clientcmd.ConfigOverrides
 	configDir string
 	verbosity int
-	clients   *Clients
+	// timeout bounds the whole command (upstream's -t/--timeout); 0 for none.
+	timeout time.Duration
+	// stop releases the timeout's context.
+	stop    context.CancelFunc
+	clients *Clients
 }
 
 // NewCommand returns antctl's root command.
@@ -109,9 +115,10 @@ Inside the antrea-agent container it runs in local mode (it finds
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.ArbitraryArgs,
-		PersistentPreRun: func(*cobra.Command, []string) {
-			o.setUpLogging()
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			o.preRun(cmd)
 		},
+		PersistentPostRun: func(*cobra.Command, []string) { o.release() },
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return cmd.Help()
@@ -122,8 +129,12 @@ Inside the antrea-agent container it runs in local mode (it finds
 	root.SetOut(env.Out)
 	root.SetErr(env.Err)
 	pf := root.PersistentFlags()
-	pf.StringVar(&o.loading.ExplicitPath, clientcmd.RecommendedConfigPathFlag, "", "Path to the kubeconfig file to use")
-	clientcmd.BindOverrideFlags(o.overrides, pf, clientcmd.RecommendedConfigOverrideFlags(""))
+	// -k, -s, -t and -v are upstream antctl's short forms
+	// (pkg/antctl/command_list.go, applyPersistentFlagsToRoot).
+	pf.StringVarP(&o.loading.ExplicitPath, clientcmd.RecommendedConfigPathFlag, "k", "", "Path to the kubeconfig file to use")
+	overrideFlags := clientcmd.RecommendedConfigOverrideFlags("")
+	overrideFlags.ClusterOverrideFlags.APIServer.ShortName = "s"
+	clientcmd.BindOverrideFlags(o.overrides, pf, overrideFlags)
 	// kubectl's other connection flags work as there; the help lists the
 	// common ones, as kubectl does (kubectl options lists the rest).
 	for _, name := range []string{"as", "as-group", "as-uid", "certificate-authority", "client-certificate", "client-key",
@@ -132,7 +143,12 @@ Inside the antrea-agent container it runs in local mode (it finds
 	}
 	pf.StringVar(&o.configDir, "config-dir", defaultConfigDir,
 		"Local mode: the directory holding "+agentconfig.FileName+" and "+controllerconfig.FileName)
-	pf.IntVarP(&o.verbosity, "v", "v", 0, "Log level of antctl's own logs (0: none)")
+	pf.IntVarP(&o.verbosity, "verbose", "v", 0, "Log level of antctl's own logs (0: none; -v alone: all)")
+	pf.Lookup("verbose").NoOptDefVal = strconv.Itoa(allLogs)
+	// --v=N, as kubectl spells it, is the same level.
+	pf.IntVar(&o.verbosity, "v", 0, "Log level of antctl's own logs")
+	_ = pf.MarkHidden("v")
+	pf.DurationVarP(&o.timeout, "timeout", "t", 0, "Time limit of the whole command (0: none)")
 	_ = root.RegisterFlagCompletionFunc(clientcmd.FlagNamespace, o.completeNamespaces)
 	root.AddCommand(newVersionCommand(o), newGetCommand(o))
 	root.AddCommand(newTraceflowCommand(o))
@@ -152,6 +168,26 @@ func Main(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// allLogs is the log level of -v without a value: every log line.
+const allLogs = 10
+
+// preRun sets up what every command shares: logging and --timeout.
+func (o *options) preRun(cmd *cobra.Command) {
+	o.setUpLogging()
+	if o.timeout > 0 && o.stop == nil {
+		ctx, stop := context.WithTimeout(cmd.Context(), o.timeout)
+		o.stop = stop
+		cmd.SetContext(ctx)
+	}
+}
+
+// release ends what preRun started.
+func (o *options) release() {
+	if o.stop != nil {
+		o.stop()
+	}
 }
 
 // setUpLogging keeps the libraries' logs (client-go, the OVSDB client) off

@@ -267,8 +267,11 @@ the DaemonSet again, also on failure or Ctrl-C. It exits 1 when a check fails.`,
 	}
 	cmd.Flags().BoolVar(&c.local, "local", false, "Check this machine (implied in the antrea-agent container)")
 	cmd.Flags().StringVarP(&c.output, "output", "o", outputTable, "Output format: table or json")
-	cmd.Flags().StringVar(&c.image, "image", "", "The image of the checker pods (default: the antrea-agent DaemonSet's)")
-	cmd.Flags().DurationVar(&c.timeout, "timeout", 3*time.Minute, "How long to wait for the checker pods")
+	// --test-image is upstream antctl's name (pkg/antctl/raw/check/cluster/command.go).
+	cmd.Flags().StringVar(&c.image, "test-image", "", "The image of the checker pods (default: the antrea-agent DaemonSet's)")
+	cmd.Flags().StringVar(&c.image, "image", "", "The image of the checker pods (the same as --test-image)")
+	_ = cmd.Flags().MarkHidden("image")
+	cmd.Flags().DurationVarP(&c.timeout, "timeout", "t", 3*time.Minute, "How long to wait for the checker pods")
 	return cmd
 }
 
@@ -370,7 +373,7 @@ func (c *checkClusterOptions) remote(ctx context.Context) (results []checkResult
 	if image == "" {
 		ds, err := kube.AppsV1().DaemonSets(antreaNamespace).Get(ctx, agentDaemonSet, metav1.GetOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("the antrea-agent DaemonSet names the image to check with (or give --image): %w", err)
+			return nil, fmt.Errorf("the antrea-agent DaemonSet names the image to check with (or give --test-image): %w", err)
 		}
 		for _, ct := range ds.Spec.Template.Spec.Containers {
 			if ct.Name == "antrea-agent" {
@@ -378,7 +381,7 @@ func (c *checkClusterOptions) remote(ctx context.Context) (results []checkResult
 			}
 		}
 		if image == "" {
-			return nil, fmt.Errorf("the antrea-agent DaemonSet has no antrea-agent container: give --image")
+			return nil, fmt.Errorf("the antrea-agent DaemonSet has no antrea-agent container: give --test-image")
 		}
 	}
 	name := "antctl-check-cluster-" + rand.String(5)

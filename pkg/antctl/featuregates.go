@@ -32,7 +32,7 @@ type featureGate struct {
 }
 
 func newGetFeatureGatesCommand(g *getOptions) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:     "featuregates",
 		Aliases: []string{"featuregate", "fg"},
 		Short:   "Show the feature gates of antrea-agent and antrea-controller",
@@ -66,6 +66,12 @@ agent container mounts (--config-dir, ` + defaultConfigDir + `).`,
 			return t.write(g.env.Out)
 		},
 	}
+	// Upstream antctl's flag (pkg/antctl/raw/featuregates/command.go): antctl
+	// reads the feature gates from the API server (or the conf files), through
+	// the kubeconfig's own TLS settings, so there is no Antrea certificate to skip.
+	var insecure bool
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "Accepted for upstream antctl's scripts; nothing to skip here (the gates come through kube-apiserver)")
+	return cmd
 }
 
 // featureGates reads the conf files: local ones in local mode (unless a

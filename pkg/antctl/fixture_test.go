@@ -121,8 +121,8 @@ func (c *cluster) policySpan(p *cpv1beta2.NetworkPolicy) sets.Set[string] {
 
 func (c *cluster) clients() *Clients {
 	kubeObjs := []runtime.Object{
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}},
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-2"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: map[string]string{"pool": "a"}}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-2", Labels: map[string]string{"pool": "b"}}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}},

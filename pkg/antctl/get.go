@@ -30,7 +30,7 @@ From a node's OVS (local mode; from a laptop through the node's agent API, --nod
   podinterface, ovsflows`,
 		Args: cobra.ArbitraryArgs,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			g.setUpLogging()
+			g.preRun(cmd)
 			return checkOutput(g.output)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {

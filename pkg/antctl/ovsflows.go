@@ -10,6 +10,7 @@ import (
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/antctl/query"
 	"antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -28,37 +29,49 @@ type flowEntry struct {
 }
 
 type ovsFlowsOptions struct {
-	g      *getOptions
-	pod    string
-	table  string
-	policy string
+	g     *getOptions
+	pod   string
+	table string
+	// tableNamesOnly prints the pipeline's table names and nothing else.
+	tableNamesOnly bool
+	policy         string
+	// policyType narrows -N to the policies of one type (upstream's --type).
+	policyType string
 }
 
 func newGetOVSFlowsCommand(g *getOptions) *cobra.Command {
 	f := &ovsFlowsOptions{g: g}
 	cmd := &cobra.Command{
-		Use:     "ovsflows [-p POD -n NS] [-T TABLE] [--policy NS/NAME]",
+		Use:     "ovsflows [-p POD -n NS] [-T TABLE[,TABLE...]] [-N NS/NAME [--type TYPE]] [--table-names-only]",
 		Aliases: []string{"ovsflow", "of"},
 		Short:   "Show a node's OpenFlow flows as ovs-ofctl prints them (local mode, or --node through its agent API)",
 		Long: `Show the flows of this node's bridge (br-int) with their counters, one per line
 as ` + "`ovs-ofctl -O OpenFlow15 dump-flows`" + ` prints them. In local mode (the
 antrea-agent container) this node's.
 
-  -T TABLE            one table of the pipeline, by name (docs/design/ovs-pipeline.md) or number
+  -T TABLE[,TABLE]    tables of the pipeline, by name (docs/design/ovs-pipeline.md) or number
+  --table-names-only  the pipeline's table names, one a line
   -p POD -n NS        the flows that match the pod's port, MAC or address
-  --policy NS/NAME    the flows realizing a NetworkPolicy (by its source's namespace/name):
+  -N NS/NAME          the flows realizing a NetworkPolicy (by its source's namespace/name;
+                      --type K8sNP|ACNP|ANNP|ANP|BANP when several kinds share the name):
                       its rules' conjunctive flows and the isolation of its pods. antctl finds
                       them by matching the policy's rules, read from the controller, against
                       the rule tables; rules realized identically on this node are shown together.`,
 		Example: `  ` + localModeHowTo + ` get ovsflows -T Classifier
   ` + localModeHowTo + ` get ovsflows -p web-0 -n demo
-  ` + localModeHowTo + ` get ovsflows --policy demo/allow-frontend`,
+  ` + localModeHowTo + ` get ovsflows -N demo/allow-frontend
+  ` + localModeHowTo + ` get ovsflows -T IngressRule,IngressDefaultRule`,
 		Args: cobra.NoArgs,
 		RunE: f.run,
 	}
+	// Upstream antctl's flags (pkg/antctl/antctl.go, "ovsflows"), then ours.
 	cmd.Flags().StringVarP(&f.pod, "pod", "p", "", "Only the flows of this pod (its namespace is -n, default \"default\")")
-	cmd.Flags().StringVarP(&f.table, "table", "T", "", "Only this table (name or number)")
-	cmd.Flags().StringVar(&f.policy, "policy", "", "Only the flows of this NetworkPolicy (NS/NAME of its source; NAME uses -n)")
+	cmd.Flags().StringVarP(&f.table, "table", "T", "", "Only these tables (comma-separated names or numbers)")
+	cmd.Flags().BoolVar(&f.tableNamesOnly, "table-names-only", false, "Print the pipeline's table names only")
+	cmd.Flags().StringVarP(&f.policy, "networkpolicy", "N", "", "Only the flows of this NetworkPolicy (NS/NAME of its source; NAME uses -n)")
+	cmd.Flags().StringVar(&f.policyType, "type", "", "With -N: the policy's type, one of K8sNP, ACNP, ANNP, ANP, BANP")
+	cmd.Flags().StringVar(&f.policy, "policy", "", "The same as -N/--networkpolicy")
+	_ = cmd.Flags().MarkHidden("policy")
 	_ = cmd.RegisterFlagCompletionFunc("pod", g.completeLocalPods)
 	addNodeFlag(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("table", completeTables)
@@ -87,13 +100,31 @@ func (f *ovsFlowsOptions) run(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	tableID := uint8(openflow.TableAll)
-	if f.table != "" {
-		t, err := lookupTable(p, f.table)
-		if err != nil {
-			return err
+	if f.tableNamesOnly {
+		var b strings.Builder
+		for _, t := range p.Tables() {
+			b.WriteString(t.Name + "\n")
 		}
-		tableID = t.ID
+		_, err := fmt.Fprint(f.g.env.Out, b.String())
+		return err
+	}
+	tableIDs := []uint8{openflow.TableAll}
+	if f.table != "" {
+		tableIDs = nil
+		for _, name := range strings.Split(f.table, ",") {
+			t, err := lookupTable(p, strings.TrimSpace(name))
+			if err != nil {
+				return err
+			}
+			tableIDs = append(tableIDs, t.ID)
+		}
+	}
+	polType, err := query.ParsePolicyType(f.policyType)
+	if err != nil {
+		return err
+	}
+	if polType != "" && f.policy == "" {
+		return fmt.Errorf("--type narrows -N/--networkpolicy: give -N NS/NAME")
 	}
 	local, err := f.g.requireNode(cmd, ns, f.pod)
 	if err != nil {
@@ -121,13 +152,17 @@ func (f *ovsFlowsOptions) run(cmd *cobra.Command, _ []string) error {
 		if err != nil {
 			return err
 		}
-		if pf, err = f.g.policyFlows(ctx, p, store, polNS, name); err != nil {
+		if pf, err = f.g.policyFlows(ctx, p, store, polNS, name, polType); err != nil {
 			return err
 		}
 	}
-	flows, err := local.dumpFlows(ctx, tableID)
-	if err != nil {
-		return err
+	var flows []openflow.FlowStats
+	for _, id := range tableIDs {
+		fs, err := local.dumpFlows(ctx, id)
+		if err != nil {
+			return err
+		}
+		flows = append(flows, fs...)
 	}
 	var sel []*openflow.FlowStats
 	var inPolicy map[int]bool
@@ -265,12 +300,12 @@ func ip4Uint(a netip.Addr) uint32 {
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
-// splitPolicyName reads --policy: NS/NAME, or NAME in -n's namespace (any
+// splitPolicyName reads -N/--networkpolicy: NS/NAME, or NAME in -n's namespace (any
 // namespace without -n, which also finds cluster-scoped policies).
 func splitPolicyName(s, ns string, nsGiven bool) (string, string, error) {
 	if i := strings.Index(s, "/"); i >= 0 {
 		if i == 0 || i == len(s)-1 || strings.Count(s, "/") > 1 {
-			return "", "", fmt.Errorf("--policy %q: want NAMESPACE/NAME or NAME", s)
+			return "", "", fmt.Errorf("-N/--networkpolicy %q: want NAMESPACE/NAME or NAME", s)
 		}
 		return s[:i], s[i+1:], nil
 	}

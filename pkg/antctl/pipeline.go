@@ -98,8 +98,8 @@ installs for one object of each kind (docs/design/ovs-pipeline.svg).
   ` + localModeHowTo + ` get pipeline -o svg > pipeline.svg
   antctl get pipeline --declared -o dot | dot -Tpng > pipeline.png`,
 		Args: cobra.NoArgs,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
-			g.setUpLogging()
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			g.preRun(cmd)
 			for _, f := range pipelineFormats {
 				if g.output == f {
 					return nil

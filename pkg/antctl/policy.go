@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"antrea.io/antrea/pkg/antctl/query"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 )
 
@@ -28,14 +30,21 @@ const nodeNameField = "nodeName"
 
 // policyFilter holds the filters of the three commands.
 type policyFilter struct {
-	g    *getOptions
-	pod  string
-	node string
+	g      *getOptions
+	pod    string
+	node   string
+	sortBy string
+	// source and policyType filter networkpolicy (upstream's -S and -T).
+	source     string
+	policyType string
 }
 
+// addFlags adds the filters of the three commands: upstream antctl's -p
+// and --sort-by (pkg/antctl/antctl.go), and --node.
 func (f *policyFilter) addFlags(cmd *cobra.Command, podHelp string) {
-	cmd.Flags().StringVarP(&f.pod, "pod", "p", "", podHelp+" (its namespace is -n, default \"default\")")
+	cmd.Flags().StringVarP(&f.pod, "pod", "p", "", podHelp+" (POD with -n, default \"default\", or NS/POD)")
 	cmd.Flags().StringVar(&f.node, "node", "", "Only what the agent of this Node receives (the objects whose span holds it)")
+	cmd.Flags().StringVar(&f.sortBy, "sort-by", "", "Order by this JSONPath of the objects (e.g. .metadata.name; default: by name)")
 	_ = cmd.RegisterFlagCompletionFunc("pod", f.g.completePods)
 	_ = cmd.RegisterFlagCompletionFunc("node", f.g.completeNodes)
 }
@@ -55,6 +64,10 @@ func (f *policyFilter) prepare(ctx context.Context) (*view, error) {
 	}
 	v := &view{clients: c}
 	ns, given := f.g.namespace()
+	if i := strings.IndexByte(f.pod, '/'); i > 0 {
+		// NS/POD, as upstream antctl's -p takes it.
+		ns, f.pod, given = f.pod[:i], f.pod[i+1:], true
+	}
 	if given {
 		if err := checkNamespace(ctx, c.Kube, ns); err != nil {
 			return nil, err
@@ -256,7 +269,9 @@ Columns: the source policy, how many rules, the AppliedToGroups, the Nodes of
 the span and how many of them realized the current generation (the agents'
 reports to the controller).`,
 		Example: `  antctl get networkpolicy -n default
-  antctl get networkpolicy -p web-0 -n demo -o yaml
+  antctl get networkpolicy -p demo/web-0 -o yaml
+  antctl get networkpolicy -S allow-frontend -n demo
+  antctl get networkpolicy -T ACNP --sort-by effectivePriority
   antctl get netpol --node node-1`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -264,6 +279,9 @@ reports to the controller).`,
 		},
 	}
 	f.addFlags(cmd, "Only the policies applied to this pod")
+	cmd.Flags().StringVarP(&f.source, "source", "S", "", "Only the policies derived from the policy of this name (K8s or Antrea-native; its namespace is -n)")
+	cmd.Flags().StringVarP(&f.policyType, "type", "T", "", "Only the policies of this type: K8sNP, ACNP, ANNP, ANP or BANP")
+	cmd.Flags().Lookup("sort-by").Usage = "Order: effectivePriority (as evaluated: Tier, then priority), or a JSONPath of the objects (e.g. .sourceRef.name); default: by name"
 	return cmd
 }
 
@@ -282,6 +300,10 @@ func (f *policyFilter) runPolicies(ctx context.Context, args []string) error {
 	} else if policies, err = v.policies(ctx, f.node); err != nil {
 		return err
 	}
+	polType, err := query.ParsePolicyType(f.policyType)
+	if err != nil {
+		return err
+	}
 	var groups []cpv1beta2.AppliedToGroup
 	if f.pod != "" {
 		if groups, err = v.appliedToGroups(ctx, ""); err != nil {
@@ -291,6 +313,12 @@ func (f *policyFilter) runPolicies(ctx context.Context, args []string) error {
 	var out []cpv1beta2.NetworkPolicy
 	for _, p := range policies {
 		if v.ns != "" && sourceNamespace(&p) != v.ns {
+			continue
+		}
+		if f.source != "" && (p.SourceRef == nil || p.SourceRef.Name != f.source) {
+			continue
+		}
+		if polType != "" && (p.SourceRef == nil || p.SourceRef.Type != polType) {
 			continue
 		}
 		if f.pod != "" && !appliesTo(&p, groups, v.podNS, f.pod) {
@@ -309,6 +337,9 @@ func (f *policyFilter) runPolicies(ctx context.Context, args []string) error {
 	}
 	if len(args) == 1 && len(out) == 0 {
 		return fmt.Errorf("networkpolicy %s does not match the filters%s", args[0], f.describe(v))
+	}
+	if err := query.SortPolicies(out, f.sortBy); err != nil {
+		return err
 	}
 	if f.g.output != outputTable {
 		for i := range out {
@@ -361,6 +392,12 @@ func (f *policyFilter) describe(v *view) string {
 	}
 	if f.node != "" {
 		parts = append(parts, "on node "+f.node)
+	}
+	if f.source != "" {
+		parts = append(parts, "derived from "+f.source)
+	}
+	if f.policyType != "" {
+		parts = append(parts, "of type "+f.policyType)
 	}
 	if len(parts) == 0 {
 		return ""
@@ -532,6 +569,9 @@ func (f *policyFilter) runGroups(ctx context.Context, args []string, address boo
 			add(&list[i], list[i].Name, list[i].GroupMembers)
 		}
 	}
+	if err := sortGroups(objs, groups, f.sortBy); err != nil {
+		return err
+	}
 	policies, err := v.policies(ctx, "")
 	if err != nil {
 		return err
@@ -626,6 +666,22 @@ func (f *policyFilter) runGroups(ctx context.Context, args []string, address boo
 			joinFew(spans[gr.name], maxNamesPerCell), joinFew(usedBy[gr.name], 2))
 	}
 	return t.write(f.g.env.Out)
+}
+
+// sortGroups orders the groups (and their objects alike) by --sort-by.
+func sortGroups(objs []any, groups []group, sortBy string) error {
+	idx := make([]int, len(objs))
+	for i := range idx {
+		idx[i] = i
+	}
+	if err := query.SortBy(idx, sortBy, func(i *int) (string, any) { return groups[*i].name, objs[*i] }); err != nil {
+		return err
+	}
+	o, g := slices.Clone(objs), slices.Clone(groups)
+	for i, j := range idx {
+		objs[i], groups[i] = o[j], g[j]
+	}
+	return nil
 }
 
 // groupNotFound turns a failed get into the one-line error naming the closest group.

@@ -81,8 +81,9 @@ func newQueryCommand(o *options) *cobra.Command {
 	}
 	q := &queryOptions{options: o}
 	ep := &cobra.Command{
-		Use:   "endpoint -n NS -p POD [-o table|json|yaml]",
-		Short: "Which policies select a pod and which rules allow or deny traffic to and from it",
+		Use:     "endpoint -n NS -p POD [-o table|json|yaml]",
+		Aliases: []string{"endpoints"},
+		Short:   "Which policies select a pod and which rules allow or deny traffic to and from it",
 		Long: `Show the policies that apply to a pod (select it through their AppliedToGroups),
 each of their rules with its action, peers and ports, the directions in which K8s
 NetworkPolicies isolate the pod, and the rules of other policies that name the pod as

@@ -34,6 +34,7 @@ type traceflowOptions struct {
 	timeout     time.Duration
 	output      string
 	preserve    bool
+	nowait      bool
 	poll        time.Duration
 }
 
@@ -41,7 +42,7 @@ func newTraceflowCommand(o *options) *cobra.Command {
 	t := &traceflowOptions{o: o, poll: 100 * time.Millisecond}
 	cmd := &cobra.Command{
 		Use:     "traceflow -S NS/POD -D NS/POD|NS/SERVICE|IP",
-		Aliases: []string{"tf"},
+		Aliases: []string{"tf", "traceflows"},
 		Short:   "Trace a packet from a Pod through every Node it crosses",
 		Long: `Trace a packet from a Pod to a Pod, a Service or an IP address: antctl creates a
 Traceflow (crd.antrea.io/v1beta1), the source Pod's agent injects a packet
@@ -70,6 +71,7 @@ icmp_id, icmp_seq, nw_ttl, nw_proto.`,
 	f.DurationVarP(&t.timeout, "timeout", "t", 20*time.Second, "How long the trace may take (whole seconds, up to 5m)")
 	f.StringVarP(&t.output, "output", "o", outputTable, "Output format: table, json, yaml, dot or svg")
 	f.BoolVarP(&t.preserve, "preserve", "p", false, "Keep the Traceflow object after printing it")
+	f.BoolVar(&t.nowait, "nowait", false, "Create the Traceflow, print its name and return without waiting for (or deleting) it")
 	_ = cmd.MarkFlagRequired("source")
 	_ = cmd.MarkFlagRequired("destination")
 	return cmd
@@ -154,6 +156,10 @@ func (t *traceflowOptions) run(ctx context.Context, w io.Writer) error {
 	created, err := tfs.Create(ctx, tf, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("create Traceflow: %w", err)
+	}
+	if t.nowait {
+		_, err := fmt.Fprintf(w, "Traceflow %s created; its result: kubectl get traceflow %s -o yaml\n", created.Name, created.Name)
+		return err
 	}
 	if !t.preserve {
 		defer func() {

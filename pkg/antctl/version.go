@@ -57,8 +57,8 @@ and status. The controller and agents do not serve their build version yet:
 their image tag and digest identify what runs. In local mode antctl also reads
 this node's OVS version from OVSDB.`,
 		Args: cobra.NoArgs,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
-			o.setUpLogging()
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			o.preRun(cmd)
 			return checkOutput(output)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
