@@ -10,6 +10,11 @@
 // table through the same sockets the agent uses, and reaches the API server
 // with the agent's own connection settings. Commands that read a node's OVS
 // work only in local mode until the agent serves an API of its own.
+//
+// A command is flags, then a query that returns data, then a printer (as
+// kubectl's pkg/cmd/<verb>): the questions about what the controller
+// computed are answered by pkg/antctl/query, which takes its clients as
+// values and knows no flags, so a web UI's backend asks them the same way.
 // docs/antctl.md is the user's guide.
 package antctl
 
@@ -26,12 +31,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"antrea.io/antrea/pkg/client/clientset/versioned"
+	"antrea.io/antrea/pkg/antctl/query"
 	"antrea.io/antrea/pkg/config"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 	controllerconfig "antrea.io/antrea/pkg/config/controller"
@@ -53,16 +57,8 @@ const (
 	maxConcurrentLists = 8
 )
 
-// Clients are the API clients a command uses.
-type Clients struct {
-	Kube   kubernetes.Interface
-	Antrea versioned.Interface
-	// Realization returns, per internal NetworkPolicy name, the controller's
-	// account of it: "realized/span" Nodes, as its table rendering (the
-	// REALIZED column of kubectl get) shows. The controlplane objects do not
-	// carry it.
-	Realization func(ctx context.Context) (map[string]string, error)
-}
+// Clients are the API clients a command uses (the query layer's).
+type Clients = query.Clients
 
 // Env is the world one antctl run sees. Zero fields take the process's own:
 // stdout, stderr, clients from the kubeconfig flags. Tests fill it with
@@ -282,19 +278,8 @@ func (o *options) getClients() (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	antrea, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("controlplane client: %w", err)
-	}
-	rc := antrea.ControlplaneV1beta2().RESTClient()
-	o.clients = &Clients{
-		Kube:        kube,
-		Antrea:      antrea,
-		Realization: func(ctx context.Context) (map[string]string, error) { return policyRealization(ctx, rc) },
+	if o.clients, err = query.NewClients(cfg); err != nil {
+		return nil, err
 	}
 	return o.clients, nil
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"antrea.io/antrea/pkg/antctl/query"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 )
 
@@ -452,7 +453,7 @@ func (c *checkClusterOptions) remote(ctx context.Context) (results []checkResult
 		}
 		results = append(results, rs...)
 	}
-	if names, err := nodeNames(ctx, kube); err == nil {
+	if names, err := query.NodeNames(ctx, kube); err == nil {
 		sort.Strings(names)
 		for _, n := range names {
 			if !seen[n] {

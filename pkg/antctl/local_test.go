@@ -15,10 +15,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
+	"antrea.io/antrea/pkg/antctl/query/querytest"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 	"antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
@@ -293,16 +296,16 @@ func TestOVSFlowsOfAPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := defaultCluster()
-	atgWeb0 := &cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg-web-0"}, GroupMembers: []cpv1beta2.GroupMember{member(web0)}}
+	atgWeb0 := &cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg-web-0"}, GroupMembers: []cpv1beta2.GroupMember{querytest.Member(web0)}}
 	npBlock := &cpv1beta2.NetworkPolicy{
 		ObjectMeta:      metav1.ObjectMeta{Name: "uid-from-block"},
 		SourceRef:       &cpv1beta2.NetworkPolicyReference{Type: cpv1beta2.K8sNetworkPolicy, Namespace: "demo", Name: "from-block"},
 		AppliedToGroups: []string{atgWeb0.Name},
-		Rules: []cpv1beta2.NetworkPolicyRule{{Direction: cpv1beta2.DirectionIn, Services: []cpv1beta2.Service{{Protocol: &tcp, Port: &p80}},
+		Rules: []cpv1beta2.NetworkPolicyRule{{Direction: cpv1beta2.DirectionIn, Services: []cpv1beta2.Service{{Protocol: ptr.To(cpv1beta2.ProtocolTCP), Port: ptr.To(intstr.FromInt32(80))}},
 			From: cpv1beta2.NetworkPolicyPeer{IPBlocks: []cpv1beta2.IPBlock{{CIDR: cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.ParseIP("10.10.2.0").To4()), PrefixLength: 24}}}}}},
 	}
-	c.policies = append(c.policies, npBlock)
-	c.atgs = append(c.atgs, atgWeb0)
+	c.Policies = append(c.Policies, npBlock)
+	c.ATGs = append(c.ATGs, atgWeb0)
 
 	// What the agent installed for a rule: the flows carrying its
 	// conjunction, its conj_id flow, and the isolation of its pod.

@@ -10,6 +10,7 @@ import (
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/antctl/query"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 	"antrea.io/antrea/pkg/ovs/openflow"
 )
@@ -55,7 +56,7 @@ func (o *options) policyFlows(ctx context.Context, p *agentof.Pipeline, store in
 	}
 	node := o.env.NodeName
 	cp := c.Antrea.ControlplaneV1beta2()
-	list, err := cp.NetworkPolicies().List(ctx, listOptions(""))
+	list, err := cp.NetworkPolicies().List(ctx, query.ListOptions(""))
 	if err != nil {
 		return nil, fmt.Errorf("-N: listing networkpolicies: %w", err)
 	}
@@ -84,11 +85,11 @@ func (o *options) policyFlows(ctx context.Context, p *agentof.Pipeline, store in
 		sort.Strings(sources)
 		return nil, fmt.Errorf("networkpolicy %q not found%s", want, didYouMean(want, sources))
 	}
-	atgs, err := cp.AppliedToGroups().List(ctx, listOptions(node))
+	atgs, err := cp.AppliedToGroups().List(ctx, query.ListOptions(node))
 	if err != nil {
 		return nil, fmt.Errorf("-N: listing appliedtogroups: %w", err)
 	}
-	ags, err := cp.AddressGroups().List(ctx, listOptions(node))
+	ags, err := cp.AddressGroups().List(ctx, query.ListOptions(node))
 	if err != nil {
 		return nil, fmt.Errorf("-N: listing addressgroups: %w", err)
 	}

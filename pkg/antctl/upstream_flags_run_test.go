@@ -26,7 +26,7 @@ import (
 func bundleCluster(t *testing.T, hang bool) (*cluster, *[]string) {
 	t.Helper()
 	c := defaultCluster()
-	c.pods = append(c.pods, bundlePod("antrea-agent-a", agentDaemonSet, "node-1"), bundlePod("antrea-agent-b", agentDaemonSet, "node-2"),
+	c.Pods = append(c.Pods, bundlePod("antrea-agent-a", agentDaemonSet, "node-1"), bundlePod("antrea-agent-b", agentDaemonSet, "node-2"),
 		bundlePod("antrea-controller-x", controllerName, "node-1"))
 	var execs []string
 	saved := execInPod
@@ -166,8 +166,8 @@ func firstColumn(out string) []string {
 
 func TestPolicyFiltersOfUpstreamAntctl(t *testing.T) {
 	c := defaultCluster()
-	c.policies = append(c.policies, acnpWeb)
-	c.realized[acnpWeb.Name] = "2/2"
+	c.Policies = append(c.Policies, acnpWeb)
+	c.Realized[acnpWeb.Name] = "2/2"
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -112,26 +112,23 @@ func findCommand(root *cobra.Command, path string) *cobra.Command {
 	return c
 }
 
-// lookupFlag finds a flag of cmd, its own or inherited from a parent.
+// lookupFlag finds a flag of cmd by name, its own or inherited from a parent.
 func lookupFlag(cmd *cobra.Command, name string) *pflag.Flag {
-	if f := cmd.Flags().Lookup(name); f != nil {
-		return f
-	}
-	if f := cmd.PersistentFlags().Lookup(name); f != nil {
-		return f
-	}
-	return cmd.InheritedFlags().Lookup(name)
+	return findFlag(cmd, func(fs *pflag.FlagSet) *pflag.Flag { return fs.Lookup(name) })
 }
 
 // lookupShort finds the flag of a short form, its own or inherited.
 func lookupShort(cmd *cobra.Command, short string) *pflag.Flag {
-	if f := cmd.Flags().ShorthandLookup(short); f != nil {
-		return f
+	return findFlag(cmd, func(fs *pflag.FlagSet) *pflag.Flag { return fs.ShorthandLookup(short) })
+}
+
+func findFlag(cmd *cobra.Command, find func(*pflag.FlagSet) *pflag.Flag) *pflag.Flag {
+	for _, fs := range []*pflag.FlagSet{cmd.Flags(), cmd.PersistentFlags(), cmd.InheritedFlags()} {
+		if f := find(fs); f != nil {
+			return f
+		}
 	}
-	if f := cmd.PersistentFlags().ShorthandLookup(short); f != nil {
-		return f
-	}
-	return cmd.InheritedFlags().ShorthandLookup(short)
+	return nil
 }
 
 // flagList is a command's flags as "--name/-s" (hidden ones left out), for

@@ -1,4 +1,4 @@
-package antctl
+package query
 
 import (
 	"context"
@@ -7,14 +7,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"antrea.io/antrea/pkg/util/suggest"
 )
 
 // Checks of what the user named. Each answers one line naming the unknown
 // object and, for a typo, the closest existing one. A check the credentials
 // may not make (the agent's ServiceAccount cannot read Namespaces or Pods)
-// passes: the command then simply finds nothing.
+// passes: the query then simply finds nothing.
 
-func checkNamespace(ctx context.Context, kube kubernetes.Interface, ns string) error {
+// CheckNamespace says whether namespace ns exists.
+func CheckNamespace(ctx context.Context, kube kubernetes.Interface, ns string) error {
 	_, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if err == nil || apierrors.IsForbidden(err) {
 		return nil
@@ -28,10 +31,11 @@ func checkNamespace(ctx context.Context, kube kubernetes.Interface, ns string) e
 			names = append(names, n.Name)
 		}
 	}
-	return fmt.Errorf("namespace %q not found%s", ns, didYouMean(ns, names))
+	return fmt.Errorf("namespace %q not found%s", ns, suggest.Hint(ns, names))
 }
 
-func checkPod(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
+// CheckPod says whether pod ns/name exists.
+func CheckPod(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
 	_, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if err == nil || apierrors.IsForbidden(err) {
 		return nil
@@ -39,7 +43,7 @@ func checkPod(ctx context.Context, kube kubernetes.Interface, ns, name string) e
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("pod %s/%s: %w", ns, name, err)
 	}
-	if err := checkNamespace(ctx, kube, ns); err != nil {
+	if err := CheckNamespace(ctx, kube, ns); err != nil {
 		return err
 	}
 	var names []string
@@ -48,10 +52,11 @@ func checkPod(ctx context.Context, kube kubernetes.Interface, ns, name string) e
 			names = append(names, p.Name)
 		}
 	}
-	return fmt.Errorf("pod %q not found in namespace %s%s", name, ns, didYouMean(name, names))
+	return fmt.Errorf("pod %q not found in namespace %s%s", name, ns, suggest.Hint(name, names))
 }
 
-func checkNode(ctx context.Context, kube kubernetes.Interface, name string) error {
+// CheckNode says whether Node name exists.
+func CheckNode(ctx context.Context, kube kubernetes.Interface, name string) error {
 	_, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err == nil || apierrors.IsForbidden(err) {
 		return nil
@@ -59,11 +64,12 @@ func checkNode(ctx context.Context, kube kubernetes.Interface, name string) erro
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
-	names, _ := nodeNames(ctx, kube)
-	return fmt.Errorf("node %q not found%s", name, didYouMean(name, names))
+	names, _ := NodeNames(ctx, kube)
+	return fmt.Errorf("node %q not found%s", name, suggest.Hint(name, names))
 }
 
-func nodeNames(ctx context.Context, kube kubernetes.Interface) ([]string, error) {
+// NodeNames lists the cluster's Nodes.
+func NodeNames(ctx context.Context, kube kubernetes.Interface) ([]string, error) {
 	list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
@@ -73,4 +79,9 @@ func nodeNames(ctx context.Context, kube kubernetes.Interface) ([]string, error)
 		names = append(names, n.Name)
 	}
 	return names, nil
+}
+
+// notFound is the error for a name a query did not find, with the closest name.
+func notFound(resource, name string, names []string) error {
+	return fmt.Errorf("%s %q not found%s", resource, name, suggest.Hint(name, names))
 }
