@@ -43,8 +43,8 @@ import (
 
 // Where Antrea runs; the manifest (build/yamls/antrea.yml) puts it there.
 const (
-	antreaNamespace    = "kube-system"
-	antreaConfigMap    = "antrea-config"
+	antreaNamespace    = query.AntreaNamespace
+	antreaConfigMap    = query.AntreaConfigMap
 	agentDaemonSet     = "antrea-agent"
 	controllerName     = "antrea-controller"
 	componentLabel     = "component"

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"antrea.io/antrea/pkg/antctl/query"
 	"antrea.io/antrea/pkg/version"
 )
 
@@ -121,7 +122,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 	if r.runErr != nil {
 		t.Fatal(r.runErr)
 	}
-	var gates []featureGate
+	var gates []query.FeatureGate
 	if err := json.Unmarshal([]byte(r.out), &gates); err != nil {
 		t.Fatalf("-o json printed %q: %v", r.out, err)
 	}
