@@ -175,6 +175,28 @@ func (l *localNode) dumpFlows(ctx context.Context, table uint8) ([]openflow.Flow
 	return flows, nil
 }
 
+// errNoGroupsRemotely: the agent API serves flows, not groups.
+var errNoGroupsRemotely = errors.New("the agent API serves no OVS groups")
+
+// dumpGroups reads the bridge's groups (openflow.GroupIDAll: every group).
+func (l *localNode) dumpGroups(ctx context.Context, group uint32) ([]openflow.GroupDesc, error) {
+	if l.remote != nil {
+		return nil, fmt.Errorf("%w: run it in the antrea-agent container: %s", errNoGroupsRemotely, l.remote.how)
+	}
+	ctx, cancel := context.WithTimeout(ctx, localTimeout)
+	defer cancel()
+	conn, err := openflow.Dial(ctx, l.mgmtSocket(), openflow.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("local mode: %w", err)
+	}
+	defer conn.Close()
+	groups, err := conn.GroupDesc(ctx, group)
+	if err != nil {
+		return nil, fmt.Errorf("local mode: dump-groups %s: %w", l.conf.OVSBridge, err)
+	}
+	return groups, nil
+}
+
 // pipeline is the table layout the agent lays out at start: antctl asks
 // pkg/agent/openflow for it (a client that writes nothing) rather than keep
 // a table list of its own.

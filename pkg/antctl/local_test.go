@@ -223,6 +223,41 @@ func TestOVSFlowsPrintsWhatOVSHolds(t *testing.T) {
 			}
 		}
 	})
+	t.Run("-T takes several tables, as upstream's", func(t *testing.T) {
+		l2, _ := n.flows.Pipeline().Lookup("L2ForwardingCalc")
+		want := withoutStats(ofctl(fmt.Sprintf("table=%d", classifier.ID)) + "\n" + ofctl(fmt.Sprintf("table=%d", l2.ID)))
+		r := n.antctl(t, nil, "get", "ovsflows", "-T", "Classifier,"+fmt.Sprint(l2.ID))
+		if r.runErr != nil {
+			t.Fatal(r.runErr)
+		}
+		if got := withoutStats(r.out); len(got) == 0 || !slices.Equal(got, want) {
+			t.Errorf("-T Classifier,%d printed\n%s\nwant both tables' flows\n%s", l2.ID, r.out, strings.Join(want, "\n"))
+		}
+	})
+	t.Run("-G prints the groups as ovs-ofctl dump-groups", func(t *testing.T) {
+		// The Service installed above has a select group.
+		out, err := n.br.Ofctl("dump-groups", "br-int")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := regexp.MustCompile(`(?m)^OFPST_GROUP_DESC reply.*\n`).ReplaceAllString(out, "")
+		if strings.TrimSpace(want) == "" {
+			t.Fatal("the Service left no group to compare")
+		}
+		r := n.antctl(t, nil, "get", "ovsflows", "-G", "all")
+		if r.runErr != nil || !sameLines(r.out, want) {
+			t.Errorf("-G all printed (%v)\n%s\novs-ofctl dump-groups prints\n%s", r.runErr, r.out, want)
+		}
+		id := regexp.MustCompile(`group_id=(\d+)`).FindStringSubmatch(want)[1]
+		r = n.antctl(t, nil, "get", "ovsflows", "-G", id)
+		if lines := strings.Split(strings.TrimSpace(r.out), "\n"); r.runErr != nil || len(lines) != 1 || !strings.Contains(lines[0], "group_id="+id+",") {
+			t.Errorf("-G %s printed (%v)\n%s\nwant that group alone", id, r.runErr, r.out)
+		}
+		r = n.antctl(t, nil, "get", "ovsflows", "-G", "ten")
+		if r.runErr == nil || r.runErr.Error() != `-G "ten": want group IDs (comma-separated) or all` {
+			t.Errorf("-G ten: %v", r.runErr)
+		}
+	})
 }
 
 func sameLines(a, b string) bool {

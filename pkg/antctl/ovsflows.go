@@ -1,9 +1,11 @@
 package antctl
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -37,6 +39,16 @@ type ovsFlowsOptions struct {
 	policy         string
 	// policyType narrows -N to the policies of one type (upstream's --type).
 	policyType string
+	// groups are the OVS groups to print instead of flows: IDs, or "all".
+	groups string
+}
+
+// groupEntry is one OVS group as -o json|yaml print it.
+type groupEntry struct {
+	GroupID uint32 `json:"groupID"`
+	Type    string `json:"type"`
+	// Group is the group as ovs-ofctl dump-groups prints it.
+	Group string `json:"group"`
 }
 
 func newGetOVSFlowsCommand(g *getOptions) *cobra.Command {
@@ -51,6 +63,8 @@ antrea-agent container) this node's.
 
   -T TABLE[,TABLE]    tables of the pipeline, by name (docs/design/ovs-pipeline.md) or number
   --table-names-only  the pipeline's table names, one a line
+  -G ID[,ID...]|all   the OVS groups (Services' endpoint selection) instead of flows, as
+                      ovs-ofctl dump-groups prints them (local mode: the agent API serves no groups)
   -p POD -n NS        the flows that match the pod's port, MAC or address
   -N NS/NAME          the flows realizing a NetworkPolicy (by its source's namespace/name;
                       --type K8sNP|ACNP|ANNP|ANP|BANP when several kinds share the name):
@@ -60,7 +74,8 @@ antrea-agent container) this node's.
 		Example: `  ` + localModeHowTo + ` get ovsflows -T Classifier
   ` + localModeHowTo + ` get ovsflows -p web-0 -n demo
   ` + localModeHowTo + ` get ovsflows -N demo/allow-frontend
-  ` + localModeHowTo + ` get ovsflows -T IngressRule,IngressDefaultRule`,
+  ` + localModeHowTo + ` get ovsflows -T IngressRule,IngressDefaultRule
+  ` + localModeHowTo + ` get ovsflows -G all`,
 		Args: cobra.NoArgs,
 		RunE: f.run,
 	}
@@ -70,6 +85,7 @@ antrea-agent container) this node's.
 	cmd.Flags().BoolVar(&f.tableNamesOnly, "table-names-only", false, "Print the pipeline's table names only")
 	cmd.Flags().StringVarP(&f.policy, "networkpolicy", "N", "", "Only the flows of this NetworkPolicy (NS/NAME of its source; NAME uses -n)")
 	cmd.Flags().StringVar(&f.policyType, "type", "", "With -N: the policy's type, one of K8sNP, ACNP, ANNP, ANP, BANP")
+	cmd.Flags().StringVarP(&f.groups, "groups", "G", "", "Print these OVS groups instead of flows: comma-separated IDs, or all")
 	cmd.Flags().StringVar(&f.policy, "policy", "", "The same as -N/--networkpolicy")
 	_ = cmd.Flags().MarkHidden("policy")
 	_ = cmd.RegisterFlagCompletionFunc("pod", g.completeLocalPods)
@@ -126,9 +142,16 @@ func (f *ovsFlowsOptions) run(cmd *cobra.Command, _ []string) error {
 	if polType != "" && f.policy == "" {
 		return fmt.Errorf("--type narrows -N/--networkpolicy: give -N NS/NAME")
 	}
+	groupIDs, err := parseGroupIDs(f.groups)
+	if err != nil {
+		return err
+	}
 	local, err := f.g.requireNode(cmd, ns, f.pod)
 	if err != nil {
 		return err
+	}
+	if groupIDs != nil {
+		return f.printGroups(ctx, local, groupIDs)
 	}
 	var store interfacestore.InterfaceStore
 	if f.pod != "" || f.policy != "" {
@@ -204,6 +227,54 @@ func (f *ovsFlowsOptions) run(cmd *cobra.Command, _ []string) error {
 		b.WriteString("\n")
 	}
 	_, err = fmt.Fprint(f.g.env.Out, b.String())
+	return err
+}
+
+// parseGroupIDs reads -G: nil without it, [GroupIDAll] for all.
+func parseGroupIDs(s string) ([]uint32, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if strings.EqualFold(s, "all") {
+		return []uint32{openflow.GroupIDAll}, nil
+	}
+	var ids []uint32
+	for _, part := range strings.Split(s, ",") {
+		id, err := strconv.ParseUint(strings.TrimSpace(part), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("-G %q: want group IDs (comma-separated) or all", s)
+		}
+		ids = append(ids, uint32(id))
+	}
+	return ids, nil
+}
+
+// printGroups prints the groups of ids as ovs-ofctl dump-groups does (one
+// line each, without its reply header).
+func (f *ovsFlowsOptions) printGroups(ctx context.Context, local *localNode, ids []uint32) error {
+	var groups []openflow.GroupDesc
+	for _, id := range ids {
+		gs, err := local.dumpGroups(ctx, id)
+		if err != nil {
+			return err
+		}
+		if len(gs) == 0 && id != openflow.GroupIDAll {
+			return fmt.Errorf("no OVS group %d on this node", id)
+		}
+		groups = append(groups, gs...)
+	}
+	if f.g.output != outputTable {
+		out := make([]groupEntry, 0, len(groups))
+		for i := range groups {
+			out = append(out, groupEntry{GroupID: groups[i].GroupID, Type: groups[i].Type.String(), Group: groups[i].String()})
+		}
+		return writeObject(f.g.env.Out, f.g.output, out)
+	}
+	var b strings.Builder
+	for i := range groups {
+		b.WriteString(" " + groups[i].String() + "\n")
+	}
+	_, err := fmt.Fprint(f.g.env.Out, b.String())
 	return err
 }
 

@@ -59,7 +59,7 @@ var upstreamAntctl = []upstreamCommand{
 		{name: "namespace", short: "n"}, {name: "pod", short: "p"}, {name: "networkpolicy", short: "N"}, {name: "type"},
 		{name: "table", short: "T"}, {name: "table-names-only"}, {name: "output", short: "o"},
 		{name: "service", short: "S", missing: "the flows of a Service: AntreaProxy keeps which flows serve a Service in memory and no API serves it yet"},
-		{name: "groups", short: "G", missing: "OVS groups are read (get pipeline) but not printed as ovs-ofctl dump-groups text yet"},
+		{name: "groups", short: "G"},
 	}},
 	{path: "get featuregates", source: "pkg/antctl/raw/featuregates/command.go", flags: []upstreamFlag{{name: "insecure"}}},
 	{path: "query endpoint", source: "pkg/antctl/antctl.go (\"endpoint\")", flags: []upstreamFlag{
@@ -233,6 +233,7 @@ func TestUpstreamShortFormsParse(t *testing.T) {
 		{"get", "ovsflows", "-N", "np1", "-n", "ns1", "--type", "K8sNP"},
 		{"get", "ovsflows", "-T", "IngressRule"},
 		{"get", "ovsflows", "--table-names-only"},
+		{"get", "ovsflows", "-G", "all"},
 		{"traceflow", "-S", "pod1", "-D", "svc1", "-f", "tcp", "--live-traffic", "-t", "1m"},
 		{"-k", "/tmp/kubeconfig", "-s", "https://127.0.0.1:6443", "-t", "5s", "-v", "version"},
 		{"check", "installation", "-n", "kube-system", "--run", "pod-to-pod", "--test-image", "agnhost"},
