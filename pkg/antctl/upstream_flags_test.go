@@ -79,8 +79,8 @@ var upstreamAntctl = []upstreamCommand{
 		{name: "namespace", short: "n"}, {name: "run"}, {name: "test-image"},
 	}},
 	// Upstream's commands for what this Antrea does not have (yet).
-	{path: "get agentinfo", source: "pkg/antctl/antctl.go", missing: "the agent API serves /agentinfo, antctl has no command for it yet"},
-	{path: "get controllerinfo", source: "pkg/antctl/antctl.go", missing: "no AntreaControllerInfo here"},
+	{path: "get agentinfo", source: "pkg/antctl/antctl.go (\"agentinfo\")", flags: []upstreamFlag{{name: "output", short: "o"}}},
+	{path: "get controllerinfo", source: "pkg/antctl/antctl.go (\"controllerinfo\")", flags: []upstreamFlag{{name: "output", short: "o"}}},
 	{path: "log-level", source: "pkg/antctl/antctl.go", missing: "the components serve no /loglevel"},
 	{path: "trace-packet", source: "pkg/antctl/antctl.go", missing: "no ofproto/trace endpoint in the agent API"},
 	{path: "query networkpolicyevaluation", source: "pkg/antctl/antctl.go", missing: "the controller serves no NetworkPolicyEvaluation"},
