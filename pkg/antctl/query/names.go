@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -25,13 +26,15 @@ func CheckNamespace(ctx context.Context, kube kubernetes.Interface, ns string) e
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
-	var names []string
-	if list, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
-		for _, n := range list.Items {
-			names = append(names, n.Name)
-		}
+	return fmt.Errorf("namespace %q not found%s", ns, suggest.Hint(ns, namespaceNames(ctx, kube)))
+}
+
+func namespaceNames(ctx context.Context, kube kubernetes.Interface) []string {
+	l, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
 	}
-	return fmt.Errorf("namespace %q not found%s", ns, suggest.Hint(ns, names))
+	return namesOf(l.Items, func(n *corev1.Namespace) string { return n.Name })
 }
 
 // CheckPod says whether pod ns/name exists.
@@ -46,13 +49,7 @@ func CheckPod(ctx context.Context, kube kubernetes.Interface, ns, name string) e
 	if err := CheckNamespace(ctx, kube, ns); err != nil {
 		return err
 	}
-	var names []string
-	if list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, p := range list.Items {
-			names = append(names, p.Name)
-		}
-	}
-	return fmt.Errorf("pod %q not found in namespace %s%s", name, ns, suggest.Hint(name, names))
+	return fmt.Errorf("pod %q not found in namespace %s%s", name, ns, suggest.Hint(name, podNames(ctx, &Clients{Kube: kube}, ns)))
 }
 
 // CheckNode says whether Node name exists.
@@ -74,11 +71,7 @@ func NodeNames(ctx context.Context, kube kubernetes.Interface) ([]string, error)
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	names := make([]string, 0, len(list.Items))
-	for _, n := range list.Items {
-		names = append(names, n.Name)
-	}
-	return names, nil
+	return namesOf(list.Items, func(n *corev1.Node) string { return n.Name }), nil
 }
 
 // notFound is the error for a name a query did not find, with the closest name.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -134,13 +135,7 @@ func RunTraceflow(ctx context.Context, c *Clients, tf *crdv1beta1.Traceflow, pol
 func checkRole(ctx context.Context, c *Clients, role, ns string) error {
 	if _, err := c.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			var names []string
-			if l, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
-				for _, n := range l.Items {
-					names = append(names, n.Name)
-				}
-			}
-			return fmt.Errorf("%s Namespace %s not found%s", role, ns, suggest.Hint(ns, names))
+			return fmt.Errorf("%s Namespace %s not found%s", role, ns, suggest.Hint(ns, namespaceNames(ctx, c.Kube)))
 		}
 		return err
 	}
@@ -148,23 +143,28 @@ func checkRole(ctx context.Context, c *Clients, role, ns string) error {
 }
 
 func podNames(ctx context.Context, c *Clients, ns string) []string {
-	var names []string
-	if l, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, p := range l.Items {
-			names = append(names, p.Name)
-		}
+	l, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
 	}
-	return names
+	return namesOf(l.Items, func(p *corev1.Pod) string { return p.Name })
 }
 
 func serviceNames(ctx context.Context, c *Clients, ns string) []string {
-	var names []string
-	if l, err := c.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, s := range l.Items {
-			names = append(names, s.Name)
-		}
+	l, err := c.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
 	}
-	return names
+	return namesOf(l.Items, func(s *corev1.Service) string { return s.Name })
+}
+
+// namesOf lists the names of items.
+func namesOf[T any](items []T, name func(*T) string) []string {
+	out := make([]string, 0, len(items))
+	for i := range items {
+		out = append(out, name(&items[i]))
+	}
+	return out
 }
 
 var nameCleaner = regexp.MustCompile(`[^a-z0-9-]+`)
