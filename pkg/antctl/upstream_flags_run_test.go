@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -243,5 +244,23 @@ func TestCheckInstallationRunAndNamespaceOfUpstreamAntctl(t *testing.T) {
 	r = runAntctlWith(t, &Clients{Kube: c.kube}, "check", "installation", "--run", "dns")
 	if r.runErr == nil || !strings.HasPrefix(r.runErr.Error(), `--run "dns" selects no check; the checks are`) {
 		t.Errorf("--run dns: %v", r.runErr)
+	}
+}
+
+// -v alone is upstream's "enable verbose output": every log line; a level
+// is --verbose=N or kubectl's --v=N.
+func TestVerboseAloneLogsEverything(t *testing.T) {
+	for args, want := range map[string]string{"-v": strconv.Itoa(allLogs), "--verbose=3": "3", "--v=2": "2", "": "0"} {
+		root := NewCommand(Env{})
+		c, rest, err := root.Find(append(strings.Fields(args), "version"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ParseFlags(rest); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if got := c.Flags().Lookup("verbose").Value.String(); got != want {
+			t.Errorf("antctl %s version: log level %s, want %s", args, got, want)
+		}
 	}
 }
