@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -66,6 +67,8 @@ type supportBundleOptions struct {
 	dir            string
 	local          bool
 	tailBytes      int64
+	// since leaves out older logs (0: all).
+	since time.Duration
 }
 
 func newSupportBundleCommand(o *options) *cobra.Command {
@@ -105,6 +108,7 @@ antctl. --controller-only: only the controller.
 	f.StringVarP(&s.labelSelector, "label-selector", "l", "", "Only the agents of the Nodes this label selector selects (e.g. -l kubernetes.io/os=linux)")
 	f.BoolVar(&s.controllerOnly, "controller-only", false, "Only the controller's bundle")
 	f.StringVarP(&s.nodeListFile, "node-list-file", "f", "", "Only the agents of the Nodes named in this file, one a line")
+	f.DurationVar(&s.since, "since", 0, "Only the logs newer than this (5s, 2m, 3h): the containers' logs from then on, and the log files written since")
 	f.BoolVar(&s.insecure, "insecure", false, "Do not verify the agents' serving certificates (antctl never does: they are self-signed)")
 	f.StringSliceVar(&s.nodes, "nodes", nil, "Only these nodes' agents (comma-separated names or patterns; the same as arguments)")
 	f.BoolVar(&s.local, "local", false, "Make this node's bundle (in the antrea-agent container), to stdout unless --dir")
@@ -141,6 +145,9 @@ func (s *supportBundleOptions) localCollector() (*supportbundle.Collector, error
 	}
 	c := supportbundle.AgentCollector(supportbundle.AgentOptions{Node: node, Version: version.String("antrea-agent"),
 		ConfigDir: s.configDir, Conf: conf, LogDir: agentLogDir, TailBytes: s.tailBytes})
+	if s.since > 0 {
+		c.LogsSince = time.Now().Add(-s.since)
+	}
 	return c, nil
 }
 
@@ -406,7 +413,11 @@ func (s *supportBundleOptions) collectAgent(ctx context.Context, c *Clients, dir
 	}
 	viaAPI := false
 	if api != nil {
-		status, err := httpGet(ctx, api, apiBase+supportBundlePath+"?tailBytes="+strconv.FormatInt(s.tailBytes, 10), &raw)
+		q := url.Values{"tailBytes": {strconv.FormatInt(s.tailBytes, 10)}}
+		if s.since > 0 {
+			q.Set("since", s.since.String())
+		}
+		status, err := httpGet(ctx, api, apiBase+supportBundlePath+"?"+q.Encode(), &raw)
 		viaAPI = err == nil && status == http.StatusOK
 		if !viaAPI {
 			raw.Reset()
@@ -418,6 +429,9 @@ func (s *supportBundleOptions) collectAgent(ctx context.Context, c *Clients, dir
 		r.Via = "exec"
 		var errb bytes.Buffer
 		argv := []string{"antctl", "supportbundle", "--local", "--tail-bytes", strconv.FormatInt(s.tailBytes, 10)}
+		if s.since > 0 {
+			argv = append(argv, "--since", s.since.String())
+		}
 		if err := execInPod(s.options)(ctx, antreaNamespace, pod.Name, agentContainer, argv, &raw, &errb); err != nil {
 			if msg := lastLine(errb.String()); msg != "" {
 				err = fmt.Errorf("%w: %s", err, msg)
@@ -468,8 +482,11 @@ func (s *supportBundleOptions) addPodEntries(ctx context.Context, c *Clients, b 
 	for _, ct := range containers {
 		name := "pod-logs/" + ct + ".log"
 		limit := s.tailBytes
-		data, err := c.Kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: ct, LimitBytes: &limit,
-			TailLines: ptrInt64(100000)}).Do(ctx).Raw()
+		opts := &corev1.PodLogOptions{Container: ct, LimitBytes: &limit, TailLines: ptrInt64(100000)}
+		if s.since > 0 {
+			opts.SinceSeconds = ptrInt64(int64(s.since.Seconds()))
+		}
+		data, err := c.Kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, opts).Do(ctx).Raw()
 		if err != nil {
 			if werr := b.Fail(name, nil, err); werr != nil {
 				return werr

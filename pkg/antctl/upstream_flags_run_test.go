@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ func bundleCluster(t *testing.T, hang bool) (*cluster, *[]string) {
 	t.Cleanup(func() { execInPod = saved })
 	execInPod = func(*options) podExec {
 		return func(ctx context.Context, ns, pod, container string, argv []string, stdout, stderr io.Writer) error {
-			execs = append(execs, pod)
+			execs = append(execs, pod+": "+strings.Join(argv, " "))
 			if hang {
 				<-ctx.Done()
 				return ctx.Err()
@@ -78,9 +79,10 @@ func TestSupportBundleSelectsComponentsAsUpstreamAntctl(t *testing.T) {
 		{"-l: the agents of the selected nodes", []string{"-l", "pool=a"}, []string{"agent-node-1.tar.gz"}},
 		{"-f: the agents of the nodes the file names", []string{"-f", list}, []string{"agent-node-2.tar.gz"}},
 		{"--controller-only", []string{"--controller-only"}, []string{"controller.tar.gz"}},
+		{"--since with a node", []string{"node-1", "--since", "1h"}, []string{"agent-node-1.tar.gz"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _ := bundleCluster(t, false)
+			c, argvs := bundleCluster(t, false)
 			dir := filepath.Join(t.TempDir(), "sb")
 			r := runAntctl(t, c, append([]string{"supportbundle", "-d", dir}, tc.args...)...)
 			if r.runErr != nil {
@@ -88,6 +90,12 @@ func TestSupportBundleSelectsComponentsAsUpstreamAntctl(t *testing.T) {
 			}
 			if got := bundleFiles(t, dir); strings.Join(got, " ") != strings.Join(tc.want, " ") {
 				t.Errorf("wrote %v, want %v", got, tc.want)
+			}
+			// The agent's own bundle is cut at --since too (here made by exec).
+			for _, argv := range *argvs {
+				if slices.Contains(tc.args, "--since") != strings.Contains(argv, "--since 1h0m0s") {
+					t.Errorf("exec %q for antctl %v", argv, tc.args)
+				}
 			}
 		})
 	}

@@ -72,7 +72,7 @@ var upstreamAntctl = []upstreamCommand{
 	{path: "supportbundle", source: "pkg/antctl/raw/supportbundle/command.go", flags: []upstreamFlag{
 		{name: "dir", short: "d"}, {name: "label-selector", short: "l"}, {name: "controller-only"},
 		{name: "node-list-file", short: "f"}, {name: "insecure"},
-		{name: "since", missing: "an agent's bundle keeps the last --tail-bytes of each log; a cut by time needs the agent API's /supportbundle to take it"},
+		{name: "since"},
 	}},
 	{path: "check cluster", source: "pkg/antctl/raw/check/cluster/command.go", flags: []upstreamFlag{{name: "test-image"}}},
 	{path: "check installation", source: "pkg/antctl/raw/check/installation/command.go", flags: []upstreamFlag{
