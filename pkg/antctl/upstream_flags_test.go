@@ -58,7 +58,7 @@ var upstreamAntctl = []upstreamCommand{
 	{path: "get ovsflows", source: "pkg/antctl/antctl.go (\"ovsflows\")", flags: []upstreamFlag{
 		{name: "namespace", short: "n"}, {name: "pod", short: "p"}, {name: "networkpolicy", short: "N"}, {name: "type"},
 		{name: "table", short: "T"}, {name: "table-names-only"}, {name: "output", short: "o"},
-		{name: "service", short: "S", missing: "the flows of a Service: AntreaProxy keeps which flows serve a Service in memory and no API serves it yet"},
+		{name: "service", short: "S", missing: "which flows serve a Service is AntreaProxy's in-memory record; pkg/agent/openflow is being re-cut into feature plug-ins that report what they installed (issue 35 item 1), which will serve it"},
 		{name: "groups", short: "G"},
 	}},
 	{path: "get featuregates", source: "pkg/antctl/raw/featuregates/command.go", flags: []upstreamFlag{{name: "insecure"}}},
