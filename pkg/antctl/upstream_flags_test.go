@@ -1,6 +1,7 @@
 package antctl
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -25,6 +26,8 @@ type upstreamCommand struct {
 	// source is the upstream file that declares the flags.
 	source string
 	flags  []upstreamFlag
+	// aliases are the command's other names upstream.
+	aliases []string
 	// missing says why this antctl has no such command; "" when it must have it.
 	missing string
 }
@@ -42,30 +45,30 @@ var upstreamAntctl = []upstreamCommand{
 		{name: "verbose", short: "v"}, {name: "kubeconfig", short: "k"}, {name: "timeout", short: "t"}, {name: "server", short: "s"},
 	}},
 	{path: "version", source: "pkg/antctl/antctl.go, command_definition.go", flags: []upstreamFlag{{name: "output", short: "o"}}},
-	{path: "get networkpolicy", source: "pkg/antctl/antctl.go (\"networkpolicy\", getSortByFlag)", flags: []upstreamFlag{
+	{path: "get networkpolicy", source: "pkg/antctl/antctl.go (\"networkpolicy\", getSortByFlag)", aliases: []string{"networkpolicies", "netpol"}, flags: []upstreamFlag{
 		{name: "source", short: "S"}, {name: "namespace", short: "n"}, {name: "pod", short: "p"}, {name: "type", short: "T"},
 		{name: "sort-by"}, {name: "output", short: "o"},
 	}},
-	{path: "get appliedtogroup", source: "pkg/antctl/antctl.go (\"appliedtogroup\")", flags: []upstreamFlag{
+	{path: "get appliedtogroup", source: "pkg/antctl/antctl.go (\"appliedtogroup\")", aliases: []string{"appliedtogroups", "atg"}, flags: []upstreamFlag{
 		{name: "sort-by"}, {name: "output", short: "o"},
 	}},
-	{path: "get addressgroup", source: "pkg/antctl/antctl.go (\"addressgroup\")", flags: []upstreamFlag{
+	{path: "get addressgroup", source: "pkg/antctl/antctl.go (\"addressgroup\")", aliases: []string{"addressgroups", "ag"}, flags: []upstreamFlag{
 		{name: "sort-by"}, {name: "output", short: "o"},
 	}},
-	{path: "get podinterface", source: "pkg/antctl/antctl.go (\"podinterface\")", flags: []upstreamFlag{
+	{path: "get podinterface", source: "pkg/antctl/antctl.go (\"podinterface\")", aliases: []string{"podinterfaces", "pi"}, flags: []upstreamFlag{
 		{name: "namespace", short: "n"}, {name: "output", short: "o"},
 	}},
-	{path: "get ovsflows", source: "pkg/antctl/antctl.go (\"ovsflows\")", flags: []upstreamFlag{
+	{path: "get ovsflows", source: "pkg/antctl/antctl.go (\"ovsflows\")", aliases: []string{"of"}, flags: []upstreamFlag{
 		{name: "namespace", short: "n"}, {name: "pod", short: "p"}, {name: "networkpolicy", short: "N"}, {name: "type"},
 		{name: "table", short: "T"}, {name: "table-names-only"}, {name: "output", short: "o"},
 		{name: "service", short: "S", missing: "which flows serve a Service is AntreaProxy's in-memory record; pkg/agent/openflow is being re-cut into feature plug-ins that report what they installed (issue 35 item 1), which will serve it"},
 		{name: "groups", short: "G"},
 	}},
 	{path: "get featuregates", source: "pkg/antctl/raw/featuregates/command.go", flags: []upstreamFlag{{name: "insecure"}}},
-	{path: "query endpoint", source: "pkg/antctl/antctl.go (\"endpoint\")", flags: []upstreamFlag{
+	{path: "query endpoint", source: "pkg/antctl/antctl.go (\"endpoint\")", aliases: []string{"endpoints"}, flags: []upstreamFlag{
 		{name: "namespace", short: "n"}, {name: "pod", short: "p"}, {name: "output", short: "o"},
 	}},
-	{path: "traceflow", source: "pkg/antctl/raw/traceflow/command.go", flags: []upstreamFlag{
+	{path: "traceflow", source: "pkg/antctl/raw/traceflow/command.go", aliases: []string{"tf", "traceflows"}, flags: []upstreamFlag{
 		{name: "source", short: "S"}, {name: "destination", short: "D"}, {name: "output", short: "o"}, {name: "flow", short: "f"},
 		{name: "live-traffic", short: "L"}, {name: "dropped-only"}, {name: "nowait"}, {name: "timeout", short: "t"},
 	}},
@@ -79,8 +82,8 @@ var upstreamAntctl = []upstreamCommand{
 		{name: "namespace", short: "n"}, {name: "run"}, {name: "test-image"},
 	}},
 	// Upstream's commands for what this Antrea does not have (yet).
-	{path: "get agentinfo", source: "pkg/antctl/antctl.go (\"agentinfo\")", flags: []upstreamFlag{{name: "output", short: "o"}}},
-	{path: "get controllerinfo", source: "pkg/antctl/antctl.go (\"controllerinfo\")", flags: []upstreamFlag{{name: "output", short: "o"}}},
+	{path: "get agentinfo", source: "pkg/antctl/antctl.go (\"agentinfo\")", aliases: []string{"agentinfos", "ai"}, flags: []upstreamFlag{{name: "output", short: "o"}}},
+	{path: "get controllerinfo", source: "pkg/antctl/antctl.go (\"controllerinfo\")", aliases: []string{"controllerinfos", "ci"}, flags: []upstreamFlag{{name: "output", short: "o"}}},
 	{path: "log-level", source: "pkg/antctl/antctl.go", missing: "the components serve no /loglevel"},
 	{path: "trace-packet", source: "pkg/antctl/antctl.go", missing: "no ofproto/trace endpoint in the agent API"},
 	{path: "query networkpolicyevaluation", source: "pkg/antctl/antctl.go", missing: "the controller serves no NetworkPolicyEvaluation"},
@@ -155,7 +158,8 @@ func flagList(cmd *cobra.Command) string {
 
 // TestFlagsAreUpstreamAntctls holds every command and flag of upstream
 // antctl against this one: a command upstream has exists here (or the
-// table says why not), each of its flags exists with the same short form,
+// table says why not) with upstream's aliases, each of its flags exists with
+// the same short form,
 // and no short form here means another flag than upstream's, so habits and
 // scripts written for upstream antctl work.
 func TestFlagsAreUpstreamAntctls(t *testing.T) {
@@ -176,6 +180,11 @@ func TestFlagsAreUpstreamAntctls(t *testing.T) {
 				t.Fatalf("antctl has %q now: remove %q from the table and list its flags (%s)", uc.path, uc.missing, uc.source)
 			}
 			t.Logf("%s: %s", cmd.CommandPath(), flagList(cmd))
+			for _, a := range uc.aliases {
+				if !slices.Contains(cmd.Aliases, a) {
+					t.Errorf("%s has no alias %q, which upstream has (%s)", cmd.CommandPath(), a, uc.source)
+				}
+			}
 			for _, uf := range uc.flags {
 				f := lookupFlag(cmd, uf.name)
 				if uf.missing != "" {
