@@ -87,60 +87,6 @@ func (c *Controller) EnableAntreaPolicies(cfg AntreaPolicyConfig) error {
 		nodeLister: core.Nodes().Lister(),
 	}
 	c.native = n
-	acnpEvent := func(obj any) {
-		if p, ok := obj.(*crdv1beta1.ClusterNetworkPolicy); ok {
-			c.nativeQueue.Add(nativeKeyACNP(p.Name))
-		}
-	}
-	annpEvent := func(obj any) {
-		if p, ok := obj.(*crdv1beta1.NetworkPolicy); ok {
-			c.nativeQueue.Add(nativeKeyANNP(p.Namespace, p.Name))
-		}
-	}
-	tierEvent := func(obj any) {
-		if t, ok := obj.(*crdv1beta1.Tier); ok {
-			c.enqueueDep(depTier(t.Name))
-		}
-	}
-	// A group's change reaches the policies reading it, its own status and
-	// its parents' (a ClusterGroup of ClusterGroups).
-	groupChanged := func(dep string) {
-		c.enqueueDep(dep)
-		c.groupStatusQueue.Add(dep)
-		for _, parent := range c.parentsOf(dep) {
-			c.groupStatusQueue.Add(parent)
-		}
-	}
-	cgEvent := func(obj any) {
-		if g, ok := obj.(*crdv1beta1.ClusterGroup); ok {
-			groupChanged(depClusterGroup(g.Name))
-		}
-	}
-	grpEvent := func(obj any) {
-		if g, ok := obj.(*crdv1beta1.Group); ok {
-			groupChanged(depGroup(g.Namespace, g.Name))
-		}
-	}
-	svcEvent := func(obj any) {
-		if s, ok := obj.(*v1.Service); ok {
-			c.enqueueDep(depService(s.Namespace, s.Name))
-			c.serviceGroupsChanged(s.Namespace, s.Name)
-		}
-	}
-	svcUpdate := func(old, cur any) {
-		o, ok1 := old.(*v1.Service)
-		s, ok2 := cur.(*v1.Service)
-		if !ok1 || !ok2 {
-			return
-		}
-		if !slices.EqualFunc(nodePorts(o), nodePorts(s), func(a, b controlplane.NamedPort) bool { return a == b }) {
-			c.serviceGroupsChanged(s.Namespace, s.Name)
-		}
-		if !labelsEqual(o.Spec.Selector, s.Spec.Selector) {
-			c.enqueueDep(depService(s.Namespace, s.Name))
-		}
-	}
-	nodeEvent := func(any) { c.nodeGroupsChanged() }
 	// Each kind's add and delete run event; an update runs update. The
 	// controller's own status writes come back as updates: for the kinds it
 	// writes status to, only a changed spec needs a computation.
@@ -150,13 +96,13 @@ func (c *Controller) EnableAntreaPolicies(cfg AntreaPolicyConfig) error {
 		event    func(any)
 		update   func(old, cur any)
 	}{
-		{"ClusterNetworkPolicies", crd.ClusterNetworkPolicies().Informer(), acnpEvent, onSpecChange(acnpEvent, specOf[*crdv1beta1.ClusterNetworkPolicy])},
-		{"Antrea NetworkPolicies", crd.NetworkPolicies().Informer(), annpEvent, onSpecChange(annpEvent, specOf[*crdv1beta1.NetworkPolicy])},
-		{"Tiers", crd.Tiers().Informer(), tierEvent, func(_, cur any) { tierEvent(cur) }},
-		{"ClusterGroups", crd.ClusterGroups().Informer(), cgEvent, onSpecChange(cgEvent, specOf[*crdv1beta1.ClusterGroup])},
-		{"Groups", crd.Groups().Informer(), grpEvent, onSpecChange(grpEvent, specOf[*crdv1beta1.Group])},
-		{"Services", core.Services().Informer(), svcEvent, svcUpdate},
-		{"Nodes", core.Nodes().Informer(), nodeEvent, onChange(nodeEvent, nodeChanged)},
+		{"ClusterNetworkPolicies", crd.ClusterNetworkPolicies().Informer(), c.acnpEvent, onSpecChange(c.acnpEvent, specOf[*crdv1beta1.ClusterNetworkPolicy])},
+		{"Antrea NetworkPolicies", crd.NetworkPolicies().Informer(), c.annpEvent, onSpecChange(c.annpEvent, specOf[*crdv1beta1.NetworkPolicy])},
+		{"Tiers", crd.Tiers().Informer(), c.tierEvent, func(_, cur any) { c.tierEvent(cur) }},
+		{"ClusterGroups", crd.ClusterGroups().Informer(), c.clusterGroupEvent, onSpecChange(c.clusterGroupEvent, specOf[*crdv1beta1.ClusterGroup])},
+		{"Groups", crd.Groups().Informer(), c.groupEvent, onSpecChange(c.groupEvent, specOf[*crdv1beta1.Group])},
+		{"Services", core.Services().Informer(), c.serviceEvent, c.serviceUpdate},
+		{"Nodes", core.Nodes().Informer(), c.nodeEvent, onChange(c.nodeEvent, nodeChanged)},
 	} {
 		if err := n.handle(w.informer, w.event, w.update, w.event); err != nil {
 			return fmt.Errorf("watching %s: %w", w.what, err)
@@ -187,6 +133,73 @@ func (n *native) service(ns, name string) (*v1.Service, error) {
 	return n.svcLister.Services(ns).Get(name)
 }
 func (n *native) namespaces() ([]*v1.Namespace, error) { return n.nsLister.List(labels.Everything()) }
+
+// The native kinds' event handlers (EnableAntreaPolicies registers them).
+
+func (c *Controller) acnpEvent(obj any) {
+	if p, ok := obj.(*crdv1beta1.ClusterNetworkPolicy); ok {
+		c.nativeQueue.Add(nativeKeyACNP(p.Name))
+	}
+}
+
+func (c *Controller) annpEvent(obj any) {
+	if p, ok := obj.(*crdv1beta1.NetworkPolicy); ok {
+		c.nativeQueue.Add(nativeKeyANNP(p.Namespace, p.Name))
+	}
+}
+
+func (c *Controller) tierEvent(obj any) {
+	if t, ok := obj.(*crdv1beta1.Tier); ok {
+		c.enqueueDep(depTier(t.Name))
+	}
+}
+
+func (c *Controller) clusterGroupEvent(obj any) {
+	if g, ok := obj.(*crdv1beta1.ClusterGroup); ok {
+		c.groupChanged(depClusterGroup(g.Name))
+	}
+}
+
+func (c *Controller) groupEvent(obj any) {
+	if g, ok := obj.(*crdv1beta1.Group); ok {
+		c.groupChanged(depGroup(g.Namespace, g.Name))
+	}
+}
+
+// groupChanged sends a group's change to the policies reading it, its own
+// status and its parents' (a ClusterGroup of ClusterGroups).
+func (c *Controller) groupChanged(dep string) {
+	c.enqueueDep(dep)
+	c.groupStatusQueue.Add(dep)
+	for _, parent := range c.parentsOf(dep) {
+		c.groupStatusQueue.Add(parent)
+	}
+}
+
+func (c *Controller) serviceEvent(obj any) {
+	if s, ok := obj.(*v1.Service); ok {
+		c.enqueueDep(depService(s.Namespace, s.Name))
+		c.serviceGroupsChanged(s.Namespace, s.Name)
+	}
+}
+
+// serviceUpdate: new NodePorts change the groups of policies applied to the
+// Service; a new selector changes the policies reading it.
+func (c *Controller) serviceUpdate(old, cur any) {
+	o, ok1 := old.(*v1.Service)
+	s, ok2 := cur.(*v1.Service)
+	if !ok1 || !ok2 {
+		return
+	}
+	if !slices.EqualFunc(nodePorts(o), nodePorts(s), func(a, b controlplane.NamedPort) bool { return a == b }) {
+		c.serviceGroupsChanged(s.Namespace, s.Name)
+	}
+	if !labelsEqual(o.Spec.Selector, s.Spec.Selector) {
+		c.enqueueDep(depService(s.Namespace, s.Name))
+	}
+}
+
+func (c *Controller) nodeEvent(any) { c.nodeGroupsChanged() }
 
 // onChange makes an update handler that runs event on the new object only
 // when changed says the update changed what the controller reads (or when
