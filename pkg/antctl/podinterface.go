@@ -1,6 +1,7 @@
 package antctl
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -42,37 +43,9 @@ In local mode (the antrea-agent container) this node's.
 			if err != nil {
 				return err
 			}
-			store, err := local.interfaces(cmd.Context())
+			out, err := local.podInterfaces(cmd.Context(), ns, nsGiven, pod)
 			if err != nil {
 				return err
-			}
-			var ifs []*interfacestore.InterfaceConfig
-			switch {
-			case pod != "":
-				if ifs, err = podInterfaces(store, ns, pod); err != nil {
-					return err
-				}
-			default:
-				for _, i := range store.GetInterfacesByType(interfacestore.ContainerInterface) {
-					if !nsGiven || i.PodNamespace == ns {
-						ifs = append(ifs, i)
-					}
-				}
-			}
-			out := make([]podInterface, 0, len(ifs))
-			for _, i := range ifs {
-				pi := podInterface{Namespace: i.PodNamespace, Name: i.PodName, Interface: i.InterfaceName,
-					ContainerID: i.ContainerID, IFDev: i.IFDev}
-				for _, ip := range i.IPs {
-					pi.IPs = append(pi.IPs, ip.String())
-				}
-				if i.MAC != nil {
-					pi.MAC = i.MAC.String()
-				}
-				if i.OVSPortConfig != nil {
-					pi.OFPort, pi.PortUUID = i.OFPort, i.PortUUID
-				}
-				out = append(out, pi)
 			}
 			if g.output != outputTable {
 				return writeObject(g.env.Out, g.output, out)
@@ -96,6 +69,43 @@ In local mode (the antrea-agent container) this node's.
 	_ = cmd.RegisterFlagCompletionFunc("pod", g.completeLocalPods)
 	addNodeFlag(cmd)
 	return cmd
+}
+
+// podInterfaces reads the node's pod interfaces: pod's (in ns), else those
+// of namespace ns when nsGiven, else all.
+func (l *localNode) podInterfaces(ctx context.Context, ns string, nsGiven bool, pod string) ([]podInterface, error) {
+	store, err := l.interfaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ifs []*interfacestore.InterfaceConfig
+	if pod != "" {
+		if ifs, err = podInterfaces(store, ns, pod); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, i := range store.GetInterfacesByType(interfacestore.ContainerInterface) {
+			if !nsGiven || i.PodNamespace == ns {
+				ifs = append(ifs, i)
+			}
+		}
+	}
+	out := make([]podInterface, 0, len(ifs))
+	for _, i := range ifs {
+		pi := podInterface{Namespace: i.PodNamespace, Name: i.PodName, Interface: i.InterfaceName,
+			ContainerID: i.ContainerID, IFDev: i.IFDev}
+		for _, ip := range i.IPs {
+			pi.IPs = append(pi.IPs, ip.String())
+		}
+		if i.MAC != nil {
+			pi.MAC = i.MAC.String()
+		}
+		if i.OVSPortConfig != nil {
+			pi.OFPort, pi.PortUUID = i.OFPort, i.PortUUID
+		}
+		out = append(out, pi)
+	}
+	return out, nil
 }
 
 // shortID cuts a container ID as crictl ps prints it.
