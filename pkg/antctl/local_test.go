@@ -284,6 +284,8 @@ func TestPodInterfaceReadsOVSDB(t *testing.T) {
 	}{
 		{"every pod of the node", []string{"get", "podinterface"}, [][]string{header, row(client, c), row(web0, w)}},
 		{"one pod", []string{"get", "pi", "-p", web0.Name, "-n", web0.Namespace}, [][]string{header, row(web0, w)}},
+		{"NAME -n NS, as upstream's", []string{"get", "podinterface", web0.Name, "-n", web0.Namespace}, [][]string{header, row(web0, w)}},
+		{"NAME: that pod in any namespace, as upstream's", []string{"get", "podinterface", client.Name}, [][]string{header, row(client, c)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := n.antctl(t, nil, tc.args...)
@@ -302,6 +304,10 @@ func TestPodInterfaceReadsOVSDB(t *testing.T) {
 	r := n.antctl(t, nil, "get", "podinterface", "-n", "default")
 	if r.runErr != nil || r.out != "" || r.err != "No pod interfaces of namespace default on this node.\n" {
 		t.Errorf("no pod of the namespace: out %q err %q (%v)", r.out, r.err, r.runErr)
+	}
+	r = n.antctl(t, nil, "get", "podinterface", "web-9")
+	if r.runErr == nil || r.runErr.Error() != `no pod named "web-9" has an interface on this node (did you mean "web-0"?)` {
+		t.Errorf("an unknown NAME: %v", r.runErr)
 	}
 }
 

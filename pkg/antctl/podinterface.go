@@ -26,7 +26,7 @@ type podInterface struct {
 func newGetPodInterfaceCommand(g *getOptions) *cobra.Command {
 	var pod string
 	cmd := &cobra.Command{
-		Use:     "podinterface [-p POD] [-n NS]",
+		Use:     "podinterface [NAME] [-p POD] [-n NS]",
 		Aliases: []string{"podinterfaces", "pi"},
 		Short:   "Show a node's pod interfaces (local mode, or --node through its agent API)",
 		Long: `Show the pod interfaces of this node: what the agent recorded in OVSDB (the
@@ -34,11 +34,24 @@ external_ids of br-int's ports) with the OpenFlow port OVS gave each.
 In local mode (the antrea-agent container) this node's.
 
   -n NS          pods of namespace NS
-  -p POD -n NS   pod NS/POD`,
-		Example: `  ` + localModeHowTo + ` get podinterface -n demo`,
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  -p POD -n NS   pod NS/POD (or NAME -n NS, as upstream antctl)
+  NAME           the pods of that name in every namespace`,
+		Example: `  ` + localModeHowTo + ` get podinterface -n demo
+  ` + localModeHowTo + ` get podinterface web-0 -n demo`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			ns, nsGiven := g.namespace()
+			anyNS := ""
+			if len(args) == 1 {
+				switch {
+				case pod != "" && pod != args[0]:
+					return fmt.Errorf("NAME %s and -p %s name two pods: give one", args[0], pod)
+				case nsGiven:
+					pod = args[0]
+				default:
+					anyNS = args[0]
+				}
+			}
 			local, err := g.requireNode(cmd, ns, pod)
 			if err != nil {
 				return err
@@ -46,6 +59,11 @@ In local mode (the antrea-agent container) this node's.
 			out, err := local.podInterfaces(cmd.Context(), ns, nsGiven, pod)
 			if err != nil {
 				return err
+			}
+			if anyNS != "" {
+				if out, err = podsNamed(out, anyNS); err != nil {
+					return err
+				}
 			}
 			if g.output != outputTable {
 				return writeObject(g.env.Out, g.output, out)
@@ -104,6 +122,22 @@ func (l *localNode) podInterfaces(ctx context.Context, ns string, nsGiven bool, 
 			pi.OFPort, pi.PortUUID = i.OFPort, i.PortUUID
 		}
 		out = append(out, pi)
+	}
+	return out, nil
+}
+
+// podsNamed keeps the interfaces of the pods named name, in any namespace.
+func podsNamed(ifs []podInterface, name string) ([]podInterface, error) {
+	var out []podInterface
+	var names []string
+	for _, i := range ifs {
+		names = append(names, i.Name)
+		if i.Name == name {
+			out = append(out, i)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no pod named %q has an interface on this node%s", name, didYouMean(name, names))
 	}
 	return out, nil
 }

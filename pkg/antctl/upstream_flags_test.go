@@ -28,6 +28,8 @@ type upstreamCommand struct {
 	flags  []upstreamFlag
 	// aliases are the command's other names upstream.
 	aliases []string
+	// args are arguments upstream takes (a NAME, node names).
+	args []string
 	// missing says why this antctl has no such command; "" when it must have it.
 	missing string
 }
@@ -45,17 +47,17 @@ var upstreamAntctl = []upstreamCommand{
 		{name: "verbose", short: "v"}, {name: "kubeconfig", short: "k"}, {name: "timeout", short: "t"}, {name: "server", short: "s"},
 	}},
 	{path: "version", source: "pkg/antctl/antctl.go, command_definition.go", flags: []upstreamFlag{{name: "output", short: "o"}}},
-	{path: "get networkpolicy", source: "pkg/antctl/antctl.go (\"networkpolicy\", getSortByFlag)", aliases: []string{"networkpolicies", "netpol"}, flags: []upstreamFlag{
+	{path: "get networkpolicy", source: "pkg/antctl/antctl.go (\"networkpolicy\", getSortByFlag)", aliases: []string{"networkpolicies", "netpol"}, args: []string{"NAME"}, flags: []upstreamFlag{
 		{name: "source", short: "S"}, {name: "namespace", short: "n"}, {name: "pod", short: "p"}, {name: "type", short: "T"},
 		{name: "sort-by"}, {name: "output", short: "o"},
 	}},
-	{path: "get appliedtogroup", source: "pkg/antctl/antctl.go (\"appliedtogroup\")", aliases: []string{"appliedtogroups", "atg"}, flags: []upstreamFlag{
+	{path: "get appliedtogroup", source: "pkg/antctl/antctl.go (\"appliedtogroup\")", aliases: []string{"appliedtogroups", "atg"}, args: []string{"NAME"}, flags: []upstreamFlag{
 		{name: "sort-by"}, {name: "output", short: "o"},
 	}},
-	{path: "get addressgroup", source: "pkg/antctl/antctl.go (\"addressgroup\")", aliases: []string{"addressgroups", "ag"}, flags: []upstreamFlag{
+	{path: "get addressgroup", source: "pkg/antctl/antctl.go (\"addressgroup\")", aliases: []string{"addressgroups", "ag"}, args: []string{"NAME"}, flags: []upstreamFlag{
 		{name: "sort-by"}, {name: "output", short: "o"},
 	}},
-	{path: "get podinterface", source: "pkg/antctl/antctl.go (\"podinterface\")", aliases: []string{"podinterfaces", "pi"}, flags: []upstreamFlag{
+	{path: "get podinterface", source: "pkg/antctl/antctl.go (\"podinterface\")", aliases: []string{"podinterfaces", "pi"}, args: []string{"NAME"}, flags: []upstreamFlag{
 		{name: "namespace", short: "n"}, {name: "output", short: "o"},
 	}},
 	{path: "get ovsflows", source: "pkg/antctl/antctl.go (\"ovsflows\")", aliases: []string{"of"}, flags: []upstreamFlag{
@@ -72,7 +74,7 @@ var upstreamAntctl = []upstreamCommand{
 		{name: "source", short: "S"}, {name: "destination", short: "D"}, {name: "output", short: "o"}, {name: "flow", short: "f"},
 		{name: "live-traffic", short: "L"}, {name: "dropped-only"}, {name: "nowait"}, {name: "timeout", short: "t"},
 	}},
-	{path: "supportbundle", source: "pkg/antctl/raw/supportbundle/command.go", flags: []upstreamFlag{
+	{path: "supportbundle", source: "pkg/antctl/raw/supportbundle/command.go", args: []string{"node-1", "*worker*"}, flags: []upstreamFlag{
 		{name: "dir", short: "d"}, {name: "label-selector", short: "l"}, {name: "controller-only"},
 		{name: "node-list-file", short: "f"}, {name: "insecure"},
 		{name: "since"},
@@ -180,6 +182,11 @@ func TestFlagsAreUpstreamAntctls(t *testing.T) {
 				t.Fatalf("antctl has %q now: remove %q from the table and list its flags (%s)", uc.path, uc.missing, uc.source)
 			}
 			t.Logf("%s: %s", cmd.CommandPath(), flagList(cmd))
+			if len(uc.args) > 0 {
+				if err := cmd.ValidateArgs(uc.args); err != nil {
+					t.Errorf("%s does not take %q as upstream does: %v", cmd.CommandPath(), uc.args, err)
+				}
+			}
 			for _, a := range uc.aliases {
 				if !slices.Contains(cmd.Aliases, a) {
 					t.Errorf("%s has no alias %q, which upstream has (%s)", cmd.CommandPath(), a, uc.source)
