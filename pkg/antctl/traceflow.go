@@ -60,7 +60,7 @@ icmp_id, icmp_seq, nw_ttl, nw_proto.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return t.run(cmd.Context(), cmd.OutOrStdout()) },
 	}
 	f := cmd.Flags()
-	f.StringVarP(&t.source, "source", "S", "", "Source Pod: NS/POD (or POD in the current namespace)")
+	f.StringVarP(&t.source, "source", "S", "", "Source Pod: NS/POD (or POD in the current namespace); with --live-traffic to a Pod, an IP")
 	f.StringVarP(&t.destination, "destination", "D", "", "Destination: NS/POD, NS/SERVICE or an IPv4 address")
 	f.StringVarP(&t.flow, "flow", "f", "", "Packet headers, e.g. tcp,tcp_dst=80 (default: an ICMP echo request; a Service's first port)")
 	f.BoolVarP(&t.live, "live-traffic", "L", false, "Trace the source Pod's next real packet that matches instead of injecting one")

@@ -25,7 +25,8 @@ import (
 
 // TraceflowRequest is what to trace.
 type TraceflowRequest struct {
-	// SourceNamespace and SourcePod name the Pod the packet leaves.
+	// SourceNamespace and SourcePod name the Pod the packet leaves; for
+	// live traffic to a Pod, SourcePod may be an IPv4 address instead.
 	SourceNamespace, SourcePod string
 	// Destination is an IPv4 address, or with DestinationNamespace the name
 	// of a Pod or, when no Pod has it, a Service.
@@ -47,22 +48,31 @@ func NewTraceflow(ctx context.Context, c *Clients, r TraceflowRequest) (*crdv1be
 	}
 	spec := crdv1beta1.TraceflowSpec{Packet: r.Packet, LiveTraffic: r.LiveTraffic, DroppedOnly: r.DroppedOnly,
 		Timeout: int32(r.Timeout / time.Second)}
-	if err := checkRole(ctx, c, "source", r.SourceNamespace); err != nil {
-		return nil, err
-	}
-	if _, err := c.Kube.CoreV1().Pods(r.SourceNamespace).Get(ctx, r.SourcePod, metav1.GetOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("source Pod %s/%s not found%s", r.SourceNamespace, r.SourcePod,
-				suggest.Hint(r.SourcePod, podNames(ctx, c, r.SourceNamespace)))
-		}
-		return nil, err
-	}
-	spec.Source = crdv1beta1.Source{Namespace: r.SourceNamespace, Pod: r.SourcePod}
 	dest, err := traceflowDestination(ctx, c, r.DestinationNamespace, r.Destination)
 	if err != nil {
 		return nil, err
 	}
 	spec.Destination = dest
+	if ip, err := netip.ParseAddr(r.SourcePod); err == nil {
+		// Live traffic from an address to a Pod: the controller takes it
+		// (the destination Pod's agent tags the packet).
+		if !r.LiveTraffic || dest.Pod == "" {
+			return nil, fmt.Errorf("source %s: an address is a source only of live traffic to a Pod (--live-traffic, -D NS/POD)", ip)
+		}
+		spec.Source = crdv1beta1.Source{IP: ip.String()}
+	} else {
+		if err := checkRole(ctx, c, "source", r.SourceNamespace); err != nil {
+			return nil, err
+		}
+		if _, err := c.Kube.CoreV1().Pods(r.SourceNamespace).Get(ctx, r.SourcePod, metav1.GetOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("source Pod %s/%s not found%s", r.SourceNamespace, r.SourcePod,
+					suggest.Hint(r.SourcePod, podNames(ctx, c, r.SourceNamespace)))
+			}
+			return nil, err
+		}
+		spec.Source = crdv1beta1.Source{Namespace: r.SourceNamespace, Pod: r.SourcePod}
+	}
 	return &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: traceflowName(r.SourcePod, dest)}, Spec: spec}, nil
 }
 

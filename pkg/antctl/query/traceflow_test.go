@@ -62,6 +62,15 @@ func TestTraceflowIsAPlainCall(t *testing.T) {
 			t.Errorf("destination %s: %+v (%v), want %+v", dest, tf, err, want)
 		}
 	}
+	// Live traffic from an address to a Pod (the controller takes it); not to a Service.
+	live := query.TraceflowRequest{SourcePod: "10.10.9.9", DestinationNamespace: "demo", Destination: "web-0", LiveTraffic: true, Timeout: 10 * time.Second}
+	if tf, err := query.NewTraceflow(ctx, cl, live); err != nil || tf.Spec.Source != (crdv1beta1.Source{IP: "10.10.9.9"}) {
+		t.Errorf("live traffic from 10.10.9.9 to web-0: %+v (%v)", tf, err)
+	}
+	live.Destination = "web"
+	if _, err := query.NewTraceflow(ctx, cl, live); err == nil || !strings.Contains(err.Error(), "an address is a source only of live traffic to a Pod") {
+		t.Errorf("live traffic from an address to a Service: %v", err)
+	}
 	req.Destination = "wbe"
 	if _, err := query.NewTraceflow(ctx, cl, req); err == nil ||
 		err.Error() != `destination demo/wbe: no Pod or Service of that name (did you mean "web"?)` {
