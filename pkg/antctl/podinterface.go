@@ -7,21 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"antrea.io/antrea/pkg/agent/apiserver/apis"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 )
-
-// podInterface is one pod interface as -o json|yaml print it.
-type podInterface struct {
-	Namespace   string   `json:"namespace"`
-	Name        string   `json:"name"`
-	Interface   string   `json:"interfaceName"`
-	IPs         []string `json:"ips,omitempty"`
-	MAC         string   `json:"mac,omitempty"`
-	OFPort      int32    `json:"ofPort"`
-	PortUUID    string   `json:"portUUID,omitempty"`
-	ContainerID string   `json:"containerID,omitempty"`
-	IFDev       string   `json:"ifDev,omitempty"`
-}
 
 func newGetPodInterfaceCommand(g *getOptions) *cobra.Command {
 	var pod string
@@ -78,7 +66,7 @@ In local mode (the antrea-agent container) this node's.
 			}
 			t := &table{header: []string{"NAMESPACE", "NAME", "INTERFACE", "IP", "MAC", "OFPORT", "CONTAINER-ID"}}
 			for _, p := range out {
-				t.add(p.Namespace, p.Name, p.Interface, joinFew(p.IPs, 2), p.MAC, strconv.Itoa(int(p.OFPort)), shortID(p.ContainerID))
+				t.add(p.PodNamespace, p.PodName, p.InterfaceName, joinFew(p.IPs, 2), p.MAC, strconv.Itoa(int(p.OFPort)), shortID(p.ContainerID))
 			}
 			return t.write(g.env.Out)
 		},
@@ -90,8 +78,9 @@ In local mode (the antrea-agent container) this node's.
 }
 
 // podInterfaces reads the node's pod interfaces: pod's (in ns), else those
-// of namespace ns when nsGiven, else all.
-func (l *localNode) podInterfaces(ctx context.Context, ns string, nsGiven bool, pod string) ([]podInterface, error) {
+// of namespace ns when nsGiven, else all; described as the agent API (and
+// upstream's) describe them.
+func (l *localNode) podInterfaces(ctx context.Context, ns string, nsGiven bool, pod string) ([]apis.PodInterface, error) {
 	store, err := l.interfaces(ctx)
 	if err != nil {
 		return nil, err
@@ -108,31 +97,20 @@ func (l *localNode) podInterfaces(ctx context.Context, ns string, nsGiven bool, 
 			}
 		}
 	}
-	out := make([]podInterface, 0, len(ifs))
+	out := make([]apis.PodInterface, 0, len(ifs))
 	for _, i := range ifs {
-		pi := podInterface{Namespace: i.PodNamespace, Name: i.PodName, Interface: i.InterfaceName,
-			ContainerID: i.ContainerID, IFDev: i.IFDev}
-		for _, ip := range i.IPs {
-			pi.IPs = append(pi.IPs, ip.String())
-		}
-		if i.MAC != nil {
-			pi.MAC = i.MAC.String()
-		}
-		if i.OVSPortConfig != nil {
-			pi.OFPort, pi.PortUUID = i.OFPort, i.PortUUID
-		}
-		out = append(out, pi)
+		out = append(out, apis.NewPodInterface(i))
 	}
 	return out, nil
 }
 
 // podsNamed keeps the interfaces of the pods named name, in any namespace.
-func podsNamed(ifs []podInterface, name string) ([]podInterface, error) {
-	var out []podInterface
+func podsNamed(ifs []apis.PodInterface, name string) ([]apis.PodInterface, error) {
+	var out []apis.PodInterface
 	var names []string
 	for _, i := range ifs {
-		names = append(names, i.Name)
-		if i.Name == name {
+		names = append(names, i.PodName)
+		if i.PodName == name {
 			out = append(out, i)
 		}
 	}
