@@ -10,6 +10,11 @@
 // table through the same sockets the agent uses, and reaches the API server
 // with the agent's own connection settings. Commands that read a node's OVS
 // work only in local mode until the agent serves an API of its own.
+//
+// A command is flags, then a query that returns data, then a printer (as
+// kubectl's pkg/cmd/<verb>): the questions about what the controller
+// computed are answered by pkg/antctl/query, which takes its clients as
+// values and knows no flags, so a web UI's backend asks them the same way.
 // docs/antctl.md is the user's guide.
 package antctl
 
@@ -22,14 +27,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"antrea.io/antrea/pkg/client/clientset/versioned"
+	"antrea.io/antrea/pkg/antctl/query"
 	"antrea.io/antrea/pkg/config"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 	controllerconfig "antrea.io/antrea/pkg/config/controller"
@@ -37,8 +43,8 @@ import (
 
 // Where Antrea runs; the manifest (build/yamls/antrea.yml) puts it there.
 const (
-	antreaNamespace    = "kube-system"
-	antreaConfigMap    = "antrea-config"
+	antreaNamespace    = query.AntreaNamespace
+	antreaConfigMap    = query.AntreaConfigMap
 	agentDaemonSet     = "antrea-agent"
 	controllerName     = "antrea-controller"
 	componentLabel     = "component"
@@ -51,16 +57,8 @@ const (
 	maxConcurrentLists = 8
 )
 
-// Clients are the API clients a command uses.
-type Clients struct {
-	Kube   kubernetes.Interface
-	Antrea versioned.Interface
-	// Realization returns, per internal NetworkPolicy name, the controller's
-	// account of it: "realized/span" Nodes, as its table rendering (the
-	// REALIZED column of kubectl get) shows. The controlplane objects do not
-	// carry it.
-	Realization func(ctx context.Context) (map[string]string, error)
-}
+// Clients are the API clients a command uses (the query layer's).
+type Clients = query.Clients
 
 // Env is the world one antctl run sees. Zero fields take the process's own:
 // stdout, stderr, clients from the kubeconfig flags. Tests fill it with
@@ -81,7 +79,11 @@ type options struct {
 	overrides *clientcmd.ConfigOverrides
 	configDir string
 	verbosity int
-	clients   *Clients
+	// timeout bounds the whole command (upstream's -t/--timeout); 0 for none.
+	timeout time.Duration
+	// stop releases the timeout's context.
+	stop    context.CancelFunc
+	clients *Clients
 }
 
 // NewCommand returns antctl's root command.
@@ -109,9 +111,10 @@ Inside the antrea-agent container it runs in local mode (it finds
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.ArbitraryArgs,
-		PersistentPreRun: func(*cobra.Command, []string) {
-			o.setUpLogging()
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			o.preRun(cmd)
 		},
+		PersistentPostRun: func(*cobra.Command, []string) { o.release() },
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return cmd.Help()
@@ -122,8 +125,12 @@ Inside the antrea-agent container it runs in local mode (it finds
 	root.SetOut(env.Out)
 	root.SetErr(env.Err)
 	pf := root.PersistentFlags()
-	pf.StringVar(&o.loading.ExplicitPath, clientcmd.RecommendedConfigPathFlag, "", "Path to the kubeconfig file to use")
-	clientcmd.BindOverrideFlags(o.overrides, pf, clientcmd.RecommendedConfigOverrideFlags(""))
+	// -k, -s, -t and -v are upstream antctl's short forms
+	// (pkg/antctl/command_list.go, applyPersistentFlagsToRoot).
+	pf.StringVarP(&o.loading.ExplicitPath, clientcmd.RecommendedConfigPathFlag, "k", "", "Path to the kubeconfig file to use")
+	overrideFlags := clientcmd.RecommendedConfigOverrideFlags("")
+	overrideFlags.ClusterOverrideFlags.APIServer.ShortName = "s"
+	clientcmd.BindOverrideFlags(o.overrides, pf, overrideFlags)
 	// kubectl's other connection flags work as there; the help lists the
 	// common ones, as kubectl does (kubectl options lists the rest).
 	for _, name := range []string{"as", "as-group", "as-uid", "certificate-authority", "client-certificate", "client-key",
@@ -132,7 +139,12 @@ Inside the antrea-agent container it runs in local mode (it finds
 	}
 	pf.StringVar(&o.configDir, "config-dir", defaultConfigDir,
 		"Local mode: the directory holding "+agentconfig.FileName+" and "+controllerconfig.FileName)
-	pf.IntVarP(&o.verbosity, "v", "v", 0, "Log level of antctl's own logs (0: none)")
+	pf.IntVarP(&o.verbosity, "verbose", "v", 0, "Log level of antctl's own logs (0: none; -v alone: all)")
+	pf.Lookup("verbose").NoOptDefVal = strconv.Itoa(allLogs)
+	// --v=N, as kubectl spells it, is the same level.
+	pf.IntVar(&o.verbosity, "v", 0, "Log level of antctl's own logs")
+	_ = pf.MarkHidden("v")
+	pf.DurationVarP(&o.timeout, "timeout", "t", 0, "Time limit of the whole command (0: none)")
 	_ = root.RegisterFlagCompletionFunc(clientcmd.FlagNamespace, o.completeNamespaces)
 	root.AddCommand(newVersionCommand(o), newGetCommand(o))
 	root.AddCommand(newTraceflowCommand(o))
@@ -152,6 +164,26 @@ func Main(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// allLogs is the log level of -v without a value: every log line.
+const allLogs = 10
+
+// preRun sets up what every command shares: logging and --timeout.
+func (o *options) preRun(cmd *cobra.Command) {
+	o.setUpLogging()
+	if o.timeout > 0 && o.stop == nil {
+		ctx, stop := context.WithTimeout(cmd.Context(), o.timeout)
+		o.stop = stop
+		cmd.SetContext(ctx)
+	}
+}
+
+// release ends what preRun started.
+func (o *options) release() {
+	if o.stop != nil {
+		o.stop()
+	}
 }
 
 // setUpLogging keeps the libraries' logs (client-go, the OVSDB client) off
@@ -246,19 +278,8 @@ func (o *options) getClients() (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	antrea, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("controlplane client: %w", err)
-	}
-	rc := antrea.ControlplaneV1beta2().RESTClient()
-	o.clients = &Clients{
-		Kube:        kube,
-		Antrea:      antrea,
-		Realization: func(ctx context.Context) (map[string]string, error) { return policyRealization(ctx, rc) },
+	if o.clients, err = query.NewClients(cfg); err != nil {
+		return nil, err
 	}
 	return o.clients, nil
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"antrea.io/antrea/pkg/antctl/query"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 )
 
@@ -267,8 +268,11 @@ the DaemonSet again, also on failure or Ctrl-C. It exits 1 when a check fails.`,
 	}
 	cmd.Flags().BoolVar(&c.local, "local", false, "Check this machine (implied in the antrea-agent container)")
 	cmd.Flags().StringVarP(&c.output, "output", "o", outputTable, "Output format: table or json")
-	cmd.Flags().StringVar(&c.image, "image", "", "The image of the checker pods (default: the antrea-agent DaemonSet's)")
-	cmd.Flags().DurationVar(&c.timeout, "timeout", 3*time.Minute, "How long to wait for the checker pods")
+	// --test-image is upstream antctl's name (pkg/antctl/raw/check/cluster/command.go).
+	cmd.Flags().StringVar(&c.image, "test-image", "", "The image of the checker pods (default: the antrea-agent DaemonSet's)")
+	cmd.Flags().StringVar(&c.image, "image", "", "The image of the checker pods (the same as --test-image)")
+	_ = cmd.Flags().MarkHidden("image")
+	cmd.Flags().DurationVarP(&c.timeout, "timeout", "t", 3*time.Minute, "How long to wait for the checker pods")
 	return cmd
 }
 
@@ -370,7 +374,7 @@ func (c *checkClusterOptions) remote(ctx context.Context) (results []checkResult
 	if image == "" {
 		ds, err := kube.AppsV1().DaemonSets(antreaNamespace).Get(ctx, agentDaemonSet, metav1.GetOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("the antrea-agent DaemonSet names the image to check with (or give --image): %w", err)
+			return nil, fmt.Errorf("the antrea-agent DaemonSet names the image to check with (or give --test-image): %w", err)
 		}
 		for _, ct := range ds.Spec.Template.Spec.Containers {
 			if ct.Name == "antrea-agent" {
@@ -378,7 +382,7 @@ func (c *checkClusterOptions) remote(ctx context.Context) (results []checkResult
 			}
 		}
 		if image == "" {
-			return nil, fmt.Errorf("the antrea-agent DaemonSet has no antrea-agent container: give --image")
+			return nil, fmt.Errorf("the antrea-agent DaemonSet has no antrea-agent container: give --test-image")
 		}
 	}
 	name := "antctl-check-cluster-" + rand.String(5)
@@ -449,7 +453,7 @@ func (c *checkClusterOptions) remote(ctx context.Context) (results []checkResult
 		}
 		results = append(results, rs...)
 	}
-	if names, err := nodeNames(ctx, kube); err == nil {
+	if names, err := query.NodeNames(ctx, kube); err == nil {
 		sort.Strings(names)
 		for _, n := range names {
 			if !seen[n] {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -51,12 +52,20 @@ type checkInstallOptions struct {
 	// connectTimeout bounds each connection check's wait for its outcome.
 	connectTimeout time.Duration
 	keep           bool
+	// antreaNS is where Antrea runs (upstream's -n/--namespace of this command).
+	antreaNS string
+	// runFilter selects the checks by name (a regular expression).
+	runFilter string
 }
+
+// installChecks are the checks of check installation, in the order they run.
+var installChecks = []string{"pod-to-pod (same node)", "pod-to-pod (across nodes)", "pod-to-Service", "DNS",
+	"networkpolicy-deny", "networkpolicy-allow"}
 
 func newCheckInstallationCommand(o *options) *cobra.Command {
 	c := &checkInstallOptions{options: o}
 	cmd := &cobra.Command{
-		Use:   "installation [--image IMAGE] [-o table|json]",
+		Use:   "installation [--test-image IMAGE] [--run REGEX] [-o table|json]",
 		Short: "Deploy test pods and check pod-to-pod (one node, across nodes), Service, DNS and NetworkPolicy",
 		Long: `Check that a running Antrea connects pods. antctl creates a Namespace
 antctl-check-XXXXX with a server pod, a client pod on the server's node and one on
@@ -65,15 +74,24 @@ clients (agnhost connect): pod to pod on one node, pod to pod across nodes, pod 
 Service's ClusterIP, the Service's DNS name (cluster DNS), and a NetworkPolicy: a
 deny-all ingress policy on the server must refuse the clients, then a policy allowing
 them must let them in again. It prints one line per check and deletes the Namespace
-with everything in it, also on failure and Ctrl-C. It exits 1 when a check fails.`,
+with everything in it, also on failure and Ctrl-C. It exits 1 when a check fails.
+
+--run REGEX runs only the checks whose names match it (` + "`" + `"networkpolicy"` + "`" + `: both policy
+checks). -n names the Namespace Antrea runs in: antctl first checks that the
+antrea-agent DaemonSet is there.`,
 		Example: `  antctl check installation
-  antctl check installation -o json`,
+  antctl check installation --run 'pod-to-pod|Service' -o json`,
 		Args: cobra.NoArgs,
 		RunE: c.run,
 	}
-	cmd.Flags().StringVar(&c.image, "image", DefaultCheckImage, "The test pods' image (agnhost: netexec, pause, connect)")
+	// Upstream antctl's flags (pkg/antctl/raw/check/installation/command.go), then ours.
+	cmd.Flags().StringVarP(&c.antreaNS, "namespace", "n", antreaNamespace, "The Namespace Antrea runs in")
+	cmd.Flags().StringVar(&c.runFilter, "run", "", "Run only the checks whose names match this regular expression")
+	cmd.Flags().StringVar(&c.image, "test-image", DefaultCheckImage, "The test pods' image (agnhost: netexec, pause, connect)")
+	cmd.Flags().StringVar(&c.image, "image", DefaultCheckImage, "The test pods' image (the same as --test-image)")
+	_ = cmd.Flags().MarkHidden("image")
 	cmd.Flags().StringVarP(&c.output, "output", "o", outputTable, "Output format: table or json")
-	cmd.Flags().DurationVar(&c.timeout, "timeout", 2*time.Minute, "How long to wait for the test pods")
+	cmd.Flags().DurationVarP(&c.timeout, "timeout", "t", 2*time.Minute, "How long to wait for the test pods")
 	cmd.Flags().DurationVar(&c.connectTimeout, "connect-timeout", 30*time.Second, "How long each check may retry until it sees the expected outcome (a new pod's flows or a policy take a moment to reach the nodes)")
 	cmd.Flags().BoolVar(&c.keep, "keep", false, "Keep the test Namespace (to look at it after a failure)")
 	_ = cmd.Flags().MarkHidden("keep")
@@ -90,11 +108,34 @@ type installCheck struct {
 	// connectTimeout bounds connectUntil.
 	connectTimeout time.Duration
 	say            func(format string, args ...any)
+	// filter selects the checks; nil runs them all.
+	filter *regexp.Regexp
+}
+
+// selected says whether --run selects the check.
+func (ic *installCheck) selected(check string) bool {
+	return ic.filter == nil || ic.filter.MatchString(check)
 }
 
 func (c *checkInstallOptions) run(cmd *cobra.Command, _ []string) error {
 	if c.output != outputTable && c.output != outputJSON {
 		return fmt.Errorf("unknown output format %q%s; want table or json", c.output, didYouMean(c.output, []string{outputTable, outputJSON}))
+	}
+	var run *regexp.Regexp
+	if c.runFilter != "" {
+		var err error
+		if run, err = regexp.Compile(c.runFilter); err != nil {
+			return fmt.Errorf("--run: %w", err)
+		}
+		n := 0
+		for _, name := range installChecks {
+			if run.MatchString(name) {
+				n++
+			}
+		}
+		if n == 0 {
+			return fmt.Errorf("--run %q selects no check; the checks are %s", c.runFilter, strings.Join(installChecks, ", "))
+		}
 	}
 	cl, err := c.getClients()
 	if err != nil {
@@ -102,8 +143,15 @@ func (c *checkInstallOptions) run(cmd *cobra.Command, _ []string) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if _, err := cl.Kube.AppsV1().DaemonSets(c.antreaNS).Get(ctx, agentDaemonSet, metav1.GetOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("no %s DaemonSet in Namespace %s: is Antrea installed there? (-n names its Namespace)", agentDaemonSet, c.antreaNS)
+		}
+		return fmt.Errorf("DaemonSet %s/%s: %w", c.antreaNS, agentDaemonSet, err)
+	}
 	ic := &installCheck{kube: cl.Kube, ex: execInPod(c.options), ns: "antctl-check-" + rand.String(5), image: c.image,
-		timeout: c.timeout, connectTimeout: c.connectTimeout, say: func(format string, args ...any) { fmt.Fprintf(c.env.Err, format+"\n", args...) }}
+		timeout: c.timeout, connectTimeout: c.connectTimeout, say: func(format string, args ...any) { fmt.Fprintf(c.env.Err, format+"\n", args...) },
+		filter: run}
 	results, err := ic.run(ctx, c.keep)
 	if err != nil {
 		return err
@@ -213,9 +261,14 @@ func (ic *installCheck) run(ctx context.Context, keep bool) (results []checkResu
 		remote = ""
 	}
 	add := func(check, verdict, detail, fix string) {
-		results = append(results, checkResult{Check: check, Verdict: verdict, Detail: detail, Fix: fix})
+		if ic.selected(check) {
+			results = append(results, checkResult{Check: check, Verdict: verdict, Detail: detail, Fix: fix})
+		}
 	}
 	expect := func(check, client, dest, what, fix string) {
+		if !ic.selected(check) {
+			return
+		}
 		took, err := ic.connectUntil(ctx, client, dest, true)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -250,11 +303,13 @@ func (ic *installCheck) run(ctx context.Context, keep bool) (results []checkResu
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{checkRoleLabel: "server"}},
 		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 	}}
-	if _, err := np.Create(ctx, deny, metav1.CreateOptions{}); err != nil {
+	if !ic.selected("networkpolicy-deny") {
+		// --run leaves it out
+	} else if _, err := np.Create(ctx, deny, metav1.CreateOptions{}); err != nil {
 		add("networkpolicy-deny", verdictFail, "creating NetworkPolicy deny-ingress-to-server: "+err.Error(), "")
 	} else if took, err := ic.connectUntil(ctx, "client-local", serverAddr, false); err != nil {
 		add("networkpolicy-deny", verdictFail, "deny-ingress-to-server isolates server, yet client-local still connects: "+err.Error(),
-			"antctl get networkpolicy -n "+ic.ns+"; antctl get ovsflows --policy "+ic.ns+"/deny-ingress-to-server")
+			"antctl get networkpolicy -n "+ic.ns+"; antctl get ovsflows -N "+ic.ns+"/deny-ingress-to-server")
 	} else {
 		add("networkpolicy-deny", verdictPass, fmt.Sprintf("deny-ingress-to-server: client-local → server refused (enforced after %s)", took.Round(time.Millisecond)), "")
 	}
@@ -267,7 +322,9 @@ func (ic *installCheck) run(ctx context.Context, keep bool) (results []checkResu
 			Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port}},
 		}},
 	}}
-	if _, err := np.Create(ctx, allow, metav1.CreateOptions{}); err != nil {
+	if !ic.selected("networkpolicy-allow") {
+		// --run leaves it out
+	} else if _, err := np.Create(ctx, allow, metav1.CreateOptions{}); err != nil {
 		add("networkpolicy-allow", verdictFail, "creating NetworkPolicy allow-clients-to-server: "+err.Error(), "")
 	} else {
 		expect("networkpolicy-allow", remote, serverAddr, "allow-clients-to-server: "+remote+" → server allowed again",

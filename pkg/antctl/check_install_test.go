@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,6 +39,8 @@ func newCheckCluster(t *testing.T) *checkCluster {
 		nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n},
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}})
 	}
+	// Antrea runs: its agent DaemonSet is where the manifest puts it.
+	nodes = append(nodes, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: antreaNamespace, Name: agentDaemonSet}})
 	c := &checkCluster{kube: fake.NewSimpleClientset(nodes...)}
 	c.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	"antrea.io/antrea/pkg/antctl/query"
 )
 
 // Dynamic shell completion (cobra's `antctl completion bash|zsh` scripts call
@@ -68,7 +69,7 @@ func (o *options) completePods(cmd *cobra.Command, _ []string, toComplete string
 
 func (o *options) completeNodes(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 	return o.complete(cmd, toComplete, func(ctx context.Context, c *Clients) ([]string, error) {
-		return nodeNames(ctx, c.Kube)
+		return query.NodeNames(ctx, c.Kube)
 	})
 }
 

@@ -24,13 +24,14 @@ func newGetCommand(o *options) *cobra.Command {
 From the controller (through kube-apiserver, from a laptop or local mode):
   networkpolicy, appliedtogroup, addressgroup   the computed controlplane.antrea.io/v1beta2 objects
   featuregates                                  from the antrea-config ConfigMap (local mode: the conf files)
+  agentinfo, controllerinfo                     what the components report about themselves (monitoring CRDs)
   networkpolicystats, antreanetworkpolicystats, antreaclusternetworkpolicystats
                                                 policies' traffic statistics (stats.antrea.io/v1alpha1)
 From a node's OVS (local mode; from a laptop through the node's agent API, --node NODE or -p POD):
   podinterface, ovsflows`,
 		Args: cobra.ArbitraryArgs,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			g.setUpLogging()
+			g.preRun(cmd)
 			return checkOutput(g.output)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -50,6 +51,8 @@ From a node's OVS (local mode; from a laptop through the node's agent API, --nod
 		newGetOVSFlowsCommand(g),
 		newGetFeatureGatesCommand(g),
 		newGetPipelineCommand(g),
+		newGetAgentInfoCommand(g),
+		newGetControllerInfoCommand(g),
 	)
 	cmd.AddCommand(newGetStatsCommands(g)...)
 	return cmd

@@ -161,18 +161,46 @@ func (l *localNode) dumpFlows(ctx context.Context, table uint8) ([]openflow.Flow
 	if l.remote != nil {
 		return l.remote.dumpFlows(ctx, table)
 	}
+	var flows []openflow.FlowStats
+	err := l.withOpenFlow(ctx, func(ctx context.Context, conn *openflow.Conn) error {
+		var err error
+		if flows, err = conn.DumpFlows(ctx, openflow.FlowStatsRequest{TableID: table}); err != nil {
+			return fmt.Errorf("local mode: dump-flows %s: %w", l.conf.OVSBridge, err)
+		}
+		return nil
+	})
+	return flows, err
+}
+
+// withOpenFlow runs f on a connection to the bridge's OpenFlow socket.
+func (l *localNode) withOpenFlow(ctx context.Context, f func(context.Context, *openflow.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, localTimeout)
 	defer cancel()
 	conn, err := openflow.Dial(ctx, l.mgmtSocket(), openflow.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("local mode: %w", err)
+		return fmt.Errorf("local mode: %w", err)
 	}
 	defer conn.Close()
-	flows, err := conn.DumpFlows(ctx, openflow.FlowStatsRequest{TableID: table})
-	if err != nil {
-		return nil, fmt.Errorf("local mode: dump-flows %s: %w", l.conf.OVSBridge, err)
+	return f(ctx, conn)
+}
+
+// errNoGroupsRemotely: the agent API serves flows, not groups.
+var errNoGroupsRemotely = errors.New("the agent API serves no OVS groups")
+
+// dumpGroups reads the bridge's groups (openflow.GroupIDAll: every group).
+func (l *localNode) dumpGroups(ctx context.Context, group uint32) ([]openflow.GroupDesc, error) {
+	if l.remote != nil {
+		return nil, fmt.Errorf("%w: run it in the antrea-agent container: %s", errNoGroupsRemotely, l.remote.how)
 	}
-	return flows, nil
+	var groups []openflow.GroupDesc
+	err := l.withOpenFlow(ctx, func(ctx context.Context, conn *openflow.Conn) error {
+		var err error
+		if groups, err = conn.GroupDesc(ctx, group); err != nil {
+			return fmt.Errorf("local mode: dump-groups %s: %w", l.conf.OVSBridge, err)
+		}
+		return nil
+	})
+	return groups, err
 }
 
 // pipeline is the table layout the agent lays out at start: antctl asks

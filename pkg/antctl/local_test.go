@@ -15,10 +15,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
+	"antrea.io/antrea/pkg/antctl/query/querytest"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 	"antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
@@ -220,6 +223,41 @@ func TestOVSFlowsPrintsWhatOVSHolds(t *testing.T) {
 			}
 		}
 	})
+	t.Run("-T takes several tables, as upstream's", func(t *testing.T) {
+		l2, _ := n.flows.Pipeline().Lookup("L2ForwardingCalc")
+		want := withoutStats(ofctl(fmt.Sprintf("table=%d", classifier.ID)) + "\n" + ofctl(fmt.Sprintf("table=%d", l2.ID)))
+		r := n.antctl(t, nil, "get", "ovsflows", "-T", "Classifier,"+fmt.Sprint(l2.ID))
+		if r.runErr != nil {
+			t.Fatal(r.runErr)
+		}
+		if got := withoutStats(r.out); len(got) == 0 || !slices.Equal(got, want) {
+			t.Errorf("-T Classifier,%d printed\n%s\nwant both tables' flows\n%s", l2.ID, r.out, strings.Join(want, "\n"))
+		}
+	})
+	t.Run("-G prints the groups as ovs-ofctl dump-groups", func(t *testing.T) {
+		// The Service installed above has a select group.
+		out, err := n.br.Ofctl("dump-groups", "br-int")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := regexp.MustCompile(`(?m)^OFPST_GROUP_DESC reply.*\n`).ReplaceAllString(out, "")
+		if strings.TrimSpace(want) == "" {
+			t.Fatal("the Service left no group to compare")
+		}
+		r := n.antctl(t, nil, "get", "ovsflows", "-G", "all")
+		if r.runErr != nil || !sameLines(r.out, want) {
+			t.Errorf("-G all printed (%v)\n%s\novs-ofctl dump-groups prints\n%s", r.runErr, r.out, want)
+		}
+		id := regexp.MustCompile(`group_id=(\d+)`).FindStringSubmatch(want)[1]
+		r = n.antctl(t, nil, "get", "ovsflows", "-G", id)
+		if lines := strings.Split(strings.TrimSpace(r.out), "\n"); r.runErr != nil || len(lines) != 1 || !strings.Contains(lines[0], "group_id="+id+",") {
+			t.Errorf("-G %s printed (%v)\n%s\nwant that group alone", id, r.runErr, r.out)
+		}
+		r = n.antctl(t, nil, "get", "ovsflows", "-G", "ten")
+		if r.runErr == nil || r.runErr.Error() != `-G "ten": want group IDs (comma-separated) or all` {
+			t.Errorf("-G ten: %v", r.runErr)
+		}
+	})
 }
 
 func sameLines(a, b string) bool {
@@ -246,6 +284,8 @@ func TestPodInterfaceReadsOVSDB(t *testing.T) {
 	}{
 		{"every pod of the node", []string{"get", "podinterface"}, [][]string{header, row(client, c), row(web0, w)}},
 		{"one pod", []string{"get", "pi", "-p", web0.Name, "-n", web0.Namespace}, [][]string{header, row(web0, w)}},
+		{"NAME -n NS, as upstream's", []string{"get", "podinterface", web0.Name, "-n", web0.Namespace}, [][]string{header, row(web0, w)}},
+		{"NAME: that pod in any namespace, as upstream's", []string{"get", "podinterface", client.Name}, [][]string{header, row(client, c)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := n.antctl(t, nil, tc.args...)
@@ -264,6 +304,10 @@ func TestPodInterfaceReadsOVSDB(t *testing.T) {
 	r := n.antctl(t, nil, "get", "podinterface", "-n", "default")
 	if r.runErr != nil || r.out != "" || r.err != "No pod interfaces of namespace default on this node.\n" {
 		t.Errorf("no pod of the namespace: out %q err %q (%v)", r.out, r.err, r.runErr)
+	}
+	r = n.antctl(t, nil, "get", "podinterface", "web-9")
+	if r.runErr == nil || r.runErr.Error() != `no pod named "web-9" has an interface on this node (did you mean "web-0"?)` {
+		t.Errorf("an unknown NAME: %v", r.runErr)
 	}
 }
 
@@ -293,16 +337,16 @@ func TestOVSFlowsOfAPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := defaultCluster()
-	atgWeb0 := &cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg-web-0"}, GroupMembers: []cpv1beta2.GroupMember{member(web0)}}
+	atgWeb0 := &cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg-web-0"}, GroupMembers: []cpv1beta2.GroupMember{querytest.Member(web0)}}
 	npBlock := &cpv1beta2.NetworkPolicy{
 		ObjectMeta:      metav1.ObjectMeta{Name: "uid-from-block"},
 		SourceRef:       &cpv1beta2.NetworkPolicyReference{Type: cpv1beta2.K8sNetworkPolicy, Namespace: "demo", Name: "from-block"},
 		AppliedToGroups: []string{atgWeb0.Name},
-		Rules: []cpv1beta2.NetworkPolicyRule{{Direction: cpv1beta2.DirectionIn, Services: []cpv1beta2.Service{{Protocol: &tcp, Port: &p80}},
+		Rules: []cpv1beta2.NetworkPolicyRule{{Direction: cpv1beta2.DirectionIn, Services: []cpv1beta2.Service{{Protocol: ptr.To(cpv1beta2.ProtocolTCP), Port: ptr.To(intstr.FromInt32(80))}},
 			From: cpv1beta2.NetworkPolicyPeer{IPBlocks: []cpv1beta2.IPBlock{{CIDR: cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.ParseIP("10.10.2.0").To4()), PrefixLength: 24}}}}}},
 	}
-	c.policies = append(c.policies, npBlock)
-	c.atgs = append(c.atgs, atgWeb0)
+	c.Policies = append(c.Policies, npBlock)
+	c.ATGs = append(c.ATGs, atgWeb0)
 
 	// What the agent installed for a rule: the flows carrying its
 	// conjunction, its conj_id flow, and the isolation of its pod.

@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 
 	"sigs.k8s.io/yaml"
+
+	"antrea.io/antrea/pkg/antctl/query"
 )
 
 // Output formats of -o.
@@ -78,11 +80,6 @@ func writeObject(w io.Writer, format string, v any) error {
 	return err
 }
 
-// joinFew joins the first n items and says how many more there are, so a
-// column of names stays readable; -o json/yaml have them all.
-func joinFew(items []string, n int) string {
-	if len(items) <= n {
-		return strings.Join(items, ",")
-	}
-	return fmt.Sprintf("%s +%d more", strings.Join(items[:n], ","), len(items)-n)
-}
+// joinFew joins the first n items and says how many more there are
+// (query.JoinFew).
+func joinFew(items []string, n int) string { return query.JoinFew(items, n) }

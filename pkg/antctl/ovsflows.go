@@ -1,15 +1,18 @@
 package antctl
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/antctl/query"
 	"antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -28,37 +31,63 @@ type flowEntry struct {
 }
 
 type ovsFlowsOptions struct {
-	g      *getOptions
-	pod    string
-	table  string
-	policy string
+	g     *getOptions
+	pod   string
+	table string
+	// tableNamesOnly prints the pipeline's table names and nothing else.
+	tableNamesOnly bool
+	policy         string
+	// policyType narrows -N to the policies of one type (upstream's --type).
+	policyType string
+	// groups are the OVS groups to print instead of flows: IDs, or "all".
+	groups string
+}
+
+// groupEntry is one OVS group as -o json|yaml print it.
+type groupEntry struct {
+	GroupID uint32 `json:"groupID"`
+	Type    string `json:"type"`
+	// Group is the group as ovs-ofctl dump-groups prints it.
+	Group string `json:"group"`
 }
 
 func newGetOVSFlowsCommand(g *getOptions) *cobra.Command {
 	f := &ovsFlowsOptions{g: g}
 	cmd := &cobra.Command{
-		Use:     "ovsflows [-p POD -n NS] [-T TABLE] [--policy NS/NAME]",
+		Use:     "ovsflows [-p POD -n NS] [-T TABLE[,TABLE...]] [-N NS/NAME [--type TYPE]] [--table-names-only]",
 		Aliases: []string{"ovsflow", "of"},
 		Short:   "Show a node's OpenFlow flows as ovs-ofctl prints them (local mode, or --node through its agent API)",
 		Long: `Show the flows of this node's bridge (br-int) with their counters, one per line
 as ` + "`ovs-ofctl -O OpenFlow15 dump-flows`" + ` prints them. In local mode (the
 antrea-agent container) this node's.
 
-  -T TABLE            one table of the pipeline, by name (docs/design/ovs-pipeline.md) or number
+  -T TABLE[,TABLE]    tables of the pipeline, by name (docs/design/ovs-pipeline.md) or number
+  --table-names-only  the pipeline's table names, one a line
+  -G ID[,ID...]|all   the OVS groups (Services' endpoint selection) instead of flows, as
+                      ovs-ofctl dump-groups prints them (local mode: the agent API serves no groups)
   -p POD -n NS        the flows that match the pod's port, MAC or address
-  --policy NS/NAME    the flows realizing a NetworkPolicy (by its source's namespace/name):
+  -N NS/NAME          the flows realizing a NetworkPolicy (by its source's namespace/name;
+                      --type K8sNP|ACNP|ANNP|ANP|BANP when several kinds share the name):
                       its rules' conjunctive flows and the isolation of its pods. antctl finds
                       them by matching the policy's rules, read from the controller, against
                       the rule tables; rules realized identically on this node are shown together.`,
 		Example: `  ` + localModeHowTo + ` get ovsflows -T Classifier
   ` + localModeHowTo + ` get ovsflows -p web-0 -n demo
-  ` + localModeHowTo + ` get ovsflows --policy demo/allow-frontend`,
+  ` + localModeHowTo + ` get ovsflows -N demo/allow-frontend
+  ` + localModeHowTo + ` get ovsflows -T IngressRule,IngressDefaultRule
+  ` + localModeHowTo + ` get ovsflows -G all`,
 		Args: cobra.NoArgs,
 		RunE: f.run,
 	}
+	// Upstream antctl's flags (pkg/antctl/antctl.go, "ovsflows"), then ours.
 	cmd.Flags().StringVarP(&f.pod, "pod", "p", "", "Only the flows of this pod (its namespace is -n, default \"default\")")
-	cmd.Flags().StringVarP(&f.table, "table", "T", "", "Only this table (name or number)")
-	cmd.Flags().StringVar(&f.policy, "policy", "", "Only the flows of this NetworkPolicy (NS/NAME of its source; NAME uses -n)")
+	cmd.Flags().StringVarP(&f.table, "table", "T", "", "Only these tables (comma-separated names or numbers)")
+	cmd.Flags().BoolVar(&f.tableNamesOnly, "table-names-only", false, "Print the pipeline's table names only")
+	cmd.Flags().StringVarP(&f.policy, "networkpolicy", "N", "", "Only the flows of this NetworkPolicy (NS/NAME of its source; NAME uses -n)")
+	cmd.Flags().StringVar(&f.policyType, "type", "", "With -N: the policy's type, one of K8sNP, ACNP, ANNP, ANP, BANP")
+	cmd.Flags().StringVarP(&f.groups, "groups", "G", "", "Print these OVS groups instead of flows: comma-separated IDs, or all")
+	cmd.Flags().StringVar(&f.policy, "policy", "", "The same as -N/--networkpolicy")
+	_ = cmd.Flags().MarkHidden("policy")
 	_ = cmd.RegisterFlagCompletionFunc("pod", g.completeLocalPods)
 	addNodeFlag(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("table", completeTables)
@@ -87,17 +116,42 @@ func (f *ovsFlowsOptions) run(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	tableID := uint8(openflow.TableAll)
-	if f.table != "" {
-		t, err := lookupTable(p, f.table)
-		if err != nil {
-			return err
+	if f.tableNamesOnly {
+		var b strings.Builder
+		for _, t := range p.Tables() {
+			b.WriteString(t.Name + "\n")
 		}
-		tableID = t.ID
+		_, err := fmt.Fprint(f.g.env.Out, b.String())
+		return err
+	}
+	tableIDs := []uint8{openflow.TableAll}
+	if f.table != "" {
+		tableIDs = nil
+		for _, name := range strings.Split(f.table, ",") {
+			t, err := lookupTable(p, strings.TrimSpace(name))
+			if err != nil {
+				return err
+			}
+			tableIDs = append(tableIDs, t.ID)
+		}
+	}
+	polType, err := query.ParsePolicyType(f.policyType)
+	if err != nil {
+		return err
+	}
+	if polType != "" && f.policy == "" {
+		return fmt.Errorf("--type narrows -N/--networkpolicy: give -N NS/NAME")
+	}
+	groupIDs, err := parseGroupIDs(f.groups)
+	if err != nil {
+		return err
 	}
 	local, err := f.g.requireNode(cmd, ns, f.pod)
 	if err != nil {
 		return err
+	}
+	if groupIDs != nil {
+		return f.printGroups(ctx, local, groupIDs)
 	}
 	var store interfacestore.InterfaceStore
 	if f.pod != "" || f.policy != "" {
@@ -121,13 +175,17 @@ func (f *ovsFlowsOptions) run(cmd *cobra.Command, _ []string) error {
 		if err != nil {
 			return err
 		}
-		if pf, err = f.g.policyFlows(ctx, p, store, polNS, name); err != nil {
+		if pf, err = f.g.policyFlows(ctx, p, store, polNS, name, polType); err != nil {
 			return err
 		}
 	}
-	flows, err := local.dumpFlows(ctx, tableID)
-	if err != nil {
-		return err
+	var flows []openflow.FlowStats
+	for _, id := range tableIDs {
+		fs, err := local.dumpFlows(ctx, id)
+		if err != nil {
+			return err
+		}
+		flows = append(flows, fs...)
 	}
 	var sel []*openflow.FlowStats
 	var inPolicy map[int]bool
@@ -169,6 +227,54 @@ func (f *ovsFlowsOptions) run(cmd *cobra.Command, _ []string) error {
 		b.WriteString("\n")
 	}
 	_, err = fmt.Fprint(f.g.env.Out, b.String())
+	return err
+}
+
+// parseGroupIDs reads -G: nil without it, [GroupIDAll] for all.
+func parseGroupIDs(s string) ([]uint32, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if strings.EqualFold(s, "all") {
+		return []uint32{openflow.GroupIDAll}, nil
+	}
+	var ids []uint32
+	for _, part := range strings.Split(s, ",") {
+		id, err := strconv.ParseUint(strings.TrimSpace(part), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("-G %q: want group IDs (comma-separated) or all", s)
+		}
+		ids = append(ids, uint32(id))
+	}
+	return ids, nil
+}
+
+// printGroups prints the groups of ids as ovs-ofctl dump-groups does (one
+// line each, without its reply header).
+func (f *ovsFlowsOptions) printGroups(ctx context.Context, local *localNode, ids []uint32) error {
+	var groups []openflow.GroupDesc
+	for _, id := range ids {
+		gs, err := local.dumpGroups(ctx, id)
+		if err != nil {
+			return err
+		}
+		if len(gs) == 0 && id != openflow.GroupIDAll {
+			return fmt.Errorf("no OVS group %d on this node", id)
+		}
+		groups = append(groups, gs...)
+	}
+	if f.g.output != outputTable {
+		out := make([]groupEntry, 0, len(groups))
+		for i := range groups {
+			out = append(out, groupEntry{GroupID: groups[i].GroupID, Type: groups[i].Type.String(), Group: groups[i].String()})
+		}
+		return writeObject(f.g.env.Out, f.g.output, out)
+	}
+	var b strings.Builder
+	for i := range groups {
+		b.WriteString(" " + groups[i].String() + "\n")
+	}
+	_, err := fmt.Fprint(f.g.env.Out, b.String())
 	return err
 }
 
@@ -265,12 +371,12 @@ func ip4Uint(a netip.Addr) uint32 {
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
-// splitPolicyName reads --policy: NS/NAME, or NAME in -n's namespace (any
+// splitPolicyName reads -N/--networkpolicy: NS/NAME, or NAME in -n's namespace (any
 // namespace without -n, which also finds cluster-scoped policies).
 func splitPolicyName(s, ns string, nsGiven bool) (string, string, error) {
 	if i := strings.Index(s, "/"); i >= 0 {
 		if i == 0 || i == len(s)-1 || strings.Count(s, "/") > 1 {
-			return "", "", fmt.Errorf("--policy %q: want NAMESPACE/NAME or NAME", s)
+			return "", "", fmt.Errorf("-N/--networkpolicy %q: want NAMESPACE/NAME or NAME", s)
 		}
 		return s[:i], s[i+1:], nil
 	}

@@ -98,8 +98,8 @@ installs for one object of each kind (docs/design/ovs-pipeline.svg).
   ` + localModeHowTo + ` get pipeline -o svg > pipeline.svg
   antctl get pipeline --declared -o dot | dot -Tpng > pipeline.png`,
 		Args: cobra.NoArgs,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
-			g.setUpLogging()
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			g.preRun(cmd)
 			for _, f := range pipelineFormats {
 				if g.output == f {
 					return nil
@@ -269,20 +269,13 @@ func (l *localNode) livePipeline(ctx context.Context, nodeName string) (*pipelin
 		gr.Note = "read through the agent API, which serves no groups: the group bucket edges are not shown"
 		return gr, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, localTimeout)
-	defer cancel()
-	conn, err := openflow.Dial(ctx, l.mgmtSocket(), openflow.Options{})
+	stats, err := l.dumpFlows(ctx, openflow.TableAll)
 	if err != nil {
-		return nil, fmt.Errorf("local mode: %w", err)
+		return nil, err
 	}
-	defer conn.Close()
-	stats, err := conn.DumpFlows(ctx, openflow.FlowStatsRequest{TableID: openflow.TableAll})
+	groups, err := l.dumpGroups(ctx, openflow.GroupIDAll)
 	if err != nil {
-		return nil, fmt.Errorf("local mode: dump-flows %s: %w", l.conf.OVSBridge, err)
-	}
-	groups, err := conn.GroupDesc(ctx, openflow.GroupIDAll)
-	if err != nil {
-		return nil, fmt.Errorf("local mode: dump-groups %s: %w", l.conf.OVSBridge, err)
+		return nil, err
 	}
 	return livePipelineOf(p, source, stats, groups), nil
 }

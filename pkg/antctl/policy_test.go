@@ -193,8 +193,8 @@ func TestGetShowsAntreaNativePoliciesWithTheirPriorities(t *testing.T) {
 		},
 	}
 	c := defaultCluster()
-	c.policies = append(c.policies, acnp)
-	c.realized[acnp.Name] = "1/2"
+	c.Policies = append(c.Policies, acnp)
+	c.Realized[acnp.Name] = "1/2"
 	r := runAntctl(t, c, "get", "networkpolicy", "isolate")
 	if r.runErr != nil {
 		t.Fatalf("antctl get networkpolicy isolate: %v (stderr %q)", r.runErr, r.err)

@@ -10,6 +10,7 @@ import (
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/antctl/query"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 	"antrea.io/antrea/pkg/ovs/openflow"
 )
@@ -48,16 +49,16 @@ type policyFlows struct {
 
 // policyFlows reads policy ns/name (ns "" matches any) from the controller,
 // as this node's agent receives it, and resolves its rules on this node.
-func (o *options) policyFlows(ctx context.Context, p *agentof.Pipeline, store interfacestore.InterfaceStore, ns, name string) (*policyFlows, error) {
+func (o *options) policyFlows(ctx context.Context, p *agentof.Pipeline, store interfacestore.InterfaceStore, ns, name string, typ cpv1beta2.NetworkPolicyType) (*policyFlows, error) {
 	c, err := o.getClients()
 	if err != nil {
 		return nil, err
 	}
 	node := o.env.NodeName
 	cp := c.Antrea.ControlplaneV1beta2()
-	list, err := cp.NetworkPolicies().List(ctx, listOptions(""))
+	list, err := cp.NetworkPolicies().List(ctx, query.ListOptions(""))
 	if err != nil {
-		return nil, fmt.Errorf("--policy: listing networkpolicies: %w", err)
+		return nil, fmt.Errorf("-N: listing networkpolicies: %w", err)
 	}
 	var found []*cpv1beta2.NetworkPolicy
 	var sources []string
@@ -72,7 +73,7 @@ func (o *options) policyFlows(ctx context.Context, p *agentof.Pipeline, store in
 			src = ref.Namespace + "/" + ref.Name
 		}
 		sources = append(sources, src)
-		if ref.Name == name && (ns == "" || ref.Namespace == ns) {
+		if ref.Name == name && (ns == "" || ref.Namespace == ns) && (typ == "" || ref.Type == typ) {
 			found = append(found, np)
 		}
 	}
@@ -84,13 +85,13 @@ func (o *options) policyFlows(ctx context.Context, p *agentof.Pipeline, store in
 		sort.Strings(sources)
 		return nil, fmt.Errorf("networkpolicy %q not found%s", want, didYouMean(want, sources))
 	}
-	atgs, err := cp.AppliedToGroups().List(ctx, listOptions(node))
+	atgs, err := cp.AppliedToGroups().List(ctx, query.ListOptions(node))
 	if err != nil {
-		return nil, fmt.Errorf("--policy: listing appliedtogroups: %w", err)
+		return nil, fmt.Errorf("-N: listing appliedtogroups: %w", err)
 	}
-	ags, err := cp.AddressGroups().List(ctx, listOptions(node))
+	ags, err := cp.AddressGroups().List(ctx, query.ListOptions(node))
 	if err != nil {
-		return nil, fmt.Errorf("--policy: listing addressgroups: %w", err)
+		return nil, fmt.Errorf("-N: listing addressgroups: %w", err)
 	}
 	applied := map[string][]cpv1beta2.GroupMember{}
 	for _, g := range atgs.Items {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"antrea.io/antrea/pkg/antctl/query"
 )
 
 // The fixture's semantics (fixture_test.go): allow-client lets demo/client
@@ -12,19 +14,19 @@ import (
 // reach ag-web (web-0, web-1) and isolates it for ingress with no rule.
 func TestQueryEndpoint(t *testing.T) {
 	c := defaultCluster()
-	run := func(pod string) endpointAnswer {
+	run := func(pod string) query.EndpointAnswer {
 		t.Helper()
 		r := runAntctl(t, c, "query", "endpoint", "-n", "demo", "-p", pod, "-o", "json")
 		if r.runErr != nil {
 			t.Fatal(r.runErr)
 		}
-		var a endpointAnswer
+		var a query.EndpointAnswer
 		if err := json.Unmarshal([]byte(r.out), &a); err != nil {
 			t.Fatalf("%v: %s", err, r.out)
 		}
 		return a
 	}
-	find := func(a endpointAnswer, role, policy, dir string) *endpointRule {
+	find := func(a query.EndpointAnswer, role, policy, dir string) *query.EndpointRule {
 		for i := range a.Rules {
 			if a.Rules[i].Role == role && a.Rules[i].Policy == policy && a.Rules[i].Direction == dir {
 				return &a.Rules[i]
@@ -39,11 +41,11 @@ func TestQueryEndpoint(t *testing.T) {
 	if len(web.Isolated) != 1 || !strings.HasPrefix(web.Isolated[0], "Ingress") {
 		t.Errorf("web-0 isolated %v, want Ingress (by demo/allow-client)", web.Isolated)
 	}
-	if r := find(web, roleApplied, "K8sNetworkPolicy:demo/allow-client", "Ingress"); r == nil ||
+	if r := find(web, query.RoleApplied, "K8sNetworkPolicy:demo/allow-client", "Ingress"); r == nil ||
 		strings.Join(r.Peers, ",") != "demo/client" || r.Services != "TCP/80" || r.Action != "Allow" {
 		t.Errorf("web-0's applied ingress rule: %+v in %+v", r, web.Rules)
 	}
-	if r := find(web, rolePeer, "K8sNetworkPolicy:demo/client-egress", "Egress"); r == nil ||
+	if r := find(web, query.RolePeer, "K8sNetworkPolicy:demo/client-egress", "Egress"); r == nil ||
 		strings.Join(r.Peers, ",") != "demo/client" || !strings.Contains(r.Effect, "allows traffic to the pod from demo/client") {
 		t.Errorf("web-0 as the peer of client-egress: %+v in %+v", r, web.Rules)
 	}
@@ -51,10 +53,10 @@ func TestQueryEndpoint(t *testing.T) {
 		t.Errorf("web-0: %d rules, want 2: %+v", len(web.Rules), web.Rules)
 	}
 	cl := run("client")
-	if r := find(cl, roleIsolate, "K8sNetworkPolicy:demo/client-egress", "Ingress"); r == nil {
+	if r := find(cl, query.RoleIsolation, "K8sNetworkPolicy:demo/client-egress", "Ingress"); r == nil {
 		t.Errorf("client's ingress isolation by client-egress missing: %+v", cl.Rules)
 	}
-	if r := find(cl, rolePeer, "K8sNetworkPolicy:demo/allow-client", "Ingress"); r == nil ||
+	if r := find(cl, query.RolePeer, "K8sNetworkPolicy:demo/allow-client", "Ingress"); r == nil ||
 		strings.Join(r.Peers, ",") != "demo/web-0,demo/web-1" || !strings.Contains(r.Effect, "allows traffic from the pod to demo/web-0") {
 		t.Errorf("client as the peer of allow-client: %+v", r)
 	}

@@ -7,35 +7,25 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	statsv1alpha1 "antrea.io/antrea/pkg/apis/stats/v1alpha1"
+	"antrea.io/antrea/pkg/antctl/query"
 )
 
-// statsRow is one policy's stats as antctl prints them.
-type statsRow struct {
-	obj   any // as served, for -o json|yaml
-	meta  metav1.ObjectMeta
-	total statsv1alpha1.TrafficStats
-	rules []statsv1alpha1.RuleTrafficStats
-}
-
-// statsKind is one of the three stats.antrea.io resources.
+// statsKind is one of the three stats.antrea.io resources as a command.
 type statsKind struct {
-	use, kind  string
-	aliases    []string
-	short      string
-	namespaced bool
-	perRule    bool
+	use     string
+	kind    query.StatsKind
+	aliases []string
+	short   string
 }
 
 var statsKinds = []statsKind{
-	{use: "networkpolicystats", kind: "NetworkPolicyStats", aliases: []string{"nps"}, namespaced: true,
+	{use: "networkpolicystats", kind: query.NetworkPolicyStats, aliases: []string{"nps"},
 		short: "Show the traffic statistics of K8s NetworkPolicies (sessions, packets, bytes)"},
-	{use: "antreanetworkpolicystats", kind: "AntreaNetworkPolicyStats", aliases: []string{"anps"}, namespaced: true, perRule: true,
+	{use: "antreanetworkpolicystats", kind: query.AntreaNetworkPolicyStats, aliases: []string{"anps"},
 		short: "Show the traffic statistics of Antrea NetworkPolicies, per policy and rule"},
-	{use: "antreaclusternetworkpolicystats", kind: "AntreaClusterNetworkPolicyStats", aliases: []string{"acnps"}, perRule: true,
+	{use: "antreaclusternetworkpolicystats", kind: query.AntreaClusterNetworkPolicyStats, aliases: []string{"acnps"},
 		short: "Show the traffic statistics of Antrea ClusterNetworkPolicies, per policy and rule"},
 }
 
@@ -46,7 +36,7 @@ func newGetStatsCommands(g *getOptions) []*cobra.Command {
 every Node from the agents' reports (stats.antrea.io/v1alpha1; an agent reports every
 statsCollectionInterval, 60 s by default). Sessions are the connections the policy's rules
 decided on; packets and bytes count the packets of those decisions (docs/network-policy-stats.md).`
-		if k.namespaced {
+		if k.kind.Namespaced() {
 			long += `
 
   -n NS      the policies of namespace NS (default: every namespace)
@@ -71,114 +61,55 @@ func (g *getOptions) runStats(ctx context.Context, k statsKind, args []string) e
 	if err != nil {
 		return err
 	}
-	st := c.Antrea.StatsV1alpha1()
 	ns, explicit := g.namespace()
-	if !k.namespaced {
-		ns = ""
-	} else if !explicit && len(args) == 0 {
+	if !explicit && len(args) == 0 {
 		ns = metav1.NamespaceAll
 	}
-	tm := metav1.TypeMeta{APIVersion: statsv1alpha1.SchemeGroupVersion.String(), Kind: k.kind}
-	var rows []statsRow
-	var getErr error
-	switch k.kind {
-	case "NetworkPolicyStats":
-		if len(args) == 1 {
-			o, err := st.NetworkPolicyStatses(ns).Get(ctx, args[0], metav1.GetOptions{})
-			if getErr = err; err == nil {
-				o.TypeMeta = tm
-				rows = append(rows, statsRow{obj: o, meta: o.ObjectMeta, total: o.TrafficStats})
-			}
-			break
-		}
-		l, err := st.NetworkPolicyStatses(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return fmt.Errorf("listing networkpolicystats: %w", err)
-		}
-		for i := range l.Items {
-			o := &l.Items[i]
-			o.TypeMeta = tm
-			rows = append(rows, statsRow{obj: o, meta: o.ObjectMeta, total: o.TrafficStats})
-		}
-	case "AntreaNetworkPolicyStats":
-		if len(args) == 1 {
-			o, err := st.AntreaNetworkPolicyStatses(ns).Get(ctx, args[0], metav1.GetOptions{})
-			if getErr = err; err == nil {
-				o.TypeMeta = tm
-				rows = append(rows, statsRow{obj: o, meta: o.ObjectMeta, total: o.TrafficStats, rules: o.RuleTrafficStats})
-			}
-			break
-		}
-		l, err := st.AntreaNetworkPolicyStatses(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return fmt.Errorf("listing antreanetworkpolicystats: %w", err)
-		}
-		for i := range l.Items {
-			o := &l.Items[i]
-			o.TypeMeta = tm
-			rows = append(rows, statsRow{obj: o, meta: o.ObjectMeta, total: o.TrafficStats, rules: o.RuleTrafficStats})
-		}
-	default:
-		if len(args) == 1 {
-			o, err := st.AntreaClusterNetworkPolicyStatses().Get(ctx, args[0], metav1.GetOptions{})
-			if getErr = err; err == nil {
-				o.TypeMeta = tm
-				rows = append(rows, statsRow{obj: o, meta: o.ObjectMeta, total: o.TrafficStats, rules: o.RuleTrafficStats})
-			}
-			break
-		}
-		l, err := st.AntreaClusterNetworkPolicyStatses().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return fmt.Errorf("listing antreaclusternetworkpolicystats: %w", err)
-		}
-		for i := range l.Items {
-			o := &l.Items[i]
-			o.TypeMeta = tm
-			rows = append(rows, statsRow{obj: o, meta: o.ObjectMeta, total: o.TrafficStats, rules: o.RuleTrafficStats})
-		}
+	name := ""
+	if len(args) == 1 {
+		name = args[0]
 	}
-	if getErr != nil {
-		if apierrors.IsNotFound(getErr) {
-			where := ""
-			if k.namespaced {
-				where = " in namespace " + ns
-			}
-			return fmt.Errorf("%s %q not found%s (stats exist for each policy of that kind)", k.use, args[0], where)
-		}
-		return fmt.Errorf("getting %s %s: %w", k.use, args[0], getErr)
+	rows, err := query.Stats(ctx, c, k.kind, ns, name)
+	if err != nil {
+		return err
 	}
 	if g.output != outputTable {
-		if len(args) == 1 {
-			return writeObject(g.env.Out, g.output, rows[0].obj)
+		if name != "" {
+			return writeObject(g.env.Out, g.output, rows[0].Object)
 		}
 		objs := make([]any, 0, len(rows))
 		for _, r := range rows {
-			objs = append(objs, r.obj)
+			objs = append(objs, r.Object)
 		}
 		return writeObject(g.env.Out, g.output, objs)
 	}
+	return statsTable(k.kind, rows).write(g.env.Out)
+}
+
+// statsTable is the table of the stats commands.
+func statsTable(kind query.StatsKind, rows []query.PolicyStats) *table {
 	header := []string{"NAME", "SESSIONS", "PACKETS", "BYTES", "CREATED AT"}
-	if k.namespaced {
+	if kind.Namespaced() {
 		header = append([]string{"NAMESPACE"}, header...)
 	}
-	if k.perRule {
+	if kind.PerRule() {
 		header = append(header, "RULES (SESSIONS)")
 	}
 	t := &table{header: header}
 	for _, r := range rows {
-		cells := []string{r.meta.Name, strconv.FormatInt(r.total.Sessions, 10), strconv.FormatInt(r.total.Packets, 10),
-			strconv.FormatInt(r.total.Bytes, 10), r.meta.CreationTimestamp.UTC().Format(time.RFC3339)}
-		if k.namespaced {
-			cells = append([]string{r.meta.Namespace}, cells...)
+		cells := []string{r.Name, strconv.FormatInt(r.Total.Sessions, 10), strconv.FormatInt(r.Total.Packets, 10),
+			strconv.FormatInt(r.Total.Bytes, 10), r.Created.UTC().Format(time.RFC3339)}
+		if kind.Namespaced() {
+			cells = append([]string{r.Namespace}, cells...)
 		}
-		if k.perRule {
+		if kind.PerRule() {
 			var rules []string
-			for _, rs := range r.rules {
+			for _, rs := range r.Rules {
 				rules = append(rules, fmt.Sprintf("%s=%d", rs.Name, rs.TrafficStats.Sessions))
 			}
 			cells = append(cells, joinFew(rules, 4))
 		}
 		t.add(cells...)
 	}
-	return t.write(g.env.Out)
+	return t
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -56,43 +57,72 @@ const (
 
 type supportBundleOptions struct {
 	*options
-	nodes     []string
-	dir       string
-	local     bool
-	tailBytes int64
+	// nodes: names or shell patterns ('*worker*'), from --nodes and the
+	// arguments.
+	nodes          []string
+	labelSelector  string
+	nodeListFile   string
+	controllerOnly bool
+	insecure       bool
+	dir            string
+	local          bool
+	tailBytes      int64
+	// since leaves out older logs (0: all).
+	since time.Duration
 }
 
 func newSupportBundleCommand(o *options) *cobra.Command {
 	s := &supportBundleOptions{options: o}
 	cmd := &cobra.Command{
-		Use:   "supportbundle [--nodes N1,N2] [--dir DIR] [--local]",
+		Use:   "supportbundle [NODE...] [-d DIR] [-l SELECTOR] [-f FILE] [--controller-only] [--local]",
 		Short: "Collect logs, config, flows, OVSDB, network state and profiles of the controller and agents into tarballs",
 		Long: `Collect what a bug report needs, one tar.gz per component and a summary, into one directory:
-for each agent (every node, or --nodes) its version, conf (secrets, tokens, keys and
-kubeconfig credentials redacted), log files (their last --tail-bytes), the bridge's flows
-and groups, an OVSDB dump, ip addr/route/rule/link, iptables and nft rules, conntrack
-counts, the agent and OVS containers' logs and the agent's goroutine and heap profiles;
-for the controller its logs, pod, config, computed policies and groups and profiles.
-Every tarball ends with summary.json saying what each entry holds and what could not be
-collected. An agent that cannot be reached is named and the others are still collected.
+for each agent its version, conf (secrets, tokens, keys and kubeconfig credentials
+redacted), log files (their last --tail-bytes), the bridge's flows and groups, an OVSDB
+dump, ip addr/route/rule/link, iptables and nft rules, conntrack counts, the agent and OVS
+containers' logs and the agent's goroutine and heap profiles; for the controller its
+logs, pod, config, computed policies and groups and profiles. Every tarball ends with
+summary.json saying what each entry holds and what could not be collected. An agent that
+cannot be reached is named and the others are still collected.
+
+Without a node filter: the controller and every agent. With one (NODE names or shell
+patterns such as '*worker*', -l, -f or --nodes): only those Nodes' agents, as upstream
+antctl. --controller-only: only the controller.
 
 --local makes the bundle of this node in the antrea-agent container, written to stdout
 (or --dir).`,
 		Example: `  antctl supportbundle
-  antctl supportbundle --nodes node-1,node-2 --dir /tmp/bundle
+  antctl supportbundle -d /tmp/bundle
+  antctl supportbundle node-1 node-2
+  antctl supportbundle '*worker*' -l kubernetes.io/os=linux
+  antctl supportbundle -f nodes.txt
+  antctl supportbundle --controller-only
   ` + localModeHowTo + ` supportbundle --local > node.tar.gz`,
-		Args: cobra.NoArgs,
+		Args: cobra.ArbitraryArgs,
 		RunE: s.run,
 	}
-	cmd.Flags().StringSliceVar(&s.nodes, "nodes", nil, "Only these nodes' agents (comma-separated; default: every node)")
-	cmd.Flags().StringVar(&s.dir, "dir", "", "Where to write the tarballs (default: ./antrea-support-bundle-<time>)")
-	cmd.Flags().BoolVar(&s.local, "local", false, "Make this node's bundle (in the antrea-agent container), to stdout unless --dir")
-	cmd.Flags().Int64Var(&s.tailBytes, "tail-bytes", supportbundle.DefaultTailBytes, "How much of the end of each log to keep")
+	// Upstream antctl's flags (pkg/antctl/raw/supportbundle/command.go)
+	// with their short forms, then ours.
+	f := cmd.Flags()
+	f.StringVarP(&s.dir, "dir", "d", "", "Where to write the tarballs, created if missing (default: ./antrea-support-bundle-<time>)")
+	f.StringVarP(&s.labelSelector, "label-selector", "l", "", "Only the agents of the Nodes this label selector selects (e.g. -l kubernetes.io/os=linux)")
+	f.BoolVar(&s.controllerOnly, "controller-only", false, "Only the controller's bundle")
+	f.StringVarP(&s.nodeListFile, "node-list-file", "f", "", "Only the agents of the Nodes named in this file, one a line")
+	f.DurationVar(&s.since, "since", 0, "Only the logs newer than this (5s, 2m, 3h): the containers' logs from then on, and the log files written since")
+	f.BoolVar(&s.insecure, "insecure", false, "Do not verify the agents' serving certificates (antctl never does: they are self-signed)")
+	f.StringSliceVar(&s.nodes, "nodes", nil, "Only these nodes' agents (comma-separated names or patterns; the same as arguments)")
+	f.BoolVar(&s.local, "local", false, "Make this node's bundle (in the antrea-agent container), to stdout unless --dir")
+	f.Int64Var(&s.tailBytes, "tail-bytes", supportbundle.DefaultTailBytes, "How much of the end of each log to keep")
 	_ = cmd.RegisterFlagCompletionFunc("nodes", o.completeNodes)
+	cmd.ValidArgsFunction = o.completeNodes
 	return cmd
 }
 
-func (s *supportBundleOptions) run(cmd *cobra.Command, _ []string) error {
+func (s *supportBundleOptions) run(cmd *cobra.Command, args []string) error {
+	s.nodes = append(s.nodes, args...)
+	if s.local && (len(s.nodes) > 0 || s.labelSelector != "" || s.nodeListFile != "" || s.controllerOnly) {
+		return errors.New("--local makes this node's bundle: it takes no node filter and no --controller-only")
+	}
 	if s.local {
 		return s.runLocal(cmd.Context())
 	}
@@ -115,6 +145,9 @@ func (s *supportBundleOptions) localCollector() (*supportbundle.Collector, error
 	}
 	c := supportbundle.AgentCollector(supportbundle.AgentOptions{Node: node, Version: version.String("antrea-agent"),
 		ConfigDir: s.configDir, Conf: conf, LogDir: agentLogDir, TailBytes: s.tailBytes})
+	if s.since > 0 {
+		c.LogsSince = time.Now().Add(-s.since)
+	}
 	return c, nil
 }
 
@@ -168,23 +201,9 @@ func (s *supportBundleOptions) runRemote(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	all, err := nodeNames(ctx, c.Kube)
+	nodes, withController, err := s.selectNodes(ctx, c)
 	if err != nil {
 		return err
-	}
-	sort.Strings(all)
-	nodes := all
-	if len(s.nodes) > 0 {
-		known := map[string]bool{}
-		for _, n := range all {
-			known[n] = true
-		}
-		for _, n := range s.nodes {
-			if !known[n] {
-				return fmt.Errorf("node %q not found%s", n, didYouMean(n, all))
-			}
-		}
-		nodes = s.nodes
 	}
 	dir := s.dir
 	if dir == "" {
@@ -193,14 +212,20 @@ func (s *supportBundleOptions) runRemote(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	fmt.Fprintf(s.env.Err, "Collecting the controller and %d agent(s) into %s...\n", len(nodes), dir)
+	what := fmt.Sprintf("%d agent(s)", len(nodes))
+	if withController {
+		what = "the controller and " + what
+	}
+	fmt.Fprintf(s.env.Err, "Collecting %s into %s...\n", what, dir)
 	results := make([]bundleResult, len(nodes)+1)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		results[0] = s.collectController(ctx, c, dir)
-	}()
+	if withController {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[0] = s.collectController(ctx, c, dir)
+		}()
+	}
 	sem := make(chan struct{}, bundleParallel)
 	for i, n := range nodes {
 		wg.Add(1)
@@ -215,6 +240,9 @@ func (s *supportBundleOptions) runRemote(ctx context.Context) error {
 	t := &table{header: []string{"COMPONENT", "NODE", "FILE", "SIZE", "SECONDS", "VIA", "RESULT"}}
 	var failed []string
 	for _, r := range results {
+		if r.Component == "" {
+			continue // the controller, not asked for
+		}
 		res := "ok"
 		switch {
 		case r.Error != "":
@@ -247,6 +275,66 @@ func (s *supportBundleOptions) runRemote(ctx context.Context) error {
 		return fmt.Errorf("supportbundle: could not collect from %s (the others are in %s)", strings.Join(failed, ", "), dir)
 	}
 	return nil
+}
+
+// selectNodes returns the nodes whose agents to collect, and whether to
+// collect the controller: upstream antctl's rule, the controller when no
+// node filter is given or with --controller-only.
+func (s *supportBundleOptions) selectNodes(ctx context.Context, c *Clients) (nodes []string, withController bool, err error) {
+	if s.controllerOnly {
+		return nil, true, nil
+	}
+	list, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: s.labelSelector})
+	if err != nil {
+		return nil, false, fmt.Errorf("listing nodes: %w", err)
+	}
+	var all []string
+	for _, n := range list.Items {
+		all = append(all, n.Name)
+	}
+	sort.Strings(all)
+	patterns := s.nodes
+	if s.nodeListFile != "" {
+		b, err := os.ReadFile(s.nodeListFile)
+		if err != nil {
+			return nil, false, fmt.Errorf("--node-list-file: %w", err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				patterns = append(patterns, l)
+			}
+		}
+	}
+	if len(patterns) == 0 {
+		if s.labelSelector != "" && len(all) == 0 {
+			return nil, false, fmt.Errorf("no Node matches -l %s", s.labelSelector)
+		}
+		return all, s.labelSelector == "", nil
+	}
+	picked := map[string]bool{}
+	for _, p := range patterns {
+		matched := false
+		for _, n := range all {
+			if ok, err := filepath.Match(p, n); err != nil {
+				return nil, false, fmt.Errorf("node pattern %q: %w", p, err)
+			} else if ok {
+				picked[n], matched = true, true
+			}
+		}
+		if !matched {
+			where := ""
+			if s.labelSelector != "" {
+				where = " among the Nodes of -l " + s.labelSelector
+			}
+			return nil, false, fmt.Errorf("node %q not found%s%s", p, where, didYouMean(p, all))
+		}
+	}
+	for _, n := range all {
+		if picked[n] {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes, false, nil
 }
 
 func totalBytes(rs []bundleResult) int64 {
@@ -325,7 +413,11 @@ func (s *supportBundleOptions) collectAgent(ctx context.Context, c *Clients, dir
 	}
 	viaAPI := false
 	if api != nil {
-		status, err := httpGet(ctx, api, apiBase+supportBundlePath+"?tailBytes="+strconv.FormatInt(s.tailBytes, 10), &raw)
+		q := url.Values{"tailBytes": {strconv.FormatInt(s.tailBytes, 10)}}
+		if s.since > 0 {
+			q.Set("since", s.since.String())
+		}
+		status, err := httpGet(ctx, api, apiBase+supportBundlePath+"?"+q.Encode(), &raw)
 		viaAPI = err == nil && status == http.StatusOK
 		if !viaAPI {
 			raw.Reset()
@@ -337,6 +429,9 @@ func (s *supportBundleOptions) collectAgent(ctx context.Context, c *Clients, dir
 		r.Via = "exec"
 		var errb bytes.Buffer
 		argv := []string{"antctl", "supportbundle", "--local", "--tail-bytes", strconv.FormatInt(s.tailBytes, 10)}
+		if s.since > 0 {
+			argv = append(argv, "--since", s.since.String())
+		}
 		if err := execInPod(s.options)(ctx, antreaNamespace, pod.Name, agentContainer, argv, &raw, &errb); err != nil {
 			if msg := lastLine(errb.String()); msg != "" {
 				err = fmt.Errorf("%w: %s", err, msg)
@@ -387,8 +482,11 @@ func (s *supportBundleOptions) addPodEntries(ctx context.Context, c *Clients, b 
 	for _, ct := range containers {
 		name := "pod-logs/" + ct + ".log"
 		limit := s.tailBytes
-		data, err := c.Kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: ct, LimitBytes: &limit,
-			TailLines: ptrInt64(100000)}).Do(ctx).Raw()
+		opts := &corev1.PodLogOptions{Container: ct, LimitBytes: &limit, TailLines: ptrInt64(100000)}
+		if s.since > 0 {
+			opts.SinceSeconds = ptrInt64(int64(s.since.Seconds()))
+		}
+		data, err := c.Kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, opts).Do(ctx).Raw()
 		if err != nil {
 			if werr := b.Fail(name, nil, err); werr != nil {
 				return werr

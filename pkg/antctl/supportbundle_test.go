@@ -28,7 +28,7 @@ func bundlePod(name, component, node string) *corev1.Pod {
 // pod logs added, and the run ends naming node-2.
 func TestSupportBundleFinishesWithoutAnUnreachableAgent(t *testing.T) {
 	c := defaultCluster()
-	c.pods = append(c.pods, bundlePod("antrea-agent-a", agentDaemonSet, "node-1"), bundlePod("antrea-agent-b", agentDaemonSet, "node-2"),
+	c.Pods = append(c.Pods, bundlePod("antrea-agent-a", agentDaemonSet, "node-1"), bundlePod("antrea-agent-b", agentDaemonSet, "node-2"),
 		bundlePod("antrea-controller-x", controllerName, "node-1"))
 	var execs []string
 	saved := execInPod

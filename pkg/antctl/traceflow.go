@@ -4,18 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"antrea.io/antrea/pkg/antctl/query"
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 )
 
@@ -34,6 +31,7 @@ type traceflowOptions struct {
 	timeout     time.Duration
 	output      string
 	preserve    bool
+	nowait      bool
 	poll        time.Duration
 }
 
@@ -41,7 +39,7 @@ func newTraceflowCommand(o *options) *cobra.Command {
 	t := &traceflowOptions{o: o, poll: 100 * time.Millisecond}
 	cmd := &cobra.Command{
 		Use:     "traceflow -S NS/POD -D NS/POD|NS/SERVICE|IP",
-		Aliases: []string{"tf"},
+		Aliases: []string{"tf", "traceflows"},
 		Short:   "Trace a packet from a Pod through every Node it crosses",
 		Long: `Trace a packet from a Pod to a Pod, a Service or an IP address: antctl creates a
 Traceflow (crd.antrea.io/v1beta1), the source Pod's agent injects a packet
@@ -62,7 +60,7 @@ icmp_id, icmp_seq, nw_ttl, nw_proto.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return t.run(cmd.Context(), cmd.OutOrStdout()) },
 	}
 	f := cmd.Flags()
-	f.StringVarP(&t.source, "source", "S", "", "Source Pod: NS/POD (or POD in the current namespace)")
+	f.StringVarP(&t.source, "source", "S", "", "Source Pod: NS/POD (or POD in the current namespace); with --live-traffic to a Pod, an IP")
 	f.StringVarP(&t.destination, "destination", "D", "", "Destination: NS/POD, NS/SERVICE or an IPv4 address")
 	f.StringVarP(&t.flow, "flow", "f", "", "Packet headers, e.g. tcp,tcp_dst=80 (default: an ICMP echo request; a Service's first port)")
 	f.BoolVarP(&t.live, "live-traffic", "L", false, "Trace the source Pod's next real packet that matches instead of injecting one")
@@ -70,6 +68,7 @@ icmp_id, icmp_seq, nw_ttl, nw_proto.`,
 	f.DurationVarP(&t.timeout, "timeout", "t", 20*time.Second, "How long the trace may take (whole seconds, up to 5m)")
 	f.StringVarP(&t.output, "output", "o", outputTable, "Output format: table, json, yaml, dot or svg")
 	f.BoolVarP(&t.preserve, "preserve", "p", false, "Keep the Traceflow object after printing it")
+	f.BoolVar(&t.nowait, "nowait", false, "Create the Traceflow, print its name and return without waiting for (or deleting) it")
 	_ = cmd.MarkFlagRequired("source")
 	_ = cmd.MarkFlagRequired("destination")
 	return cmd
@@ -106,89 +105,32 @@ func (t *traceflowOptions) run(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	spec := crdv1beta1.TraceflowSpec{Packet: packet, LiveTraffic: t.live, DroppedOnly: t.droppedOnly,
-		Timeout: int32(t.timeout / time.Second)}
-	// Source: a Pod that exists.
-	srcNS, srcName := t.splitRef(t.source)
-	if err := t.checkNamespace(ctx, "source", srcNS); err != nil {
-		return err
-	}
-	if _, err := cl.Kube.CoreV1().Pods(srcNS).Get(ctx, srcName, metav1.GetOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("source Pod %s/%s not found%s", srcNS, srcName, didYouMean(srcName, t.podNames(ctx, srcNS)))
-		}
-		return err
-	}
-	spec.Source = crdv1beta1.Source{Namespace: srcNS, Pod: srcName}
-	// Destination: an IP, else a Pod, else a Service.
-	if ip, err := netip.ParseAddr(t.destination); err == nil {
-		if !ip.Is4() {
-			return fmt.Errorf("destination %s: Traceflow traces IPv4 only", ip)
-		}
-		spec.Destination.IP = ip.String()
-	} else {
-		ns, name := t.splitRef(t.destination)
-		if err := t.checkNamespace(ctx, "destination", ns); err != nil {
-			return err
-		}
-		_, perr := cl.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case perr == nil:
-			spec.Destination = crdv1beta1.Destination{Namespace: ns, Pod: name}
-		case !apierrors.IsNotFound(perr):
-			return perr
-		default:
-			_, serr := cl.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-			if serr != nil {
-				if apierrors.IsNotFound(serr) {
-					names := append(t.podNames(ctx, ns), t.serviceNames(ctx, ns)...)
-					return fmt.Errorf("destination %s/%s: no Pod or Service of that name%s", ns, name, didYouMean(name, names))
-				}
-				return serr
-			}
-			spec.Destination = crdv1beta1.Destination{Namespace: ns, Service: name}
-		}
-	}
-	tf := &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: traceflowName(srcName, spec.Destination)}, Spec: spec}
-	tfs := cl.Antrea.CrdV1beta1().Traceflows()
-	created, err := tfs.Create(ctx, tf, metav1.CreateOptions{})
+	req := query.TraceflowRequest{Packet: packet, LiveTraffic: t.live, DroppedOnly: t.droppedOnly, Timeout: t.timeout}
+	req.SourceNamespace, req.SourcePod = t.splitRef(t.source)
+	req.DestinationNamespace, req.Destination = t.splitRef(t.destination)
+	tf, err := query.NewTraceflow(ctx, cl, req)
 	if err != nil {
-		return fmt.Errorf("create Traceflow: %w", err)
+		return err
 	}
-	if !t.preserve {
-		defer func() {
-			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = tfs.Delete(dctx, created.Name, metav1.DeleteOptions{})
-		}()
-	}
-	// The controller ends it (Succeeded, Failed on its timeout); antctl
-	// gives up a little later.
-	deadline := time.Now().Add(t.timeout + 5*time.Second)
-	for {
-		got, err := tfs.Get(ctx, created.Name, metav1.GetOptions{})
+	if t.nowait {
+		created, err := cl.Antrea.CrdV1beta1().Traceflows().Create(ctx, tf, metav1.CreateOptions{})
 		if err != nil {
-			return fmt.Errorf("read Traceflow %s: %w", created.Name, err)
+			return fmt.Errorf("create Traceflow: %w", err)
 		}
-		if got.Status.Phase == crdv1beta1.TraceflowSucceeded || got.Status.Phase == crdv1beta1.TraceflowFailed {
-			if err := writeTraceflow(w, t.output, got); err != nil {
-				return err
-			}
-			if got.Status.Phase == crdv1beta1.TraceflowFailed && t.output == outputTable {
-				return fmt.Errorf("traceflow %s failed: %s", got.Name, got.Status.Reason)
-			}
-			return nil
-		}
-		if time.Now().After(deadline) {
-			_ = writeTraceflow(w, t.output, got)
-			return fmt.Errorf("traceflow %s did not finish within %s (phase %q)", got.Name, t.timeout, got.Status.Phase)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(t.poll):
-		}
+		_, err = fmt.Fprintf(w, "Traceflow %s created; its result: kubectl get traceflow %s -o yaml\n", created.Name, created.Name)
+		return err
 	}
+	got, err := query.RunTraceflow(ctx, cl, tf, t.poll, t.preserve)
+	if got == nil {
+		return err
+	}
+	if werr := writeTraceflow(w, t.output, got); werr != nil {
+		return werr
+	}
+	if err == nil && got.Status.Phase == crdv1beta1.TraceflowFailed && t.output == outputTable {
+		return fmt.Errorf("traceflow %s failed: %s", got.Name, got.Status.Reason)
+	}
+	return err
 }
 
 func contains(list []string, s string) bool {
@@ -198,60 +140,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func (t *traceflowOptions) checkNamespace(ctx context.Context, role, ns string) error {
-	cl, err := t.o.getClients()
-	if err != nil {
-		return err
-	}
-	if _, err := cl.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			var names []string
-			if l, err := cl.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
-				for _, n := range l.Items {
-					names = append(names, n.Name)
-				}
-			}
-			return fmt.Errorf("%s Namespace %s not found%s", role, ns, didYouMean(ns, names))
-		}
-		return err
-	}
-	return nil
-}
-
-func (t *traceflowOptions) podNames(ctx context.Context, ns string) []string {
-	cl, _ := t.o.getClients()
-	var names []string
-	if l, err := cl.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, p := range l.Items {
-			names = append(names, p.Name)
-		}
-	}
-	return names
-}
-
-func (t *traceflowOptions) serviceNames(ctx context.Context, ns string) []string {
-	cl, _ := t.o.getClients()
-	var names []string
-	if l, err := cl.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, s := range l.Items {
-			names = append(names, s.Name)
-		}
-	}
-	return names
-}
-
-var nameCleaner = regexp.MustCompile(`[^a-z0-9-]+`)
-
-// traceflowName is "<source>-to-<destination>-<random>", a valid name.
-func traceflowName(src string, d crdv1beta1.Destination) string {
-	dst := d.Pod + d.Service + d.IP
-	base := nameCleaner.ReplaceAllString(strings.ToLower(src+"-to-"+dst), "-")
-	if len(base) > 200 {
-		base = base[:200]
-	}
-	return strings.Trim(base, "-") + "-" + strconv.FormatUint(rand.Uint64()%(1<<40), 36)
 }
 
 // flowKeys are the fields -f accepts.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"antrea.io/antrea/pkg/antctl/query"
 	"antrea.io/antrea/pkg/version"
 )
 
@@ -38,12 +39,12 @@ func TestVersionShowsClientControllerAndEveryAgent(t *testing.T) {
 		controllerSHA   = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 	)
 	c := defaultCluster()
-	c.extra = []runtime.Object{
+	c.Extra = []runtime.Object{
 		antreaPod("antrea-controller", "antrea-controller-5d8f", "node-1", controllerImage, controllerSHA, true),
 		antreaPod("antrea-agent", "antrea-agent-b2", "node-2", agentImage, agentDigest, false),
 		antreaPod("antrea-agent", "antrea-agent-a1", "node-1", agentImage, agentDigest, true),
 	}
-	clients := c.clients()
+	clients := c.Clients()
 	clients.Kube.(*kubefake.Clientset).Resources = []*metav1.APIResourceList{{GroupVersion: "controlplane.antrea.io/v1beta2"}}
 	r := runAntctlWith(t, clients, "version")
 	if r.runErr != nil {
@@ -74,7 +75,7 @@ func TestVersionShowsClientControllerAndEveryAgent(t *testing.T) {
 
 func TestVersionWithTheAgentsServiceAccountSaysWhatItCannotRead(t *testing.T) {
 	// The agent's RBAC has no pods: version in local mode tells so.
-	clients := defaultCluster().clients()
+	clients := defaultCluster().Clients()
 	clients.Kube.(*kubefake.Clientset).PrependReactor("list", "pods", forbidden("pods"))
 	r := runAntctlWith(t, clients, "version")
 	if r.runErr != nil {
@@ -101,7 +102,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 		}
 	}
 	c := defaultCluster()
-	c.extra = []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "antrea-config"},
+	c.Extra = []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "antrea-config"},
 		Data: map[string]string{"antrea-agent.conf": agentConf, "antrea-controller.conf": controllerConf}}}
 	r := runAntctl(t, c, "get", "featuregates")
 	if r.runErr != nil {
@@ -121,7 +122,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 	if r.runErr != nil {
 		t.Fatal(r.runErr)
 	}
-	var gates []featureGate
+	var gates []query.FeatureGate
 	if err := json.Unmarshal([]byte(r.out), &gates); err != nil {
 		t.Fatalf("-o json printed %q: %v", r.out, err)
 	}

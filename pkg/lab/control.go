@@ -14,10 +14,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/util/procfs"
 )
 
 // The supervisor's control socket: what a test asks of a running lab that
@@ -214,8 +215,7 @@ func (s *supervisor) rebootNode(ctx context.Context, name string, down time.Dura
 		p.terminate(0)
 		killed++
 	}
-	var netnsStat syscall.Stat_t
-	_ = syscall.Stat(netnsPath(n.NetNS), &netnsStat)
+	oldNS, _ := procfs.NetNSOf(netnsPath(n.NetNS))
 	// tmpfs is empty after a reboot.
 	for _, dir := range []string{
 		s.opts.NodeHostPath(n.Name, "/var/run/netns"), s.opts.NodeHostPath(n.Name, "/var/run/antrea"),
@@ -232,7 +232,7 @@ func (s *supervisor) rebootNode(ctx context.Context, name string, down time.Dura
 	time.Sleep(down)
 	// Power on: the netns with its uplink, then the node as at `up`.
 	if err := s.remakeNodeNetNS(ctx, n, mac); err != nil {
-		return "", fmt.Errorf("%w (processes still in the old netns: %v)", err, pidsInNetNSInode(netnsStat.Ino))
+		return "", fmt.Errorf("%w (processes still in the old netns: %v)", err, pidsInNetNSOf(oldNS))
 	}
 	holder, err := s.startNodeMounts(ctx, n)
 	if err != nil {
@@ -263,17 +263,12 @@ func (s *supervisor) killNodeLeftovers(n NodeInfo) int {
 		}
 	}
 	sock := s.opts.ContainerdSocket(n.Name)
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	pids, _ := procfs.PIDs()
+	for _, pid := range pids {
+		argv, err := procfs.Cmdline(pid)
 		if err != nil {
 			continue
 		}
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil {
-			continue
-		}
-		argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
 		if filepath.Base(argv[0]) != "containerd-shim-runc-v2" {
 			continue
 		}
@@ -328,21 +323,13 @@ func (s *supervisor) remakeNodeNetNS(ctx context.Context, n NodeInfo, mac string
 	return nil
 }
 
-// pidsInNetNSInode lists the processes (PID and command) whose netns has
-// inode ino.
-func pidsInNetNSInode(ino uint64) []string {
+// pidsInNetNSOf lists the processes (PID and command) in netns ns.
+func pidsInNetNSOf(ns procfs.NetNSID) []string {
 	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		var st syscall.Stat_t
-		if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil && st.Ino == ino {
-			raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-			out = append(out, fmt.Sprintf("%d %q", pid, strings.ReplaceAll(strings.TrimRight(string(raw), "\x00"), "\x00", " ")))
-		}
+	pids, _ := procfs.PIDsInNetNS(ns)
+	for _, pid := range pids {
+		argv, _ := procfs.Cmdline(pid)
+		out = append(out, fmt.Sprintf("%d %q", pid, strings.Join(argv, " ")))
 	}
 	return out
 }

@@ -41,7 +41,7 @@ func TestKubeDNSAddonServesTheClusterDNSAddressWithTheLabsCoreDNSImage(t *testin
 			continue
 		}
 		kinds[meta.Kind]++
-		var into interface{}
+		var into any
 		switch meta.Kind {
 		case "Service":
 			into = &svc

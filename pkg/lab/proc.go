@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/util/procfs"
 )
 
 // procStat is what the lab needs from /proc/PID/stat.
@@ -113,29 +115,16 @@ func (p Process) terminate(grace time.Duration) {
 // pidsInNetNS lists the live processes whose network namespace is the named
 // one; `down` uses it to find pod processes that the lab did not start itself.
 func pidsInNetNS(netns string) []Process {
-	var target syscall.Stat_t
-	if err := syscall.Stat(netnsPath(netns), &target); err != nil {
-		return nil
-	}
-	entries, err := os.ReadDir("/proc")
+	ns, err := procfs.NetNSOf(netnsPath(netns))
 	if err != nil {
 		return nil
 	}
+	pids, _ := procfs.PIDsInNetNS(ns)
 	var out []Process
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		var st syscall.Stat_t
-		if err := syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
-			continue
-		}
-		if st.Ino == target.Ino && st.Dev == target.Dev {
-			p := Process{Component: "netns-member", PID: pid, StartTime: processStartTime(pid), NetNS: netns}
-			if p.Alive() {
-				out = append(out, p)
-			}
+	for _, pid := range pids {
+		p := Process{Component: "netns-member", PID: pid, StartTime: processStartTime(pid), NetNS: netns}
+		if p.Alive() {
+			out = append(out, p)
 		}
 	}
 	return out
@@ -160,15 +149,8 @@ func reapOrphans() { reapOrphansExcept(nil) }
 // inherits it and must collect it when its pod is gone.
 func reapOrphansExcept(keep map[int]bool) {
 	self := os.Getpid()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	pids, _ := procfs.PIDs()
+	for _, pid := range pids {
 		st, err := readProcStat(pid)
 		if err != nil || st.ppid != self || st.state != 'Z' || keep[pid] {
 			continue

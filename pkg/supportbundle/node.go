@@ -163,8 +163,9 @@ func dumpGroups(ctx context.Context, mgmt string, w io.Writer) error {
 }
 
 // Handler serves a bundle made by collector(tailBytes) at GET (the query's
-// tailBytes, DefaultTailBytes without one): the agent API's /supportbundle,
-// whose profiles are then the agent's own.
+// tailBytes, DefaultTailBytes without one; its since, a duration such as 1h,
+// leaves out the log files not written for that long): the agent API's
+// /supportbundle, whose profiles are then the agent's own.
 func Handler(collector func(tailBytes int64) *Collector) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
@@ -180,8 +181,21 @@ func Handler(collector func(tailBytes int64) *Collector) http.Handler {
 			}
 			tail = n
 		}
+		var since time.Duration
+		if v := r.URL.Query().Get("since"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				http.Error(w, "since: want a positive duration such as 5s, 2m or 3h", http.StatusBadRequest)
+				return
+			}
+			since = d
+		}
+		col := collector(tail)
+		if since > 0 {
+			col.LogsSince = time.Now().Add(-since)
+		}
 		w.Header().Set("Content-Type", "application/gzip")
-		if _, err := collector(tail).Collect(r.Context(), w); err != nil {
+		if _, err := col.Collect(r.Context(), w); err != nil {
 			klog.ErrorS(err, "Support bundle cut short")
 		}
 	})

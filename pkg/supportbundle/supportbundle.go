@@ -89,6 +89,9 @@ type Collector struct {
 	// each) with their path below the glob's fixed prefix.
 	LogGlobs  []string
 	TailBytes int64
+	// LogsSince, when set, leaves out the log files not written since then
+	// (their modification time; upstream antctl's --since).
+	LogsSince time.Time
 	// Files are small files (/proc counters) copied as they are.
 	Files map[string]string // entry name -> path
 	// Commands and Funcs make the other entries.
@@ -238,7 +241,7 @@ func (c *Collector) Collect(ctx context.Context, w io.Writer) (*Summary, error) 
 		prefix := globPrefix(g)
 		for _, m := range matches {
 			st, err := os.Stat(m)
-			if err != nil || !st.Mode().IsRegular() {
+			if err != nil || !st.Mode().IsRegular() || st.ModTime().Before(c.LogsSince) {
 				continue
 			}
 			rel, _ := filepath.Rel(prefix, m)

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -263,5 +264,54 @@ func TestHandler(t *testing.T) {
 	bad.Body.Close()
 	if bad.StatusCode != http.StatusBadRequest {
 		t.Errorf("tailBytes=-1: %s", bad.Status)
+	}
+}
+
+// ?since=D leaves out the log files not written for D (upstream antctl's
+// --since); a file written since is kept.
+func TestHandlerSinceLeavesOutOldLogFiles(t *testing.T) {
+	dir := t.TempDir()
+	for name, age := range map[string]time.Duration{"old.log": 3 * time.Hour, "new.log": time.Minute} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("a line\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(-age)
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(Handler(func(tail int64) *Collector {
+		return &Collector{Component: "antrea-agent", LogGlobs: []string{filepath.Join(dir, "*.log")}, TailBytes: tail}
+	}))
+	defer srv.Close()
+	for query, want := range map[string][]string{"?since=1h": {"logs/new.log"}, "": {"logs/new.log", "logs/old.log"}} {
+		resp, err := http.Get(srv.URL + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := Read(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs []string
+		for name := range entries {
+			if strings.HasPrefix(name, "logs/") {
+				logs = append(logs, name)
+			}
+		}
+		sort.Strings(logs)
+		if strings.Join(logs, " ") != strings.Join(want, " ") {
+			t.Errorf("%q: logs %v, want %v", query, logs, want)
+		}
+	}
+	bad, err := http.Get(srv.URL + "?since=yesterday")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Body.Close()
+	if bad.StatusCode != http.StatusBadRequest {
+		t.Errorf("since=yesterday: %s", bad.Status)
 	}
 }

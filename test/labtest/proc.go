@@ -12,20 +12,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"antrea.io/antrea/pkg/lab"
+	"antrea.io/antrea/pkg/util/procfs"
 )
 
 // What the tests read from /proc and /sys/fs/cgroup to see what a lab left
 // on the machine. Nothing here signals a process.
 
 func allPIDs() []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			out = append(out, pid)
-		}
-	}
-	return out
+	pids, _ := procfs.PIDs()
+	return pids
 }
 
 // procStatFields are the fields of /proc/PID/stat after the command name

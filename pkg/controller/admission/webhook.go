@@ -36,10 +36,10 @@ const maxReviewBytes = 8 << 20
 func Handlers(v *Validator) map[string]http.Handler {
 	return map[string]http.Handler{
 		PathValidateTier:         reviewHandler(v.reviewTier),
-		PathValidateACNP:         reviewHandler(v.reviewACNP),
-		PathValidateANNP:         reviewHandler(v.reviewANNP),
-		PathValidateClusterGroup: reviewHandler(v.reviewClusterGroup),
-		PathValidateGroup:        reviewHandler(v.reviewGroup),
+		PathValidateACNP:         reviewHandler(reviewObject(v.ValidateClusterNetworkPolicy)),
+		PathValidateANNP:         reviewHandler(reviewObject(v.ValidateNetworkPolicy)),
+		PathValidateClusterGroup: reviewHandler(reviewObject(v.ValidateClusterGroup)),
+		PathValidateGroup:        reviewHandler(reviewObject(v.ValidateGroup)),
 		PathMutateACNP:           reviewHandler(mutateACNP),
 		PathMutateANNP:           reviewHandler(mutateANNP),
 	}
@@ -125,54 +125,26 @@ func (v *Validator) reviewTier(ctx context.Context, req *admissionv1.AdmissionRe
 	return verdict(nil)
 }
 
-func (v *Validator) reviewACNP(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-	var p crdv1beta1.ClusterNetworkPolicy
-	if resp := decode(req, &p, nil); resp != nil {
-		return resp
+// reviewObject reviews the creates and updates of one kind with validate
+// (other operations are allowed). A namespaced object that does not say its
+// namespace is in the request's.
+func reviewObject[T any, PT interface {
+	*T
+	metav1.Object
+}](validate func(context.Context, PT) field.ErrorList) reviewFunc {
+	return func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		obj := PT(new(T))
+		if resp := decode(req, obj, nil); resp != nil {
+			return resp
+		}
+		if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+			return verdict(nil)
+		}
+		if obj.GetNamespace() == "" {
+			obj.SetNamespace(req.Namespace)
+		}
+		return verdict(validate(ctx, obj))
 	}
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return verdict(nil)
-	}
-	return verdict(v.ValidateClusterNetworkPolicy(ctx, &p))
-}
-
-func (v *Validator) reviewANNP(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-	var p crdv1beta1.NetworkPolicy
-	if resp := decode(req, &p, nil); resp != nil {
-		return resp
-	}
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return verdict(nil)
-	}
-	if p.Namespace == "" {
-		p.Namespace = req.Namespace
-	}
-	return verdict(v.ValidateNetworkPolicy(ctx, &p))
-}
-
-func (v *Validator) reviewClusterGroup(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-	var g crdv1beta1.ClusterGroup
-	if resp := decode(req, &g, nil); resp != nil {
-		return resp
-	}
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return verdict(nil)
-	}
-	return verdict(v.ValidateClusterGroup(ctx, &g))
-}
-
-func (v *Validator) reviewGroup(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-	var g crdv1beta1.Group
-	if resp := decode(req, &g, nil); resp != nil {
-		return resp
-	}
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return verdict(nil)
-	}
-	if g.Namespace == "" {
-		g.Namespace = req.Namespace
-	}
-	return verdict(v.ValidateGroup(ctx, &g))
 }
 
 func mutateACNP(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {

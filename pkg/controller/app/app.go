@@ -64,8 +64,11 @@ func Run(ctx context.Context, o *Options) error {
 	informerFactory := informers.NewSharedInformerFactory(kubeClient, 0)
 	stores := apiserver.NewStores()
 
-	npController := networkpolicy.NewController(kubeClient, informerFactory,
+	npController, err := networkpolicy.NewController(kubeClient, informerFactory,
 		stores.AddressGroups, stores.AppliedToGroups, stores.NetworkPolicies)
+	if err != nil {
+		return fmt.Errorf("NetworkPolicy controller: %w", err)
+	}
 
 	server, err := apiserver.New(o.APIServer, o.Kubeconfig, stores, informerFactory)
 	if err != nil {

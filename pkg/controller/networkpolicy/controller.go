@@ -193,9 +193,10 @@ type Controller struct {
 
 // NewController wires the informers of informerFactory (NetworkPolicies,
 // Pods, Namespaces) to a new Controller writing into the three stores. The
-// caller starts informerFactory; Run waits for its caches.
+// caller starts informerFactory; Run waits for its caches. It fails when an
+// informer refuses the controller's handlers (a stopped informer).
 func NewController(kubeClient kubernetes.Interface, informerFactory informers.SharedInformerFactory,
-	addressGroupStore, appliedToGroupStore, networkPolicyStore Store) *Controller {
+	addressGroupStore, appliedToGroupStore, networkPolicyStore Store) (*Controller, error) {
 	rl := func(name string) workqueue.TypedRateLimitingInterface[string] {
 		return workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -209,9 +210,6 @@ func NewController(kubeClient kubernetes.Interface, informerFactory informers.Sh
 		informerFactory:     informerFactory,
 		npLister:            npInformer.Lister(),
 		nsLister:            nsInformer.Lister(),
-		npSynced:            npInformer.Informer().HasSynced,
-		podSynced:           podInformer.Informer().HasSynced,
-		namespaceSynced:     nsInformer.Informer().HasSynced,
 		index:               grouping.NewIndex(),
 		addressGroupStore:   addressGroupStore,
 		appliedToGroupStore: appliedToGroupStore,
@@ -240,32 +238,35 @@ func NewController(kubeClient kubernetes.Interface, informerFactory informers.Sh
 	// The synced functions are those of the handler registrations, not of
 	// the informers: they turn true once the handlers (and so the index) have
 	// seen the initial list, not merely once the informer's cache holds it.
-	// Registration only fails on a stopped informer.
-	npReg, err := npInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueuePolicy,
-		UpdateFunc: func(_, cur any) { c.enqueuePolicy(cur) },
-		DeleteFunc: c.enqueuePolicy,
-	})
-	if err == nil {
-		c.npSynced = npReg.HasSynced
+	for _, h := range []struct {
+		what     string
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandlerFuncs
+		synced   *cache.InformerSynced
+	}{
+		{"NetworkPolicies", npInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.enqueuePolicy,
+			UpdateFunc: func(_, cur any) { c.enqueuePolicy(cur) },
+			DeleteFunc: c.enqueuePolicy,
+		}, &c.npSynced},
+		{"Pods", podInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.addPod,
+			UpdateFunc: c.updatePod,
+			DeleteFunc: c.deletePod,
+		}, &c.podSynced},
+		{"Namespaces", nsInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.addNamespace,
+			UpdateFunc: c.updateNamespace,
+			DeleteFunc: c.deleteNamespace,
+		}, &c.namespaceSynced},
+	} {
+		reg, err := h.informer.AddEventHandler(h.handler)
+		if err != nil {
+			return nil, fmt.Errorf("watching %s: %w", h.what, err)
+		}
+		*h.synced = reg.HasSynced
 	}
-	podReg, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.addPod,
-		UpdateFunc: c.updatePod,
-		DeleteFunc: c.deletePod,
-	})
-	if err == nil {
-		c.podSynced = podReg.HasSynced
-	}
-	nsReg, err := nsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.addNamespace,
-		UpdateFunc: c.updateNamespace,
-		DeleteFunc: c.deleteNamespace,
-	})
-	if err == nil {
-		c.namespaceSynced = nsReg.HasSynced
-	}
-	return c
+	return c, nil
 }
 
 func (c *Controller) enqueuePolicy(obj any) {

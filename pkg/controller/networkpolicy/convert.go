@@ -145,7 +145,7 @@ func (cp *computedPolicy) toPeer(np *networkingv1.NetworkPolicy, peers []network
 		// out with an error log, as upstream does. That narrows the rule
 		// (a rule left without peers matches nothing) rather than opening it.
 		if p.IPBlock != nil {
-			b, err := toIPBlock(p.IPBlock)
+			b, err := toIPBlock(p.IPBlock.CIDR, p.IPBlock.Except)
 			if err != nil {
 				klog.ErrorS(err, "Ignoring invalid ipBlock peer", "networkPolicy", klog.KObj(np), "peer", i)
 				continue
@@ -212,14 +212,15 @@ func toServices(ports []networkingv1.NetworkPolicyPort) ([]controlplane.Service,
 	return out, named
 }
 
-// toIPBlock converts an ipBlock and its exceptions.
-func toIPBlock(b *networkingv1.IPBlock) (controlplane.IPBlock, error) {
-	cidr, err := toIPNet(b.CIDR)
+// toIPBlock converts an ipBlock (of a K8s NetworkPolicy peer, an Antrea-native
+// peer or a group) and its exceptions.
+func toIPBlock(cidr string, except []string) (controlplane.IPBlock, error) {
+	n, err := toIPNet(cidr)
 	if err != nil {
 		return controlplane.IPBlock{}, err
 	}
-	out := controlplane.IPBlock{CIDR: cidr}
-	for _, e := range b.Except {
+	out := controlplane.IPBlock{CIDR: n}
+	for _, e := range except {
 		ex, err := toIPNet(e)
 		if err != nil {
 			return controlplane.IPBlock{}, fmt.Errorf("except: %w", err)

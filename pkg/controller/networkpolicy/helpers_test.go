@@ -16,6 +16,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"antrea.io/antrea/pkg/apis/controlplane"
@@ -44,7 +45,7 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 		atgs:   storage.NewAppliedToGroupStore(),
 		nps:    storage.NewNetworkPolicyStore(),
 	}
-	e.c = NewController(client, factory, e.ags, e.atgs, e.nps)
+	e.c = newTestController(t, client, factory, e.ags, e.atgs, e.nps)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.ctx = ctx
 	t.Cleanup(func() {
@@ -300,4 +301,16 @@ func byNodeNames(g *types.AppliedToGroup) map[string][]string {
 		out[node] = memberNames(s)
 	}
 	return out
+}
+
+// newTestController is NewController for a test, which it fails when the
+// controller cannot watch the informers.
+func newTestController(tb testing.TB, kubeClient kubernetes.Interface, informerFactory informers.SharedInformerFactory,
+	addressGroupStore, appliedToGroupStore, networkPolicyStore Store) *Controller {
+	tb.Helper()
+	c, err := NewController(kubeClient, informerFactory, addressGroupStore, appliedToGroupStore, networkPolicyStore)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }

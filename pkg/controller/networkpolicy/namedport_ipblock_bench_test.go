@@ -61,7 +61,7 @@ func BenchmarkIncrementalPodAddAmong100kPodsUnderNamedPortRules(b *testing.B) {
 			client := w.client()
 			factory := informers.NewSharedInformerFactory(client, 0)
 			ags := storage.NewAddressGroupStore()
-			c := NewController(client, factory, ags, storage.NewAppliedToGroupStore(), storage.NewNetworkPolicyStore())
+			c := newTestController(b, client, factory, ags, storage.NewAppliedToGroupStore(), storage.NewNetworkPolicyStore())
 			ctx, cancel := context.WithCancel(context.Background())
 			defer func() {
 				cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -86,129 +87,26 @@ func (c *Controller) EnableAntreaPolicies(cfg AntreaPolicyConfig) error {
 		nodeLister: core.Nodes().Lister(),
 	}
 	c.native = n
-	enqueueKey := func(key func(obj any) string) func(any) {
-		return func(obj any) {
-			if k := key(obj); k != "" {
-				c.nativeQueue.Add(k)
-			}
+	// Each kind's add and delete run event; an update runs update. The
+	// controller's own status writes come back as updates: for the kinds it
+	// writes status to, only a changed spec needs a computation.
+	for _, w := range []struct {
+		what     string
+		informer cache.SharedIndexInformer
+		event    func(any)
+		update   func(old, cur any)
+	}{
+		{"ClusterNetworkPolicies", crd.ClusterNetworkPolicies().Informer(), c.acnpEvent, onSpecChange(c.acnpEvent, specOf[*crdv1beta1.ClusterNetworkPolicy])},
+		{"Antrea NetworkPolicies", crd.NetworkPolicies().Informer(), c.annpEvent, onSpecChange(c.annpEvent, specOf[*crdv1beta1.NetworkPolicy])},
+		{"Tiers", crd.Tiers().Informer(), c.tierEvent, func(_, cur any) { c.tierEvent(cur) }},
+		{"ClusterGroups", crd.ClusterGroups().Informer(), c.clusterGroupEvent, onSpecChange(c.clusterGroupEvent, specOf[*crdv1beta1.ClusterGroup])},
+		{"Groups", crd.Groups().Informer(), c.groupEvent, onSpecChange(c.groupEvent, specOf[*crdv1beta1.Group])},
+		{"Services", core.Services().Informer(), c.serviceEvent, c.serviceUpdate},
+		{"Nodes", core.Nodes().Informer(), c.nodeEvent, onChange(c.nodeEvent, nodeChanged)},
+	} {
+		if err := n.handle(w.informer, w.event, w.update, w.event); err != nil {
+			return fmt.Errorf("watching %s: %w", w.what, err)
 		}
-	}
-	acnpKey := func(obj any) string {
-		if p, ok := obj.(*crdv1beta1.ClusterNetworkPolicy); ok {
-			return nativeKeyACNP(p.Name)
-		}
-		return ""
-	}
-	annpKey := func(obj any) string {
-		if p, ok := obj.(*crdv1beta1.NetworkPolicy); ok {
-			return nativeKeyANNP(p.Namespace, p.Name)
-		}
-		return ""
-	}
-	// The controller's own status writes come back as updates: only a
-	// changed spec (or object) needs a computation.
-	err := n.handle(crd.ClusterNetworkPolicies().Informer(), enqueueKey(acnpKey), func(old, cur any) {
-		o, ok1 := old.(*crdv1beta1.ClusterNetworkPolicy)
-		np, ok2 := cur.(*crdv1beta1.ClusterNetworkPolicy)
-		if ok1 && ok2 && o.UID == np.UID && o.Generation == np.Generation && reflect.DeepEqual(o.Spec, np.Spec) {
-			return
-		}
-		enqueueKey(acnpKey)(cur)
-	}, enqueueKey(acnpKey))
-	if err != nil {
-		return fmt.Errorf("watching ClusterNetworkPolicies: %w", err)
-	}
-	err = n.handle(crd.NetworkPolicies().Informer(), enqueueKey(annpKey), func(old, cur any) {
-		o, ok1 := old.(*crdv1beta1.NetworkPolicy)
-		np, ok2 := cur.(*crdv1beta1.NetworkPolicy)
-		if ok1 && ok2 && o.UID == np.UID && o.Generation == np.Generation && reflect.DeepEqual(o.Spec, np.Spec) {
-			return
-		}
-		enqueueKey(annpKey)(cur)
-	}, enqueueKey(annpKey))
-	if err != nil {
-		return fmt.Errorf("watching Antrea NetworkPolicies: %w", err)
-	}
-	tierDep := func(obj any) {
-		if t, ok := obj.(*crdv1beta1.Tier); ok {
-			c.enqueueDep(depTier(t.Name))
-		}
-	}
-	if err := n.handle(crd.Tiers().Informer(), tierDep, func(_, cur any) { tierDep(cur) }, tierDep); err != nil {
-		return fmt.Errorf("watching Tiers: %w", err)
-	}
-	cgDep := func(obj any) {
-		if g, ok := obj.(*crdv1beta1.ClusterGroup); ok {
-			c.enqueueDep(depClusterGroup(g.Name))
-			c.groupStatusQueue.Add(depClusterGroup(g.Name))
-			for _, parent := range c.parentsOf(depClusterGroup(g.Name)) {
-				c.groupStatusQueue.Add(parent)
-			}
-		}
-	}
-	if err := n.handle(crd.ClusterGroups().Informer(), cgDep, func(old, cur any) {
-		o, ok1 := old.(*crdv1beta1.ClusterGroup)
-		g, ok2 := cur.(*crdv1beta1.ClusterGroup)
-		if ok1 && ok2 && o.UID == g.UID && reflect.DeepEqual(o.Spec, g.Spec) {
-			return
-		}
-		cgDep(cur)
-	}, cgDep); err != nil {
-		return fmt.Errorf("watching ClusterGroups: %w", err)
-	}
-	grpDep := func(obj any) {
-		if g, ok := obj.(*crdv1beta1.Group); ok {
-			c.enqueueDep(depGroup(g.Namespace, g.Name))
-			c.groupStatusQueue.Add(depGroup(g.Namespace, g.Name))
-			for _, parent := range c.parentsOf(depGroup(g.Namespace, g.Name)) {
-				c.groupStatusQueue.Add(parent)
-			}
-		}
-	}
-	if err := n.handle(crd.Groups().Informer(), grpDep, func(old, cur any) {
-		o, ok1 := old.(*crdv1beta1.Group)
-		g, ok2 := cur.(*crdv1beta1.Group)
-		if ok1 && ok2 && o.UID == g.UID && reflect.DeepEqual(o.Spec, g.Spec) {
-			return
-		}
-		grpDep(cur)
-	}, grpDep); err != nil {
-		return fmt.Errorf("watching Groups: %w", err)
-	}
-	svcDep := func(obj any) {
-		if s, ok := obj.(*v1.Service); ok {
-			c.enqueueDep(depService(s.Namespace, s.Name))
-		}
-	}
-	svcEvent := func(obj any) {
-		svcDep(obj)
-		if s, ok := obj.(*v1.Service); ok {
-			c.serviceGroupsChanged(s.Namespace, s.Name)
-		}
-	}
-	if err := n.handle(core.Services().Informer(), svcEvent, func(old, cur any) {
-		o, ok1 := old.(*v1.Service)
-		s, ok2 := cur.(*v1.Service)
-		if ok1 && ok2 && !slices.EqualFunc(nodePorts(o), nodePorts(s), func(a, b controlplane.NamedPort) bool { return a == b }) {
-			c.serviceGroupsChanged(s.Namespace, s.Name)
-		}
-		if ok1 && ok2 && labelsEqual(o.Spec.Selector, s.Spec.Selector) {
-			return
-		}
-		svcDep(cur)
-	}, svcEvent); err != nil {
-		return fmt.Errorf("watching Services: %w", err)
-	}
-	nodeEvent := func(any) { c.nodeGroupsChanged() }
-	if err := n.handle(core.Nodes().Informer(), nodeEvent, func(old, cur any) {
-		o, ok1 := old.(*v1.Node)
-		s, ok2 := cur.(*v1.Node)
-		if ok1 && ok2 && !nodeChanged(o, s) {
-			return
-		}
-		c.nodeGroupsChanged()
-	}, nodeEvent); err != nil {
-		return fmt.Errorf("watching Nodes: %w", err)
 	}
 	if cfg.Realizer != nil {
 		if h, ok := cfg.Realizer.(interface{ AddHandler(func(string)) }); ok {
@@ -235,6 +133,112 @@ func (n *native) service(ns, name string) (*v1.Service, error) {
 	return n.svcLister.Services(ns).Get(name)
 }
 func (n *native) namespaces() ([]*v1.Namespace, error) { return n.nsLister.List(labels.Everything()) }
+
+// The native kinds' event handlers (EnableAntreaPolicies registers them).
+
+func (c *Controller) acnpEvent(obj any) {
+	if p, ok := obj.(*crdv1beta1.ClusterNetworkPolicy); ok {
+		c.nativeQueue.Add(nativeKeyACNP(p.Name))
+	}
+}
+
+func (c *Controller) annpEvent(obj any) {
+	if p, ok := obj.(*crdv1beta1.NetworkPolicy); ok {
+		c.nativeQueue.Add(nativeKeyANNP(p.Namespace, p.Name))
+	}
+}
+
+func (c *Controller) tierEvent(obj any) {
+	if t, ok := obj.(*crdv1beta1.Tier); ok {
+		c.enqueueDep(depTier(t.Name))
+	}
+}
+
+func (c *Controller) clusterGroupEvent(obj any) {
+	if g, ok := obj.(*crdv1beta1.ClusterGroup); ok {
+		c.groupChanged(depClusterGroup(g.Name))
+	}
+}
+
+func (c *Controller) groupEvent(obj any) {
+	if g, ok := obj.(*crdv1beta1.Group); ok {
+		c.groupChanged(depGroup(g.Namespace, g.Name))
+	}
+}
+
+// groupChanged sends a group's change to the policies reading it, its own
+// status and its parents' (a ClusterGroup of ClusterGroups).
+func (c *Controller) groupChanged(dep string) {
+	c.enqueueDep(dep)
+	c.groupStatusQueue.Add(dep)
+	for _, parent := range c.parentsOf(dep) {
+		c.groupStatusQueue.Add(parent)
+	}
+}
+
+func (c *Controller) serviceEvent(obj any) {
+	if s, ok := obj.(*v1.Service); ok {
+		c.enqueueDep(depService(s.Namespace, s.Name))
+		c.serviceGroupsChanged(s.Namespace, s.Name)
+	}
+}
+
+// serviceUpdate: new NodePorts change the groups of policies applied to the
+// Service; a new selector changes the policies reading it.
+func (c *Controller) serviceUpdate(old, cur any) {
+	o, ok1 := old.(*v1.Service)
+	s, ok2 := cur.(*v1.Service)
+	if !ok1 || !ok2 {
+		return
+	}
+	if !slices.EqualFunc(nodePorts(o), nodePorts(s), func(a, b controlplane.NamedPort) bool { return a == b }) {
+		c.serviceGroupsChanged(s.Namespace, s.Name)
+	}
+	if !labelsEqual(o.Spec.Selector, s.Spec.Selector) {
+		c.enqueueDep(depService(s.Namespace, s.Name))
+	}
+}
+
+func (c *Controller) nodeEvent(any) { c.nodeGroupsChanged() }
+
+// onChange makes an update handler that runs event on the new object only
+// when changed says the update changed what the controller reads (or when
+// the objects are not both Ts).
+func onChange[T any](event func(any), changed func(old, cur T) bool) func(old, cur any) {
+	return func(old, cur any) {
+		o, ok1 := old.(T)
+		n, ok2 := cur.(T)
+		if ok1 && ok2 && !changed(o, n) {
+			return
+		}
+		event(cur)
+	}
+}
+
+// onSpecChange is onChange for the kinds the controller writes status to:
+// an update changes something when the object was replaced (another UID),
+// or its generation or spec (given by spec) changed. Their CRDs have the
+// status subresource, so a status write leaves the generation alone.
+func onSpecChange[T metav1.Object](event func(any), spec func(T) any) func(old, cur any) {
+	return onChange(event, func(o, n T) bool {
+		return o.GetUID() != n.GetUID() || o.GetGeneration() != n.GetGeneration() || !reflect.DeepEqual(spec(o), spec(n))
+	})
+}
+
+// specOf gives the spec of the kinds onSpecChange watches.
+func specOf[T *crdv1beta1.ClusterNetworkPolicy | *crdv1beta1.NetworkPolicy | *crdv1beta1.ClusterGroup | *crdv1beta1.Group](obj T) any {
+	switch o := any(obj).(type) {
+	case *crdv1beta1.ClusterNetworkPolicy:
+		return o.Spec
+	case *crdv1beta1.NetworkPolicy:
+		return o.Spec
+	case *crdv1beta1.ClusterGroup:
+		return o.Spec
+	case *crdv1beta1.Group:
+		return o.Spec
+	}
+	return nil
+}
 
 // handlerFuncs registers add/update/delete callbacks and records the
 // registration's synced function.

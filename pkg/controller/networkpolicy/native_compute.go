@@ -313,7 +313,7 @@ func (b *nativeBuilder) groupSpec(spec *crdv1beta1.GroupSpec, ns string, depth i
 	case len(spec.IPBlocks) > 0:
 		var blocks []controlplane.IPBlock
 		for i := range spec.IPBlocks {
-			blk, err := nativeIPBlock(&spec.IPBlocks[i])
+			blk, err := toIPBlock(spec.IPBlocks[i].CIDR, spec.IPBlocks[i].Except)
 			if err != nil {
 				klog.ErrorS(err, "Ignoring invalid ipBlock of a group", "policy", b.policy)
 				continue
@@ -413,7 +413,7 @@ func (b *nativeBuilder) peer(dir controlplane.Direction, r *crdv1beta1.Rule, nsS
 		p := &peers[i]
 		switch {
 		case p.IPBlock != nil:
-			blk, err := nativeIPBlock(p.IPBlock)
+			blk, err := toIPBlock(p.IPBlock.CIDR, p.IPBlock.Except)
 			if err != nil {
 				klog.ErrorS(err, "Ignoring invalid ipBlock peer", "policy", b.policy)
 				continue
@@ -655,20 +655,4 @@ func copyInt32(p *int32) *int32 {
 	}
 	v := *p
 	return &v
-}
-
-func nativeIPBlock(b *crdv1beta1.IPBlock) (controlplane.IPBlock, error) {
-	cidr, err := toIPNet(b.CIDR)
-	if err != nil {
-		return controlplane.IPBlock{}, err
-	}
-	out := controlplane.IPBlock{CIDR: cidr}
-	for _, e := range b.Except {
-		ex, err := toIPNet(e)
-		if err != nil {
-			return controlplane.IPBlock{}, fmt.Errorf("except: %w", err)
-		}
-		out.Except = append(out.Except, ex)
-	}
-	return out, nil
 }

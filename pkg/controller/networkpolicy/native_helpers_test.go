@@ -54,7 +54,7 @@ func newNativeEnv(t *testing.T, kubeObjs, crdObjs []runtime.Object) *nativeEnv {
 		nps:    storage.NewNetworkPolicyStore(),
 	}, crd: crdClient}
 	e.statuses = registry.NewStatusStore(e.nps)
-	e.c = NewController(client, factory, e.ags, e.atgs, e.nps)
+	e.c = newTestController(t, client, factory, e.ags, e.atgs, e.nps)
 	if err := e.c.EnableAntreaPolicies(AntreaPolicyConfig{CRDClient: crdClient, CRDInformers: crdFactory, Realizer: e.statuses}); err != nil {
 		t.Fatal(err)
 	}

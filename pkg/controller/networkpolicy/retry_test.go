@@ -58,7 +58,7 @@ func TestFailedStoreWritesAreRetriedUntilTheStoresAreComplete(t *testing.T) {
 	ags := &flakyStore{Interface: storage.NewAddressGroupStore(), failures: 2}
 	atgs := &flakyStore{Interface: storage.NewAppliedToGroupStore(), failures: 2}
 	nps := &flakyStore{Interface: storage.NewNetworkPolicyStore(), failures: 2}
-	c := NewController(client, factory, ags, atgs, nps)
+	c := newTestController(t, client, factory, ags, atgs, nps)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() {

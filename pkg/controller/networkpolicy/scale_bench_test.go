@@ -347,7 +347,7 @@ func runScale(b *testing.B, w *workload) {
 		client := w.client()
 		factory := informers.NewSharedInformerFactory(client, 0)
 		ags, atgs, nps := storage.NewAddressGroupStore(), storage.NewAppliedToGroupStore(), storage.NewNetworkPolicyStore()
-		c := NewController(client, factory, ags, atgs, nps)
+		c := newTestController(b, client, factory, ags, atgs, nps)
 		// The Antrea-native kinds are enabled whatever the shape, as
 		// antrea-controller runs; status writes are left out, as in
 		// upstream's benchmark.
@@ -448,7 +448,7 @@ func BenchmarkIncrementalPodRelabelInShapeA(b *testing.B) {
 	client := w.client()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	nps := storage.NewNetworkPolicyStore()
-	c := NewController(client, factory, storage.NewAddressGroupStore(), storage.NewAppliedToGroupStore(), nps)
+	c := newTestController(b, client, factory, storage.NewAddressGroupStore(), storage.NewAppliedToGroupStore(), nps)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() {
 		cancel()
@@ -523,7 +523,7 @@ func runInit(b *testing.B, w *workload) {
 		client := w.client()
 		factory := informers.NewSharedInformerFactory(client, 0)
 		ags, atgs, nps := storage.NewAddressGroupStore(), storage.NewAppliedToGroupStore(), storage.NewNetworkPolicyStore()
-		c := NewController(client, factory, ags, atgs, nps)
+		c := newTestController(b, client, factory, ags, atgs, nps)
 		crdFactory := crdinformers.NewSharedInformerFactory(w.crdClient(), 0)
 		if err := c.EnableAntreaPolicies(AntreaPolicyConfig{CRDInformers: crdFactory}); err != nil {
 			b.Fatal(err)

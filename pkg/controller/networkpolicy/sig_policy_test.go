@@ -47,7 +47,7 @@ func newSIGEnv(t *testing.T, kubeObjs []runtime.Object, sigObjs ...runtime.Objec
 		nps:    storage.NewNetworkPolicyStore(),
 	}, crd: crdClient}, sig: sigClient}
 	e.statuses = registry.NewStatusStore(e.nps)
-	e.c = NewController(client, factory, e.ags, e.atgs, e.nps)
+	e.c = newTestController(t, client, factory, e.ags, e.atgs, e.nps)
 	if err := e.c.EnableAntreaPolicies(AntreaPolicyConfig{CRDClient: crdClient, CRDInformers: crdFactory, Realizer: e.statuses}); err != nil {
 		t.Fatal(err)
 	}

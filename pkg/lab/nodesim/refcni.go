@@ -108,10 +108,10 @@ func newRouteController(sim *simulator) *routeController {
 }
 
 func (rc *routeController) handler() cache.ResourceEventHandler {
-	enqueue := func(interface{}) { rc.queue.Add(routesKey) }
+	enqueue := func(any) { rc.queue.Add(routesKey) }
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
 	}
 }

@@ -148,7 +148,7 @@ func (sim *simulator) run(ctx context.Context) error {
 	sim.podLister = podInformer.Lister()
 	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    sim.enqueue,
-		UpdateFunc: func(_, obj interface{}) { sim.enqueue(obj) },
+		UpdateFunc: func(_, obj any) { sim.enqueue(obj) },
 		DeleteFunc: sim.enqueue,
 	}); err != nil {
 		return fmt.Errorf("node %s: pod informer: %w", cfg.NodeName, err)
@@ -180,7 +180,7 @@ func (sim *simulator) run(ctx context.Context) error {
 	return nil
 }
 
-func (sim *simulator) enqueue(obj interface{}) {
+func (sim *simulator) enqueue(obj any) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(err)

@@ -11,14 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
+
+	"antrea.io/antrea/pkg/util/procfs"
 )
 
 // podIfName is the pod's interface, as kubelet names it.
@@ -233,23 +233,18 @@ func stopProcessesInNetNS(ctx context.Context, path string) error {
 // processesInNetNS lists the live processes whose network namespace is the one
 // bind-mounted at path, by comparing /proc/PID/ns/net with it.
 func processesInNetNS(path string) ([]int, error) {
-	var target unix.Stat_t
-	if err := unix.Stat(path, &target); err != nil {
+	ns, err := procfs.NetNSOf(path)
+	if err != nil {
 		return nil, nil // not a netns (or gone): nothing can run in it
 	}
-	entries, err := os.ReadDir("/proc")
+	all, err := procfs.PIDsInNetNS(ns)
 	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
+		return nil, err
 	}
 	self := os.Getpid()
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Stat("/proc/"+e.Name()+"/ns/net", &st) != nil || st.Ino != target.Ino || st.Dev != target.Dev {
+	for _, pid := range all {
+		if pid == self {
 			continue
 		}
 		if state, _, err := procInfo(pid); err == nil && state != 'Z' && state != 'X' {

@@ -283,9 +283,9 @@ func waitFor(ctx context.Context, cond func() (bool, error)) error {
 // modelColumns returns pointers to the fields of model m (a pointer to one of
 // our row structs) that map to columns other than _uuid, as libovsdb's
 // WithTable wants them.
-func modelColumns(m model.Model) []interface{} {
+func modelColumns(m model.Model) []any {
 	v := reflect.ValueOf(m).Elem()
-	var fields []interface{}
+	var fields []any
 	for i := 0; i < v.NumField(); i++ {
 		if col := v.Type().Field(i).Tag.Get("ovsdb"); col != "" && col != "_uuid" {
 			fields = append(fields, v.Field(i).Addr().Interface())

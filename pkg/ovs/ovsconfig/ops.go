@@ -68,7 +68,7 @@ func whereUUID(id string) []ovsdb.Condition {
 // uuidSet is a set of row references; a name that is not a UUID refers to a
 // row inserted by the same transaction (uuid-name).
 func uuidSet(ids ...string) ovsdb.OvsSet {
-	s := ovsdb.OvsSet{GoSet: make([]interface{}, 0, len(ids))}
+	s := ovsdb.OvsSet{GoSet: make([]any, 0, len(ids))}
 	for _, id := range ids {
 		s.GoSet = append(s.GoSet, ovsdb.UUID{GoUUID: id})
 	}
@@ -76,7 +76,7 @@ func uuidSet(ids ...string) ovsdb.OvsSet {
 }
 
 func stringSet(vals ...string) ovsdb.OvsSet {
-	s := ovsdb.OvsSet{GoSet: make([]interface{}, 0, len(vals))}
+	s := ovsdb.OvsSet{GoSet: make([]any, 0, len(vals))}
 	for _, v := range vals {
 		s.GoSet = append(s.GoSet, v)
 	}
@@ -84,7 +84,7 @@ func stringSet(vals ...string) ovsdb.OvsSet {
 }
 
 func stringMap(m map[string]string) ovsdb.OvsMap {
-	om := ovsdb.OvsMap{GoMap: make(map[interface{}]interface{}, len(m))}
+	om := ovsdb.OvsMap{GoMap: make(map[any]any, len(m))}
 	for k, v := range m {
 		om.GoMap[k] = v
 	}

@@ -34,6 +34,31 @@ func DidYouMean(s string, candidates []string, div int) string {
 	return ""
 }
 
+// Guess is the candidate a user most likely meant by s: one that starts
+// with s (ignoring case) first, since that is how a name is cut short, else
+// the Closest within a third of s's length (at least 2 edits); "" for none.
+func Guess(s string, candidates []string) string {
+	ls := strings.ToLower(s)
+	if ls == "" {
+		return ""
+	}
+	for _, c := range candidates {
+		if strings.HasPrefix(strings.ToLower(c), ls) {
+			return c
+		}
+	}
+	return Closest(s, candidates, 3)
+}
+
+// Hint is ` (did you mean "x"?)` for the Guess x, or "": what an error
+// about an unknown name ends with, so a typo is one step from the right one.
+func Hint(s string, candidates []string) string {
+	if c := Guess(s, candidates); c != "" {
+		return fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	return ""
+}
+
 // EditDistance is the Levenshtein distance of a and b (bytes).
 func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)

@@ -38,3 +38,24 @@ func TestEditDistanceCountsInsertionsDeletionsAndSubstitutions(t *testing.T) {
 		}
 	}
 }
+
+func TestGuessPrefersANameCutShortThenATypo(t *testing.T) {
+	names := []string{"networkpolicy", "netpol", "appliedtogroup", "addressgroup"}
+	for in, want := range map[string]string{
+		"NETW":           "networkpolicy", // a prefix, any case, wins
+		"adressgroup":    "addressgroup",  // one letter dropped
+		"appliedtogruop": "appliedtogroup",
+		"pods":           "", // no prefix, no typo
+		"":               "", // nothing typed
+	} {
+		if got := Guess(in, names); got != want {
+			t.Errorf("Guess(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := Hint("netw", names); got != ` (did you mean "networkpolicy"?)` {
+		t.Errorf("Hint = %q", got)
+	}
+	if got := Hint("pods", names); got != "" {
+		t.Errorf("Hint of no near name = %q, want none", got)
+	}
+}

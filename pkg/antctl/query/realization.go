@@ -1,4 +1,4 @@
-package antctl
+package query
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 // (what kubectl get prints).
 const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
-// policyRealization reads the controller's REALIZED column of
+// PolicyRealization reads the controller's REALIZED column of
 // networkpolicies: the status agents report is the controller's own record
 // (networkpolicies/status is create-only), and its table is where it shows
 // it. The result maps policy name to "realized/span".
-func policyRealization(ctx context.Context, rc rest.Interface) (map[string]string, error) {
+func PolicyRealization(ctx context.Context, rc rest.Interface) (map[string]string, error) {
 	body, err := rc.Get().Resource("networkpolicies").SetHeader("Accept", tableAccept).DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the realization of networkpolicies: %w", err)
