@@ -325,9 +325,9 @@ func TestOVSFlowsOfAPolicy(t *testing.T) {
 	const idWeb, idOther = 7, 8
 	for _, r := range []*agentof.PolicyRule{
 		{ID: idWeb, Direction: agentof.DirectionIngress, Peers: []netip.Prefix{prefix(client)}, AppliedTo: []uint32{w.OFPort},
-			Services: []agentof.Service{{Protocol: 6, Port: 80}}, Priority: agentof.PolicyRulePriority},
+			Services: []agentof.PolicyPort{{Protocol: 6, Port: 80}}, Priority: agentof.PolicyRulePriority},
 		{ID: idOther, Direction: agentof.DirectionIngress, Peers: []netip.Prefix{netip.MustParsePrefix("10.10.2.0/24")}, AppliedTo: []uint32{w.OFPort},
-			Services: []agentof.Service{{Protocol: 6, Port: 80}}, Priority: agentof.PolicyRulePriority},
+			Services: []agentof.PolicyPort{{Protocol: 6, Port: 80}}, Priority: agentof.PolicyRulePriority},
 	} {
 		if err := agentof.NewRuleWriter(n.flows).Install(ctx, r); err != nil {
 			t.Fatal(err)

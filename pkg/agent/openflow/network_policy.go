@@ -199,12 +199,6 @@ type PolicyPort struct {
 	ICMPType, ICMPCode       uint8
 }
 
-// Service is the former name of PolicyPort.
-//
-// Deprecated: use PolicyPort. Kept only for pkg/antctl's test, which
-// another change owns; remove it with that test's last use.
-type Service = PolicyPort
-
 // PolicyRule is a rule resolved to this node: its peers as address prefixes
 // (ipBlock excepts already subtracted) and the OpenFlow ports of the local
 // pods it applies to.
