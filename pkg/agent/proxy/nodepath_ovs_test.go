@@ -67,6 +67,17 @@ func newPathNode(t *testing.T, u *bridgetest.Underlay, name, podCIDR, gwIP, node
 	return &pathNode{Bridge: br, name: name, flows: flows, path: path}
 }
 
+// twoPathNodes starts node-1 (pods 10.10.1.0/24, address 192.168.77.11)
+// and node-2 (10.10.2.0/24, 192.168.77.12) on one underlay, connected.
+func twoPathNodes(t *testing.T) (u *bridgetest.Underlay, n1, n2 *pathNode) {
+	t.Helper()
+	u = bridgetest.NewUnderlay(t)
+	n1 = newPathNode(t, u, "node-1", "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24")
+	n2 = newPathNode(t, u, "node-2", "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24")
+	connectNodes(t, n1, n2)
+	return u, n1, n2
+}
+
 // connectNodes installs each node's flows and route to the other's pods.
 func connectNodes(t *testing.T, a, b *pathNode) {
 	t.Helper()
@@ -166,10 +177,7 @@ func ask(t *testing.T, c *bridgetest.Pod, addr string, count int) (who map[strin
 //   - a NodePort without endpoints refuses; with proxyAll removed nothing
 //     of the node path stays.
 func TestNodePortsAndTheNodePathOnTwoRealNodes(t *testing.T) {
-	u := bridgetest.NewUnderlay(t)
-	n1 := newPathNode(t, u, "node-1", "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24")
-	n2 := newPathNode(t, u, "node-2", "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24")
-	connectNodes(t, n1, n2)
+	u, n1, n2 := twoPathNodes(t)
 	out := u.AddHost(t, "outside", "192.168.77.100/24")
 	// The outside host reaches external IPs through node-1 (as a router
 	// announcing them would send it).
@@ -346,10 +354,7 @@ func TestNodePortsAndTheNodePathOnTwoRealNodes(t *testing.T) {
 // gateway's too (the route to HairpinIP), and neither answer matched the
 // connection.
 func TestHostNetworkEndpointsAnswerUDPThroughAServiceOnTwoRealNodes(t *testing.T) {
-	u := bridgetest.NewUnderlay(t)
-	n1 := newPathNode(t, u, "node-1", "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24")
-	n2 := newPathNode(t, u, "node-2", "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24")
-	connectNodes(t, n1, n2)
+	_, n1, n2 := twoPathNodes(t)
 	c1 := n1.addPod(t, "c1", "10.10.1.2/24")
 	node1, node2 := n1.NodeHost("node-1"), n2.NodeHost("node-2")
 	node1.ServeWho(t, 8081)

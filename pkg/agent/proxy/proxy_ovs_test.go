@@ -169,9 +169,7 @@ func TestEndpointConditionsAndSharedEndpointsOnRealOVS(t *testing.T) {
 		service("alias", "10.96.0.11", svcPort("", corev1.ProtocolTCP, 8080, 8080)),
 		slice("alias-1", "alias", ports, ep{ip: "10.10.1.3", node: "node-1", ready: ptr(true)}),
 	)
-	cli := n.addPod(t, "c1", "10.10.1.2/24")
-	e1 := n.addPod(t, "e1", "10.10.1.3/24")
-	e2 := n.addPod(t, "e2", "10.10.1.4/24")
+	cli, e1, e2 := n.clientAndTwoEndpoints(t)
 	for _, p := range []*bridgetest.Pod{cli, e1, e2} {
 		p.ServeWho(t, 8080)
 	}
@@ -616,9 +614,7 @@ func TestExternalAddressesAndTrafficPoliciesOnRealOVS(t *testing.T) {
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.168.100.11"}, {IP: "192.168.100.12", IPMode: ptr(corev1.LoadBalancerIPModeProxy)}}
 	})
 	n := newOVSNode(t, Config{}, web, slice("web-1", "web", ports, eps...), loc, slice("loc-1", "loc", ports, eps...), lb, slice("lb-1", "lb", ports, eps...))
-	cli := n.addPod(t, "c1", "10.10.1.2/24")
-	e1 := n.addPod(t, "e1", "10.10.1.3/24")
-	e2 := n.addPod(t, "e2", "10.10.1.4/24")
+	cli, e1, e2 := n.clientAndTwoEndpoints(t)
 	e1.ServeWho(t, 8080)
 	e2.ServeWho(t, 8080)
 	out := n.AddOutsideHost(t, "out", bridgetest.HostLink{Node: "192.168.77.1/24", Host: "192.168.77.2/24"})
@@ -925,6 +921,13 @@ func TestAnAgentRestartKeepsUnchangedServicesOnRealOVS(t *testing.T) {
 	if seen := answerers(t, cli, "tcp4", "10.96.0.13:80", 10); seen["e1"] != 10 {
 		t.Fatalf("moved should reach e1 only now, answered %v", seen)
 	}
+}
+
+// clientAndTwoEndpoints adds the pods most tests use: a client c1
+// (10.10.1.2) and the endpoints e1 (10.10.1.3) and e2 (10.10.1.4).
+func (n *ovsNode) clientAndTwoEndpoints(t *testing.T) (cli, e1, e2 *bridgetest.Pod) {
+	t.Helper()
+	return n.addPod(t, "c1", "10.10.1.2/24"), n.addPod(t, "e1", "10.10.1.3/24"), n.addPod(t, "e2", "10.10.1.4/24")
 }
 
 // addPod adds a pod to the node with the flows a CNI ADD installs for it.

@@ -66,9 +66,7 @@ func TestStaleUDPConntrackOnRealOVS(t *testing.T) {
 		service("dns", "10.96.0.53", svcPort("dns", corev1.ProtocolUDP, 53, 5353)),
 		slice("dns-1", "dns", ports, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.1.4", node: "node-1"}),
 	)
-	cli := n.addPod(t, "c1", "10.10.1.2/24")
-	e1 := n.addPod(t, "e1", "10.10.1.3/24")
-	e2 := n.addPod(t, "e2", "10.10.1.4/24")
+	cli, e1, e2 := n.clientAndTwoEndpoints(t)
 	for _, p := range []*bridgetest.Pod{cli, e1, e2} {
 		p.ServeWho(t, 5353)
 	}
@@ -184,9 +182,7 @@ func TestUDPAndTCPConnectionsSpreadOverEveryEndpointOnRealOVS(t *testing.T) {
 		service("echo", "10.96.0.90", svcPort("udp", corev1.ProtocolUDP, 90, 8081), svcPort("tcp", corev1.ProtocolTCP, 90, 8081)),
 		slice("echo-1", "echo", ports, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.1.4", node: "node-1"}),
 	)
-	cli := n.addPod(t, "c1", "10.10.1.2/24")
-	e1 := n.addPod(t, "e1", "10.10.1.3/24")
-	e2 := n.addPod(t, "e2", "10.10.1.4/24")
+	cli, e1, e2 := n.clientAndTwoEndpoints(t)
 	for _, p := range []*bridgetest.Pod{cli, e1, e2} {
 		p.ServeWho(t, 8081)
 	}
@@ -277,9 +273,7 @@ func TestLargeUDPDatagramsThroughAServiceOnRealOVS(t *testing.T) {
 		service("big", "10.96.0.92", svcPort("udp", corev1.ProtocolUDP, 90, 8081)),
 		slice("big-1", "big", ports, ep{ip: "10.10.1.3", node: "node-1"}, ep{ip: "10.10.1.4", node: "node-1"}),
 	)
-	cli := n.addPod(t, "c1", "10.10.1.2/24")
-	e1 := n.addPod(t, "e1", "10.10.1.3/24")
-	e2 := n.addPod(t, "e2", "10.10.1.4/24")
+	cli, e1, e2 := n.clientAndTwoEndpoints(t)
 	for _, p := range []*bridgetest.Pod{e1, e2} {
 		p.ServeWho(t, 8081)
 	}
