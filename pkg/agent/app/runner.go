@@ -158,7 +158,9 @@ func (r *runner) start(ctx context.Context, p part, d *deps) error {
 			klog.ErrorS(err, "Agent component failed; stopping the agent", "component", s.name)
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
-		klog.V(2).InfoS("Agent component returned", "component", s.name)
+		if pctx.Err() == nil {
+			klog.V(2).InfoS("Agent component finished its work", "component", s.name)
+		}
 		return nil
 	})
 	return nil
