@@ -20,7 +20,7 @@ func setupMonitor(_ context.Context, d *deps) (component, error) {
 // newMonitor is the agent's AntreaAgentInfo keeper, reading the parts
 // before it.
 func newMonitor(d *deps) *monitor.Monitor {
-	o, ovsdb, ofc, store, policies := d.o, d.ovsdb, d.ofc, d.store, d.policies
+	o, ovsdb, store, policies := d.o, d.ovsdb, d.store, d.policies
 	subnets := make([]string, 0, len(d.podCIDRs))
 	for _, c := range d.podCIDRs {
 		subnets = append(subnets, c.String())
@@ -34,11 +34,7 @@ func newMonitor(d *deps) *monitor.Monitor {
 			return ovsdb.GetOVSVersion(ctx)
 		},
 		FlowTable: func(ctx context.Context) (map[string]int32, error) {
-			conn, err := ofc.Conn(ctx)
-			if err != nil {
-				return nil, err
-			}
-			stats, err := conn.TableStats(ctx)
+			stats, err := d.tableStats(ctx)
 			if err != nil {
 				return nil, err
 			}

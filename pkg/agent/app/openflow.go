@@ -63,14 +63,17 @@ func setupOpenFlow(ctx context.Context, d *deps) (component, error) {
 	d.api.querier.DumpFlows = func(ctx context.Context, table uint8) ([]binding.FlowStats, error) {
 		return ofc.DumpFlows(ctx, table, 0, 0)
 	}
-	d.api.metrics.TableStats = func(ctx context.Context) ([]binding.TableStats, error) {
-		conn, err := ofc.Conn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return conn.TableStats(ctx)
-	}
+	d.api.metrics.TableStats = d.tableStats
 	return loop(ofc.Run), nil
+}
+
+// tableStats reads br-int's table stats (an OpenFlow multipart request).
+func (d *deps) tableStats(ctx context.Context) ([]binding.TableStats, error) {
+	conn, err := d.ofc.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return conn.TableStats(ctx)
 }
 
 // setupPipeline holds br-int if its flow table is empty (a new or restarted

@@ -21,6 +21,14 @@ func (r *trail) add(e string) {
 	r.events = append(r.events, e)
 }
 
+// expect fails t unless the events are want.
+func (r *trail) expect(t *testing.T, want ...string) {
+	t.Helper()
+	if got := r.get(); !equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
 func (r *trail) get() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -83,10 +91,7 @@ func TestAFailingComponentStopsTheOthersAndTheErrorNamesIt(t *testing.T) {
 	if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "b: ") {
 		t.Fatalf("runParts = %v, want b's error named by b", err)
 	}
-	want := []string{"set up a", "set up c", "stopped c", "stopped a"}
-	if got := rec.get(); !equal(got, want) {
-		t.Errorf("events %q, want %q", got, want)
-	}
+	rec.expect(t, "set up a", "set up c", "stopped c", "stopped a")
 }
 
 func TestPartsStopInTheReverseOrderOfTheirStartEachWhileTheEarlierRun(t *testing.T) {
@@ -119,10 +124,7 @@ func TestPartsStopInTheReverseOrderOfTheirStartEachWhileTheEarlierRun(t *testing
 	if err := waitRun(t, done); err != nil {
 		t.Fatalf("runParts = %v after ctx ended, want nil", err)
 	}
-	want := []string{"set up a", "set up b", "set up c", "stopped c", "stopped b", "stopped a"}
-	if got := rec.get(); !equal(got, want) {
-		t.Errorf("events %q, want %q", got, want)
-	}
+	rec.expect(t, "set up a", "set up b", "set up c", "stopped c", "stopped b", "stopped a")
 }
 
 func TestASetupFailureStopsThePartsStartedAndSetsUpNoMore(t *testing.T) {
@@ -137,10 +139,7 @@ func TestASetupFailureStopsThePartsStartedAndSetsUpNoMore(t *testing.T) {
 	if !errors.Is(err, boom) || err.Error() != "b: no bridge" {
 		t.Fatalf("runParts = %v, want b's setup error named by b", err)
 	}
-	want := []string{"set up a", "stopped a"}
-	if got := rec.get(); !equal(got, want) {
-		t.Errorf("events %q, want %q", got, want)
-	}
+	rec.expect(t, "set up a", "stopped a")
 }
 
 func TestStoppingDuringASetupCutsItShortAndIsNoFailure(t *testing.T) {
@@ -162,10 +161,7 @@ func TestStoppingDuringASetupCutsItShortAndIsNoFailure(t *testing.T) {
 	if err := waitRun(t, done); err != nil {
 		t.Fatalf("runParts = %v, want nil: the agent was asked to stop", err)
 	}
-	want := []string{"set up a", "stopped a"}
-	if got := rec.get(); !equal(got, want) {
-		t.Errorf("events %q, want %q", got, want)
-	}
+	rec.expect(t, "set up a", "stopped a")
 }
 
 func TestAComponentWhoseWorkIsDoneDoesNotStopTheAgent(t *testing.T) {
@@ -190,10 +186,7 @@ func TestAComponentWhoseWorkIsDoneDoesNotStopTheAgent(t *testing.T) {
 	if err := waitRun(t, done); err != nil {
 		t.Fatalf("runParts = %v, want nil", err)
 	}
-	want := []string{"set up a", "set up c", "stopped c", "stopped a"}
-	if got := rec.get(); !equal(got, want) {
-		t.Errorf("events %q, want %q", got, want)
-	}
+	rec.expect(t, "set up a", "set up c", "stopped c", "stopped a")
 }
 
 func TestAComponentThatDoesNotStopIsNamedAndTheOthersStillStop(t *testing.T) {
