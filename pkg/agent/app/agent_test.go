@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,7 +130,12 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 	o.NodeName, o.Kubeconfig, o.OVSRunDir = "n1", kubeconfigFile, dir
 	o.DatapathType, o.TunnelType = "netdev", "geneve"
 	o.CNISocket, o.IPAMDataDir = filepath.Join(tmp, "cni.sock"), filepath.Join(tmp, "ipam")
-	o.APIPort = 0
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.APIPort = free.Addr().(*net.TCPAddr).Port
+	free.Close()
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -152,6 +159,16 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 	flows, err := in.Ofctl("dump-flows", "br-int")
 	if err != nil || strings.Count(flows, "\n") < 10 {
 		t.Errorf("br-int has no pipeline once the CNI serves: %v\n%s", err, flows)
+	}
+	// The agent API, set up before the CNI server, serves.
+	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	if resp, err := insecure.Get("https://127.0.0.1:" + strconv.Itoa(o.APIPort) + "/healthz"); err != nil {
+		t.Errorf("the agent API does not answer once the CNI serves: %v", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("the agent API's /healthz answered %s", resp.Status)
+		}
 	}
 	stop()
 	select {
