@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,10 +28,12 @@ import (
 const inOwnNetNS = "ANTREA_APP_TEST_NETNS"
 
 // The whole agent, in a network namespace of its own with a real OVS
-// (netdev) and a real kube-apiserver (no antrea-controller): it brings the
-// node up, installs its flows and serves the CNI; asked to stop, every part
-// returns and the CNI socket is gone. Started again on the same OVS with
-// its API port taken, it fails, naming the part, and stops what it started.
+// (netdev) and a real kube-apiserver (no antrea-controller): with proxyAll
+// it brings the node up, installs its flows, the node path, the agent API
+// and kube-proxy's health port, and serves the CNI; asked to stop, every
+// part returns and the CNI socket is gone. Started again on the same OVS
+// without proxyAll and with its API port taken, it removes the node path,
+// fails, naming the part, and stops what it started.
 func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 	ovsinstance.RequireRoot(t)
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
@@ -136,6 +140,13 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 	}
 	o.APIPort = free.Addr().(*net.TCPAddr).Port
 	free.Close()
+	// proxyAll: the node path and kube-proxy's health port are parts too.
+	free, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.ProxyAll, o.ProxyHealthzAddress = true, netip.MustParseAddrPort(free.Addr().String())
+	free.Close()
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -160,16 +171,29 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 	if err != nil || strings.Count(flows, "\n") < 10 {
 		t.Errorf("br-int has no pipeline once the CNI serves: %v\n%s", err, flows)
 	}
-	// The agent API, set up before the CNI server, serves.
+	// The agent API and kube-proxy's health port, set up before the CNI
+	// server, answer.
 	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	if resp, err := insecure.Get("https://127.0.0.1:" + strconv.Itoa(o.APIPort) + "/healthz"); err != nil {
-		t.Errorf("the agent API does not answer once the CNI serves: %v", err)
-	} else {
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("the agent API's /healthz answered %s", resp.Status)
-		}
+	for _, url := range []string{"https://127.0.0.1:" + strconv.Itoa(o.APIPort) + "/healthz", "http://" + o.ProxyHealthzAddress.String() + "/healthz"} {
+		eventually(t, func() error {
+			resp, err := insecure.Get(url)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s answered %s", url, resp.Status)
+			}
+			return nil
+		})
 	}
+	eventually(t, func() error {
+		out, err := exec.Command("nft", "list", "table", "inet", "antrea").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "nodeport-prerouting") {
+			return fmt.Errorf("no node path in the node's netfilter table with proxyAll: %v\n%s", err, out)
+		}
+		return nil
+	})
 	stop()
 	select {
 	case err := <-done:
@@ -183,7 +207,8 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 		t.Errorf("the CNI socket is still there after the agent stopped: %v", err)
 	}
 
-	// Again, with the API port taken.
+	// Again, without proxyAll and with the API port taken.
+	o.ProxyAll, o.ProxyHealthzAddress = false, netip.AddrPort{}
 	taken, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
@@ -200,5 +225,25 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 	}
 	if _, err := os.Stat(o.CNISocket); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the CNI served although the agent failed before it: %v", err)
+	}
+	if out, err := exec.Command("nft", "list", "table", "inet", "antrea").CombinedOutput(); err != nil || strings.Contains(string(out), "nodeport-prerouting") {
+		t.Errorf("the node path of the run with proxyAll stayed: %v\n%s", err, out)
+	}
+}
+
+// eventually fails t unless check passes within 10 s.
+func eventually(t *testing.T, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Error(err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
