@@ -2,7 +2,7 @@ package app
 
 import (
 	"context"
-	"net"
+	"net/http"
 
 	"k8s.io/klog/v2"
 	// client-go's workqueue metrics (depth, adds, latency of the policy
@@ -10,35 +10,42 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 
 	agentapi "antrea.io/antrea/pkg/agent/apiserver"
-	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
-	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
 	"antrea.io/antrea/pkg/config"
-	binding "antrea.io/antrea/pkg/ovs/openflow"
-	"antrea.io/antrea/pkg/supportbundle"
 )
 
-// apiDeps are what the agent API and monitoring read.
-type apiDeps struct {
-	nodeIP     net.IP
-	interfaces interfacestore.InterfaceStore
-	ofc        *binding.Client
-	policies   *npcontroller.Controller
-	// agentInfo, if set, answers /agentinfo.
-	agentInfo func(ctx context.Context) (any, error)
+// agentAPI is what the parts serve on the agent API (pkg/agent/apiserver)
+// and at its /metrics: each part fills in what it owns before the part
+// "agent API" serves it.
+type agentAPI struct {
+	// querier answers the API's own endpoints; the part "agent API" adds
+	// the node's name and IP and the feature gates.
+	querier agentapi.Querier
+	// handlers are more endpoints, by path.
+	handlers map[string]http.Handler
+	// metrics are the sources of the scrape-time gauges
+	// (pkg/agent/metrics); the flow-ops counters need none.
+	metrics agentmetrics.Sources
 }
 
-// serveAPI starts the agent API (pkg/agent/apiserver) on o.APIPort; its
-// error (or nil when ctx ends) arrives on the channel. No API when APIPort
-// is 0: the channel never fires.
-func serveAPI(ctx context.Context, o Options, d apiDeps) (<-chan error, error) {
-	errs := make(chan error, 1)
+// handle serves h at path on the agent API.
+func (a *agentAPI) handle(path string, h http.Handler) {
+	if a.handlers == nil {
+		a.handlers = map[string]http.Handler{}
+	}
+	a.handlers[path] = h
+}
+
+// setupAgentAPI serves the agent API on apiPort (none when it is 0), with
+// the agent's metrics at /metrics when enablePrometheusMetrics is set.
+func setupAgentAPI(_ context.Context, d *deps) (component, error) {
+	o := d.o
 	if o.APIPort == 0 {
 		klog.InfoS("Agent API disabled (apiPort 0)")
-		return errs, nil
+		return nil, nil
 	}
 	if o.EnablePrometheusMetrics {
-		agentmetrics.Register(metricSources(d))
+		agentmetrics.Register(d.api.metrics)
 	}
 	opts := agentapi.NewOptions(o.APIPort)
 	wrap, err := config.HostOverride(o.KubeAPIServerOverride)
@@ -46,45 +53,18 @@ func serveAPI(ctx context.Context, o Options, d apiDeps) (<-chan error, error) {
 		return nil, err
 	}
 	opts.WithKubeAPIServer(o.Kubeconfig, wrap)
-	gates := map[string]bool{}
+	q := d.api.querier
+	q.NodeName, q.NodeIP = o.NodeName, d.nodeIP
+	q.FeatureGates = map[string]bool{}
 	for k, v := range o.FeatureGates {
-		gates[k] = v
+		q.FeatureGates[k] = v
 	}
-	server, err := agentapi.New(opts, &agentapi.Querier{
-		NodeName:     o.NodeName,
-		NodeIP:       d.nodeIP,
-		Interfaces:   d.interfaces,
-		FeatureGates: gates,
-		DumpFlows: func(ctx context.Context, table uint8) ([]binding.FlowStats, error) {
-			return d.ofc.DumpFlows(ctx, table, 0, 0)
-		},
-		AgentInfo: d.agentInfo,
-	})
+	server, err := agentapi.New(opts, &q)
 	if err != nil {
 		return nil, err
 	}
-	server.Handle("/supportbundle", supportbundle.Handler(func(tail int64) *supportbundle.Collector {
-		return supportBundleCollector(o, tail)
-	}))
-	go func() { errs <- server.Run(ctx) }()
-	return errs, nil
-}
-
-// metricSources are the agent state its scrape-time metrics read.
-func metricSources(d apiDeps) agentmetrics.Sources {
-	return agentmetrics.Sources{
-		LocalPods: d.interfaces.GetContainerInterfaceNum,
-		Policies: func() agentmetrics.PolicyCounts {
-			c := d.policies.Counts()
-			return agentmetrics.PolicyCounts{NetworkPolicies: c.NetworkPolicies, IngressRules: c.IngressRules,
-				EgressRules: c.EgressRules, AddressGroups: c.AddressGroups, AppliedToGroups: c.AppliedToGroups}
-		},
-		TableStats: func(ctx context.Context) ([]binding.TableStats, error) {
-			conn, err := d.ofc.Conn(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return conn.TableStats(ctx)
-		},
+	for path, h := range d.api.handlers {
+		server.Handle(path, h)
 	}
+	return runFunc(server.Run), nil
 }

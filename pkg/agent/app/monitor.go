@@ -3,28 +3,30 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 
-	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
-	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/agent/monitor"
-	"antrea.io/antrea/pkg/client/clientset/versioned"
-	binding "antrea.io/antrea/pkg/ovs/openflow"
-	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
 
-// startMonitor keeps the agent's AntreaAgentInfo (pkg/agent/monitor) until
-// ctx ends and returns what the agent API's /agentinfo answers.
-func startMonitor(ctx context.Context, o Options, client versioned.Interface, ovsdb *ovsconfig.Connection, ofc *binding.Client,
-	store interfacestore.InterfaceStore, policies *npcontroller.Controller, podCIDRs []*net.IPNet, bridge string) func(context.Context) (any, error) {
-	subnets := make([]string, 0, len(podCIDRs))
-	for _, c := range podCIDRs {
+// setupMonitor keeps the agent's AntreaAgentInfo (pkg/agent/monitor); the
+// agent API's /agentinfo answers what it holds.
+func setupMonitor(_ context.Context, d *deps) (component, error) {
+	m := newMonitor(d)
+	d.api.querier.AgentInfo = m.Info
+	return loop(m.Run), nil
+}
+
+// newMonitor is the agent's AntreaAgentInfo keeper, reading the parts
+// before it.
+func newMonitor(d *deps) *monitor.Monitor {
+	o, ovsdb, store, policies := d.o, d.ovsdb, d.store, d.policies
+	subnets := make([]string, 0, len(d.podCIDRs))
+	for _, c := range d.podCIDRs {
 		subnets = append(subnets, c.String())
 	}
-	m := monitor.New(client, monitor.Config{NodeName: o.NodeName, PodName: os.Getenv("POD_NAME"), PodNamespace: os.Getenv("POD_NAMESPACE"),
-		NodeSubnets: subnets, BridgeName: bridge, APIPort: o.APIPort}, monitor.Sources{
+	return monitor.New(d.controlplane, monitor.Config{NodeName: o.NodeName, PodName: os.Getenv("POD_NAME"), PodNamespace: os.Getenv("POD_NAMESPACE"),
+		NodeSubnets: subnets, BridgeName: d.nc.BridgeName, APIPort: o.APIPort}, monitor.Sources{
 		OVSVersion: func(ctx context.Context) (string, error) {
 			if !ovsdb.Connected() {
 				return "", fmt.Errorf("not connected to ovsdb-server at %s", ovsdb.Endpoint())
@@ -32,11 +34,7 @@ func startMonitor(ctx context.Context, o Options, client versioned.Interface, ov
 			return ovsdb.GetOVSVersion(ctx)
 		},
 		FlowTable: func(ctx context.Context) (map[string]int32, error) {
-			conn, err := ofc.Conn(ctx)
-			if err != nil {
-				return nil, err
-			}
-			stats, err := conn.TableStats(ctx)
+			stats, err := d.tableStats(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -60,6 +58,4 @@ func startMonitor(ctx context.Context, o Options, client versioned.Interface, ov
 			return monitor.PolicyCounts{NetworkPolicies: c.NetworkPolicies, AddressGroups: c.AddressGroups, AppliedToGroups: c.AppliedToGroups}
 		},
 	})
-	go m.Run(ctx)
-	return m.Info
 }

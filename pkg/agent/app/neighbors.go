@@ -3,12 +3,59 @@ package app
 import (
 	"context"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 )
+
+// setupNeighbors keeps the other nodes' tunnel neighbours pinned in
+// ovs-vswitchd (the netdev datapath's neighbour black hole,
+// ENVIRONMENT.md): every neighborRepinInterval, after ovs-vswitchd
+// reconnected, and as soon as a peer's underlay address takes a new MAC.
+func setupNeighbors(_ context.Context, d *deps) (component, error) {
+	o, nc, routes, purger := d.o, d.nc, d.routes, d.purger
+	peers := func() []net.IP {
+		var ips []net.IP
+		for _, r := range routes.Installed() {
+			ips = append(ips, r.NodeIP)
+		}
+		return ips
+	}
+	isPeer := func(ip net.IP) bool {
+		for _, r := range routes.Installed() {
+			if r.NodeIP.Equal(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	return loop(func(ctx context.Context) {
+		var wg sync.WaitGroup
+		if link := nc.Uplink.BridgeName; link != "" {
+			wg.Go(func() {
+				if err := followPeerNeighbors(ctx, link, isPeer, func(peer net.IP, mac net.HardwareAddr) {
+					if err := nc.PinTunnelNeighbor(ctx, peer, mac); err != nil {
+						klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
+						return
+					}
+					purger.Changed()
+				}); err != nil {
+					// The periodic pin still corrects a peer's MAC change.
+					klog.ErrorS(err, "Cannot follow the kernel's neighbour changes; a peer's new MAC is pinned within 10 minutes", "link", link)
+				}
+			})
+		}
+		keepNeighborsPinned(ctx, neighborRepinInterval, d.repinNow, peers, func(peer net.IP) {
+			// No purge: the pin keeps the same MAC, and a restarted
+			// ovs-vswitchd has no cached datapath flow.
+			pinTunnelNeighbor(ctx, o, nc, peer, func() {})
+		})
+		wg.Wait()
+	}), nil
+}
 
 // neighborRepinInterval is how often the agent pins every remote node's
 // tunnel neighbour again. ovs-vswitchd ages even entries set with
@@ -79,7 +126,8 @@ func followNeighborChanges(ctx context.Context, linkIndex int, updates <-chan ne
 }
 
 // followPeerNeighbors subscribes to the kernel's neighbour updates and runs
-// followNeighborChanges on those of link until ctx ends.
+// followNeighborChanges on those of link until ctx ends; it returns at once
+// if it cannot subscribe.
 func followPeerNeighbors(ctx context.Context, link string, isPeer func(net.IP) bool, pin func(net.IP, net.HardwareAddr)) error {
 	l, err := netlink.LinkByName(link)
 	if err != nil {
@@ -91,6 +139,6 @@ func followPeerNeighbors(ctx context.Context, link string, isPeer func(net.IP) b
 	}); err != nil {
 		return err
 	}
-	go followNeighborChanges(ctx, l.Attrs().Index, updates, isPeer, pin)
+	followNeighborChanges(ctx, l.Attrs().Index, updates, isPeer, pin)
 	return nil
 }

@@ -10,11 +10,26 @@ import (
 	"antrea.io/antrea/pkg/agent/nodenet"
 )
 
-// setupHostPorts installs again, in the node's netfilter table, the
+// setupNodeNetfilter sets up the parts of the node's netfilter table
+// (pkg/agent/nodenet) that exist from the start: the masquerade of pod
+// traffic leaving the node, and the hostPorts of existing pods.
+func setupNodeNetfilter(ctx context.Context, d *deps) (component, error) {
+	nodeNet, err := nodenet.New()
+	if err != nil {
+		return nil, err
+	}
+	if err := nodeNet.Masquerade(ctx, prefixOf(d.podCIDRs[0]), d.nc.Gateway.Name); err != nil {
+		return nil, err
+	}
+	d.hostPorts = restoreHostPorts(ctx, nodeNet, d.nc.Gateway.Name, d.store)
+	return nil, nil
+}
+
+// restoreHostPorts installs again, in the node's netfilter table, the
 // hostPorts of the pods recorded in the interface store (OVSDB
 // external_ids), before the CNI server takes new pods. If that fails the
 // agent runs on, and the CNI server refuses pods with hostPorts (nil).
-func setupHostPorts(ctx context.Context, table *nodenet.Table, gateway string, store interfacestore.InterfaceStore) cniserver.HostPortInstaller {
+func restoreHostPorts(ctx context.Context, table *nodenet.Table, gateway string, store interfacestore.InterfaceStore) cniserver.HostPortInstaller {
 	hp := table.HostPorts(nodenet.HostPortConfig{GatewayName: gateway})
 	pods := map[string]nodenet.PodHostPorts{}
 	for _, cfg := range store.GetInterfacesByType(interfacestore.ContainerInterface) {

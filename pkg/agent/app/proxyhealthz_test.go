@@ -19,8 +19,8 @@ import (
 
 func TestNoHealthzBindAddressServesNoHealthPort(t *testing.T) {
 	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-	if hs := serveProxyHealthz(context.Background(), Options{NodeName: "n1"}, f); hs != nil {
-		t.Errorf("serveProxyHealthz without an address returned a server")
+	if hs, c := proxyHealthz(Options{NodeName: "n1"}, f); hs != nil || c != nil {
+		t.Errorf("proxyHealthz without an address returned a server")
 	}
 }
 
@@ -36,14 +36,23 @@ func TestTheAgentServesKubeProxysHealthPortAtItsAddress(t *testing.T) {
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	f := informers.NewSharedInformerFactory(client, 0)
 	ctx, cancel := context.WithCancel(context.Background())
-	hs := serveProxyHealthz(ctx, Options{NodeName: "n1", ProxyHealthzAddress: addr}, f)
-	if hs == nil {
+	hs, c := proxyHealthz(Options{NodeName: "n1", ProxyHealthzAddress: addr}, f)
+	if hs == nil || c == nil {
 		cancel()
-		t.Fatal("serveProxyHealthz returned no server")
+		t.Fatal("proxyHealthz returned no server")
 	}
+	served := make(chan error, 1)
+	go func() { served <- c.run(ctx) }()
 	f.Start(ctx.Done())
-	// The informers stop when ctx ends; Shutdown waits for them.
-	defer func() { cancel(); f.Shutdown() }()
+	// The informers stop when ctx ends; Shutdown waits for them, and the
+	// component returns.
+	defer func() {
+		cancel()
+		f.Shutdown()
+		if err := <-served; err != nil {
+			t.Errorf("the health port's component returned %v after it was stopped", err)
+		}
+	}()
 
 	url := fmt.Sprintf("http://%s/healthz", addr)
 	var status int

@@ -124,6 +124,14 @@ func (r *restore) finish(ctx context.Context, bridge *ovsconfig.OVSBridge, polic
 	return nil
 }
 
+// setupFlowRestore ends the restart (restore.finish) once the NetworkPolicies
+// known at start are realized; its component returns when that is done.
+func setupFlowRestore(_ context.Context, d *deps) (component, error) {
+	return runFunc(func(ctx context.Context) error {
+		return d.restore.finish(ctx, d.bridge, d.policies, d.bridgeIDs, d.prevRound, d.round)
+	}), nil
+}
+
 // connectOVSDB connects to ovsdb-server, waiting for it: in a pod the
 // antrea-ovs container starts it at the same time as the agent starts.
 func connectOVSDB(ctx context.Context, endpoint string) (*ovsconfig.Connection, error) {

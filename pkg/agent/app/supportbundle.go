@@ -1,12 +1,21 @@
 package app
 
 import (
+	"context"
 	"path/filepath"
 
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 	"antrea.io/antrea/pkg/supportbundle"
 	"antrea.io/antrea/pkg/version"
 )
+
+// setupSupportBundle serves the agent API's /supportbundle.
+func setupSupportBundle(_ context.Context, d *deps) (component, error) {
+	d.api.handle("/supportbundle", supportbundle.Handler(func(tail int64) *supportbundle.Collector {
+		return supportBundleCollector(d.o, tail)
+	}))
+	return nil, nil
+}
 
 // supportBundleCollector is the agent API's /supportbundle collector: this
 // node's state (pkg/supportbundle) with the agent's own goroutine and heap

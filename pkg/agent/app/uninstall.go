@@ -23,6 +23,14 @@ const (
 	hostCNIPlugin   = "/host/opt/cni/bin/antrea"
 )
 
+// setupUninstallWatcher cleans the node up (cleanUpIfUninstalled) when the
+// agent stops because Antrea is being uninstalled. Set up right after the
+// node, it stops after every part that could write again what it removes.
+func setupUninstallWatcher(_ context.Context, d *deps) (component, error) {
+	kube, gateway := d.kube, d.nc.Gateway.Name
+	return onStop(func() { cleanUpIfUninstalled(kube, gateway) }), nil
+}
+
 // uninstalled says whether the agent stops because Antrea is being removed:
 // the DaemonSet that owns this agent's pod (POD_NAMESPACE/POD_NAME) is gone
 // or being deleted, or the agent may no longer read its own pod at all — its

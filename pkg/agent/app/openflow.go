@@ -1,0 +1,105 @@
+package app
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+
+	"k8s.io/klog/v2"
+
+	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/agent/route"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
+)
+
+// flowRoundKey is the bridge external_id holding the cookie round of the
+// flows installed by the last agent run.
+const flowRoundKey = "antrea.io/flow-round"
+
+// setupOpenFlow makes the OpenFlow client of br-int, which replays every
+// flow when ovs-vswitchd comes back, and the pipeline's client on it, whose
+// flows carry this run's round. Its component keeps the connection.
+func setupOpenFlow(ctx context.Context, d *deps) (component, error) {
+	nc := d.nc
+	// Flow round: this run's flows replace the previous run's in place; what
+	// the previous run had and this one does not want is deleted afterwards.
+	ids, err := d.bridge.GetExternalIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	prevRound, _ := strconv.ParseUint(ids[flowRoundKey], 10, 32)
+	d.bridgeIDs, d.prevRound, d.round = ids, prevRound, uint32(prevRound)+1
+
+	var flows *agentof.Client
+	rs := &restore{ovsdb: d.ovsdb, underlay: func(ctx context.Context) error { return nc.RestoreUnderlay(ctx, d.ovsdb, d.o.OVSRunDir) }}
+	repinNow := make(chan struct{}, 1)
+	ofc := binding.NewClient(filepath.Join(d.o.OVSRunDir, nc.BridgeName+".mgmt"), binding.ClientOptions{
+		// Packet-ins: AntreaProxy rejects connections to Services without
+		// endpoints through them.
+		Conn: binding.Options{AsyncMessages: true},
+		OnConnect: func(ctx context.Context, conn *binding.Conn, reconnect bool) error {
+			if reconnect {
+				klog.InfoS("OpenFlow connection re-established; replaying flows", "bridge", nc.BridgeName)
+				select { // the new ovs-vswitchd has no tunnel neighbour
+				case repinNow <- struct{}{}:
+				default:
+				}
+				if err := flows.Replay(ctx, conn); err != nil {
+					return err
+				}
+				return rs.holdIfRestarted(ctx)
+			}
+			return nil
+		},
+	})
+	// Flows are written through the flow-ops metrics (pkg/agent/metrics).
+	if flows, err = agentof.NewClient(agentmetrics.Bridge{Client: ofc}, d.round); err != nil {
+		return nil, err
+	}
+	rs.flows = flows
+	d.ofc, d.flows, d.restore, d.repinNow = ofc, flows, rs, repinNow
+
+	d.api.querier.DumpFlows = func(ctx context.Context, table uint8) ([]binding.FlowStats, error) {
+		return ofc.DumpFlows(ctx, table, 0, 0)
+	}
+	d.api.metrics.TableStats = d.tableStats
+	return loop(ofc.Run), nil
+}
+
+// tableStats reads br-int's table stats (an OpenFlow multipart request).
+func (d *deps) tableStats(ctx context.Context) ([]binding.TableStats, error) {
+	conn, err := d.ofc.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return conn.TableStats(ctx)
+}
+
+// setupPipeline holds br-int if its flow table is empty (a new or restarted
+// ovs-vswitchd: the pod flows go in before their NetworkPolicies) and
+// installs the pipeline's fixed flows and the node's own.
+func setupPipeline(ctx context.Context, d *deps) (component, error) {
+	if err := d.restore.holdIfEmpty(ctx, d.ofc); err != nil {
+		return nil, err
+	}
+	nc := d.nc
+	d.gatewayIP = route.GatewayIP(d.podCIDRs[0])
+	return nil, d.flows.Initialize(ctx, &agentof.NodeConfig{
+		GatewayOFPort: uint32(nc.Gateway.OFPort),
+		GatewayIP:     d.gatewayIP,
+		GatewayMAC:    nc.Gateway.MAC,
+		TunnelOFPort:  uint32(nc.TunnelOFPort),
+		PodCIDR:       d.podCIDRs[0],
+		NodeIP:        nc.NodeIP.IP,
+	})
+}
+
+// setupPacketIns dispatches packet-ins to the feature that asked for them:
+// Service rejects to AntreaProxy, policy rejects and audit logging to the
+// policy controller, Traceflow's to Traceflow. Each registers its handler
+// with the one dispatcher.
+func setupPacketIns(_ context.Context, d *deps) (component, error) {
+	d.packets = agentof.NewPacketInDispatcher(d.ofc)
+	return loop(d.packets.Run), nil
+}

@@ -1,0 +1,61 @@
+package app
+
+import (
+	"context"
+
+	"k8s.io/klog/v2"
+
+	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
+	"antrea.io/antrea/pkg/agent/interfacestore"
+	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
+	"antrea.io/antrea/pkg/agent/stats"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
+)
+
+// setupPolicy runs the NetworkPolicy controller (pkg/agent/controller/
+// networkpolicy): it watches this node's span of the computed policies and
+// realizes them. Policy flows of an earlier run stay in place (their cookie
+// has no round): the controller adopts them and writes only what changed.
+func setupPolicy(ctx context.Context, d *deps) (component, error) {
+	controlplane, err := versioned.NewForConfig(d.kubeConfig)
+	if err != nil {
+		return nil, err
+	}
+	recovered, err := d.flows.RecoverPolicy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	purger := d.purger
+	d.podEvents = make(chan interfacestore.PodEvent, 64)
+	policies := npcontroller.NewController(d.o.NodeName, controlplane, d.flows, d.store, npcontroller.Options{
+		Recovered: recovered,
+		PodEvents: d.podEvents,
+		// A change that may forbid what was allowed purges the datapath
+		// cache before the policy is reported realized: OVS re-translates
+		// cached megaflows only after the commit is answered (package dpcache).
+		OnNarrowed: func() {
+			if err := purger.Sync(ctx); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Could not purge the datapath flow cache after a narrowing policy change")
+			}
+		},
+		PacketIns: &npcontroller.PacketIns{IO: d.packets, Parser: d.flows, AuditLogDir: npcontroller.DefaultAuditLogDir},
+	})
+	d.restore.released = purger.Changed
+	d.controlplane, d.policies = controlplane, policies
+	d.api.metrics.Policies = func() agentmetrics.PolicyCounts {
+		c := policies.Counts()
+		return agentmetrics.PolicyCounts{NetworkPolicies: c.NetworkPolicies, IngressRules: c.IngressRules,
+			EgressRules: c.EgressRules, AddressGroups: c.AddressGroups, AppliedToGroups: c.AppliedToGroups}
+	}
+	return loop(policies.Run), nil
+}
+
+// setupPolicyStats reports the policy rules' counters to the controller
+// every statsCollectionInterval (the NetworkPolicyStats gate).
+func setupPolicyStats(_ context.Context, d *deps) (component, error) {
+	if d.o.StatsInterval <= 0 {
+		return nil, nil
+	}
+	return loop(stats.NewCollector(d.o.NodeName, d.o.StatsInterval, d.policies, d.flows,
+		stats.ClientReporter{Client: d.controlplane}).Run), nil
+}

@@ -1,0 +1,99 @@
+package app
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/agent/nodeinit"
+	"antrea.io/antrea/pkg/agent/route"
+)
+
+// setupRoutes keeps the routes to the other nodes' pod CIDRs (pkg/agent/route)
+// and pins each new peer's tunnel neighbour.
+func setupRoutes(ctx context.Context, d *deps) (component, error) {
+	o, nc, purger := d.o, d.nc, d.purger
+	d.routes = route.NewController(o.NodeName, d.informers.Core().V1().Nodes(), d.flows,
+		&route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: d.podCIDRs[0]},
+		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer, purger.Changed) })
+	return runFunc(d.routes.Run), nil
+}
+
+// waitPeerRoutes waits (bounded) until every other node known at start has
+// its route, once the informers started.
+func waitPeerRoutes(ctx context.Context, d *deps) (component, error) {
+	if !waitRoutesInstalled(ctx, d.routes, d.informers, d.o.NodeName) {
+		return nil, ctx.Err()
+	}
+	return nil, nil
+}
+
+// waitRoutesInstalled waits (bounded) until every other node known at start
+// has its route, so that stale flows of the previous round are deleted only
+// after their replacements are in.
+func waitRoutesInstalled(ctx context.Context, routes *route.Controller, f informers.SharedInformerFactory, self string) bool {
+	lister := f.Core().V1().Nodes().Lister()
+	f.WaitForCacheSync(ctx.Done())
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		nodes, err := lister.List(labels.Everything())
+		if err != nil {
+			return false, nil
+		}
+		installed := routes.Installed()
+		for _, n := range nodes {
+			if n.Name == self || n.Spec.PodCIDR == "" {
+				continue
+			}
+			if _, ok := installed[n.Name]; !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return ctx.Err() == nil
+}
+
+// pinTunnelNeighbor resolves a peer node's underlay MAC through the kernel
+// and pins it in OVS's tunnel neighbour cache, against the userspace
+// datapath's neighbour black hole (ENVIRONMENT.md). Only the netdev datapath
+// needs it.
+func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, peer net.IP, pinned func()) {
+	if nc.Uplink.BridgeName == "" {
+		return
+	}
+	link, err := netlink.LinkByName(nc.Uplink.BridgeName)
+	if err != nil {
+		klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
+		return
+	}
+	for i := 0; i < 50 && ctx.Err() == nil; i++ {
+		neighs, _ := netlink.NeighList(link.Attrs().Index, netlink.FAMILY_V4)
+		for _, n := range neighs {
+			// Only a confirmed entry: a STALE one may hold the MAC of the
+			// peer's uplink from when its address was on the uplink (its
+			// antrea-ovs had stopped), not its br-phy's. Traffic below
+			// makes the kernel confirm or replace it.
+			if n.IP.Equal(peer) && len(n.HardwareAddr) == 6 && n.State&(netlink.NUD_REACHABLE|netlink.NUD_PERMANENT) != 0 {
+				if err := nodeinit.PinTunnelNeighbor(ctx, o.OVSRunDir, nc.Uplink.BridgeName, peer, n.HardwareAddr); err != nil {
+					klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
+				} else {
+					pinned()
+				}
+				return
+			}
+		}
+		// Make the kernel resolve the peer: a datagram to the discard port.
+		if c, err := net.Dial("udp4", net.JoinHostPort(peer.String(), "9")); err == nil {
+			_, _ = c.Write([]byte{0})
+			c.Close()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	klog.InfoS("Could not resolve the peer's underlay MAC; tunnel neighbour not pinned", "peer", peer)
+}
