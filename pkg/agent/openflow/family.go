@@ -16,16 +16,17 @@ import (
 // flow is built once per family the node carries (NodeConfig.families), and
 // a register that holds an address has a field per family
 // (endpointIPField). The pipeline realizes IPv4 only until dual-stack
-// lands (issue 33): realizes is the one place that says so.
+// lands (issue 33): Realizes is the one place that says so.
 
-// realizes reports whether the pipeline realizes family f: the one
-// boundary of this package that dual-stack widens.
-func realizes(f types.IPFamily) bool { return f == types.IPv4 }
+// Realizes reports whether the pipeline realizes family f: the one
+// boundary of this package that dual-stack widens. The agent's policy
+// controller asks it too.
+func Realizes(f types.IPFamily) bool { return f == types.IPv4 }
 
 // checkRealized refuses an address of a family the pipeline does not
 // realize, naming what it is (what) and the family.
 func checkRealized(what string, a netip.Addr) error {
-	if f := types.FamilyOf(a); !realizes(f) {
+	if f := types.FamilyOf(a); !Realizes(f) {
 		return types.ErrFamilyNotSupported(what+" "+a.String(), f)
 	}
 	return nil
@@ -36,7 +37,7 @@ func checkRealized(what string, a netip.Addr) error {
 func (n *NodeConfig) families() []types.IPFamily {
 	var out []types.IPFamily
 	for _, f := range types.IPFamilies {
-		if types.FamilyOfIP(n.GatewayIP) == f && realizes(f) {
+		if types.FamilyOfIP(n.GatewayIP) == f && Realizes(f) {
 			out = append(out, f)
 		}
 	}
@@ -191,7 +192,7 @@ func (n *NodeConfig) nodeIP(f types.IPFamily) (netip.Addr, bool) {
 func realizedFamilies() []types.IPFamily {
 	var out []types.IPFamily
 	for _, f := range types.IPFamilies {
-		if realizes(f) {
+		if Realizes(f) {
 			out = append(out, f)
 		}
 	}

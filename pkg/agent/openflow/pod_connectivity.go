@@ -265,7 +265,7 @@ func (b *flowBuilder) podFlows(n *NodeConfig, ofPort uint32, ips []net.IP, mac n
 	}
 	for _, ip := range ips {
 		a := addr(ip)
-		if !realizes(types.FamilyOf(a)) {
+		if !Realizes(types.FamilyOf(a)) {
 			continue // its family's spoof guard and routing come with dual-stack
 		}
 		flows = append(flows,
