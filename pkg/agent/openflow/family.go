@@ -35,21 +35,12 @@ func checkRealized(what string, a netip.Addr) error {
 // families are the IP families the node's pipeline carries: those of its
 // gateway addresses that the pipeline realizes.
 func (n *NodeConfig) families() []types.IPFamily {
-	var out []types.IPFamily
-	for _, f := range types.IPFamilies {
-		if types.FamilyOfIP(n.GatewayIP) == f && Realizes(f) {
-			out = append(out, f)
-		}
-	}
-	return out
+	return types.Families(func(f types.IPFamily) bool { return types.FamilyOfIP(n.GatewayIP) == f && Realizes(f) })
 }
 
 // ethType is the EtherType of family f's packets.
 func ethType(f types.IPFamily) uint16 {
-	if f == types.IPv6 {
-		return binding.EthTypeIPv6
-	}
-	return binding.EthTypeIPv4
+	return types.ByFamily(f, binding.EthTypeIPv4, binding.EthTypeIPv6)
 }
 
 // ethTypeOf is the EtherType of the packets of an address's family.
@@ -58,17 +49,11 @@ func ethTypeOf(a netip.Addr) uint16 { return ethType(types.FamilyOf(a)) }
 // ipSrcField and ipDstField are family f's source and destination address
 // fields (nw_src and ipv6_src, …).
 func ipSrcField(f types.IPFamily) binding.Field {
-	if f == types.IPv6 {
-		return binding.FieldIPv6Src
-	}
-	return binding.FieldIPv4Src
+	return types.ByFamily(f, binding.FieldIPv4Src, binding.FieldIPv6Src)
 }
 
 func ipDstField(f types.IPFamily) binding.Field {
-	if f == types.IPv6 {
-		return binding.FieldIPv6Dst
-	}
-	return binding.FieldIPv4Dst
+	return types.ByFamily(f, binding.FieldIPv4Dst, binding.FieldIPv6Dst)
 }
 
 // addr is ip as a netip.Addr of its family (4 bytes for IPv4).
@@ -107,10 +92,7 @@ func valueAddr(f types.IPFamily, v binding.U128) netip.Addr {
 // family f, from its bucket to EndpointDNAT: reg3 for IPv4, xxreg3 for
 // IPv6 (fields.go).
 func endpointIPField(f types.IPFamily) binding.FieldRange {
-	if f == types.IPv6 {
-		return EndpointIP6Field
-	}
-	return EndpointIPField
+	return types.ByFamily(f, EndpointIPField, EndpointIP6Field)
 }
 
 // loadEndpointIP loads endpoint address a into its family's field.
@@ -189,12 +171,4 @@ func (n *NodeConfig) nodeIP(f types.IPFamily) (netip.Addr, bool) {
 
 // realizedFamilies are the families the pipeline realizes, for the flows
 // that serve any family a pod has (policy rules and isolation).
-func realizedFamilies() []types.IPFamily {
-	var out []types.IPFamily
-	for _, f := range types.IPFamilies {
-		if Realizes(f) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+func realizedFamilies() []types.IPFamily { return types.Families(Realizes) }

@@ -188,10 +188,8 @@ func setEthDst(mac net.HardwareAddr) binding.Action {
 // setTunDst sets the remote end of the tunnel: tun_dst, or tun_ipv6_dst
 // for a peer on an IPv6 underlay.
 func setTunDst(ip net.IP) binding.Action {
-	a, f := addr(ip), binding.FieldTunDst
-	if a.Is6() {
-		f = binding.FieldTunIPv6Dst
-	}
+	a := addr(ip)
+	f := types.ByFamily(types.FamilyOf(a), binding.FieldTunDst, binding.FieldTunIPv6Dst)
 	return &binding.SetField{Field: f, Value: addrValue(a)}
 }
 

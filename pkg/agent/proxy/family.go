@@ -20,15 +20,7 @@ import (
 func realizes(f agenttypes.IPFamily) bool { return f == agenttypes.IPv4 }
 
 // realizedFamilies are the families realizes accepts, IPv4 first.
-func realizedFamilies() []agenttypes.IPFamily {
-	var out []agenttypes.IPFamily
-	for _, f := range agenttypes.IPFamilies {
-		if realizes(f) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+func realizedFamilies() []agenttypes.IPFamily { return agenttypes.Families(realizes) }
 
 // realizedNames names the realized families for messages ("IPv4").
 func realizedNames() string {

@@ -92,8 +92,8 @@ import (
 	"k8s.io/klog/v2"
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
-	agenttypes "antrea.io/antrea/pkg/agent/types"
 	"antrea.io/antrea/pkg/agent/route"
+	agenttypes "antrea.io/antrea/pkg/agent/types"
 )
 
 // FlowInstaller realizes Services in OVS (implemented by the agent's

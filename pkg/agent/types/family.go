@@ -57,13 +57,30 @@ func Addr(ip net.IP) netip.Addr {
 	return a
 }
 
-// Bits is the length of the family's addresses in bits.
-func (f IPFamily) Bits() int {
+// ByFamily is the value of family f among a pair: v6 for IPv6, v4
+// otherwise. What differs by family (a field, an EtherType, a virtual
+// address) is declared as such a pair, in one place.
+func ByFamily[T any](f IPFamily, v4, v6 T) T {
 	if f == IPv6 {
-		return 128
+		return v6
 	}
-	return 32
+	return v4
 }
+
+// Families are the families, IPv4 first, that keep accepts: the families a
+// component realizes, given its one boundary.
+func Families(keep func(IPFamily) bool) []IPFamily {
+	var out []IPFamily
+	for _, f := range IPFamilies {
+		if keep(f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Bits is the length of the family's addresses in bits.
+func (f IPFamily) Bits() int { return ByFamily(f, 32, 128) }
 
 // String is "IPv4" or "IPv6", as Kubernetes spells corev1.IPFamily.
 func (f IPFamily) String() string {
@@ -103,17 +120,9 @@ var (
 )
 
 // HairpinIPOf is HairpinIP of family f.
-func HairpinIPOf(f IPFamily) netip.Addr {
-	if f == IPv6 {
-		return HairpinIPv6
-	}
-	return HairpinIP
-}
+func HairpinIPOf(f IPFamily) netip.Addr { return ByFamily(f, HairpinIP, HairpinIPv6) }
 
 // NodePortVirtualIPOf is NodePortVirtualIP of family f.
 func NodePortVirtualIPOf(f IPFamily) netip.Addr {
-	if f == IPv6 {
-		return NodePortVirtualIPv6
-	}
-	return NodePortVirtualIP
+	return ByFamily(f, NodePortVirtualIP, NodePortVirtualIPv6)
 }
