@@ -406,10 +406,6 @@ func fieldValue(pi *binding.PacketIn, r binding.FieldRange) (uint64, bool) {
 	return v.Value.Lo >> r.Start & (uint64(1)<<width - 1), true
 }
 
-func ip4(v uint64) netip.Addr {
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-}
-
 // ParseTraceflowPacketIn reads a Traceflow packet-in; ok is false for
 // packet-ins of other features.
 func (c *traceflow) ParseTraceflowPacketIn(pi *binding.PacketIn) (TraceflowPacketIn, bool) {
@@ -450,8 +446,10 @@ func (c *traceflow) ParseTraceflowPacketIn(pi *binding.PacketIn) (TraceflowPacke
 			out.Endpoint = ip
 		}
 	}
-	if v, ok := pi.Match.Get(binding.FieldTunDst); ok && v.Value.Lo != 0 {
-		out.TunnelDst = ip4(v.Value.Lo)
+	for _, f := range types.IPFamilies {
+		if v, ok := pi.Match.Get(types.ByFamily(f, binding.FieldTunDst, binding.FieldTunIPv6Dst)); ok && !v.Value.IsZero() {
+			out.TunnelDst = valueAddr(f, v.Value)
+		}
 	}
 	return out, true
 }
