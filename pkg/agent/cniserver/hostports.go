@@ -133,7 +133,7 @@ func (s *Server) installHostPorts(ctx context.Context, r *request, cfg *interfac
 	}
 	p := PodHostPorts(cfg)
 	for i, m := range p.Mappings {
-		if m.HostIP.IsValid() && !hasFamily(cfg.IPs, m.HostIP.Is4()) {
+		if m.HostIP.IsValid() && !hasFamily(cfg.IPs, types.FamilyOf(m.HostIP)) {
 			return newError(cnipb.ErrorCode_INVALID_NETWORK_CONFIG, nil,
 				"runtimeConfig.portMappings[%d].hostIP: %s has no address of its family on %s (%v)", i, m.HostIP, r, cfg.IPs)
 		}
@@ -164,11 +164,7 @@ func (s *Server) hostPortProblems(cfg *interfacestore.InterfaceConfig) []string 
 	return nil
 }
 
-func hasFamily(ips []net.IP, v4 bool) bool {
-	for _, ip := range ips {
-		if (ip.To4() != nil) == v4 {
-			return true
-		}
-	}
-	return false
+// hasFamily reports whether one of ips is of family f.
+func hasFamily(ips []net.IP, f types.IPFamily) bool {
+	return slices.ContainsFunc(ips, func(ip net.IP) bool { return types.FamilyOfIP(ip) == f })
 }

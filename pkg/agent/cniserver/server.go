@@ -32,6 +32,7 @@ import (
 
 	"antrea.io/antrea/pkg/agent/cniserver/ipam"
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	agenttypes "antrea.io/antrea/pkg/agent/types"
 	cnipb "antrea.io/antrea/pkg/apis/cni/v1beta1"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
@@ -468,10 +469,9 @@ func owner(r *request) ipam.Owner {
 func defaultRoutes(ips []*current.IPConfig) []*types.Route {
 	var routes []*types.Route
 	for _, c := range ips {
-		dst := net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}
-		if c.Address.IP.To4() == nil {
-			dst = net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
-		}
+		// The default route of the address's family: 0.0.0.0/0 or ::/0.
+		bits := agenttypes.FamilyOfIP(c.Address.IP).Bits()
+		dst := net.IPNet{IP: make(net.IP, bits/8), Mask: net.CIDRMask(0, bits)}
 		routes = append(routes, &types.Route{Dst: dst, GW: c.Gateway})
 	}
 	return routes

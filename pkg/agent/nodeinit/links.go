@@ -14,6 +14,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"antrea.io/antrea/pkg/agent/types"
 )
 
 // maxNeighAgingSeconds is NEIGH_ENTRY_MAX_AGING_TIME_S of OVS's
@@ -138,16 +140,18 @@ func movableAddr(a netlink.Addr) bool {
 }
 
 // findNodeIP returns want with its prefix as configured on link, or the
-// link's first global IPv4 address when want is nil.
+// link's first global address of underlayFamily when want is nil.
+// underlayFamily is the family of the node address found on the uplink
+// when none is configured: the one boundary of this package that
+// dual-stack (an IPv6 underlay) widens.
+const underlayFamily = types.IPv4
+
 func findNodeIP(want net.IP, linkName string) (*net.IPNet, error) {
 	if linkName == "" {
 		if want == nil {
 			return nil, errors.New("neither a node IP nor an uplink to find it on")
 		}
-		bits := 128
-		if want.To4() != nil {
-			bits = 32
-		}
+		bits := types.FamilyOfIP(want).Bits()
 		return &net.IPNet{IP: want, Mask: net.CIDRMask(bits, bits)}, nil
 	}
 	link, err := netlink.LinkByName(linkName)
@@ -162,7 +166,7 @@ func findNodeIP(want net.IP, linkName string) (*net.IPNet, error) {
 		if !movableAddr(a) {
 			continue
 		}
-		if (want == nil && a.IP.To4() != nil) || (want != nil && a.IP.Equal(want)) {
+		if (want == nil && types.FamilyOfIP(a.IP) == underlayFamily) || (want != nil && a.IP.Equal(want)) {
 			return a.IPNet, nil
 		}
 	}

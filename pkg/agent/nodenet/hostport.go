@@ -248,7 +248,7 @@ func hostPortRules(gateway string, pods map[string]PodHostPorts) []*knftables.Ru
 		p := pods[k]
 		for _, m := range p.Mappings {
 			for _, ip := range p.IPs {
-				if m.HostIP.IsValid() && m.HostIP.Is4() != ip.Is4() {
+				if m.HostIP.IsValid() && types.FamilyOf(m.HostIP) != types.FamilyOf(ip) {
 					continue
 				}
 				fam, nfproto := "ip", "ipv4"

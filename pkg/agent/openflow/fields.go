@@ -2,7 +2,6 @@ package openflow
 
 import (
 	"net"
-	"net/netip"
 
 	"antrea.io/antrea/pkg/agent/types"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
@@ -10,8 +9,9 @@ import (
 
 // Register fields and marks, declared once. reg0 carries small marks about
 // where a packet came from and what the pipeline decided; reg1 carries the
-// output port chosen by L2ForwardingCalc; reg3 and reg4 carry the endpoint a
-// Service's group chose, from ServiceLB to EndpointDNAT.
+// output port chosen by L2ForwardingCalc; reg3 (an IPv4 endpoint) or xxreg3
+// (an IPv6 endpoint) and reg4 carry the endpoint a Service's group chose,
+// from ServiceLB to EndpointDNAT.
 var (
 	// PktSourceField (reg0[0..3]) says where the packet entered the bridge.
 	PktSourceField = binding.Reg(0).Range(0, 3)
@@ -37,8 +37,13 @@ var (
 	// TargetOFPortField (reg1) is the port Output sends the packet to.
 	TargetOFPortField = binding.Reg(1).All()
 	// EndpointIPField (reg3) is the IPv4 address of the endpoint chosen by a
-	// Service group's bucket.
-	EndpointIPField = binding.Reg(3).All()
+	// Service group's bucket; EndpointIP6Field (xxreg3, the 128 bits of
+	// reg12..reg15) an IPv6 endpoint's. A bucket loads the field of its
+	// endpoint's family (endpointIPField), so IPv4 keeps the 32-bit
+	// register it always had and neither family's field overlaps another
+	// field (upstream Antrea's layout).
+	EndpointIPField  = binding.Reg(3).All()
+	EndpointIP6Field = binding.XXReg(3).All()
 	// EndpointPortField (reg4[0..15]) is that endpoint's port.
 	EndpointPortField = binding.Reg(4).Range(0, 15)
 	// EndpointSelectedField (reg4[16]) is set by the bucket that filled
@@ -172,11 +177,6 @@ func macValue(mac net.HardwareAddr) binding.U128 {
 	return binding.U64(v)
 }
 
-func ip4Value(ip net.IP) binding.U128 {
-	ip4 := ip.To4()
-	return binding.U64(uint64(ip4[0])<<24 | uint64(ip4[1])<<16 | uint64(ip4[2])<<8 | uint64(ip4[3]))
-}
-
 func setEthSrc(mac net.HardwareAddr) binding.Action {
 	return &binding.SetField{Field: binding.FieldEthSrc, Value: macValue(mac)}
 }
@@ -185,12 +185,16 @@ func setEthDst(mac net.HardwareAddr) binding.Action {
 	return &binding.SetField{Field: binding.FieldEthDst, Value: macValue(mac)}
 }
 
+// setTunDst sets the remote end of the tunnel: tun_dst, or tun_ipv6_dst
+// for a peer on an IPv6 underlay.
 func setTunDst(ip net.IP) binding.Action {
-	return &binding.SetField{Field: binding.FieldTunDst, Value: ip4Value(ip)}
+	a := addr(ip)
+	f := types.ByFamily(types.FamilyOf(a), binding.FieldTunDst, binding.FieldTunIPv6Dst)
+	return &binding.SetField{Field: f, Value: addrValue(a)}
 }
 
 func setARPSpa(ip net.IP) binding.Action {
-	return &binding.SetField{Field: binding.FieldARPSpa, Value: ip4Value(ip)}
+	return &binding.SetField{Field: binding.FieldARPSpa, Value: addrValue(addr(ip))}
 }
 
 func setARPSha(mac net.HardwareAddr) binding.Action {
@@ -200,13 +204,3 @@ func setARPSha(mac net.HardwareAddr) binding.Action {
 func load[V regValue](r binding.FieldRange, v V) binding.Action { return binding.Load(r, uint64(v)) }
 
 func move(src, dst binding.FieldRange) binding.Action { return &binding.RegMove{Src: src, Dst: dst} }
-
-func addr(ip net.IP) netip.Addr {
-	a, _ := netip.AddrFromSlice(ip.To4())
-	return a
-}
-
-func prefix(n *net.IPNet) netip.Prefix {
-	ones, _ := n.Mask.Size()
-	return netip.PrefixFrom(addr(n.IP), ones)
-}

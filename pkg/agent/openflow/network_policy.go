@@ -385,40 +385,56 @@ func (b *flowBuilder) policyFlow(t *TableSpec, priority uint16, match func(*bind
 // client's address. Upstream trusts the gateway IP alone too.
 func (b *flowBuilder) policyFixedFlows(n *NodeConfig) []*binding.Flow {
 	var out []*binding.Flow
-	for _, d := range []Direction{DirectionIngress, DirectionEgress} {
-		out = append(out, b.flow(ruleTable(d, TierAntrea), priorityPolicyBypass, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
-		}, b.pastPolicy(d)))
+	for _, f := range n.families() {
+		ip := ethType(f)
+		for _, d := range []Direction{DirectionIngress, DirectionEgress} {
+			out = append(out, b.flow(ruleTable(d, TierAntrea), priorityPolicyBypass, func(m *binding.Match) {
+				m.EthType(ip).CTState(binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
+			}, b.pastPolicy(d)))
+		}
+		out = append(out, b.flow(AntreaPolicyIngressRuleTable, priorityPolicyBypass, func(m *binding.Match) {
+			m.EthType(ip).IPSrc(n.gatewayIP(f))
+			matchField(m, PktSourceField, FromGateway)
+		}, b.pastPolicy(DirectionIngress)))
 	}
-	out = append(out, b.flow(AntreaPolicyIngressRuleTable, priorityPolicyBypass, func(m *binding.Match) {
-		m.EthType(binding.EthTypeIPv4).IPSrc(addr(n.GatewayIP))
-		matchField(m, PktSourceField, FromGateway)
-	}, b.pastPolicy(DirectionIngress)))
 	return out
 }
 
 // clauseMatches returns the matches of each clause of a rule, in clause order.
+// A peer's clause matches its prefix's family; the clauses without an
+// address (applied-to ports, services, the catch-all) have a flow per
+// family the pipeline realizes, so a rule serves both families of a
+// dual-stack pod.
 func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 	var clauses [][]func(*binding.Match)
 	var peers, applied []func(*binding.Match)
-	ip := func(m *binding.Match) *binding.Match { return m.EthType(binding.EthTypeIPv4) }
+	// perFamily is one match per realized family, each starting with its
+	// family's eth_type.
+	perFamily := func(match func(m *binding.Match, f types.IPFamily)) []func(*binding.Match) {
+		var out []func(*binding.Match)
+		for _, f := range realizedFamilies() {
+			out = append(out, func(m *binding.Match) { match(m.EthType(ethType(f)), f) })
+		}
+		return out
+	}
 	for _, p := range r.Peers {
+		ip := ethTypeOf(p.Addr())
 		if r.Direction == DirectionIngress {
-			peers = append(peers, func(m *binding.Match) { ip(m).IPSrcPrefix(p) })
+			peers = append(peers, func(m *binding.Match) { m.EthType(ip).IPSrcPrefix(p) })
 		} else {
-			peers = append(peers, func(m *binding.Match) { ip(m).IPDstPrefix(p) })
+			peers = append(peers, func(m *binding.Match) { m.EthType(ip).IPDstPrefix(p) })
 		}
 	}
 	for _, port := range r.AppliedTo {
 		if r.Direction == DirectionIngress {
-			applied = append(applied, func(m *binding.Match) { matchField(ip(m), TargetOFPortField, port) })
+			applied = append(applied, perFamily(func(m *binding.Match, _ types.IPFamily) { matchField(m, TargetOFPortField, port) })...)
 		} else {
-			applied = append(applied, func(m *binding.Match) { ip(m).InPort(port) })
+			applied = append(applied, perFamily(func(m *binding.Match, _ types.IPFamily) { m.InPort(port) })...)
 		}
 	}
 	if r.Direction == DirectionIngress {
 		for _, np := range r.NodePorts {
-			applied = append(applied, func(m *binding.Match) { nodePortMatch(ip(m), np) })
+			applied = append(applied, perFamily(func(m *binding.Match, f types.IPFamily) { nodePortMatch(m, f, np) })...)
 		}
 		if !r.AnyPeer {
 			clauses = append(clauses, peers)
@@ -437,7 +453,7 @@ func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 			// union of masked matches.
 			for _, dst := range portMasks(s.Port, s.EndPort) {
 				for _, src := range portMasks(s.SrcPort, s.SrcEndPort) {
-					svcs = append(svcs, func(m *binding.Match) { portClauseMatch(ip(m), s, dst, src) })
+					svcs = append(svcs, perFamily(func(m *binding.Match, f types.IPFamily) { portClauseMatch(m, f, s, dst, src) })...)
 				}
 			}
 		}
@@ -445,7 +461,7 @@ func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 	}
 	if len(clauses) == 1 {
 		// A conjunction needs two clauses: the second matches every IP packet.
-		clauses = append(clauses, []func(*binding.Match){func(m *binding.Match) { ip(m) }})
+		clauses = append(clauses, perFamily(func(*binding.Match, types.IPFamily) {}))
 	}
 	return clauses
 }
@@ -462,15 +478,26 @@ type NodePort = types.NodePort
 // commit; the source is still the client's (ServiceSNAT comes later).
 // Upstream matches the Service group id AntreaProxy loads instead; this
 // needs no register and covers every endpoint, session affinity included.
-func nodePortMatch(m *binding.Match, np NodePort) {
+func nodePortMatch(m *binding.Match, f types.IPFamily, np NodePort) {
+	vip := types.NodePortVirtualIPOf(f)
 	m.CTState(binding.CTStateTrk, binding.CTStateTrk|binding.CTStateInv).
-		CTNwProto(np.Protocol).CTNwDst(netip.PrefixFrom(NodePortVirtualIP, 32)).CTTpDst(np.Port)
+		CTNwProto(np.Protocol).CTNwDst(netip.PrefixFrom(vip, vip.BitLen())).CTTpDst(np.Port)
 }
 
 // portClauseMatch matches a PolicyPort clause's protocol and, for one value/mask pair of
 // each of its port ranges (a zero mask: any port), its destination and
-// source ports; for ICMP, its type and code.
-func portClauseMatch(m *binding.Match, s PolicyPort, dst, src [2]uint16) {
+// source ports; for ICMP, its type and code (ICMPv6's in family IPv6).
+func portClauseMatch(m *binding.Match, f types.IPFamily, s PolicyPort, dst, src [2]uint16) {
+	if s.Protocol == binding.IPProtoICMP && f == types.IPv6 {
+		m.IPProto(binding.IPProtoICMPv6)
+		if s.HasICMPType {
+			m.ICMPv6Type(s.ICMPType)
+		}
+		if s.HasICMPCode {
+			m.ICMPv6Code(s.ICMPCode)
+		}
+		return
+	}
 	m.IPProto(s.Protocol)
 	switch s.Protocol {
 	case binding.IPProtoTCP:
@@ -568,15 +595,18 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule, metrics bool) (clauses []*binding
 			conjs = append(conjs, &binding.Conjunction{ID: r.ID, Clause: uint8(i + 1), NClauses: uint8(len(cms))})
 		}
 	}
-	act := b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).ConjID(r.ID) }, b.ruleActions(r)...)
-	if r.Action != ActionAllow {
-		act.Cookie |= uint64(cookiePolicyStatsFlag)
-		return clauses, conjs, []*binding.Flow{act}
+	var acts []*binding.Flow
+	for _, f := range realizedFamilies() {
+		act := b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(ethType(f)).ConjID(r.ID) }, b.ruleActions(r)...)
+		if r.Action != ActionAllow {
+			act.Cookie |= uint64(cookiePolicyStatsFlag)
+		}
+		acts = append(acts, act)
 	}
-	if !metrics {
-		return clauses, conjs, []*binding.Flow{act}
+	if r.Action != ActionAllow || !metrics {
+		return clauses, conjs, acts
 	}
-	return clauses, conjs, append([]*binding.Flow{act}, b.metricFlows(r)...)
+	return clauses, conjs, append(acts, b.metricFlows(r)...)
 }
 
 // metricFlows are an Allow rule's two flows in its direction's metric
@@ -587,17 +617,22 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule, metrics bool) (clauses []*binding
 // keeps them, and their counters, as they are.
 func (b *flowBuilder) metricFlows(r *PolicyRule) []*binding.Flow {
 	mt := metricTable(r.Direction)
-	newFlow := b.policyFlow(mt, priorityNormal, func(m *binding.Match) {
-		m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
-		matchField(m, ruleIDField(r.Direction), r.ID)
-	}, b.next(mt))
-	estFlow := b.policyFlow(mt, priorityNormal, func(m *binding.Match) {
-		m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
-		matchField(m, ruleCTLabel(r.Direction), r.ID)
-	}, b.next(mt))
-	newFlow.Cookie |= uint64(cookiePolicyStatsFlag)
-	estFlow.Cookie |= uint64(cookiePolicyStatsFlag)
-	return []*binding.Flow{newFlow, estFlow}
+	var out []*binding.Flow
+	for _, f := range realizedFamilies() {
+		ip := ethType(f)
+		newFlow := b.policyFlow(mt, priorityNormal, func(m *binding.Match) {
+			m.EthType(ip).CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
+			matchField(m, ruleIDField(r.Direction), r.ID)
+		}, b.next(mt))
+		estFlow := b.policyFlow(mt, priorityNormal, func(m *binding.Match) {
+			m.EthType(ip).CTState(binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
+			matchField(m, ruleCTLabel(r.Direction), r.ID)
+		}, b.next(mt))
+		newFlow.Cookie |= uint64(cookiePolicyStatsFlag)
+		estFlow.Cookie |= uint64(cookiePolicyStatsFlag)
+		out = append(out, newFlow, estFlow)
+	}
+	return out
 }
 
 // ruleActions are the actions of a rule's conj_id flow: its key noted (for
@@ -630,21 +665,28 @@ func (b *flowBuilder) ruleActions(r *PolicyRule) []binding.Action {
 	return acts
 }
 
-// defaultDropFlow drops what no rule allowed to or from an isolated port;
+// defaultDropFlows drop what no rule allowed to or from an isolated port
+// (a flow per realized family);
 // a logged one first sends the packet to the agent (rule id 0: no rule,
 // the K8s isolation itself), metered like the rules' log packet-ins.
-func (b *flowBuilder) defaultDropFlow(d Direction, port uint32, logged bool) *binding.Flow {
+func (b *flowBuilder) defaultDropFlows(d Direction, port uint32, logged bool) []*binding.Flow {
 	var acts []binding.Action
 	if logged {
 		acts = append(acts, load(PolicyRuleIDField, 0), &binding.Controller{MaxLen: policyPacketInMaxLen, Reason: binding.ReasonAction,
 			UserData: PacketInPolicy.userData(PolicyPacketInLog, byte(d), byte(ActionDrop)), MeterID: PolicyLogMeterID})
 	}
-	if d == DirectionEgress {
-		return b.policyFlow(defaultRuleTable(d), priorityDefaultDrop, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4).InPort(port) }, acts...)
+	var out []*binding.Flow
+	for _, f := range realizedFamilies() {
+		ip := ethType(f)
+		out = append(out, b.policyFlow(defaultRuleTable(d), priorityDefaultDrop, func(m *binding.Match) {
+			if d == DirectionEgress {
+				m.EthType(ip).InPort(port)
+			} else {
+				matchField(m.EthType(ip), TargetOFPortField, port)
+			}
+		}, acts...))
 	}
-	return b.policyFlow(defaultRuleTable(d), priorityDefaultDrop, func(m *binding.Match) {
-		matchField(m.EthType(binding.EthTypeIPv4), TargetOFPortField, port)
-	}, acts...)
+	return out
 }
 
 // ApplyPolicyChange writes one step of the policy reconciler as one bundle
@@ -788,13 +830,17 @@ func (pl *policyPlan) addRules(rules []RuleChange) {
 func (pl *policyPlan) isolation(ch PolicyChange) {
 	for d := range ch.Release {
 		for _, p := range ch.Release[d] {
-			pl.setPlain(pl.b.defaultDropFlow(Direction(d), p, false), false)
+			for _, f := range pl.b.defaultDropFlows(Direction(d), p, false) {
+				pl.setPlain(f, false)
+			}
 		}
 	}
 	for d := range ch.Isolate {
 		for _, p := range ch.Isolate[d] {
 			_, logged := slices.BinarySearch(ch.Logged[d], p)
-			pl.setPlain(pl.b.defaultDropFlow(Direction(d), p, logged), true)
+			for _, f := range pl.b.defaultDropFlows(Direction(d), p, logged) {
+				pl.setPlain(f, true)
+			}
 			pl.narrowed = true
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 
+	"antrea.io/antrea/pkg/agent/types"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -163,57 +164,19 @@ func (b *flowBuilder) missFlows() []*binding.Flow {
 }
 
 // nodeFlows are this node's fixed flows: pipeline entry, gateway and tunnel
-// ports, conntrack.
+// ports, conntrack; those that match IP packets once per family.
 func (b *flowBuilder) nodeFlows(n *NodeConfig) []*binding.Flow {
 	gw, tun := n.GatewayOFPort, n.TunnelOFPort
 	flows := []*binding.Flow{
 		b.flow(PipelineRootClassifierTable, priorityNormal, func(m *binding.Match) { m.EthType(binding.EthTypeARP) }, b.gotoTable(ARPSpoofGuardTable)),
-		b.flow(PipelineRootClassifierTable, priorityNormal, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4) }, b.gotoTable(ClassifierTable)),
 		// ARP from the gateway is trusted: the node owns it.
 		b.flow(ARPSpoofGuardTable, priorityNormal, func(m *binding.Match) { m.InPort(gw).EthType(binding.EthTypeARP) }, b.next(ARPSpoofGuardTable)),
 		// From the gateway: from outside the node, unless its source is the
 		// gateway IP, which the node's own traffic has (see FromOutsideField).
 		b.flow(ClassifierTable, priorityNormal, func(m *binding.Match) { m.InPort(gw) },
 			load(PktSourceField, FromGateway), load(FromOutsideField, on), b.next(ClassifierTable)),
-		b.flow(ClassifierTable, priorityHigh, func(m *binding.Match) { m.InPort(gw).EthType(binding.EthTypeIPv4).IPSrc(addr(n.GatewayIP)) },
-			load(PktSourceField, FromGateway), b.next(ClassifierTable)),
-		b.flow(SpoofGuardTable, priorityNormal, func(m *binding.Match) { m.InPort(gw).EthType(binding.EthTypeIPv4) }, b.next(SpoofGuardTable)),
-		// nat: packets of a DNATed (Service) connection are DNATed again, its
-		// replies un-DNATed; other connections pass unchanged.
-		b.flow(ConntrackZoneTable, priorityNormal, func(m *binding.Match) { m.EthType(binding.EthTypeIPv4) },
-			&binding.CT{Zone: CtZone, Table: b.p.Table(ConntrackStateTable).ID, Actions: []binding.Action{&binding.NAT{}}}),
-		b.flow(ConntrackStateTable, priorityNormal, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateInv|binding.CTStateTrk, binding.CTStateInv|binding.CTStateTrk)
-		}),
-		// Packets routed to this node's gateway IP from the tunnel get the gateway's MAC.
-		b.flow(L3ForwardingTable, priorityNormal, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).IPDst(addr(n.GatewayIP))
-			matchField(m, RewriteMACField, on)
-		}, setEthDst(n.GatewayMAC), load(PktDestinationField, ToGateway), b.next(L3ForwardingTable)),
-		b.flow(L3DecTTLTable, priorityNormal, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4)
-			matchField(m, RewriteMACField, on)
-		}, &binding.DecTTL{}, b.next(L3DecTTLTable)),
 		b.flow(L2ForwardingCalcTable, priorityNormal, func(m *binding.Match) { m.EthDst(n.GatewayMAC) },
 			load(TargetOFPortField, uint64(gw)), load(OFPortFoundField, on), b.next(L2ForwardingCalcTable)),
-		// The commit stores the ids of the rules that allowed the
-		// connection in its ct_label (NetworkPolicy's metric tables).
-		b.flow(ConntrackCommitTable, priorityNormal, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
-		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID, Actions: ruleLabels()}),
-		// A connection from the gateway is committed with FromGatewayCTMark
-		// (Service connections, committed by EndpointDNAT, are left above).
-		b.flow(ConntrackCommitTable, priorityNormal+1, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
-			matchField(m, PktSourceField, FromGateway)
-		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID,
-			Actions: append([]binding.Action{load(FromGatewayCTMark, on)}, ruleLabels()...)}),
-		// ... and its replies return to the gateway, wherever they are
-		// addressed: the node's netfilter un-NATs them and routes them on.
-		b.flow(L3ForwardingTable, priorityHigh, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateRpl|binding.CTStateTrk, binding.CTStateRpl|binding.CTStateTrk)
-			matchField(m, FromGatewayCTMark, on)
-		}, setEthDst(n.GatewayMAC), load(PktDestinationField, ToGateway), b.next(L3ForwardingTable)),
 		b.outputFlow(gw),
 	}
 	if tun != 0 {
@@ -221,13 +184,65 @@ func (b *flowBuilder) nodeFlows(n *NodeConfig) []*binding.Flow {
 			// Tunnelled packets were routed by the sending node: mark them for MAC rewrite and TTL.
 			b.flow(ClassifierTable, priorityNormal, func(m *binding.Match) { m.InPort(tun) },
 				load(PktSourceField, FromTunnel), load(RewriteMACField, on), b.next(ClassifierTable)),
-			b.flow(SpoofGuardTable, priorityNormal, func(m *binding.Match) { m.InPort(tun).EthType(binding.EthTypeIPv4) }, b.next(SpoofGuardTable)),
 			b.flow(L2ForwardingCalcTable, priorityNormal, func(m *binding.Match) {
 				m.EthDst(GlobalVirtualMAC)
 				matchField(m, PktDestinationField, ToTunnel)
 			}, load(TargetOFPortField, uint64(tun)), load(OFPortFoundField, on), b.next(L2ForwardingCalcTable)),
 			b.outputFlow(tun),
 		)
+	}
+	for _, f := range n.families() {
+		flows = append(flows, b.nodeFamilyFlows(n, f)...)
+	}
+	return flows
+}
+
+// nodeFamilyFlows are the node's fixed flows for the IP packets of family f.
+func (b *flowBuilder) nodeFamilyFlows(n *NodeConfig, f types.IPFamily) []*binding.Flow {
+	gw, tun, ip, gwIP := n.GatewayOFPort, n.TunnelOFPort, ethType(f), n.gatewayIP(f)
+	newTrk := binding.CTStateNew | binding.CTStateTrk
+	flows := []*binding.Flow{
+		b.flow(PipelineRootClassifierTable, priorityNormal, func(m *binding.Match) { m.EthType(ip) }, b.gotoTable(ClassifierTable)),
+		b.flow(ClassifierTable, priorityHigh, func(m *binding.Match) { m.InPort(gw).EthType(ip).IPSrc(gwIP) },
+			load(PktSourceField, FromGateway), b.next(ClassifierTable)),
+		b.flow(SpoofGuardTable, priorityNormal, func(m *binding.Match) { m.InPort(gw).EthType(ip) }, b.next(SpoofGuardTable)),
+		// nat: packets of a DNATed (Service) connection are DNATed again, its
+		// replies un-DNATed; other connections pass unchanged.
+		b.flow(ConntrackZoneTable, priorityNormal, func(m *binding.Match) { m.EthType(ip) },
+			&binding.CT{Zone: CtZone, Table: b.p.Table(ConntrackStateTable).ID, Actions: []binding.Action{&binding.NAT{}}}),
+		b.flow(ConntrackStateTable, priorityNormal, func(m *binding.Match) {
+			m.EthType(ip).CTState(binding.CTStateInv|binding.CTStateTrk, binding.CTStateInv|binding.CTStateTrk)
+		}),
+		// Packets routed to this node's gateway IP from the tunnel get the gateway's MAC.
+		b.flow(L3ForwardingTable, priorityNormal, func(m *binding.Match) {
+			m.EthType(ip).IPDst(gwIP)
+			matchField(m, RewriteMACField, on)
+		}, setEthDst(n.GatewayMAC), load(PktDestinationField, ToGateway), b.next(L3ForwardingTable)),
+		b.flow(L3DecTTLTable, priorityNormal, func(m *binding.Match) {
+			m.EthType(ip)
+			matchField(m, RewriteMACField, on)
+		}, &binding.DecTTL{}, b.next(L3DecTTLTable)),
+		// The commit stores the ids of the rules that allowed the
+		// connection in its ct_label (NetworkPolicy's metric tables).
+		b.flow(ConntrackCommitTable, priorityNormal, func(m *binding.Match) {
+			m.EthType(ip).CTState(newTrk, newTrk)
+		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID, Actions: ruleLabels()}),
+		// A connection from the gateway is committed with FromGatewayCTMark
+		// (Service connections, committed by EndpointDNAT, are left above).
+		b.flow(ConntrackCommitTable, priorityNormal+1, func(m *binding.Match) {
+			m.EthType(ip).CTState(newTrk, newTrk)
+			matchField(m, PktSourceField, FromGateway)
+		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID,
+			Actions: append([]binding.Action{load(FromGatewayCTMark, on)}, ruleLabels()...)}),
+		// ... and its replies return to the gateway, wherever they are
+		// addressed: the node's netfilter un-NATs them and routes them on.
+		b.flow(L3ForwardingTable, priorityHigh, func(m *binding.Match) {
+			m.EthType(ip).CTState(binding.CTStateRpl|binding.CTStateTrk, binding.CTStateRpl|binding.CTStateTrk)
+			matchField(m, FromGatewayCTMark, on)
+		}, setEthDst(n.GatewayMAC), load(PktDestinationField, ToGateway), b.next(L3ForwardingTable)),
+	}
+	if tun != 0 {
+		flows = append(flows, b.flow(SpoofGuardTable, priorityNormal, func(m *binding.Match) { m.InPort(tun).EthType(ip) }, b.next(SpoofGuardTable)))
 	}
 	return flows
 }
@@ -249,19 +264,20 @@ func (b *flowBuilder) podFlows(n *NodeConfig, ofPort uint32, ips []net.IP, mac n
 		b.outputFlow(ofPort),
 	}
 	for _, ip := range ips {
-		if ip.To4() == nil {
-			continue // IPv4 only for now
+		a := addr(ip)
+		if !Realizes(types.FamilyOf(a)) {
+			continue // its family's spoof guard and routing come with dual-stack
 		}
 		flows = append(flows,
 			b.flow(ARPSpoofGuardTable, priorityNormal, func(m *binding.Match) {
-				m.InPort(ofPort).EthType(binding.EthTypeARP).ARPSpa(addr(ip)).ARPSha(mac)
+				m.InPort(ofPort).EthType(binding.EthTypeARP).ARPSpa(a).ARPSha(mac)
 			}, b.next(ARPSpoofGuardTable)),
 			b.flow(SpoofGuardTable, priorityNormal, func(m *binding.Match) {
-				m.InPort(ofPort).EthSrc(mac).EthType(binding.EthTypeIPv4).IPSrc(addr(ip))
+				m.InPort(ofPort).EthSrc(mac).EthType(ethTypeOf(a)).IPSrc(a)
 			}, b.next(SpoofGuardTable)),
 			// Routed packets (from the tunnel) for this pod get its MAC.
 			b.flow(L3ForwardingTable, priorityNormal, func(m *binding.Match) {
-				m.EthType(binding.EthTypeIPv4).IPDst(addr(ip))
+				m.EthType(ethTypeOf(a)).IPDst(a)
 				matchField(m, RewriteMACField, on)
 			}, setEthSrc(n.GatewayMAC), setEthDst(mac), load(PktDestinationField, ToLocal), b.next(L3ForwardingTable)),
 		)
@@ -286,7 +302,7 @@ func (b *flowBuilder) peerFlows(n *NodeConfig, peerCIDR *net.IPNet, peerGatewayI
 			setARPSpa(peerGatewayIP),
 			&binding.Output{Port: binding.PortInPort}),
 		b.flow(L3ForwardingTable, priorityNormal, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).IPDstPrefix(prefix(peerCIDR))
+			m.EthType(ethTypeOf(addr(peerCIDR.IP))).IPDstPrefix(prefix(peerCIDR))
 		}, setEthSrc(n.GatewayMAC), setEthDst(GlobalVirtualMAC), setTunDst(tunnelPeerIP),
 			load(PktDestinationField, ToTunnel), load(RewriteMACField, on), b.next(L3ForwardingTable)),
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	"antrea.io/antrea/pkg/agent/types"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -365,87 +366,99 @@ func newServiceState() serviceState {
 // Later packets of a source-NATed connection meet the same flows (their
 // marks, source and route do not change) without the commit.
 func (b *flowBuilder) serviceFixedFlows(n *NodeConfig) []*binding.Flow {
-	newTrk := binding.CTStateNew | binding.CTStateTrk
-	afterLB := b.next(EndpointDNATTable)
-	snatNext := b.p.Table(ServiceSNATTable).Next().ID
-	snat := func(prio uint16, to netip.Addr, match func(m *binding.Match)) []*binding.Flow {
-		return []*binding.Flow{
-			b.flow(ServiceSNATTable, prio, func(m *binding.Match) {
-				m.EthType(binding.EthTypeIPv4).CTState(newTrk, newTrk|binding.CTStateRpl)
-				match(m)
-			}, &binding.CT{Commit: true, Zone: SNATCtZone, Table: snatNext, Actions: []binding.Action{&binding.NAT{Src: true, MinAddr: to}}}),
-			b.flow(ServiceSNATTable, prio, func(m *binding.Match) {
-				m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, newTrk|binding.CTStateRpl)
-				match(m)
-			}, &binding.CT{Zone: SNATCtZone, Table: snatNext, Actions: []binding.Action{&binding.NAT{}}}),
-		}
-	}
-	gwIP := addr(n.GatewayIP)
 	gw := n.GatewayOFPort
 	flows := []*binding.Flow{
-		b.flow(ConntrackZoneTable, priorityHigh, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).CTState(0, binding.CTStateTrk).IPDst(HairpinIP)
-		}, &binding.CT{Zone: SNATCtZone, Table: b.p.Table(ConntrackZoneTable).ID, Actions: []binding.Action{&binding.NAT{}}}),
-		b.flow(ServiceLBTable, priorityHigh, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateTrk)
-			matchField(m, HairpinCTMark, 1)
-		}, load(RewriteMACField, 1), load(HairpinField, 1), afterLB),
-		b.flow(ServiceLBTable, priorityNormal, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateTrk)
-			matchField(m, ServiceCTMark, 1)
-		}, load(RewriteMACField, 1), afterLB),
-		// A Service connection, committed with its DNAT by EndpointDNAT,
-		// is committed again only to store the ids of the policy rules that
-		// allowed it in its ct_label (ruleLabels); without any, it passes.
-		b.flow(ConntrackCommitTable, priorityHigh+1, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).CTState(newTrk, newTrk)
-			matchField(m, ServiceCTMark, 1)
-			matchField(m, EgressRuleIDField, 0)
-			matchField(m, IngressRuleIDField, 0)
-		}, b.next(ConntrackCommitTable)),
-		b.flow(ConntrackCommitTable, priorityHigh, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).CTState(newTrk, newTrk)
-			matchField(m, ServiceCTMark, 1)
-		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID, Actions: ruleLabels()}),
 		b.flow(OutputTable, priorityHigh, func(m *binding.Match) {
 			matchField(m, OFPortFoundField, 1)
 			matchField(m, HairpinField, 1)
 		}, &binding.Output{Port: binding.PortInPort}),
-		b.flow(SessionAffinityTable, priorityLow, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4)
-			matchField(m, AffinityLookupField, 1)
-		}),
-		b.flow(ServiceLBTable, priorityAffinity, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).CTState(newTrk, newTrk)
-			matchField(m, EndpointSelectedField, 1)
-		}, b.gotoTable(EndpointDNATTable)),
-		b.flow(EndpointDNATTable, priorityHigh, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4)
-			matchField(m, EndpointRejectField, 1)
-		}, &binding.Meter{ID: ServiceRejectMeterID}, &binding.Controller{MaxLen: rejectMaxLen, Reason: binding.ReasonAction,
-			UserData: PacketInServiceReject.userData()}),
-
-		// The node path.
-		b.flow(L3ForwardingTable, priorityLow, func(m *binding.Match) {
-			m.EthType(binding.EthTypeIPv4).CTState(binding.CTStateTrk, binding.CTStateTrk)
-			matchField(m, ServiceCTMark, 1)
-			matchField(m, RewriteMACField, 1)
-		}, setEthSrc(GlobalVirtualMAC), setEthDst(n.GatewayMAC), load(PktDestinationField, ToGateway), b.next(L3ForwardingTable)),
 		b.flow(OutputTable, priorityHigh, func(m *binding.Match) {
 			m.InPort(gw)
 			matchField(m, OFPortFoundField, 1)
 			matchField(m, TargetOFPortField, uint64(gw))
 		}, &binding.Output{Port: binding.PortInPort}),
 	}
-	flows = append(flows, snat(priorityNormal, HairpinIP, func(m *binding.Match) {
+	for _, f := range n.families() {
+		flows = append(flows, b.serviceFamilyFlows(n, f)...)
+	}
+	return flows
+}
+
+// serviceFamilyFlows are the fixed flows of Services of family f.
+func (b *flowBuilder) serviceFamilyFlows(n *NodeConfig, f types.IPFamily) []*binding.Flow {
+	newTrk := binding.CTStateNew | binding.CTStateTrk
+	ip := ethType(f)
+	hairpinIP := types.HairpinIPOf(f)
+	afterLB := b.next(EndpointDNATTable)
+	snatNext := b.p.Table(ServiceSNATTable).Next().ID
+	snat := func(prio uint16, to netip.Addr, match func(m *binding.Match)) []*binding.Flow {
+		return []*binding.Flow{
+			b.flow(ServiceSNATTable, prio, func(m *binding.Match) {
+				m.EthType(ip).CTState(newTrk, newTrk|binding.CTStateRpl)
+				match(m)
+			}, &binding.CT{Commit: true, Zone: SNATCtZone, Table: snatNext, Actions: []binding.Action{&binding.NAT{Src: true, MinAddr: to}}}),
+			b.flow(ServiceSNATTable, prio, func(m *binding.Match) {
+				m.EthType(ip).CTState(binding.CTStateTrk, newTrk|binding.CTStateRpl)
+				match(m)
+			}, &binding.CT{Zone: SNATCtZone, Table: snatNext, Actions: []binding.Action{&binding.NAT{}}}),
+		}
+	}
+	gwIP := n.gatewayIP(f)
+	flows := []*binding.Flow{
+		b.flow(ConntrackZoneTable, priorityHigh, func(m *binding.Match) {
+			m.EthType(ip).CTState(0, binding.CTStateTrk).IPDst(hairpinIP)
+		}, &binding.CT{Zone: SNATCtZone, Table: b.p.Table(ConntrackZoneTable).ID, Actions: []binding.Action{&binding.NAT{}}}),
+		b.flow(ServiceLBTable, priorityHigh, func(m *binding.Match) {
+			m.EthType(ip).CTState(binding.CTStateTrk, binding.CTStateTrk)
+			matchField(m, HairpinCTMark, 1)
+		}, load(RewriteMACField, 1), load(HairpinField, 1), afterLB),
+		b.flow(ServiceLBTable, priorityNormal, func(m *binding.Match) {
+			m.EthType(ip).CTState(binding.CTStateTrk, binding.CTStateTrk)
+			matchField(m, ServiceCTMark, 1)
+		}, load(RewriteMACField, 1), afterLB),
+		// A Service connection, committed with its DNAT by EndpointDNAT,
+		// is committed again only to store the ids of the policy rules that
+		// allowed it in its ct_label (ruleLabels); without any, it passes.
+		b.flow(ConntrackCommitTable, priorityHigh+1, func(m *binding.Match) {
+			m.EthType(ip).CTState(newTrk, newTrk)
+			matchField(m, ServiceCTMark, 1)
+			matchField(m, EgressRuleIDField, 0)
+			matchField(m, IngressRuleIDField, 0)
+		}, b.next(ConntrackCommitTable)),
+		b.flow(ConntrackCommitTable, priorityHigh, func(m *binding.Match) {
+			m.EthType(ip).CTState(newTrk, newTrk)
+			matchField(m, ServiceCTMark, 1)
+		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID, Actions: ruleLabels()}),
+		b.flow(SessionAffinityTable, priorityLow, func(m *binding.Match) {
+			m.EthType(ip)
+			matchField(m, AffinityLookupField, 1)
+		}),
+		b.flow(ServiceLBTable, priorityAffinity, func(m *binding.Match) {
+			m.EthType(ip).CTState(newTrk, newTrk)
+			matchField(m, EndpointSelectedField, 1)
+		}, b.gotoTable(EndpointDNATTable)),
+		b.flow(EndpointDNATTable, priorityHigh, func(m *binding.Match) {
+			m.EthType(ip)
+			matchField(m, EndpointRejectField, 1)
+		}, &binding.Meter{ID: ServiceRejectMeterID}, &binding.Controller{MaxLen: rejectMaxLen, Reason: binding.ReasonAction,
+			UserData: PacketInServiceReject.userData()}),
+
+		// The node path.
+		b.flow(L3ForwardingTable, priorityLow, func(m *binding.Match) {
+			m.EthType(ip).CTState(binding.CTStateTrk, binding.CTStateTrk)
+			matchField(m, ServiceCTMark, 1)
+			matchField(m, RewriteMACField, 1)
+		}, setEthSrc(GlobalVirtualMAC), setEthDst(n.GatewayMAC), load(PktDestinationField, ToGateway), b.next(L3ForwardingTable)),
+	}
+	flows = append(flows, snat(priorityNormal, hairpinIP, func(m *binding.Match) {
 		matchField(m, HairpinCTMark, 1)
 	})...)
-	flows = append(flows, snat(priorityLow, HairpinIP, func(m *binding.Match) {
+	flows = append(flows, snat(priorityLow, hairpinIP, func(m *binding.Match) {
 		matchField(m, ServiceCTMark, 1)
 		matchField(m, PktSourceField, FromGateway)
 		matchField(m, PktDestinationField, ToGateway)
 	})...)
-	if n.NodeIP != nil {
+	if nodeIP, ok := n.nodeIP(f); ok {
 		// A local pod's UDP to a Service endpoint that is this node
 		// (a hostNetwork endpoint) leaves as from HairpinIP: a UDP server
 		// bound to the wildcard address answers from the address of the
@@ -453,11 +466,11 @@ func (b *flowBuilder) serviceFixedFlows(n *NodeConfig) []*binding.Flow {
 		// the answer would then match no connection; the node's route to
 		// HairpinIP has the node's address as its source (pkg/agent/route,
 		// nodepath.go). TCP answers from the address it was reached at.
-		flows = append(flows, snat(priorityLow, HairpinIP, func(m *binding.Match) {
+		flows = append(flows, snat(priorityLow, hairpinIP, func(m *binding.Match) {
 			matchField(m, ServiceCTMark, 1)
 			matchField(m, PktSourceField, FromLocal)
 			matchField(m, PktDestinationField, ToGateway)
-			m.IPProto(binding.IPProtoUDP).IPDst(addr(n.NodeIP))
+			m.IPProto(binding.IPProtoUDP).IPDst(nodeIP)
 		})...)
 	}
 	if n.TunnelOFPort != 0 {
@@ -467,7 +480,7 @@ func (b *flowBuilder) serviceFixedFlows(n *NodeConfig) []*binding.Flow {
 			matchField(m, PktDestinationField, ToTunnel)
 		})...)
 		flows = append(flows, b.flow(ConntrackZoneTable, priorityHigh, func(m *binding.Match) {
-			m.InPort(n.TunnelOFPort).EthType(binding.EthTypeIPv4).CTState(0, binding.CTStateTrk).IPDst(gwIP)
+			m.InPort(n.TunnelOFPort).EthType(ip).CTState(0, binding.CTStateTrk).IPDst(gwIP)
 		}, &binding.CT{Zone: SNATCtZone, Table: b.p.Table(ConntrackZoneTable).ID, Actions: []binding.Action{&binding.NAT{}}}))
 	}
 	return flows
@@ -501,7 +514,7 @@ func (b *flowBuilder) matchServicePort(m *binding.Match, p ServicePort) {
 
 // matchVIP matches the packets to a Service port's address, protocol and port.
 func (b *flowBuilder) matchVIP(m *binding.Match, p ServicePort) {
-	m.EthType(binding.EthTypeIPv4).IPProto(p.Protocol).IPDst(p.IP)
+	m.EthType(ethTypeOf(p.IP)).IPProto(p.Protocol).IPDst(p.IP)
 	switch p.Protocol {
 	case binding.IPProtoTCP:
 		m.TCPDst(p.Port)
@@ -566,7 +579,7 @@ func (b *flowBuilder) serviceGroup(cmd binding.GroupModCommand, groupID uint32, 
 	}
 	for _, e := range ps.Endpoints {
 		acts := []binding.Action{
-			load(EndpointIPField, ip4Uint(e.IP)),
+			loadEndpointIP(e.IP),
 			load(EndpointPortField, uint64(e.Port)),
 			load(EndpointSelectedField, 1),
 		}
@@ -585,8 +598,8 @@ func (b *flowBuilder) serviceGroup(cmd binding.GroupModCommand, groupID uint32, 
 // own client, which also marks the connection hairpin.
 func (b *flowBuilder) endpointFlow(k endpointKey, hairpin bool) *binding.Flow {
 	match := func(m *binding.Match) {
-		m.EthType(binding.EthTypeIPv4).IPProto(k.Protocol)
-		matchField(m, EndpointIPField, ip4Uint(k.IP))
+		m.EthType(ethTypeOf(k.IP)).IPProto(k.Protocol)
+		matchEndpointIP(m, k.IP)
 		matchField(m, EndpointPortField, uint64(k.Port))
 		matchField(m, EndpointSelectedField, 1)
 		if hairpin {
@@ -603,11 +616,6 @@ func (b *flowBuilder) endpointFlow(k endpointKey, hairpin bool) *binding.Flow {
 	}
 	acts = append(acts, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(EndpointDNATTable).Next().ID, Actions: nat})
 	return b.serviceFlow(EndpointDNATTable, prio, match, acts...)
-}
-
-func ip4Uint(a netip.Addr) uint64 {
-	v := a.As4()
-	return uint64(v[0])<<24 | uint64(v[1])<<16 | uint64(v[2])<<8 | uint64(v[3])
 }
 
 // InstallService makes OVS hold exactly the given ports and their states for
@@ -695,21 +703,24 @@ func (c *services) serviceDelta(name string, want ServiceState) (delta, []*bindi
 	return delta{msgs: msgs, apply: pl.apply}, staleUDPFlushes(pl.have, norm, gone), nil
 }
 
-// normalizedWant checks want (IPv4 only; no port another Service holds)
-// and normalizes each port's state.
+// normalizedWant checks want (families the pipeline realizes; no port
+// another Service holds) and normalizes each port's state.
 func (c *services) normalizedWant(name string, want ServiceState) (ServiceState, error) {
 	norm := ServiceState{}
 	for p, ps := range want {
-		if !p.IP.Is4() {
-			return nil, fmt.Errorf("service %s port %s: only IPv4 ClusterIPs are supported", name, p)
+		if err := checkRealized(fmt.Sprintf("service %s port %s: address", name, p), p.IP); err != nil {
+			return nil, err
 		}
 		if ip := c.svc.ports[p]; ip != nil && ip.owner != name {
 			return nil, fmt.Errorf("service %s port %s: already installed for service %s", name, p, ip.owner)
 		}
 		ps = ps.normalized()
 		for _, e := range ps.Endpoints {
-			if !e.IP.Is4() {
-				return nil, fmt.Errorf("service %s port %s: endpoint %s is not IPv4", name, p, e.IP)
+			if err := checkRealized(fmt.Sprintf("service %s port %s: endpoint", name, p), e.IP); err != nil {
+				return nil, err
+			}
+			if types.FamilyOf(e.IP) != types.FamilyOf(p.IP) {
+				return nil, fmt.Errorf("service %s port %s: endpoint %s is of another family", name, p, e.IP)
 			}
 		}
 		norm[p] = ps
@@ -954,10 +965,6 @@ func groupMsgs(gs ...*binding.GroupMod) ([]binding.Message, error) {
 		}
 	}
 	return msgs, nil
-}
-
-func ip4Addr(v uint32) netip.Addr {
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
 // portFlows are the flows of one port: its ServiceLB flow and, with

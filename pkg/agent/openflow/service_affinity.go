@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"antrea.io/antrea/pkg/agent/types"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -39,7 +40,7 @@ func (b *flowBuilder) serviceFlow(t *TableSpec, priority uint16, match func(*bin
 }
 
 func affinityCookie(e Endpoint) uint64 {
-	return uint64(cookieAffinityTag) | uint64(e.Port)<<32 | ip4Uint(e.IP)
+	return uint64(cookieAffinityTag) | uint64(e.Port)<<32 | addrBits32(e.IP)
 }
 
 // DefaultMaxSwitchTimeout is the longest affinity timeout left to the
@@ -81,21 +82,23 @@ func l4DstField(proto uint8) binding.Field {
 // port, and loads the endpoint; then the packet goes on to EndpointDNAT.
 func (b *flowBuilder) affinityLearnFlow(p ServicePort, e Endpoint, idle uint16) *binding.Flow {
 	l4 := l4DstField(p.Protocol).All()
+	f := types.FamilyOf(p.IP)
+	src, dst, epIP := ipSrcField(f).All(), ipDstField(f).All(), endpointIPField(f)
 	learn := &binding.Learn{Table: b.p.Table(SessionAffinityTable).ID, IdleTimeout: idle, Priority: priorityNormal, Cookie: affinityCookie(e),
 		Specs: []binding.LearnSpec{
-			{Kind: binding.LearnMatch, Immediate: true, Value: binding.U64(uint64(binding.EthTypeIPv4)), Dst: binding.FieldEthType.All()},
+			{Kind: binding.LearnMatch, Immediate: true, Value: binding.U64(uint64(ethType(f))), Dst: binding.FieldEthType.All()},
 			{Kind: binding.LearnMatch, Immediate: true, Value: binding.U64(uint64(p.Protocol)), Dst: binding.FieldIPProto.All()},
 			{Kind: binding.LearnMatch, Immediate: true, Value: binding.U64(1), Dst: AffinityLookupField},
-			{Kind: binding.LearnMatch, Src: binding.FieldIPv4Src.All(), Dst: binding.FieldIPv4Src.All()},
-			{Kind: binding.LearnMatch, Src: binding.FieldIPv4Dst.All(), Dst: binding.FieldIPv4Dst.All()},
+			{Kind: binding.LearnMatch, Src: src, Dst: src},
+			{Kind: binding.LearnMatch, Src: dst, Dst: dst},
 			{Kind: binding.LearnMatch, Src: l4, Dst: l4},
-			{Kind: binding.LearnLoad, Immediate: true, Value: binding.U64(ip4Uint(e.IP)), Dst: EndpointIPField},
+			{Kind: binding.LearnLoad, Immediate: true, Value: addrValue(e.IP), Dst: epIP},
 			{Kind: binding.LearnLoad, Immediate: true, Value: binding.U64(uint64(e.Port)), Dst: EndpointPortField},
 			{Kind: binding.LearnLoad, Immediate: true, Value: binding.U64(1), Dst: EndpointSelectedField},
 		}}
 	return b.serviceFlow(SessionAffinityTable, p.priority(priorityHigh), func(m *binding.Match) {
 		b.matchServicePort(m, p)
-		matchField(m, EndpointIPField, ip4Uint(e.IP))
+		matchEndpointIP(m, e.IP)
 		matchField(m, EndpointPortField, uint64(e.Port))
 		matchField(m, AffinityLearnField, 1)
 	}, learn, b.gotoTable(EndpointDNATTable))
@@ -196,8 +199,8 @@ func (c *services) affinityOf(flows []*binding.Flow) (on bool, idle uint16, eps 
 			case *binding.Learn:
 				idle = a.IdleTimeout
 				var e Endpoint
-				if v, ok := f.Match.Get(EndpointIPField.Field); ok {
-					e.IP = ip4Addr(uint32(v.Value.Lo))
+				if ip, ok := endpointIPOf(&f.Match); ok {
+					e.IP = ip
 				}
 				if v, ok := f.Match.Get(EndpointPortField.Field); ok {
 					e.Port = uint16(v.Value.Lo >> EndpointPortField.Start)
@@ -265,8 +268,10 @@ func (c *services) AgeSessionAffinity(ctx context.Context) (int, error) {
 // learnedPort is the Service port a learned affinity flow matches.
 func learnedPort(m *binding.Match) ServicePort {
 	var p ServicePort
-	if v, ok := m.Get(binding.FieldIPv4Dst); ok {
-		p.IP = ip4Addr(uint32(v.Value.Lo))
+	for _, f := range types.IPFamilies {
+		if v, ok := m.Get(ipDstField(f)); ok {
+			p.IP = valueAddr(f, v.Value)
+		}
 	}
 	if v, ok := m.Get(binding.FieldIPProto); ok {
 		p.Protocol = uint8(v.Value.Lo)

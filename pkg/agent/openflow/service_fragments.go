@@ -143,11 +143,3 @@ func fragGroupOf(f *binding.Flow) (portGroup uint32, ok bool) {
 	}
 	return 0, false
 }
-
-// ethTypeOf is the EtherType of an address's family.
-func ethTypeOf(a netip.Addr) uint16 {
-	if a.Is4() {
-		return binding.EthTypeIPv4
-	}
-	return binding.EthTypeIPv6
-}

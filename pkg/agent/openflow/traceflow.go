@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"antrea.io/antrea/pkg/agent/types"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -132,14 +133,38 @@ func (c *traceflow) traceflowController(tag uint8, p TraceflowPoint, extra ...by
 	return &binding.Controller{Reason: binding.ReasonAction, UserData: traceflowUserData(tag, p, extra...)}
 }
 
-// copyForTag copies f to match the tag one step above it, with the
-// packet-in first and f's actions after it.
-func (c *traceflow) copyForTag(f *binding.Flow, tag uint8, boost uint16, hard uint16, pin *binding.Controller) *binding.Flow {
-	g := &binding.Flow{Table: f.Table, Priority: f.Priority + boost, Cookie: c.traceflowCookie(tag), HardTimeout: hard,
-		Match: f.Match.Clone()}
-	g.Match.EthType(binding.EthTypeIPv4).IPDSCP(tag)
-	g.Actions = append([]binding.Action{pin}, f.Actions...)
-	return g
+// copyForTag copies f to match the tag (the DSCP of traced packets of
+// either family) one step above it, with the packet-in first and f's
+// actions after it: one copy for the family f matches, or one per family
+// the node carries when f matches none.
+func (c *traceflow) copyForTag(f *binding.Flow, tag uint8, boost uint16, hard uint16, pin *binding.Controller) []*binding.Flow {
+	var out []*binding.Flow
+	for _, fam := range c.flowFamilies(f) {
+		g := &binding.Flow{Table: f.Table, Priority: f.Priority + boost, Cookie: c.traceflowCookie(tag), HardTimeout: hard,
+			Match: f.Match.Clone()}
+		g.Match.EthType(ethType(fam)).IPDSCP(tag)
+		g.Actions = append([]binding.Action{pin}, f.Actions...)
+		out = append(out, g)
+	}
+	return out
+}
+
+// flowFamilies are the IP families whose packets f can match: the one its
+// eth_type names, else those of the node (those the pipeline realizes
+// before Initialize).
+func (c *traceflow) flowFamilies(f *binding.Flow) []types.IPFamily {
+	if v, ok := f.Match.Get(binding.FieldEthType); ok {
+		for _, fam := range types.IPFamilies {
+			if uint64(ethType(fam)) == v.Value.Lo {
+				return []types.IPFamily{fam}
+			}
+		}
+		return nil
+	}
+	if n := c.node.Load(); n != nil {
+		return n.families()
+	}
+	return realizedFamilies()
 }
 
 // ruleVerdict reads a conj_id flow's verdict from its actions: a goto to
@@ -184,15 +209,15 @@ func (c *traceflow) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
 	}
 	var flows []*binding.Flow
 	for _, f := range outs {
-		flows = append(flows, c.copyForTag(f, tag, traceflowOutputBoost, hard, c.traceflowController(tag, TraceflowOutput)))
+		flows = append(flows, c.copyForTag(f, tag, traceflowOutputBoost, hard, c.traceflowController(tag, TraceflowOutput))...)
 	}
 	// Output's miss drops: report it.
 	miss := &binding.Flow{Table: output, Priority: priorityMiss}
-	flows = append(flows, c.copyForTag(miss, tag, 1, hard, c.traceflowController(tag, TraceflowNoOutput)))
+	flows = append(flows, c.copyForTag(miss, tag, 1, hard, c.traceflowController(tag, TraceflowNoOutput))...)
 	// Drops for want of a flow before the policy tables.
 	for _, t := range []*TableSpec{ClassifierTable, SpoofGuardTable} {
 		m := &binding.Flow{Table: c.p.Table(t).ID, Priority: priorityMiss}
-		flows = append(flows, c.copyForTag(m, tag, 1, hard, c.traceflowController(tag, TraceflowTableMiss)))
+		flows = append(flows, c.copyForTag(m, tag, 1, hard, c.traceflowController(tag, TraceflowTableMiss))...)
 	}
 
 	for _, f := range c.policySource.plainFlows() {
@@ -212,9 +237,9 @@ func (c *traceflow) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
 				continue
 			}
 			extra := binary.BigEndian.AppendUint32([]byte{byte(d), byte(verdict)}, uint32(id.Value.Lo))
-			flows = append(flows, c.copyForTag(f, tag, 1, hard, c.traceflowController(tag, TraceflowRule, extra...)))
+			flows = append(flows, c.copyForTag(f, tag, 1, hard, c.traceflowController(tag, TraceflowRule, extra...))...)
 		case isDefault:
-			flows = append(flows, c.copyForTag(f, tag, 1, hard, c.traceflowController(tag, TraceflowIsolation, byte(d), byte(ActionDrop))))
+			flows = append(flows, c.copyForTag(f, tag, 1, hard, c.traceflowController(tag, TraceflowIsolation, byte(d), byte(ActionDrop)))...)
 		}
 	}
 	return flows
@@ -244,7 +269,11 @@ func (c *traceflow) liveFlow(spec TraceflowFlows) *binding.Flow {
 		f.HardTimeout = uint16(min(spec.Timeout/time.Second+5, 0xffff))
 	}
 	m := &f.Match
-	m.EthType(binding.EthTypeIPv4).IPDSCP(0)
+	family := l.Src
+	if !family.IsValid() {
+		family = l.Dst
+	}
+	m.EthType(ethTypeOf(family)).IPDSCP(0)
 	if l.Src.IsValid() {
 		m.IPSrc(l.Src)
 	}
@@ -377,10 +406,6 @@ func fieldValue(pi *binding.PacketIn, r binding.FieldRange) (uint64, bool) {
 	return v.Value.Lo >> r.Start & (uint64(1)<<width - 1), true
 }
 
-func ip4(v uint64) netip.Addr {
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-}
-
 // ParseTraceflowPacketIn reads a Traceflow packet-in; ok is false for
 // packet-ins of other features.
 func (c *traceflow) ParseTraceflowPacketIn(pi *binding.PacketIn) (TraceflowPacketIn, bool) {
@@ -417,12 +442,14 @@ func (c *traceflow) ParseTraceflowPacketIn(pi *binding.PacketIn) (TraceflowPacke
 		out.Hairpin = true
 	}
 	if v, ok := fieldValue(pi, EndpointSelectedField); ok && v == 1 {
-		if ip, ok := fieldValue(pi, EndpointIPField); ok {
-			out.Endpoint = ip4(ip)
+		if ip, ok := endpointIPOf(&pi.Match); ok {
+			out.Endpoint = ip
 		}
 	}
-	if v, ok := pi.Match.Get(binding.FieldTunDst); ok && v.Value.Lo != 0 {
-		out.TunnelDst = ip4(v.Value.Lo)
+	for _, f := range types.IPFamilies {
+		if v, ok := pi.Match.Get(types.ByFamily(f, binding.FieldTunDst, binding.FieldTunIPv6Dst)); ok && !v.Value.IsZero() {
+			out.TunnelDst = valueAddr(f, v.Value)
+		}
 	}
 	return out, true
 }

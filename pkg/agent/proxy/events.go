@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	agenttypes "antrea.io/antrea/pkg/agent/types"
 )
 
 // Reasons of the Warning Events the proxy posts on a Service it cannot
@@ -67,33 +68,33 @@ func unrealized(svc *corev1.Service, datapath string) []warning {
 	if len(clusterIPs) == 0 {
 		clusterIPs = []string{svc.Spec.ClusterIP}
 	}
-	if len(serviceClusterIPs(svc)) == 0 {
-		out = append(out, warning{ReasonIPv6NotSupported, fmt.Sprintf("Service not realized: AntreaProxy realizes IPv4 only, and its ClusterIPs (%s) are not IPv4", strings.Join(clusterIPs, ", "))})
+	realized := realizedNames()
+	if len(realizedAddrs(serviceClusterIPs(svc))) == 0 {
+		out = append(out, warning{ReasonIPv6NotSupported, fmt.Sprintf("Service not realized: AntreaProxy realizes %s only, and its ClusterIPs (%s) are not %s", realized, strings.Join(clusterIPs, ", "), realized)})
 		return out
 	}
-	var v6 []string
-	for _, s := range clusterIPs {
-		if a, err := netip.ParseAddr(s); err == nil && !a.Is4() {
-			v6 = append(v6, "ClusterIP "+s)
+	// The addresses of the families familyState computes but desiredState
+	// does not join.
+	var other []string
+	unrealizedOf := func(kind string, ss ...string) {
+		for _, s := range ss {
+			if a, err := netip.ParseAddr(s); err == nil && !realizes(agenttypes.FamilyOf(a)) {
+				other = append(other, kind+" "+s)
+			}
 		}
 	}
-	for _, s := range svc.Spec.ExternalIPs {
-		if a, err := netip.ParseAddr(s); err == nil && !a.Is4() {
-			v6 = append(v6, "external IP "+s)
-		}
-	}
+	unrealizedOf("ClusterIP", clusterIPs...)
+	unrealizedOf("external IP", svc.Spec.ExternalIPs...)
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		for _, in := range svc.Status.LoadBalancer.Ingress {
 			if in.IPMode != nil && *in.IPMode == corev1.LoadBalancerIPModeProxy {
 				continue
 			}
-			if a, err := netip.ParseAddr(in.IP); err == nil && !a.Is4() {
-				v6 = append(v6, "load balancer IP "+in.IP)
-			}
+			unrealizedOf("load balancer IP", in.IP)
 		}
 	}
-	if len(v6) > 0 {
-		out = append(out, warning{ReasonIPv6NotSupported, fmt.Sprintf("%s not realized: AntreaProxy realizes IPv4 only; the IPv4 addresses work", strings.Join(v6, ", "))})
+	if len(other) > 0 {
+		out = append(out, warning{ReasonIPv6NotSupported, fmt.Sprintf("%s not realized: AntreaProxy realizes %s only; the %s addresses work", strings.Join(other, ", "), realized, realized)})
 	}
 	return out
 }

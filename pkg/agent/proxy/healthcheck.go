@@ -38,17 +38,19 @@ type healthCheck struct {
 // healthCheckOf is a Service's health check: a LoadBalancer with
 // externalTrafficPolicy Local and a healthCheckNodePort
 // (k8s.io/cloud-provider's NeedsHealthCheck), counting its ready local
-// IPv4 endpoints over all its ports, once per address.
+// endpoints of the realized families over all its ports, once per address.
 func healthCheckOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodeName string) healthCheck {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal ||
 		svc.Spec.HealthCheckNodePort <= 0 || svc.Spec.HealthCheckNodePort > 65535 {
 		return healthCheck{}
 	}
 	local := map[netip.Addr]bool{}
-	for _, sp := range svc.Spec.Ports {
-		for _, c := range portCandidates(sp, slices, nodeName) {
-			if c.ready && c.ep.Local {
-				local[c.ep.IP] = true
+	for _, f := range realizedFamilies() {
+		for _, sp := range svc.Spec.Ports {
+			for _, c := range portCandidates(sp, slices, nodeName, f) {
+				if c.ready && c.ep.Local {
+					local[c.ep.IP] = true
+				}
 			}
 		}
 	}

@@ -93,6 +93,7 @@ import (
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/route"
+	agenttypes "antrea.io/antrea/pkg/agent/types"
 )
 
 // FlowInstaller realizes Services in OVS (implemented by the agent's
@@ -667,17 +668,17 @@ func (p *Proxy) setNodePath(key string, needs route.ServiceNeeds) {
 }
 
 // nodeNeeds is what a Service needs of the node under proxyAll: its
-// NodePorts DNATed to the bridge, and its IPv4 ClusterIPs, external IPs and
+// NodePorts DNATed to the bridge, and its ClusterIPs, external IPs and
 // LoadBalancer ingress IPs routed to the gateway (so the node's own
 // processes reach them, and traffic from outside for external addresses
 // enters the bridge). Services that desiredState skips need nothing.
 func nodeNeeds(svc *corev1.Service) route.ServiceNeeds {
 	var needs route.ServiceNeeds
-	clusterIPs := serviceClusterIPs(svc)
+	clusterIPs := realizedAddrs(serviceClusterIPs(svc))
 	if len(clusterIPs) == 0 {
 		return needs
 	}
-	needs.Addresses = append(append(needs.Addresses, clusterIPs...), externalAddresses(svc)...)
+	needs.Addresses = append(append(needs.Addresses, clusterIPs...), realizedAddrs(externalAddresses(svc))...)
 	if hasNodePorts(svc) {
 		for _, sp := range svc.Spec.Ports {
 			if proto, ok := protocolNumber(sp.Protocol); ok && sp.NodePort > 0 && sp.NodePort < 65536 {
@@ -695,8 +696,8 @@ func hasNodePorts(svc *corev1.Service) bool {
 	return svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
 }
 
-// serviceClusterIPs are the Service's IPv4 ClusterIPs (none when headless
-// or without a ClusterIP).
+// serviceClusterIPs are the Service's ClusterIPs of every family (none
+// when headless or without a ClusterIP).
 // The labels by which a Service asks to be left to another proxy, or to
 // none (kube-proxy's selector: !service.kubernetes.io/service-proxy-name,
 // !service.kubernetes.io/headless).
@@ -725,22 +726,22 @@ func serviceClusterIPs(svc *corev1.Service) []netip.Addr {
 		return nil
 	}
 	if len(svc.Spec.ClusterIPs) == 0 && svc.Spec.ClusterIP != "" {
-		return ipv4s([]string{svc.Spec.ClusterIP})
+		return parseAddrs([]string{svc.Spec.ClusterIP})
 	}
-	return ipv4s(svc.Spec.ClusterIPs)
+	return parseAddrs(svc.Spec.ClusterIPs)
 }
 
-// externalAddresses are the Service's IPv4 external IPs and, for a
+// externalAddresses are the Service's external IPs of every family and, for a
 // LoadBalancer, its ingress IPs (but those whose ipMode is Proxy: that load
 // balancer proxies, and sends to the nodes).
 func externalAddresses(svc *corev1.Service) []netip.Addr {
-	external := ipv4s(svc.Spec.ExternalIPs)
+	external := parseAddrs(svc.Spec.ExternalIPs)
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		for _, in := range svc.Status.LoadBalancer.Ingress {
 			if in.IPMode != nil && *in.IPMode == corev1.LoadBalancerIPModeProxy {
 				continue
 			}
-			external = append(external, ipv4s([]string{in.IP})...)
+			external = append(external, parseAddrs([]string{in.IP})...)
 		}
 	}
 	return external
@@ -829,12 +830,32 @@ func countEndpoints(s agentof.ServiceState) int {
 // when it has some on other nodes only (a Local policy). Headless Services
 // and Services without a ClusterIP have no state. Every port carries the
 // Service's session affinity.
+//
+// It is the join of familyState over the families AntreaProxy realizes; a
+// Service of another family alone has no state.
 func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node nodeView) agentof.ServiceState {
-	clusterIPs := serviceClusterIPs(svc)
+	var out agentof.ServiceState
+	for _, f := range realizedFamilies() {
+		for p, ps := range familyState(svc, slices, node, f) {
+			if out == nil {
+				out = agentof.ServiceState{}
+			}
+			out[p] = ps
+		}
+	}
+	return out
+}
+
+// familyState is desiredState's part of family f: the Service's ports on
+// its addresses of family f, with the endpoints of its slices of family
+// f, and its NodePorts on f's NodePortVirtualIP. Nil when the Service has
+// no ClusterIP of family f.
+func familyState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node nodeView, f agenttypes.IPFamily) agentof.ServiceState {
+	clusterIPs := f.Of(serviceClusterIPs(svc))
 	if len(clusterIPs) == 0 {
 		return nil
 	}
-	external := externalAddresses(svc)
+	external := f.Of(externalAddresses(svc))
 	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
 	externalLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	affinity := affinityTimeout(svc)
@@ -844,7 +865,7 @@ func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 		if !ok {
 			continue
 		}
-		eps := portCandidates(sp, slices, node.name)
+		eps := portCandidates(sp, slices, node.name, f)
 		cluster := agentof.PortState{Endpoints: eps.cluster(node), AffinityTimeout: affinity}
 		local := agentof.PortState{Endpoints: eps.local(), AffinityTimeout: affinity}
 		if len(local.Endpoints) == 0 && eps.any() {
@@ -866,7 +887,7 @@ func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 			}
 		}
 		if node.proxyAll && hasNodePorts(svc) && sp.NodePort > 0 && sp.NodePort < 65536 {
-			port := agentof.ServicePort{IP: agentof.NodePortVirtualIP, Protocol: proto, Port: uint16(sp.NodePort)}
+			port := agentof.ServicePort{IP: agenttypes.NodePortVirtualIPOf(f), Protocol: proto, Port: uint16(sp.NodePort)}
 			out[port] = cluster
 			if externalLocal {
 				port.External = true
@@ -876,17 +897,6 @@ func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 	}
 	if len(out) == 0 {
 		return nil
-	}
-	return out
-}
-
-// ipv4s parses the IPv4 addresses of a list (others are not realized yet).
-func ipv4s(ss []string) []netip.Addr {
-	var out []netip.Addr
-	for _, s := range ss {
-		if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
-			out = append(out, a)
-		}
 	}
 	return out
 }
@@ -928,11 +938,12 @@ type candidate struct {
 
 type candidates []candidate
 
-// portCandidates collects the endpoints of one Service port from its slices.
-func portCandidates(sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice, nodeName string) candidates {
+// portCandidates collects the endpoints of one Service port from its
+// slices of family f.
+func portCandidates(sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice, nodeName string, f agenttypes.IPFamily) candidates {
 	var out candidates
 	for _, s := range slices {
-		if s.AddressType != discoveryv1.AddressTypeIPv4 {
+		if sf, ok := sliceFamily(s.AddressType); !ok || sf != f {
 			continue
 		}
 		port, ok := slicePort(s, sp)
@@ -956,7 +967,7 @@ func portCandidates(sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice, 
 			local := e.NodeName != nil && *e.NodeName == nodeName
 			for _, a := range e.Addresses {
 				ip, err := netip.ParseAddr(a)
-				if err != nil || !ip.Is4() {
+				if err != nil || agenttypes.FamilyOf(ip) != f {
 					continue
 				}
 				c.ep = agentof.Endpoint{IP: ip, Port: port, Local: local}

@@ -58,8 +58,11 @@ func rejectPacketOut(pi *openflow.PacketIn) (*openflow.PacketOut, error) {
 		return nil, err
 	}
 	var acts []openflow.Action
-	if tun, ok := pi.Match.Get(openflow.FieldTunSrc); ok && tun.Value.Lo != 0 {
-		acts = append(acts, &openflow.SetField{Field: openflow.FieldTunDst, Value: tun.Value})
+	// Back to the tunnel peer it came from, over the underlay's family.
+	for _, f := range [][2]openflow.Field{{openflow.FieldTunSrc, openflow.FieldTunDst}, {openflow.FieldTunIPv6Src, openflow.FieldTunIPv6Dst}} {
+		if tun, ok := pi.Match.Get(f[0]); ok && !tun.Value.IsZero() {
+			acts = append(acts, &openflow.SetField{Field: f[1], Value: tun.Value})
+		}
 	}
 	acts = append(acts, &openflow.Output{Port: uint32(in.Value.Lo)})
 	return &openflow.PacketOut{Actions: acts, Data: reply}, nil

@@ -179,3 +179,37 @@ func TestRejectPacketOutGoesStraightBackToTheInPort(t *testing.T) {
 		t.Fatalf("the reply should leave from the controller straight to port 7 (never through the tables), got in_port %d actions %s", po.InPort, got)
 	}
 }
+
+func TestRejectPacketOutGoesBackToTheTunnelPeerOfEitherFamily(t *testing.T) {
+	for _, tc := range []struct {
+		src  netip.Addr
+		want string
+	}{
+		{netip.MustParseAddr("192.168.77.12"), "set_field:192.168.77.12->tun_dst,output:1"},
+		{netip.MustParseAddr("fd00:77::12"), "set_field:fd00:77::12->tun_ipv6_dst,output:1"},
+	} {
+		pi := &openflow.PacketIn{Data: ipv4Frame(protoTCP, tcpSegment(tcpSYN, 1, 0, 0)), UserData: []byte{byte(agentof.PacketInServiceReject)}}
+		pi.Match.InPort(1)
+		f := openflow.FieldTunSrc
+		if tc.src.Is6() {
+			f = openflow.FieldTunIPv6Src
+		}
+		b := tc.src.AsSlice()
+		var v openflow.U128
+		for i, x := range b {
+			if len(b)-i > 8 {
+				v.Hi = v.Hi<<8 | uint64(x)
+			} else {
+				v.Lo = v.Lo<<8 | uint64(x)
+			}
+		}
+		pi.Match.Set(f, v)
+		po, err := rejectPacketOut(pi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := openflow.ActionsString(po.Actions); got != tc.want {
+			t.Errorf("reply to a packet from tunnel peer %s: actions %s, want %s", tc.src, got, tc.want)
+		}
+	}
+}

@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/agent/types"
 )
 
 // FlowInstaller programs the per-node forwarding flows (implemented by the
@@ -217,12 +219,19 @@ func (c *Controller) Installed() map[string]PeerRoute {
 // peerRoute derives the route to a node, or nil while it lacks a pod CIDR or
 // an InternalIP.
 func peerRoute(n *corev1.Node) *PeerRoute {
-	cidr := n.Spec.PodCIDR
-	if cidr == "" && len(n.Spec.PodCIDRs) > 0 {
-		cidr = n.Spec.PodCIDRs[0]
+	cidrs := n.Spec.PodCIDRs
+	if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
+		cidrs = []string{n.Spec.PodCIDR}
 	}
-	_, ipnet, err := net.ParseCIDR(cidr)
-	if err != nil || ipnet.IP.To4() == nil {
+	// The pod CIDR of the first family routes are realized for.
+	var ipnet *net.IPNet
+	for _, c := range cidrs {
+		if _, pn, err := net.ParseCIDR(c); err == nil && realizes(types.FamilyOfIP(pn.IP)) {
+			ipnet = pn
+			break
+		}
+	}
+	if ipnet == nil {
 		return nil
 	}
 	var nodeIP net.IP
@@ -238,10 +247,8 @@ func peerRoute(n *corev1.Node) *PeerRoute {
 	return &PeerRoute{NodeName: n.Name, PodCIDR: ipnet, GatewayIP: GatewayIP(ipnet), NodeIP: nodeIP}
 }
 
-// GatewayIP is the first address of a pod CIDR, which a node's antrea-gw0 holds.
+// GatewayIP is the first address of a pod CIDR, which a node's antrea-gw0
+// holds, in its family's length (4 bytes for IPv4).
 func GatewayIP(cidr *net.IPNet) net.IP {
-	ip := make(net.IP, len(cidr.IP.To4()))
-	copy(ip, cidr.IP.To4())
-	ip[len(ip)-1]++
-	return ip
+	return net.IP(types.Addr(cidr.IP).Next().AsSlice())
 }

@@ -112,8 +112,14 @@ type NodePath struct {
 
 // NewNodePath makes the node path of this node.
 func NewNodePath(cfg NodePathConfig) (*NodePath, error) {
-	if cfg.GatewayName == "" || !cfg.GatewayIP.Is4() || !cfg.PodCIDR.Addr().Is4() {
-		return nil, fmt.Errorf("node path: the gateway name, its IPv4 address and the pod CIDR are required")
+	if cfg.GatewayName == "" || !cfg.GatewayIP.IsValid() || !cfg.PodCIDR.IsValid() {
+		return nil, fmt.Errorf("node path: the gateway name, its address and the pod CIDR are required")
+	}
+	if err := checkRealized("node path: gateway "+cfg.GatewayIP.String(), cfg.GatewayIP); err != nil {
+		return nil, err
+	}
+	if err := checkRealized("node path: pod CIDR "+cfg.PodCIDR.String(), cfg.PodCIDR.Addr()); err != nil {
+		return nil, err
 	}
 	if cfg.ResyncPeriod <= 0 {
 		cfg.ResyncPeriod = 30 * time.Second
@@ -416,11 +422,10 @@ func (n *NodePath) applyRoutes(want, have map[netip.Addr]bool, full, synced bool
 			if r.Dst == nil || !r.Gw.Equal(NodePortVirtualIP.AsSlice()) {
 				continue
 			}
-			if ones, _ := r.Dst.Mask.Size(); ones != 32 {
-				continue
-			}
-			if a, ok := netip.AddrFromSlice(r.Dst.IP.To4()); ok {
-				after[a] = true
+			if a := types.Addr(r.Dst.IP); a.IsValid() {
+				if ones, _ := r.Dst.Mask.Size(); ones == a.BitLen() {
+					after[a] = true
+				}
 			}
 		}
 	}
@@ -463,7 +468,7 @@ func (n *NodePath) nodePortAddresses() ([]netip.Addr, error) {
 			return nil, fmt.Errorf("addresses of %s: %w", l.Attrs().Name, err)
 		}
 		for _, a := range addrs {
-			if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok {
+			if ip := types.Addr(a.IP); ip.IsValid() {
 				all = append(all, ip)
 			}
 		}
@@ -473,13 +478,13 @@ func (n *NodePath) nodePortAddresses() ([]netip.Addr, error) {
 
 // SelectNodePortAddresses picks, sorted and once each, the addresses of
 // node that serve NodePorts: those within one of the prefixes or, without
-// prefixes, every IPv4 address but loopback, link-local ones and the
+// prefixes, every address of a realized family but loopback, link-local ones and the
 // gateway's (kube-proxy serves NodePorts on every local address; the
 // gateway's belongs to the pod network, link-local ones to the node path).
 func SelectNodePortAddresses(node []netip.Addr, prefixes []netip.Prefix, gatewayIP netip.Addr) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range node {
-		if !a.Is4() || a.IsLoopback() || a.IsLinkLocalUnicast() || a == gatewayIP {
+		if !realizes(types.FamilyOf(a)) || a.IsLoopback() || a.IsLinkLocalUnicast() || a == gatewayIP {
 			continue
 		}
 		if len(prefixes) > 0 && !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(a) }) {

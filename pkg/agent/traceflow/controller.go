@@ -38,6 +38,7 @@ import (
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/packetreply"
+	agenttypes "antrea.io/antrea/pkg/agent/types"
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions/crd/v1beta1"
@@ -276,8 +277,7 @@ func (c *Controller) start(ctx context.Context, tf *crdv1beta1.Traceflow) error 
 	if r.sender && !r.live {
 		frame := &Frame{SrcMAC: srcIface.MAC, DstMAC: dst.mac, Dst: dst.ip, Tag: tag, Packet: tf.Spec.Packet,
 			ServicePort: dst.port, ServiceProto: dst.proto}
-		frame.Src, _ = netip.AddrFromSlice(firstIPv4(srcIface.IPs))
-		frame.Src = frame.Src.Unmap()
+		frame.Src = addrOfFamily(srcIface.IPs, agenttypes.FamilyOf(dst.ip))
 		go c.inject(injectCtx, tf.Name, uint32(srcIface.OFPort), frame)
 	}
 	return nil
@@ -288,7 +288,7 @@ func (c *Controller) sourceIP(ctx context.Context, tf *crdv1beta1.Traceflow, loc
 	var ip string
 	switch s := tf.Spec.Source; {
 	case local != nil:
-		ip = firstIPv4(local.IPs).String()
+		ip = firstTraced(local.IPs).String()
 	case s.IP != "":
 		ip = s.IP
 	case s.Pod != "":
@@ -313,13 +313,39 @@ func timeout(tf *crdv1beta1.Traceflow) time.Duration {
 	return 20 * time.Second
 }
 
-func firstIPv4(ips []net.IP) net.IP {
-	for _, ip := range ips {
-		if ip4 := ip.To4(); ip4 != nil {
-			return ip4
-		}
+// traces reports whether Traceflow traces packets of family f: the one
+// boundary of this package that dual-stack widens (Frame.Build makes
+// IPv4 packets only).
+func traces(f agenttypes.IPFamily) bool { return f == agenttypes.IPv4 }
+
+// checkTraced refuses an address of a family Traceflow does not trace.
+func checkTraced(what string, a netip.Addr) error {
+	if f := agenttypes.FamilyOf(a); !traces(f) {
+		return agenttypes.ErrFamilyNotSupported(what, f)
 	}
 	return nil
+}
+
+// addrOfFamily is the first of a pod's addresses of family f (the zero
+// Addr if it has none).
+func addrOfFamily(ips []net.IP, f agenttypes.IPFamily) netip.Addr {
+	for _, ip := range ips {
+		if a := agenttypes.Addr(ip); agenttypes.FamilyOf(a) == f {
+			return a
+		}
+	}
+	return netip.Addr{}
+}
+
+// firstTraced is the first of a pod's addresses of a family Traceflow
+// traces (the zero Addr if none).
+func firstTraced(ips []net.IP) netip.Addr {
+	for _, ip := range ips {
+		if a := agenttypes.Addr(ip); traces(agenttypes.FamilyOf(a)) {
+			return a
+		}
+	}
+	return netip.Addr{}
 }
 
 // destination is where the traced packet goes.
@@ -367,8 +393,11 @@ func (c *Controller) destination(ctx context.Context, tf *crdv1beta1.Traceflow) 
 		}
 	}
 	ip, err := netip.ParseAddr(ipStr)
-	if err != nil || !ip.Is4() {
-		return nil, fmt.Errorf("destination of Traceflow %s has no IPv4 address (%q)", tf.Name, ipStr)
+	if err != nil {
+		return nil, fmt.Errorf("destination of Traceflow %s has no IP address (%q)", tf.Name, ipStr)
+	}
+	if err := checkTraced(fmt.Sprintf("destination %s of Traceflow %s", ipStr, tf.Name), ip); err != nil {
+		return nil, err
 	}
 	out.ip = ip
 	return out, nil
@@ -380,7 +409,7 @@ func (c *Controller) liveMatch(tf *crdv1beta1.Traceflow, srcIface *interfacestor
 	l := &agentof.TraceflowLive{Dst: dst.ip}
 	switch {
 	case srcIface != nil:
-		l.Src, _ = netip.AddrFromSlice(firstIPv4(srcIface.IPs))
+		l.Src = addrOfFamily(srcIface.IPs, agenttypes.FamilyOf(dst.ip))
 	case tf.Spec.Source.IP != "":
 		if _, local := c.cfg.Interfaces.GetInterfaceByIP(dst.ip.String()); !local {
 			return nil, false

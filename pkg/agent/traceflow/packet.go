@@ -61,8 +61,10 @@ func (f *Frame) protocol() uint8 {
 
 // Build makes the Ethernet frame: IPv4 with the tag in the DSCP bits.
 func (f *Frame) Build() ([]byte, error) {
-	if !f.Src.Is4() || !f.Dst.Is4() {
-		return nil, fmt.Errorf("traceflow packets are IPv4 only (%s -> %s)", f.Src, f.Dst)
+	for _, a := range []netip.Addr{f.Src, f.Dst} {
+		if err := checkTraced(fmt.Sprintf("traceflow packet %s -> %s", f.Src, f.Dst), a); err != nil {
+			return nil, err
+		}
 	}
 	proto := f.protocol()
 	th := f.Packet.TransportHeader

@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	agenttypes "antrea.io/antrea/pkg/agent/types"
 	"antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -50,10 +51,7 @@ func (p PodInterface) InterfaceConfig() (*interfacestore.InterfaceConfig, error)
 		if ip == nil {
 			return nil, fmt.Errorf("pod interface %s: ips: %q is not an IP address", p.InterfaceName, s)
 		}
-		if v4 := ip.To4(); v4 != nil {
-			ip = v4
-		}
-		ips = append(ips, ip)
+		ips = append(ips, net.IP(agenttypes.Addr(ip).AsSlice())) // 4 bytes for IPv4
 	}
 	var mac net.HardwareAddr
 	if p.MAC != "" {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	agenttypes "antrea.io/antrea/pkg/agent/types"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
@@ -265,10 +266,10 @@ func (c *ruleCache) peerTargetsLocked(peer cpv1beta2.NetworkPolicyPeer) (peers [
 					continue
 				}
 				a = a.Unmap()
-				if !a.Is4() {
-					continue // the pipeline is IPv4 only for now
+				if !agentof.Realizes(agenttypes.FamilyOf(a)) {
+					continue
 				}
-				peers = append(peers, target{prefix: netip.PrefixFrom(a, 32), ports: m.Ports})
+				peers = append(peers, target{prefix: netip.PrefixFrom(a, a.BitLen()), ports: m.Ports})
 			}
 		}
 	}
@@ -446,16 +447,17 @@ func servicesKey(svcs []agentof.PolicyPort) string {
 }
 
 // ipBlockPrefixes is an ipBlock's CIDR minus its excepts, as a set of
-// disjoint IPv4 prefixes (flows cannot say "except").
+// disjoint prefixes of the CIDR's family (flows cannot say "except"); none
+// for a family the pipeline does not realize.
 func ipBlockPrefixes(b cpv1beta2.IPBlock) []netip.Prefix {
 	base, ok := toPrefix(b.CIDR)
-	if !ok || !base.Addr().Is4() {
+	if !ok || !agentof.Realizes(agenttypes.FamilyOf(base.Addr())) {
 		return nil
 	}
 	out := []netip.Prefix{base.Masked()}
 	for _, e := range b.Except {
 		ex, ok := toPrefix(e)
-		if !ok || !ex.Addr().Is4() {
+		if !ok || agenttypes.FamilyOf(ex.Addr()) != agenttypes.FamilyOf(base.Addr()) {
 			continue
 		}
 		var next []netip.Prefix
@@ -485,9 +487,10 @@ func subtract(p, ex netip.Prefix) []netip.Prefix {
 	}
 	// Split p in halves and keep the half without ex whole.
 	lo := netip.PrefixFrom(p.Addr(), p.Bits()+1)
-	hiAddr := p.Addr().As4()
+	b := p.Addr().AsSlice() // 4 or 16 bytes: the family stays
 	bit := p.Bits()
-	hiAddr[bit/8] |= 0x80 >> (bit % 8)
-	hi := netip.PrefixFrom(netip.AddrFrom4(hiAddr), p.Bits()+1)
+	b[bit/8] |= 0x80 >> (bit % 8)
+	hiAddr, _ := netip.AddrFromSlice(b)
+	hi := netip.PrefixFrom(hiAddr, p.Bits()+1)
 	return append(subtract(lo, ex), subtract(hi, ex)...)
 }

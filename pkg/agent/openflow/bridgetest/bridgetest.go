@@ -28,6 +28,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"antrea.io/antrea/pkg/agent/types"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
@@ -538,7 +539,7 @@ func (b *Bridge) joinUnderlay(t testing.TB, u *Underlay, nodeIP string) {
 	if err != nil {
 		t.Fatalf("node IP %q: %v", nodeIP, err)
 	}
-	b.NodeIP = ip.To4()
+	b.NodeIP = net.IP(types.Addr(ip).AsSlice()) // 4 bytes: PhyMAC takes the last three
 	b.PhyMAC = net.HardwareAddr{0x0a, 0x00, 0x00, b.NodeIP[1], b.NodeIP[2], b.NodeIP[3]}
 	if _, err := b.Vsctl("add-br", "br-phy", "--", "set", "bridge", "br-phy", "datapath_type=netdev", "fail_mode=standalone",
 		"other_config:hwaddr="+b.PhyMAC.String(), "other_config:disable-in-band=true",
