@@ -91,7 +91,8 @@ func runParts(ctx context.Context, d *deps, parts []part, stopTimeout time.Durat
 		}
 		return errors.Join(setupErr, err)
 	}
-	if err := r.g.Wait(); err != nil {
+	// A setup failure is the cause: the components' errors came after it.
+	if err := r.g.Wait(); err != nil && setupErr == nil {
 		return err
 	}
 	return setupErr
@@ -155,6 +156,12 @@ func (r *runner) start(ctx context.Context, p part, d *deps) error {
 	r.g.Go(func() error {
 		defer close(s.done)
 		if err := c.run(pctx); err != nil {
+			if pctx.Err() != nil {
+				// Asked to stop, it returned why it could not finish
+				// (an informer that never synced): not a failure.
+				klog.InfoS("Agent component stopped with an error", "component", s.name, "err", err)
+				return nil
+			}
 			klog.ErrorS(err, "Agent component failed; stopping the agent", "component", s.name)
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
