@@ -19,9 +19,13 @@ import (
 // and pins each new peer's tunnel neighbour.
 func setupRoutes(ctx context.Context, d *deps) (component, error) {
 	o, nc, purger := d.o, d.nc, d.purger
-	d.routes = route.NewController(o.NodeName, d.informers.Core().V1().Nodes(), d.flows,
+	routes, err := route.NewController(o.NodeName, d.informers.Core().V1().Nodes(), d.flows,
 		&route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: d.podCIDRs[0]},
 		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer, purger.Changed) })
+	if err != nil {
+		return nil, err
+	}
+	d.routes = routes
 	return runFunc(d.routes.Run), nil
 }
 

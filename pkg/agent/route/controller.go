@@ -73,8 +73,9 @@ type Controller struct {
 	onPeer func(nodeIP net.IP)
 }
 
-// NewController makes a controller for this node.
-func NewController(nodeName string, informer coreinformers.NodeInformer, flows FlowInstaller, routes HostRoutes, onPeer func(net.IP)) *Controller {
+// NewController makes a controller for this node; it fails when the Node
+// informer refuses its handler (the informer was stopped).
+func NewController(nodeName string, informer coreinformers.NodeInformer, flows FlowInstaller, routes HostRoutes, onPeer func(net.IP)) (*Controller, error) {
 	c := &Controller{
 		nodeName:  nodeName,
 		flows:     flows,
@@ -85,15 +86,17 @@ func NewController(nodeName string, informer coreinformers.NodeInformer, flows F
 		installed: map[string]*PeerRoute{},
 		onPeer:    onPeer,
 	}
-	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, n interface{}) { c.enqueue(n) },
+		UpdateFunc: func(_, n any) { c.enqueue(n) },
 		DeleteFunc: c.enqueue,
-	})
-	return c
+	}); err != nil {
+		return nil, fmt.Errorf("node route controller: the Node informer refused its handler: %w", err)
+	}
+	return c, nil
 }
 
-func (c *Controller) enqueue(obj interface{}) {
+func (c *Controller) enqueue(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}

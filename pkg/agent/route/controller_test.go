@@ -100,11 +100,14 @@ func TestControllerFollowsRemoteNodes(t *testing.T) {
 	routes := &fakeRoutes{routes: map[string]bool{"10.10.9.0/24": true}}
 	var peersMu sync.Mutex
 	peers := map[string]bool{}
-	c := NewController("n1", factory.Core().V1().Nodes(), flows, routes, func(ip net.IP) {
+	c, err := NewController("n1", factory.Core().V1().Nodes(), flows, routes, func(ip net.IP) {
 		peersMu.Lock()
 		peers[ip.String()] = true
 		peersMu.Unlock()
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	factory.Start(ctx.Done())
@@ -150,5 +153,21 @@ func TestControllerFollowsRemoteNodes(t *testing.T) {
 	defer peersMu.Unlock()
 	if !peers["172.30.0.22"] || !peers["172.30.0.13"] {
 		t.Errorf("every peer's node IP should be reported, got %v", peers)
+	}
+}
+
+func TestNewControllerFailsWhenTheNodeInformerRefusesItsHandler(t *testing.T) {
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	nodes := factory.Core().V1().Nodes()
+	nodes.Informer() // registered before the start, so the factory runs it
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	cancel()
+	factory.Shutdown() // the informer has stopped: it refuses new handlers
+	if _, err := NewController("n1", nodes, &fakeFlows{nodes: map[string]string{}}, &fakeRoutes{routes: map[string]bool{}}, nil); err == nil {
+		t.Fatal("a controller on a stopped informer should be refused, naming why")
+	} else {
+		t.Log(err)
 	}
 }
