@@ -540,17 +540,22 @@ func (b *flowBuilder) serviceLBFlow(p ServicePort, groupID uint32, digest []byte
 // 6 bytes make the note action exactly 16 bytes.
 const digestLen = 6
 
-// groupDigest is a digest of the content (type and buckets) of a port's
-// groups; deletes are left out.
-func groupDigest(gs ...*binding.GroupMod) []byte {
+// groupDigest is a digest of a group's content (type and buckets).
+func groupDigest(g *binding.GroupMod) []byte {
+	return portDigest([]*binding.GroupMod{g})
+}
+
+// portDigest is a digest of a port's groups (portGroups): its group's
+// content and, when it has one, a mark of its fragment group, whose content
+// follows from the group's (so a port an earlier run left without one
+// differs, and gets it).
+func portDigest(gs []*binding.GroupMod) []byte {
+	c := *gs[0]
+	c.Command = binding.GroupAdd
 	h := fnv.New64a()
-	for _, g := range gs {
-		if g.Command == binding.GroupDelete {
-			continue
-		}
-		c := *g
-		c.Command = binding.GroupAdd
-		h.Write([]byte(c.String()))
+	h.Write([]byte(c.String()))
+	if len(gs) > 1 {
+		fmt.Fprintf(h, "|fragment group, selection_method_param=%d", fragSelectionParam)
 	}
 	return h.Sum(nil)[:digestLen]
 }
@@ -772,7 +777,7 @@ func (pl *servicePlan) wantPort(p ServicePort) error {
 		groupID = old.groupID
 	}
 	gs := c.b.portGroups(cmd, groupID, p, ps)
-	digest := groupDigest(gs...)
+	digest := portDigest(gs)
 	flows := c.portFlows(p, groupID, digest, ps, pl.fragFlows[p])
 	pl.newPorts[p] = &installedPort{owner: pl.name, groupID: groupID, state: ps, digest: digest, flows: flows}
 	changed := old == nil || !bytes.Equal(digest, old.digest)
@@ -780,7 +785,9 @@ func (pl *servicePlan) wantPort(p ServicePort) error {
 		// An earlier run may not have made the fragment group: write it
 		// anew (deleting a group that is not there is no error; deleting
 		// one deletes its flow, added again here).
-		gs = append(gs[:1], fragGroup(&binding.GroupMod{Command: binding.GroupDelete, GroupID: groupID}), fragGroup(c.b.serviceGroup(binding.GroupAdd, groupID, ps)))
+		add := *gs[1]
+		add.Command = binding.GroupAdd
+		gs = append(gs[:1], &binding.GroupMod{Command: binding.GroupDelete, GroupID: add.GroupID}, &add)
 		pl.flowAdds = append(pl.flowAdds, addMods(flowsToFragGroup(flows))...)
 	}
 	if changed {

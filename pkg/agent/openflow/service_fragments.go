@@ -3,6 +3,7 @@ package openflow
 import (
 	"net/netip"
 
+	"antrea.io/antrea/pkg/agent/types"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -115,7 +116,7 @@ func fragFlowPorts(s ServiceState) map[ServicePort]bool {
 	}
 	out := map[ServicePort]bool{}
 	for p := range s {
-		if fragmentsApart(p) && p.IP != NodePortVirtualIP && n[at{p.IP, p.External}] == 1 {
+		if fragmentsApart(p) && p.IP != types.NodePortVirtualIPOf(types.FamilyOf(p.IP)) && n[at{p.IP, p.External}] == 1 {
 			out[p] = true
 		}
 	}
