@@ -62,7 +62,7 @@ log() { printf '[install] %s\n' "$*" >&2; }
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 
-apt_packages=(openvswitch-switch openvswitch-common iproute2 iputils-ping ethtool iptables iperf3 openssl protobuf-compiler jq conntrack tcpdump procps libseccomp-dev debootstrap util-linux)
+apt_packages=(openvswitch-switch openvswitch-common iproute2 iputils-ping ethtool iptables iperf3 openssl protobuf-compiler jq conntrack tcpdump tshark procps libseccomp-dev debootstrap util-linux)
 install_apt() {
   local missing=()
   for p in "${apt_packages[@]}"; do
