@@ -1,11 +1,11 @@
-// Package datapath tests Antrea's pod networking end to end on the lab, once
-// with Geneve and once with VXLAN between the nodes: pod to pod on one node
+// Package datapath tests Antrea's pod networking end to end on the lab, with
+// Geneve, VXLAN and GRE between the nodes: pod to pod on one node
 // and across nodes, node to pod and pod to node, over TCP, UDP and ICMP; an
 // established TCP stream that survives an antrea-agent restart; flows,
 // groups and meters that come back after ovs-vswitchd or ovsdb-server
 // restarts, with no connection across a NetworkPolicy meanwhile
 // (ovs_restart_test.go). make test runs the restarts with Geneve only.
-// Under ANTREA_RELIABILITY=1 (make reliability) also the VXLAN restarts and
+// Under ANTREA_RELIABILITY=1 (make reliability) also the VXLAN and GRE restarts and
 // (Geneve, real nodes) the long cases: a controller restart
 // under policy, an upgrade of Antrea by `kubectl apply` of a new manifest
 // under a stream and a policy, and TestRestarts (restart_test.go: API server,
@@ -194,7 +194,7 @@ func (e *env) addressOf(from string) string {
 func (e *env) ip(pod string) string { return e.pods[pod].Status.PodIP }
 
 func TestDatapath(t *testing.T) {
-	for _, encap := range []string{"geneve", "vxlan"} {
+	for _, encap := range []string{"geneve", "vxlan", "gre"} {
 		t.Run(encap, func(t *testing.T) {
 			e := up(t, encap)
 			ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute)
@@ -237,8 +237,9 @@ func TestDatapath(t *testing.T) {
 				}
 			})
 			// The restarts do not depend on the tunnel type: with VXLAN
-			// they run under make reliability, and make test's VXLAN lab
-			// checks the connectivity above and a ClusterIP.
+			// and GRE they run under make reliability, and make test's
+			// VXLAN and GRE labs check the connectivity above and a
+			// ClusterIP.
 			restarts := encap == "geneve" || long(t)
 			if restarts {
 				t.Run("an agent restart keeps the stream and the policy, and networks a pod made meanwhile", func(t *testing.T) {
