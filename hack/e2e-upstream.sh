@@ -72,7 +72,11 @@ ginkgo_flags=(
   --json-report="$REPORT_DIR/report.json"
   --junit-report="$REPORT_DIR/junit.xml"
 )
-e2e_flags=(--kubeconfig="$KUBECONFIG" --provider=skeleton --report-dir="$REPORT_DIR")
+# --num-nodes as upstream's hack/ginkgo-e2e.sh passes it: without it only
+# ginkgo's first process counts the nodes, and the others skip every spec
+# that needs two ("Requires at least 2 nodes (not -1)").
+nodes=$(kubectl get nodes --no-headers | wc -l)
+e2e_flags=(--kubeconfig="$KUBECONFIG" --provider=skeleton --num-nodes="$nodes" --report-dir="$REPORT_DIR")
 if [ "$PROCS" -gt 1 ]; then
   # The ginkgo CLI runs the precompiled suite in $PROCS processes and merges
   # their reports into one (what upstream's hack/ginkgo-e2e.sh does);
