@@ -34,7 +34,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -565,46 +564,6 @@ func (c *Controller) report(ctx context.Context, name string, uid types.UID, cou
 	})
 }
 
-// icmpTypes are upstream's ICMP type names.
-var icmpTypes = map[crdv1alpha1.ICMPMsgType]uint8{
-	crdv1alpha1.ICMPMsgTypeEcho: 8, crdv1alpha1.ICMPMsgTypeEchoReply: 0,
-	crdv1alpha1.ICMPMsgTypeDstUnreach: 3, crdv1alpha1.ICMPMsgTypeTimexceed: 11,
-}
-
-// Protocols names the protocols spec.packet.protocol may name.
-var Protocols = map[string]uint8{"TCP": binding.IPProtoTCP, "UDP": binding.IPProtoUDP, "ICMP": binding.IPProtoICMP}
-
-// ProtocolNumber reads spec.packet.protocol (0: any).
-func ProtocolNumber(p *intstr.IntOrString) (uint8, error) {
-	if p == nil {
-		return 0, nil
-	}
-	if p.Type == intstr.Int {
-		if p.IntVal < 0 || p.IntVal > 255 {
-			return 0, fmt.Errorf("protocol %d is not in 0..255", p.IntVal)
-		}
-		return uint8(p.IntVal), nil
-	}
-	if n, ok := Protocols[strings.ToUpper(p.StrVal)]; ok {
-		return n, nil
-	}
-	return 0, fmt.Errorf("protocol %q is not TCP, UDP, ICMP or a number", p.StrVal)
-}
-
-// ICMPTypeNumber reads an ICMP message's type.
-func ICMPTypeNumber(t intstr.IntOrString) (uint8, error) {
-	if t.Type == intstr.Int {
-		if t.IntVal < 0 || t.IntVal > 255 {
-			return 0, fmt.Errorf("ICMP type %d is not in 0..255", t.IntVal)
-		}
-		return uint8(t.IntVal), nil
-	}
-	if n, ok := icmpTypes[crdv1alpha1.ICMPMsgType(strings.ToLower(t.StrVal))]; ok {
-		return n, nil
-	}
-	return 0, fmt.Errorf("ICMP type %q is not a number nor one of icmp-echo, icmp-echoreply, icmp-unreach, icmp-timxceed", t.StrVal)
-}
-
 // Matches are the flows' alternatives of a spec between src and dst:
 // one per direction times each ICMP message or TCP flags matcher. A packet
 // leaving the capture point's Pod is matched at its port.
@@ -612,15 +571,29 @@ func Matches(s crdv1alpha1.PacketCaptureSpec, src, dst netip.Addr, port uint32, 
 	base := agentof.PacketCaptureMatch{IPv6: family(s.Packet) == corev1.IPv6Protocol}
 	var alts []agentof.PacketCaptureMatch
 	if p := s.Packet; p != nil {
-		proto, err := ProtocolNumber(p.Protocol)
+		proto, err := crdv1alpha1.ProtocolNumber(p.Protocol)
 		if err != nil {
 			return nil, err
 		}
 		if proto == binding.IPProtoICMP && base.IPv6 {
 			proto = binding.IPProtoICMPv6
 		}
-		base.Proto = proto
 		th := p.TransportHeader
+		if proto == 0 {
+			// A transport header says its protocol.
+			switch {
+			case th.TCP != nil:
+				proto = binding.IPProtoTCP
+			case th.UDP != nil:
+				proto = binding.IPProtoUDP
+			case th.ICMP != nil:
+				proto = binding.IPProtoICMP
+				if base.IPv6 {
+					proto = binding.IPProtoICMPv6
+				}
+			}
+		}
+		base.Proto = proto
 		switch {
 		case th.TCP != nil:
 			base.SrcPort, base.DstPort = port16(th.TCP.SrcPort), port16(th.TCP.DstPort)
@@ -636,7 +609,7 @@ func Matches(s crdv1alpha1.PacketCaptureSpec, src, dst netip.Addr, port uint32, 
 			base.SrcPort, base.DstPort = port16(th.UDP.SrcPort), port16(th.UDP.DstPort)
 		case th.ICMP != nil:
 			for _, msg := range th.ICMP.Messages {
-				t, err := ICMPTypeNumber(msg.Type)
+				t, err := crdv1alpha1.ICMPTypeNumber(msg.Type)
 				if err != nil {
 					return nil, err
 				}

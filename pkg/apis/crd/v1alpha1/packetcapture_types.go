@@ -46,7 +46,7 @@ type PacketCaptureList struct {
 }
 
 // PacketCaptureSpec says which packets to capture, how many and for how long.
-// +kubebuilder:validation:XValidation:rule="has(self.source.pod) || has(self.destination.pod)",message="at least one of source.pod and destination.pod must be set"
+// +kubebuilder:validation:XValidation:rule="(has(self.source) && has(self.source.pod)) || (has(self.destination) && has(self.destination.pod))",message="at least one of source.pod and destination.pod must be set"
 type PacketCaptureSpec struct {
 	// Timeout in seconds after which the capture stops with what it has
 	// (default 60).
@@ -122,9 +122,12 @@ type PacketCaptureFileServer struct {
 	// +kubebuilder:validation:Pattern=`^sftp:\/\/[\w\-._\/\[\]:]+:\d+`
 	URL string `json:"url"`
 	// HostPublicKey is the only host key accepted from the server (SSH wire
-	// format, RFC 4253 section 6.6); any key is accepted when unset.
+	// format, RFC 4253 section 6.6), base64-encoded; any key is accepted
+	// when unset.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
 	// +optional
-	HostPublicKey []byte `json:"hostPublicKey,omitempty"`
+	HostPublicKey Base64Bytes `json:"hostPublicKey,omitempty"`
 }
 
 // PodReference names a Pod.
