@@ -259,6 +259,15 @@ func TestACaptureHoldsExactlyThePacketsThePodSentToThePortAndNoOtherTraffic(t *t
 
 	// firstN above what is sent: the timeout ends it, with what matched.
 	n.create(t, udpCapture("exact", 5000, 100, 2))
+	// What the switch holds: one flow in the root classifier (table 0,
+	// which dump-flows does not name), at pca's
+	// port, sending a copy through the meter and on to the IP pipeline.
+	flows := n.br.DumpFlows(t, "cookie=0x7e000000/0xff000000")
+	if len(flows) != 1 || !strings.Contains(flows[0], fmt.Sprintf("udp,in_port=%d,nw_src=%s,nw_dst=%s,tp_dst=5000 ", n.a.OFPort, n.a.IP, n.b.IP)) ||
+		!strings.Contains(flows[0], "actions=controller(userdata=04.01,meter_id=4),goto_table:") || strings.Contains(flows[0], "table=") {
+		t.Errorf("the capture's flows in the switch:\n%s\nwant one root classifier flow matching pca's datagrams to pcb:5000", strings.Join(flows, "\n"))
+	}
+	t.Logf("the capture's flow: %s", strings.Join(flows, "\n"))
 	for i := 0; i < 10; i++ {
 		fromOtherPod.send(1, 100+i, 0, 0)
 		if matching.send(1, i, 0, 0) != 1 {
