@@ -37,10 +37,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	"antrea.io/antrea/pkg/agent/namequeue"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	crdv1alpha1 "antrea.io/antrea/pkg/apis/crd/v1alpha1"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
@@ -113,7 +113,7 @@ type Controller struct {
 	cfg    Config
 	lister crdlisters.PacketCaptureLister
 	synced cache.InformerSynced
-	queue  workqueue.TypedRateLimitingInterface[string]
+	queue  *namequeue.Queue
 
 	mu     sync.Mutex
 	byName map[string]*capture
@@ -135,24 +135,11 @@ func NewController(cfg Config) *Controller {
 		cfg:    cfg,
 		lister: cfg.Informer.Lister(),
 		synced: cfg.Informer.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "packetcapture-agent"}),
 		byName: map[string]*capture{},
 		byID:   map[uint8]*capture{},
 		done:   map[types.UID]bool{},
 	}
-	enqueue := func(obj any) {
-		if pc, ok := obj.(*crdv1alpha1.PacketCapture); ok {
-			c.queue.Add(pc.Name)
-		} else if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			c.queue.Add(d.Key)
-		}
-	}
-	if _, err := cfg.Informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
-	}); err != nil {
-		klog.ErrorS(err, "Cannot watch PacketCaptures")
-	}
+	c.queue = namequeue.New("PacketCapture", cfg.Informer.Informer(), c.sync)
 	return c
 }
 
@@ -164,33 +151,13 @@ func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
 		return
 	}
-	go func() {
-		for c.processNext(ctx) {
-		}
-	}()
-	<-ctx.Done()
-	c.queue.ShutDown()
+	c.queue.Run(ctx)
 	c.mu.Lock()
 	for _, r := range c.byName {
 		r.cancel()
 	}
 	c.mu.Unlock()
 	c.wg.Wait()
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
-	if err := c.sync(ctx, name); err != nil {
-		klog.ErrorS(err, "Could not run PacketCapture", "packetCapture", name)
-		c.queue.AddRateLimited(name)
-		return true
-	}
-	c.queue.Forget(name)
-	return true
 }
 
 func (c *Controller) sync(ctx context.Context, name string) error {
