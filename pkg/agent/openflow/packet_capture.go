@@ -156,26 +156,11 @@ func (c *packetCapture) captureFlow(spec PacketCaptureFlows, pm PacketCaptureMat
 	if pm.Dst.IsValid() {
 		m.IPDst(pm.Dst)
 	}
-	if pm.Proto != 0 {
-		m.IPProto(pm.Proto)
-	}
+	matchTransport(m, pm.Proto, pm.SrcPort, pm.DstPort)
 	switch pm.Proto {
 	case binding.IPProtoTCP:
-		if pm.SrcPort != 0 {
-			m.TCPSrc(pm.SrcPort)
-		}
-		if pm.DstPort != 0 {
-			m.TCPDst(pm.DstPort)
-		}
 		if pm.TCPFlagsMask != 0 {
 			m.TCPFlags(pm.TCPFlags, pm.TCPFlagsMask)
-		}
-	case binding.IPProtoUDP:
-		if pm.SrcPort != 0 {
-			m.UDPSrc(pm.SrcPort)
-		}
-		if pm.DstPort != 0 {
-			m.UDPDst(pm.DstPort)
 		}
 	case binding.IPProtoICMP, binding.IPProtoICMPv6:
 		icmpType, icmpCode := m.ICMPType, m.ICMPCode
