@@ -337,3 +337,25 @@ func TestACaptureStopsAtFirstN(t *testing.T) {
 		t.Errorf("status.numberCaptured = %d, want 5", pc.Status.NumberCaptured)
 	}
 }
+
+func TestACaptureOfBothDirectionsHoldsThePingsAndTheirReplies(t *testing.T) {
+	n := startNode(t)
+	pc := udpCapture("both", 0, 6, 60)
+	pc.Spec.Direction = crdv1alpha1.CaptureDirectionBoth
+	pc.Spec.Packet = &crdv1alpha1.Packet{Protocol: ptr.To(intstr.FromString("ICMP"))}
+	// ARP first, so that the three pings each get a reply.
+	bridgetest.Run(t, "ip", "netns", "exec", n.a.NS, "ping", "-c", "1", "-W", "2", n.b.IP.String())
+	n.create(t, pc)
+	bridgetest.Run(t, "ip", "netns", "exec", n.a.NS, "ping", "-c", "3", "-i", "0.2", "-W", "2", n.b.IP.String())
+	got := n.waitFor(t, "both", crdv1alpha1.PacketCaptureComplete, 1000)
+	file := n.localFile(t, got)
+	// ping's three echo requests (type 8) from pca, each followed by pcb's
+	// echo reply (type 0).
+	req := fmt.Sprintf("%s\t%s\t8", n.a.IP, n.b.IP)
+	rep := fmt.Sprintf("%s\t%s\t0", n.b.IP, n.a.IP)
+	want := []string{req, rep, req, rep, req, rep}
+	rows := tsharkFields(t, file, "ip.src", "ip.dst", "icmp.type")
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Errorf("tshark lists\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+}
