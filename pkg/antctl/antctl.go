@@ -148,6 +148,7 @@ Inside the antrea-agent container it runs in local mode (it finds
 	_ = root.RegisterFlagCompletionFunc(clientcmd.FlagNamespace, o.completeNamespaces)
 	root.AddCommand(newVersionCommand(o), newGetCommand(o))
 	root.AddCommand(newTraceflowCommand(o))
+	root.AddCommand(newPacketCaptureCommand(o))
 	root.AddCommand(newCheckCommand(o))
 	root.AddCommand(newSupportBundleCommand(o))
 	root.AddCommand(newQueryCommand(o))

@@ -16,6 +16,9 @@ type upstreamFlag struct {
 	name, short string
 	// missing says why this antctl has no such flag; "" when it must have it.
 	missing string
+	// shortTaken says why this antctl's flag has no short form: a global
+	// flag of this antctl has it.
+	shortTaken string
 }
 
 // upstreamCommand is a command of upstream antctl (antrea-io/antrea) with
@@ -98,7 +101,12 @@ var upstreamAntctl = []upstreamCommand{
 	{path: "get bgppeers", source: "pkg/antctl/antctl.go", missing: "no BGP"},
 	{path: "get bgproutes", source: "pkg/antctl/antctl.go", missing: "no BGP"},
 	{path: "get fqdncache", source: "pkg/antctl/antctl.go", missing: "no FQDN policy"},
-	{path: "packetcapture", source: "pkg/antctl/raw/packetcapture/command.go", missing: "no PacketCapture"},
+	{path: "packetcapture", source: "pkg/antctl/raw/packetcapture/command.go", aliases: []string{"pc", "packetcaptures"}, flags: []upstreamFlag{
+		{name: "source", short: "S"}, {name: "destination", short: "D"}, {name: "flow", short: "f"},
+		{name: "number", short: "n", shortTaken: "-n is the global --namespace here (kubectl's)"},
+		{name: "capture-point", short: "p"}, {name: "nowait"}, {name: "output-dir", short: "o"}, {name: "direction", short: "d"},
+		{name: "timeout", short: "t"},
+	}},
 	{path: "proxy", source: "pkg/antctl/raw/proxy/command.go", missing: "no proxy to the components' APIs yet"},
 	{path: "mc", source: "pkg/antctl/raw/multicluster/commands.go", missing: "no Multi-cluster"},
 	{path: "set", source: "pkg/antctl/antctl.go (set.SetCmd)", missing: "no flow aggregator"},
@@ -204,6 +212,12 @@ func TestFlagsAreUpstreamAntctls(t *testing.T) {
 					t.Errorf("%s has no --%s (upstream: %s)", cmd.CommandPath(), uf.name, uc.source)
 					continue
 				}
+				if uf.shortTaken != "" {
+					if f.Shorthand != "" {
+						t.Errorf("--%s has short form -%s now: drop %q from the table", uf.name, f.Shorthand, uf.shortTaken)
+					}
+					continue
+				}
 				if uf.short != "" && f.Shorthand != uf.short {
 					t.Errorf("%s --%s has short form %q, upstream -%s (%s)", cmd.CommandPath(), uf.name, f.Shorthand, uf.short, uc.source)
 				}
@@ -218,7 +232,7 @@ func TestFlagsAreUpstreamAntctls(t *testing.T) {
 			upstreamShort := map[string]string{}
 			for _, c := range []upstreamCommand{upstreamAntctl[0], uc} {
 				for _, uf := range c.flags {
-					if uf.short != "" && uf.missing == "" {
+					if uf.short != "" && uf.missing == "" && uf.shortTaken == "" {
 						upstreamShort[uf.short] = uf.name
 					}
 				}

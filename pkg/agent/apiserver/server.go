@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -152,9 +153,13 @@ func New(o *Options, q *Querier) (*Server, error) {
 	return s, nil
 }
 
-// Handle serves h at path (behind authentication and authorization). Call
-// it before Run.
+// Handle serves h at path (behind authentication and authorization); a
+// path ending in "/" serves every path under it. Call it before Run.
 func (s *Server) Handle(path string, h http.Handler) {
+	if strings.HasSuffix(path, "/") {
+		s.generic.Handler.NonGoRestfulMux.HandlePrefix(path, h)
+		return
+	}
 	s.generic.Handler.NonGoRestfulMux.Handle(path, h)
 }
 

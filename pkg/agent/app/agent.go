@@ -66,6 +66,7 @@ func Run(ctx context.Context, o Options) error {
 		{"NetworkPolicy", setupPolicy},
 		{"NetworkPolicy stats", setupPolicyStats},
 		{"Traceflow", setupTraceflow},
+		{"PacketCapture", setupPacketCapture},
 		{"flow restore", setupFlowRestore}, // the previous run's flows go once policies are in
 		{"monitor", setupMonitor},
 		{"support bundle", setupSupportBundle},

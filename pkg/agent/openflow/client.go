@@ -50,6 +50,7 @@ type Client struct {
 	*networkPolicy
 	*services
 	*traceflow
+	*packetCapture
 }
 
 // NewClient lays out the pipeline of the registered features and returns a
@@ -77,6 +78,8 @@ func newClient(bridge Bridge, round uint32, register func(*datapath) []Feature) 
 			c.services = f
 		case *traceflow:
 			c.traceflow = f
+		case *packetCapture:
+			c.packetCapture = f
 		}
 	}
 	return c, nil

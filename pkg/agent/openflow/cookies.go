@@ -33,6 +33,9 @@ const (
 	// cookieTraceflow is the cookie of a Traceflow tag's flows, with the
 	// tag in its low byte.
 	cookieTraceflow Cookie = 0x7f000000
+	// cookiePacketCapture is the cookie of a packet capture's flows, with
+	// its id in the low byte.
+	cookiePacketCapture Cookie = 0x7e000000
 )
 
 // Tagged cookies (high 16 bits): flows that outlive the agent.

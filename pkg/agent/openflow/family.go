@@ -172,3 +172,28 @@ func (n *NodeConfig) nodeIP(f types.IPFamily) (netip.Addr, bool) {
 // realizedFamilies are the families the pipeline realizes, for the flows
 // that serve any family a pod has (policy rules and isolation).
 func realizedFamilies() []types.IPFamily { return types.Families(Realizes) }
+
+// matchTransport matches the IP protocol proto (0: any) and, for TCP and
+// UDP, the source and destination ports that are not 0.
+func matchTransport(m *binding.Match, proto uint8, src, dst uint16) {
+	if proto == 0 {
+		return
+	}
+	m.IPProto(proto)
+	switch proto {
+	case binding.IPProtoTCP:
+		if src != 0 {
+			m.TCPSrc(src)
+		}
+		if dst != 0 {
+			m.TCPDst(dst)
+		}
+	case binding.IPProtoUDP:
+		if src != 0 {
+			m.UDPSrc(src)
+		}
+		if dst != 0 {
+			m.UDPDst(dst)
+		}
+	}
+}

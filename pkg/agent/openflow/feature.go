@@ -78,6 +78,7 @@ func registeredFeatures(d *datapath) []Feature {
 		policy,
 		newServices(d),
 		newTraceflow(d, pods, policy),
+		newPacketCapture(d),
 	}
 }
 

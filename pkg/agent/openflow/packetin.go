@@ -25,10 +25,13 @@ const (
 	PacketInPolicy PacketInKind = 2
 	// PacketInTraceflow: a traced packet at a point of the pipeline (pkg/agent/traceflow).
 	PacketInTraceflow PacketInKind = 3
+	// PacketInCapture: a packet a PacketCapture takes (pkg/agent/packetcapture).
+	PacketInCapture PacketInKind = 4
 )
 
 var packetInKindNames = map[PacketInKind]string{
 	PacketInServiceReject: "ServiceReject", PacketInPolicy: "Policy", PacketInTraceflow: "Traceflow",
+	PacketInCapture: "PacketCapture",
 }
 
 func (k PacketInKind) String() string {

@@ -280,25 +280,7 @@ func (c *traceflow) liveFlow(spec TraceflowFlows) *binding.Flow {
 	if l.Dst.IsValid() {
 		m.IPDst(l.Dst)
 	}
-	if l.Proto != 0 {
-		m.IPProto(l.Proto)
-		switch l.Proto {
-		case binding.IPProtoTCP:
-			if l.SrcPort != 0 {
-				m.TCPSrc(l.SrcPort)
-			}
-			if l.DstPort != 0 {
-				m.TCPDst(l.DstPort)
-			}
-		case binding.IPProtoUDP:
-			if l.SrcPort != 0 {
-				m.UDPSrc(l.SrcPort)
-			}
-			if l.DstPort != 0 {
-				m.UDPDst(l.DstPort)
-			}
-		}
-	}
+	matchTransport(m, l.Proto, l.SrcPort, l.DstPort)
 	f.Actions = []binding.Action{&binding.SetField{Field: binding.FieldIPDSCP, Value: binding.U64(uint64(spec.Tag))},
 		c.b.next(ConntrackStateTable)}
 	return f

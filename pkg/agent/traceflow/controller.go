@@ -32,10 +32,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	"antrea.io/antrea/pkg/agent/namequeue"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/packetreply"
 	agenttypes "antrea.io/antrea/pkg/agent/types"
@@ -122,7 +122,7 @@ type Controller struct {
 	cfg    Config
 	lister crdlisters.TraceflowLister
 	synced cache.InformerSynced
-	queue  workqueue.TypedRateLimitingInterface[string]
+	queue  *namequeue.Queue
 
 	mu     sync.Mutex
 	byName map[string]*running
@@ -140,25 +140,10 @@ func NewController(cfg Config) *Controller {
 		cfg:    cfg,
 		lister: cfg.Informer.Lister(),
 		synced: cfg.Informer.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "traceflow-agent"}),
 		byName: map[string]*running{},
 		byTag:  map[uint8]*running{},
 	}
-	enqueue := func(obj any) {
-		if tf, ok := obj.(*crdv1beta1.Traceflow); ok {
-			c.queue.Add(tf.Name)
-		} else if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			c.queue.Add(d.Key)
-		}
-	}
-	if _, err := cfg.Informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
-	}); err != nil {
-		// Only an informer already stopped refuses a handler: the agent is
-		// shutting down, and no Traceflow will be traced.
-		klog.ErrorS(err, "Cannot watch Traceflows")
-	}
+	c.queue = namequeue.New("Traceflow", cfg.Informer.Informer(), c.sync)
 	return c
 }
 
@@ -170,11 +155,7 @@ func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
 		return
 	}
-	go func() {
-		for c.processNext(ctx) {
-		}
-	}()
-	<-ctx.Done()
+	c.queue.Run(ctx)
 	c.mu.Lock()
 	names := make([]string, 0, len(c.byName))
 	for n := range c.byName {
@@ -186,21 +167,6 @@ func (c *Controller) Run(ctx context.Context) {
 	for _, n := range names {
 		c.stop(stopCtx, n)
 	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
-	if err := c.sync(ctx, name); err != nil {
-		klog.ErrorS(err, "Could not trace Traceflow", "traceflow", name)
-		c.queue.AddRateLimited(name)
-		return true
-	}
-	c.queue.Forget(name)
-	return true
 }
 
 func (c *Controller) sync(ctx context.Context, name string) error {

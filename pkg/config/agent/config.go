@@ -36,6 +36,8 @@ const (
 	// NetworkPolicyStats reports the policy rules' traffic counters to the
 	// controller (pkg/agent/stats).
 	NetworkPolicyStats = "NetworkPolicyStats"
+	// PacketCapture gates the agent's PacketCapture controller (off by default, as upstream).
+	PacketCapture = "PacketCapture"
 )
 
 // Supported values.
@@ -145,7 +147,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, PacketCapture: false},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,

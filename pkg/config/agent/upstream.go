@@ -33,7 +33,7 @@ var spec = strict.Spec{
 		{Name: "NodeLatencyMonitor"},
 		{Name: "NodeNetworkPolicy"},
 		{Name: "NodePortLocal", Default: true},
-		{Name: "PacketCapture"},
+		{Name: PacketCapture, Implemented: true},
 		{Name: "SecondaryNetwork"},
 		{Name: "ServiceExternalIP", Default: true},
 		{Name: "ServiceTrafficDistribution", Default: true},

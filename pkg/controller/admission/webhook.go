@@ -19,13 +19,14 @@ import (
 // crdvalidator.antrea.io and the MutatingWebhookConfiguration
 // crdmutator.antrea.io of build/charts/antrea (upstream's paths).
 const (
-	PathValidateTier         = "/validate/tier"
-	PathValidateACNP         = "/validate/acnp"
-	PathValidateANNP         = "/validate/annp"
-	PathValidateClusterGroup = "/validate/clustergroup"
-	PathValidateGroup        = "/validate/group"
-	PathMutateACNP           = "/mutate/acnp"
-	PathMutateANNP           = "/mutate/annp"
+	PathValidateTier          = "/validate/tier"
+	PathValidateACNP          = "/validate/acnp"
+	PathValidateANNP          = "/validate/annp"
+	PathValidateClusterGroup  = "/validate/clustergroup"
+	PathValidateGroup         = "/validate/group"
+	PathValidatePacketCapture = "/validate/packetcapture"
+	PathMutateACNP            = "/mutate/acnp"
+	PathMutateANNP            = "/mutate/annp"
 )
 
 // maxReviewBytes bounds the body of an AdmissionReview (kube-apiserver's own
@@ -35,13 +36,14 @@ const maxReviewBytes = 8 << 20
 // Handlers returns the webhook handlers by path.
 func Handlers(v *Validator) map[string]http.Handler {
 	return map[string]http.Handler{
-		PathValidateTier:         reviewHandler(v.reviewTier),
-		PathValidateACNP:         reviewHandler(reviewObject(v.ValidateClusterNetworkPolicy)),
-		PathValidateANNP:         reviewHandler(reviewObject(v.ValidateNetworkPolicy)),
-		PathValidateClusterGroup: reviewHandler(reviewObject(v.ValidateClusterGroup)),
-		PathValidateGroup:        reviewHandler(reviewObject(v.ValidateGroup)),
-		PathMutateACNP:           reviewHandler(mutateACNP),
-		PathMutateANNP:           reviewHandler(mutateANNP),
+		PathValidateTier:          reviewHandler(v.reviewTier),
+		PathValidateACNP:          reviewHandler(reviewObject(v.ValidateClusterNetworkPolicy)),
+		PathValidateANNP:          reviewHandler(reviewObject(v.ValidateNetworkPolicy)),
+		PathValidateClusterGroup:  reviewHandler(reviewObject(v.ValidateClusterGroup)),
+		PathValidateGroup:         reviewHandler(reviewObject(v.ValidateGroup)),
+		PathValidatePacketCapture: reviewHandler(reviewObject(v.ValidatePacketCapture)),
+		PathMutateACNP:            reviewHandler(mutateACNP),
+		PathMutateANNP:            reviewHandler(mutateANNP),
 	}
 }
 

@@ -11,6 +11,7 @@ pkg/config/agent and pkg/config/controller); values.schema.json lists them too.
 */}}
 {{- define "antrea.agentFeatureGates" -}}
 AntreaProxy: true
+PacketCapture: false
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}

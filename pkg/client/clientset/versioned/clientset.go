@@ -9,6 +9,7 @@ import (
 	http "net/http"
 
 	controlplanev1beta2 "antrea.io/antrea/pkg/client/clientset/versioned/typed/controlplane/v1beta2"
+	crdv1alpha1 "antrea.io/antrea/pkg/client/clientset/versioned/typed/crd/v1alpha1"
 	crdv1beta1 "antrea.io/antrea/pkg/client/clientset/versioned/typed/crd/v1beta1"
 	statsv1alpha1 "antrea.io/antrea/pkg/client/clientset/versioned/typed/stats/v1alpha1"
 	discovery "k8s.io/client-go/discovery"
@@ -19,6 +20,7 @@ import (
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	ControlplaneV1beta2() controlplanev1beta2.ControlplaneV1beta2Interface
+	CrdV1alpha1() crdv1alpha1.CrdV1alpha1Interface
 	CrdV1beta1() crdv1beta1.CrdV1beta1Interface
 	StatsV1alpha1() statsv1alpha1.StatsV1alpha1Interface
 }
@@ -27,6 +29,7 @@ type Interface interface {
 type Clientset struct {
 	*discovery.DiscoveryClient
 	controlplaneV1beta2 *controlplanev1beta2.ControlplaneV1beta2Client
+	crdV1alpha1         *crdv1alpha1.CrdV1alpha1Client
 	crdV1beta1          *crdv1beta1.CrdV1beta1Client
 	statsV1alpha1       *statsv1alpha1.StatsV1alpha1Client
 }
@@ -34,6 +37,11 @@ type Clientset struct {
 // ControlplaneV1beta2 retrieves the ControlplaneV1beta2Client
 func (c *Clientset) ControlplaneV1beta2() controlplanev1beta2.ControlplaneV1beta2Interface {
 	return c.controlplaneV1beta2
+}
+
+// CrdV1alpha1 retrieves the CrdV1alpha1Client
+func (c *Clientset) CrdV1alpha1() crdv1alpha1.CrdV1alpha1Interface {
+	return c.crdV1alpha1
 }
 
 // CrdV1beta1 retrieves the CrdV1beta1Client
@@ -94,6 +102,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.crdV1alpha1, err = crdv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.crdV1beta1, err = crdv1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -124,6 +136,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.controlplaneV1beta2 = controlplanev1beta2.New(c)
+	cs.crdV1alpha1 = crdv1alpha1.New(c)
 	cs.crdV1beta1 = crdv1beta1.New(c)
 	cs.statsV1alpha1 = statsv1alpha1.New(c)
 

@@ -8,6 +8,7 @@ import (
 	fmt "fmt"
 
 	v1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+	v1alpha1 "antrea.io/antrea/pkg/apis/crd/v1alpha1"
 	v1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
@@ -46,6 +47,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Controlplane().V1beta2().AppliedToGroups().Informer()}, nil
 	case v1beta2.SchemeGroupVersion.WithResource("networkpolicies"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Controlplane().V1beta2().NetworkPolicies().Informer()}, nil
+
+		// Group=crd.antrea.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("packetcaptures"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1alpha1().PacketCaptures().Informer()}, nil
 
 		// Group=crd.antrea.io, Version=v1beta1
 	case v1beta1.SchemeGroupVersion.WithResource("antreaagentinfos"):
