@@ -117,6 +117,7 @@ var (
 	DestinationTransportPort = iana("destinationTransportPort", 11, Unsigned16)
 	DestinationIPv4Address   = iana("destinationIPv4Address", 12, IPv4Address)
 	SourceIPv6Address        = iana("sourceIPv6Address", 27, IPv6Address)
+	FlowDirection            = iana("flowDirection", 61, Unsigned8)
 	DestinationIPv6Address   = iana("destinationIPv6Address", 28, IPv6Address)
 	OctetTotalCount          = iana("octetTotalCount", 85, Unsigned64)
 	PacketTotalCount         = iana("packetTotalCount", 86, Unsigned64)
@@ -180,7 +181,7 @@ var registry = map[key]Element{}
 
 func init() {
 	for _, e := range []Element{OctetDeltaCount, PacketDeltaCount, ProtocolIdentifier, SourceTransportPort,
-		SourceIPv4Address, DestinationTransportPort, DestinationIPv4Address, SourceIPv6Address,
+		SourceIPv4Address, DestinationTransportPort, DestinationIPv4Address, SourceIPv6Address, FlowDirection,
 		DestinationIPv6Address, OctetTotalCount, PacketTotalCount, FlowEndReason, FlowStartSeconds, FlowEndSeconds,
 		ReverseOctetDeltaCount, ReversePacketDeltaCount, ReverseOctetTotalCount, ReversePacketTotalCount,
 		SourcePodNamespace, SourcePodName, DestinationPodNamespace, DestinationPodName, SourceNodeName,

@@ -66,7 +66,11 @@ type ConnectionSource interface {
 type DpctlSource struct {
 	// RunDir is ovs-vswitchd's run directory (antrea-agent.conf ovsRunDir).
 	RunDir string
-	Zones  []uint16
+	// Datapath names the datapath ("netdev@ovs-netdev" for the userspace
+	// one); empty lets ovs-appctl pick the only one (and log a warning
+	// each time it fails to enumerate the kernel's).
+	Datapath string
+	Zones    []uint16
 }
 
 // Connections implements ConnectionSource.
@@ -81,6 +85,9 @@ func (s *DpctlSource) Connections(ctx context.Context) ([]Connection, error) {
 	defer cancel()
 	dump := func(zone string) ([]Connection, error) {
 		args := []string{"-t", target, "dpctl/dump-conntrack", "-m", "-s"}
+		if s.Datapath != "" {
+			args = append(args, s.Datapath)
+		}
 		if zone != "" {
 			args = append(args, "zone="+zone)
 		}

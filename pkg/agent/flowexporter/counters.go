@@ -148,6 +148,12 @@ func directionOf(r ipfix.Record) (Tuple, Counts, bool) {
 	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 {
 		return t, c, false
 	}
+	// OVS 3.1 reports a packet at its input and again at its output
+	// (flowDirection 0 and 1), whatever enable-output-sampling says:
+	// count it once, at its input.
+	if fd, ok := r.Get(ipfix.FlowDirection); ok && fd.Uint != 0 {
+		return t, c, false
+	}
 	t.Src, t.Dst = src.Addr.Unmap(), dst.Addr.Unmap()
 	t.SrcPort, t.DstPort = uint16(sp.Uint), uint16(dp.Uint)
 	return t, Counts{Packets: pk.Uint, Bytes: by.Uint}, true

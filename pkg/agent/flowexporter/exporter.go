@@ -19,6 +19,9 @@ type Config struct {
 	// for it at every connection instead (a Service's ClusterIP).
 	Collector string
 	Resolve   func(ctx context.Context) (string, error)
+	// Dial opens the connection to the collector (default: a net.Dialer
+	// with a 10s timeout); tests dial inside a network namespace with it.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Protocol is "tcp" or "udp".
 	Protocol string
 	// PollInterval is how often conntrack is read; ActiveTimeout and
@@ -90,11 +93,15 @@ func New(cfg Config, source ConnectionSource, feed CounterFeed, pods PodLookup, 
 		}
 		resolve = func(context.Context) (string, error) { return cfg.Collector, nil }
 	}
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		cfg.Dial = d.DialContext
+	}
 	h := fnv.New32a()
 	h.Write([]byte(cfg.NodeName))
 	return &Exporter{cfg: cfg, source: source, feed: feed, pods: pods, services: services,
 		store: NewStore(cfg.MaxConnections),
-		sender: &sender{proto: cfg.Protocol, resolve: resolve, templateRefresh: cfg.TemplateRefresh,
+		sender: &sender{proto: cfg.Protocol, resolve: resolve, dial: cfg.Dial, templateRefresh: cfg.TemplateRefresh,
 			domain: h.Sum32(), node: cfg.NodeName, queue: make(chan []Record, cfg.QueueLen)},
 	}, nil
 }

@@ -28,6 +28,7 @@ const (
 type sender struct {
 	proto           string
 	resolve         func(ctx context.Context) (string, error)
+	dial            func(ctx context.Context, network, addr string) (net.Conn, error)
 	templateRefresh time.Duration
 	domain          uint32
 	node            string
@@ -86,8 +87,7 @@ func (s *sender) session(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("resolve the flow collector: %w", err)
 	}
-	d := net.Dialer{Timeout: 10 * time.Second}
-	conn, err := d.DialContext(ctx, s.proto, addr)
+	conn, err := s.dial(ctx, s.proto, addr)
 	if err != nil {
 		return err
 	}
