@@ -66,7 +66,8 @@ func Run(ctx context.Context, o Options) error {
 		{"NetworkPolicy", setupPolicy},
 		{"NetworkPolicy stats", setupPolicyStats},
 		{"Traceflow", setupTraceflow},
-		{"flow restore", setupFlowRestore}, // the previous run's flows go once policies are in
+		{"FlowExporter", setupFlowExporter}, // off by default
+		{"flow restore", setupFlowRestore},  // the previous run's flows go once policies are in
 		{"monitor", setupMonitor},
 		{"support bundle", setupSupportBundle},
 		{"agent API", setupAgentAPI},

@@ -199,8 +199,28 @@ func (b BridgeIPFIX) Configure(ctx context.Context) error {
 		fmt.Sprintf("targets=%q", b.Target), "sampling=1",
 		"cache_active_timeout="+strconv.Itoa(max(1, b.CacheActiveTimeout)),
 		"cache_max_flows="+strconv.Itoa(max(1, b.CacheMaxFlows)),
-		"other_config:enable-output-sampling=false", "other_config:enable-tunnel-sampling=false")
+		"other_config:enable-output-sampling=false", "other_config:enable-tunnel-sampling=false",
+		"external_ids:owner="+ipfixOwner)
 	return err
+}
+
+// ipfixOwner marks the IPFIX row the agent made (external_ids:owner).
+const ipfixOwner = "antrea-flowexporter"
+
+// ClearStale stops the bridge's IPFIX export if the agent configured it
+// in an earlier run (an agent that died without Clear), so sampling every
+// packet does not outlive the exporter. An export someone else configured
+// stays.
+func (b BridgeIPFIX) ClearStale(ctx context.Context) error {
+	out, err := vsctl(ctx, b.RunDir, "--bare", "--columns=ipfix", "find", "Bridge", "name="+b.Bridge)
+	if err != nil || strings.TrimSpace(out) == "" {
+		return err
+	}
+	owner, err := vsctl(ctx, b.RunDir, "--bare", "--columns=_uuid", "find", "IPFIX", "external_ids:owner="+ipfixOwner)
+	if err != nil || !strings.Contains(owner, strings.TrimSpace(out)) {
+		return err
+	}
+	return b.Clear(ctx)
 }
 
 // Clear stops the bridge's IPFIX export.
