@@ -79,6 +79,10 @@ func appendValue(b []byte, e Element, v Value) ([]byte, error) {
 		a := v.Addr.As16()
 		return append(b, a[:]...), nil
 	case String:
+		if e.Length == VariableLength && len(v.Str) < 255 {
+			// The common case without converting the string.
+			return append(append(b, byte(len(v.Str))), v.Str...), nil
+		}
 		return appendVariable(b, e, []byte(v.Str))
 	case OctetArray, MACAddress:
 		if e.Length != VariableLength {
