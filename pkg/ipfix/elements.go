@@ -91,11 +91,11 @@ func fixedLength(t DataType) uint16 {
 }
 
 func iana(name string, id uint16, t DataType) Element {
-	return elem(name, id, IANAEnterprise, t)
+	return register(elem(name, id, IANAEnterprise, t))
 }
 
 func antrea(name string, id uint16, t DataType) Element {
-	return elem(name, id, AntreaEnterprise, t)
+	return register(elem(name, id, AntreaEnterprise, t))
 }
 
 func elem(name string, id uint16, ent uint32, t DataType) Element {
@@ -104,6 +104,15 @@ func elem(name string, id uint16, ent uint32, t DataType) Element {
 		l = VariableLength
 	}
 	return Element{Name: name, ID: id, Enterprise: ent, Type: t, Length: l}
+}
+
+// registry holds the elements declared below, filled as the package's
+// variables are initialized and read-only afterwards.
+var registry = map[key]Element{}
+
+func register(e Element) Element {
+	registry[key{e.Enterprise, e.ID}] = e
+	return e
 }
 
 // IANA elements (https://www.iana.org/assignments/ipfix), those the
@@ -137,10 +146,10 @@ func Reverse(e Element) Element {
 
 // Reverse IANA elements the FlowExporter sends.
 var (
-	ReverseOctetDeltaCount  = Reverse(OctetDeltaCount)
-	ReversePacketDeltaCount = Reverse(PacketDeltaCount)
-	ReverseOctetTotalCount  = Reverse(OctetTotalCount)
-	ReversePacketTotalCount = Reverse(PacketTotalCount)
+	ReverseOctetDeltaCount  = register(Reverse(OctetDeltaCount))
+	ReversePacketDeltaCount = register(Reverse(PacketDeltaCount))
+	ReverseOctetTotalCount  = register(Reverse(OctetTotalCount))
+	ReversePacketTotalCount = register(Reverse(PacketTotalCount))
 )
 
 // Antrea's elements (enterprise 56506), with upstream's names, ids and
@@ -176,20 +185,6 @@ const (
 	EndReasonForcedEnd     uint8 = 4
 	EndReasonLackResources uint8 = 5
 )
-
-var registry = map[key]Element{}
-
-func init() {
-	for _, e := range []Element{OctetDeltaCount, PacketDeltaCount, ProtocolIdentifier, SourceTransportPort,
-		SourceIPv4Address, DestinationTransportPort, DestinationIPv4Address, SourceIPv6Address, FlowDirection,
-		DestinationIPv6Address, OctetTotalCount, PacketTotalCount, FlowEndReason, FlowStartSeconds, FlowEndSeconds,
-		ReverseOctetDeltaCount, ReversePacketDeltaCount, ReverseOctetTotalCount, ReversePacketTotalCount,
-		SourcePodNamespace, SourcePodName, DestinationPodNamespace, DestinationPodName, SourceNodeName,
-		DestinationNodeName, DestinationClusterIPv4, DestinationClusterIPv6, DestinationServicePort,
-		DestinationServicePortName, TCPState, FlowType} {
-		registry[key{e.Enterprise, e.ID}] = e
-	}
-}
 
 // Lookup returns the registered element with id under enterprise ent.
 func Lookup(ent uint32, id uint16) (Element, bool) {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // Tuple is one direction of a connection: protocol, addresses and ports
@@ -149,7 +151,7 @@ var protocols = map[string]uint8{"icmp": 1, "tcp": 6, "udp": 17, "dccp": 33, "ic
 // tcp,orig=(src=A,dst=B,sport=P,dport=Q[,packets=N,bytes=M]),reply=(...),zone=Z,mark=M,labels=0x..,protoinfo=(state=S|state_orig=S,state_reply=S,...)
 func parseEntry(line string) (Connection, error) {
 	var c Connection
-	fields := splitTop(line)
+	fields := binding.SplitTopLevel(line)
 	if len(fields) < 3 {
 		return c, fmt.Errorf("too few fields")
 	}
@@ -184,7 +186,7 @@ func parseEntry(line string) (Connection, error) {
 		case "labels":
 			c.Labels = v
 		case "protoinfo":
-			for _, p := range splitTop(unparen(v)) {
+			for _, p := range binding.SplitTopLevel(unparen(v)) {
 				pk, pv, _ := strings.Cut(p, "=")
 				switch pk {
 				case "state":
@@ -238,33 +240,13 @@ func unparen(s string) string {
 	return s
 }
 
-// splitTop splits s at the commas outside parentheses.
-func splitTop(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	return append(out, s[start:])
-}
-
 func parseTuple(proto uint8, s string, hasCounts *bool) (Tuple, Counts, error) {
 	t := Tuple{Proto: proto}
 	var c Counts
 	if len(s) < 2 || s[0] != '(' || s[len(s)-1] != ')' {
 		return t, c, fmt.Errorf("tuple %q", s)
 	}
-	for _, f := range splitTop(unparen(s)) {
+	for _, f := range binding.SplitTopLevel(unparen(s)) {
 		k, v, _ := strings.Cut(f, "=")
 		var err error
 		var n uint64

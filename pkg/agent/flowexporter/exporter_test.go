@@ -67,16 +67,8 @@ func tcpCollector(t *testing.T, addr string, out chan<- ipfix.Record) (string, f
 					if err != nil {
 						return
 					}
-					m, err := s.Decode(b)
-					if err != nil {
-						t.Errorf("collector: %v", err)
+					if !deliver(t, s, b, out) {
 						return
-					}
-					for _, r := range m.Records {
-						select {
-						case out <- r:
-						default:
-						}
 					}
 					buf = b
 				}
@@ -94,6 +86,23 @@ func tcpCollector(t *testing.T, addr string, out chan<- ipfix.Record) (string, f
 	}
 	t.Cleanup(stop)
 	return ln.Addr().String(), stop
+}
+
+// deliver decodes a message and passes its records to out (dropping what
+// does not fit); false when the message did not decode.
+func deliver(t *testing.T, s *ipfix.Session, b []byte, out chan<- ipfix.Record) bool {
+	m, err := s.Decode(b)
+	if err != nil {
+		t.Errorf("collector: %v", err)
+		return false
+	}
+	for _, r := range m.Records {
+		select {
+		case out <- r:
+		default:
+		}
+	}
+	return true
 }
 
 func newTestExporter(t *testing.T, src ConnectionSource, proto, addr string) *Exporter {

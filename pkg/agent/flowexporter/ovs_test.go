@@ -158,16 +158,8 @@ func TestExportsARealTransferOnOVS(t *testing.T) {
 			if err != nil {
 				return
 			}
-			m, err := s.Decode(buf[:n])
-			if err != nil {
-				t.Errorf("collector: %v", err)
+			if !deliver(t, s, buf[:n], records) {
 				return
-			}
-			for _, r := range m.Records {
-				select {
-				case records <- r:
-				default:
-				}
 			}
 		}
 	}()
