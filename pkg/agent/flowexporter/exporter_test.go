@@ -255,3 +255,65 @@ func TestNewRefusesBadConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// udpCollector receives IPFIX over UDP at addr and passes decoded records
+// to out until the returned stop.
+func udpCollector(t *testing.T, addr string, out chan<- ipfix.Record) (string, func()) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s := ipfix.NewSession()
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			deliver(t, s, buf[:n], out)
+		}
+	}()
+	var once sync.Once
+	stop := func() { once.Do(func() { pc.Close(); <-done }) }
+	t.Cleanup(stop)
+	return pc.LocalAddr().String(), stop
+}
+
+func TestExporterSendsTemplatesAgainToAUDPCollectorThatCameBack(t *testing.T) {
+	out := make(chan ipfix.Record, 100)
+	addr, stop := udpCollector(t, "127.0.0.1:0", out)
+	src := &fakeSource{}
+	c := conn(40000, Counts{1, 60}, Counts{1, 60})
+	src.set(c)
+	e := newTestExporter(t, src, "udp", addr)
+	waitRecord(t, out, "before the collector goes away", func(ipfix.Record) bool { return true })
+	stop()
+	// While it is away, the port answers ICMP port unreachable: a write
+	// fails and the sender starts a new session (bounded: ~100 polls).
+	for i := uint64(2); i < 100 && e.Stats().Reconnects == 0; i++ {
+		c.OrigCounts = Counts{i, 60 * i}
+		src.set(c)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e.Stats().Reconnects == 0 {
+		t.Fatal("no new session while the collector was away")
+	}
+	// A new collector on the same port knows no template: it decodes the
+	// records only because the new session sent them again.
+	out2 := make(chan ipfix.Record, 100)
+	udpCollector(t, addr, out2)
+	for i := uint64(200); i < 1000; i++ {
+		c.OrigCounts = Counts{i, 60 * i}
+		src.set(c)
+		select {
+		case <-out2:
+			return
+		case <-time.After(30 * time.Millisecond):
+		}
+	}
+	t.Fatal("the collector that came back decoded no record")
+}
