@@ -393,3 +393,61 @@ type tsharkWant struct {
 	reason                   uint64
 	state                    string
 }
+
+// BenchmarkDpctlSourceOnOVS1000 is one poll of a real bridge's conntrack
+// (ovs-appctl dpctl/dump-conntrack and the parse) holding 1,000 UDP
+// connections from pod a to pod b, one per source port.
+func BenchmarkDpctlSourceOnOVS1000(b *testing.B) {
+	br := bridgetest.New(b)
+	flows, err := agentof.NewClient(br.OF, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
+	if err := flows.Initialize(context.Background(), &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
+		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: br.GatewayMAC, PodCIDR: cidr}); err != nil {
+		b.Fatal(err)
+	}
+	a := br.AddPod(b, "a", "10.10.1.2/24")
+	p := br.AddPod(b, "b", "10.10.1.3/24")
+	for _, pod := range []*bridgetest.Pod{a, p} {
+		if err := flows.InstallPodFlows(pod.HostIF, []net.IP{pod.IP}, pod.MAC, pod.OFPort); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const conns = 1000
+	src := &DpctlSource{RunDir: br.Dir(), Datapath: "netdev@ovs-netdev", Zones: []uint16{agentof.CtZone}}
+	if err := a.Do(b, func() error {
+		for i := range conns {
+			c, err := net.DialUDP("udp4", &net.UDPAddr{Port: 20000 + i}, &net.UDPAddr{IP: net.ParseIP("10.10.1.3"), Port: 9})
+			if err != nil {
+				return err
+			}
+			_, _ = c.Write([]byte("x"))
+			c.Close()
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	var got []Connection
+	for range 100 { // bounded: the last datagrams are still crossing
+		if got, err = src.Connections(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		if len(got) >= conns {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(got) < conns {
+		b.Fatalf("%d connections in conntrack, want %d", len(got), conns)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if got, err = src.Connections(context.Background()); err != nil || len(got) < conns {
+			b.Fatalf("%d connections: %v", len(got), err)
+		}
+	}
+	b.ReportMetric(float64(len(got)), "conns")
+}
