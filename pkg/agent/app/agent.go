@@ -61,13 +61,13 @@ func Run(ctx context.Context, o Options) error {
 		{"node path", setupNodePath}, // proxyAll
 		{"proxy health", setupProxyHealth},
 		{"AntreaProxy", setupProxy},
+		{"FlowExporter", setupFlowExporter},
 		{"informers", setupInformers},   // of the parts above
 		{"peer routes", waitPeerRoutes}, // before policy recovery
 		{"NetworkPolicy", setupPolicy},
 		{"NetworkPolicy stats", setupPolicyStats},
 		{"Traceflow", setupTraceflow},
-		{"FlowExporter", setupFlowExporter}, // off by default
-		{"flow restore", setupFlowRestore},  // the previous run's flows go once policies are in
+		{"flow restore", setupFlowRestore}, // the previous run's flows go once policies are in
 		{"monitor", setupMonitor},
 		{"support bundle", setupSupportBundle},
 		{"agent API", setupAgentAPI},

@@ -31,7 +31,8 @@ const maxExportedConnections = 65536
 // collector. With the netdev datapath the counts come from ovs-vswitchd's
 // own IPFIX export of the bridge, which this part points at a socket on
 // loopback and clears when it stops; the kernel datapath's conntrack has
-// its own counts (with nf_conntrack_acct).
+// its own counts (with nf_conntrack_acct). It registers the shared Service
+// informer (Service names in records), so it comes before "informers".
 func setupFlowExporter(ctx context.Context, d *deps) (component, error) {
 	bridge := flowexporter.BridgeIPFIX{RunDir: d.o.OVSRunDir, Bridge: d.o.OVSBridge}
 	fe := d.o.FlowExporter
@@ -81,7 +82,12 @@ func setupFlowExporter(ctx context.Context, d *deps) (component, error) {
 	} else {
 		cfg.Collector = a.HostPort()
 	}
-	e, err := flowexporter.New(cfg, src, feed, flowexporter.InterfacePods{Store: d.store}, nil)
+	// Service names from the Services AntreaProxy reads.
+	services, err := flowexporter.NewServiceIndex(d.informers.Core().V1().Services().Informer())
+	if err != nil {
+		return nil, err
+	}
+	e, err := flowexporter.New(cfg, src, feed, flowexporter.InterfacePods{Store: d.store}, services)
 	if err != nil {
 		return nil, err
 	}

@@ -15,9 +15,7 @@ type PodLookup interface {
 }
 
 // ServiceLookup names the Service port ("namespace/name:port") a client
-// reached at a ClusterIP, port and protocol. Not wired yet: AntreaProxy
-// (pkg/agent/proxy) keeps its Services to itself; it is the seam where it
-// will answer.
+// reached at a ClusterIP, port and protocol (ServiceIndex).
 type ServiceLookup interface {
 	ServicePortName(ip netip.Addr, port uint16, proto uint8) (string, bool)
 }
