@@ -63,6 +63,11 @@ func ListenOVSIPFIX(addr string, max int) (*OVSIPFIXFeed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for OVS's IPFIX records on %s: %w", addr, err)
 	}
+	// OVS sends a burst of records every cache_active_timeout: ask for a
+	// receive buffer that holds one (the kernel caps it at rmem_max).
+	if u, ok := pc.(*net.UDPConn); ok {
+		_ = u.SetReadBuffer(4 << 20)
+	}
 	return &OVSIPFIXFeed{conn: pc, max: max, counts: map[Tuple]*feedEntry{}}, nil
 }
 

@@ -71,7 +71,7 @@ func (s *sender) run(ctx context.Context) {
 		}
 		backoff = min(2*backoff, maxBackoff)
 		s.reconnects.Add(1)
-		if err == errSessionUsed {
+		if errors.Is(err, errSessionUsed) {
 			backoff = minBackoff
 		}
 	}
