@@ -75,7 +75,7 @@ func setupFlowExporter(ctx context.Context, d *deps) (component, error) {
 				return "", err
 			}
 			if ip := net.ParseIP(svc.Spec.ClusterIP); ip == nil {
-				return "", fmt.Errorf("Service %s/%s has no ClusterIP", a.ServiceNamespace, a.ServiceName)
+				return "", fmt.Errorf("the flow collector's Service %s/%s has no ClusterIP", a.ServiceNamespace, a.ServiceName)
 			}
 			return net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(a.Port)), nil
 		}

@@ -51,14 +51,15 @@ func BenchmarkExportUDP(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	write := func(m []byte) error { _, err := conn.Write(m); return err }
+	var ipfixBytes int
+	write := func(m []byte) error { ipfixBytes += len(m); _, err := conn.Write(m); return err }
 	v4, _ := Templates()
 	recs := benchRecords(100)
 	w := &ipfix.Writer{MaxLen: maxUDPMessage}
 	vals := make([][]ipfix.Value, len(recs))
 	var ipfixTime, encodeTime, jsonTime time.Duration
 	discard := func([]byte) error { return nil }
-	var sent int
+	var jsonBytes int
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -83,7 +84,7 @@ func BenchmarkExportUDP(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			sent += len(out) & 0
+			jsonBytes += len(out)
 		}
 		jsonTime += time.Since(start)
 	}
@@ -93,7 +94,8 @@ func BenchmarkExportUDP(b *testing.B) {
 	b.ReportMetric(n/jsonTime.Seconds(), "json-marshal-rec/s")
 	b.ReportMetric(jsonTime.Seconds()/encodeTime.Seconds(), "encode-speed/json-speed")
 	b.ReportMetric(jsonTime.Seconds()/ipfixTime.Seconds(), "ipfix-speed/json-speed")
-	_ = sent
+	b.ReportMetric(float64(jsonBytes)/n, "json-bytes/rec")
+	b.ReportMetric(float64(ipfixBytes)/n, "ipfix-bytes/rec")
 }
 
 // dpctlLines returns n conntrack entries as OVS's userspace datapath
