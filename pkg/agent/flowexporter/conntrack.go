@@ -218,6 +218,9 @@ func parseEntry(line string) (Connection, error) {
 var tcpStateOrder = []string{"LISTEN", "SYN_SENT", "SYN_RECV", "ESTABLISHED", "CLOSE_WAIT", "FIN_WAIT_1",
 	"CLOSING", "LAST_ACK", "FIN_WAIT_2", "TIME_WAIT", "CLOSED"}
 
+// Both peers at FIN_WAIT_2 or later means both closed (OVS then applies
+// its closed-connection timeout): that reads TIME_WAIT, netfilter's name
+// for it, which collectors know.
 func laterState(a, b string) string {
 	rank := func(s string) int {
 		for i, x := range tcpStateOrder {
@@ -226,6 +229,10 @@ func laterState(a, b string) string {
 			}
 		}
 		return -1
+	}
+	closed := rank("FIN_WAIT_2")
+	if rank(a) >= closed && rank(b) >= closed && rank(a) < rank("CLOSED") && rank(b) < rank("CLOSED") {
+		return "TIME_WAIT"
 	}
 	if rank(b) > rank(a) {
 		return b

@@ -45,6 +45,9 @@ func TestLaterStateOrdersTheTCPStateMachine(t *testing.T) {
 		{"ESTABLISHED", "ESTABLISHED", "ESTABLISHED"},
 		{"SYN_SENT", "SYN_RECV", "SYN_RECV"},
 		{"TIME_WAIT", "FIN_WAIT_2", "TIME_WAIT"},
+		{"FIN_WAIT_2", "FIN_WAIT_2", "TIME_WAIT"},
+		{"FIN_WAIT_2", "ESTABLISHED", "FIN_WAIT_2"},
+		{"CLOSED", "FIN_WAIT_2", "CLOSED"},
 		{"", "CLOSED", "CLOSED"},
 		{"UNKNOWN", "", "UNKNOWN"},
 	} {

@@ -274,6 +274,10 @@ wait:
 			t.Errorf("%s = %q, want %q", el, got, want)
 		}
 	}
+	// Both sides closed (the client's CloseWrite, the server's Close).
+	if st := get(ipfix.TCPState).Str; st != "TIME_WAIT" {
+		t.Errorf("tcpState %q, want TIME_WAIT (both sides closed)", st)
+	}
 	if ft := get(ipfix.FlowType).Uint; ft != uint64(ipfix.FlowTypeIntraNode) {
 		t.Errorf("flowType %d, want intra-node", ft)
 	}
