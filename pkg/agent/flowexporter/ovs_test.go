@@ -77,6 +77,34 @@ func startTcpdump(t *testing.T, netns, file string, port int) (stop func()) {
 	return stop
 }
 
+// twoPodNode starts a node (OVS, Antrea's pipeline) with pods a
+// (10.10.1.2) and b (10.10.1.3) of namespace "flows", and the interface
+// store that names them.
+func twoPodNode(tb testing.TB) (*bridgetest.Bridge, *bridgetest.Pod, *bridgetest.Pod, interfacestore.InterfaceStore) {
+	tb.Helper()
+	br := bridgetest.New(tb)
+	flows, err := agentof.NewClient(br.OF, 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
+	if err := flows.Initialize(context.Background(), &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
+		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: br.GatewayMAC, PodCIDR: cidr}); err != nil {
+		tb.Fatal(err)
+	}
+	store := interfacestore.NewInterfaceStore()
+	a := br.AddPod(tb, "a", "10.10.1.2/24")
+	b := br.AddPod(tb, "b", "10.10.1.3/24")
+	for i, p := range []*bridgetest.Pod{a, b} {
+		if err := flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+			tb.Fatal(err)
+		}
+		store.AddInterface(interfacestore.NewContainerInterface(p.HostIF, fmt.Sprintf("cid-%d", i), p.Name, "flows",
+			"eth0", p.MAC, []net.IP{p.IP}, 0))
+	}
+	return br, a, b, store
+}
+
 // TestExportsARealTransferOnOVS runs the exporter on a real OVS bridge
 // (userspace datapath, Antrea's pipeline): pod a sends exactly N bytes to
 // pod b over TCP; the exporter reads the connection from OVS's conntrack
@@ -98,26 +126,7 @@ func TestExportsARealTransferOnOVS(t *testing.T) {
 			t.Skipf("%s is not installed", tool)
 		}
 	}
-	br := bridgetest.New(t)
-	flows, err := agentof.NewClient(br.OF, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
-	if err := flows.Initialize(context.Background(), &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
-		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: br.GatewayMAC, PodCIDR: cidr}); err != nil {
-		t.Fatal(err)
-	}
-	store := interfacestore.NewInterfaceStore()
-	a := br.AddPod(t, "a", "10.10.1.2/24")
-	b := br.AddPod(t, "b", "10.10.1.3/24")
-	for i, p := range []*bridgetest.Pod{a, b} {
-		if err := flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
-			t.Fatal(err)
-		}
-		store.AddInterface(interfacestore.NewContainerInterface(p.HostIF, fmt.Sprintf("cid-%d", i), p.Name, "flows",
-			"eth0", p.MAC, []net.IP{p.IP}, 0))
-	}
+	br, a, b, store := twoPodNode(t)
 
 	// OVS's IPFIX export to the feed, inside the node's netns.
 	var feed *OVSIPFIXFeed
@@ -143,26 +152,11 @@ func TestExportsARealTransferOnOVS(t *testing.T) {
 		pc, err = net.ListenPacket("udp4", "127.0.0.1:0")
 		return err
 	})
-	t.Cleanup(func() { pc.Close() })
 	port := pc.LocalAddr().(*net.UDPAddr).Port
 	pcap := filepath.Join(t.TempDir(), "ipfix.pcap")
 	stopCapture := startTcpdump(t, br.NetNS(), pcap, port)
 	records := make(chan ipfix.Record, 1000)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s := ipfix.NewSession()
-		buf := make([]byte, 65536)
-		for {
-			n, _, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if !deliver(t, s, buf[:n], records) {
-				return
-			}
-		}
-	}()
+	serveUDP(t, pc, records)
 
 	e, err := New(Config{NodeName: "node-1", Collector: pc.LocalAddr().String(), Protocol: "udp",
 		PollInterval: 200 * time.Millisecond, ActiveTimeout: time.Second, IdleTimeout: 3 * time.Second,
@@ -402,23 +396,8 @@ type tsharkWant struct {
 // (ovs-appctl dpctl/dump-conntrack and the parse) holding 1,000 UDP
 // connections from pod a to pod b, one per source port.
 func BenchmarkDpctlSourceOnOVS1000(b *testing.B) {
-	br := bridgetest.New(b)
-	flows, err := agentof.NewClient(br.OF, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
-	if err := flows.Initialize(context.Background(), &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
-		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: br.GatewayMAC, PodCIDR: cidr}); err != nil {
-		b.Fatal(err)
-	}
-	a := br.AddPod(b, "a", "10.10.1.2/24")
-	p := br.AddPod(b, "b", "10.10.1.3/24")
-	for _, pod := range []*bridgetest.Pod{a, p} {
-		if err := flows.InstallPodFlows(pod.HostIF, []net.IP{pod.IP}, pod.MAC, pod.OFPort); err != nil {
-			b.Fatal(err)
-		}
-	}
+	br, a, _, _ := twoPodNode(b)
+	var err error
 	const conns = 1000
 	src := &DpctlSource{RunDir: br.Dir(), Datapath: "netdev@ovs-netdev", Zones: []uint16{agentof.CtZone}}
 	if err := a.Do(b, func() error {
