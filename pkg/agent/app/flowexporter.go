@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/flowexporter"
+	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 )
@@ -90,6 +91,11 @@ func setupFlowExporter(ctx context.Context, d *deps) (component, error) {
 	e, err := flowexporter.New(cfg, src, feed, flowexporter.InterfacePods{Store: d.store}, services)
 	if err != nil {
 		return nil, err
+	}
+	d.api.metrics.FlowExporter = func() agentmetrics.FlowExporterCounts {
+		s := e.Stats()
+		return agentmetrics.FlowExporterCounts{Connections: s.Connections, Reconnects: s.Reconnects,
+			RecordsSent: s.RecordsSent, RecordsDropped: s.RecordsDropped, Evicted: s.Evicted}
 	}
 	return loop(func(ctx context.Context) {
 		if ovsFeed != nil {
