@@ -27,7 +27,9 @@
 # non-zero.
 #   E2E_SKIP_REASON  why E2E_SKIP skips (printed with every skipped spec)
 #   E2E_REPORT_DIR   where the report and logs go (default _output/e2e-upstream)
-#   E2E_KEEP=1 leaves the lab up afterwards; E2E_PROCS parallel ginkgo procs
+#   E2E_KEEP=1 leaves the lab up afterwards
+#   E2E_PROCS  parallel ginkgo processes (default 1; more run e2e.test under
+#              the ginkgo CLI, as upstream's CI does)
 #   E2E_REUSE=1 runs against the lab that is up instead of a new one
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,9 +43,12 @@ STRICT=${E2E_STRICT:-'Netpol|NetworkPolicy'}
 SKIP_REASON=${E2E_SKIP_REASON:-"opens SCTP sockets ([Feature:SCTPConnectivity]): this kernel has no SCTP (socket(AF_INET, SOCK_STREAM, 132): protocol not supported)"}
 REPORT_DIR=${E2E_REPORT_DIR:-$ROOT/_output/e2e-upstream}
 E2E=$ROOT/_output/bin/e2e.test
+GINKGO=$ROOT/_output/tools/ginkgo
+PROCS=${E2E_PROCS:-1}
 
 [ "$(id -u)" -eq 0 ] || { echo "e2e-upstream brings up a lab: run it as root" >&2; exit 1; }
 [ -x "$E2E" ] || { echo "$E2E is missing: run hack/install.sh" >&2; exit 1; }
+[ "$PROCS" -le 1 ] || [ -x "$GINKGO" ] || { echo "$GINKGO is missing: run hack/install.sh" >&2; exit 1; }
 JUDGE=$ROOT/_output/tools/judge
 mkdir -p "$(dirname "$JUDGE")"
 go build -o "$JUDGE" ./hack/judge
@@ -55,21 +60,31 @@ if [ "${E2E_REUSE:-0}" != 1 ]; then
 fi
 
 rm -rf "$REPORT_DIR"; mkdir -p "$REPORT_DIR"
-echo "e2e.test v1.37.2: focus '$FOCUS', skip '$SKIP'"
+echo "e2e.test v1.37.2 ($PROCS ginkgo process(es)): focus '$FOCUS', skip '$SKIP'"
 start=$(date +%s)
 set +e
-"$E2E" \
-  --kubeconfig="$KUBECONFIG" \
-  --provider=skeleton \
-  --ginkgo.focus="$FOCUS" \
-  --ginkgo.skip="$SKIP" \
-  --ginkgo.no-color \
-  --ginkgo.timeout=3h \
-  --ginkgo.flake-attempts="${E2E_FLAKE_ATTEMPTS:-2}" \
-  --ginkgo.json-report="$REPORT_DIR/report.json" \
-  --ginkgo.junit-report="$REPORT_DIR/junit.xml" \
-  --report-dir="$REPORT_DIR" \
-  >"$REPORT_DIR/e2e.log" 2>&1
+ginkgo_flags=(
+  --focus="$FOCUS"
+  --skip="$SKIP"
+  --no-color
+  --timeout=3h
+  --flake-attempts="${E2E_FLAKE_ATTEMPTS:-2}"
+  --json-report="$REPORT_DIR/report.json"
+  --junit-report="$REPORT_DIR/junit.xml"
+)
+# --num-nodes as upstream's hack/ginkgo-e2e.sh passes it: without it only
+# ginkgo's first process counts the nodes, and the others skip every spec
+# that needs two ("Requires at least 2 nodes (not -1)").
+nodes=$(kubectl get nodes --no-headers | wc -l)
+e2e_flags=(--kubeconfig="$KUBECONFIG" --provider=skeleton --num-nodes="$nodes" --report-dir="$REPORT_DIR")
+if [ "$PROCS" -gt 1 ]; then
+  # The ginkgo CLI runs the precompiled suite in $PROCS processes and merges
+  # their reports into one (what upstream's hack/ginkgo-e2e.sh does);
+  # [Serial] specs still run alone, after the others.
+  "$GINKGO" --procs="$PROCS" "${ginkgo_flags[@]}" "$E2E" -- "${e2e_flags[@]}" >"$REPORT_DIR/e2e.log" 2>&1
+else
+  "$E2E" "${e2e_flags[@]}" "${ginkgo_flags[@]/#--/--ginkgo.}" >"$REPORT_DIR/e2e.log" 2>&1
+fi
 rc=$?
 set -e
 end=$(date +%s)

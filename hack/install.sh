@@ -33,6 +33,10 @@ mkdir -p "$KUBECACHE"
 PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.5.1
 STATICCHECK_VERSION=v0.8.2
+# The ginkgo CLI of the version e2e.test is built with (k8s.io/kubernetes
+# $K8S_VERSION's go.mod): hack/e2e-upstream.sh runs the precompiled e2e.test
+# under it with E2E_PROCS parallel processes, as upstream's hack/ginkgo-e2e.sh does.
+GINKGO_VERSION=v2.32.0
 CONTAINERD_VERSION=v2.4.2
 RUNC_VERSION=v1.5.3
 CRICTL_VERSION=v1.37.0
@@ -411,6 +415,7 @@ install_tools() {
   go_install_to "$TOOLS" "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO_VERSION"
   go_install_to "$TOOLS" "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
   go_install_to "$TOOLS" "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+  go_install_to "$TOOLS" "github.com/onsi/ginkgo/v2/ginkgo@$GINKGO_VERSION"
 }
 
 # install_helm builds the helm CLI (make manifests renders the chart with it;

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -173,15 +174,25 @@ func localChecks(ctx context.Context, conf *agentconfig.AgentConfig, h *hostView
 
 	// Tunnels.
 	encap := conf.TrafficEncapMode == "" || conf.TrafficEncapMode == agentconfig.EncapModeEncap
-	for _, tt := range []string{agentconfig.TunnelGeneve, agentconfig.TunnelVXLAN} {
+	for _, tt := range []string{agentconfig.TunnelGeneve, agentconfig.TunnelVXLAN, agentconfig.TunnelGRE} {
 		name := "tunnel-" + tt
+		module := tt
+		if tt == agentconfig.TunnelGRE {
+			module = "ip_gre"
+		}
 		used := encap && conf.TunnelType == tt
 		var link netlink.Link
 		attrs := netlink.LinkAttrs{Name: "antctl-chk-" + tt[:3]}
-		if tt == agentconfig.TunnelGeneve {
+		switch tt {
+		case agentconfig.TunnelGeneve:
 			link = &netlink.Geneve{LinkAttrs: attrs, FlowBased: true}
-		} else {
+		case agentconfig.TunnelVXLAN:
 			link = &netlink.Vxlan{LinkAttrs: attrs, FlowBased: true, Port: 4789}
+		default:
+			// The kernel datapath's GRE port is a flow-based gretap; the
+			// library picks ip6gretap unless Local is an IPv4 address, and
+			// sends no address for a flow-based one.
+			link = &netlink.Gretap{LinkAttrs: attrs, FlowBased: true, Local: net.IPv4zero}
 		}
 		err := h.addLink(link)
 		switch {
@@ -193,13 +204,13 @@ func localChecks(ctx context.Context, conf *agentconfig.AgentConfig, h *hostView
 			add(name, verdictPass, fmt.Sprintf("no %s netdev here (%v), and none is needed: the netdev datapath encapsulates in userspace", tt, err), "")
 		case !used:
 			add(name, verdictWarn, fmt.Sprintf("a %s netdev cannot be created (%v); not in use (tunnelType %s)", tt, err, conf.TunnelType),
-				"needed only to switch tunnelType to "+tt+": modprobe "+tt)
+				"needed only to switch tunnelType to "+tt+": modprobe "+module)
 		case errors.Is(err, syscall.EPERM):
 			add(name, verdictFail, fmt.Sprintf("creating a %s netdev was refused (%v): run the check with CAP_NET_ADMIN (the agent container is privileged)", tt, err),
 				"run antctl check cluster from the antrea-agent container or as root")
 		default:
 			add(name, verdictFail, fmt.Sprintf("tunnelType %s is in use and a %s netdev cannot be created (%v)", tt, tt, err),
-				"load the "+tt+" kernel module (modprobe "+tt+"), or set tunnelType to a type the kernel has")
+				"load the "+module+" kernel module (modprobe "+module+"), or set tunnelType to a type the kernel has")
 		}
 	}
 
@@ -253,7 +264,7 @@ func newCheckClusterCommand(o *options) *cobra.Command {
 		Short: "Preflight: OVS and its version, datapath and kernel module, tunnels, conntrack, per node",
 		Long: `Check whether nodes can run Antrea: Open vSwitch present and its version, the datapath
 type (netdev or system) and whether the kernel has what it needs (the openvswitch
-module, /dev/net/tun), whether geneve and vxlan netdevs can be created, and conntrack.
+module, /dev/net/tun), whether geneve, vxlan and gretap netdevs can be created, and conntrack.
 Each check has a verdict (PASS, WARN, FAIL) and, when it is not PASS, the fix.
 
 In local mode (in the antrea-agent container, or --local on a node) it checks this

@@ -54,6 +54,8 @@ func TestLocalChecks(t *testing.T) {
 	netdev.OVSDatapathType = agentconfig.DatapathNetdev
 	vxlan := agentconfig.Defaults()
 	vxlan.TunnelType = agentconfig.TunnelVXLAN
+	gre := agentconfig.Defaults()
+	gre.TunnelType = agentconfig.TunnelGRE
 	healthy := map[string]string{
 		"lib/modules/6.1.0-test/modules.dep":        "kernel/net/openvswitch/openvswitch.ko.zst: kernel/net/nsh/nsh.ko.zst\nkernel/drivers/net/geneve.ko.zst:\n",
 		"proc/sys/net/netfilter/nf_conntrack_count": "12\n",
@@ -71,17 +73,21 @@ func TestLocalChecks(t *testing.T) {
 		fix     map[string]string // check -> part of the fix
 	}{
 		{name: "a healthy system-datapath node", conf: system, files: healthy, ovs: "3.5.1",
-			want: map[string]string{"ovs": verdictPass, "datapath": verdictPass, "tunnel-geneve": verdictPass, "tunnel-vxlan": verdictPass, "conntrack": verdictPass}},
+			want: map[string]string{"ovs": verdictPass, "datapath": verdictPass, "tunnel-geneve": verdictPass, "tunnel-vxlan": verdictPass, "tunnel-gre": verdictPass, "conntrack": verdictPass}},
 		{name: "system datapath without the openvswitch module, geneve or conntrack", conf: system, files: noModules, ovs: "3.5.1",
-			linkErr: map[string]error{"geneve": syscall.EOPNOTSUPP, "vxlan": syscall.EOPNOTSUPP},
-			want:    map[string]string{"datapath": verdictFail, "tunnel-geneve": verdictFail, "tunnel-vxlan": verdictWarn, "conntrack": verdictFail},
-			fix:     map[string]string{"datapath": "ovsDatapathType: netdev", "tunnel-geneve": "modprobe geneve", "conntrack": "modprobe nf_conntrack"}},
+			linkErr: map[string]error{"geneve": syscall.EOPNOTSUPP, "vxlan": syscall.EOPNOTSUPP, "gretap": syscall.EOPNOTSUPP},
+			want:    map[string]string{"datapath": verdictFail, "tunnel-geneve": verdictFail, "tunnel-vxlan": verdictWarn, "tunnel-gre": verdictWarn, "conntrack": verdictFail},
+			fix:     map[string]string{"datapath": "ovsDatapathType: netdev", "tunnel-geneve": "modprobe geneve", "tunnel-gre": "modprobe ip_gre", "conntrack": "modprobe nf_conntrack"}},
+		{name: "gre in use without the ip_gre module", conf: gre, files: healthy, ovs: "3.5.1",
+			linkErr: map[string]error{"gretap": syscall.EOPNOTSUPP},
+			want:    map[string]string{"tunnel-geneve": verdictPass, "tunnel-gre": verdictFail},
+			fix:     map[string]string{"tunnel-gre": "modprobe ip_gre"}},
 		{name: "vxlan in use, geneve missing", conf: vxlan, files: healthy, ovs: "3.5.1",
 			linkErr: map[string]error{"geneve": syscall.EOPNOTSUPP},
 			want:    map[string]string{"tunnel-geneve": verdictWarn, "tunnel-vxlan": verdictPass}},
 		{name: "netdev needs neither the module nor kernel tunnels", conf: netdev, files: noModules, ovs: "3.5.1",
-			linkErr: map[string]error{"geneve": syscall.EOPNOTSUPP, "vxlan": syscall.EOPNOTSUPP},
-			want:    map[string]string{"datapath": verdictPass, "tunnel-geneve": verdictPass, "tunnel-vxlan": verdictPass, "conntrack": verdictWarn}},
+			linkErr: map[string]error{"geneve": syscall.EOPNOTSUPP, "vxlan": syscall.EOPNOTSUPP, "gretap": syscall.EOPNOTSUPP},
+			want:    map[string]string{"datapath": verdictPass, "tunnel-geneve": verdictPass, "tunnel-vxlan": verdictPass, "tunnel-gre": verdictPass, "conntrack": verdictWarn}},
 		{name: "netdev without /dev/net/tun", conf: netdev, files: map[string]string{}, ovs: "3.5.1",
 			want: map[string]string{"datapath": verdictFail}, fix: map[string]string{"datapath": "modprobe tun"}},
 		{name: "no OVS at all", conf: system, files: healthy,
@@ -92,8 +98,8 @@ func TestLocalChecks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := verdicts(localChecks(context.Background(), tc.conf, fakeHost(t, tc.files, tc.linkErr, tc.ovs)))
-			if len(got) != 5 {
-				t.Errorf("%d checks, want ovs, datapath, tunnel-geneve, tunnel-vxlan, conntrack: %v", len(got), got)
+			if len(got) != 6 {
+				t.Errorf("%d checks, want ovs, datapath, tunnel-geneve, tunnel-vxlan, tunnel-gre, conntrack: %v", len(got), got)
 			}
 			for check, v := range tc.want {
 				if got[check].Verdict != v {

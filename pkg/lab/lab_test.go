@@ -97,7 +97,8 @@ func TestOptionsValidation(t *testing.T) {
 		{"defaults are valid", func(*Options) {}, false},
 		{"zero nodes are refused", func(o *Options) { o.Nodes = 0 }, true},
 		{"vxlan is a valid encap", func(o *Options) { o.Encap = "vxlan" }, false},
-		{"gre is not an encap the lab offers", func(o *Options) { o.Encap = "gre" }, true},
+		{"gre is an encap the lab offers", func(o *Options) { o.Encap = "gre" }, false},
+		{"stt is not an encap the lab offers", func(o *Options) { o.Encap = "stt" }, true},
 		{"the antrea runtime is accepted", func(o *Options) { o.Runtime = RuntimeAntrea }, false},
 		{"an unknown runtime is refused", func(o *Options) { o.Runtime = "kubenet" }, true},
 	}

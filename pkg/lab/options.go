@@ -60,7 +60,7 @@ const (
 type Options struct {
 	// Nodes is the number of simulated nodes.
 	Nodes int `json:"nodes"`
-	// Encap is the tunnel type for the Antrea runtime: geneve or vxlan.
+	// Encap is the tunnel type for the Antrea runtime: geneve, vxlan or gre.
 	Encap string `json:"encap"`
 	// Runtime selects how pods are networked.
 	Runtime NodeRuntime `json:"runtime"`
@@ -127,9 +127,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--nodes must be between 1 and 50, got %d", o.Nodes)
 	}
 	switch o.Encap {
-	case "geneve", "vxlan":
+	case "geneve", "vxlan", "gre":
 	default:
-		return fmt.Errorf("--encap must be geneve or vxlan, got %q", o.Encap)
+		return fmt.Errorf("--encap must be geneve, vxlan or gre, got %q", o.Encap)
 	}
 	switch o.Runtime {
 	case RuntimeReferenceCNI:

@@ -63,7 +63,7 @@ func TestAntctlCheckCluster(t *testing.T) {
 	}
 	for _, n := range e.Nodes {
 		checks := byNode[n]
-		for _, c := range []string{"ovs", "datapath", "tunnel-geneve", "tunnel-vxlan", "conntrack"} {
+		for _, c := range []string{"ovs", "datapath", "tunnel-geneve", "tunnel-vxlan", "tunnel-gre", "conntrack"} {
 			if checks[c].Verdict != "PASS" {
 				t.Errorf("%s: check %s is %q (%s), want PASS", n, c, checks[c].Verdict, checks[c].Detail)
 			}

@@ -64,7 +64,7 @@ func TestBadValuesFailRenderingNamingTheValue(t *testing.T) {
 		// want is in the message of both checks.
 		want string
 	}{
-		{"an unsupported tunnel type", "tunnelType=gre", "tunnelType"},
+		{"an unsupported tunnel type", "tunnelType=stt", "tunnelType"},
 		{"a bogus OVS datapath type", "ovs.datapathType=bogus", "datapathType"},
 		{"an unsupported traffic encap mode", "trafficEncapMode=noEncap", "trafficEncapMode"},
 		{"an unknown feature gate", "featureGates.Bogus=true", "Bogus"},
@@ -102,9 +102,9 @@ func TestBadValuesFailRenderingNamingTheValue(t *testing.T) {
 // TestBadTunnelTypeMessage pins the message of the chart's check: the same
 // words antrea-agent uses for the same mistake in its conf file.
 func TestBadTunnelTypeMessage(t *testing.T) {
-	args := append(renderArgs("tunnelType=gre"), "--skip-schema-validation")
+	args := append(renderArgs("tunnelType=stt"), "--skip-schema-validation")
 	_, errOut, err := run(t, nil, helmBinary(t), args...)
-	const want = `tunnelType: "gre" is not supported (want geneve or vxlan)`
+	const want = `tunnelType: "stt" is not supported (want geneve, vxlan or gre)`
 	if err == nil || !strings.Contains(string(errOut), want) {
 		t.Fatalf("want an error containing %q, got %v:\n%s", want, err, errOut)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	agentconfig "antrea.io/antrea/pkg/config/agent"
+	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
 
 // Options are the agent's settings: the config file (--config, upstream's
@@ -26,7 +27,7 @@ type Options struct {
 	HostGateway           string // gateway interface (antrea-gw0)
 	OVSRunDir             string // ovsdb-server and ovs-vswitchd run dir (db.sock, <bridge>.mgmt)
 	DatapathType          string // netdev or system
-	TunnelType            string // geneve or vxlan
+	TunnelType            string // geneve, vxlan or gre
 	TunnelCsum            bool   // outer UDP checksums on the tunnel
 	// UplinkName is the node's underlay (transport) interface; "" means the
 	// interface holding the Node's InternalIP (see transportInterface).
@@ -87,7 +88,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "name of this node (default $NODE_NAME)")
 	fs.StringVar(&o.OVSRunDir, "ovs-run-dir", o.OVSRunDir, "run directory of ovsdb-server and ovs-vswitchd [ovsRunDir]")
 	fs.StringVar(&o.DatapathType, "ovs-datapath", o.DatapathType, "OVS datapath type: system (kernel) or netdev (userspace) [ovsDatapathType]")
-	fs.StringVar(&o.TunnelType, "tunnel-type", o.TunnelType, "encapsulation between nodes: geneve or vxlan [tunnelType]")
+	fs.StringVar(&o.TunnelType, "tunnel-type", o.TunnelType, "encapsulation between nodes: geneve, vxlan or gre [tunnelType]")
 	fs.StringVar(&o.UplinkName, "uplink", o.UplinkName, "the node's underlay interface (empty: the one holding the Node's InternalIP) [transportInterface]")
 	fs.StringVar(&o.CNISocket, "cni-socket", o.CNISocket, "unix socket of the CNI gRPC API [cniSocket]")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", o.CNIConfDir, "directory the CNI conflist is written to (empty: do not write; install-cni does)")
@@ -168,8 +169,8 @@ func (o *Options) validate() error {
 		return errors.New("--ovs-run-dir is required")
 	case o.DatapathType != agentconfig.DatapathNetdev && o.DatapathType != agentconfig.DatapathSystem:
 		return fmt.Errorf("--ovs-datapath %q: want netdev or system", o.DatapathType)
-	case o.TunnelType != agentconfig.TunnelGeneve && o.TunnelType != agentconfig.TunnelVXLAN:
-		return fmt.Errorf("--tunnel-type %q: want geneve or vxlan", o.TunnelType)
+	case !ovsconfig.TunnelType(o.TunnelType).Valid():
+		return fmt.Errorf("--tunnel-type %q: want %s", o.TunnelType, ovsconfig.TunnelTypeNames())
 	}
 	return nil
 }

@@ -150,9 +150,9 @@ func TestABadHealthzBindAddressIsRefusedAtStartNamingTheKey(t *testing.T) {
 }
 
 func TestABadConfigFileFailsNamingTheKey(t *testing.T) {
-	conf := writeConf(t, "tunnelType: gre\n")
+	conf := writeConf(t, "tunnelType: stt\n")
 	_, err := parse(t, "--config="+conf)
-	if err == nil || !strings.Contains(err.Error(), `antrea-agent.conf: tunnelType: "gre" is not supported`) {
+	if err == nil || !strings.Contains(err.Error(), `antrea-agent.conf: tunnelType: "stt" is not supported`) {
 		t.Errorf("got %v, want an error naming tunnelType", err)
 	}
 }

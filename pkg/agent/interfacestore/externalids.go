@@ -121,7 +121,7 @@ func InterfaceConfigFromOVSPort(port ovsconfig.OVSPortData) (*InterfaceConfig, e
 		if t, ok = parseInterfaceType(typeName); !ok {
 			return nil, fmt.Errorf("port %s: bad %s %q", port.Name, ExternalIDType, typeName)
 		}
-	case port.IFType == ovsconfig.InterfaceTypeGeneve || port.IFType == ovsconfig.InterfaceTypeVXLAN:
+	case ovsconfig.TunnelType(port.IFType).Valid():
 		// A tunnel is fully described by its interface columns.
 		t = TunnelInterface
 	default:

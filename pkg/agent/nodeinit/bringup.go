@@ -15,10 +15,16 @@ import (
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
 
-// tunnelOverhead is the bytes an encapsulated IPv4 packet adds: outer IP 20,
-// UDP 8, outer Ethernet 14, and 8 for the Geneve or VXLAN header (upstream's
-// config.GeneveOverhead/VXLANOverhead are both 50).
-const tunnelOverhead = 50
+// tunnelOverhead is the bytes an encapsulated IPv4 packet adds: outer IP 20
+// and the inner Ethernet header 14, plus UDP 8 and the Geneve or VXLAN header
+// 8, or GRE's 4-byte header without a key (upstream's config.GeneveOverhead
+// and VXLANOverhead are 50, GREOverhead 38).
+func tunnelOverhead(t ovsconfig.TunnelType) int {
+	if t == ovsconfig.GRETunnel {
+		return 20 + 14 + 4
+	}
+	return 20 + 14 + 8 + 8
+}
 
 // defaultMTU is used when there is no uplink to read one from.
 const defaultMTU = 1500
@@ -36,8 +42,8 @@ func (c *Config) setDefaults() error {
 	if c.TunnelType == "" {
 		c.TunnelType = ovsconfig.GeneveTunnel
 	}
-	if c.TunnelType != ovsconfig.GeneveTunnel && c.TunnelType != ovsconfig.VXLANTunnel {
-		return fmt.Errorf("node %s: bad tunnel type %q", c.NodeName, c.TunnelType)
+	if !c.TunnelType.Valid() {
+		return fmt.Errorf("node %s: bad tunnel type %q (want %s)", c.NodeName, c.TunnelType, ovsconfig.TunnelTypeNames())
 	}
 	if len(c.PodCIDRs) == 0 {
 		return fmt.Errorf("node %s: no pod CIDR", c.NodeName)
@@ -140,7 +146,7 @@ func Bringup(ctx context.Context, cfg Config) (*NodeConfig, error) {
 	}
 	nc.PodMTU = cfg.MTU
 	if nc.PodMTU == 0 {
-		nc.PodMTU = uplinkMTU - tunnelOverhead
+		nc.PodMTU = uplinkMTU - tunnelOverhead(cfg.TunnelType)
 	}
 
 	br := ovsconfig.NewOVSBridge(conn, ovsconfig.BridgeConfig{

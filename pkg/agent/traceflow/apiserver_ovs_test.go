@@ -28,6 +28,7 @@ import (
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
 	tfcontroller "antrea.io/antrea/pkg/controller/traceflow"
+	"antrea.io/antrea/pkg/ovs/ovsconfig"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
 
@@ -71,8 +72,8 @@ func TestTraceflowWithAnAPIServerAndAntctl(t *testing.T) {
 	defer cancel()
 
 	u := bridgetest.NewUnderlay(t)
-	n1 := newAgentNode(t, u, "node-1", "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24")
-	n2 := newAgentNode(t, u, "node-2", "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24")
+	n1 := newAgentNode(t, u, "node-1", "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24", ovsconfig.GeneveTunnel)
+	n2 := newAgentNode(t, u, "node-2", "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24", ovsconfig.GeneveTunnel)
 	for _, p := range [][2]*agentNode{{n1, n2}, {n2, n1}} {
 		if err := p[0].flows.InstallNodeFlows(p[1].name, p[1].br.PodCIDR, p[1].br.GatewayIP, p[1].br.NodeIP); err != nil {
 			t.Fatal(err)

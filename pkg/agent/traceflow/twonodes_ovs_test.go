@@ -21,6 +21,7 @@ import (
 	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
 	tfcontroller "antrea.io/antrea/pkg/controller/traceflow"
+	"antrea.io/antrea/pkg/ovs/ovsconfig"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
 
@@ -34,9 +35,9 @@ type agentNode struct {
 	store  interfacestore.InterfaceStore
 }
 
-func newAgentNode(t *testing.T, u *bridgetest.Underlay, name, cidr, gw, nodeIP string) *agentNode {
+func newAgentNode(t *testing.T, u *bridgetest.Underlay, name, cidr, gw, nodeIP string, tunnel ovsconfig.TunnelType) *agentNode {
 	t.Helper()
-	br := bridgetest.NewNode(t, bridgetest.NodeOptions{PodCIDR: cidr, GatewayIP: gw, Underlay: u, NodeIP: nodeIP})
+	br := bridgetest.NewNode(t, bridgetest.NodeOptions{PodCIDR: cidr, GatewayIP: gw, Underlay: u, NodeIP: nodeIP, TunnelType: tunnel})
 	c, err := agentof.NewClient(br.OF, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -72,20 +73,22 @@ func (n *agentNode) run(ctx context.Context, client *fake.Clientset, kube *k8sfa
 	go c.Run(ctx)
 }
 
-// TestTraceflowAcrossTwoRealNodes: two nodes (each its own OVS) joined by a
-// Geneve tunnel over an underlay, the agents' Traceflow controllers and the
-// antrea-controller's, all on one fake API. A Traceflow from a pod on
-// node-1 to one on node-2 is tagged by the controller, injected on node-1,
-// forwarded into the tunnel, received and delivered on node-2 (the packet
-// really arrives), and Succeeded; with a Drop rule on node-2 the receiver
-// names it.
-func TestTraceflowAcrossTwoRealNodes(t *testing.T) {
-	ovsinstance.RequireRoot(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// cluster is two agent nodes joined by a tunnel over an underlay, with a pod
+// "client" on node-1 and "web" on node-2, and the Traceflow controllers of
+// both agents and of antrea-controller on one fake API.
+type cluster struct {
+	ctx    context.Context
+	n1, n2 *agentNode
+	client *bridgetest.Pod
+	web    *bridgetest.Pod
+	crd    *fake.Clientset
+}
+
+func newCluster(t *testing.T, ctx context.Context, tunnel ovsconfig.TunnelType) *cluster {
+	t.Helper()
 	u := bridgetest.NewUnderlay(t)
-	n1 := newAgentNode(t, u, "node-1", "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24")
-	n2 := newAgentNode(t, u, "node-2", "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24")
+	n1 := newAgentNode(t, u, "node-1", "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24", tunnel)
+	n2 := newAgentNode(t, u, "node-2", "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24", tunnel)
 	for _, p := range [][2]*agentNode{{n1, n2}, {n2, n1}} {
 		if err := p[0].flows.InstallNodeFlows(p[1].name, p[1].br.PodCIDR, p[1].br.GatewayIP, p[1].br.NodeIP); err != nil {
 			t.Fatal(err)
@@ -107,57 +110,84 @@ func TestTraceflowAcrossTwoRealNodes(t *testing.T) {
 	kf.Start(ctx.Done())
 	cf.Start(ctx.Done())
 	go ctrl.Run(ctx)
+	return &cluster{ctx: ctx, n1: n1, n2: n2, client: client, web: web, crd: crd}
+}
 
-	run := func(t *testing.T, name string) *crdv1beta1.Traceflow {
-		t.Helper()
-		tf := &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: crdv1beta1.TraceflowSpec{
-			Source: crdv1beta1.Source{Namespace: "demo", Pod: "client"}, Destination: crdv1beta1.Destination{Namespace: "demo", Pod: "web"},
-			Packet: crdv1beta1.Packet{TransportHeader: crdv1beta1.TransportHeader{TCP: &crdv1beta1.TCPHeader{DstPort: 80}}}}}
-		if _, err := crd.CrdV1beta1().Traceflows().Create(ctx, tf, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < 1000; i++ {
-			got, err := crd.CrdV1beta1().Traceflows().Get(ctx, name, metav1.GetOptions{})
-			if err == nil && (got.Status.Phase == crdv1beta1.TraceflowSucceeded || got.Status.Phase == crdv1beta1.TraceflowFailed) {
-				return got
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		got, _ := crd.CrdV1beta1().Traceflows().Get(ctx, name, metav1.GetOptions{})
-		t.Fatalf("Traceflow %s did not finish: %+v", name, got.Status)
-		return nil
+// run creates a Traceflow of TCP port 80 from client to web and returns it
+// once it Succeeded or Failed.
+func (c *cluster) run(t *testing.T, name string) *crdv1beta1.Traceflow {
+	t.Helper()
+	tf := &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: crdv1beta1.TraceflowSpec{
+		Source: crdv1beta1.Source{Namespace: "demo", Pod: "client"}, Destination: crdv1beta1.Destination{Namespace: "demo", Pod: "web"},
+		Packet: crdv1beta1.Packet{TransportHeader: crdv1beta1.TransportHeader{TCP: &crdv1beta1.TCPHeader{DstPort: 80}}}}}
+	if _, err := c.crd.CrdV1beta1().Traceflows().Create(c.ctx, tf, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	check := func(t *testing.T, tf *crdv1beta1.Traceflow, node, role, want string) {
-		t.Helper()
-		for _, r := range tf.Status.Results {
-			if r.Node == node {
-				if got := describe(r.Observations); r.Role != role || got != want {
-					t.Fatalf("%s (%s): %s\nwant %s (%s)", node, r.Role, got, want, role)
-				}
-				return
-			}
+	for i := 0; i < 1000; i++ {
+		got, err := c.crd.CrdV1beta1().Traceflows().Get(c.ctx, name, metav1.GetOptions{})
+		if err == nil && (got.Status.Phase == crdv1beta1.TraceflowSucceeded || got.Status.Phase == crdv1beta1.TraceflowFailed) {
+			return got
 		}
-		t.Fatalf("no result from %s: %+v", node, tf.Status.Results)
+		time.Sleep(20 * time.Millisecond)
 	}
+	got, _ := c.crd.CrdV1beta1().Traceflows().Get(c.ctx, name, metav1.GetOptions{})
+	t.Fatalf("Traceflow %s did not finish: %+v", name, got.Status)
+	return nil
+}
+
+// check fails unless node's result has the role and observations wanted.
+func check(t *testing.T, tf *crdv1beta1.Traceflow, node, role, want string) {
+	t.Helper()
+	for _, r := range tf.Status.Results {
+		if r.Node == node {
+			if got := describe(r.Observations); r.Role != role || got != want {
+				t.Fatalf("%s (%s): %s\nwant %s (%s)", node, r.Role, got, want, role)
+			}
+			return
+		}
+	}
+	t.Fatalf("no result from %s: %+v", node, tf.Status.Results)
+}
+
+// crossesTheTunnel traces client -> web: forwarded into the tunnel on
+// node-1, received and delivered on node-2, and web's kernel really
+// receives the packet, routed by each node (TTL 62).
+func (c *cluster) crossesTheTunnel(t *testing.T, name string) {
+	t.Helper()
+	before := c.web.IPReceived(t)
+	tf := c.run(t, name)
+	if tf.Status.Phase != crdv1beta1.TraceflowSucceeded || tf.Status.DataplaneTag < 1 {
+		t.Fatalf("status %+v", tf.Status)
+	}
+	check(t, tf, "node-1", crdv1beta1.RoleSender, "SpoofGuard/SpoofGuard/Forwarded -> Forwarding/Output/Forwarded tunnel=192.168.77.12")
+	check(t, tf, "node-2", crdv1beta1.RoleReceiver, "Forwarding/Classifier/Received -> Forwarding/Output/Delivered pod=demo/web")
+	if tf.Status.Results[0].Node != "node-1" {
+		t.Errorf("the sender's result is not first: %+v", tf.Status.Results)
+	}
+	if c.web.IPReceived(t) == before {
+		t.Error("web's kernel received no packet")
+	}
+	if last := tf.Status.Results[1].Observations[1]; last.TTL != 62 || last.DstMAC != c.web.MAC.String() {
+		t.Errorf("delivered with TTL %d to %s, want 62 (each node routes it) to %s", last.TTL, last.DstMAC, c.web.MAC)
+	}
+}
+
+// TestTraceflowAcrossTwoRealNodes: two nodes (each its own OVS) joined by a
+// Geneve tunnel over an underlay, the agents' Traceflow controllers and the
+// antrea-controller's, all on one fake API. A Traceflow from a pod on
+// node-1 to one on node-2 is tagged by the controller, injected on node-1,
+// forwarded into the tunnel, received and delivered on node-2 (the packet
+// really arrives), and Succeeded; with a Drop rule on node-2 the receiver
+// names it.
+func TestTraceflowAcrossTwoRealNodes(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newCluster(t, ctx, ovsconfig.GeneveTunnel)
+	n2, web, run := c.n2, c.web, c.run
 
 	t.Run("forwarded into the tunnel, received and delivered", func(t *testing.T) {
-		before := web.IPReceived(t)
-		tf := run(t, "across")
-		if tf.Status.Phase != crdv1beta1.TraceflowSucceeded || tf.Status.DataplaneTag < 1 {
-			t.Fatalf("status %+v", tf.Status)
-		}
-		check(t, tf, "node-1", crdv1beta1.RoleSender, "SpoofGuard/SpoofGuard/Forwarded -> Forwarding/Output/Forwarded tunnel=192.168.77.12")
-		check(t, tf, "node-2", crdv1beta1.RoleReceiver, "Forwarding/Classifier/Received -> Forwarding/Output/Delivered pod=demo/web")
-		if tf.Status.Results[0].Node != "node-1" {
-			t.Errorf("the sender's result is not first: %+v", tf.Status.Results)
-		}
-		if web.IPReceived(t) == before {
-			t.Error("web's kernel received no packet")
-		}
-		if last := tf.Status.Results[1].Observations[1]; last.TTL != 62 || last.DstMAC != web.MAC.String() {
-			t.Errorf("delivered with TTL %d to %s, want 62 (each node routes it) to %s", last.TTL, last.DstMAC, web.MAC)
-		}
-		_ = client
+		c.crossesTheTunnel(t, "across")
 	})
 
 	t.Run("dropped on the receiver by a named rule", func(t *testing.T) {
@@ -196,4 +226,20 @@ func TestTraceflowAcrossTwoRealNodes(t *testing.T) {
 		t.Logf("two real OVS nodes, fake API: create -> Succeeded p50 %v (min %v, max %v, %d runs, polled every 20 ms)",
 			lat[len(lat)/2], lat[0], lat[len(lat)-1], len(lat))
 	})
+}
+
+// TestTraceflowAcrossVXLANAndGRE: the same trace across the other tunnel
+// types the agent offers (tunnelType vxlan and gre; Geneve above), each
+// pair of nodes with its own OVS and underlay: the pipeline sends the packet
+// into the tunnel, the peer receives it from the tunnel and delivers it.
+func TestTraceflowAcrossVXLANAndGRE(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	for _, tunnel := range []ovsconfig.TunnelType{ovsconfig.VXLANTunnel, ovsconfig.GRETunnel} {
+		t.Run(string(tunnel), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			c := newCluster(t, ctx, tunnel)
+			c.crossesTheTunnel(t, "across-"+string(tunnel))
+		})
+	}
 }

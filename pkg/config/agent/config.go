@@ -48,6 +48,7 @@ const (
 	EncapModeEncap = "encap"
 	TunnelGeneve   = "geneve"
 	TunnelVXLAN    = "vxlan"
+	TunnelGRE      = "gre"
 	// UplinkBridgeName is the OVS bridge that holds the uplink with the
 	// netdev datapath (pkg/agent/nodeinit); no other bridge may take its name.
 	UplinkBridgeName = "br-phy"
@@ -77,7 +78,7 @@ type AgentConfig struct {
 	// TrafficEncapMode is how inter-node pod traffic travels; only encap
 	// (the default) is implemented.
 	TrafficEncapMode string `json:"trafficEncapMode"`
-	// TunnelType is geneve (default) or vxlan.
+	// TunnelType is geneve (default), vxlan or gre.
 	TunnelType string `json:"tunnelType"`
 	// TunnelCsum asks for outer UDP checksums on the tunnel. Default false.
 	TunnelCsum bool `json:"tunnelCsum"`
@@ -310,11 +311,11 @@ func (c *AgentConfig) validate() []error {
 		fail("trafficEncapMode", "%q is not a mode (want encap; upstream also has noEncap, hybrid and networkPolicyOnly)", c.TrafficEncapMode)
 	}
 	switch c.TunnelType {
-	case TunnelGeneve, TunnelVXLAN:
-	case "gre", "stt":
-		fail("tunnelType", "%q is not supported (want geneve or vxlan)", c.TunnelType)
+	case TunnelGeneve, TunnelVXLAN, TunnelGRE:
+	case "stt":
+		fail("tunnelType", "%q is not supported (want geneve, vxlan or gre)", c.TunnelType)
 	default:
-		fail("tunnelType", "%q is not a tunnel type (want geneve or vxlan)", c.TunnelType)
+		fail("tunnelType", "%q is not a tunnel type (want geneve, vxlan or gre)", c.TunnelType)
 	}
 	if c.DefaultMTU != 0 && (c.DefaultMTU < 68 || c.DefaultMTU > 65535) {
 		fail("defaultMTU", "%d is out of range (want 0 for automatic, or 68 to 65535)", c.DefaultMTU)

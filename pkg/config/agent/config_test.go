@@ -114,10 +114,10 @@ func TestBadValuesAreRefusedNamingTheKey(t *testing.T) {
 			`antrea-agent.conf: featureGates: unknown feature gate "AntreaProxi" (did you mean "AntreaProxy"?)`},
 		{"an upstream gate that is off upstream cannot be turned on", "featureGates:\n  Multicluster: true\n",
 			`antrea-agent.conf: featureGates.Multicluster: true is not supported by this Antrea`},
-		{"gre is refused", "tunnelType: gre\n",
-			`antrea-agent.conf: tunnelType: "gre" is not supported (want geneve or vxlan)`},
+		{"stt is refused", "tunnelType: stt\n",
+			`antrea-agent.conf: tunnelType: "stt" is not supported (want geneve, vxlan or gre)`},
 		{"a made-up tunnel type is refused", "tunnelType: ipip\n",
-			`antrea-agent.conf: tunnelType: "ipip" is not a tunnel type (want geneve or vxlan)`},
+			`antrea-agent.conf: tunnelType: "ipip" is not a tunnel type (want geneve, vxlan or gre)`},
 		{"noEncap is refused", "trafficEncapMode: noEncap\n",
 			`antrea-agent.conf: trafficEncapMode: "noEncap" is not supported by this Antrea (only encap)`},
 		{"a made-up encap mode is refused", "trafficEncapMode: tunnel\n",
@@ -193,11 +193,11 @@ func TestBadValuesAreRefusedNamingTheKey(t *testing.T) {
 
 func TestLoadNamesTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
-	if err := os.WriteFile(path, []byte("tunnelType: gre\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("tunnelType: stt\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Load(path)
-	want := path + `: tunnelType: "gre" is not supported (want geneve or vxlan)`
+	want := path + `: tunnelType: "stt" is not supported (want geneve, vxlan or gre)`
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
 	}

@@ -15,6 +15,7 @@ package ovsconfig
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -37,7 +38,32 @@ const (
 	GeneveTunnel TunnelType = "geneve"
 	// VXLANTunnel is VXLAN (UDP 4789).
 	VXLANTunnel TunnelType = "vxlan"
+	// GRETunnel is GRE (IP protocol 47) carrying Ethernet frames
+	// (Transparent Ethernet Bridging), without a key.
+	GRETunnel TunnelType = "gre"
 )
+
+// TunnelTypes are the encapsulations Antrea creates, its default first.
+var TunnelTypes = []TunnelType{GeneveTunnel, VXLANTunnel, GRETunnel}
+
+// Valid says whether t is one of TunnelTypes.
+func (t TunnelType) Valid() bool {
+	for _, v := range TunnelTypes {
+		if t == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TunnelTypeNames lists TunnelTypes for an error message: "geneve, vxlan or gre".
+func TunnelTypeNames() string {
+	names := make([]string, len(TunnelTypes))
+	for i, t := range TunnelTypes {
+		names[i] = string(t)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 // Interface types as written in the Interface table's "type" column
 // (ovs-vswitchd.conf.db(5), "Interface TABLE", Core Features).
@@ -52,6 +78,8 @@ const (
 	InterfaceTypeGeneve = string(GeneveTunnel)
 	// InterfaceTypeVXLAN is a VXLAN tunnel.
 	InterfaceTypeVXLAN = string(VXLANTunnel)
+	// InterfaceTypeGRE is a GRE tunnel.
+	InterfaceTypeGRE = string(GRETunnel)
 	// InterfaceTypePatch joins two bridges.
 	InterfaceTypePatch = "patch"
 )

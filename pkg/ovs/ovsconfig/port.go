@@ -29,6 +29,12 @@ func (b *OVSBridge) CreateInternalPort(ctx context.Context, name string, ofPortR
 // remote IP and key unless fixed (ovs-vswitchd.conf.db(5), "Tunnel Options").
 func TunnelOptions(cfg TunnelConfig) map[string]string {
 	opts := map[string]string{"remote_ip": "flow", "key": "flow"}
+	if cfg.Type == GRETunnel {
+		// Nothing sets a tunnel ID: without a key, the GRE header is 4
+		// bytes, not 8 (nodeinit's MTU counts on it, as upstream's
+		// 38-byte GRE overhead does).
+		delete(opts, "key")
+	}
 	if cfg.RemoteIP != "" {
 		opts["remote_ip"] = cfg.RemoteIP
 	}
@@ -49,8 +55,8 @@ func TunnelOptions(cfg TunnelConfig) map[string]string {
 
 // CreateTunnelPort creates a tunnel port (flow-based unless RemoteIP/Key are set).
 func (b *OVSBridge) CreateTunnelPort(ctx context.Context, cfg TunnelConfig) (string, error) {
-	if cfg.Type != GeneveTunnel && cfg.Type != VXLANTunnel {
-		return "", fmt.Errorf("port %s: bad tunnel type %q (want %s or %s)", cfg.Name, cfg.Type, GeneveTunnel, VXLANTunnel)
+	if !cfg.Type.Valid() {
+		return "", fmt.Errorf("port %s: bad tunnel type %q (want %s)", cfg.Name, cfg.Type, TunnelTypeNames())
 	}
 	return b.CreatePortWithConfig(ctx, PortConfig{
 		Name: cfg.Name, Type: string(cfg.Type), OFPortRequest: cfg.OFPortRequest,

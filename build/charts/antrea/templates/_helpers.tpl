@@ -34,8 +34,8 @@ values.yaml (float64) or from --set (int64) without a fraction.
 {{- if not (has $v.trafficEncapMode (list "encap")) -}}
 {{- fail (printf "trafficEncapMode: %q is not supported by this Antrea (only encap)" (toString $v.trafficEncapMode)) -}}
 {{- end -}}
-{{- if not (has $v.tunnelType (list "geneve" "vxlan")) -}}
-{{- fail (printf "tunnelType: %q is not supported (want geneve or vxlan)" (toString $v.tunnelType)) -}}
+{{- if not (has $v.tunnelType (list "geneve" "vxlan" "gre")) -}}
+{{- fail (printf "tunnelType: %q is not supported (want geneve, vxlan or gre)" (toString $v.tunnelType)) -}}
 {{- end -}}
 {{- if not (has $v.ovs.datapathType (list "system" "netdev")) -}}
 {{- fail (printf "ovs.datapathType: %q is not supported (want system or netdev)" (toString $v.ovs.datapathType)) -}}

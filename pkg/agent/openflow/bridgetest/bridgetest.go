@@ -30,6 +30,7 @@ import (
 
 	"antrea.io/antrea/pkg/agent/types"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
+	"antrea.io/antrea/pkg/ovs/ovsconfig"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
 
@@ -94,10 +95,12 @@ type NodeOptions struct {
 	// Underlay, when set, wires the node to it as the agent's bring-up does
 	// with the userspace datapath (pkg/agent/nodeinit): the uplink eth0 is
 	// a port of the netdev bridge br-phy, whose internal port holds NodeIP
-	// ("192.168.77.11/24"), and br-int has a flow-based Geneve tunnel port
-	// antrea-tun0 on TunnelOFPort.
-	Underlay *Underlay
-	NodeIP   string
+	// ("192.168.77.11/24"), and br-int has a flow-based tunnel port
+	// antrea-tun0 on TunnelOFPort, of TunnelType (Geneve when empty) with
+	// the options the agent gives it (ovsconfig.TunnelOptions).
+	Underlay   *Underlay
+	NodeIP     string
+	TunnelType ovsconfig.TunnelType
 }
 
 // NewNode starts a node.
@@ -121,7 +124,7 @@ func NewNode(t testing.TB, o NodeOptions) *Bridge {
 	Run(t, "ip", "netns", "exec", in.NetNS(), "sysctl", "-qw", "net.ipv4.ip_forward=1")
 	b := &Bridge{Instance: in, GatewayMAC: linkMAC(t, in.NetNS(), "antrea-gw0"), GatewayIP: gwIP, PodCIDR: cidr}
 	if o.Underlay != nil {
-		b.joinUnderlay(t, o.Underlay, o.NodeIP)
+		b.joinUnderlay(t, o.Underlay, o.NodeIP, o.TunnelType)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.OF = binding.NewClient(in.BridgeMgmt("br-int"), binding.ClientOptions{
@@ -531,7 +534,7 @@ func (u *Underlay) AddHost(t testing.TB, name, cidr string) *Pod {
 // joinUnderlay wires the node to the underlay as nodeinit does with the
 // userspace datapath (ENVIRONMENT.md: userspace tunnels route through an
 // OVS internal port of a second netdev bridge).
-func (b *Bridge) joinUnderlay(t testing.TB, u *Underlay, nodeIP string) {
+func (b *Bridge) joinUnderlay(t testing.TB, u *Underlay, nodeIP string, tunnel ovsconfig.TunnelType) {
 	t.Helper()
 	node := b.NetNS()
 	u.plug(t, node)
@@ -541,11 +544,18 @@ func (b *Bridge) joinUnderlay(t testing.TB, u *Underlay, nodeIP string) {
 	}
 	b.NodeIP = net.IP(types.Addr(ip).AsSlice()) // 4 bytes: PhyMAC takes the last three
 	b.PhyMAC = net.HardwareAddr{0x0a, 0x00, 0x00, b.NodeIP[1], b.NodeIP[2], b.NodeIP[3]}
-	if _, err := b.Vsctl("add-br", "br-phy", "--", "set", "bridge", "br-phy", "datapath_type=netdev", "fail_mode=standalone",
-		"other_config:hwaddr="+b.PhyMAC.String(), "other_config:disable-in-band=true",
+	if tunnel == "" {
+		tunnel = ovsconfig.GeneveTunnel
+	}
+	args := []string{"add-br", "br-phy", "--", "set", "bridge", "br-phy", "datapath_type=netdev", "fail_mode=standalone",
+		"other_config:hwaddr=" + b.PhyMAC.String(), "other_config:disable-in-band=true",
 		"--", "add-port", "br-phy", "eth0",
-		"--", "add-port", "br-int", "antrea-tun0", "--", "set", "interface", "antrea-tun0", "type=geneve",
-		"options:remote_ip=flow", "options:key=flow", fmt.Sprintf("ofport_request=%d", TunnelOFPort)); err != nil {
+		"--", "add-port", "br-int", "antrea-tun0", "--", "set", "interface", "antrea-tun0", "type=" + string(tunnel),
+		fmt.Sprintf("ofport_request=%d", TunnelOFPort)}
+	for k, v := range ovsconfig.TunnelOptions(ovsconfig.TunnelConfig{Type: tunnel}) {
+		args = append(args, "options:"+k+"="+v)
+	}
+	if _, err := b.Vsctl(args...); err != nil {
 		t.Fatal(err)
 	}
 	// The uplink is only a port of br-phy: no kernel ARP nor IPv6 on it.

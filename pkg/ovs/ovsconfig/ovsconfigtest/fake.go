@@ -124,8 +124,8 @@ func (f *FakeBridge) CreateInternalPort(ctx context.Context, name string, ofPort
 
 // CreateTunnelPort creates a tunnel port.
 func (f *FakeBridge) CreateTunnelPort(ctx context.Context, cfg ovsconfig.TunnelConfig) (string, error) {
-	if cfg.Type != ovsconfig.GeneveTunnel && cfg.Type != ovsconfig.VXLANTunnel {
-		return "", fmt.Errorf("port %s: bad tunnel type %q (want %s or %s)", cfg.Name, cfg.Type, ovsconfig.GeneveTunnel, ovsconfig.VXLANTunnel)
+	if !cfg.Type.Valid() {
+		return "", fmt.Errorf("port %s: bad tunnel type %q (want %s)", cfg.Name, cfg.Type, ovsconfig.TunnelTypeNames())
 	}
 	return f.CreatePortWithConfig(ctx, ovsconfig.PortConfig{
 		Name: cfg.Name, Type: string(cfg.Type), OFPortRequest: cfg.OFPortRequest,
@@ -137,7 +137,7 @@ func (f *FakeBridge) CreateTunnelPort(ctx context.Context, cfg ovsconfig.TunnelC
 func (f *FakeBridge) CreatePortWithConfig(ctx context.Context, cfg ovsconfig.PortConfig) (string, error) {
 	switch cfg.Type {
 	case ovsconfig.InterfaceTypeSystem, "system", ovsconfig.InterfaceTypeInternal, "tap",
-		ovsconfig.InterfaceTypeGeneve, ovsconfig.InterfaceTypeVXLAN, "gre", "stt", ovsconfig.InterfaceTypePatch:
+		ovsconfig.InterfaceTypeGeneve, ovsconfig.InterfaceTypeVXLAN, ovsconfig.InterfaceTypeGRE, "stt", ovsconfig.InterfaceTypePatch:
 	default:
 		return "", fmt.Errorf("port %s: bad type %q", cfg.Name, cfg.Type)
 	}
