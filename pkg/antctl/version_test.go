@@ -95,6 +95,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 		return [][]string{
 			{"COMPONENT", "FEATUREGATE", "STATUS", "NOTE"},
 			{"antrea-agent", "AntreaProxy", "Disabled", "-"},
+			{"antrea-agent", "FlowExporter", "Disabled", "-"},
 			{"antrea-agent", "NetworkPolicyStats", "Enabled", "-"},
 			{"antrea-agent", "PacketCapture", "Disabled", "-"},
 			{"antrea-agent", "Egress", "Not implemented", "set to false; not implemented by this Antrea"},

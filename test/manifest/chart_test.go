@@ -74,6 +74,9 @@ func TestBadValuesFailRenderingNamingTheValue(t *testing.T) {
 		{"an unknown TLS version", "tlsMinVersion=VersionTLS9", "tlsMinVersion"},
 		{"a nodePortAddresses entry that is no IPv4 CIDR", "antreaProxy.nodePortAddresses={fd00::/64}", "antreaProxy.nodePortAddresses"},
 		{"skipServices, not implemented", "antreaProxy.skipServices={kube-system/kube-dns}", "antreaProxy.skipServices"},
+		{"the FlowExporter over upstream's default transport (tls)", "featureGates.FlowExporter=true,flowExporter.enable=true",
+			"flowExporter.flowCollectorAddr"},
+		{"a flow poll interval that is no duration", "flowExporter.flowPollInterval=5", "flowPollInterval"},
 	}
 	for _, tt := range tests {
 		for _, skipSchema := range []bool{false, true} {

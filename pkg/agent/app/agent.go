@@ -61,6 +61,7 @@ func Run(ctx context.Context, o Options) error {
 		{"node path", setupNodePath}, // proxyAll
 		{"proxy health", setupProxyHealth},
 		{"AntreaProxy", setupProxy},
+		{"FlowExporter", setupFlowExporter},
 		{"informers", setupInformers},   // of the parts above
 		{"peer routes", waitPeerRoutes}, // before policy recovery
 		{"NetworkPolicy", setupPolicy},

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	agentconfig "antrea.io/antrea/pkg/config/agent"
+	"antrea.io/antrea/pkg/ipfix"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
 
@@ -147,6 +149,15 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 	}
 	o.ProxyAll, o.ProxyHealthzAddress = true, netip.MustParseAddrPort(free.Addr().String())
 	free.Close()
+	// The FlowExporter too, to a collector on loopback: it sends its
+	// templates as soon as it runs.
+	collector, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer collector.Close()
+	o.FlowExporter = &FlowExporterOptions{Collector: agentconfig.CollectorAddr{Host: "127.0.0.1",
+		Port: collector.LocalAddr().(*net.UDPAddr).Port, Transport: "udp"}, Poll: time.Second, Active: time.Second, Idle: time.Second}
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -194,6 +205,16 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 		}
 		return nil
 	})
+	_ = collector.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 65536)
+	if n, _, err := collector.ReadFrom(buf); err != nil {
+		t.Errorf("the FlowExporter sent nothing to its collector: %v", err)
+	} else if m, err := ipfix.NewSession().Decode(buf[:n]); err != nil || len(m.Templates) != 2 {
+		t.Errorf("the FlowExporter's first message is not its two templates: %v %+v", err, m)
+	}
+	if out, err := in.Vsctl("get", "Bridge", "br-int", "ipfix"); err != nil || strings.TrimSpace(out) == "[]" {
+		t.Errorf("br-int has no IPFIX export (the FlowExporter's counts) while it runs: %v %s", err, out)
+	}
 	stop()
 	select {
 	case err := <-done:
@@ -207,8 +228,12 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 		t.Errorf("the CNI socket is still there after the agent stopped: %v", err)
 	}
 
+	if out, err := in.Vsctl("get", "Bridge", "br-int", "ipfix"); err != nil || strings.TrimSpace(out) != "[]" {
+		t.Errorf("br-int's IPFIX export outlived the FlowExporter: %v %s", err, out)
+	}
+
 	// Again, without proxyAll and with the API port taken.
-	o.ProxyAll, o.ProxyHealthzAddress = false, netip.AddrPort{}
+	o.ProxyAll, o.ProxyHealthzAddress, o.FlowExporter = false, netip.AddrPort{}, nil
 	taken, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)

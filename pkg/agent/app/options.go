@@ -61,6 +61,9 @@ type Options struct {
 	EnablePrometheusMetrics bool
 	// FeatureGates are the conf file's effective gates (/featuregates).
 	FeatureGates map[string]bool
+	// FlowExporter runs the FlowExporter (featureGates.FlowExporter and
+	// flowExporter.enable); nil runs none.
+	FlowExporter *FlowExporterOptions
 	// StatsInterval is how often the policy rules' counters are reported to
 	// the controller (statsCollectionInterval, when the NetworkPolicyStats
 	// gate is on); 0 reports none.
@@ -140,6 +143,14 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 	set("api-port", func() { o.APIPort = c.APIPort })
 	set("", func() { o.EnablePrometheusMetrics = c.EnablePrometheusMetrics })
 	set("", func() { o.FeatureGates = c.FeatureGates })
+	set("", func() {
+		o.FlowExporter = nil
+		if c.FlowExporterEnabled() {
+			a, _ := agentconfig.ParseCollectorAddr(c.FlowExporter.FlowCollectorAddr)
+			t := c.FlowExporter.Times()
+			o.FlowExporter = &FlowExporterOptions{Collector: a, Poll: t.Poll, Active: t.Active, Idle: t.Idle}
+		}
+	})
 	set("", func() {
 		o.StatsInterval = 0
 		if c.FeatureGates[agentconfig.NetworkPolicyStats] {

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	agentconfig "antrea.io/antrea/pkg/config/agent"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
 
@@ -51,7 +52,7 @@ func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
 		DatapathType: "system", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
 		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true, ProxyAll: true,
 		ProxyHealthzAddress: netip.MustParseAddrPort("0.0.0.0:10256"),
-		APIPort:             10350, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true, "PacketCapture": false},
+		APIPort:             10350, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true, "FlowExporter": false, "PacketCapture": false},
 		StatsInterval: time.Minute,
 	}
 	if !reflect.DeepEqual(o, want) {
@@ -119,7 +120,7 @@ enablePrometheusMetrics: false
 				IPAMDataDir: "/var/lib/antrea/ipam", MTU: 1400, EnableProxy: false,
 				ProxyAll: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")},
 				ProxyHealthzAddress: netip.MustParseAddrPort("127.0.0.1:10257"),
-				APIPort:             10360, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false, "NetworkPolicyStats": false, "PacketCapture": false},
+				APIPort:             10360, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false, "NetworkPolicyStats": false, "FlowExporter": false, "PacketCapture": false},
 			}
 			tc.want(&want)
 			if !reflect.DeepEqual(got, want) {
@@ -206,5 +207,25 @@ func TestLinkWithIPFindsTheLinkHoldingTheAddress(t *testing.T) {
 	}
 	if got, err := linkWithIP(net.ParseIP("192.0.2.201")); got != "" || err != nil {
 		t.Errorf("an address nowhere: got %q, %v; want none", got, err)
+	}
+}
+
+func TestTheFlowExporterIsOffByDefaultAndOnWithItsGateAndKey(t *testing.T) {
+	o, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.FlowExporter != nil {
+		t.Fatalf("FlowExporter on by default: %+v", o.FlowExporter)
+	}
+	o, err = parse(t, "--config", writeConf(t, "featureGates:\n  FlowExporter: true\nflowExporter:\n  enable: true\n"+
+		"  flowCollectorAddr: \"10.0.0.9::udp\"\n  flowPollInterval: 2s\n  idleFlowExportTimeout: 30s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &FlowExporterOptions{Collector: agentconfig.CollectorAddr{Host: "10.0.0.9", Port: 4739, Transport: "udp"},
+		Poll: 2 * time.Second, Active: 5 * time.Second, Idle: 30 * time.Second}
+	if !reflect.DeepEqual(o.FlowExporter, want) {
+		t.Fatalf("FlowExporter %+v, want %+v", o.FlowExporter, want)
 	}
 }

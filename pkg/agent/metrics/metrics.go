@@ -12,6 +12,10 @@
 //	antrea_agent_ovs_flow_ops_error_count{operation}      counter: flow mods of bundles OVS refused
 //	antrea_agent_ovs_flow_ops_latency_milliseconds{operation}  histogram: bundle latency, per operation it holds
 //	antrea_agent_ovs_bundle_count / _error_count          counter: OpenFlow bundles written / refused
+//	antrea_agent_conntrack_antrea_connection_count        gauge: connections the FlowExporter holds (br-int's zone)
+//	antrea_agent_flow_collector_reconnection_count        counter: FlowExporter's new sessions to its collector
+//	antrea_agent_flow_exporter_record_count{result}       counter: records sent / dropped (queue full, lost session); not upstream's
+//	antrea_agent_flow_exporter_evicted_connection_count   counter: connections dropped to stay within the bound; not upstream's
 //
 // The gauges are read when Prometheus scrapes (the interface store, the
 // policy controller's cache, an OpenFlow table-stats request); the counters
@@ -66,6 +70,14 @@ type Sources struct {
 	Policies func() PolicyCounts
 	// TableStats reads br-int's table stats (OpenFlow multipart).
 	TableStats func(ctx context.Context) ([]binding.TableStats, error)
+	// FlowExporter reads the FlowExporter's counters (when it runs).
+	FlowExporter func() FlowExporterCounts
+}
+
+// FlowExporterCounts are the FlowExporter's numbers.
+type FlowExporterCounts struct {
+	Connections                                      int
+	Reconnects, RecordsSent, RecordsDropped, Evicted uint64
 }
 
 // PolicyCounts are the agent's policy numbers.
@@ -80,6 +92,7 @@ const scrapeTimeout = 5 * time.Second
 var (
 	desc = struct {
 		localPods, policies, ingressRules, egressRules, flowCount, totalFlows *prometheus.Desc
+		connections, reconnects, records, evicted                             *prometheus.Desc
 	}{
 		localPods:    prometheus.NewDesc(name("local_pod_count"), "Number of pods on the local node which the agent manages.", nil, nil),
 		policies:     prometheus.NewDesc(name("networkpolicy_count"), "Number of NetworkPolicies the agent realizes on the local node.", nil, nil),
@@ -87,6 +100,10 @@ var (
 		egressRules:  prometheus.NewDesc(name("egress_networkpolicy_rule_count"), "Number of egress rules of the NetworkPolicies the agent realizes.", nil, nil),
 		flowCount:    prometheus.NewDesc(name("ovs_flow_count"), "Number of OpenFlow flows in a table of the bridge.", []string{"table_id"}, nil),
 		totalFlows:   prometheus.NewDesc(name("ovs_total_flow_count"), "Number of OpenFlow flows in the bridge.", nil, nil),
+		connections:  prometheus.NewDesc(name("conntrack_antrea_connection_count"), "Number of connections of the bridge's conntrack zone the FlowExporter holds.", nil, nil),
+		reconnects:   prometheus.NewDesc(name("flow_collector_reconnection_count"), "Number of times the FlowExporter started a new session to its collector.", nil, nil),
+		records:      prometheus.NewDesc(name("flow_exporter_record_count"), "Number of flow records the FlowExporter sent or dropped (result sent, dropped).", []string{"result"}, nil),
+		evicted:      prometheus.NewDesc(name("flow_exporter_evicted_connection_count"), "Number of connections the FlowExporter dropped, unexported, to stay within its bound.", nil, nil),
 	}
 )
 
@@ -100,6 +117,10 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- desc.egressRules
 	ch <- desc.flowCount
 	ch <- desc.totalFlows
+	ch <- desc.connections
+	ch <- desc.reconnects
+	ch <- desc.records
+	ch <- desc.evicted
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -111,6 +132,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(desc.policies, prometheus.GaugeValue, float64(p.NetworkPolicies))
 		ch <- prometheus.MustNewConstMetric(desc.ingressRules, prometheus.GaugeValue, float64(p.IngressRules))
 		ch <- prometheus.MustNewConstMetric(desc.egressRules, prometheus.GaugeValue, float64(p.EgressRules))
+	}
+	if c.s.FlowExporter != nil {
+		f := c.s.FlowExporter()
+		ch <- prometheus.MustNewConstMetric(desc.connections, prometheus.GaugeValue, float64(f.Connections))
+		ch <- prometheus.MustNewConstMetric(desc.reconnects, prometheus.CounterValue, float64(f.Reconnects))
+		ch <- prometheus.MustNewConstMetric(desc.records, prometheus.CounterValue, float64(f.RecordsSent), "sent")
+		ch <- prometheus.MustNewConstMetric(desc.records, prometheus.CounterValue, float64(f.RecordsDropped), "dropped")
+		ch <- prometheus.MustNewConstMetric(desc.evicted, prometheus.CounterValue, float64(f.Evicted))
 	}
 	if c.s.TableStats != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)

@@ -108,6 +108,9 @@ func TestAgentMetricsScrapedThroughTheAgentAPI(t *testing.T) {
 			}
 			return conn.TableStats(ctx)
 		},
+		FlowExporter: func() metrics.FlowExporterCounts {
+			return metrics.FlowExporterCounts{Connections: 7, Reconnects: 2, RecordsSent: 40, RecordsDropped: 3, Evicted: 1}
+		},
 	})
 	api := agentapitest.Start(t, &agentapi.Querier{NodeName: "node-1", Interfaces: store}, nil)
 	token := agentapitest.Token(t, api.Ctx, api.Kube, "prometheus", "antrea-metrics-reader")
@@ -151,9 +154,16 @@ func TestAgentMetricsScrapedThroughTheAgentAPI(t *testing.T) {
 	fams := scrape()
 	check(fams, 3)
 	for name, want := range map[string]float64{"antrea_agent_networkpolicy_count": 2,
-		"antrea_agent_ingress_networkpolicy_rule_count": 3, "antrea_agent_egress_networkpolicy_rule_count": 1} {
+		"antrea_agent_ingress_networkpolicy_rule_count": 3, "antrea_agent_egress_networkpolicy_rule_count": 1,
+		"antrea_agent_conntrack_antrea_connection_count": 7, "antrea_agent_flow_collector_reconnection_count": 2,
+		"antrea_agent_flow_exporter_evicted_connection_count": 1} {
 		if v, _ := value(fams, name); v != want {
 			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	for result, want := range map[string]float64{"sent": 40, "dropped": 3} {
+		if v, _ := value(fams, "antrea_agent_flow_exporter_record_count", "result", result); v != want {
+			t.Errorf("antrea_agent_flow_exporter_record_count{result=%q} = %v, want %v", result, v, want)
 		}
 	}
 	// Every flow OVS holds was added through the client (no flow was

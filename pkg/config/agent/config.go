@@ -36,6 +36,9 @@ const (
 	// NetworkPolicyStats reports the policy rules' traffic counters to the
 	// controller (pkg/agent/stats).
 	NetworkPolicyStats = "NetworkPolicyStats"
+	// FlowExporter exports the node's connections as IPFIX records
+	// (pkg/agent/flowexporter); it runs when flowExporter.enable is true too.
+	FlowExporter = "FlowExporter"
 	// PacketCapture gates the agent's PacketCapture controller (off by default, as upstream).
 	PacketCapture = "PacketCapture"
 )
@@ -57,7 +60,8 @@ const (
 // and default; the json tags are upstream's key names.
 type AgentConfig struct {
 	// FeatureGates maps feature names to on/off. Only gates this Antrea
-	// implements are kept (AntreaProxy and NetworkPolicyStats, default true).
+	// implements are kept (AntreaProxy and NetworkPolicyStats, default
+	// true; FlowExporter, default false).
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 	// CNISocket is the unix socket the CNI plugin reaches the agent on.
 	// Default /var/run/antrea/cni.sock.
@@ -97,6 +101,8 @@ type AgentConfig struct {
 	EnablePrometheusMetrics bool `json:"enablePrometheusMetrics"`
 	// AntreaProxy holds AntreaProxy's options.
 	AntreaProxy AntreaProxyConfig `json:"antreaProxy"`
+	// FlowExporter holds the FlowExporter's options.
+	FlowExporter FlowExporterConfig `json:"flowExporter"`
 	// StatsCollectionInterval is how often the agent reads its policy rules'
 	// counters and reports them to the controller (NetworkPolicyStats), as a
 	// Go duration. Default 60s (upstream's fixed interval). Not an upstream key.
@@ -140,6 +146,26 @@ type AntreaProxyConfig struct {
 	ServiceProxyName string `json:"serviceProxyName,omitempty"`
 }
 
+// FlowExporterConfig is the flowExporter section (upstream's names and
+// defaults).
+type FlowExporterConfig struct {
+	// Enable runs the FlowExporter (with the FlowExporter gate). Default false.
+	Enable bool `json:"enable"`
+	// FlowCollectorAddr is the collector: HOST[:PORT][:PROTO], HOST an IP
+	// (IPv6 in brackets), a DNS name or a Service as namespace/name; PORT
+	// defaults to 4739 (IPFIX), PROTO to tls as upstream's. This Antrea
+	// sends over tcp and udp only. Default "flow-aggregator/flow-aggregator".
+	FlowCollectorAddr string `json:"flowCollectorAddr"`
+	// FlowPollInterval is how often conntrack is read. Default 5s.
+	FlowPollInterval string `json:"flowPollInterval"`
+	// ActiveFlowExportTimeout is how often a live connection is exported.
+	// Default 5s.
+	ActiveFlowExportTimeout string `json:"activeFlowExportTimeout"`
+	// IdleFlowExportTimeout is how long a connection stays idle before its
+	// idle record is sent. Default 15s.
+	IdleFlowExportTimeout string `json:"idleFlowExportTimeout"`
+}
+
 // DefaultHealthzBindAddress is antreaProxy.healthzBindAddress's default:
 // kube-proxy's (its ports.ProxyHealthzPort on every IPv4 address).
 const DefaultHealthzBindAddress = "0.0.0.0:10256"
@@ -147,7 +173,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, PacketCapture: false},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,
@@ -159,6 +185,8 @@ func Defaults() *AgentConfig {
 		EnablePrometheusMetrics: true,
 		AntreaProxy: AntreaProxyConfig{Enable: true, ProxyAll: true, ProxyLoadBalancerIPs: true,
 			HealthzBindAddress: DefaultHealthzBindAddress},
+		FlowExporter: FlowExporterConfig{FlowCollectorAddr: "flow-aggregator/flow-aggregator",
+			FlowPollInterval: "5s", ActiveFlowExportTimeout: "5s", IdleFlowExportTimeout: "15s"},
 		StatsCollectionInterval: "60s",
 	}
 }
@@ -228,6 +256,12 @@ func (c *AgentConfig) StatsInterval() time.Duration {
 		return 60 * time.Second
 	}
 	return d
+}
+
+// FlowExporterEnabled says whether the FlowExporter runs: its gate and
+// flowExporter.enable.
+func (c *AgentConfig) FlowExporterEnabled() bool {
+	return c.FeatureGates[FlowExporter] && c.FlowExporter.Enable
 }
 
 // ProxyEnabled says whether AntreaProxy runs: its gate and antreaProxy.enable.
@@ -319,6 +353,7 @@ func (c *AgentConfig) validate() []error {
 	if d, err := time.ParseDuration(c.StatsCollectionInterval); err != nil || d < time.Second {
 		fail("statsCollectionInterval", "%q is not a duration of at least 1s (e.g. 60s)", c.StatsCollectionInterval)
 	}
+	errs = append(errs, c.FlowExporter.validate(c.FlowExporterEnabled())...)
 	if len(c.AntreaProxy.SkipServices) > 0 {
 		fail("antreaProxy.skipServices", "%q is not supported by this Antrea (only an empty list)", c.AntreaProxy.SkipServices)
 	}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"antrea.io/antrea/pkg/config/internal/strict"
 )
@@ -163,8 +164,18 @@ func TestBadValuesAreRefusedNamingTheKey(t *testing.T) {
 			`antrea-agent.conf: noSNAT: true is not supported by this Antrea (only the encap mode is implemented; only false, upstream's default)`},
 		{"encryption is refused", "trafficEncryptionMode: wireGuard\n",
 			`antrea-agent.conf: trafficEncryptionMode: "wireGuard" is not supported by this Antrea`},
-		{"flowExporter cannot be enabled", "flowExporter:\n  enable: true\n",
-			`antrea-agent.conf: flowExporter.enable: true is not supported by this Antrea (FlowExporter is not implemented`},
+		{"the FlowExporter over upstream's default transport (tls) is refused", "featureGates:\n  FlowExporter: true\nflowExporter:\n  enable: true\n",
+			`antrea-agent.conf: flowExporter.flowCollectorAddr: "flow-aggregator/flow-aggregator": transport tls is not supported by this Antrea`},
+		{"an unparsable collector address is refused", "flowExporter:\n  flowCollectorAddr: \"10.0.0.1:http:udp\"\n",
+			`antrea-agent.conf: flowExporter.flowCollectorAddr: "10.0.0.1:http:udp": "http" is not a port`},
+		{"a collector address without host is refused", "flowExporter:\n  flowCollectorAddr: \":4739:udp\"\n",
+			`antrea-agent.conf: flowExporter.flowCollectorAddr: ":4739:udp" has no host`},
+		{"an unknown collector transport is refused", "flowExporter:\n  flowCollectorAddr: \"10.0.0.1:4739:sctp\"\n",
+			`antrea-agent.conf: flowExporter.flowCollectorAddr: "10.0.0.1:4739:sctp": "sctp" is not a transport`},
+		{"a flow poll interval of 0 is refused", "flowExporter:\n  flowPollInterval: 0s\n",
+			`antrea-agent.conf: flowExporter.flowPollInterval: "0s" is not a duration of at least 1s`},
+		{"an idle timeout that is no duration is refused", "flowExporter:\n  idleFlowExportTimeout: \"15\"\n",
+			`antrea-agent.conf: flowExporter.idleFlowExportTimeout: "15" is not a duration of at least 1s`},
 		{"a bool given as a string is refused", "tunnelCsum: \"true\"\n",
 			`antrea-agent.conf: tunnelCsum: want true or false, got "true"`},
 	} {
@@ -352,5 +363,41 @@ func TestEveryKeyAndGateIsDocumented(t *testing.T) {
 		if !strings.Contains(string(doc), "`"+g.Name+"`") && !strings.Contains(string(doc), "`featureGates."+g.Name+"`") {
 			t.Errorf("docs/configuration.md does not list feature gate %s", g.Name)
 		}
+	}
+}
+
+func TestCollectorAddressesParseAsUpstreamWrites(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want CollectorAddr
+	}{
+		{"flow-aggregator/flow-aggregator", CollectorAddr{ServiceNamespace: "flow-aggregator", ServiceName: "flow-aggregator", Port: 4739, Transport: "tls"}},
+		{"flow-aggregator/flow-aggregator:14739:grpc", CollectorAddr{ServiceNamespace: "flow-aggregator", ServiceName: "flow-aggregator", Port: 14739, Transport: "grpc"}},
+		{"10.0.0.9:4739:udp", CollectorAddr{Host: "10.0.0.9", Port: 4739, Transport: "udp"}},
+		{"collector.example.com::tcp", CollectorAddr{Host: "collector.example.com", Port: 4739, Transport: "tcp"}},
+		{"[fd00::9]:4740:tcp", CollectorAddr{Host: "fd00::9", Port: 4740, Transport: "tcp"}},
+		{"[fd00::9]", CollectorAddr{Host: "fd00::9", Port: 4739, Transport: "tls"}},
+	} {
+		got, err := ParseCollectorAddr(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("ParseCollectorAddr(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestTheFlowExporterRunsWithItsGateAndEnable(t *testing.T) {
+	c, err := Parse(FileName, []byte("featureGates:\n  FlowExporter: true\nflowExporter:\n  enable: true\n  flowCollectorAddr: \"127.0.0.1:4739:udp\"\n  flowPollInterval: 2s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.FlowExporterEnabled() || c.FlowExporter.Times().Poll != 2*time.Second || c.FlowExporter.Times().Idle != 15*time.Second {
+		t.Fatalf("enabled %v times %+v", c.FlowExporterEnabled(), c.FlowExporter.Times())
+	}
+	c, err = Parse(FileName, []byte("flowExporter:\n  enable: true\n  flowCollectorAddr: \"127.0.0.1:4739:udp\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.FlowExporterEnabled() {
+		t.Fatal("enabled without its feature gate")
 	}
 }

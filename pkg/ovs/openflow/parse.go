@@ -104,6 +104,11 @@ func splitFields(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
 }
 
+// SplitTopLevel splits s at commas outside parentheses and brackets, as
+// OVS's text forms nest them (flows, and `dpctl/dump-conntrack` entries,
+// which pkg/agent/flowexporter reads).
+func SplitTopLevel(s string) []string { return splitTopLevel(s) }
+
 // splitTopLevel splits s at commas outside parentheses and brackets.
 func splitTopLevel(s string) []string {
 	var out []string

@@ -11,6 +11,7 @@ pkg/config/agent and pkg/config/controller); values.schema.json lists them too.
 */}}
 {{- define "antrea.agentFeatureGates" -}}
 AntreaProxy: true
+FlowExporter: false
 PacketCapture: false
 {{- end -}}
 
@@ -47,6 +48,14 @@ values.yaml (float64) or from --set (int64) without a fraction.
 {{- if not (regexMatch "^[0-9]{1,3}(\\.[0-9]{1,3}){3}/[0-9]{1,2}$" (toString .)) -}}
 {{- fail (printf "antreaProxy.nodePortAddresses: %q is not an IPv4 CIDR (e.g. 192.168.77.0/24)" (toString .)) -}}
 {{- end -}}
+{{- end -}}
+{{- range $k := list "flowPollInterval" "activeFlowExportTimeout" "idleFlowExportTimeout" -}}
+{{- if not (regexMatch "^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$" (toString (get $v.flowExporter $k))) -}}
+{{- fail (printf "flowExporter.%s: %q is not a Go duration (e.g. 5s)" $k (toString (get $v.flowExporter $k))) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.flowExporter.enable (get $v.featureGates "FlowExporter") (not (regexMatch ":(tcp|udp)$" (toString $v.flowExporter.flowCollectorAddr))) -}}
+{{- fail (printf "flowExporter.flowCollectorAddr: %q: want HOST[:PORT]:tcp or :udp (tls and grpc, upstream's defaults, are not supported by this Antrea)" (toString $v.flowExporter.flowCollectorAddr)) -}}
 {{- end -}}
 {{- if $v.antreaProxy.skipServices -}}
 {{- fail (printf "antreaProxy.skipServices: %v is not supported by this Antrea (only an empty list)" $v.antreaProxy.skipServices) -}}

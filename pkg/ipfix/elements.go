@@ -1,0 +1,193 @@
+// Package ipfix encodes and decodes IPFIX messages (RFC 7011): the message
+// header, template sets and data sets, with IANA's information elements and
+// Antrea's enterprise-specific ones (private enterprise number 56506, the
+// names, ids and types of upstream Antrea's registry), variable-length
+// strings, and the framing of a message stream over TCP. The agent's
+// FlowExporter (pkg/agent/flowexporter) encodes with it; tests and, later,
+// the Flow Aggregator decode with it. It holds no sockets: a Writer appends
+// messages to a buffer, a Session decodes the messages of one transport
+// session.
+package ipfix
+
+import "fmt"
+
+// DataType is an abstract data type of RFC 7012 section 3.1, numbered as in
+// IANA's "IPFIX Information Element Data Types" registry.
+type DataType uint8
+
+// The data types this package encodes and decodes.
+const (
+	OctetArray      DataType = 0
+	Unsigned8       DataType = 1
+	Unsigned16      DataType = 2
+	Unsigned32      DataType = 3
+	Unsigned64      DataType = 4
+	Signed32        DataType = 7
+	Boolean         DataType = 11
+	MACAddress      DataType = 12
+	String          DataType = 13
+	DateTimeSeconds DataType = 14
+	DateTimeMillis  DataType = 15
+	IPv4Address     DataType = 18
+	IPv6Address     DataType = 19
+)
+
+// VariableLength is the field length of a variable-length element in a
+// template (RFC 7011 section 7).
+const VariableLength uint16 = 0xffff
+
+// Private enterprise numbers.
+const (
+	// IANAEnterprise marks an IANA element (no enterprise bit).
+	IANAEnterprise uint32 = 0
+	// ReverseEnterprise is the PEN of reverse elements (RFC 5103 section
+	// 6.1): the forward element's id under this number.
+	ReverseEnterprise uint32 = 29305
+	// AntreaEnterprise is Antrea's PEN (upstream's registry_antrea).
+	AntreaEnterprise uint32 = 56506
+)
+
+// Element is an information element: its id and enterprise, its data type
+// and the length it takes in a template (VariableLength for strings and
+// octet arrays).
+type Element struct {
+	Name       string
+	ID         uint16
+	Enterprise uint32
+	Type       DataType
+	Length     uint16
+}
+
+func (e Element) String() string {
+	if e.Name != "" {
+		return e.Name
+	}
+	return fmt.Sprintf("%d/%d", e.Enterprise, e.ID)
+}
+
+// key identifies an element in the registry.
+type key struct {
+	ent uint32
+	id  uint16
+}
+
+// fixedLength is the natural length of a type; 0 for variable-length types.
+func fixedLength(t DataType) uint16 {
+	switch t {
+	case Unsigned8, Boolean:
+		return 1
+	case Unsigned16:
+		return 2
+	case Unsigned32, Signed32, DateTimeSeconds, IPv4Address:
+		return 4
+	case Unsigned64, DateTimeMillis:
+		return 8
+	case MACAddress:
+		return 6
+	case IPv6Address:
+		return 16
+	}
+	return 0
+}
+
+func iana(name string, id uint16, t DataType) Element {
+	return register(elem(name, id, IANAEnterprise, t))
+}
+
+func antrea(name string, id uint16, t DataType) Element {
+	return register(elem(name, id, AntreaEnterprise, t))
+}
+
+func elem(name string, id uint16, ent uint32, t DataType) Element {
+	l := fixedLength(t)
+	if l == 0 {
+		l = VariableLength
+	}
+	return Element{Name: name, ID: id, Enterprise: ent, Type: t, Length: l}
+}
+
+// registry holds the elements declared below, filled as the package's
+// variables are initialized and read-only afterwards.
+var registry = map[key]Element{}
+
+func register(e Element) Element {
+	registry[key{e.Enterprise, e.ID}] = e
+	return e
+}
+
+// IANA elements (https://www.iana.org/assignments/ipfix), those the
+// FlowExporter sends.
+var (
+	OctetDeltaCount          = iana("octetDeltaCount", 1, Unsigned64)
+	PacketDeltaCount         = iana("packetDeltaCount", 2, Unsigned64)
+	ProtocolIdentifier       = iana("protocolIdentifier", 4, Unsigned8)
+	SourceTransportPort      = iana("sourceTransportPort", 7, Unsigned16)
+	SourceIPv4Address        = iana("sourceIPv4Address", 8, IPv4Address)
+	DestinationTransportPort = iana("destinationTransportPort", 11, Unsigned16)
+	DestinationIPv4Address   = iana("destinationIPv4Address", 12, IPv4Address)
+	SourceIPv6Address        = iana("sourceIPv6Address", 27, IPv6Address)
+	FlowDirection            = iana("flowDirection", 61, Unsigned8)
+	DestinationIPv6Address   = iana("destinationIPv6Address", 28, IPv6Address)
+	OctetTotalCount          = iana("octetTotalCount", 85, Unsigned64)
+	PacketTotalCount         = iana("packetTotalCount", 86, Unsigned64)
+	FlowEndReason            = iana("flowEndReason", 136, Unsigned8)
+	FlowStartSeconds         = iana("flowStartSeconds", 150, DateTimeSeconds)
+	FlowEndSeconds           = iana("flowEndSeconds", 151, DateTimeSeconds)
+)
+
+// Reverse returns e's reverse element (RFC 5103): the counts of the
+// connection's reply direction.
+func Reverse(e Element) Element {
+	r := e
+	r.Enterprise = ReverseEnterprise
+	r.Name = "reverse" + string(e.Name[0]-'a'+'A') + e.Name[1:]
+	return r
+}
+
+// Reverse IANA elements the FlowExporter sends.
+var (
+	ReverseOctetDeltaCount  = register(Reverse(OctetDeltaCount))
+	ReversePacketDeltaCount = register(Reverse(PacketDeltaCount))
+	ReverseOctetTotalCount  = register(Reverse(OctetTotalCount))
+	ReversePacketTotalCount = register(Reverse(PacketTotalCount))
+)
+
+// Antrea's elements (enterprise 56506), with upstream's names, ids and
+// types (go-ipfix's registry_antrea).
+var (
+	SourcePodNamespace         = antrea("sourcePodNamespace", 100, String)
+	SourcePodName              = antrea("sourcePodName", 101, String)
+	DestinationPodNamespace    = antrea("destinationPodNamespace", 102, String)
+	DestinationPodName         = antrea("destinationPodName", 103, String)
+	SourceNodeName             = antrea("sourceNodeName", 104, String)
+	DestinationNodeName        = antrea("destinationNodeName", 105, String)
+	DestinationClusterIPv4     = antrea("destinationClusterIPv4", 106, IPv4Address)
+	DestinationClusterIPv6     = antrea("destinationClusterIPv6", 107, IPv6Address)
+	DestinationServicePort     = antrea("destinationServicePort", 108, Unsigned16)
+	DestinationServicePortName = antrea("destinationServicePortName", 109, String)
+	TCPState                   = antrea("tcpState", 136, String)
+	FlowType                   = antrea("flowType", 137, Unsigned8)
+)
+
+// Values of flowType (upstream's registry).
+const (
+	FlowTypeIntraNode    uint8 = 1
+	FlowTypeInterNode    uint8 = 2
+	FlowTypeToExternal   uint8 = 3
+	FlowTypeFromExternal uint8 = 4
+)
+
+// Values of flowEndReason (IANA registry "flowEndReason (Value 136)").
+const (
+	EndReasonIdleTimeout   uint8 = 1
+	EndReasonActiveTimeout uint8 = 2
+	EndReasonEndOfFlow     uint8 = 3
+	EndReasonForcedEnd     uint8 = 4
+	EndReasonLackResources uint8 = 5
+)
+
+// Lookup returns the registered element with id under enterprise ent.
+func Lookup(ent uint32, id uint16) (Element, bool) {
+	e, ok := registry[key{ent, id}]
+	return e, ok
+}
