@@ -66,7 +66,7 @@ lint:
 conformance: install build race
 	ANTREA_CONFORMANCE=all $(GO) test -count=1 -timeout 60m ./test/conformance/...
 	ANTREA_E2E_SERVICE_PATHS=1 $(GO) test -count=1 -timeout 45m -run 'TestEveryServicePathReachesEveryEndpointOverTCPAndUDP' ./test/e2e/
-	ANTREA_DATAPATH_ENCAPS=gre $(GO) test -count=1 -timeout 20m -run 'TestDatapath' ./test/e2e/datapath/
+	ANTREA_DATAPATH_ENCAPS=vxlan,gre $(GO) test -count=1 -timeout 20m -run 'TestDatapath' ./test/e2e/datapath/
 	./hack/e2e-upstream.sh
 	$(MAKE) conformance-sig-network
 

@@ -173,7 +173,7 @@ func localChecks(ctx context.Context, conf *agentconfig.AgentConfig, h *hostView
 	}
 
 	// Tunnels.
-	encap := conf.TrafficEncapMode == "" || conf.TrafficEncapMode == agentconfig.EncapModeEncap
+	encap := conf.EncapMode() == agentconfig.EncapModeEncap
 	for _, tt := range []string{agentconfig.TunnelGeneve, agentconfig.TunnelVXLAN, agentconfig.TunnelGRE} {
 		name := "tunnel-" + tt
 		module := tt

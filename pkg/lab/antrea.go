@@ -106,6 +106,7 @@ func (s *supervisor) startAntreaNode(ctx context.Context, n NodeInfo, c *credent
 		"--ovs-run-dir="+in.Dir(),
 		"--ovs-datapath=netdev",
 		"--tunnel-type="+s.opts.Encap,
+		"--traffic-encap-mode="+s.opts.trafficMode(),
 		"--uplink=eth0",
 		"--cni-socket="+socket,
 		"--cni-conf-dir="+confDir,

@@ -60,7 +60,8 @@ func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, Manifest
 //     network namespace (kube-proxy's job; AntreaProxy does it for pods), so
 //     agent and controller, both hostNetwork, are told where it is, as
 //     upstream's docs advise for clusters without kube-proxy;
-//   - the encapsulation chosen with `antrea-lab up --encap`;
+//   - the encapsulation chosen with `antrea-lab up --encap` and the
+//     traffic mode chosen with `--traffic-mode`;
 //   - with `--proxy kube-proxy`, AntreaProxy off (antreaProxy.enable).
 //   - the NetworkPolicy stats reported every 5 s instead of 60 s
 //     (statsCollectionInterval), so that tests see them soon.
@@ -70,6 +71,7 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 		"antrea-agent.conf": {
 			"ovsDatapathType":         "netdev",
 			"tunnelType":              o.Encap,
+			"trafficEncapMode":        o.trafficMode(),
 			"kubeAPIServerOverride":   apiServer,
 			"statsCollectionInterval": "5s",
 		},

@@ -62,6 +62,10 @@ type Options struct {
 	Nodes int `json:"nodes"`
 	// Encap is the tunnel type for the Antrea runtime: geneve, vxlan or gre.
 	Encap string `json:"encap"`
+	// TrafficMode is the agents' trafficEncapMode: encap (through Encap) or
+	// noEncap (the underlay routes pod traffic between the nodes, which
+	// share its subnet).
+	TrafficMode string `json:"trafficMode,omitempty"`
 	// Runtime selects how pods are networked.
 	Runtime NodeRuntime `json:"runtime"`
 	// Kubelet selects real nodes (kubelet + containerd) or the simulator.
@@ -88,16 +92,17 @@ type Options struct {
 func DefaultOptions() Options {
 	root := repoRoot()
 	o := Options{
-		Nodes:      2,
-		Encap:      "geneve",
-		Runtime:    RuntimeAntrea,
-		Kubelet:    KubeletReal,
-		Proxy:      ProxyAntrea,
-		Dir:        filepath.Join(root, "_output", "lab"),
-		BinDir:     filepath.Join(root, "bin"),
-		KubeBinDir: filepath.Join(root, "_output", "bin"),
-		CNIBinDir:  filepath.Join(root, "_output", "cni", "bin"),
-		ImageDir:   ImageStoreDir(),
+		Nodes:       2,
+		Encap:       "geneve",
+		TrafficMode: "encap",
+		Runtime:     RuntimeAntrea,
+		Kubelet:     KubeletReal,
+		Proxy:       ProxyAntrea,
+		Dir:         filepath.Join(root, "_output", "lab"),
+		BinDir:      filepath.Join(root, "bin"),
+		KubeBinDir:  filepath.Join(root, "_output", "bin"),
+		CNIBinDir:   filepath.Join(root, "_output", "cni", "bin"),
+		ImageDir:    ImageStoreDir(),
 	}
 	if d := os.Getenv("ANTREA_LAB_DIR"); d != "" {
 		o.Dir = d
@@ -130,6 +135,13 @@ func (o *Options) Validate() error {
 	case "geneve", "vxlan", "gre":
 	default:
 		return fmt.Errorf("--encap must be geneve, vxlan or gre, got %q", o.Encap)
+	}
+	switch o.TrafficMode {
+	case "", "encap", "noEncap":
+	case "hybrid", "networkPolicyOnly":
+		return fmt.Errorf("--traffic-mode %s is not built yet (want encap or noEncap)", o.TrafficMode)
+	default:
+		return fmt.Errorf("--traffic-mode must be encap or noEncap, got %q", o.TrafficMode)
 	}
 	switch o.Runtime {
 	case RuntimeReferenceCNI:
@@ -217,3 +229,12 @@ func nodeIP(i int) netip.Addr {
 func NodeName(i int) string { return fmt.Sprintf("node-%d", i) }
 
 func nodeNetNS(i int) string { return fmt.Sprintf("%s%d", nodeNetNSPrefix, i) }
+
+// trafficMode is TrafficMode, encap when unset (a lab state file written
+// before the option existed).
+func (o Options) trafficMode() string {
+	if o.TrafficMode == "" {
+		return "encap"
+	}
+	return o.TrafficMode
+}

@@ -29,6 +29,7 @@ import (
 	"antrea.io/antrea/pkg/agent/dpcache"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/agent/nodeinit"
+	"antrea.io/antrea/pkg/agent/nodenet"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/proxy"
 	"antrea.io/antrea/pkg/agent/route"
@@ -119,6 +120,7 @@ type deps struct {
 	hostPorts   cniserver.HostPortInstaller
 	purger      *dpcache.Purger             // datapath cache
 	routes      *route.Controller           // node routes
+	nodeNet     *nodenet.Table              // the node's netfilter table
 	packets     *agentof.PacketInDispatcher // packet-ins
 	nodePath    *route.NodePath             // node path; nil without proxyAll
 	proxyHealth *proxy.ProxyHealthServer    // proxy health; nil without proxyAll or address

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/nodeinit"
+	agentconfig "antrea.io/antrea/pkg/config/agent"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
 
@@ -56,6 +57,7 @@ func setupNode(ctx context.Context, d *deps) (component, error) {
 		DatapathType: ovsconfig.OVSDatapathType(o.DatapathType),
 		TunnelType:   ovsconfig.TunnelType(o.TunnelType),
 		TunnelCSum:   o.TunnelCsum,
+		NoTunnel:     o.TrafficEncapMode == agentconfig.EncapModeNoEncap,
 		NodeIP:       nodeIP,
 		PodCIDRs:     podCIDRs,
 		UplinkName:   uplink,

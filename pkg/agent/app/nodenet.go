@@ -2,23 +2,39 @@ package app
 
 import (
 	"context"
+	"net/netip"
 
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/cniserver"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/agent/nodenet"
+	agentconfig "antrea.io/antrea/pkg/config/agent"
 )
 
 // setupNodeNetfilter sets up the parts of the node's netfilter table
 // (pkg/agent/nodenet) that exist from the start: the masquerade of pod
-// traffic leaving the node, and the hostPorts of existing pods.
+// traffic leaving the node (in noEncap sparing the other nodes' pods, whose
+// CIDRs the node routes keep in its set; none with noSNAT), and the
+// hostPorts of existing pods.
 func setupNodeNetfilter(ctx context.Context, d *deps) (component, error) {
 	nodeNet, err := nodenet.New()
 	if err != nil {
 		return nil, err
 	}
-	if err := nodeNet.Masquerade(ctx, prefixOf(d.podCIDRs[0]), d.nc.Gateway.Name); err != nil {
+	d.nodeNet = nodeNet
+	podCIDR := prefixOf(d.podCIDRs[0])
+	switch {
+	case d.o.TrafficEncapMode != agentconfig.EncapModeNoEncap:
+		err = nodeNet.Masquerade(ctx, podCIDR, d.nc.Gateway.Name)
+	case d.o.NoSNAT:
+		err = nodeNet.NoMasquerade(ctx)
+	default:
+		if err = nodeNet.MasqueradeRouted(ctx, podCIDR, d.nc.Gateway.Name); err == nil {
+			err = nodeNet.SetClusterPodCIDRs(ctx, []netip.Prefix{podCIDR})
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	d.hostPorts = restoreHostPorts(ctx, nodeNet, d.nc.Gateway.Name, d.store)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	agentconfig "antrea.io/antrea/pkg/config/agent"
@@ -27,8 +28,14 @@ type Options struct {
 	HostGateway           string // gateway interface (antrea-gw0)
 	OVSRunDir             string // ovsdb-server and ovs-vswitchd run dir (db.sock, <bridge>.mgmt)
 	DatapathType          string // netdev or system
-	TunnelType            string // geneve, vxlan or gre
-	TunnelCsum            bool   // outer UDP checksums on the tunnel
+	// TrafficEncapMode is encap (through the tunnel) or noEncap (routed by
+	// the underlay), canonically spelled (agentconfig.EncapMode*).
+	TrafficEncapMode string
+	// NoSNAT (noEncap only) keeps pod traffic to outside the cluster
+	// unmasqueraded.
+	NoSNAT     bool
+	TunnelType string // geneve, vxlan or gre
+	TunnelCsum bool   // outer UDP checksums on the tunnel
 	// UplinkName is the node's underlay (transport) interface; "" means the
 	// interface holding the Node's InternalIP (see transportInterface).
 	UplinkName string
@@ -89,6 +96,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OVSRunDir, "ovs-run-dir", o.OVSRunDir, "run directory of ovsdb-server and ovs-vswitchd [ovsRunDir]")
 	fs.StringVar(&o.DatapathType, "ovs-datapath", o.DatapathType, "OVS datapath type: system (kernel) or netdev (userspace) [ovsDatapathType]")
 	fs.StringVar(&o.TunnelType, "tunnel-type", o.TunnelType, "encapsulation between nodes: geneve, vxlan or gre [tunnelType]")
+	fs.StringVar(&o.TrafficEncapMode, "traffic-encap-mode", o.TrafficEncapMode, "how pod traffic between nodes travels: encap (through the tunnel) or noEncap (routed by the underlay) [trafficEncapMode]")
 	fs.StringVar(&o.UplinkName, "uplink", o.UplinkName, "the node's underlay interface (empty: the one holding the Node's InternalIP) [transportInterface]")
 	fs.StringVar(&o.CNISocket, "cni-socket", o.CNISocket, "unix socket of the CNI gRPC API [cniSocket]")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", o.CNIConfDir, "directory the CNI conflist is written to (empty: do not write; install-cni does)")
@@ -113,6 +121,7 @@ func (o *Options) Complete(fs *flag.FlagSet) error {
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
 	o.applyConfig(cfg, explicit)
+	o.normalize()
 	return nil
 }
 
@@ -131,6 +140,8 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 	set("ovs-run-dir", func() { o.OVSRunDir = c.OVSRunDir })
 	set("ovs-datapath", func() { o.DatapathType = c.OVSDatapathType })
 	set("tunnel-type", func() { o.TunnelType = c.TunnelType })
+	set("traffic-encap-mode", func() { o.TrafficEncapMode = c.EncapMode() })
+	set("", func() { o.NoSNAT = c.NoSNAT })
 	set("", func() { o.TunnelCsum = c.TunnelCsum })
 	set("uplink", func() { o.UplinkName = c.TransportInterface })
 	set("cni-socket", func() { o.CNISocket = c.CNISocket })
@@ -159,9 +170,19 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 	})
 }
 
+// normalize spells TrafficEncapMode canonically: upstream accepts any case.
+func (o *Options) normalize() {
+	for _, m := range []string{agentconfig.EncapModeEncap, agentconfig.EncapModeNoEncap} {
+		if strings.EqualFold(o.TrafficEncapMode, m) {
+			o.TrafficEncapMode = m
+		}
+	}
+}
+
 // validate checks what flags may have set wrong (the file's keys were
 // checked when it was loaded).
 func (o *Options) validate() error {
+	o.normalize()
 	switch {
 	case o.NodeName == "":
 		return errors.New("--node-name (or NODE_NAME) is required")
@@ -171,6 +192,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("--ovs-datapath %q: want netdev or system", o.DatapathType)
 	case !ovsconfig.TunnelType(o.TunnelType).Valid():
 		return fmt.Errorf("--tunnel-type %q: want %s", o.TunnelType, ovsconfig.TunnelTypeNames())
+	case o.TrafficEncapMode != agentconfig.EncapModeEncap && o.TrafficEncapMode != agentconfig.EncapModeNoEncap:
+		return fmt.Errorf("--traffic-encap-mode %q: want %s or %s", o.TrafficEncapMode, agentconfig.EncapModeEncap, agentconfig.EncapModeNoEncap)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
 	}
 	want := Options{
 		NodeName: "n1", OVSBridge: "br-int", HostGateway: "antrea-gw0", OVSRunDir: "/var/run/openvswitch",
-		DatapathType: "system", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
+		DatapathType: "system", TrafficEncapMode: "encap", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
 		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true, ProxyAll: true,
 		ProxyHealthzAddress: netip.MustParseAddrPort("0.0.0.0:10256"),
 		APIPort:             10350, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true, "FlowExporter": false, "PacketCapture": false},
@@ -78,6 +78,8 @@ ovsRunDir: /run/ovs
 hostGateway: gw-x
 tunnelType: vxlan
 tunnelCsum: true
+trafficEncapMode: NOENCAP
+noSNAT: true
 defaultMTU: 1400
 transportInterface: eth1
 kubeAPIServerOverride: https://10.0.0.1:6443
@@ -104,6 +106,9 @@ enablePrometheusMetrics: false
 			want: func(o *Options) {
 				o.Kubeconfig, o.CNISocket, o.OVSRunDir = "", "/var/run/antrea/cni.sock", "/var/run/openvswitch"
 			}},
+		{name: "--traffic-encap-mode overrides the file, in any case",
+			args: []string{"--traffic-encap-mode=ENCAP"},
+			want: func(o *Options) { o.TrafficEncapMode = "encap" }},
 		{name: "flags the file has no key for keep their value",
 			args: []string{"--node-name=n2", "--cni-conf-dir=/etc/cni/net.d", "--ipam-data-dir=/x"},
 			want: func(o *Options) { o.NodeName, o.CNIConfDir, o.IPAMDataDir = "n2", "/etc/cni/net.d", "/x" }},
@@ -117,6 +122,7 @@ enablePrometheusMetrics: false
 				ConfigFile: conf, Kubeconfig: "/etc/antrea/kubeconfig", KubeAPIServerOverride: "https://10.0.0.1:6443",
 				NodeName: "n1", OVSBridge: "br-x", HostGateway: "gw-x", OVSRunDir: "/run/ovs", DatapathType: "netdev",
 				TunnelType: "vxlan", TunnelCsum: true, UplinkName: "eth1", CNISocket: "/run/antrea/cni.sock",
+				TrafficEncapMode: "noEncap", NoSNAT: true,
 				IPAMDataDir: "/var/lib/antrea/ipam", MTU: 1400, EnableProxy: false,
 				ProxyAll: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")},
 				ProxyHealthzAddress: netip.MustParseAddrPort("127.0.0.1:10257"),

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -13,17 +14,42 @@ import (
 
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	"antrea.io/antrea/pkg/agent/route"
+	agentconfig "antrea.io/antrea/pkg/config/agent"
 )
 
 // setupRoutes keeps the routes to the other nodes' pod CIDRs (pkg/agent/route)
 // and pins each new peer's tunnel neighbour.
 func setupRoutes(ctx context.Context, d *deps) (component, error) {
 	o, nc, purger := d.o, d.nc, d.purger
+	// The node's transport interface: br-phy's internal port holds the
+	// node IP with the netdev datapath.
+	transport := nc.Uplink.BridgeName
+	if transport == "" {
+		transport = nc.Uplink.Name
+	}
 	routes, err := route.NewController(o.NodeName, d.informers.Core().V1().Nodes(), d.flows,
-		&route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: d.podCIDRs[0]},
+		route.PathRoutes{
+			Tunnel:   &route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: d.podCIDRs[0]},
+			Underlay: &route.UnderlayRoutes{LinkName: transport},
+		},
 		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer, purger.Changed) })
 	if err != nil {
 		return nil, err
+	}
+	if o.TrafficEncapMode == agentconfig.EncapModeNoEncap {
+		routes.SetEncap(func(net.IP) bool { return false })
+		if !o.NoSNAT {
+			local := prefixOf(d.podCIDRs[0])
+			routes.OnChange(func(peers []*net.IPNet) {
+				cidrs := []netip.Prefix{local}
+				for _, p := range peers {
+					cidrs = append(cidrs, prefixOf(p))
+				}
+				if err := d.nodeNet.SetClusterPodCIDRs(ctx, cidrs); err != nil {
+					klog.ErrorS(err, "Cannot update the pod CIDRs the masquerade spares: pod traffic to other nodes may leave with the node's address")
+				}
+			})
+		}
 	}
 	d.routes = routes
 	return runFunc(d.routes.Run), nil

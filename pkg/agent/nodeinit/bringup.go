@@ -146,7 +146,10 @@ func Bringup(ctx context.Context, cfg Config) (*NodeConfig, error) {
 	}
 	nc.PodMTU = cfg.MTU
 	if nc.PodMTU == 0 {
-		nc.PodMTU = uplinkMTU - tunnelOverhead(cfg.TunnelType)
+		nc.PodMTU = uplinkMTU
+		if !cfg.NoTunnel {
+			nc.PodMTU -= tunnelOverhead(cfg.TunnelType)
+		}
 	}
 
 	br := ovsconfig.NewOVSBridge(conn, ovsconfig.BridgeConfig{
@@ -157,11 +160,18 @@ func Bringup(ctx context.Context, cfg Config) (*NodeConfig, error) {
 	if err := br.Create(ctx); err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.NodeName, err)
 	}
-	ofPort, err := ensureTunnel(ctx, br, &cfg)
-	if err != nil {
-		return nil, fmt.Errorf("node %s: %w", cfg.NodeName, err)
+	if cfg.NoTunnel {
+		nc.TunnelType = ""
+		if err := removeTunnel(ctx, br, cfg.TunnelName); err != nil {
+			return nil, fmt.Errorf("node %s: %w", cfg.NodeName, err)
+		}
+	} else {
+		ofPort, err := ensureTunnel(ctx, br, &cfg)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", cfg.NodeName, err)
+		}
+		nc.TunnelOFPort = ofPort
 	}
-	nc.TunnelOFPort = ofPort
 	if err := ensureGateway(ctx, br, &cfg, nc); err != nil {
 		return nil, fmt.Errorf("node %s: gateway %s: %w", cfg.NodeName, cfg.GatewayName, err)
 	}
@@ -196,6 +206,20 @@ func ensureTunnel(ctx context.Context, br *ovsconfig.OVSBridge, cfg *Config) (in
 		return 0, err
 	}
 	return br.GetOFPort(ctx, cfg.TunnelName)
+}
+
+// removeTunnel deletes the tunnel port an earlier run in an encapsulating
+// mode left; none is no error.
+func removeTunnel(ctx context.Context, br *ovsconfig.OVSBridge, name string) error {
+	existing, err := br.GetPortData(ctx, name)
+	switch {
+	case errors.Is(err, ovsconfig.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	klog.InfoS("Removing the tunnel port: trafficEncapMode is noEncap", "port", name, "type", existing.IFType)
+	return br.DeletePort(ctx, existing.UUID)
 }
 
 // ensureGateway creates antrea-gw0 as an internal port with a stable MAC and

@@ -389,6 +389,30 @@ func TestChangingTheEncapsulationReplacesOnlyTheTunnelPort(t *testing.T) {
 	}
 }
 
+// TestNoEncapRemovesTheTunnelAndGivesPodsTheUplinkMTU: a node switched to
+// noEncap loses the tunnel port an encap run made, reports no tunnel, and
+// its pods get the uplink's MTU; switched back, the tunnel returns.
+func TestNoEncapRemovesTheTunnelAndGivesPodsTheUplinkMTU(t *testing.T) {
+	n := newTestNode(t)
+	enc := n.bringup(t, n.config(ovsconfig.GeneveTunnel))
+	cfg := n.config(ovsconfig.GeneveTunnel)
+	cfg.NoTunnel = true
+	nc := n.bringup(t, cfg)
+	if nc.TunnelOFPort != 0 || nc.TunnelType != "" {
+		t.Errorf("noEncap reports tunnel %q on ofport %d", nc.TunnelType, nc.TunnelOFPort)
+	}
+	if out, err := n.in.Vsctl("--if-exists", "get", "interface", "antrea-tun0", "type"); err != nil || out != "" {
+		t.Errorf("antrea-tun0 still there in noEncap: %q %v", out, err)
+	}
+	if nc.PodMTU != enc.PodMTU+50 || nc.PodMTU != nc.Uplink.MTU {
+		t.Errorf("pod MTU %d in noEncap, %d with Geneve, uplink %d: want the uplink's", nc.PodMTU, enc.PodMTU, nc.Uplink.MTU)
+	}
+	again := n.bringup(t, n.config(ovsconfig.GeneveTunnel))
+	if again.TunnelOFPort != TunnelOFPort || again.PodMTU != enc.PodMTU {
+		t.Errorf("back to encap: tunnel on ofport %d, pod MTU %d; want %d and %d", again.TunnelOFPort, again.PodMTU, TunnelOFPort, enc.PodMTU)
+	}
+}
+
 func TestPinnedTunnelNeighborIsInOVSTable(t *testing.T) {
 	n := newTestNode(t)
 	nc := n.bringup(t, n.config(""))

@@ -51,6 +51,10 @@ type Config struct {
 	TunnelType ovsconfig.TunnelType
 	// TunnelCSum asks for outer UDP checksums on the tunnel.
 	TunnelCSum bool
+	// NoTunnel (trafficEncapMode noEncap): the underlay routes pod traffic
+	// between nodes; there is no tunnel port (one left by an earlier run is
+	// removed) and the pod MTU is the uplink's.
+	NoTunnel bool
 	// NodeIP is the node's underlay address; nil means the first global IPv4
 	// address of the uplink (or of br-phy, when a previous run moved it).
 	NodeIP net.IP
@@ -112,7 +116,8 @@ type NodeConfig struct {
 	PodCIDRs []*net.IPNet
 	// Gateway is antrea-gw0.
 	Gateway GatewayConfig
-	// TunnelName, TunnelType and TunnelOFPort describe antrea-tun0.
+	// TunnelName, TunnelType and TunnelOFPort describe antrea-tun0; with
+	// NoTunnel the type is "" and the port 0.
 	TunnelName   string
 	TunnelType   ovsconfig.TunnelType
 	TunnelOFPort int32

@@ -26,22 +26,98 @@ const legacyMasqueradeChain = "ANTREA-POSTROUTING"
 // It rewrites the feature's chain (idempotent) and removes the iptables
 // chain of earlier agents.
 func (t *Table) Masquerade(ctx context.Context, podCIDR netip.Prefix, gateway string) error {
-	fam, nfproto := "ip", "ipv4"
-	if podCIDR.Addr().Is6() {
-		fam, nfproto = "ip6", "ipv6"
-	}
+	return t.masquerade(ctx, podCIDR, gateway, false)
+}
+
+// MasqueradeRouted is Masquerade for a node whose pod traffic to other
+// nodes' pods is routed by the underlay (trafficEncapMode noEncap): that
+// traffic leaves through the uplink too, and must keep its pod source
+// (NetworkPolicy on the receiving node matches it), so the rule spares the
+// destinations in the set ClusterPodCIDRSet (per family), which
+// SetClusterPodCIDRs fills.
+func (t *Table) MasqueradeRouted(ctx context.Context, podCIDR netip.Prefix, gateway string) error {
+	return t.masquerade(ctx, podCIDR, gateway, true)
+}
+
+// NoMasquerade empties the masquerade chain (noSNAT): pod traffic leaves
+// with its pod address, which the underlay routes.
+func (t *Table) NoMasquerade(ctx context.Context) error {
 	err := t.run(ctx, func(tx *knftables.Transaction) {
 		c := baseChain(masqueradePostrouting, knftables.NATType, knftables.PostroutingHook, knftables.SNATPriority)
 		tx.Add(c)
 		tx.Flush(c)
+	})
+	if err != nil {
+		return fmt.Errorf("no masquerade: %w", err)
+	}
+	removeLegacyMasquerade()
+	return nil
+}
+
+// ClusterPodCIDRSet is the set of every node's pod CIDR of one family
+// (suffix "-v4" or "-v6") that MasqueradeRouted's rule spares.
+const ClusterPodCIDRSet = "cluster-pod-cidrs"
+
+func clusterPodCIDRSet(v6 bool) string {
+	if v6 {
+		return ClusterPodCIDRSet + "-v6"
+	}
+	return ClusterPodCIDRSet + "-v4"
+}
+
+func (t *Table) masquerade(ctx context.Context, podCIDR netip.Prefix, gateway string, routed bool) error {
+	fam, nfproto, setType := "ip", "ipv4", "ipv4_addr"
+	if podCIDR.Addr().Is6() {
+		fam, nfproto, setType = "ip6", "ipv6", "ipv6_addr"
+	}
+	rule := []any{"meta nfproto", nfproto, fam, "saddr", podCIDR.Masked()}
+	set := clusterPodCIDRSet(podCIDR.Addr().Is6())
+	if routed {
+		rule = append(rule, fam, "daddr !=", "@"+set)
+	}
+	rule = append(rule, "oifname !=", quote(gateway), "masquerade")
+	err := t.run(ctx, func(tx *knftables.Transaction) {
+		c := baseChain(masqueradePostrouting, knftables.NATType, knftables.PostroutingHook, knftables.SNATPriority)
+		tx.Add(c)
+		tx.Flush(c)
+		if routed {
+			tx.Add(&knftables.Set{Name: set, Type: setType, Flags: []knftables.SetFlag{knftables.IntervalFlag},
+				Comment: knftables.PtrTo("every node's pod CIDR: pod traffic to them keeps its source")})
+		}
 		tx.Add(&knftables.Rule{Chain: masqueradePostrouting,
-			Rule:    knftables.Concat("meta nfproto", nfproto, fam, "saddr", podCIDR.Masked(), "oifname !=", quote(gateway), "masquerade"),
+			Rule:    knftables.Concat(rule...),
 			Comment: knftables.PtrTo("Antrea: masquerade pod traffic leaving the node")})
 	})
 	if err != nil {
 		return fmt.Errorf("masquerade of pod CIDR %s: %w", podCIDR, err)
 	}
 	removeLegacyMasquerade()
+	return nil
+}
+
+// SetClusterPodCIDRs makes the sets of MasqueradeRouted's rule hold exactly
+// cidrs (this node's and its peers'), of each family whose set exists.
+func (t *Table) SetClusterPodCIDRs(ctx context.Context, cidrs []netip.Prefix) error {
+	err := t.run(ctx, func(tx *knftables.Transaction) {
+		for _, v6 := range []bool{false, true} {
+			var elems []*knftables.Element
+			for _, c := range cidrs {
+				if c.Addr().Is6() == v6 {
+					elems = append(elems, &knftables.Element{Set: clusterPodCIDRSet(v6), Key: []string{c.Masked().String()}})
+				}
+			}
+			if len(elems) == 0 {
+				continue
+			}
+			tx.Flush(&knftables.Set{Name: clusterPodCIDRSet(v6)})
+			for _, e := range elems {
+				tx.Add(e)
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("cluster pod CIDRs %v: %w", cidrs, err)
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,6 +56,69 @@ func TestMasqueradeIsOneRuleInTheTableAndReplacesTheIptablesChain(t *testing.T) 
 			if strings.Contains(string(out), legacyMasqueradeChain) {
 				t.Errorf("the iptables chain of an earlier agent is still there:\n%s", out)
 			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMasqueradeRoutedSparesTheClusterPodCIDRs: in noEncap the rule spares
+// the set of pod CIDRs, which SetClusterPodCIDRs makes exactly what it is
+// given; NoMasquerade leaves no rule.
+func TestMasqueradeRoutedSparesTheClusterPodCIDRs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace and nftables")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("needs the nft binary")
+	}
+	netns, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netns.Close(); _ = testutils.UnmountNS(netns) })
+	err = netns.Do(func(ns.NetNS) error {
+		ctx := context.Background()
+		tb, err := New()
+		if err != nil {
+			return err
+		}
+		if err := tb.MasqueradeRouted(ctx, netip.MustParsePrefix("10.10.1.0/24"), "antrea-gw0"); err != nil {
+			return err
+		}
+		list := func(what ...string) string {
+			out, err := exec.Command("nft", append([]string{"list"}, what...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("nft list %v: %v: %s", what, err, out)
+			}
+			return string(out)
+		}
+		if out := list("chain", "inet", TableName, masqueradePostrouting); !strings.Contains(out,
+			`ip saddr 10.10.1.0/24 ip daddr != @cluster-pod-cidrs-v4 oifname != "antrea-gw0" masquerade`) {
+			t.Errorf("the rule does not spare the cluster's pod CIDRs:\n%s", out)
+		}
+		for _, cidrs := range [][]string{{"10.10.1.0/24", "10.10.2.0/24", "10.10.3.0/24"}, {"10.10.1.0/24", "10.10.3.0/24"}} {
+			var ps []netip.Prefix
+			for _, c := range cidrs {
+				ps = append(ps, netip.MustParsePrefix(c))
+			}
+			if err := tb.SetClusterPodCIDRs(ctx, ps); err != nil {
+				return err
+			}
+			out := list("set", "inet", TableName, "cluster-pod-cidrs-v4")
+			for _, c := range []string{"10.10.1.0/24", "10.10.2.0/24", "10.10.3.0/24"} {
+				if want := slices.Contains(cidrs, c); strings.Contains(out, c) != want {
+					t.Errorf("after setting %v, %s in the set is %t:\n%s", cidrs, c, !want, out)
+				}
+			}
+		}
+		if err := tb.NoMasquerade(ctx); err != nil {
+			return err
+		}
+		if out := list("chain", "inet", TableName, masqueradePostrouting); strings.Contains(out, "masquerade comment") {
+			t.Errorf("noSNAT left a masquerade rule:\n%s", out)
 		}
 		return nil
 	})

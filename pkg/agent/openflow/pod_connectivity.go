@@ -285,8 +285,16 @@ func (b *flowBuilder) podFlows(n *NodeConfig, ofPort uint32, ips []net.IP, mac n
 	return flows
 }
 
-// peerFlows are the flows towards one remote node's pod CIDR.
+// peerFlows are the flows towards one remote node's pod CIDR through the
+// tunnel to tunnelPeerIP. A peer the underlay routes to (tunnelPeerIP nil,
+// trafficEncapMode noEncap) has none: its pods' packets, addressed to the
+// gateway's MAC by the pods, leave through the gateway like any other
+// traffic off the node, and the node routes them to the peer's node IP
+// (docs/design/traffic-modes.md).
 func (b *flowBuilder) peerFlows(n *NodeConfig, peerCIDR *net.IPNet, peerGatewayIP, tunnelPeerIP net.IP) []*binding.Flow {
+	if tunnelPeerIP == nil {
+		return nil
+	}
 	return []*binding.Flow{
 		// The node routes to a remote pod CIDR via the remote gateway IP; answer its ARP
 		// with the global virtual MAC so the packets enter OVS and go to the tunnel.

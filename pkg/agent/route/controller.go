@@ -35,6 +35,9 @@ import (
 // FlowInstaller programs the per-node forwarding flows (implemented by the
 // agent's OpenFlow client).
 type FlowInstaller interface {
+	// InstallNodeFlows installs the flows to a peer's pod CIDR: into the
+	// tunnel to tunnelPeerIP or, when it is nil, none (the gateway takes
+	// the traffic, which the node routes over the underlay).
 	InstallNodeFlows(nodeName string, peerPodCIDR *net.IPNet, peerGatewayIP, tunnelPeerIP net.IP) error
 	UninstallNodeFlows(nodeName string) error
 }
@@ -52,11 +55,15 @@ type PeerRoute struct {
 	NodeName  string
 	PodCIDR   *net.IPNet
 	GatewayIP net.IP // first address of PodCIDR: the remote antrea-gw0
-	NodeIP    net.IP // the remote node's underlay IP (tunnel destination)
+	NodeIP    net.IP // the remote node's underlay IP (tunnel destination or next hop)
+	// Encap: the traffic goes through the tunnel to NodeIP; otherwise the
+	// underlay routes it, unencapsulated, with NodeIP as the next hop
+	// (trafficEncapMode noEncap).
+	Encap bool
 }
 
 func (r *PeerRoute) equal(o *PeerRoute) bool {
-	return o != nil && r.PodCIDR.String() == o.PodCIDR.String() && r.NodeIP.Equal(o.NodeIP)
+	return o != nil && r.PodCIDR.String() == o.PodCIDR.String() && r.NodeIP.Equal(o.NodeIP) && r.Encap == o.Encap
 }
 
 // Controller watches Nodes and keeps the peer routes and flows.
@@ -69,8 +76,46 @@ type Controller struct {
 	queue     workqueue.TypedRateLimitingInterface[string]
 	mu        sync.Mutex
 	installed map[string]*PeerRoute
-	// onPeer, if set, is told each remote node IP (e.g. to pin its tunnel neighbour).
+	// onPeer, if set, is told each remote node IP reached through the
+	// tunnel (e.g. to pin its tunnel neighbour).
 	onPeer func(nodeIP net.IP)
+	// encap says whether traffic to a peer is encapsulated (nil: always).
+	encap func(nodeIP net.IP) bool
+	// onChange, if set, is told the pod CIDRs of the installed peers after
+	// each change (e.g. the node's masquerade exception, in noEncap).
+	onChange func(peerPodCIDRs []*net.IPNet)
+}
+
+// SetEncap decides per peer, by its node IP, whether its traffic goes
+// through the tunnel (encap) or is routed by the underlay (noEncap: a
+// function that returns false). Call it before Run.
+func (c *Controller) SetEncap(encap func(nodeIP net.IP) bool) { c.encap = encap }
+
+// OnChange registers f, told the pod CIDRs of every installed peer after
+// each change. Call it before Run.
+func (c *Controller) OnChange(f func(peerPodCIDRs []*net.IPNet)) { c.onChange = f }
+
+// peerRoute is the route to node n as this controller's mode wants it.
+func (c *Controller) peerRoute(n *corev1.Node) *PeerRoute {
+	r := peerRoute(n)
+	if r != nil {
+		r.Encap = c.encap == nil || c.encap(r.NodeIP)
+	}
+	return r
+}
+
+// changed tells onChange the installed peers' pod CIDRs.
+func (c *Controller) changed() {
+	if c.onChange == nil {
+		return
+	}
+	c.mu.Lock()
+	cidrs := make([]*net.IPNet, 0, len(c.installed))
+	for _, r := range c.installed {
+		cidrs = append(cidrs, r.PodCIDR)
+	}
+	c.mu.Unlock()
+	c.onChange(cidrs)
 }
 
 // NewController makes a controller for this node; it fails when the Node
@@ -133,7 +178,7 @@ func (c *Controller) reconcile() error {
 	}
 	desired := map[string]*PeerRoute{}
 	for _, n := range nodes {
-		if r := peerRoute(n); r != nil && n.Name != c.nodeName {
+		if r := c.peerRoute(n); r != nil && n.Name != c.nodeName {
 			desired[n.Name] = r
 		}
 	}
@@ -169,7 +214,7 @@ func (c *Controller) sync(name string) error {
 	}
 	var want *PeerRoute
 	if node != nil {
-		want = peerRoute(node)
+		want = c.peerRoute(node)
 	}
 	c.mu.Lock()
 	have := c.installed[name]
@@ -188,14 +233,18 @@ func (c *Controller) sync(name string) error {
 		delete(c.installed, name)
 		c.mu.Unlock()
 		klog.InfoS("Removed route to node", "node", name, "podCIDR", have.PodCIDR)
+		c.changed()
 	}
 	if want == nil {
 		return nil
 	}
-	if c.onPeer != nil {
+	tunnelPeer := want.NodeIP
+	if !want.Encap {
+		tunnelPeer = nil // routed: no flow into the tunnel
+	} else if c.onPeer != nil {
 		c.onPeer(want.NodeIP)
 	}
-	if err := c.flows.InstallNodeFlows(name, want.PodCIDR, want.GatewayIP, want.NodeIP); err != nil {
+	if err := c.flows.InstallNodeFlows(name, want.PodCIDR, want.GatewayIP, tunnelPeer); err != nil {
 		return fmt.Errorf("install flows to node %s: %w", name, err)
 	}
 	if err := c.routes.Add(want); err != nil {
@@ -204,7 +253,8 @@ func (c *Controller) sync(name string) error {
 	c.mu.Lock()
 	c.installed[name] = want
 	c.mu.Unlock()
-	klog.InfoS("Installed route to node", "node", name, "podCIDR", want.PodCIDR, "nodeIP", want.NodeIP)
+	klog.InfoS("Installed route to node", "node", name, "podCIDR", want.PodCIDR, "nodeIP", want.NodeIP, "encap", want.Encap)
+	c.changed()
 	return nil
 }
 

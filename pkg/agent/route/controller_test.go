@@ -171,3 +171,64 @@ func TestNewControllerFailsWhenTheNodeInformerRefusesItsHandler(t *testing.T) {
 		t.Log(err)
 	}
 }
+
+// TestControllerRoutesPeersUnencapsulatedInNoEncap: with SetEncap false
+// for every peer (noEncap), a peer gets no flow into the tunnel (tunnel IP
+// nil), its route is the routed path's, its tunnel neighbour is not pinned,
+// and OnChange hears the installed peers' pod CIDRs.
+func TestControllerRoutesPeersUnencapsulatedInNoEncap(t *testing.T) {
+	client := fake.NewClientset(node("n1", "10.10.1.0/24", "172.30.0.11"), node("n2", "10.10.2.0/24", "172.30.0.12"))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	flows := &fakeFlows{nodes: map[string]string{}}
+	tunnel, underlay := &fakeRoutes{routes: map[string]bool{}}, &fakeRoutes{routes: map[string]bool{}}
+	var mu sync.Mutex
+	var pinned []string
+	var told []string
+	c, err := NewController("n1", factory.Core().V1().Nodes(), flows, PathRoutes{Tunnel: tunnel, Underlay: underlay}, func(ip net.IP) {
+		mu.Lock()
+		pinned = append(pinned, ip.String())
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetEncap(func(net.IP) bool { return false })
+	c.OnChange(func(cidrs []*net.IPNet) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = told[:0]
+		for _, c := range cidrs {
+			told = append(told, c.String())
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	go func() { _ = c.Run(ctx) }()
+	eventually(t, "n2 routed", func() bool {
+		underlay.mu.Lock()
+		defer underlay.mu.Unlock()
+		return flows.snapshot()["n2"] == "10.10.2.0/24 via 10.10.2.1 tun <nil>" && underlay.routes["10.10.2.0/24"]
+	})
+	eventually(t, "n2's pod CIDR told", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(told) == 1 && told[0] == "10.10.2.0/24"
+	})
+	if len(tunnel.routes) != 0 {
+		t.Errorf("routes through the gateway in noEncap: %v", tunnel.routes)
+	}
+	if err := client.CoreV1().Nodes().Delete(ctx, "n2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "n2 gone from what is told", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(told) == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pinned) != 0 {
+		t.Errorf("tunnel neighbours pinned in noEncap: %v", pinned)
+	}
+}

@@ -104,3 +104,148 @@ func (g *GatewayRoutes) Reconcile(desired map[string]*PeerRoute) error {
 	}
 	return nil
 }
+
+// rtprotAntrea marks the routes UnderlayRoutes installs (the route's
+// protocol, as routing daemons mark theirs: bird 12, zebra 11), so that
+// Reconcile removes only its own routes from a link that also carries the
+// node's default and connected routes.
+const rtprotAntrea = 0x8a
+
+// UnderlayRoutes installs `PODCIDR via NODEIP dev LINK proto 0x8a` routes
+// (trafficEncapMode noEncap): the node routes its own and its pods' traffic
+// to a peer's pods over the underlay, to the peer's node IP, unencapsulated.
+// LINK is the transport interface: br-phy with the netdev datapath (its
+// internal port holds the node IP), the uplink otherwise.
+type UnderlayRoutes struct {
+	LinkName string
+}
+
+var _ HostRoutes = (*UnderlayRoutes)(nil)
+
+func (u *UnderlayRoutes) route(l netlink.Link, r *PeerRoute) *netlink.Route {
+	return &netlink.Route{LinkIndex: l.Attrs().Index, Dst: r.PodCIDR, Gw: r.NodeIP, Protocol: rtprotAntrea}
+}
+
+func (u *UnderlayRoutes) link() (netlink.Link, error) {
+	l, err := netlink.LinkByName(u.LinkName)
+	if err != nil {
+		return nil, fmt.Errorf("transport interface %s: %w", u.LinkName, err)
+	}
+	return l, nil
+}
+
+// Add installs (or replaces) the route to one peer.
+func (u *UnderlayRoutes) Add(r *PeerRoute) error {
+	l, err := u.link()
+	if err != nil {
+		return err
+	}
+	if err := netlink.RouteReplace(u.route(l, r)); err != nil {
+		return fmt.Errorf("route %s via %s dev %s: %w", r.PodCIDR, r.NodeIP, u.LinkName, err)
+	}
+	return nil
+}
+
+// Delete removes the route to one peer; a missing route is not an error.
+func (u *UnderlayRoutes) Delete(r *PeerRoute) error {
+	l, err := u.link()
+	if err != nil {
+		return err
+	}
+	if err := netlink.RouteDel(u.route(l, r)); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("delete route %s dev %s: %w", r.PodCIDR, u.LinkName, err)
+	}
+	return nil
+}
+
+// Reconcile deletes this type's routes that match no desired peer and adds
+// the desired ones; the link's other routes are left alone.
+func (u *UnderlayRoutes) Reconcile(desired map[string]*PeerRoute) error {
+	l, err := u.link()
+	if err != nil {
+		return err
+	}
+	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{LinkIndex: l.Attrs().Index, Protocol: rtprotAntrea},
+		netlink.RT_FILTER_OIF|netlink.RT_FILTER_PROTOCOL)
+	if err != nil {
+		return fmt.Errorf("list routes of %s: %w", u.LinkName, err)
+	}
+	want := map[string]bool{}
+	for _, r := range desired {
+		want[r.PodCIDR.String()+" "+r.NodeIP.String()] = true
+	}
+	for i := range routes {
+		rt := routes[i]
+		if rt.Dst != nil && !want[rt.Dst.String()+" "+rt.Gw.String()] {
+			klog.InfoS("Deleting stale route over the underlay", "dst", rt.Dst, "via", rt.Gw, "dev", u.LinkName)
+			if err := netlink.RouteDel(&rt); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("delete stale route %s: %w", rt.Dst, err)
+			}
+		}
+	}
+	for _, r := range desired {
+		if err := u.Add(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PathRoutes gives each peer the routes of its path: Tunnel's (through the
+// gateway into the tunnel) when its traffic is encapsulated, Underlay's
+// when it is routed. Either may be nil when no peer takes that path.
+type PathRoutes struct {
+	Tunnel, Underlay HostRoutes
+}
+
+var _ HostRoutes = PathRoutes{}
+
+func (p PathRoutes) of(r *PeerRoute) (HostRoutes, error) {
+	h := p.Underlay
+	if r.Encap {
+		h = p.Tunnel
+	}
+	if h == nil {
+		return nil, fmt.Errorf("route to %s: no routes for encap=%t", r.NodeName, r.Encap)
+	}
+	return h, nil
+}
+
+// Add installs the route to one peer on its path.
+func (p PathRoutes) Add(r *PeerRoute) error {
+	h, err := p.of(r)
+	if err != nil {
+		return err
+	}
+	return h.Add(r)
+}
+
+// Delete removes the route to one peer from its path.
+func (p PathRoutes) Delete(r *PeerRoute) error {
+	h, err := p.of(r)
+	if err != nil {
+		return err
+	}
+	return h.Delete(r)
+}
+
+// Reconcile reconciles each path with its own peers (none: its stale
+// routes go).
+func (p PathRoutes) Reconcile(desired map[string]*PeerRoute) error {
+	split := map[bool]map[string]*PeerRoute{true: {}, false: {}}
+	for name, r := range desired {
+		split[r.Encap][name] = r
+	}
+	for encap, h := range map[bool]HostRoutes{true: p.Tunnel, false: p.Underlay} {
+		if h == nil {
+			if len(split[encap]) > 0 {
+				return fmt.Errorf("%d peers with encap=%t and no routes for them", len(split[encap]), encap)
+			}
+			continue
+		}
+		if err := h.Reconcile(split[encap]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -73,3 +73,103 @@ func TestGatewayRoutesReconcileRemovesStaleAndKeepsLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUnderlayRoutesRouteToTheNodeIPAndReconcileOnlyTheirOwn: noEncap's
+// routes go via the peer's node IP on the transport link, and Reconcile
+// removes a stale one of them but leaves the link's other routes (the
+// default route, a user's static route) alone.
+func TestUnderlayRoutesRouteToTheNodeIPAndReconcileOnlyTheirOwn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	netns, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = netns.Close()
+		_ = testutils.UnmountNS(netns)
+	})
+	err = netns.Do(func(ns.NetNS) error {
+		up := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "br-phy"}, PeerName: "phy-peer"}
+		if err := netlink.LinkAdd(up); err != nil {
+			return err
+		}
+		l, _ := netlink.LinkByName("br-phy")
+		addr, _ := netlink.ParseAddr("192.168.77.11/24")
+		if err := netlink.AddrAdd(l, addr); err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(l); err != nil {
+			return err
+		}
+		idx := l.Attrs().Index
+		// The node's own routes on the link: a default and a static one.
+		for _, r := range []*netlink.Route{
+			{LinkIndex: idx, Gw: net.ParseIP("192.168.77.1")},
+			{LinkIndex: idx, Dst: cidr("10.99.0.0/16"), Gw: net.ParseIP("192.168.77.1"), Protocol: 4 /* static */},
+		} {
+			if err := netlink.RouteAdd(r); err != nil {
+				return err
+			}
+		}
+		u := &UnderlayRoutes{LinkName: "br-phy"}
+		stale := &PeerRoute{NodeName: "gone", PodCIDR: cidr("10.10.9.0/24"), NodeIP: net.ParseIP("192.168.77.19")}
+		if err := u.Add(stale); err != nil {
+			return err
+		}
+		peer := &PeerRoute{NodeName: "n2", PodCIDR: cidr("10.10.2.0/24"), NodeIP: net.ParseIP("192.168.77.12")}
+		if err := u.Reconcile(map[string]*PeerRoute{"n2": peer}); err != nil {
+			return err
+		}
+		routes, err := netlink.RouteList(l, netlink.FAMILY_V4)
+		if err != nil {
+			return err
+		}
+		got := map[string]string{}
+		for _, r := range routes {
+			dst := "0.0.0.0/0" // the library's default route may have no Dst
+			if r.Dst != nil {
+				dst = r.Dst.String()
+			}
+			got[dst] = r.Gw.String()
+		}
+		if _, ok := got["10.10.9.0/24"]; ok {
+			t.Errorf("the stale route 10.10.9.0/24 should be gone: %v", got)
+		}
+		if got["10.10.2.0/24"] != "192.168.77.12" {
+			t.Errorf("the peer's pod CIDR should go via its node IP: %v", got)
+		}
+		if got["0.0.0.0/0"] != "192.168.77.1" || got["10.99.0.0/16"] != "192.168.77.1" {
+			t.Errorf("the link's other routes should stay: %v", got)
+		}
+		if err := u.Delete(peer); err != nil {
+			return err
+		}
+		return u.Delete(peer) // twice: not an error
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPathRoutesSendEachPeerToItsPath: a peer's route goes to the routes of
+// its path, and Reconcile gives each path only its own peers.
+func TestPathRoutesSendEachPeerToItsPath(t *testing.T) {
+	tunnel, underlay := &fakeRoutes{routes: map[string]bool{"10.10.8.0/24": true}}, &fakeRoutes{routes: map[string]bool{"10.10.9.0/24": true}}
+	p := PathRoutes{Tunnel: tunnel, Underlay: underlay}
+	enc := &PeerRoute{NodeName: "n2", PodCIDR: cidr("10.10.2.0/24"), Encap: true}
+	routed := &PeerRoute{NodeName: "n3", PodCIDR: cidr("10.10.3.0/24")}
+	if err := p.Reconcile(map[string]*PeerRoute{"n2": enc, "n3": routed}); err != nil {
+		t.Fatal(err)
+	}
+	if len(tunnel.routes) != 1 || !tunnel.routes["10.10.2.0/24"] || len(underlay.routes) != 1 || !underlay.routes["10.10.3.0/24"] {
+		t.Errorf("tunnel %v, underlay %v: want n2's CIDR through the tunnel and n3's routed, the stale ones gone", tunnel.routes, underlay.routes)
+	}
+	if err := p.Delete(routed); err != nil || underlay.routes["10.10.3.0/24"] {
+		t.Errorf("delete of a routed peer: %v, underlay %v", err, underlay.routes)
+	}
+	if err := (PathRoutes{Tunnel: tunnel}).Add(routed); err == nil {
+		t.Error("a routed peer was accepted without routes for it")
+	}
+}

@@ -48,6 +48,9 @@ const (
 	DatapathSystem = "system"
 	DatapathNetdev = "netdev"
 	EncapModeEncap = "encap"
+	// EncapModeNoEncap routes pod traffic between nodes over the underlay,
+	// unencapsulated (docs/design/traffic-modes.md).
+	EncapModeNoEncap = "noEncap"
 	TunnelGeneve   = "geneve"
 	TunnelVXLAN    = "vxlan"
 	TunnelGRE      = "gre"
@@ -77,9 +80,13 @@ type AgentConfig struct {
 	OVSRunDir string `json:"ovsRunDir"`
 	// HostGateway is the node's gateway interface to pods. Default antrea-gw0.
 	HostGateway string `json:"hostGateway"`
-	// TrafficEncapMode is how inter-node pod traffic travels; only encap
-	// (the default) is implemented.
+	// TrafficEncapMode is how inter-node pod traffic travels: encap (the
+	// default: through tunnelType) or noEncap (routed by the underlay);
+	// upstream's spelling in any case. EncapMode gives its canonical form.
 	TrafficEncapMode string `json:"trafficEncapMode"`
+	// NoSNAT (noEncap only, as upstream's) leaves pod traffic to outside
+	// the cluster with the pod's address: the underlay routes the pod CIDRs.
+	NoSNAT bool `json:"noSNAT"`
 	// TunnelType is geneve (default), vxlan or gre.
 	TunnelType string `json:"tunnelType"`
 	// TunnelCsum asks for outer UDP checksums on the tunnel. Default false.
@@ -306,11 +313,11 @@ func (c *AgentConfig) validate() []error {
 		fail("hostGateway", "%q is already the name of a bridge", c.HostGateway)
 	}
 	switch strings.ToLower(c.TrafficEncapMode) {
-	case "encap":
-	case "noencap", "hybrid", "networkpolicyonly":
-		fail("trafficEncapMode", "%q is not supported by this Antrea (only encap)", c.TrafficEncapMode)
+	case "encap", "noencap":
+	case "hybrid", "networkpolicyonly":
+		fail("trafficEncapMode", "%q is not supported by this Antrea (want encap or noEncap)", c.TrafficEncapMode)
 	default:
-		fail("trafficEncapMode", "%q is not a mode (want encap; upstream also has noEncap, hybrid and networkPolicyOnly)", c.TrafficEncapMode)
+		fail("trafficEncapMode", "%q is not a mode (want encap or noEncap; upstream also has hybrid and networkPolicyOnly)", c.TrafficEncapMode)
 	}
 	switch c.TunnelType {
 	case TunnelGeneve, TunnelVXLAN, TunnelGRE:
@@ -388,4 +395,13 @@ func checkAbsPath(s string) error {
 		return fmt.Errorf("%q is not an absolute path", s)
 	}
 	return nil
+}
+
+// EncapMode is TrafficEncapMode in its canonical spelling (EncapModeEncap
+// or EncapModeNoEncap); the file may spell it in any case, as upstream's.
+func (c *AgentConfig) EncapMode() string {
+	if strings.EqualFold(c.TrafficEncapMode, EncapModeNoEncap) {
+		return EncapModeNoEncap
+	}
+	return EncapModeEncap
 }

@@ -50,7 +50,6 @@ var spec = strict.Spec{
 		{Key: "antreaClientConnection.*", Accept: []any{"", 0},
 			Why: "the agent reaches antrea-controller through kube-apiserver with clientConnection"},
 		{Key: "nodeType", Accept: []any{"k8sNode"}, Why: "the agent runs on Kubernetes Nodes only"},
-		{Key: "noSNAT", Accept: []any{false}, Why: "only the encap mode is implemented"},
 		{Key: "snatFullyRandomPorts", Accept: []any{false}},
 		{Key: "tunnelPort", Accept: []any{0}, Why: "the tunnel uses its IANA port"},
 		{Key: "trafficEncryptionMode", Accept: []any{"none", ""}, Why: "encryption is not implemented"},

@@ -1,5 +1,6 @@
 // Package datapath tests Antrea's pod networking end to end on the lab, with
-// Geneve and VXLAN (and GRE under make conformance) between the nodes: pod to pod on one node
+// Geneve between the nodes and without a tunnel (noEncap; VXLAN and GRE under
+// make conformance): pod to pod on one node
 // and across nodes, node to pod and pod to node, over TCP, UDP and ICMP; an
 // established TCP stream that survives an antrea-agent restart; flows,
 // groups and meters that come back after ovs-vswitchd or ovsdb-server
@@ -57,7 +58,11 @@ type env struct {
 func up(t *testing.T, encap string) *env {
 	t.Helper()
 	opts := labtest.Options()
-	opts.Encap = encap
+	if encap == "noEncap" {
+		opts.TrafficMode = encap // routed by the underlay, no tunnel
+	} else {
+		opts.Encap = encap
+	}
 	if reason := labtest.Check(&opts); reason != "" {
 		t.Skip(reason)
 	}
@@ -193,14 +198,14 @@ func (e *env) addressOf(from string) string {
 
 func (e *env) ip(pod string) string { return e.pods[pod].Status.PodIP }
 
-// envEncaps lists the tunnel types TestDatapath brings a lab up with,
-// comma-separated (default "geneve,vxlan": make test; make conformance adds a
-// GRE lab, whose tunnel pkg/agent/traceflow's two-node test crosses in make
-// test).
+// envEncaps lists the tunnel types TestDatapath brings a lab up with, or
+// noEncap for a lab without a tunnel, comma-separated (default
+// "geneve,noEncap": make test; make conformance runs VXLAN and GRE labs,
+// whose tunnels pkg/agent/traceflow's two-node test crosses in make test).
 const envEncaps = "ANTREA_DATAPATH_ENCAPS"
 
 func TestDatapath(t *testing.T) {
-	encaps := []string{"geneve", "vxlan"}
+	encaps := []string{"geneve", "noEncap"}
 	if v := os.Getenv(envEncaps); v != "" {
 		encaps = strings.Split(v, ",")
 	}
@@ -247,11 +252,12 @@ func TestDatapath(t *testing.T) {
 				}
 			})
 			// The restarts do not depend on the tunnel type: with VXLAN
-			// and GRE they run under make reliability, and make test's
-			// VXLAN and GRE labs check the connectivity above and a
-			// ClusterIP.
+			// and GRE they run under make reliability, and their labs
+			// check the connectivity above and a ClusterIP. Without a
+			// tunnel, the agent restart's policy also shows that pod
+			// traffic between nodes keeps its source (no masquerade).
 			restarts := encap == "geneve" || long(t)
-			if restarts {
+			if restarts || encap == "noEncap" {
 				t.Run("an agent restart keeps the stream and the policy, and networks a pod made meanwhile", func(t *testing.T) {
 					e.agentRestartUnderPolicy(t, ctx)
 				})
