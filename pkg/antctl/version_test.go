@@ -128,7 +128,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.out), &gates); err != nil {
 		t.Fatalf("-o json printed %q: %v", r.out, err)
 	}
-	if len(gates) != len(want(nil)) || gates[0].Name != "AntreaProxy" || gates[0].Enabled || !gates[0].Implemented ||
+	if len(gates) != len(want(nil))-1 || gates[0].Name != "AntreaProxy" || gates[0].Enabled || !gates[0].Implemented ||
 		gates[0].Source != filepath.Join(dir, "antrea-agent.conf") {
 		t.Errorf("local mode: printed %s, want the gates of %s", r.out, dir)
 	}
