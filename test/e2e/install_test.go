@@ -192,7 +192,7 @@ func TestAnAgentConfWithABadValueFailsTheAgentWithALineNamingTheKey(t *testing.T
 	}
 	image := containerImage(t, ds, "antrea-agent")
 	for _, tc := range []struct{ name, conf, key string }{
-		{"an unsupported tunnel type", "tunnelType: gre\n", "tunnelType"},
+		{"an unsupported tunnel type", "tunnelType: stt\n", "tunnelType"},
 		{"a misspelt key", "tunelType: vxlan\n", "tunelType"},
 		{"a datapath type that does not exist", "ovsDatapathType: kernel\n", "ovsDatapathType"},
 	} {

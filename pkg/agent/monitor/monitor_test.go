@@ -102,7 +102,13 @@ func TestAgentInfoHeartbeat(t *testing.T) {
 			t.Errorf("condition %s = %+v, want True with a heartbeat", ct, c)
 		}
 	}
-	if got, err := m.Info(ctx); err != nil || got.(*crdv1beta1.AntreaAgentInfo).Name != "node-1" {
+	// The monitor records what it wrote once the API server answered: the
+	// object may be readable a moment before.
+	var got any
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err = m.Info(ctx)
+		return err == nil, nil
+	}); err != nil || got.(*crdv1beta1.AntreaAgentInfo).Name != "node-1" {
 		t.Errorf("Info (the agent API's /agentinfo) = %v, %v", got, err)
 	}
 
