@@ -12,6 +12,7 @@ pkg/config/agent and pkg/config/controller); values.schema.json lists them too.
 {{- define "antrea.agentFeatureGates" -}}
 AntreaProxy: true
 PacketCapture: false
+NodeLatencyMonitor: false
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}
