@@ -96,6 +96,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 			{"COMPONENT", "FEATUREGATE", "STATUS", "NOTE"},
 			{"antrea-agent", "AntreaProxy", "Disabled", "-"},
 			{"antrea-agent", "NetworkPolicyStats", "Enabled", "-"},
+			{"antrea-agent", "NodeLatencyMonitor", "Disabled", "-"},
 			{"antrea-agent", "PacketCapture", "Disabled", "-"},
 			{"antrea-agent", "Egress", "Not implemented", "set to false; not implemented by this Antrea"},
 			{"antrea-agent", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},
@@ -127,7 +128,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.out), &gates); err != nil {
 		t.Fatalf("-o json printed %q: %v", r.out, err)
 	}
-	if len(gates) != 6 || gates[0].Name != "AntreaProxy" || gates[0].Enabled || !gates[0].Implemented ||
+	if len(gates) != 7 || gates[0].Name != "AntreaProxy" || gates[0].Enabled || !gates[0].Implemented ||
 		gates[0].Source != filepath.Join(dir, "antrea-agent.conf") {
 		t.Errorf("local mode: printed %s, want the gates of %s", r.out, dir)
 	}
