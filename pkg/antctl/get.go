@@ -27,6 +27,7 @@ From the controller (through kube-apiserver, from a laptop or local mode):
   agentinfo, controllerinfo                     what the components report about themselves (monitoring CRDs)
   networkpolicystats, antreanetworkpolicystats, antreaclusternetworkpolicystats
                                                 policies' traffic statistics (stats.antrea.io/v1alpha1)
+  nodelatencystats                              the RTT matrix between Nodes (NodeLatencyMonitor)
 From a node's OVS (local mode; from a laptop through the node's agent API, --node NODE or -p POD):
   podinterface, ovsflows`,
 		Args: cobra.ArbitraryArgs,
@@ -53,6 +54,7 @@ From a node's OVS (local mode; from a laptop through the node's agent API, --nod
 		newGetPipelineCommand(g),
 		newGetAgentInfoCommand(g),
 		newGetControllerInfoCommand(g),
+		newGetNodeLatencyStatsCommand(g),
 	)
 	cmd.AddCommand(newGetStatsCommands(g)...)
 	return cmd

@@ -97,6 +97,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 			{"antrea-agent", "AntreaProxy", "Disabled", "-"},
 			{"antrea-agent", "FlowExporter", "Disabled", "-"},
 			{"antrea-agent", "NetworkPolicyStats", "Enabled", "-"},
+			{"antrea-agent", "NodeLatencyMonitor", "Disabled", "-"},
 			{"antrea-agent", "PacketCapture", "Disabled", "-"},
 			{"antrea-agent", "Egress", "Not implemented", "set to false; not implemented by this Antrea"},
 			{"antrea-agent", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},

@@ -95,6 +95,8 @@ type Stores struct {
 	// Stats sums agents' policy stats reports (nil: stats.antrea.io and
 	// nodestatssummaries are not served, the NetworkPolicyStats gate off).
 	Stats *stats.Aggregator
+	// NodeLatency keeps the agents' NodeLatencyStats (nil: not served).
+	NodeLatency *registry.NodeLatencyStore
 }
 
 // NewStores returns empty stores.
@@ -104,6 +106,7 @@ func NewStores() *Stores {
 		AppliedToGroups: storage.NewAppliedToGroupStore(),
 		NetworkPolicies: storage.NewNetworkPolicyStore(),
 		Stats:           stats.NewAggregator(),
+		NodeLatency:     registry.NewNodeLatencyStore(),
 	}
 	s.Statuses = registry.NewStatusStore(s.NetworkPolicies)
 	return s
@@ -180,13 +183,18 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, fmt.Errorf("installing %s: %w", controlplane.GroupName, err)
 	}
-	if stores.Stats != nil {
+	if stores.Stats != nil || stores.NodeLatency != nil {
 		sg := genericapiserver.NewDefaultAPIGroupInfo(statsv1alpha1.GroupName, scheme, runtime.NewParameterCodec(scheme), codecs)
-		sg.VersionedResourcesStorageMap[statsv1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-			"networkpolicystats":              registry.NewNetworkPolicyStatsREST(stores.Stats),
-			"antreanetworkpolicystats":        registry.NewAntreaNetworkPolicyStatsREST(stores.Stats),
-			"antreaclusternetworkpolicystats": registry.NewAntreaClusterNetworkPolicyStatsREST(stores.Stats),
+		m := map[string]rest.Storage{}
+		if stores.Stats != nil {
+			m["networkpolicystats"] = registry.NewNetworkPolicyStatsREST(stores.Stats)
+			m["antreanetworkpolicystats"] = registry.NewAntreaNetworkPolicyStatsREST(stores.Stats)
+			m["antreaclusternetworkpolicystats"] = registry.NewAntreaClusterNetworkPolicyStatsREST(stores.Stats)
 		}
+		if stores.NodeLatency != nil {
+			m["nodelatencystats"] = stores.NodeLatency
+		}
+		sg.VersionedResourcesStorageMap[statsv1alpha1.SchemeGroupVersion.Version] = m
 		if err := generic.InstallAPIGroup(&sg); err != nil {
 			return nil, fmt.Errorf("installing %s: %w", statsv1alpha1.GroupName, err)
 		}

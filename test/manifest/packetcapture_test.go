@@ -34,16 +34,7 @@ func TestUpstreamPacketCaptureExamplesApply(t *testing.T) {
 	}
 	cp := apiservertest.Start(t)
 	k := newKubectl(t, cp)
-	k.run(nil, "apply", "-f", repoPath("build/charts/antrea/crds/crd.antrea.io_packetcaptures.yaml"))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		out, _, err := run(t, nil, k.path, "--kubeconfig", k.kubeconfig, "get", "crd", "packetcaptures.crd.antrea.io",
-			"-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
-		return err == nil && string(out) == "True", nil
-	}); err != nil {
-		t.Fatal("the PacketCapture CRD never became established")
-	}
+	applyCRD(t, k, "packetcaptures")
 	for i, ex := range examples {
 		out, errOut := k.run([]byte(ex), "apply", "--validate=strict", "-f", "-")
 		if !strings.Contains(out, "packetcapture.crd.antrea.io/pc-test") || strings.TrimSpace(errOut) != "" {
@@ -67,5 +58,21 @@ func TestUpstreamPacketCaptureExamplesApply(t *testing.T) {
 	_, errOut, err := run(t, only("  source:\n    ip: 10.0.0.1\n"), k.path, "--kubeconfig", k.kubeconfig, "apply", "--dry-run=server", "-f", "-")
 	if err == nil || !strings.Contains(string(errOut), "at least one of source.pod and destination.pod") {
 		t.Errorf("a capture without a Pod: kubectl apply said %v: %s; want the schema's refusal", err, errOut)
+	}
+}
+
+// applyCRD applies the chart's CRD crd.antrea.io_PLURAL.yaml and waits until
+// kube-apiserver established it.
+func applyCRD(t *testing.T, k *kubectl, plural string) {
+	t.Helper()
+	k.run(nil, "apply", "-f", repoPath("build/charts/antrea/crds/crd.antrea.io_"+plural+".yaml"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		out, _, err := run(t, nil, k.path, "--kubeconfig", k.kubeconfig, "get", "crd", plural+".crd.antrea.io",
+			"-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+		return err == nil && string(out) == "True", nil
+	}); err != nil {
+		t.Fatalf("the CRD %s.crd.antrea.io never became established", plural)
 	}
 }

@@ -64,6 +64,7 @@ func TestManifestHasEveryObjectOfAnInstall(t *testing.T) {
 		"CustomResourceDefinition clusternetworkpolicies.policy.networking.k8s.io",
 		"CustomResourceDefinition groups.crd.antrea.io",
 		"CustomResourceDefinition networkpolicies.crd.antrea.io",
+		"CustomResourceDefinition nodelatencymonitors.crd.antrea.io",
 		"CustomResourceDefinition packetcaptures.crd.antrea.io",
 		"CustomResourceDefinition tiers.crd.antrea.io",
 		"CustomResourceDefinition traceflows.crd.antrea.io",
@@ -167,6 +168,7 @@ var unnamedCreates = map[string]string{
 	"ClusterRole antrea-agent antreaagentinfos":           "each agent creates the AntreaAgentInfo named after its Node (docs/monitoring.md)",
 	"ClusterRole antrea-controller antreacontrollerinfos": "antrea-controller creates its AntreaControllerInfo at start",
 	"ClusterRole antrea-agent nodestatssummaries":         "each agent posts its Node's policy stats (docs/network-policy-stats.md); nothing is stored",
+	"ClusterRole antrea-agent nodelatencystats":           "each agent creates the NodeLatencyStats named after its Node (docs/node-latency-monitor.md); antrea-controller keeps the latest",
 	"ClusterRole antctl traceflows":                       "antctl traceflow creates a Traceflow with a generated name (docs/traceflow.md)",
 	"ClusterRole antctl pods/exec":                        "antctl runs its commands in the agent's container when the agent API is out of reach (docs/antctl.md)",
 }
@@ -449,7 +451,7 @@ func TestConfFilesAreWhatTheComponentsRead(t *testing.T) {
 	objs := decode(t, render(t, "tunnelType=vxlan", "ovs.datapathType=netdev", "featureGates.AntreaProxy=false", "defaultMTU=1400"))
 	agent := confOf(t, objs, "antrea-agent.conf")
 	for key, want := range map[string]any{"tunnelType": "vxlan", "ovsDatapathType": "netdev", "defaultMTU": 1400.0,
-		"featureGates": map[string]any{"AntreaProxy": false, "FlowExporter": false, "PacketCapture": false}} {
+		"featureGates": map[string]any{"AntreaProxy": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false}} {
 		if got, _ := json.Marshal(agent[key]); string(got) != mustJSON(t, want) {
 			t.Errorf("antrea-agent.conf: %s is %s, want %s", key, got, mustJSON(t, want))
 		}

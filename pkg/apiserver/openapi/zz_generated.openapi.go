@@ -49,7 +49,11 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.AntreaNetworkPolicyStatsList{}.OpenAPIModelName():        schema_pkg_apis_stats_v1alpha1_AntreaNetworkPolicyStatsList(ref),
 		v1alpha1.NetworkPolicyStats{}.OpenAPIModelName():                  schema_pkg_apis_stats_v1alpha1_NetworkPolicyStats(ref),
 		v1alpha1.NetworkPolicyStatsList{}.OpenAPIModelName():              schema_pkg_apis_stats_v1alpha1_NetworkPolicyStatsList(ref),
+		v1alpha1.NodeLatencyStats{}.OpenAPIModelName():                    schema_pkg_apis_stats_v1alpha1_NodeLatencyStats(ref),
+		v1alpha1.NodeLatencyStatsList{}.OpenAPIModelName():                schema_pkg_apis_stats_v1alpha1_NodeLatencyStatsList(ref),
+		v1alpha1.PeerNodeLatencyStats{}.OpenAPIModelName():                schema_pkg_apis_stats_v1alpha1_PeerNodeLatencyStats(ref),
 		v1alpha1.RuleTrafficStats{}.OpenAPIModelName():                    schema_pkg_apis_stats_v1alpha1_RuleTrafficStats(ref),
+		v1alpha1.TargetIPLatencyStats{}.OpenAPIModelName():                schema_pkg_apis_stats_v1alpha1_TargetIPLatencyStats(ref),
 		v1alpha1.TrafficStats{}.OpenAPIModelName():                        schema_pkg_apis_stats_v1alpha1_TrafficStats(ref),
 		v1.APIGroup{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_APIGroup(ref),
 		v1.APIGroupList{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_APIGroupList(ref),
@@ -1502,6 +1506,135 @@ func schema_pkg_apis_stats_v1alpha1_NetworkPolicyStatsList(ref common.ReferenceC
 	}
 }
 
+func schema_pkg_apis_stats_v1alpha1_NodeLatencyStats(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeLatencyStats is one Node's latest report of its probes to its peers, named after the Node (upstream's type: the agent creates it, the controller stores the latest one per Node).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"peerNodeLatencyStats": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PeerNodeLatencyStats are the probes' results, one entry per peer Node.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.PeerNodeLatencyStats{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.PeerNodeLatencyStats{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_stats_v1alpha1_NodeLatencyStatsList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeLatencyStatsList is a list of NodeLatencyStats.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.NodeLatencyStats{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.NodeLatencyStats{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_stats_v1alpha1_PeerNodeLatencyStats(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PeerNodeLatencyStats are the results for one peer Node, per target IP (one per IP family the peer has a gateway address in).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"nodeName": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"targetIPLatencyStats": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.TargetIPLatencyStats{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.TargetIPLatencyStats{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_stats_v1alpha1_RuleTrafficStats(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1526,6 +1659,57 @@ func schema_pkg_apis_stats_v1alpha1_RuleTrafficStats(ref common.ReferenceCallbac
 		},
 		Dependencies: []string{
 			v1alpha1.TrafficStats{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_stats_v1alpha1_TargetIPLatencyStats(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TargetIPLatencyStats is what the agent knows of one target IP: when it last sent a probe, when it last got a reply, and the RTT of that reply. A lastRecvTime older than lastSendTime by more than an interval means the peer has stopped answering.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"targetIP": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"lastSendTime": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastRecvTime": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastMeasuredRTTNanoseconds": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"recentRTTNanoseconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RecentRTTNanoseconds are the RTTs of the replies received over the agent's window (the last 10 probes), oldest first; an addition to upstream's fields, optional (absent from upstream agents' reports), from which antctl prints the median and maximum.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int64",
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -41,6 +41,9 @@ const (
 	FlowExporter = "FlowExporter"
 	// PacketCapture gates the agent's PacketCapture controller (off by default, as upstream).
 	PacketCapture = "PacketCapture"
+	// NodeLatencyMonitor gates the agent's latency probes of the other Nodes
+	// (pkg/agent/nodelatency; off by default, as upstream).
+	NodeLatencyMonitor = "NodeLatencyMonitor"
 )
 
 // Supported values.
@@ -180,7 +183,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,

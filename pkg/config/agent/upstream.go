@@ -30,7 +30,7 @@ var spec = strict.Spec{
 		{Name: "Multicast", Default: true},
 		{Name: "Multicluster"},
 		{Name: NetworkPolicyStats, Default: true, Implemented: true},
-		{Name: "NodeLatencyMonitor"},
+		{Name: NodeLatencyMonitor, Implemented: true},
 		{Name: "NodeNetworkPolicy"},
 		{Name: "NodePortLocal", Default: true},
 		{Name: PacketCapture, Implemented: true},

@@ -25,6 +25,7 @@ const (
 	PathValidateClusterGroup  = "/validate/clustergroup"
 	PathValidateGroup         = "/validate/group"
 	PathValidatePacketCapture = "/validate/packetcapture"
+	PathValidateNLM           = "/validate/nodelatencymonitor"
 	PathMutateACNP            = "/mutate/acnp"
 	PathMutateANNP            = "/mutate/annp"
 )
@@ -42,6 +43,7 @@ func Handlers(v *Validator) map[string]http.Handler {
 		PathValidateClusterGroup:  reviewHandler(reviewObject(v.ValidateClusterGroup)),
 		PathValidateGroup:         reviewHandler(reviewObject(v.ValidateGroup)),
 		PathValidatePacketCapture: reviewHandler(reviewObject(v.ValidatePacketCapture)),
+		PathValidateNLM:           reviewHandler(reviewObject(v.ValidateNodeLatencyMonitor)),
 		PathMutateACNP:            reviewHandler(mutateACNP),
 		PathMutateANNP:            reviewHandler(mutateANNP),
 	}

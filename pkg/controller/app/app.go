@@ -113,6 +113,10 @@ func Run(ctx context.Context, o *Options) error {
 			return fmt.Errorf("watching %s for stats: %w", kind, err)
 		}
 	}
+	if err := stores.NodeLatency.Watch(informerFactory.Core().V1().Nodes().Informer(),
+		crdInformerFactory.Crd().V1alpha1().NodeLatencyMonitors().Informer()); err != nil {
+		return err
+	}
 	tierKeeper, err := tier.NewKeeper(crdClient, crd.Tiers())
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ pkg/config/agent and pkg/config/controller); values.schema.json lists them too.
 AntreaProxy: true
 FlowExporter: false
 PacketCapture: false
+NodeLatencyMonitor: false
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}

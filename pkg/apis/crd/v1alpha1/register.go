@@ -10,7 +10,7 @@ import (
 const GroupName = "crd.antrea.io"
 
 // SchemeGroupVersion is crd.antrea.io/v1alpha1, the version upstream serves
-// PacketCapture in.
+// PacketCapture and NodeLatencyMonitor in.
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
 
 // Resource takes an unqualified resource and returns a group-qualified one.
@@ -30,6 +30,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&PacketCapture{},
 		&PacketCaptureList{},
+		&NodeLatencyMonitor{},
+		&NodeLatencyMonitorList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -30,6 +30,7 @@ func knownTypes() []runtime.Object {
 		&NetworkPolicyStats{}, &NetworkPolicyStatsList{},
 		&AntreaNetworkPolicyStats{}, &AntreaNetworkPolicyStatsList{},
 		&AntreaClusterNetworkPolicyStats{}, &AntreaClusterNetworkPolicyStatsList{},
+		&NodeLatencyStats{}, &NodeLatencyStatsList{},
 	}
 }
 

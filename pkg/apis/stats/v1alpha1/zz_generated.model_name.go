@@ -38,8 +38,28 @@ func (in NetworkPolicyStatsList) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NodeLatencyStats) OpenAPIModelName() string {
+	return "io.antrea.stats.v1alpha1.NodeLatencyStats"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NodeLatencyStatsList) OpenAPIModelName() string {
+	return "io.antrea.stats.v1alpha1.NodeLatencyStatsList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PeerNodeLatencyStats) OpenAPIModelName() string {
+	return "io.antrea.stats.v1alpha1.PeerNodeLatencyStats"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in RuleTrafficStats) OpenAPIModelName() string {
 	return "io.antrea.stats.v1alpha1.RuleTrafficStats"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in TargetIPLatencyStats) OpenAPIModelName() string {
+	return "io.antrea.stats.v1alpha1.TargetIPLatencyStats"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -49,6 +49,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Controlplane().V1beta2().NetworkPolicies().Informer()}, nil
 
 		// Group=crd.antrea.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("nodelatencymonitors"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1alpha1().NodeLatencyMonitors().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("packetcaptures"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1alpha1().PacketCaptures().Informer()}, nil
 

@@ -4,6 +4,10 @@
 
 package v1alpha1
 
+// NodeLatencyMonitorListerExpansion allows custom methods to be added to
+// NodeLatencyMonitorLister.
+type NodeLatencyMonitorListerExpansion interface{}
+
 // PacketCaptureListerExpansion allows custom methods to be added to
 // PacketCaptureLister.
 type PacketCaptureListerExpansion interface{}

@@ -10,6 +10,8 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// NodeLatencyMonitors returns a NodeLatencyMonitorInformer.
+	NodeLatencyMonitors() TypedNodeLatencyMonitorInformer
 	// PacketCaptures returns a PacketCaptureInformer.
 	PacketCaptures() TypedPacketCaptureInformer
 }
@@ -23,6 +25,11 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// NodeLatencyMonitors returns a TypedNodeLatencyMonitorInformer.
+func (v *version) NodeLatencyMonitors() TypedNodeLatencyMonitorInformer {
+	return &nodeLatencyMonitorInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // PacketCaptures returns a TypedPacketCaptureInformer.

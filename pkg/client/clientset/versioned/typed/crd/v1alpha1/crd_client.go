@@ -14,12 +14,17 @@ import (
 
 type CrdV1alpha1Interface interface {
 	RESTClient() rest.Interface
+	NodeLatencyMonitorsGetter
 	PacketCapturesGetter
 }
 
 // CrdV1alpha1Client is used to interact with features provided by the crd.antrea.io group.
 type CrdV1alpha1Client struct {
 	restClient rest.Interface
+}
+
+func (c *CrdV1alpha1Client) NodeLatencyMonitors() NodeLatencyMonitorInterface {
+	return newNodeLatencyMonitors(c)
 }
 
 func (c *CrdV1alpha1Client) PacketCaptures() PacketCaptureInterface {

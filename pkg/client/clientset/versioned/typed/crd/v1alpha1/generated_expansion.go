@@ -4,4 +4,6 @@
 
 package v1alpha1
 
+type NodeLatencyMonitorExpansion interface{}
+
 type PacketCaptureExpansion interface{}

@@ -9,3 +9,5 @@ type AntreaClusterNetworkPolicyStatsExpansion interface{}
 type AntreaNetworkPolicyStatsExpansion interface{}
 
 type NetworkPolicyStatsExpansion interface{}
+
+type NodeLatencyStatsExpansion interface{}

@@ -17,6 +17,7 @@ type StatsV1alpha1Interface interface {
 	AntreaClusterNetworkPolicyStatsesGetter
 	AntreaNetworkPolicyStatsesGetter
 	NetworkPolicyStatsesGetter
+	NodeLatencyStatsesGetter
 }
 
 // StatsV1alpha1Client is used to interact with features provided by the stats.antrea.io group.
@@ -34,6 +35,10 @@ func (c *StatsV1alpha1Client) AntreaNetworkPolicyStatses(namespace string) Antre
 
 func (c *StatsV1alpha1Client) NetworkPolicyStatses(namespace string) NetworkPolicyStatsInterface {
 	return newNetworkPolicyStatses(c, namespace)
+}
+
+func (c *StatsV1alpha1Client) NodeLatencyStatses() NodeLatencyStatsInterface {
+	return newNodeLatencyStatses(c)
 }
 
 // NewForConfig creates a new StatsV1alpha1Client for the given config.

@@ -26,6 +26,10 @@ func (c *FakeStatsV1alpha1) NetworkPolicyStatses(namespace string) v1alpha1.Netw
 	return newFakeNetworkPolicyStatses(c, namespace)
 }
 
+func (c *FakeStatsV1alpha1) NodeLatencyStatses() v1alpha1.NodeLatencyStatsInterface {
+	return newFakeNodeLatencyStatses(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeStatsV1alpha1) RESTClient() rest.Interface {
