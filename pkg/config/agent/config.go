@@ -54,9 +54,9 @@ const (
 	// EncapModeNoEncap routes pod traffic between nodes over the underlay,
 	// unencapsulated (docs/design/traffic-modes.md).
 	EncapModeNoEncap = "noEncap"
-	TunnelGeneve   = "geneve"
-	TunnelVXLAN    = "vxlan"
-	TunnelGRE      = "gre"
+	TunnelGeneve     = "geneve"
+	TunnelVXLAN      = "vxlan"
+	TunnelGRE        = "gre"
 	// UplinkBridgeName is the OVS bridge that holds the uplink with the
 	// netdev datapath (pkg/agent/nodeinit); no other bridge may take its name.
 	UplinkBridgeName = "br-phy"
