@@ -15,7 +15,10 @@ func cidr(s string) *net.IPNet {
 	return n
 }
 
-func TestGatewayRoutesReconcileRemovesStaleAndKeepsLocal(t *testing.T) {
+// inNewNetNS runs f in a network namespace of its own (root only), removed
+// afterwards; an error of f fails the test.
+func inNewNetNS(t *testing.T, f func() error) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a network namespace")
 	}
@@ -27,7 +30,13 @@ func TestGatewayRoutesReconcileRemovesStaleAndKeepsLocal(t *testing.T) {
 		_ = netns.Close()
 		_ = testutils.UnmountNS(netns)
 	})
-	err = netns.Do(func(ns.NetNS) error {
+	if err := netns.Do(func(ns.NetNS) error { return f() }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGatewayRoutesReconcileRemovesStaleAndKeepsLocal(t *testing.T) {
+	inNewNetNS(t, func() error {
 		// No dummy driver in this kernel: a veth stands in for the gateway.
 		gw := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "antrea-gw0"}, PeerName: "gw-peer"}
 		if err := netlink.LinkAdd(gw); err != nil {
@@ -69,9 +78,6 @@ func TestGatewayRoutesReconcileRemovesStaleAndKeepsLocal(t *testing.T) {
 		}
 		return g.Delete(peer) // twice: not an error
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestUnderlayRoutesRouteToTheNodeIPAndReconcileOnlyTheirOwn: noEncap's
@@ -79,18 +85,7 @@ func TestGatewayRoutesReconcileRemovesStaleAndKeepsLocal(t *testing.T) {
 // removes a stale one of them but leaves the link's other routes (the
 // default route, a user's static route) alone.
 func TestUnderlayRoutesRouteToTheNodeIPAndReconcileOnlyTheirOwn(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	netns, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = netns.Close()
-		_ = testutils.UnmountNS(netns)
-	})
-	err = netns.Do(func(ns.NetNS) error {
+	inNewNetNS(t, func() error {
 		up := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "br-phy"}, PeerName: "phy-peer"}
 		if err := netlink.LinkAdd(up); err != nil {
 			return err
@@ -148,9 +143,6 @@ func TestUnderlayRoutesRouteToTheNodeIPAndReconcileOnlyTheirOwn(t *testing.T) {
 		}
 		return u.Delete(peer) // twice: not an error
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestPathRoutesSendEachPeerToItsPath: a peer's route goes to the routes of
