@@ -13,7 +13,10 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 )
 
-func TestMasqueradeIsOneRuleInTheTableAndReplacesTheIptablesChain(t *testing.T) {
+// inNewNetNS runs f in a network namespace of its own (root and the nft
+// binary only), removed afterwards; an error of f fails the test.
+func inNewNetNS(t *testing.T, f func() error) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a network namespace and nftables")
 	}
@@ -25,8 +28,14 @@ func TestMasqueradeIsOneRuleInTheTableAndReplacesTheIptablesChain(t *testing.T) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = netns.Close(); _ = testutils.UnmountNS(netns) })
+	if err := netns.Do(func(ns.NetNS) error { return f() }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMasqueradeIsOneRuleInTheTableAndReplacesTheIptablesChain(t *testing.T) {
 	_, iptErr := exec.LookPath("iptables")
-	err = netns.Do(func(ns.NetNS) error {
+	inNewNetNS(t, func() error {
 		if iptErr == nil {
 			// What an earlier agent left.
 			for _, args := range [][]string{{"-N", legacyMasqueradeChain}, {"-A", "POSTROUTING", "-j", legacyMasqueradeChain},
@@ -59,27 +68,13 @@ func TestMasqueradeIsOneRuleInTheTableAndReplacesTheIptablesChain(t *testing.T) 
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestMasqueradeRoutedSparesTheClusterPodCIDRs: in noEncap the rule spares
 // the set of pod CIDRs, which SetClusterPodCIDRs makes exactly what it is
 // given; NoMasquerade leaves no rule.
 func TestMasqueradeRoutedSparesTheClusterPodCIDRs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace and nftables")
-	}
-	if _, err := exec.LookPath("nft"); err != nil {
-		t.Skip("needs the nft binary")
-	}
-	netns, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netns.Close(); _ = testutils.UnmountNS(netns) })
-	err = netns.Do(func(ns.NetNS) error {
+	inNewNetNS(t, func() error {
 		ctx := context.Background()
 		tb, err := New()
 		if err != nil {
@@ -122,7 +117,4 @@ func TestMasqueradeRoutedSparesTheClusterPodCIDRs(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
