@@ -193,6 +193,9 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 	if !st.ReadyAt.IsZero() {
 		fmt.Fprintf(out, "ready %.1fs after start (%s)\n", st.ReadyAt.Sub(st.StartedAt).Seconds(), st.StartedAt.Format(time.RFC3339))
 	}
+	first, last := ExternalIPRange()
+	fmt.Fprintf(out, "outside host: %s (netns %s; TCP/UDP %d answer \"outside\", http://%s:%d/clientip the client's address); free for external IPs: %s-%s\n",
+		OutsideIP(), OutsideNetNS, OutsidePort, OutsideIP(), OutsideHTTPPort, first, last)
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tNODE\tPID\tSTATE\tRSS\tLOG")

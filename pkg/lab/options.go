@@ -23,9 +23,12 @@ const (
 	NetNSPrefix       = "antrea-lab-"
 	UnderlayNetNS     = NetNSPrefix + "underlay"
 	ControlPlaneNetNS = NetNSPrefix + "cp"
-	PodNetNSPrefix    = NetNSPrefix + "pod-"
-	nodeNetNSPrefix   = NetNSPrefix + "node-"
-	underlayBridge    = "br-underlay"
+	// OutsideNetNS is a host on the underlay outside the cluster (no node):
+	// the destination of pods' traffic to the world, which it reports.
+	OutsideNetNS    = NetNSPrefix + "outside"
+	PodNetNSPrefix  = NetNSPrefix + "pod-"
+	nodeNetNSPrefix = NetNSPrefix + "node-"
+	underlayBridge  = "br-underlay"
 
 	// APIServerPort is the port of kube-apiserver in the cp netns and of the
 	// relay on the host's loopback.
@@ -40,7 +43,9 @@ const (
 )
 
 // underlayPrefix is the underlay subnet; .1 is unused (no host address: the
-// root netns is never touched), .2 is the control plane, .11+ are nodes.
+// root netns is never touched), .2 is the control plane, .3 the outside host,
+// .11+ are nodes, .200-.249 are left free for external IPs (Egress IPs and
+// LoadBalancer IPs from an ExternalIPPool).
 var underlayPrefix = netip.MustParsePrefix("172.30.0.0/24")
 
 // NodeRuntime selects what networks the pods of a node. It is the one switch
@@ -216,14 +221,34 @@ func controlPlaneIP() netip.Addr { return underlayPrefix.Addr().Next().Next() }
 // nodes' network that is no node (tests use it as a client outside the cluster).
 func ControlPlaneIP() netip.Addr { return controlPlaneIP() }
 
-// nodeIP is the underlay address of node i (1-based): 172.30.0.11, .12, ...
-func nodeIP(i int) netip.Addr {
+// OutsideIP is the address of the lab's outside host (netns OutsideNetNS):
+// a machine on the nodes' network that is in no way part of the cluster.
+func OutsideIP() netip.Addr { return controlPlaneIP().Next() }
+
+// Ports of the outside host's server (antrea-testpod serve --name outside):
+// TCP and UDP answer with "outside", HTTP answers GET /clientip with the
+// address a connection arrived from, as agnhost netexec does.
+const (
+	OutsidePort     = 80
+	OutsideHTTPPort = 8080
+)
+
+// ExternalIPRange is a range of underlay addresses that no lab host uses,
+// for ExternalIPPools: an IP from it answers ARP from whichever node holds it.
+func ExternalIPRange() (first, last netip.Addr) {
+	return underlayAddr(200), underlayAddr(249)
+}
+
+func underlayAddr(host int) netip.Addr {
 	a := underlayPrefix.Addr()
-	for range 10 + i {
+	for range host {
 		a = a.Next()
 	}
 	return a
 }
+
+// nodeIP is the underlay address of node i (1-based): 172.30.0.11, .12, ...
+func nodeIP(i int) netip.Addr { return underlayAddr(10 + i) }
 
 // NodeName is the Kubernetes name of node i (1-based).
 func NodeName(i int) string { return fmt.Sprintf("node-%d", i) }

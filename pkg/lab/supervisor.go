@@ -142,6 +142,12 @@ func (s *supervisor) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.logf("starting the outside host's server on %s (TCP/UDP %d, HTTP %d: GET /clientip)", OutsideIP(), OutsidePort, OutsideHTTPPort)
+	if _, err := s.startDaemon("outside-server", "", OutsideNetNS, filepath.Join(s.opts.BinDir, "antrea-testpod"),
+		"serve", "--name", "outside", "--tcp", fmt.Sprint(OutsidePort), "--udp", fmt.Sprint(OutsidePort),
+		"--http", fmt.Sprint(OutsideHTTPPort)); err != nil {
+		return err
+	}
 	s.logf("making certificates and kubeconfigs")
 	creds, err := s.writeCredentials(nodes)
 	if err != nil {

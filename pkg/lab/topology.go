@@ -80,8 +80,8 @@ func attachCommands(netns, bridgePort, addr string) [][]string {
 	}
 }
 
-// build creates the underlay with its bridge, the control-plane netns and one
-// netns per node, each joined to the bridge.
+// build creates the underlay with its bridge, the control-plane netns, the
+// outside host's netns and one netns per node, each joined to the bridge.
 func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) {
 	if err := t.addNetNS(ctx, UnderlayNetNS); err != nil {
 		return nil, err
@@ -99,6 +99,12 @@ func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) 
 	}
 	bits := underlayPrefix.Bits()
 	if err := t.attach(ctx, ControlPlaneNetNS, "v-cp", fmt.Sprintf("%s/%d", controlPlaneIP(), bits)); err != nil {
+		return nil, err
+	}
+	if err := t.addNetNS(ctx, OutsideNetNS); err != nil {
+		return nil, err
+	}
+	if err := t.attach(ctx, OutsideNetNS, "v-outside", fmt.Sprintf("%s/%d", OutsideIP(), bits)); err != nil {
 		return nil, err
 	}
 	var nodes []NodeInfo
@@ -120,7 +126,7 @@ func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) 
 			return nil, err
 		}
 	}
-	klog.InfoS("Lab topology created", "underlay", underlayPrefix.String(), "controlPlane", controlPlaneIP().String(), "nodes", len(nodes))
+	klog.InfoS("Lab topology created", "underlay", underlayPrefix.String(), "controlPlane", controlPlaneIP().String(), "outside", OutsideIP().String(), "nodes", len(nodes))
 	return nodes, nil
 }
 

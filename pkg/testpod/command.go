@@ -45,7 +45,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func serveCommand(ctx context.Context) *cobra.Command {
 	var cfg ServeConfig
 	cmd := &cobra.Command{
-		Use:   "serve --name NAME [--tcp PORTS] [--udp PORTS]",
+		Use:   "serve --name NAME [--tcp PORTS] [--udp PORTS] [--http PORTS]",
 		Short: "Answer every TCP connection and UDP datagram with NAME (TCP and UDP 80,81 when no port is given)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,7 +59,7 @@ func serveCommand(ctx context.Context) *cobra.Command {
 				}
 				cfg.Name = h
 			}
-			if !cmd.Flags().Changed("tcp") && !cmd.Flags().Changed("udp") {
+			if !cmd.Flags().Changed("tcp") && !cmd.Flags().Changed("udp") && !cmd.Flags().Changed("http") {
 				cfg.TCPPorts, cfg.UDPPorts = defaultPorts, defaultPorts
 			}
 			ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
@@ -70,6 +70,7 @@ func serveCommand(ctx context.Context) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.Name, "name", "", "name to answer with (default $POD_NAME, else the hostname)")
 	cmd.Flags().IntSliceVar(&cfg.TCPPorts, "tcp", nil, "TCP ports to serve, comma-separated")
 	cmd.Flags().IntSliceVar(&cfg.UDPPorts, "udp", nil, "UDP ports to serve, comma-separated")
+	cmd.Flags().IntSliceVar(&cfg.HTTPPorts, "http", nil, "TCP ports to serve HTTP on: GET /clientip answers the client's IP:port, /hostname the name (as agnhost netexec)")
 	cmd.Flags().StringVar(&cfg.Host, "host", "", "address to bind (default every address)")
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -24,6 +25,11 @@ type ServeConfig struct {
 	// TCPPorts and UDPPorts are the ports served on every address.
 	TCPPorts []int
 	UDPPorts []int
+	// HTTPPorts are TCP ports served over HTTP the way agnhost netexec
+	// answers: GET /clientip with the client's address as the server sees it
+	// (IP:port), /hostname with Name. Hosts outside the cluster use it to
+	// report which source address a pod's connection arrived from.
+	HTTPPorts []int
 	// Host is the address to bind; empty means every address.
 	Host string
 	// Ready, if set, is closed once every port is bound.
@@ -36,7 +42,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if cfg.Name == "" {
 		return errors.New("testpod: serve needs a name")
 	}
-	if len(cfg.TCPPorts)+len(cfg.UDPPorts) == 0 {
+	if len(cfg.TCPPorts)+len(cfg.UDPPorts)+len(cfg.HTTPPorts) == 0 {
 		return fmt.Errorf("testpod: serve %s: no ports", cfg.Name)
 	}
 	reply := []byte(cfg.Name + "\n")
@@ -67,17 +73,33 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 		conns = append(conns, c)
 	}
-	klog.InfoS("Serving", "name", cfg.Name, "tcp", cfg.TCPPorts, "udp", cfg.UDPPorts)
+	var servers []*http.Server
+	for _, p := range cfg.HTTPPorts {
+		l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(p)))
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("testpod: serve %s: listen http port %d: %w", cfg.Name, p, err)
+		}
+		listeners = append(listeners, l)
+		servers = append(servers, &http.Server{Handler: httpHandler(cfg.Name), ReadHeaderTimeout: 5 * time.Second})
+	}
+	klog.InfoS("Serving", "name", cfg.Name, "tcp", cfg.TCPPorts, "udp", cfg.UDPPorts, "http", cfg.HTTPPorts)
 	if cfg.Ready != nil {
 		close(cfg.Ready)
 	}
 
 	var wg sync.WaitGroup
-	for _, l := range listeners {
+	plain := len(cfg.TCPPorts)
+	for i, l := range listeners {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			serveTCP(l, reply)
+			if i < plain {
+				serveTCP(l, reply)
+				return
+			}
+			// Serve returns once closeAll closes the listener.
+			_ = servers[i-plain].Serve(l)
 		}()
 	}
 	for _, c := range conns {
@@ -112,6 +134,18 @@ func serveTCP(l net.Listener, reply []byte) {
 			_, _ = c.Write(reply)
 		}()
 	}
+}
+
+// httpHandler answers /clientip and /hostname as agnhost netexec does.
+func httpHandler(name string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /clientip", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.RemoteAddr)
+	})
+	mux.HandleFunc("GET /hostname", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, name)
+	})
+	return mux
 }
 
 func serveUDP(c net.PacketConn, reply []byte) {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -237,5 +239,46 @@ func TestConnectLoopCountsEveryVerdictAndTheLongestGap(t *testing.T) {
 	}
 	if _, err := ConnectLoop(ctx, LoopConfig{ConnectConfig: cfg.ConnectConfig}); err == nil {
 		t.Error("a loop without --every and --for should be refused")
+	}
+}
+
+// TestHTTPReportsTheClientAddressTheServerSees dials from a chosen local
+// address so that the answer is known independently of the server.
+func TestHTTPReportsTheClientAddressTheServerSees(t *testing.T) {
+	port := freePort(t, "tcp")
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, ServeConfig{Name: "outside", Host: "127.0.0.1", HTTPPorts: []int{port}, Ready: ready})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	<-ready
+	// 127.0.0.2 is a loopback address other than the server's own.
+	local := &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}
+	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: local}).DialContext, DisableKeepAlives: true}}
+	get := func(path string) string {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %q %v", path, resp.StatusCode, b, err)
+		}
+		return string(b)
+	}
+	host, _, err := net.SplitHostPort(get("/clientip"))
+	if err != nil || host != "127.0.0.2" {
+		t.Errorf("/clientip answered host %q (%v), want 127.0.0.2", host, err)
+	}
+	if got := get("/hostname"); got != "outside" {
+		t.Errorf("/hostname = %q, want outside", got)
 	}
 }

@@ -159,6 +159,29 @@ func TestPodsSpreadOverNodesGetIPsFromTheirNodesPodCIDRAndReachEachOther(t *test
 			}
 		}
 	}
+	// The outside host is no node: pod traffic to it leaves the cluster,
+	// masqueraded to the address of the pod's node, which it reports.
+	nodeIPs := map[string]string{}
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				nodeIPs[n.Name] = a.Address
+			}
+		}
+	}
+	for _, src := range pods {
+		t.Run(fmt.Sprintf("%s on %s reaches the outside host, which sees the address of %s", src.Name, src.Spec.NodeName, src.Spec.NodeName), func(t *testing.T) {
+			url := fmt.Sprintf("http://%s/clientip", net.JoinHostPort(lab.OutsideIP().String(), fmt.Sprint(lab.OutsideHTTPPort)))
+			out, err := e.Exec(ctx, ns, src.Name, "curl", "-sS", "-m", "5", url)
+			if err != nil {
+				t.Fatalf("curl %s: %v: %s", url, err, out)
+			}
+			host, _, err := net.SplitHostPort(strings.TrimSpace(out))
+			if err != nil || host != nodeIPs[src.Spec.NodeName] {
+				t.Errorf("the outside host saw %q, want the address %s of node %s", out, nodeIPs[src.Spec.NodeName], src.Spec.NodeName)
+			}
+		})
+	}
 	t.Run("a port nobody serves is refused and exec passes the exit code through", func(t *testing.T) {
 		out, err := e.Exec(ctx, ns, pods[0].Name, "antrea-testpod", "connect",
 			"--protocol", "tcp", "--to", net.JoinHostPort(pods[1].Status.PodIP, "82"), "--timeout", "2s")
