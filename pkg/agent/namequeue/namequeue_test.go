@@ -32,6 +32,9 @@ func TestEveryEventQueuesTheNameAndAFailedSyncIsRetried(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
+	// Listed before the objects exist: a namespace created and deleted
+	// before the informer's first list would never be seen at all.
+	factory.WaitForCacheSync(ctx.Done())
 	done := make(chan struct{})
 	go func() { q.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done; factory.Shutdown() }()

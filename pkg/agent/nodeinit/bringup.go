@@ -13,6 +13,7 @@ import (
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
+	"antrea.io/antrea/pkg/util/garp"
 )
 
 // tunnelOverhead is the bytes an encapsulated IPv4 packet adds: outer IP 20
@@ -325,7 +326,7 @@ func bringUpUnderlay(ctx context.Context, conn *ovsconfig.Connection, cfg *Confi
 	}
 	// The node's address now answers with br-phy's MAC: tell the peers.
 	if nodeIP != nil {
-		if err := announceAddress(cfg.UplinkBridgeName, nodeIP.IP, 3, 100*time.Millisecond); err != nil {
+		if err := garp.Announce(cfg.UplinkBridgeName, nodeIP.IP, 3, 100*time.Millisecond); err != nil {
 			klog.ErrorS(err, "Cannot announce the node address's new MAC; peers learn it when their entry ages", "address", nodeIP.IP)
 		}
 	}

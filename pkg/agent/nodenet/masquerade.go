@@ -65,10 +65,21 @@ func clusterPodCIDRSet(v6 bool) string {
 	return ClusterPodCIDRSet + "-v4"
 }
 
+// clusterPodCIDRSetObj declares the set of every node's pod CIDR of one
+// family (the masquerade and Egress rules of a routed node spare them).
+func clusterPodCIDRSetObj(v6 bool) *knftables.Set {
+	typ := "ipv4_addr"
+	if v6 {
+		typ = "ipv6_addr"
+	}
+	return &knftables.Set{Name: clusterPodCIDRSet(v6), Type: typ, Flags: []knftables.SetFlag{knftables.IntervalFlag},
+		Comment: knftables.PtrTo("every node's pod CIDR: pod traffic to them keeps its source")}
+}
+
 func (t *Table) masquerade(ctx context.Context, podCIDR netip.Prefix, gateway string, routed bool) error {
-	fam, nfproto, setType := "ip", "ipv4", "ipv4_addr"
+	fam, nfproto := "ip", "ipv4"
 	if podCIDR.Addr().Is6() {
-		fam, nfproto, setType = "ip6", "ipv6", "ipv6_addr"
+		fam, nfproto = "ip6", "ipv6"
 	}
 	rule := []any{"meta nfproto", nfproto, fam, "saddr", podCIDR.Masked()}
 	set := clusterPodCIDRSet(podCIDR.Addr().Is6())
@@ -81,8 +92,7 @@ func (t *Table) masquerade(ctx context.Context, podCIDR netip.Prefix, gateway st
 		tx.Add(c)
 		tx.Flush(c)
 		if routed {
-			tx.Add(&knftables.Set{Name: set, Type: setType, Flags: []knftables.SetFlag{knftables.IntervalFlag},
-				Comment: knftables.PtrTo("every node's pod CIDR: pod traffic to them keeps its source")})
+			tx.Add(clusterPodCIDRSetObj(podCIDR.Addr().Is6()))
 		}
 		tx.Add(&knftables.Rule{Chain: masqueradePostrouting,
 			Rule:    knftables.Concat(rule...),

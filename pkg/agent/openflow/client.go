@@ -51,6 +51,7 @@ type Client struct {
 	*services
 	*traceflow
 	*packetCapture
+	*egress
 }
 
 // NewClient lays out the pipeline of the registered features and returns a
@@ -80,6 +81,8 @@ func newClient(bridge Bridge, round uint32, register func(*datapath) []Feature) 
 			c.traceflow = f
 		case *packetCapture:
 			c.packetCapture = f
+		case *egress:
+			c.egress = f
 		}
 	}
 	return c, nil

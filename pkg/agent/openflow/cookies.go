@@ -30,6 +30,8 @@ const (
 	// cookiePodConnectivity is the cookie of the fixed flows and of the
 	// pods' and peer nodes' flows.
 	cookiePodConnectivity Cookie = 0x1
+	// cookieEgress is the cookie of the Egress feature's flows.
+	cookieEgress Cookie = 0x2
 	// cookieTraceflow is the cookie of a Traceflow tag's flows, with the
 	// tag in its low byte.
 	cookieTraceflow Cookie = 0x7f000000

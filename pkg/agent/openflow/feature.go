@@ -79,6 +79,7 @@ func registeredFeatures(d *datapath) []Feature {
 		newServices(d),
 		newTraceflow(d, pods, policy),
 		newPacketCapture(d),
+		newEgress(d),
 	}
 }
 

@@ -1,4 +1,9 @@
-package nodeinit
+// Package garp announces an IPv4 address on an Ethernet interface with
+// gratuitous ARP (RFC 5227's announcement), so that the neighbours replace
+// the MAC they hold for it: after the node's address moved from the uplink
+// to br-phy (pkg/agent/nodeinit), and after an Egress or LoadBalancer IP
+// moved to this node (pkg/agent/egress).
+package garp
 
 import (
 	"encoding/binary"
@@ -9,8 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// announceAddress broadcasts count gratuitous ARP requests for ip from the
-// interface ifName (with its MAC), interval apart. Moving the node's
+// Announce broadcasts count gratuitous ARP requests for ip from the
+// interface ifName (with its MAC), interval apart. An IPv6 address is not
+// announced (its neighbours learn from unsolicited NAs). Moving the node's
 // address from the uplink to br-phy changes the MAC it answers with; the
 // peers' kernels replace the entry they hold for ip on a gratuitous ARP (as
 // STALE, confirmed by their next packet), and their ovs-vswitchd's userspace
@@ -18,7 +24,7 @@ import (
 // tunnel packets to the uplink's old MAC, which br-phy does not pop, until
 // its entry aged out: cross-node traffic from that peer black-holed for
 // seconds after a node came up.
-func announceAddress(ifName string, ip net.IP, count int, interval time.Duration) error {
+func Announce(ifName string, ip net.IP, count int, interval time.Duration) error {
 	ip4 := ip.To4()
 	if ip4 == nil {
 		return nil // IPv6 neighbours learn from unsolicited NAs; not needed here

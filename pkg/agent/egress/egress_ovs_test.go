@@ -1,0 +1,169 @@
+package egress
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"antrea.io/antrea/pkg/agent/nodenet"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
+)
+
+// ovsNode is one node of the test: its OVS, OpenFlow client and netfilter.
+type ovsNode struct {
+	br    *bridgetest.Bridge
+	flows *agentof.Client
+	nft   *nodenet.Table
+	ips   *IPAssigner
+}
+
+func newOVSNode(t *testing.T, u *bridgetest.Underlay, cidr, gw, nodeIP string) *ovsNode {
+	t.Helper()
+	br := bridgetest.NewNode(t, bridgetest.NodeOptions{PodCIDR: cidr, GatewayIP: gw, Underlay: u, NodeIP: nodeIP})
+	c, err := agentof.NewClient(br.OF, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Initialize(context.Background(), &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
+		GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: br.PodCIDR}); err != nil {
+		t.Fatal(err)
+	}
+	n := &ovsNode{br: br, flows: c, ips: NewIPAssigner("br-phy")}
+	n.do(t, func() error {
+		var err error
+		if n.nft, err = nodenet.New(); err != nil {
+			return err
+		}
+		return n.nft.Masquerade(context.Background(), netip.MustParsePrefix(cidr), "antrea-gw0")
+	})
+	return n
+}
+
+// do runs f in the node's network namespace.
+func (n *ovsNode) do(t *testing.T, f func() error) {
+	t.Helper()
+	if err := n.br.NodeHost("node").Do(t, f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (n *ovsNode) addPod(t *testing.T, name, cidr string) *bridgetest.Pod {
+	t.Helper()
+	p := n.br.AddPod(t, name, cidr)
+	if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// hold makes the node hold the Egress IP for the given pods, or (eip
+// invalid) hold nothing; remote sends its own pods' traffic to another node.
+func (n *ovsNode) hold(t *testing.T, eip netip.Addr, members []*bridgetest.Pod, remote map[*bridgetest.Pod]net.IP) {
+	t.Helper()
+	ctx := context.Background()
+	snat := map[netip.Addr]netip.Addr{}
+	var want []netip.Addr
+	if eip.IsValid() {
+		want = []netip.Addr{eip}
+		for _, p := range members {
+			snat[netip.MustParseAddr(p.IP.String())] = eip
+		}
+	}
+	n.do(t, func() error {
+		if _, err := n.ips.Sync(want); err != nil {
+			return err
+		}
+		return n.nft.SetEgressSNAT(ctx, nodenet.EgressSNAT{Gateway: "antrea-gw0", SNAT: snat})
+	})
+	r := map[netip.Addr]net.IP{}
+	for p, to := range remote {
+		r[netip.MustParseAddr(p.IP.String())] = to
+	}
+	if err := n.flows.SetEgressFlows(ctx, agentof.EgressFlows{Remote: r, Holding: eip.IsValid()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEgressIPOnTwoRealOVSNodes: two nodes with the userspace datapath and
+// a Geneve tunnel, and a host outside the cluster on their underlay that
+// reports the client address it sees. Pods an Egress selects reach it from
+// the Egress IP, from the node holding it and from the other node (whose
+// traffic is tunnelled there); a pod not selected is masqueraded to its
+// node; pod-to-pod traffic keeps its source. Then the IP moves to the other
+// node (gratuitous ARP tells the outside host) and the same holds.
+func TestEgressIPOnTwoRealOVSNodes(t *testing.T) {
+	u := bridgetest.NewUnderlay(t)
+	n1 := newOVSNode(t, u, "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24")
+	n2 := newOVSNode(t, u, "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24")
+	for _, p := range [][2]*ovsNode{{n1, n2}, {n2, n1}} {
+		if err := p[0].flows.InstallNodeFlows("peer", p[1].br.PodCIDR, p[1].br.GatewayIP, p[1].br.NodeIP); err != nil {
+			t.Fatal(err)
+		}
+		p[0].br.ConnectPeer(t, p[1].br)
+	}
+	ext := u.AddHost(t, "ext", "192.168.77.100/24")
+	ext.ServeWho(t, 8080)
+	a1 := n1.addPod(t, "a1", "10.10.1.2/24")
+	a2 := n1.addPod(t, "a2", "10.10.1.3/24")
+	b1 := n2.addPod(t, "b1", "10.10.2.2/24")
+	b1.ServeWho(t, 8080)
+	eip := netip.MustParseAddr("192.168.77.200")
+
+	seen := func(p *bridgetest.Pod, to string) string {
+		t.Helper()
+		_, client := bridgetest.Answerer(p.AskWhoEventually(t, "tcp4", net.JoinHostPort(to, "8080")))
+		host, _, _ := net.SplitHostPort(client)
+		return host
+	}
+	expect := func(phase string, p *bridgetest.Pod, to, want string) {
+		t.Helper()
+		if got := seen(p, to); got != want {
+			t.Errorf("%s: %s to %s arrived from %s, want %s", phase, p.Name, to, got, want)
+		}
+	}
+	expect("no Egress", a1, "192.168.77.100", "192.168.77.11")
+
+	n2.hold(t, eip, []*bridgetest.Pod{a1, b1}, nil)
+	n1.hold(t, netip.Addr{}, nil, map[*bridgetest.Pod]net.IP{a1: n2.br.NodeIP})
+	t.Logf("node-1's Egress flows:\n%s\nnode-2's:\n%s", strings.Join(n1.br.DumpFlows(t, "cookie=0x2/0xffffffff"), "\n"),
+		strings.Join(n2.br.DumpFlows(t, "cookie=0x2/0xffffffff"), "\n"))
+	phase := "node-2 holds the Egress IP"
+	expect(phase, a1, "192.168.77.100", "192.168.77.200")
+	expect(phase, b1, "192.168.77.100", "192.168.77.200")
+	expect(phase, a2, "192.168.77.100", "192.168.77.11")
+	expect(phase, a1, b1.IP.String(), a1.IP.String())
+	n2.do(t, func() error {
+		held, err := n2.ips.Held()
+		if err == nil && !slices.Equal(held, []netip.Addr{eip}) {
+			t.Errorf("node-2 holds %v, want [%s]", held, eip)
+		}
+		return err
+	})
+
+	// Failover: node-2 lets go, node-1 takes the IP.
+	time.Sleep(time.Second) // past the outside host's neighbour locktime
+	n2.hold(t, netip.Addr{}, nil, map[*bridgetest.Pod]net.IP{b1: n1.br.NodeIP})
+	n1.hold(t, eip, []*bridgetest.Pod{a1, b1}, nil)
+	phase = "node-1 holds the Egress IP"
+	expect(phase, a1, "192.168.77.100", "192.168.77.200")
+	expect(phase, b1, "192.168.77.100", "192.168.77.200")
+	expect(phase, a2, "192.168.77.100", "192.168.77.11")
+	n2.do(t, func() error {
+		held, err := n2.ips.Held()
+		if err == nil && len(held) != 0 {
+			t.Errorf("node-2 still holds %v", held)
+		}
+		return err
+	})
+
+	// Nothing held: every pod is masqueraded to its node again.
+	n1.hold(t, netip.Addr{}, nil, nil)
+	n2.hold(t, netip.Addr{}, nil, nil)
+	expect("Egress gone", a1, "192.168.77.100", "192.168.77.11")
+	expect("Egress gone", b1, "192.168.77.100", "192.168.77.12")
+}
