@@ -339,7 +339,8 @@ func TestEgressGroupsHoldTheSelectedPodsPerNode(t *testing.T) {
 	c.eventually(t, "staging's web Pod joins", func(context.Context) bool {
 		return eq(members(ctrls.store, "egress-prod-web", "n1"), "prod/web-1 10.244.1.5", "staging/web-3 10.244.1.7")
 	})
-	if err := c.kube.CoreV1().Pods("prod").Delete(ctx, "web-2", metav1.DeleteOptions{}); err != nil {
+	// No kubelet here: the Pod goes at once (no grace period).
+	if err := c.kube.CoreV1().Pods("prod").Delete(ctx, "web-2", *metav1.NewDeleteOptions(0)); err != nil {
 		t.Fatal(err)
 	}
 	c.eventually(t, "the deleted Pod leaves", func(context.Context) bool {
