@@ -45,7 +45,7 @@ func TestEgressTableShowsTheIPItsPoolItsNodeAndTheAllocation(t *testing.T) {
 
 func TestExternalIPPoolTableShowsRangesAndUsage(t *testing.T) {
 	pools := []crdv1beta1.ExternalIPPool{{ObjectMeta: metav1.ObjectMeta{Name: "prod-external-ip-pool"},
-		Spec: crdv1beta1.ExternalIPPoolSpec{IPRanges: []crdv1beta1.IPRange{{Start: "10.10.0.2", End: "10.10.0.10"}, {CIDR: "10.10.1.0/28"}}},
+		Spec:   crdv1beta1.ExternalIPPoolSpec{IPRanges: []crdv1beta1.IPRange{{Start: "10.10.0.2", End: "10.10.0.10"}, {CIDR: "10.10.1.0/28"}}},
 		Status: crdv1beta1.ExternalIPPoolStatus{Usage: crdv1beta1.IPPoolUsage{Total: 23, Used: 2}}}}
 	var out bytes.Buffer
 	if err := writeExternalIPPoolTable(&out, pools); err != nil {
