@@ -28,6 +28,7 @@ From the controller (through kube-apiserver, from a laptop or local mode):
   networkpolicystats, antreanetworkpolicystats, antreaclusternetworkpolicystats
                                                 policies' traffic statistics (stats.antrea.io/v1alpha1)
   nodelatencystats                              the RTT matrix between Nodes (NodeLatencyMonitor)
+  egress, externalippool                        Egress IPs, their pools and Nodes (crd.antrea.io/v1beta1)
 From a node's OVS (local mode; from a laptop through the node's agent API, --node NODE or -p POD):
   podinterface, ovsflows`,
 		Args: cobra.ArbitraryArgs,
@@ -55,6 +56,8 @@ From a node's OVS (local mode; from a laptop through the node's agent API, --nod
 		newGetAgentInfoCommand(g),
 		newGetControllerInfoCommand(g),
 		newGetNodeLatencyStatsCommand(g),
+		newGetEgressCommand(g),
+		newGetExternalIPPoolCommand(g),
 	)
 	cmd.AddCommand(newGetStatsCommands(g)...)
 	return cmd

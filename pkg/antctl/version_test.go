@@ -101,6 +101,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 			{"antrea-agent", "PacketCapture", "Disabled", "-"},
 			{"antrea-agent", "Egress", "Not implemented", "set to false; not implemented by this Antrea"},
 			{"antrea-agent", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},
+			{"antrea-controller", "Egress", "Enabled", "-"},
 			{"antrea-controller", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},
 		}
 	}

@@ -1,6 +1,7 @@
 // Package apiserver is the controller's aggregated API server: it serves
 // controlplane.antrea.io/v1beta2 (addressgroups, appliedtogroups,
-// networkpolicies and networkpolicies/status from the in-memory stores, and
+// networkpolicies and networkpolicies/status, and egressgroups from the
+// in-memory stores, and
 // nodestatssummaries, the agents' policy stats reports) and
 // stats.antrea.io/v1alpha1 (the summed policy stats), over
 // TLS, with authentication and authorization delegated to kube-apiserver.
@@ -97,6 +98,9 @@ type Stores struct {
 	Stats *stats.Aggregator
 	// NodeLatency keeps the agents' NodeLatencyStats (nil: not served).
 	NodeLatency *registry.NodeLatencyStore
+	// EgressGroups are the Pods of each Egress (nil: egressgroups is not
+	// served, the Egress gate off).
+	EgressGroups storage.Interface
 }
 
 // NewStores returns empty stores.
@@ -107,6 +111,7 @@ func NewStores() *Stores {
 		NetworkPolicies: storage.NewNetworkPolicyStore(),
 		Stats:           stats.NewAggregator(),
 		NodeLatency:     registry.NewNodeLatencyStore(),
+		EgressGroups:    storage.NewEgressGroupStore(),
 	}
 	s.Statuses = registry.NewStatusStore(s.NetworkPolicies)
 	return s
@@ -176,6 +181,9 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 		"appliedtogroups":        registry.NewAppliedToGroupREST(stores.AppliedToGroups),
 		"networkpolicies":        registry.NewNetworkPolicyREST(stores.NetworkPolicies, stores.Statuses),
 		"networkpolicies/status": registry.NewStatusREST(stores.Statuses),
+	}
+	if stores.EgressGroups != nil {
+		group.VersionedResourcesStorageMap[v1beta2.SchemeGroupVersion.Version]["egressgroups"] = registry.NewEgressGroupREST(stores.EgressGroups)
 	}
 	if stores.Stats != nil {
 		group.VersionedResourcesStorageMap[v1beta2.SchemeGroupVersion.Version]["nodestatssummaries"] = registry.NewNodeStatsSummaryREST(stores.Stats)

@@ -62,6 +62,8 @@ func TestManifestHasEveryObjectOfAnInstall(t *testing.T) {
 		"CustomResourceDefinition clustergroups.crd.antrea.io",
 		"CustomResourceDefinition clusternetworkpolicies.crd.antrea.io",
 		"CustomResourceDefinition clusternetworkpolicies.policy.networking.k8s.io",
+		"CustomResourceDefinition egresses.crd.antrea.io",
+		"CustomResourceDefinition externalippools.crd.antrea.io",
 		"CustomResourceDefinition groups.crd.antrea.io",
 		"CustomResourceDefinition networkpolicies.crd.antrea.io",
 		"CustomResourceDefinition nodelatencymonitors.crd.antrea.io",
@@ -170,6 +172,7 @@ var unnamedCreates = map[string]string{
 	"ClusterRole antrea-agent nodestatssummaries":         "each agent posts its Node's policy stats (docs/network-policy-stats.md); nothing is stored",
 	"ClusterRole antrea-agent nodelatencystats":           "each agent creates the NodeLatencyStats named after its Node (docs/node-latency-monitor.md); antrea-controller keeps the latest",
 	"ClusterRole antctl traceflows":                       "antctl traceflow creates a Traceflow with a generated name (docs/traceflow.md)",
+	"ClusterRole antrea-controller events":                "antrea-controller records Events on Egresses and ExternalIPPools (allocation, exhaustion); Event names are generated",
 	"ClusterRole antctl pods/exec":                        "antctl runs its commands in the agent's container when the agent API is out of reach (docs/antctl.md)",
 }
 
@@ -179,6 +182,8 @@ var unnamedWrites = map[string]string{
 	"ClusterRole antrea-agent update antreaagentinfos":      "each agent refreshes the AntreaAgentInfo named after its Node (its heartbeat), as upstream",
 	"ClusterRole antrea-controller delete antreaagentinfos": "antrea-controller deletes the AntreaAgentInfos of deleted Nodes (named after them)",
 	"ClusterRole antctl delete traceflows":                  "antctl traceflow deletes the Traceflow it created once it has the result",
+	"ClusterRole antrea-controller update egresses":         "antrea-controller writes into spec.egressIP the IP it allocated from the Egress's ExternalIPPool, as upstream's does",
+	"ClusterRole antrea-controller patch events":            "the Event recorder counts a repeated Event (a pool still exhausted) by patching it",
 }
 
 // nonResourceRoles may grant non-resource URLs: the roles a cluster admin
@@ -451,7 +456,7 @@ func TestConfFilesAreWhatTheComponentsRead(t *testing.T) {
 	objs := decode(t, render(t, "tunnelType=vxlan", "ovs.datapathType=netdev", "featureGates.AntreaProxy=false", "defaultMTU=1400"))
 	agent := confOf(t, objs, "antrea-agent.conf")
 	for key, want := range map[string]any{"tunnelType": "vxlan", "ovsDatapathType": "netdev", "defaultMTU": 1400.0,
-		"featureGates": map[string]any{"AntreaProxy": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false}} {
+		"featureGates": map[string]any{"AntreaProxy": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "Egress": true}} {
 		if got, _ := json.Marshal(agent[key]); string(got) != mustJSON(t, want) {
 			t.Errorf("antrea-agent.conf: %s is %s, want %s", key, got, mustJSON(t, want))
 		}

@@ -301,3 +301,34 @@ type NetworkPolicyStats struct {
 	TrafficStats     statsv1alpha1.TrafficStats
 	RuleTrafficStats []statsv1alpha1.RuleTrafficStats
 }
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// EgressGroup is the set of Pods an Egress applies to; it has the Egress's
+// name. A watcher with a nodeName selector sees the members on its Node
+// only; a watcher without one sees every member.
+type EgressGroup struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	GroupMembers []GroupMember
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// EgressGroupPatch is what a watcher receives when members of an
+// EgressGroup change: only the difference.
+type EgressGroupPatch struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	AddedGroupMembers   []GroupMember
+	RemovedGroupMembers []GroupMember
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// EgressGroupList is a list of EgressGroups.
+type EgressGroupList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []EgressGroup
+}

@@ -60,6 +60,15 @@ func NewAppliedToGroupREST(s storage.Interface) *REST {
 	}
 }
 
+// NewEgressGroupREST serves egressgroups from the EgressGroup store.
+func NewEgressGroupREST(s storage.Interface) *REST {
+	return &REST{store: s, resource: controlplane.Resource("egressgroups"), singular: "egressgroup",
+		newFunc:      func() runtime.Object { return &controlplane.EgressGroup{} },
+		newListFunc:  func() runtime.Object { return &controlplane.EgressGroupList{} },
+		tableConvert: groupTable,
+	}
+}
+
 // NewNetworkPolicyREST serves networkpolicies from the NetworkPolicy store;
 // its table shows how many Nodes realized each policy according to status.
 func NewNetworkPolicyREST(s storage.Interface, status *StatusStore) *REST {

@@ -43,6 +43,8 @@ func groupTable(_ context.Context, obj runtime.Object) (*metav1.Table, error) {
 			return []any{g.Name, int64(len(g.GroupMembers))}
 		case *controlplane.AppliedToGroup:
 			return []any{g.Name, int64(len(g.GroupMembers))}
+		case *controlplane.EgressGroup:
+			return []any{g.Name, int64(len(g.GroupMembers))}
 		}
 		return []any{"", int64(0)}
 	})

@@ -118,9 +118,9 @@ func (appliedToGroupResource) inSpan(obj any, node string) bool {
 
 // membersOn returns the members on a Node, or on every Node for "", sorted
 // by key.
-func membersOn(g *types.AppliedToGroup, node string) []controlplane.GroupMember {
+func membersOn(members []types.NodeMember, node string) []controlplane.GroupMember {
 	if node != "" {
-		on := types.MembersOn(g.Members, node)
+		on := types.MembersOn(members, node)
 		items := make([]controlplane.GroupMember, len(on))
 		for i := range on {
 			items[i] = *on[i].Member
@@ -129,7 +129,7 @@ func membersOn(g *types.AppliedToGroup, node string) []controlplane.GroupMember 
 	}
 	// A member on several Nodes is listed once.
 	all := controlplane.GroupMemberSet{}
-	for _, m := range g.Members {
+	for _, m := range members {
 		all[m.Key] = m.Member
 	}
 	return all.Items()
@@ -137,7 +137,7 @@ func membersOn(g *types.AppliedToGroup, node string) []controlplane.GroupMember 
 
 func (appliedToGroupResource) view(obj any, node string, rv uint64) runtime.Object {
 	g := obj.(*types.AppliedToGroup)
-	return &controlplane.AppliedToGroup{ObjectMeta: objectMeta(g.Name, string(g.UID), rv), GroupMembers: membersOn(g, node)}
+	return &controlplane.AppliedToGroup{ObjectMeta: objectMeta(g.Name, string(g.UID), rv), GroupMembers: membersOn(g.Members, node)}
 }
 
 // appliedToGroupChange holds the patch of every Node whose members changed,

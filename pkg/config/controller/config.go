@@ -26,12 +26,15 @@ import (
 // FileName is the file's name where the manifest mounts it (/etc/antrea).
 const FileName = "antrea-controller.conf"
 
+// Egress is the feature gate of the Egress and ExternalIPPool controllers,
+// their admission and the egressgroups API (upstream: beta, on by default).
+const Egress = "Egress"
+
 // ControllerConfig is antrea-controller.conf. Field comments give
 // upstream's meaning and default; the json tags are upstream's key names.
 type ControllerConfig struct {
 	// FeatureGates maps feature names to on/off. The controller implements
-	// none of upstream's gates yet: they are checked and dropped, and the map
-	// stays empty.
+	// Egress; upstream's other gates are checked and dropped.
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 	// ClientConnection says how to reach kube-apiserver.
 	ClientConnection config.ClientConnection `json:"clientConnection"`
@@ -60,6 +63,7 @@ type ControllerConfig struct {
 // Defaults returns upstream's defaults.
 func Defaults() *ControllerConfig {
 	return &ControllerConfig{
+		FeatureGates:            map[string]bool{Egress: true},
 		APIPort:                 10349,
 		EnablePrometheusMetrics: true,
 		SelfSignedCert:          true,
@@ -107,7 +111,9 @@ func (c *ControllerConfig) validate() []error {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.FeatureGates)) {
-		fail("featureGates", "%q is not a feature gate this Antrea implements", name)
+		if name != Egress {
+			fail("featureGates", "%q is not a feature gate this Antrea implements", name)
+		}
 	}
 	if c.APIPort < 1 || c.APIPort > 65535 {
 		fail("apiPort", "%d is not a port (want 1 to 65535)", c.APIPort)

@@ -15,7 +15,7 @@ var spec = strict.Spec{
 		{Name: "AllBeta"},
 		{Name: "AntreaIPAM"},
 		{Name: "AntreaPolicy", Default: true},
-		{Name: "Egress", Default: true},
+		{Name: Egress, Default: true, Implemented: true},
 		{Name: "ExternalNode"},
 		{Name: "IPsecCertAuth"},
 		{Name: "L7NetworkPolicy"},

@@ -20,6 +20,13 @@ import (
 // kube-apiserver does, and returns the response.
 func review(t *testing.T, path string, op admissionv1.Operation, kind string, obj any) *admissionv1.AdmissionResponse {
 	t.Helper()
+	return reviewWith(t, Handlers(NewValidator(newFakeLookup(), controllerUser))[path], op, kind, obj)
+}
+
+// reviewWith posts an AdmissionReview for obj to h and returns the response.
+func reviewWith(t *testing.T, h http.Handler, op admissionv1.Operation, kind string, obj any) *admissionv1.AdmissionResponse {
+	t.Helper()
+	const path = "/validate"
 	raw, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +41,7 @@ func review(t *testing.T, path string, op admissionv1.Operation, kind string, ob
 	}
 	body, _ := json.Marshal(&ar)
 	rec := httptest.NewRecorder()
-	Handlers(NewValidator(newFakeLookup(), controllerUser))[path].ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
 	}

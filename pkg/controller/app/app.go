@@ -2,7 +2,8 @@
 // computation writing into the controlplane stores, the aggregated API
 // server that serves those stores to agents, and, on the same HTTPS server,
 // the admission webhooks of the Antrea-native policy API (crd.antrea.io),
-// whose static Tiers it keeps.
+// whose static Tiers it keeps, and, behind the Egress gate, the Egress IP
+// allocation from ExternalIPPools and the EgressGroups served to agents.
 package app
 
 import (
@@ -63,6 +64,9 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	informerFactory := informers.NewSharedInformerFactory(kubeClient, 0)
 	stores := apiserver.NewStores()
+	if !o.EnableEgress {
+		stores.EgressGroups = nil
+	}
 
 	npController, err := networkpolicy.NewController(kubeClient, informerFactory,
 		stores.AddressGroups, stores.AppliedToGroups, stores.NetworkPolicies)
@@ -92,6 +96,20 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	for path, h := range admission.Handlers(admission.NewValidator(lookup, admission.ControllerUser())) {
 		server.Handle(path, h)
+	}
+	egressValidator, err := egressAdmission(crdClient, crdInformerFactory)
+	if err != nil {
+		return err
+	}
+	for path, h := range admission.EgressHandlers(egressValidator) {
+		server.Handle(path, h)
+	}
+	// Egress: IPs from ExternalIPPools, and the EgressGroups the agents watch.
+	var runEgress func(context.Context)
+	if o.EnableEgress {
+		if runEgress, err = setupEgress(ctx, kubeClient, crdClient, informerFactory, crdInformerFactory, stores, o.Workers); err != nil {
+			return err
+		}
 	}
 	if err := npController.EnableAntreaPolicies(networkpolicy.AntreaPolicyConfig{
 		CRDClient: crdClient, CRDInformers: crdInformerFactory, Realizer: stores.Statuses,
@@ -155,6 +173,9 @@ func Run(ctx context.Context, o *Options) error {
 	go tierKeeper.Run(ctx)
 	go runMonitor(ctx, o, crdClient, kubeClient, stores)
 	go tfController.Run(ctx)
+	if runEgress != nil {
+		go runEgress(ctx)
+	}
 	klog.InfoS("Started antrea-controller", "workers", o.Workers)
 	return server.Run(ctx)
 }

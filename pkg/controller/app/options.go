@@ -38,6 +38,9 @@ type Options struct {
 	// EnablePrometheusMetrics (enablePrometheusMetrics) adds Antrea's
 	// metrics (pkg/controller/metrics) to the server's /metrics.
 	EnablePrometheusMetrics bool
+	// EnableEgress (featureGates.Egress) runs the Egress and ExternalIPPool
+	// controllers and serves egressgroups.
+	EnableEgress bool
 
 	// caFile is the CA of a provided certificate (SelfSignedCert false).
 	caFile string
@@ -93,6 +96,7 @@ func (o *Options) applyConfig(c *controllerconfig.ControllerConfig, explicit map
 	set("secure-port", func() { serving.BindPort = c.APIPort })
 	set("", func() { o.SelfSignedCert = c.SelfSignedCert })
 	set("", func() { o.EnablePrometheusMetrics = c.EnablePrometheusMetrics })
+	set("", func() { o.EnableEgress = c.FeatureGates[controllerconfig.Egress] })
 	set("tls-cipher-suites", func() { serving.CipherSuites = c.CipherSuites() })
 	set("tls-min-version", func() { serving.MinTLSVersion = c.TLSMinVersion })
 }

@@ -223,3 +223,21 @@ func (s *SpanMeta) SortedNodeNames() []string {
 	sort.Strings(l)
 	return l
 }
+
+// EgressGroup is the controller's form of an EgressGroup: the Pods an
+// Egress applies to, with their Nodes, like an AppliedToGroup's. Its span is
+// the Nodes with at least one member: the agent of a member's Node steers
+// the member's traffic to the Node holding the Egress IP. A reader with a
+// Node sees only the members on that Node; a reader without one sees every
+// member (an agent that needs them all, say on the Node holding the IP,
+// watches without a nodeName).
+type EgressGroup struct {
+	SpanMeta
+	// UID is the Egress's UID.
+	UID k8stypes.UID
+	// Name is the Egress's name.
+	Name string
+	// Members are the members on each Node, sorted by Node and then Key, as
+	// AppliedToGroup.Members; never modified once built.
+	Members []NodeMember
+}

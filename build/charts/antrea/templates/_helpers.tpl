@@ -14,10 +14,11 @@ AntreaProxy: true
 FlowExporter: false
 PacketCapture: false
 NodeLatencyMonitor: false
+Egress: true
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}
-{}
+Egress: true
 {{- end -}}
 
 {{/*

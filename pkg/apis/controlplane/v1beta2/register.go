@@ -39,6 +39,9 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&AddressGroup{},
 		&AddressGroupPatch{},
 		&AddressGroupList{},
+		&EgressGroup{},
+		&EgressGroupPatch{},
+		&EgressGroupList{},
 		&NetworkPolicy{},
 		&NetworkPolicyList{},
 		&NetworkPolicyStatus{},
@@ -51,7 +54,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 // addFieldLabelConversions lets the server accept nodeName (and metadata.name)
 // as field selectors on every listed kind.
 func addFieldLabelConversions(scheme *runtime.Scheme) error {
-	for _, kind := range []string{"AppliedToGroup", "AddressGroup", "NetworkPolicy"} {
+	for _, kind := range []string{"AppliedToGroup", "AddressGroup", "NetworkPolicy", "EgressGroup"} {
 		err := scheme.AddFieldLabelConversionFunc(SchemeGroupVersion.WithKind(kind),
 			func(label, value string) (string, string, error) {
 				switch label {

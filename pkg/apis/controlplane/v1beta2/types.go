@@ -280,3 +280,37 @@ type NetworkPolicyStats struct {
 	TrafficStats     statsv1alpha1.TrafficStats       `json:"trafficStats,omitempty"`
 	RuleTrafficStats []statsv1alpha1.RuleTrafficStats `json:"ruleTrafficStats,omitempty"`
 }
+
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:onlyVerbs=list,get,watch
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// EgressGroup is the set of Pods an Egress (crd.antrea.io) applies to; its
+// name is the Egress's. An agent that watches with fieldSelector
+// nodeName=<its Node> gets the Egresses with members on its Node and only
+// those members; a watch without a nodeName gets every member.
+type EgressGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	GroupMembers      []GroupMember `json:"groupMembers,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// EgressGroupPatch carries the members added to and removed from an EgressGroup.
+type EgressGroupPatch struct {
+	metav1.TypeMeta     `json:",inline"`
+	metav1.ObjectMeta   `json:"metadata,omitempty"`
+	AddedGroupMembers   []GroupMember `json:"addedGroupMembers,omitempty"`
+	RemovedGroupMembers []GroupMember `json:"removedGroupMembers,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// EgressGroupList is a list of EgressGroups.
+type EgressGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EgressGroup `json:"items"`
+}

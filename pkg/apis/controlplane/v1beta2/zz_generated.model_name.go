@@ -38,6 +38,21 @@ func (in AppliedToGroupPatch) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in EgressGroup) OpenAPIModelName() string {
+	return "io.antrea.controlplane.v1beta2.EgressGroup"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in EgressGroupList) OpenAPIModelName() string {
+	return "io.antrea.controlplane.v1beta2.EgressGroupList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in EgressGroupPatch) OpenAPIModelName() string {
+	return "io.antrea.controlplane.v1beta2.EgressGroupPatch"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in GroupMember) OpenAPIModelName() string {
 	return "io.antrea.controlplane.v1beta2.GroupMember"
 }

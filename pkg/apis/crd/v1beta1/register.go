@@ -44,6 +44,10 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&AntreaAgentInfoList{},
 		&AntreaControllerInfo{},
 		&AntreaControllerInfoList{},
+		&Egress{},
+		&EgressList{},
+		&ExternalIPPool{},
+		&ExternalIPPoolList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

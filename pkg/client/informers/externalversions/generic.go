@@ -45,6 +45,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Controlplane().V1beta2().AddressGroups().Informer()}, nil
 	case v1beta2.SchemeGroupVersion.WithResource("appliedtogroups"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Controlplane().V1beta2().AppliedToGroups().Informer()}, nil
+	case v1beta2.SchemeGroupVersion.WithResource("egressgroups"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Controlplane().V1beta2().EgressGroups().Informer()}, nil
 	case v1beta2.SchemeGroupVersion.WithResource("networkpolicies"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Controlplane().V1beta2().NetworkPolicies().Informer()}, nil
 
@@ -63,6 +65,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().ClusterGroups().Informer()}, nil
 	case v1beta1.SchemeGroupVersion.WithResource("clusternetworkpolicies"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().ClusterNetworkPolicies().Informer()}, nil
+	case v1beta1.SchemeGroupVersion.WithResource("egresses"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().Egresses().Informer()}, nil
+	case v1beta1.SchemeGroupVersion.WithResource("externalippools"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().ExternalIPPools().Informer()}, nil
 	case v1beta1.SchemeGroupVersion.WithResource("groups"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1beta1().Groups().Informer()}, nil
 	case v1beta1.SchemeGroupVersion.WithResource("networkpolicies"):

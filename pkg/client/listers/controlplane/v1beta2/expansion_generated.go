@@ -12,6 +12,10 @@ type AddressGroupListerExpansion interface{}
 // AppliedToGroupLister.
 type AppliedToGroupListerExpansion interface{}
 
+// EgressGroupListerExpansion allows custom methods to be added to
+// EgressGroupLister.
+type EgressGroupListerExpansion interface{}
+
 // NetworkPolicyListerExpansion allows custom methods to be added to
 // NetworkPolicyLister.
 type NetworkPolicyListerExpansion interface{}

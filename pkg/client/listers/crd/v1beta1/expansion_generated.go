@@ -20,6 +20,14 @@ type ClusterGroupListerExpansion interface{}
 // ClusterNetworkPolicyLister.
 type ClusterNetworkPolicyListerExpansion interface{}
 
+// EgressListerExpansion allows custom methods to be added to
+// EgressLister.
+type EgressListerExpansion interface{}
+
+// ExternalIPPoolListerExpansion allows custom methods to be added to
+// ExternalIPPoolLister.
+type ExternalIPPoolListerExpansion interface{}
+
 // GroupListerExpansion allows custom methods to be added to
 // GroupLister.
 type GroupListerExpansion interface{}

@@ -14,6 +14,8 @@ type Interface interface {
 	AddressGroups() TypedAddressGroupInformer
 	// AppliedToGroups returns a AppliedToGroupInformer.
 	AppliedToGroups() TypedAppliedToGroupInformer
+	// EgressGroups returns a EgressGroupInformer.
+	EgressGroups() TypedEgressGroupInformer
 	// NetworkPolicies returns a NetworkPolicyInformer.
 	NetworkPolicies() TypedNetworkPolicyInformer
 }
@@ -37,6 +39,11 @@ func (v *version) AddressGroups() TypedAddressGroupInformer {
 // AppliedToGroups returns a TypedAppliedToGroupInformer.
 func (v *version) AppliedToGroups() TypedAppliedToGroupInformer {
 	return &appliedToGroupInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// EgressGroups returns a TypedEgressGroupInformer.
+func (v *version) EgressGroups() TypedEgressGroupInformer {
+	return &egressGroupInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // NetworkPolicies returns a TypedNetworkPolicyInformer.

@@ -18,6 +18,10 @@ type Interface interface {
 	ClusterGroups() TypedClusterGroupInformer
 	// ClusterNetworkPolicies returns a ClusterNetworkPolicyInformer.
 	ClusterNetworkPolicies() TypedClusterNetworkPolicyInformer
+	// Egresses returns a EgressInformer.
+	Egresses() TypedEgressInformer
+	// ExternalIPPools returns a ExternalIPPoolInformer.
+	ExternalIPPools() TypedExternalIPPoolInformer
 	// Groups returns a GroupInformer.
 	Groups() TypedGroupInformer
 	// NetworkPolicies returns a NetworkPolicyInformer.
@@ -57,6 +61,16 @@ func (v *version) ClusterGroups() TypedClusterGroupInformer {
 // ClusterNetworkPolicies returns a TypedClusterNetworkPolicyInformer.
 func (v *version) ClusterNetworkPolicies() TypedClusterNetworkPolicyInformer {
 	return &clusterNetworkPolicyInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// Egresses returns a TypedEgressInformer.
+func (v *version) Egresses() TypedEgressInformer {
+	return &egressInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// ExternalIPPools returns a TypedExternalIPPoolInformer.
+func (v *version) ExternalIPPools() TypedExternalIPPoolInformer {
+	return &externalIPPoolInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // Groups returns a TypedGroupInformer.

@@ -16,6 +16,7 @@ type ControlplaneV1beta2Interface interface {
 	RESTClient() rest.Interface
 	AddressGroupsGetter
 	AppliedToGroupsGetter
+	EgressGroupsGetter
 	NetworkPoliciesGetter
 	NodeStatsSummariesGetter
 }
@@ -31,6 +32,10 @@ func (c *ControlplaneV1beta2Client) AddressGroups() AddressGroupInterface {
 
 func (c *ControlplaneV1beta2Client) AppliedToGroups() AppliedToGroupInterface {
 	return newAppliedToGroups(c)
+}
+
+func (c *ControlplaneV1beta2Client) EgressGroups() EgressGroupInterface {
+	return newEgressGroups(c)
 }
 
 func (c *ControlplaneV1beta2Client) NetworkPolicies() NetworkPolicyInterface {

@@ -8,6 +8,8 @@ type AddressGroupExpansion interface{}
 
 type AppliedToGroupExpansion interface{}
 
+type EgressGroupExpansion interface{}
+
 type NetworkPolicyExpansion interface{}
 
 type NodeStatsSummaryExpansion interface{}

@@ -18,6 +18,8 @@ type CrdV1beta1Interface interface {
 	AntreaControllerInfosGetter
 	ClusterGroupsGetter
 	ClusterNetworkPoliciesGetter
+	EgressesGetter
+	ExternalIPPoolsGetter
 	GroupsGetter
 	NetworkPoliciesGetter
 	TiersGetter
@@ -43,6 +45,14 @@ func (c *CrdV1beta1Client) ClusterGroups() ClusterGroupInterface {
 
 func (c *CrdV1beta1Client) ClusterNetworkPolicies() ClusterNetworkPolicyInterface {
 	return newClusterNetworkPolicies(c)
+}
+
+func (c *CrdV1beta1Client) Egresses() EgressInterface {
+	return newEgresses(c)
+}
+
+func (c *CrdV1beta1Client) ExternalIPPools() ExternalIPPoolInterface {
+	return newExternalIPPools(c)
 }
 
 func (c *CrdV1beta1Client) Groups(namespace string) GroupInterface {

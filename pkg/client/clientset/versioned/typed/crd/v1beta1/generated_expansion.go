@@ -12,6 +12,10 @@ type ClusterGroupExpansion interface{}
 
 type ClusterNetworkPolicyExpansion interface{}
 
+type EgressExpansion interface{}
+
+type ExternalIPPoolExpansion interface{}
+
 type GroupExpansion interface{}
 
 type NetworkPolicyExpansion interface{}

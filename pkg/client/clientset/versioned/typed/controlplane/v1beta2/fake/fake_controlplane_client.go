@@ -22,6 +22,10 @@ func (c *FakeControlplaneV1beta2) AppliedToGroups() v1beta2.AppliedToGroupInterf
 	return newFakeAppliedToGroups(c)
 }
 
+func (c *FakeControlplaneV1beta2) EgressGroups() v1beta2.EgressGroupInterface {
+	return newFakeEgressGroups(c)
+}
+
 func (c *FakeControlplaneV1beta2) NetworkPolicies() v1beta2.NetworkPolicyInterface {
 	return newFakeNetworkPolicies(c)
 }

@@ -30,6 +30,14 @@ func (c *FakeCrdV1beta1) ClusterNetworkPolicies() v1beta1.ClusterNetworkPolicyIn
 	return newFakeClusterNetworkPolicies(c)
 }
 
+func (c *FakeCrdV1beta1) Egresses() v1beta1.EgressInterface {
+	return newFakeEgresses(c)
+}
+
+func (c *FakeCrdV1beta1) ExternalIPPools() v1beta1.ExternalIPPoolInterface {
+	return newFakeExternalIPPools(c)
+}
+
 func (c *FakeCrdV1beta1) Groups(namespace string) v1beta1.GroupInterface {
 	return newFakeGroups(c, namespace)
 }
