@@ -69,6 +69,7 @@ func Run(ctx context.Context, o Options) error {
 		{"NetworkPolicy stats", setupPolicyStats},
 		{"Traceflow", setupTraceflow},
 		{"PacketCapture", setupPacketCapture},
+		{"Egress", setupEgress},
 		{"NodeLatencyMonitor", setupNodeLatencyMonitor},
 		{"flow restore", setupFlowRestore}, // the previous run's flows go once policies are in
 		{"monitor", setupMonitor},

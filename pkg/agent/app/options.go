@@ -63,6 +63,9 @@ type Options struct {
 	ProxyHealthzAddress netip.AddrPort
 	// APIPort is the agent API's port (apiPort); 0 serves no API.
 	APIPort int
+	// ClusterPort (clusterPort) is the port of the agents' memberlist, on
+	// TCP and UDP (Egress).
+	ClusterPort int
 	// EnablePrometheusMetrics (enablePrometheusMetrics) exports Antrea's
 	// metrics at the agent API's /metrics.
 	EnablePrometheusMetrics bool
@@ -152,6 +155,7 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 	set("service-proxy-name", func() { o.ServiceProxyName = c.AntreaProxy.ServiceProxyName })
 	set("", func() { o.ProxyHealthzAddress, _ = c.HealthzAddrPort() })
 	set("api-port", func() { o.APIPort = c.APIPort })
+	set("", func() { o.ClusterPort = c.ClusterPort })
 	set("", func() { o.EnablePrometheusMetrics = c.EnablePrometheusMetrics })
 	set("", func() { o.FeatureGates = c.FeatureGates })
 	set("", func() {

@@ -44,6 +44,8 @@ const (
 	// NodeLatencyMonitor gates the agent's latency probes of the other Nodes
 	// (pkg/agent/nodelatency; off by default, as upstream).
 	NodeLatencyMonitor = "NodeLatencyMonitor"
+	// Egress gates the agent's Egress (SNAT IPs held by nodes, memberlist).
+	Egress = "Egress"
 )
 
 // Supported values.
@@ -106,6 +108,10 @@ type AgentConfig struct {
 	// APIPort is the port of the agent's API server (pkg/agent/apiserver).
 	// Default 10350.
 	APIPort int `json:"apiPort"`
+	// ClusterPort is the port (TCP and UDP) of the agents' memberlist
+	// cluster, which Egress uses to choose the node of each Egress IP.
+	// Default 10351.
+	ClusterPort int `json:"clusterPort"`
 	// EnablePrometheusMetrics exports Antrea's metrics (pkg/agent/metrics) at
 	// /metrics of the agent API. Default true.
 	EnablePrometheusMetrics bool `json:"enablePrometheusMetrics"`
@@ -183,7 +189,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, Egress: true},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,
@@ -192,6 +198,7 @@ func Defaults() *AgentConfig {
 		TrafficEncapMode:        EncapModeEncap,
 		TunnelType:              TunnelGeneve,
 		APIPort:                 10350,
+		ClusterPort:             10351,
 		EnablePrometheusMetrics: true,
 		AntreaProxy: AntreaProxyConfig{Enable: true, ProxyAll: true, ProxyLoadBalancerIPs: true,
 			HealthzBindAddress: DefaultHealthzBindAddress},
@@ -342,6 +349,9 @@ func (c *AgentConfig) validate() []error {
 	}
 	if c.APIPort < 1 || c.APIPort > 65535 {
 		fail("apiPort", "%d is not a port (want 1 to 65535)", c.APIPort)
+	}
+	if c.ClusterPort < 1 || c.ClusterPort > 65535 {
+		fail("clusterPort", "%d is not a port (want 1 to 65535)", c.ClusterPort)
 	}
 	for _, s := range c.AntreaProxy.NodePortAddresses {
 		if p, err := netip.ParsePrefix(s); err != nil {

@@ -1,0 +1,428 @@
+package egress
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/agent/nodenet"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
+	crdlisters "antrea.io/antrea/pkg/client/listers/crd/v1beta1"
+)
+
+// Datapath is what the controller writes: the OpenFlow client's Egress
+// flows and the node netfilter's Egress SNAT (each the whole state).
+type Datapath interface {
+	SetEgressFlows(ctx context.Context, want agentof.EgressFlows) error
+}
+
+// SNAT is the node netfilter's Egress part.
+type SNAT interface {
+	SetEgressSNAT(ctx context.Context, want nodenet.EgressSNAT) error
+}
+
+// Config is what the controller needs.
+type Config struct {
+	NodeName string
+	// PodCIDRs are this node's: a member whose IP is in one is a local pod.
+	PodCIDRs []netip.Prefix
+	// Gateway is the gateway interface's name; Routed says pod traffic to
+	// other nodes is routed by the underlay (noEncap).
+	Gateway string
+	Routed  bool
+
+	// Client updates Egress statuses and watches EgressGroups (the
+	// controlplane API through kube-apiserver's aggregation).
+	Client   versioned.Interface
+	Egresses crdlisters.EgressLister
+	Pools    crdlisters.ExternalIPPoolLister
+	Nodes    corelisters.NodeLister
+	// Informers whose events make the controller sync (their handlers are
+	// added by NewController).
+	Informers []cache.SharedIndexInformer
+
+	Flows   Datapath
+	SNAT    SNAT
+	IPs     *IPAssigner
+	Cluster *Cluster
+	// Resync is how often the whole state is written again even without an
+	// event (an address ovs-vswitchd's restart took away comes back).
+	Resync time.Duration
+}
+
+// Controller realizes the Egresses on this node: it decides from the
+// membership which node holds each Egress IP (Owner over the alive members
+// the IP's pool allows), holds the IPs this node owns (IPAssigner), SNATs
+// the traffic of every member pod of those Egresses (nodenet), sends its
+// own member pods' traffic to the owner of their Egress otherwise
+// (OpenFlow), and, as the owner, reports the Egress's status.
+type Controller struct {
+	cfg     Config
+	trigger chan struct{}
+
+	mu     sync.Mutex
+	groups map[string][]cpv1beta2.GroupMember // EgressGroup name (the Egress's) -> members
+	listed bool
+
+	// last is what the last sync wrote, for the status and the logs.
+	lastOwners map[string]string
+}
+
+// NewController makes the controller and adds its event handlers.
+func NewController(cfg Config) *Controller {
+	if cfg.Resync == 0 {
+		cfg.Resync = 10 * time.Second
+	}
+	c := &Controller{cfg: cfg, trigger: make(chan struct{}, 1), groups: map[string][]cpv1beta2.GroupMember{}}
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.Trigger() },
+		UpdateFunc: func(any, any) { c.Trigger() },
+		DeleteFunc: func(any) { c.Trigger() },
+	}
+	for _, inf := range cfg.Informers {
+		_, _ = inf.AddEventHandler(h)
+	}
+	return c
+}
+
+// Trigger asks for a sync (coalesced).
+func (c *Controller) Trigger() {
+	select {
+	case c.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Run watches the EgressGroups and syncs until ctx ends; then this node's
+// external IPs are released (its member leaves, and the others take them).
+func (c *Controller) Run(ctx context.Context) {
+	go c.watchGroups(ctx)
+	t := time.NewTicker(c.cfg.Resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.trigger:
+		case <-t.C:
+		}
+		if err := c.sync(ctx); err != nil && ctx.Err() == nil {
+			klog.ErrorS(err, "Egress sync failed; retrying")
+			time.AfterFunc(time.Second, c.Trigger)
+		}
+	}
+}
+
+// watchGroups lists and watches every EgressGroup (all members: the node
+// that holds an Egress IP SNATs the traffic of the Egress's pods on every
+// node), applying full objects and patches, until ctx ends.
+func (c *Controller) watchGroups(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.listAndWatchGroups(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		klog.InfoS("EgressGroup watch ended; listing again", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (c *Controller) listAndWatchGroups(ctx context.Context) error {
+	cp := c.cfg.Client.ControlplaneV1beta2().EgressGroups()
+	l, err := cp.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list EgressGroups: %w", err)
+	}
+	groups := map[string][]cpv1beta2.GroupMember{}
+	for _, g := range l.Items {
+		groups[g.Name] = g.GroupMembers
+	}
+	c.mu.Lock()
+	c.groups, c.listed = groups, true
+	c.mu.Unlock()
+	c.Trigger()
+	w, err := cp.Watch(ctx, metav1.ListOptions{ResourceVersion: l.ResourceVersion, AllowWatchBookmarks: true})
+	if err != nil {
+		return fmt.Errorf("watch EgressGroups: %w", err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("watch closed")
+			}
+			if err := c.applyGroupEvent(ev); err != nil {
+				return err
+			}
+			c.Trigger()
+		}
+	}
+}
+
+// applyGroupEvent applies one watch event to the members.
+func (c *Controller) applyGroupEvent(ev watch.Event) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch ev.Type {
+	case watch.Bookmark:
+		return nil
+	case watch.Error:
+		return fmt.Errorf("watch EgressGroups: %v", apierrors.FromObject(ev.Object))
+	}
+	switch o := ev.Object.(type) {
+	case *cpv1beta2.EgressGroupPatch:
+		members := slices.DeleteFunc(slices.Clone(c.groups[o.Name]), func(m cpv1beta2.GroupMember) bool {
+			return slices.ContainsFunc(o.RemovedGroupMembers, func(r cpv1beta2.GroupMember) bool { return sameMember(m, r) })
+		})
+		c.groups[o.Name] = append(members, o.AddedGroupMembers...)
+	case *cpv1beta2.EgressGroup:
+		if ev.Type == watch.Deleted {
+			delete(c.groups, o.Name)
+		} else {
+			c.groups[o.Name] = o.GroupMembers
+		}
+	default:
+		return fmt.Errorf("unexpected object %T in the EgressGroup watch", ev.Object)
+	}
+	return nil
+}
+
+func sameMember(a, b cpv1beta2.GroupMember) bool {
+	if a.Pod != nil && b.Pod != nil {
+		return a.Pod.Namespace == b.Pod.Namespace && a.Pod.Name == b.Pod.Name
+	}
+	return slices.EqualFunc(a.IPs, b.IPs, func(x, y cpv1beta2.IPAddress) bool { return net.IP(x).Equal(net.IP(y)) })
+}
+
+// State is what the controller computed: which node holds each Egress IP
+// and what this node writes. Computing it touches nothing (sync writes it).
+type State struct {
+	// Owners maps each Egress to the node holding its IP ("" none).
+	Owners map[string]string
+	IPs    map[string]netip.Addr
+	// Hold are the IPs this node holds.
+	Hold []netip.Addr
+	SNAT map[netip.Addr]netip.Addr
+	// Remote maps a local member pod's IP to its Egress's owner's IP.
+	Remote map[netip.Addr]net.IP
+}
+
+// compute decides the state from the listers, the members and the alive
+// members of the cluster.
+func (c *Controller) compute(alive []string) (*State, error) {
+	egresses, err := c.cfg.Egresses.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	// The oldest Egress wins a pod that several select (then by name).
+	sort.Slice(egresses, func(i, j int) bool {
+		a, b := egresses[i], egresses[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	nodeIPs := map[string]net.IP{}
+	nodes, err := c.cfg.Nodes.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	nodeByName := map[string]*corev1.Node{}
+	for _, n := range nodes {
+		nodeByName[n.Name] = n
+		if ip := nodeInternalIP(n); ip != nil {
+			nodeIPs[n.Name] = ip
+		}
+	}
+	st := &State{Owners: map[string]string{}, IPs: map[string]netip.Addr{}, SNAT: map[netip.Addr]netip.Addr{}, Remote: map[netip.Addr]net.IP{}}
+	taken := map[netip.Addr]bool{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range egresses {
+		ip, err := netip.ParseAddr(e.Spec.EgressIP)
+		if err != nil {
+			continue // no IP yet (the controller allocates it) or several (egressIPs: not realized)
+		}
+		candidates := c.candidates(e, alive, nodeByName)
+		owner := Owner(ip.String(), candidates)
+		st.Owners[e.Name], st.IPs[e.Name] = owner, ip
+		if owner == "" {
+			continue
+		}
+		if owner == c.cfg.NodeName && !slices.Contains(st.Hold, ip) {
+			st.Hold = append(st.Hold, ip)
+		}
+		for _, m := range c.groups[e.Name] {
+			for _, raw := range m.IPs {
+				pip, ok := netip.AddrFromSlice(net.IP(raw))
+				if !ok {
+					continue
+				}
+				pip = pip.Unmap()
+				if pip.Is4() != ip.Is4() || taken[pip] {
+					continue
+				}
+				taken[pip] = true
+				if owner == c.cfg.NodeName {
+					st.SNAT[pip] = ip
+				} else if c.local(pip) && nodeIPs[owner] != nil {
+					st.Remote[pip] = nodeIPs[owner]
+				}
+			}
+		}
+	}
+	slices.SortFunc(st.Hold, func(a, b netip.Addr) int { return a.Compare(b) })
+	return st, nil
+}
+
+// candidates are the alive members that the Egress's pool allows (every
+// alive member without a pool, or when the pool is not known yet).
+func (c *Controller) candidates(e *crdv1beta1.Egress, alive []string, nodes map[string]*corev1.Node) []string {
+	if e.Spec.ExternalIPPool == "" {
+		return alive
+	}
+	pool, err := c.cfg.Pools.Get(e.Spec.ExternalIPPool)
+	if err != nil {
+		return alive
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&pool.Spec.NodeSelector)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range alive {
+		if node := nodes[n]; node != nil && sel.Matches(labels.Set(node.Labels)) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (c *Controller) local(ip netip.Addr) bool {
+	for _, p := range c.cfg.PodCIDRs {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func nodeInternalIP(n *corev1.Node) net.IP {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			if ip := net.ParseIP(a.Address); ip != nil {
+				return ip
+			}
+		}
+	}
+	return nil
+}
+
+// sync computes and writes the whole state. Before the EgressGroups were
+// listed once it writes nothing (it would drop the SNAT of every member).
+func (c *Controller) sync(ctx context.Context) error {
+	c.mu.Lock()
+	listed := c.listed
+	c.mu.Unlock()
+	if !listed {
+		return nil
+	}
+	st, err := c.compute(c.cfg.Cluster.Alive())
+	if err != nil {
+		return err
+	}
+	// Order: the IP first (replies need it), then the SNAT, then the
+	// flows that send traffic here; other nodes' flows follow their own
+	// syncs.
+	if _, err := c.cfg.IPs.Sync(st.Hold); err != nil {
+		return err
+	}
+	if err := c.cfg.SNAT.SetEgressSNAT(ctx, nodenet.EgressSNAT{Gateway: c.cfg.Gateway, Routed: c.cfg.Routed, SNAT: st.SNAT}); err != nil {
+		return err
+	}
+	if err := c.cfg.Flows.SetEgressFlows(ctx, agentof.EgressFlows{Remote: st.Remote, Holding: len(st.Hold) > 0}); err != nil {
+		return err
+	}
+	if !maps.Equal(c.lastOwners, st.Owners) {
+		klog.InfoS("Egress IPs placed", "owners", st.Owners, "holding", st.Hold)
+		c.lastOwners = st.Owners
+	}
+	return c.reportStatus(ctx, st)
+}
+
+// reportStatus writes the status of the Egresses this node holds (the
+// owner reports, as upstream: egressNode, egressIP, IPAssigned).
+func (c *Controller) reportStatus(ctx context.Context, st *State) error {
+	for name, owner := range st.Owners {
+		if owner != c.cfg.NodeName {
+			continue
+		}
+		e, err := c.cfg.Egresses.Get(name)
+		if err != nil {
+			continue
+		}
+		ip := st.IPs[name].String()
+		if e.Status.EgressNode == owner && e.Status.EgressIP == ip && hasCondition(e, crdv1beta1.IPAssigned) {
+			continue
+		}
+		e = e.DeepCopy()
+		e.Status.EgressNode, e.Status.EgressIP = owner, ip
+		setCondition(e, crdv1beta1.EgressCondition{Type: crdv1beta1.IPAssigned, Status: corev1.ConditionTrue,
+			Reason: "Assigned", Message: fmt.Sprintf("EgressIP %s is assigned to Node %s", ip, owner)})
+		if _, err := c.cfg.Client.CrdV1beta1().Egresses().UpdateStatus(ctx, e, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("status of Egress %s: %w", name, err)
+		}
+		klog.InfoS("Egress IP held by this node", "egress", name, "ip", ip)
+	}
+	return nil
+}
+
+func hasCondition(e *crdv1beta1.Egress, t crdv1beta1.EgressConditionType) bool {
+	for _, cond := range e.Status.Conditions {
+		if cond.Type == t && cond.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func setCondition(e *crdv1beta1.Egress, cond crdv1beta1.EgressCondition) {
+	cond.LastTransitionTime = metav1.Now()
+	for i := range e.Status.Conditions {
+		if e.Status.Conditions[i].Type == cond.Type {
+			if e.Status.Conditions[i].Status == cond.Status {
+				cond.LastTransitionTime = e.Status.Conditions[i].LastTransitionTime
+			}
+			e.Status.Conditions[i] = cond
+			return
+		}
+	}
+	e.Status.Conditions = append(e.Status.Conditions, cond)
+}
