@@ -241,7 +241,8 @@ func (c *Controller) compute(alive []string) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The oldest Egress wins a pod that several select (then by name).
+	// Of the Egresses that select a pod and have a holder, the oldest wins
+	// it (then by name).
 	sort.Slice(egresses, func(i, j int) bool {
 		a, b := egresses[i], egresses[j]
 		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {

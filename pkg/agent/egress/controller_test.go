@@ -1,0 +1,124 @@
+package egress
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	crdlisters "antrea.io/antrea/pkg/client/listers/crd/v1beta1"
+)
+
+func indexer(objs ...any) cache.Indexer {
+	i := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, o := range objs {
+		_ = i.Add(o)
+	}
+	return i
+}
+
+func node(name, ip string, labels map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+}
+
+func eg(name, ip, pool string, created int) *crdv1beta1.Egress {
+	return &crdv1beta1.Egress{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(created), 0))},
+		Spec: crdv1beta1.EgressSpec{EgressIP: ip, ExternalIPPool: pool}}
+}
+
+func member(ns, name, ip string) cpv1beta2.GroupMember {
+	return cpv1beta2.GroupMember{Pod: &cpv1beta2.PodReference{Namespace: ns, Name: name}, IPs: []cpv1beta2.IPAddress{cpv1beta2.IPAddress(net.ParseIP(ip))}}
+}
+
+// TestComputePlacesEachIPOnAnAllowedAliveNode checks the decisions of one
+// node (node-1) for Egresses with and without a pool, a pod that two
+// Egresses select, and members on this node and others.
+func TestComputePlacesEachIPOnAnAllowedAliveNode(t *testing.T) {
+	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "only-node-2"},
+		Spec: crdv1beta1.ExternalIPPoolSpec{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"egress": "yes"}}}}
+	c := &Controller{cfg: Config{NodeName: "node-1", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.1.0/24")},
+		Egresses: crdlisters.NewEgressLister(indexer(
+			eg("pinned", "172.30.0.201", "only-node-2", 1),
+			eg("newer", "172.30.0.202", "", 2),
+			eg("pending", "", "only-node-2", 3))),
+		Pools: crdlisters.NewExternalIPPoolLister(indexer(pool)),
+		Nodes: corelisters.NewNodeLister(indexer(node("node-1", "172.30.0.11", nil),
+			node("node-2", "172.30.0.12", map[string]string{"egress": "yes"}), node("node-3", "172.30.0.13", nil)))},
+		groups: map[string][]cpv1beta2.GroupMember{
+			// a1 is selected by both: the older Egress ("pinned") wins it.
+			"pinned":  {member("x", "a1", "10.10.1.2"), member("x", "b1", "10.10.2.2")},
+			"newer":   {member("x", "a1", "10.10.1.2"), member("x", "a2", "10.10.1.3"), member("x", "c1", "10.10.3.2")},
+			"pending": {member("x", "a3", "10.10.1.4")},
+		}}
+	alive := []string{"node-1", "node-2", "node-3"}
+	st, err := c.compute(alive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Owners["pinned"] != "node-2" {
+		t.Errorf("the pool allows only node-2, yet %q holds pinned's IP", st.Owners["pinned"])
+	}
+	if _, ok := st.Owners["pending"]; ok {
+		t.Error("an Egress without an IP yet has an owner")
+	}
+	newer := st.Owners["newer"]
+	if newer != Owner("172.30.0.202", alive) {
+		t.Errorf("newer is held by %q, want the rendezvous owner %q", newer, Owner("172.30.0.202", alive))
+	}
+	a1, a2, b1, c1 := netip.MustParseAddr("10.10.1.2"), netip.MustParseAddr("10.10.1.3"), netip.MustParseAddr("10.10.2.2"), netip.MustParseAddr("10.10.3.2")
+	if got := st.Remote[a1]; !got.Equal(net.ParseIP("172.30.0.12")) {
+		t.Errorf("local pod a1 (pinned's, the older Egress) goes to %v, want node-2 172.30.0.12", got)
+	}
+	if _, ok := st.Remote[b1]; ok {
+		t.Error("a pod of another node got a flow here")
+	}
+	if newer == "node-1" {
+		if st.SNAT[a2] != netip.MustParseAddr("172.30.0.202") || st.SNAT[c1] != netip.MustParseAddr("172.30.0.202") {
+			t.Errorf("node-1 holds newer's IP but does not SNAT its members: %v", st.SNAT)
+		}
+		if len(st.Hold) != 1 || st.Hold[0] != netip.MustParseAddr("172.30.0.202") {
+			t.Errorf("node-1 holds %v", st.Hold)
+		}
+	} else {
+		if len(st.SNAT) != 0 || len(st.Hold) != 0 {
+			t.Errorf("node-1 holds nothing but SNATs %v and holds %v", st.SNAT, st.Hold)
+		}
+		if _, ok := st.Remote[a2]; !ok {
+			t.Error("local pod a2 is not sent to newer's owner")
+		}
+	}
+	if _, ok := st.SNAT[a1]; ok && newer == "node-1" {
+		t.Error("a1 belongs to the older Egress, yet node-1 SNATs it to newer's IP")
+	}
+
+	// node-2 fails: pinned's pool has no other node, so nobody holds it,
+	// and a1 takes the next Egress that selects it and has a holder.
+	alive = []string{"node-1", "node-3"}
+	st, err = c.compute(alive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Owners["pinned"] != "" {
+		t.Errorf("pinned is held by %q with its only allowed node gone", st.Owners["pinned"])
+	}
+	switch newer := st.Owners["newer"]; newer {
+	case "node-1":
+		if st.SNAT[a1] != netip.MustParseAddr("172.30.0.202") {
+			t.Errorf("a1 is not SNATed to newer's IP on its holder node-1: %v", st.SNAT)
+		}
+	case "node-3":
+		if got := st.Remote[a1]; !got.Equal(net.ParseIP("172.30.0.13")) {
+			t.Errorf("a1 goes to %v, want newer's holder node-3", got)
+		}
+	default:
+		t.Errorf("newer is held by %q", newer)
+	}
+}
