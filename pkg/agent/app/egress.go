@@ -38,25 +38,28 @@ func setupEgress(ctx context.Context, d *deps) (component, error) {
 	f := crdinformers.NewSharedInformerFactory(crd, 0)
 	egresses, pools := f.Crd().V1beta1().Egresses(), f.Crd().V1beta1().ExternalIPPools()
 	nodes := d.informers.Core().V1().Nodes()
-	var ctrl *egress.Controller
-	cluster, err := egress.NewCluster(egress.ClusterConfig{NodeName: d.o.NodeName, BindIP: nodeIP, Port: d.o.ClusterPort,
-		OnChange: func() { ctrl.Trigger() }})
-	if err != nil {
-		return nil, err
-	}
 	var podCIDRs []netip.Prefix
 	for _, c := range d.podCIDRs {
 		podCIDRs = append(podCIDRs, prefixOf(c))
 	}
-	ctrl = egress.NewController(egress.Config{NodeName: d.o.NodeName, PodCIDRs: podCIDRs, Gateway: d.nc.Gateway.Name,
+	ctrl := egress.NewController(egress.Config{NodeName: d.o.NodeName, PodCIDRs: podCIDRs, Gateway: d.nc.Gateway.Name,
 		Routed: d.o.TrafficEncapMode == agentconfig.EncapModeNoEncap, Client: crd,
 		Egresses: egresses.Lister(), Pools: pools.Lister(), Nodes: nodes.Lister(),
 		Informers: []cache.SharedIndexInformer{egresses.Informer(), pools.Informer(), nodes.Informer()},
-		Flows:     d.flows, SNAT: d.nodeNet, IPs: egress.NewIPAssigner(link), Cluster: cluster})
+		Flows:     d.flows, SNAT: d.nodeNet, IPs: egress.NewIPAssigner(link)})
+	cluster, err := egress.NewCluster(egress.ClusterConfig{NodeName: d.o.NodeName, BindIP: nodeIP, Port: d.o.ClusterPort,
+		OnChange: ctrl.MembershipChanged})
+	if err != nil {
+		return nil, err
+	}
+	ctrl.UseCluster(cluster)
 	f.Start(ctx.Done())
 	d.informers.Start(ctx.Done()) // the Node informer, if no part before registered it
 	return loop(func(ctx context.Context) {
-		go joinCluster(ctx, cluster, nodes.Informer().HasSynced, func() []string {
+		// The first join completes before the first sync: a member alone
+		// would take every IP for itself (an agent restarting would pull
+		// the IPs away from their holders and back).
+		joinCluster(ctx, cluster, nodes.Informer().HasSynced, func() []string {
 			var addrs []string
 			ns, _ := nodes.Lister().List(labels.Everything())
 			for _, n := range ns {
@@ -87,24 +90,33 @@ func clusterPort(p int) int {
 }
 
 // joinCluster joins the members of the other nodes once the Node informer
-// synced, and again every 10 s those not alive (a node that came up later
-// joins by itself; one that was down and came back may not know us).
+// synced, then returns; in the background it joins again every 10 s those
+// not alive (a node that came up later joins by itself; one that was cut
+// off and came back may not know us).
 func joinCluster(ctx context.Context, c *egress.Cluster, synced func() bool, others func() []string) {
 	if !cache.WaitForCacheSync(ctx.Done(), synced) {
 		return
 	}
-	for {
+	join := func() {
 		if addrs := others(); len(addrs) > 0 {
-			if n, err := c.Join(addrs); err != nil {
+			n, err := c.Join(addrs)
+			if err != nil {
 				klog.V(2).InfoS("Memberlist join incomplete", "joined", n, "of", len(addrs), "err", err)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(10 * time.Second):
-		}
 	}
+	join()
+	klog.InfoS("Joined the Egress memberlist cluster", "alive", c.Alive())
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Second):
+			}
+			join()
+		}
+	}()
 }
 
 // linkWithAddress is the interface that has ip: the node's transport

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,9 +60,10 @@ type Config struct {
 	// added by NewController).
 	Informers []cache.SharedIndexInformer
 
-	Flows   Datapath
-	SNAT    SNAT
-	IPs     *IPAssigner
+	Flows Datapath
+	SNAT  SNAT
+	IPs   *IPAssigner
+	// Cluster is the membership (or UseCluster).
 	Cluster *Cluster
 	// Resync is how often the whole state is written again even without an
 	// event (an address ovs-vswitchd's restart took away comes back).
@@ -84,6 +86,9 @@ type Controller struct {
 
 	// last is what the last sync wrote, for the status and the logs.
 	lastOwners map[string]string
+	// reannounce is set when the membership changed: the next sync
+	// announces every IP this node holds again.
+	reannounce atomic.Bool
 }
 
 // NewController makes the controller and adds its event handlers.
@@ -101,6 +106,17 @@ func NewController(cfg Config) *Controller {
 		_, _ = inf.AddEventHandler(h)
 	}
 	return c
+}
+
+// UseCluster sets the membership (made after the controller, whose
+// MembershipChanged it calls); before Run.
+func (c *Controller) UseCluster(cl *Cluster) { c.cfg.Cluster = cl }
+
+// MembershipChanged is the Cluster's OnChange: a sync, which also
+// announces the held IPs again.
+func (c *Controller) MembershipChanged() {
+	c.reannounce.Store(true)
+	c.Trigger()
 }
 
 // Trigger asks for a sync (coalesced).
@@ -362,8 +378,13 @@ func (c *Controller) sync(ctx context.Context) error {
 	// Order: the IP first (replies need it), then the SNAT, then the
 	// flows that send traffic here; other nodes' flows follow their own
 	// syncs.
-	if _, err := c.cfg.IPs.Sync(st.Hold); err != nil {
+	added, err := c.cfg.IPs.Sync(st.Hold)
+	if err != nil {
 		return err
+	}
+	if c.reannounce.Swap(false) {
+		// Those just added were announced by Sync.
+		c.cfg.IPs.Announce(slices.DeleteFunc(slices.Clone(st.Hold), func(ip netip.Addr) bool { return slices.Contains(added, ip) }))
 	}
 	if err := c.cfg.SNAT.SetEgressSNAT(ctx, nodenet.EgressSNAT{Gateway: c.cfg.Gateway, Routed: c.cfg.Routed, SNAT: st.SNAT}); err != nil {
 		return err

@@ -136,6 +136,18 @@ func (a *IPAssigner) Sync(want []netip.Addr) ([]netip.Addr, error) {
 	return added, errors.Join(errs...)
 }
 
+// Announce sends gratuitous ARP for ips again (IPv4 ones): after the
+// membership changed, a node that kept holding an IP while cut off from the
+// others makes the neighbours that learned another holder's MAC meanwhile
+// come back to it.
+func (a *IPAssigner) Announce(ips []netip.Addr) {
+	for _, ip := range ips {
+		if err := a.announce(a.link, net.IP(ip.AsSlice())); err != nil {
+			klog.ErrorS(err, "Cannot announce external IP", "ip", ip, "link", a.link)
+		}
+	}
+}
+
 func (a *IPAssigner) addr(ip netip.Addr) *netlink.Addr {
 	bits := 32
 	if ip.Is6() {

@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
+	"antrea.io/antrea/pkg/lab"
+	"antrea.io/antrea/test/labtest"
+)
+
+// TestEgressFromAnOutsideHostsView is the judge on real nodes: an
+// ExternalIPPool of the lab's free underlay range and an Egress selecting
+// one pod on each node; the outside host sees both pods' connections arrive
+// from the Egress IP that the controller allocated and a node holds, a pod
+// the Egress does not select arrive from its node's address. Then the
+// holding node is cut off the underlay (its link down, as a node failure
+// looks to the others): the other node takes the IP, and the pod there
+// reaches the outside host from the same IP again; when the link comes
+// back, the IP returns to its first holder (rendezvous hashing) and both
+// pods' connections arrive from it again.
+func TestEgressFromAnOutsideHostsView(t *testing.T) {
+	e := requireReal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	crd, err := versioned.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, pods := createPods(t, e, ctx, func(name string) corev1.PodSpec {
+		node := "node-1"
+		if name == "b" {
+			node = "node-2"
+		}
+		return corev1.PodSpec{NodeName: node, Containers: []corev1.Container{labtest.TestPodContainer("c", []int{80}, nil)}}
+	}, "a", "b", "other")
+	for _, n := range []string{"a", "b"} {
+		p := pods[n].DeepCopy()
+		p.Labels["egress"] = "e2e"
+		if _, err := e.Client.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, last := lab.ExternalIPRange()
+	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + ns},
+		Spec: crdv1beta1.ExternalIPPoolSpec{IPRanges: []crdv1beta1.IPRange{{Start: first.String(), End: last.String()}}}}
+	if _, err := crd.CrdV1beta1().ExternalIPPools().Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eg := &crdv1beta1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + ns}, Spec: crdv1beta1.EgressSpec{
+		AppliedTo: crdv1beta1.EgressAppliedTo{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"egress": "e2e"}}},
+		ExternalIPPool: pool.Name}}
+	if _, err := crd.CrdV1beta1().Egresses().Create(ctx, eg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = crd.CrdV1beta1().Egresses().Delete(bg, eg.Name, metav1.DeleteOptions{})
+		// The pool goes once no Egress uses it (the webhook refuses before).
+		for i := 0; i < 50; i++ {
+			if err := crd.CrdV1beta1().ExternalIPPools().Delete(bg, pool.Name, metav1.DeleteOptions{}); err == nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+	var holder, eip string
+	labtest.WaitFor(t, ctx, "the Egress has an IP and a node holding it", func() error {
+		got, err := crd.CrdV1beta1().Egresses().Get(ctx, eg.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Spec.EgressIP == "" || got.Status.EgressNode == "" || got.Status.EgressIP != got.Spec.EgressIP {
+			return fmt.Errorf("spec.egressIP %q, status %+v", got.Spec.EgressIP, got.Status)
+		}
+		holder, eip = got.Status.EgressNode, got.Spec.EgressIP
+		return nil
+	})
+	t.Logf("Egress IP %s held by %s", eip, holder)
+
+	url := fmt.Sprintf("http://%s/clientip", net.JoinHostPort(lab.OutsideIP().String(), fmt.Sprint(lab.OutsideHTTPPort)))
+	// seenFrom is the source address the outside host reports for one new
+	// connection from the pod ("" if it failed).
+	seenFrom := func(pod string, timeout time.Duration) string {
+		out, err := e.Exec(ctx, ns, pod, "curl", "-sS", "-m", fmt.Sprint(timeout.Seconds()), url)
+		if err != nil {
+			return ""
+		}
+		host, _, _ := net.SplitHostPort(strings.TrimSpace(out))
+		return host
+	}
+	expect := func(phase, pod, want string) {
+		t.Helper()
+		var got string
+		for i := 0; i < 5; i++ { // the first packets may resolve ARP
+			if got = seenFrom(pod, 2*time.Second); got == want {
+				return
+			}
+		}
+		t.Errorf("%s: pod %s on %s reached the outside host from %q, want %s", phase, pod, pods[pod].Spec.NodeName, got, want)
+	}
+	nodeIP := map[string]string{"node-1": "172.30.0.11", "node-2": "172.30.0.12"}
+	labtest.WaitFor(t, ctx, "pod a leaves with the Egress IP", func() error {
+		if got := seenFrom("a", 2*time.Second); got != eip {
+			return fmt.Errorf("seen from %q", got)
+		}
+		return nil
+	})
+	expect("Egress held", "b", eip)
+	expect("Egress held", "other", nodeIP["node-1"])
+
+	// The holder fails (cut off the underlay); the pod on the other node
+	// must reach the outside host from the Egress IP again, now held there.
+	survivor := map[string]string{"node-1": "node-2", "node-2": "node-1"}[holder]
+	probe := map[string]string{"node-1": "a", "node-2": "b"}[survivor]
+	link := "v-" + holder
+	setLink := func(state string) {
+		if out, err := exec.CommandContext(ctx, "ip", "-n", lab.UnderlayNetNS, "link", "set", link, state).CombinedOutput(); err != nil {
+			t.Fatalf("ip link set %s %s: %v: %s", link, state, err, out)
+		}
+	}
+	start := time.Now()
+	setLink("down")
+	healed := false
+	defer func() {
+		if !healed {
+			setLink("up")
+		}
+	}()
+	var failover time.Duration
+	labtest.WaitFor(t, ctx, fmt.Sprintf("pod %s on %s reaches the outside host from %s after %s failed", probe, survivor, eip, holder), func() error {
+		if got := seenFrom(probe, 500*time.Millisecond); got != eip {
+			return fmt.Errorf("seen from %q", got)
+		}
+		failover = time.Since(start)
+		return nil
+	})
+	t.Logf("failover: the first new connection through %s arrived from %s %v after %s was cut off", survivor, eip, failover.Round(10*time.Millisecond), holder)
+	labtest.WaitFor(t, ctx, "the status names the new holder", func() error {
+		got, err := crd.CrdV1beta1().Egresses().Get(ctx, eg.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Status.EgressNode != survivor {
+			return fmt.Errorf("status %+v", got.Status)
+		}
+		return nil
+	})
+
+	setLink("up")
+	healed = true
+	labtest.WaitFor(t, ctx, "the IP moves back to its first holder "+holder, func() error {
+		got, err := crd.CrdV1beta1().Egresses().Get(ctx, eg.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Status.EgressNode != holder {
+			return fmt.Errorf("status %+v", got.Status)
+		}
+		return nil
+	})
+	labtest.WaitFor(t, ctx, "both pods leave with the Egress IP again", func() error {
+		for _, p := range []string{"a", "b"} {
+			if got := seenFrom(p, time.Second); got != eip {
+				return fmt.Errorf("pod %s seen from %q", p, got)
+			}
+		}
+		return nil
+	})
+}
