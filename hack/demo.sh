@@ -27,20 +27,20 @@ fi
 
 AGNHOST=registry.k8s.io/e2e-test-images/agnhost:2.66.1
 
-step "1/9 Tearing down a lab left over from an earlier run (if any)"
+step "1/10 Tearing down a lab left over from an earlier run (if any)"
 "$LAB" down
 
-step "2/9 Bringing up a 2-node lab: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, image registry + 2 real nodes (containerd, kubelet), then kubectl apply -f build/yamls/antrea.yml"
+step "2/10 Bringing up a 2-node lab: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, image registry + 2 real nodes (containerd, kubelet), then kubectl apply -f build/yamls/antrea.yml"
 start=$(date +%s%N)
 "$LAB" up --nodes 2 --runtime antrea --kubelet real
 end=$(date +%s%N)
 echo "antrea-lab up returned after $(( (end - start) / 1000000 )) ms"
 
-step "3/9 kubectl get nodes -o wide; Antrea's pods, installed from build/yamls/antrea.yml"
+step "3/10 kubectl get nodes -o wide; Antrea's pods, installed from build/yamls/antrea.yml"
 kubectl get nodes -o wide
 kubectl -n kube-system get pods -l app=antrea -o wide
 
-step "4/9 Creating namespace $NS and a Deployment of 4 agnhost pods (netexec on TCP and UDP 80), spread over both nodes by kube-scheduler"
+step "4/10 Creating namespace $NS and a Deployment of 4 agnhost pods (netexec on TCP and UDP 80), spread over both nodes by kube-scheduler"
 kubectl create namespace "$NS"
 kubectl apply -n "$NS" -f - <<YAML
 apiVersion: apps/v1
@@ -74,7 +74,7 @@ spec:
         - {containerPort: 80, protocol: UDP}
 YAML
 
-step "5/9 Waiting for the 4 pods to be Ready"
+step "5/10 Waiting for the 4 pods to be Ready"
 kubectl -n "$NS" rollout status deployment/web --timeout=180s
 kubectl -n "$NS" wait --for=condition=Ready pod -l app=web --timeout=60s
 kubectl -n "$NS" get pods -o wide
@@ -92,7 +92,7 @@ if [ "$nodes_used" -lt 2 ]; then
   exit 1
 fi
 
-step "6/9 Connectivity matrix: kubectl exec -n $NS SRC -- /agnhost connect --protocol P --timeout 2s DST:80"
+step "6/10 Connectivity matrix: kubectl exec -n $NS SRC -- /agnhost connect --protocol P --timeout 2s DST:80"
 failures=0
 for proto in tcp udp; do
   echo
@@ -129,7 +129,7 @@ echo
 echo "kubectl exec -n $NS ${pods[0]} -- ip -br addr (the pod's interfaces, from its own image):"
 kubectl exec -n "$NS" "${pods[0]}" -- ip -br addr
 
-step "7/9 A NetworkPolicy: only pods labelled role=frontend may reach app=web (TCP 80)"
+step "7/10 A NetworkPolicy: only pods labelled role=frontend may reach app=web (TCP 80)"
 kubectl apply -n "$NS" -f - <<YAML
 apiVersion: v1
 kind: Pod
@@ -191,14 +191,59 @@ echo "after the policy:"
 probe_clients TIMEOUT || { echo "unexpected verdicts with the policy" >&2; exit 1; }
 echo "frontend still reaches every web pod; other (not role=frontend) times out: isolated pods drop what no rule allows"
 
-step "8/9 How Antrea computed and realized it"
+step "8/10 How Antrea computed and realized it"
 kubectl get networkpolicies.controlplane.antrea.io
 kubectl get addressgroups.controlplane.antrea.io,appliedtogroups.controlplane.antrea.io
 echo
 echo "conjunctive flows on node-1 (ovs-ofctl -O OpenFlow15 dump-flows _output/lab/nodes/node-1/ovs/br-int.mgmt):"
 ovs-ofctl -O OpenFlow15 --no-stats dump-flows "$ROOT/_output/lab/nodes/node-1/ovs/br-int.mgmt" | grep -E 'conj|reg1=.*actions=drop' || true
 
-step "9/9 The lab"
+step "9/10 Egress: pods leave the cluster with a fixed source IP (the outside host 172.30.0.3 reports what it sees)"
+seen() { "$LAB" exec -n "$NS" "$1" -- curl -sS -m 3 http://172.30.0.3:8080/clientip; echo; }
+echo "frontend -> outside host, before any Egress (masqueraded to its node):"
+seen frontend
+kubectl apply -f - <<YAML
+apiVersion: crd.antrea.io/v1beta1
+kind: ExternalIPPool
+metadata:
+  name: demo-pool
+spec:
+  ipRanges:
+  - start: 172.30.0.200
+    end: 172.30.0.209
+  nodeSelector: {}
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: Egress
+metadata:
+  name: demo-frontend
+spec:
+  appliedTo:
+    namespaceSelector:
+      matchLabels:
+        kubernetes.io/metadata.name: $NS
+    podSelector:
+      matchLabels:
+        role: frontend
+  externalIPPool: demo-pool
+YAML
+start=$(date +%s%N)
+until [ -n "$(kubectl get egress demo-frontend -o jsonpath='{.status.egressNode}')" ]; do
+  if [ $(( ($(date +%s%N) - start) / 1000000 )) -gt 30000 ]; then echo "Egress not assigned after 30 s" >&2; exit 1; fi
+  sleep 0.2
+done
+kubectl get egress demo-frontend; kubectl get externalippool demo-pool
+eip=$(kubectl get egress demo-frontend -o jsonpath='{.spec.egressIP}')
+until seen frontend | grep -q "^$eip:"; do
+  if [ $(( ($(date +%s%N) - start) / 1000000 )) -gt 30000 ]; then echo "frontend does not leave with $eip after 30 s" >&2; seen frontend; exit 1; fi
+  sleep 0.2
+done
+echo "frontend -> outside host, with the Egress (its Egress IP, from whichever node holds it):"
+seen frontend
+echo "other (not selected) -> outside host:"
+seen other
+
+step "10/10 The lab"
 "$LAB" status
 if [ "$DEMO_KEEP" = "0" ]; then
   step "Tearing the lab down (DEMO_KEEP=0)"
