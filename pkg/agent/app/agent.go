@@ -27,6 +27,7 @@ import (
 	"antrea.io/antrea/pkg/agent/cniserver"
 	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
 	"antrea.io/antrea/pkg/agent/dpcache"
+	"antrea.io/antrea/pkg/agent/egress"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	"antrea.io/antrea/pkg/agent/nodenet"
@@ -69,6 +70,7 @@ func Run(ctx context.Context, o Options) error {
 		{"NetworkPolicy stats", setupPolicyStats},
 		{"Traceflow", setupTraceflow},
 		{"PacketCapture", setupPacketCapture},
+		{"memberlist", setupMemberlist}, // before the features placing external IPs
 		{"Egress", setupEgress},
 		{"NodeLatencyMonitor", setupNodeLatencyMonitor},
 		{"flow restore", setupFlowRestore}, // the previous run's flows go once policies are in
@@ -131,6 +133,9 @@ type deps struct {
 	controlplane versioned.Interface
 	policies     *npcontroller.Controller
 	podEvents    chan interfacestore.PodEvent
+
+	// cluster is the agents' memberlist (nil without Egress).
+	cluster *egress.Cluster
 
 	// api collects what the parts serve on the agent API, which the part
 	// "agent API" serves.

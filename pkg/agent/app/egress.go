@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"time"
@@ -18,16 +19,54 @@ import (
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 )
 
-// setupEgress runs Egress (pkg/agent/egress, the Egress gate): this node's
-// memberlist member on its transport address, and the controller that holds
-// the Egress IPs the membership gives this node, SNATs their pods' traffic
-// and tunnels its own pods' traffic to the holders of their Egress IPs.
+// setupMemberlist runs this node's member of the agents' memberlist
+// cluster (pkg/agent/egress.Cluster) on its transport address when a
+// feature that places external IPs on nodes is on (Egress): those features
+// decide from the membership which node holds each IP.
+func setupMemberlist(ctx context.Context, d *deps) (component, error) {
+	if !d.o.FeatureGates[agentconfig.Egress] {
+		return nil, nil
+	}
+	cluster, err := egress.NewCluster(egress.ClusterConfig{NodeName: d.o.NodeName, BindIP: d.nc.NodeIP.IP, Port: d.o.ClusterPort})
+	if err != nil {
+		return nil, err
+	}
+	nodes := d.informers.Core().V1().Nodes()
+	d.informers.Start(ctx.Done()) // the Node informer, if no part before registered it
+	d.cluster = cluster
+	others := func() []string {
+		var addrs []string
+		ns, _ := nodes.Lister().List(labels.Everything())
+		rand.Shuffle(len(ns), func(i, j int) { ns[i], ns[j] = ns[j], ns[i] })
+		for _, n := range ns {
+			if n.Name == d.o.NodeName || cluster.IsAlive(n.Name) {
+				continue
+			}
+			for _, a := range n.Status.Addresses {
+				if a.Type == "InternalIP" {
+					addrs = append(addrs, net.JoinHostPort(a.Address, fmt.Sprint(clusterPort(d.o.ClusterPort))))
+				}
+			}
+		}
+		return addrs
+	}
+	return loop(func(ctx context.Context) {
+		joinCluster(ctx, cluster, nodes.Informer().HasSynced, others)
+		// Leaving tells the others at once: they take this node's IPs
+		// without waiting for the failure detection.
+		cluster.Leave(2 * time.Second)
+	}), nil
+}
+
+// setupEgress runs Egress (pkg/agent/egress, the Egress gate): the
+// controller that holds the Egress IPs the membership gives this node,
+// SNATs their pods' traffic and tunnels its own pods' traffic to the
+// holders of their Egress IPs.
 func setupEgress(ctx context.Context, d *deps) (component, error) {
 	if !d.o.FeatureGates[agentconfig.Egress] {
 		return nil, nil
 	}
-	nodeIP := d.nc.NodeIP.IP
-	link, err := linkWithAddress(nodeIP)
+	link, err := linkWithAddress(d.nc.NodeIP.IP)
 	if err != nil {
 		return nil, err
 	}
@@ -46,38 +85,12 @@ func setupEgress(ctx context.Context, d *deps) (component, error) {
 		Routed: d.o.TrafficEncapMode == agentconfig.EncapModeNoEncap, Client: crd,
 		Egresses: egresses.Lister(), Pools: pools.Lister(), Nodes: nodes.Lister(),
 		Informers: []cache.SharedIndexInformer{egresses.Informer(), pools.Informer(), nodes.Informer()},
-		Flows:     d.flows, SNAT: d.nodeNet, IPs: egress.NewIPAssigner(link)})
-	cluster, err := egress.NewCluster(egress.ClusterConfig{NodeName: d.o.NodeName, BindIP: nodeIP, Port: d.o.ClusterPort,
-		OnChange: ctrl.MembershipChanged})
-	if err != nil {
-		return nil, err
-	}
-	ctrl.UseCluster(cluster)
+		Flows:     d.flows, SNAT: d.nodeNet, IPs: egress.NewIPAssigner(link), Cluster: d.cluster})
+	d.cluster.AddListener(ctrl.MembershipChanged)
 	f.Start(ctx.Done())
-	d.informers.Start(ctx.Done()) // the Node informer, if no part before registered it
+	d.informers.Start(ctx.Done())
 	return loop(func(ctx context.Context) {
-		// The first join completes before the first sync: a member alone
-		// would take every IP for itself (an agent restarting would pull
-		// the IPs away from their holders and back).
-		joinCluster(ctx, cluster, nodes.Informer().HasSynced, func() []string {
-			var addrs []string
-			ns, _ := nodes.Lister().List(labels.Everything())
-			for _, n := range ns {
-				if n.Name == d.o.NodeName || cluster.IsAlive(n.Name) {
-					continue
-				}
-				for _, a := range n.Status.Addresses {
-					if a.Type == "InternalIP" {
-						addrs = append(addrs, net.JoinHostPort(a.Address, fmt.Sprint(clusterPort(d.o.ClusterPort))))
-					}
-				}
-			}
-			return addrs
-		})
 		ctrl.Run(ctx)
-		// Leaving tells the others at once: they take this node's IPs
-		// without waiting for the failure detection.
-		cluster.Leave(2 * time.Second)
 		f.Shutdown()
 	}), nil
 }
@@ -89,34 +102,28 @@ func clusterPort(p int) int {
 	return p
 }
 
-// joinCluster joins the members of the other nodes once the Node informer
-// synced, then returns; in the background it joins again every 10 s those
-// not alive (a node that came up later joins by itself; one that was cut
-// off and came back may not know us).
+// joinCluster joins the cluster through any other node's member once the
+// Node informer synced and marks the first join done (the features then
+// decide), then every 10 s joins the nodes not alive (a node that came up
+// later joins by itself; one that was cut off and came back may not know
+// this one), until ctx ends.
 func joinCluster(ctx context.Context, c *egress.Cluster, synced func() bool, others func() []string) {
 	if !cache.WaitForCacheSync(ctx.Done(), synced) {
 		return
 	}
-	join := func() {
+	ok := c.JoinAny(others())
+	c.MarkJoined()
+	klog.InfoS("Joined the agents' memberlist cluster", "reachedAMember", ok, "alive", c.Alive())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Second):
+		}
 		if addrs := others(); len(addrs) > 0 {
-			n, err := c.Join(addrs)
-			if err != nil {
-				klog.V(2).InfoS("Memberlist join incomplete", "joined", n, "of", len(addrs), "err", err)
-			}
+			c.JoinAny(addrs)
 		}
 	}
-	join()
-	klog.InfoS("Joined the Egress memberlist cluster", "alive", c.Alive())
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(10 * time.Second):
-			}
-			join()
-		}
-	}()
 }
 
 // linkWithAddress is the interface that has ip: the node's transport

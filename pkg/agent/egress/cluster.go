@@ -30,9 +30,12 @@ type Cluster struct {
 	name string
 	ml   *memberlist.Memberlist
 
-	mu       sync.Mutex
-	alive    map[string]bool
-	onChange func()
+	mu        sync.Mutex
+	alive     map[string]bool
+	listeners []func()
+
+	joined     chan struct{}
+	joinedOnce sync.Once
 }
 
 // ClusterConfig configures a member.
@@ -43,8 +46,7 @@ type ClusterConfig struct {
 	// (MemberlistPort when 0).
 	BindIP net.IP
 	Port   int
-	// OnChange is called (on a goroutine of its own per call, never with
-	// the Cluster's lock held) when a member joins, leaves or fails.
+	// OnChange, when set, is the first listener (see AddListener).
 	OnChange func()
 	// Fast shortens the probe intervals (tests on one machine).
 	Fast bool
@@ -52,7 +54,10 @@ type ClusterConfig struct {
 
 // NewCluster starts this node's member; Join makes it meet the others.
 func NewCluster(cfg ClusterConfig) (*Cluster, error) {
-	c := &Cluster{name: cfg.NodeName, alive: map[string]bool{}, onChange: cfg.OnChange}
+	c := &Cluster{name: cfg.NodeName, alive: map[string]bool{}, joined: make(chan struct{})}
+	if cfg.OnChange != nil {
+		c.listeners = append(c.listeners, cfg.OnChange)
+	}
 	mc := memberlist.DefaultLANConfig()
 	if cfg.Fast {
 		mc = memberlist.DefaultLocalConfig()
@@ -78,6 +83,53 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	}
 	c.ml = ml
 	return c, nil
+}
+
+// AddListener adds f to the functions called when a member joins, leaves
+// or fails: each on a goroutine of its own, never with the Cluster's lock
+// held. (Egress and the LoadBalancer IPs share one membership.)
+func (c *Cluster) AddListener(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.listeners = append(c.listeners, f)
+}
+
+// MarkJoined says the first join is done (it reached a member, which told
+// this one the whole membership, or no other member answered): until then
+// a member knows only itself, and deciding who holds an IP would take every
+// IP for itself. It calls the listeners.
+func (c *Cluster) MarkJoined() {
+	c.joinedOnce.Do(func() {
+		close(c.joined)
+		c.mu.Lock()
+		listeners := slices.Clone(c.listeners)
+		c.mu.Unlock()
+		for _, f := range listeners {
+			go f()
+		}
+	})
+}
+
+// Joined says whether MarkJoined was called.
+func (c *Cluster) Joined() bool {
+	select {
+	case <-c.joined:
+		return true
+	default:
+		return false
+	}
+}
+
+// JoinAny tries the addresses one at a time, in the given order, until a
+// member answers (memberlist's push-pull then gives this member the whole
+// membership): one unreachable node costs one timeout, not the join.
+func (c *Cluster) JoinAny(addrs []string) bool {
+	for _, a := range addrs {
+		if n, err := c.ml.Join([]string{a}); err == nil && n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Join contacts the given nodes' members (host:port or host); members
@@ -123,11 +175,12 @@ func (c *Cluster) set(name string, alive bool) {
 	} else {
 		delete(c.alive, name)
 	}
+	listeners := slices.Clone(c.listeners)
 	c.mu.Unlock()
 	if changed {
 		klog.InfoS("Memberlist member changed", "node", name, "alive", alive)
-		if c.onChange != nil {
-			go c.onChange()
+		for _, f := range listeners {
+			go f()
 		}
 	}
 }

@@ -63,7 +63,7 @@ type Config struct {
 	Flows Datapath
 	SNAT  SNAT
 	IPs   *IPAssigner
-	// Cluster is the membership (or UseCluster).
+	// Cluster is the membership; add MembershipChanged as its listener.
 	Cluster *Cluster
 	// Resync is how often the whole state is written again even without an
 	// event (an address ovs-vswitchd's restart took away comes back).
@@ -107,10 +107,6 @@ func NewController(cfg Config) *Controller {
 	}
 	return c
 }
-
-// UseCluster sets the membership (made after the controller, whose
-// MembershipChanged it calls); before Run.
-func (c *Controller) UseCluster(cl *Cluster) { c.cfg.Cluster = cl }
 
 // MembershipChanged is the Cluster's OnChange: a sync, which also
 // announces the held IPs again.
@@ -363,12 +359,13 @@ func nodeInternalIP(n *corev1.Node) net.IP {
 }
 
 // sync computes and writes the whole state. Before the EgressGroups were
-// listed once it writes nothing (it would drop the SNAT of every member).
+// listed once it writes nothing (it would drop the SNAT of every member),
+// nor before the membership's first join (it would hold every IP).
 func (c *Controller) sync(ctx context.Context) error {
 	c.mu.Lock()
 	listed := c.listed
 	c.mu.Unlock()
-	if !listed {
+	if !listed || !c.cfg.Cluster.Joined() {
 		return nil
 	}
 	st, err := c.compute(c.cfg.Cluster.Alive())
