@@ -278,7 +278,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	eg, err := c.lister.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.release(name)
-		c.setGroupSelector(name, "")
+		c.setGroupSelector(name, nil)
 		if err := c.store.Delete(name); err != nil {
 			if _, exists, _ := c.store.Get(name); exists {
 				return err
@@ -467,17 +467,19 @@ func groupSelector(at crdv1beta1.EgressAppliedTo) (*grouping.Selector, error) {
 	return grouping.NewSelector("", at.PodSelector, nsSel)
 }
 
-// setGroupSelector points the Egress at the group of key ("" for none),
-// registering the group and forgetting the one it leaves if no other
-// Egress uses it.
-func (c *Controller) setGroupSelector(name, key string) {
+// setGroupSelector points the Egress at the group of sel (nil for none) and
+// returns the group's key: it registers the group in the index and forgets
+// the one the Egress leaves if no other Egress uses it, under c.mu, so that
+// a group shared by two Egresses is never dropped between one's
+// registration and the other's release.
+func (c *Controller) setGroupSelector(name string, sel *grouping.Selector) string {
+	key := ""
+	if sel != nil {
+		key = sel.Key()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old, had := c.selectorOf[name]
-	if had && old == key {
-		return
-	}
-	if had {
+	if old, had := c.selectorOf[name]; had && old != key {
 		c.bySelector[old].Delete(name)
 		if c.bySelector[old].Len() == 0 {
 			delete(c.bySelector, old)
@@ -485,14 +487,16 @@ func (c *Controller) setGroupSelector(name, key string) {
 		}
 		delete(c.selectorOf, name)
 	}
-	if key == "" {
-		return
+	if sel == nil {
+		return ""
 	}
+	c.index.AddGroup(sel)
 	c.selectorOf[name] = key
 	if c.bySelector[key] == nil {
 		c.bySelector[key] = sets.New[string]()
 	}
 	c.bySelector[key].Insert(name)
+	return key
 }
 
 // syncGroup writes the Egress's members into its EgressGroup.
@@ -503,17 +507,13 @@ func (c *Controller) syncGroup(eg *crdv1beta1.Egress) error {
 		klog.InfoS("Bad appliedTo of an Egress", "egress", eg.Name, "err", err)
 	}
 	byNode := map[string][]*controlplane.GroupMember{}
-	if sel != nil {
-		key := c.index.AddGroup(sel)
-		c.setGroupSelector(eg.Name, key)
+	if key := c.setGroupSelector(eg.Name, sel); key != "" {
 		pods, _ := c.index.GroupPods(key)
 		for _, pod := range pods {
 			if m := podMember(pod); m != nil {
 				byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], m)
 			}
 		}
-	} else {
-		c.setGroupSelector(eg.Name, "")
 	}
 	g := &types.EgressGroup{UID: eg.UID, Name: eg.Name, Members: types.NewNodeMembers(byNode)}
 	g.NodeNames = sets.New[string]()
