@@ -55,6 +55,7 @@ type Allocator interface {
 	ReleaseIP(pool string, ip netip.Addr, owner string)
 	RestoreAllocations(allocs []externalippool.Allocation) (failed []externalippool.Allocation)
 	AddPoolHandler(h externalippool.PoolHandler)
+	AddRestorer(r externalippool.Restorer)
 	HasSynced() bool
 }
 
@@ -141,7 +142,26 @@ func NewController(client versioned.Interface, egresses crdinformers.EgressInfor
 		c.synced = append(c.synced, reg.HasSynced)
 	}
 	allocator.AddPoolHandler(c.enqueuePoolEgresses)
+	allocator.AddRestorer(c.poolAllocations)
 	return c, nil
+}
+
+// poolAllocations are the IPs of pool the Egresses hold, as the informer has
+// them (the allocator takes them back when it builds the pool afresh).
+func (c *Controller) poolAllocations(pool string) []externalippool.Allocation {
+	egresses, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []externalippool.Allocation
+	for _, eg := range egresses {
+		for _, sl := range slots(eg) {
+			if sl.pool == pool && sl.want.IsValid() {
+				out = append(out, externalippool.Allocation{Pool: pool, IP: sl.want, Owner: Owner(eg.Name)})
+			}
+		}
+	}
+	return out
 }
 
 func (c *Controller) enqueueEgress(obj any) {
@@ -390,7 +410,14 @@ func (c *Controller) syncIP(ctx context.Context, eg *crdv1beta1.Egress) error {
 		case sl.pool == "":
 			continue
 		case held[i].pool != "":
-			// Held; written already unless an earlier write failed.
+			// Held: taken again, which costs a lookup and re-registers it in
+			// a pool deleted and created again (whose allocator starts empty).
+			if err := c.allocator.AllocateSpecificIP(sl.pool, held[i].ip, owner); err != nil {
+				failure = err
+				held[i] = allocation{}
+				continue
+			}
+			// Written already unless an earlier write failed.
 			toWrite = toWrite || !sl.want.IsValid()
 		case sl.want.IsValid():
 			if err := c.allocator.AllocateSpecificIP(sl.pool, sl.want, owner); err != nil {

@@ -286,6 +286,22 @@ func TestEgressIPsComeFromThePoolAndSurviveARestart(t *testing.T) {
 	}
 	c.waitUsage(t, "pool-a", 4, 2)
 	c.waitUsage(t, "pool-b", 3, 1)
+
+	// pool-b deleted (the webhook would refuse: e4 holds an IP of it) and
+	// created again: e4 keeps fd00:10::1, a new Egress gets another.
+	if err := c.crd.CrdV1beta1().ExternalIPPools().Delete(ctx, "pool-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually(t, "pool-b is gone", func(ctx context.Context) bool {
+		_, err := c.crd.CrdV1beta1().ExternalIPPools().Get(ctx, "pool-b", metav1.GetOptions{})
+		return err != nil
+	})
+	c.createPool(t, "pool-b", crdv1beta1.IPRange{CIDR: "fd00:10::/126"})
+	c.createEgress(t, "e6", "pool-b", web)
+	if ip := c.egressIP(t, "e6"); ip != "fd00:10::2" {
+		t.Fatalf("e6 in the new pool-b got %s, want fd00:10::2 (e4 holds fd00:10::1)", ip)
+	}
+	c.waitUsage(t, "pool-b", 3, 2)
 }
 
 func (c *cluster) createPod(t *testing.T, ns, name, node, ip string, labels map[string]string) {
