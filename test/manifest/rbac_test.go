@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	"antrea.io/antrea/pkg/apiserver/apiservertest"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 )
@@ -86,5 +87,57 @@ func TestControllerWorksWithTheManifestsRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the agent of n1 never read the policy as antrea-agent (last error: %v): "+
 			"the manifest's RBAC is not enough for antrea-controller or antrea-agent", lastErr)
+	}
+	egressAsServiceAccounts(t, ctx, cp, versioned.NewForConfigOrDie(agentUser.Config()))
+}
+
+// egressAsServiceAccounts: with the manifest's RBAC, antrea-controller
+// allocates an Egress's IP (spec.egressIP, the IPAllocated condition, the
+// pool's status.usage) and antrea-agent lists the EgressGroup of its Node,
+// reads the Egress and writes its status.
+func egressAsServiceAccounts(t *testing.T, ctx context.Context, cp *apiservertest.ControlPlane, agent versioned.Interface) {
+	t.Helper()
+	admin := versioned.NewForConfigOrDie(cp.Config).CrdV1beta1()
+	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "pool"},
+		Spec: crdv1beta1.ExternalIPPoolSpec{IPRanges: []crdv1beta1.IPRange{{Start: "10.20.0.5", End: "10.20.0.6"}}}}
+	if _, err := admin.ExternalIPPools().Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eg := &crdv1beta1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "egress-web"}, Spec: crdv1beta1.EgressSpec{
+		AppliedTo: crdv1beta1.EgressAppliedTo{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}, ExternalIPPool: "pool"}}
+	if _, err := admin.Egresses().Create(ctx, eg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got *crdv1beta1.Egress
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		e, err := admin.Egresses().Get(ctx, "egress-web", metav1.GetOptions{})
+		p, perr := admin.ExternalIPPools().Get(ctx, "pool", metav1.GetOptions{})
+		if err != nil || perr != nil {
+			return false, nil
+		}
+		got = e
+		return e.Spec.EgressIP == "10.20.0.5" && len(e.Status.Conditions) == 1 && p.Status.Usage.Used == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("antrea-controller never allocated the Egress IP as its ServiceAccount: %+v", got)
+	}
+	var groups int
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := agent.ControlplaneV1beta2().EgressGroups().List(ctx, metav1.ListOptions{FieldSelector: "nodeName=n1"})
+		if err == nil {
+			groups = len(l.Items)
+		}
+		return groups == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("antrea-agent of n1 lists %d EgressGroups, want 1", groups)
+	}
+	e, err := agent.CrdV1beta1().Egresses().Get(ctx, "egress-web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("antrea-agent cannot read the Egress: %v", err)
+	}
+	e.Status.EgressNode, e.Status.EgressIP = "n1", e.Spec.EgressIP
+	if _, err := agent.CrdV1beta1().Egresses().UpdateStatus(ctx, e, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("antrea-agent cannot write the Egress's status: %v", err)
 	}
 }

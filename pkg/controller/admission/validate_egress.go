@@ -32,7 +32,8 @@ const (
 type IPLookup interface {
 	ExternalIPPool(ctx context.Context, name string) (*crdv1beta1.ExternalIPPool, error)
 	ExternalIPPools(ctx context.Context) ([]*crdv1beta1.ExternalIPPool, error)
-	// EgressesOfPool are the Egresses whose externalIPPool is pool.
+	// EgressesOfPool are the Egresses whose externalIPPool (or one of
+	// whose externalIPPools) is pool.
 	EgressesOfPool(ctx context.Context, pool string) ([]*crdv1beta1.Egress, error)
 }
 
@@ -142,19 +143,37 @@ func (v *EgressValidator) heldIPsStayIn(ctx context.Context, pool string, ranges
 	}
 	var errs field.ErrorList
 	for _, eg := range egresses {
-		ip, err := netip.ParseAddr(eg.Spec.EgressIP)
-		if err != nil {
-			continue
-		}
-		in := false
-		for _, r := range ranges {
-			in = in || r.Contains(ip)
-		}
-		if !in {
-			errs = append(errs, field.Forbidden(path, fmt.Sprintf("IP %s allocated to Egress %s would be out of the pool's ranges", ip, eg.Name)))
+		for _, ip := range ipsFromPool(eg, pool) {
+			in := false
+			for _, r := range ranges {
+				in = in || r.Contains(ip)
+			}
+			if !in {
+				errs = append(errs, field.Forbidden(path, fmt.Sprintf("IP %s allocated to Egress %s would be out of the pool's ranges", ip, eg.Name)))
+			}
 		}
 	}
 	return errs
+}
+
+// ipsFromPool are the IPs an Egress holds from pool: its egressIP with its
+// externalIPPool, or the egressIPs entries at pool's index in externalIPPools.
+func ipsFromPool(eg *crdv1beta1.Egress, pool string) []netip.Addr {
+	var out []netip.Addr
+	add := func(s string) {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+	if eg.Spec.ExternalIPPool == pool {
+		add(eg.Spec.EgressIP)
+	}
+	for i, p := range eg.Spec.ExternalIPPools {
+		if p == pool && i < len(eg.Spec.EgressIPs) {
+			add(eg.Spec.EgressIPs[i])
+		}
+	}
+	return out
 }
 
 func valueOf(r crdv1beta1.IPRange, f string) string {
@@ -199,9 +218,9 @@ func (v *EgressValidator) ValidateExternalIPPoolDelete(ctx context.Context, p *c
 		return field.ErrorList{field.InternalError(field.NewPath("metadata", "name"), err)}
 	}
 	for _, eg := range egresses {
-		if eg.Spec.EgressIP != "" {
+		if ips := ipsFromPool(eg, p.Name); len(ips) > 0 {
 			return field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"),
-				fmt.Sprintf("ExternalIPPool %s is in use: Egress %s holds its IP %s", p.Name, eg.Name, eg.Spec.EgressIP))}
+				fmt.Sprintf("ExternalIPPool %s is in use: Egress %s holds its IP %s", p.Name, eg.Name, ips[0]))}
 		}
 	}
 	return nil
@@ -317,10 +336,15 @@ const egressPoolIndex = "externalIPPool"
 // (before it starts) and returns an IPLookup reading the informers.
 func NewInformerIPLookup(client versioned.Interface, pools crdinformers.ExternalIPPoolInformer, egresses crdinformers.EgressInformer) (IPLookup, error) {
 	err := egresses.Informer().AddIndexers(cache.Indexers{egressPoolIndex: func(obj any) ([]string, error) {
-		if eg, ok := obj.(*crdv1beta1.Egress); ok && eg.Spec.ExternalIPPool != "" {
-			return []string{eg.Spec.ExternalIPPool}, nil
+		eg, ok := obj.(*crdv1beta1.Egress)
+		if !ok {
+			return nil, nil
 		}
-		return nil, nil
+		var pools []string
+		if eg.Spec.ExternalIPPool != "" {
+			pools = append(pools, eg.Spec.ExternalIPPool)
+		}
+		return append(pools, eg.Spec.ExternalIPPools...), nil
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("adding the %s index: %w", egressPoolIndex, err)

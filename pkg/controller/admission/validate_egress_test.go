@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,7 +34,7 @@ func (f *fakeIPLookup) ExternalIPPools(context.Context) ([]*crdv1beta1.ExternalI
 func (f *fakeIPLookup) EgressesOfPool(_ context.Context, pool string) ([]*crdv1beta1.Egress, error) {
 	var out []*crdv1beta1.Egress
 	for _, e := range f.egresses {
-		if e.Spec.ExternalIPPool == pool {
+		if e.Spec.ExternalIPPool == pool || slices.Contains(e.Spec.ExternalIPPools, pool) {
 			out = append(out, e)
 		}
 	}
@@ -50,11 +51,18 @@ func egress(name, ip, poolName string) *crdv1beta1.Egress {
 		EgressIP:  ip, ExternalIPPool: poolName}}
 }
 
+// dualEgress holds 10.30.0.5 of pool v4 and none yet of pool v6.
+func dualEgress() *crdv1beta1.Egress {
+	e := egress("dual", "", "")
+	e.Spec.ExternalIPPools, e.Spec.EgressIPs = []string{"v4", "v6"}, []string{"10.30.0.5", ""}
+	return e
+}
+
 func newEgressValidator() *EgressValidator {
 	return NewEgressValidator(&fakeIPLookup{
 		pools: []*crdv1beta1.ExternalIPPool{pool("prod", crdv1beta1.IPRange{Start: "10.10.0.2", End: "10.10.0.10"}, crdv1beta1.IPRange{CIDR: "10.10.1.0/28"})},
 		egresses: []*crdv1beta1.Egress{egress("web", "10.10.0.9", "prod"), egress("pending", "", "prod"),
-			egress("static", "10.20.0.1", "")},
+			egress("static", "10.20.0.1", ""), dualEgress()},
 	})
 }
 
@@ -121,6 +129,9 @@ func TestDeletingAPoolInUseIsRefused(t *testing.T) {
 	wantErrors(t, v.ValidateExternalIPPoolDelete(context.Background(), pool("prod")),
 		map[string]string{"metadata.name": "Egress web holds its IP 10.10.0.9"})
 	wantErrors(t, v.ValidateExternalIPPoolDelete(context.Background(), pool("unused")), nil)
+	wantErrors(t, v.ValidateExternalIPPoolDelete(context.Background(), pool("v4")),
+		map[string]string{"metadata.name": "Egress dual holds its IP 10.30.0.5"})
+	wantErrors(t, v.ValidateExternalIPPoolDelete(context.Background(), pool("v6")), nil)
 }
 
 func TestValidateEgress(t *testing.T) {

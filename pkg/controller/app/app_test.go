@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,6 +158,81 @@ func TestRunServesComputedPoliciesPerNode(t *testing.T) {
 	t.Run("a ClusterNetworkPolicy is computed, served and its status follows the agent's report", func(t *testing.T) {
 		antreaNativeThroughKubeAPIServer(t, ctx, cp.Config)
 	})
+	t.Run("an Egress gets an IP from its pool and its Pods are served per Node as an EgressGroup", func(t *testing.T) {
+		egressThroughKubeAPIServer(t, ctx, cp.Config)
+	})
+}
+
+// egressThroughKubeAPIServer creates an ExternalIPPool and Egresses through
+// kube-apiserver (admission webhooks included): the webhooks refuse an
+// egressIP outside its pool, an overlapping pool and the deletion of a pool
+// in use, naming the field; the Egress gets the pool's first IP, and the
+// EgressGroup of the web Pod (on n1) reaches n1 alone, as an agent lists
+// and watches it.
+func egressThroughKubeAPIServer(t *testing.T, ctx context.Context, cfg *rest.Config) {
+	crd := versioned.NewForConfigOrDie(cfg).CrdV1beta1()
+	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "pool"},
+		Spec: crdv1beta1.ExternalIPPoolSpec{IPRanges: []crdv1beta1.IPRange{{CIDR: "10.20.0.0/30"}}}}
+	// The webhooks answer once antrea-controller's caches hold the pools.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := crd.ExternalIPPools().Create(ctx, pool, metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the ExternalIPPool was never created: %v", err)
+	}
+	overlapping := pool.DeepCopy()
+	overlapping.Name, overlapping.Spec.IPRanges = "other", []crdv1beta1.IPRange{{Start: "10.20.0.2", End: "10.20.0.9"}}
+	if _, err := crd.ExternalIPPools().Create(ctx, overlapping, metav1.CreateOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "spec.ipRanges[0]") || !strings.Contains(err.Error(), "ExternalIPPool pool") {
+		t.Errorf("an overlapping pool: %v, want a refusal naming spec.ipRanges[0] and pool", err)
+	}
+	web := crdv1beta1.EgressAppliedTo{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
+	outside := &crdv1beta1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "outside"},
+		Spec: crdv1beta1.EgressSpec{AppliedTo: web, EgressIP: "10.20.0.9", ExternalIPPool: "pool"}}
+	if _, err := crd.Egresses().Create(ctx, outside, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.egressIP") {
+		t.Errorf("an egressIP outside its pool: %v, want a refusal naming spec.egressIP", err)
+	}
+	eg := &crdv1beta1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "egress-web"}, Spec: crdv1beta1.EgressSpec{AppliedTo: web, ExternalIPPool: "pool"}}
+	if _, err := crd.Egresses().Create(ctx, eg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var ip string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := crd.Egresses().Get(ctx, "egress-web", metav1.GetOptions{})
+		if err == nil {
+			ip = got.Spec.EgressIP
+		}
+		return ip != "", nil
+	})
+	if err != nil || ip != "10.20.0.1" {
+		t.Fatalf("the Egress got %q (%v), want 10.20.0.1", ip, err)
+	}
+	if err := crd.ExternalIPPools().Delete(ctx, "pool", metav1.DeleteOptions{}); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("deleting the pool in use: %v, want a refusal", err)
+	}
+
+	cp := versioned.NewForConfigOrDie(cfg).ControlplaneV1beta2().EgressGroups()
+	w, err := cp.Watch(ctx, metav1.ListOptions{FieldSelector: "nodeName=n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	select {
+	case ev := <-w.ResultChan():
+		g, ok := ev.Object.(*cpv1beta2.EgressGroup)
+		if !ok || g.Name != "egress-web" || len(g.GroupMembers) != 1 || g.GroupMembers[0].Pod.Name != "web" {
+			t.Errorf("n1's watch got %s %#v, want egress-web with the web Pod", ev.Type, ev.Object)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("n1's watch got no EgressGroup")
+	}
+	if l, err := cp.List(ctx, metav1.ListOptions{FieldSelector: "nodeName=n2"}); err != nil || len(l.Items) != 0 {
+		t.Errorf("n2 lists %+v (%v), want no EgressGroup: no member of egress-web runs there", l, err)
+	}
+	if l, err := cp.List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 1 || len(l.Items[0].GroupMembers) != 1 {
+		t.Errorf("a list without a Node: %+v (%v), want egress-web with its member", l, err)
+	}
 }
 
 // antreaNativeThroughKubeAPIServer creates a ClusterNetworkPolicy through

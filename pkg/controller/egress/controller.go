@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +55,7 @@ type Allocator interface {
 	ReleaseIP(pool string, ip netip.Addr, owner string)
 	RestoreAllocations(allocs []externalippool.Allocation) (failed []externalippool.Allocation)
 	AddPoolHandler(h externalippool.PoolHandler)
+	AddRestorer(r externalippool.Restorer)
 	HasSynced() bool
 }
 
@@ -83,8 +86,9 @@ type Controller struct {
 	recorder  record.EventRecorder
 
 	mu sync.Mutex
-	// allocated is the IP held for each Egress (by name).
-	allocated map[string]allocation
+	// allocated is the IPs held for each Egress (by name), one per slot
+	// (see slots); a zero allocation is a slot without an IP.
+	allocated map[string][]allocation
 	// selectorOf is the grouping key of each Egress's appliedTo, and
 	// bySelector the Egresses of each key (groups are shared by selector).
 	selectorOf map[string]string
@@ -104,7 +108,7 @@ func NewController(client versioned.Interface, egresses crdinformers.EgressInfor
 		index:      grouping.NewIndex(),
 		recorder:   recorder,
 		queue:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "egress"}),
-		allocated:  map[string]allocation{},
+		allocated:  map[string][]allocation{},
 		selectorOf: map[string]string{},
 		bySelector: map[string]sets.Set[string]{},
 	}
@@ -138,7 +142,26 @@ func NewController(client versioned.Interface, egresses crdinformers.EgressInfor
 		c.synced = append(c.synced, reg.HasSynced)
 	}
 	allocator.AddPoolHandler(c.enqueuePoolEgresses)
+	allocator.AddRestorer(c.poolAllocations)
 	return c, nil
+}
+
+// poolAllocations are the IPs of pool the Egresses hold, as the informer has
+// them (the allocator takes them back when it builds the pool afresh).
+func (c *Controller) poolAllocations(pool string) []externalippool.Allocation {
+	egresses, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []externalippool.Allocation
+	for _, eg := range egresses {
+		for _, sl := range slots(eg) {
+			if sl.pool == pool && sl.want.IsValid() {
+				out = append(out, externalippool.Allocation{Pool: pool, IP: sl.want, Owner: Owner(eg.Name)})
+			}
+		}
+	}
+	return out
 }
 
 func (c *Controller) enqueueEgress(obj any) {
@@ -223,38 +246,50 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 // restore takes back, from the pools, the IPs the Egresses hold (an
-// egressIP with an externalIPPool). An Egress whose IP cannot be restored
-// (out of its pool, or held by another) is left to its sync, which reports
-// the error on it.
+// egressIP with an externalIPPool, or the egressIPs of externalIPPools). An
+// Egress whose IP cannot be restored (out of its pool, or held by another)
+// is left to its sync, which reports the error on it.
 func (c *Controller) restore() {
 	egresses, err := c.lister.List(labels.Everything())
 	if err != nil {
 		klog.ErrorS(err, "Could not list Egresses to restore their IPs")
 		return
 	}
-	var allocs []externalippool.Allocation
-	for _, eg := range egresses {
-		if eg.Spec.ExternalIPPool == "" || eg.Spec.EgressIP == "" {
-			continue
-		}
-		ip, err := netip.ParseAddr(eg.Spec.EgressIP)
-		if err != nil {
-			continue
-		}
-		allocs = append(allocs, externalippool.Allocation{Pool: eg.Spec.ExternalIPPool, IP: ip.Unmap(), Owner: Owner(eg.Name)})
+	type held struct {
+		name string
+		slot int
+		a    externalippool.Allocation
 	}
-	failed := map[string]bool{}
+	var all []held
+	for _, eg := range egresses {
+		for i, sl := range slots(eg) {
+			if sl.pool != "" && sl.want.IsValid() {
+				all = append(all, held{eg.Name, i, externalippool.Allocation{Pool: sl.pool, IP: sl.want, Owner: Owner(eg.Name)}})
+			}
+		}
+	}
+	allocs := make([]externalippool.Allocation, len(all))
+	for i := range all {
+		allocs[i] = all[i].a
+	}
+	failed := map[externalippool.Allocation]bool{}
 	for _, a := range c.allocator.RestoreAllocations(allocs) {
-		failed[a.Owner] = true
+		failed[a] = true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, a := range allocs {
-		if !failed[a.Owner] {
-			c.allocated[a.Owner[len("Egress/"):]] = allocation{pool: a.Pool, ip: a.IP}
+	for _, h := range all {
+		if failed[h.a] {
+			continue
 		}
+		held := c.allocated[h.name]
+		for len(held) <= h.slot {
+			held = append(held, allocation{})
+		}
+		held[h.slot] = allocation{pool: h.a.Pool, ip: h.a.IP}
+		c.allocated[h.name] = held
 	}
-	klog.InfoS("Restored the Egress IP allocations", "restored", len(allocs)-len(failed), "failed", len(failed))
+	klog.InfoS("Restored the Egress IP allocations", "restored", len(all)-len(failed), "failed", len(failed))
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {
@@ -278,7 +313,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	eg, err := c.lister.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.release(name)
-		c.setGroupSelector(name, "")
+		c.setGroupSelector(name, nil)
 		if err := c.store.Delete(name); err != nil {
 			if _, exists, _ := c.store.Get(name); exists {
 				return err
@@ -295,91 +330,167 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	return c.syncGroup(eg)
 }
 
-// release frees the IP held for the Egress, and has the Egresses waiting for
-// an IP of that pool try again.
+// release frees the IPs held for the Egress, and has the Egresses waiting
+// for an IP of those pools try again.
 func (c *Controller) release(name string) {
 	c.mu.Lock()
-	a, ok := c.allocated[name]
+	held := c.allocated[name]
 	delete(c.allocated, name)
 	c.mu.Unlock()
-	if ok {
-		c.allocator.ReleaseIP(a.pool, a.ip, Owner(name))
-		klog.InfoS("Released the Egress IP", "egress", name, "pool", a.pool, "ip", a.ip)
-		c.enqueuePoolEgresses(a.pool)
+	for _, a := range held {
+		c.releaseOne(name, a)
 	}
 }
 
-// syncIP allocates, takes or releases the Egress's IP.
-func (c *Controller) syncIP(ctx context.Context, eg *crdv1beta1.Egress) error {
-	pool := eg.Spec.ExternalIPPool
-	var want netip.Addr
-	if eg.Spec.EgressIP != "" {
-		ip, err := netip.ParseAddr(eg.Spec.EgressIP)
+func (c *Controller) releaseOne(name string, a allocation) {
+	if a.pool == "" {
+		return
+	}
+	c.allocator.ReleaseIP(a.pool, a.ip, Owner(name))
+	klog.InfoS("Released the Egress IP", "egress", name, "pool", a.pool, "ip", a.ip)
+	c.enqueuePoolEgresses(a.pool)
+}
+
+// slot is one IP of an Egress: the pool it comes from ("" for a static IP)
+// and the IP the spec gives (invalid when the controller is to allocate it).
+type slot struct {
+	pool string
+	want netip.Addr
+}
+
+// slots are the IPs of an Egress: one for egressIP and externalIPPool, or
+// one per entry of externalIPPools (with the egressIPs entry of the same
+// index). A malformed IP (admission refuses it) counts as none given.
+func slots(eg *crdv1beta1.Egress) []slot {
+	parse := func(s string) netip.Addr {
+		ip, err := netip.ParseAddr(s)
 		if err != nil {
-			// Admission refuses it; nothing to allocate.
-			return nil
+			return netip.Addr{}
 		}
-		want = ip.Unmap()
+		return ip.Unmap()
 	}
+	if len(eg.Spec.ExternalIPPools) == 0 {
+		return []slot{{pool: eg.Spec.ExternalIPPool, want: parse(eg.Spec.EgressIP)}}
+	}
+	out := make([]slot, len(eg.Spec.ExternalIPPools))
+	for i, p := range eg.Spec.ExternalIPPools {
+		out[i].pool = p
+		if i < len(eg.Spec.EgressIPs) {
+			out[i].want = parse(eg.Spec.EgressIPs[i])
+		}
+	}
+	return out
+}
+
+// syncIP allocates, takes or releases the Egress's IPs, slot by slot, and
+// writes the allocated ones into the spec.
+func (c *Controller) syncIP(ctx context.Context, eg *crdv1beta1.Egress) error {
+	want := slots(eg)
 	c.mu.Lock()
-	held, ok := c.allocated[eg.Name]
+	held := append([]allocation(nil), c.allocated[eg.Name]...)
 	c.mu.Unlock()
-	if ok && (held.pool != pool || (want.IsValid() && held.ip != want)) {
-		c.release(eg.Name)
-		ok = false
-	}
-	if pool == "" {
-		return nil
-	}
-	if ok && (!want.IsValid() || held.ip == want) {
-		if !want.IsValid() {
-			// The IP was allocated but not written yet (an earlier write failed).
-			return c.writeIP(ctx, eg, held.ip)
+	// Release what no slot holds any more: the pool changed, or the spec
+	// gives another IP.
+	for i := range held {
+		if i >= len(want) || held[i].pool != want[i].pool || (want[i].want.IsValid() && held[i].ip != want[i].want) {
+			c.releaseOne(eg.Name, held[i])
+			held[i] = allocation{}
 		}
-		return nil
+	}
+	held = held[:min(len(held), len(want))]
+	for len(held) < len(want) {
+		held = append(held, allocation{})
 	}
 	owner := Owner(eg.Name)
-	if want.IsValid() {
-		if err := c.allocator.AllocateSpecificIP(pool, want, owner); err != nil {
-			c.allocationFailed(ctx, eg, err)
-			return nil
+	var allocated []netip.Addr
+	toWrite := false
+	var failure error
+	for i, sl := range want {
+		switch {
+		case sl.pool == "":
+			continue
+		case held[i].pool != "":
+			// Held: taken again, which costs a lookup and re-registers it in
+			// a pool deleted and created again (whose allocator starts empty).
+			if err := c.allocator.AllocateSpecificIP(sl.pool, held[i].ip, owner); err != nil {
+				failure = err
+				held[i] = allocation{}
+				continue
+			}
+			// Written already unless an earlier write failed.
+			toWrite = toWrite || !sl.want.IsValid()
+		case sl.want.IsValid():
+			if err := c.allocator.AllocateSpecificIP(sl.pool, sl.want, owner); err != nil {
+				failure = err
+				continue
+			}
+			held[i] = allocation{pool: sl.pool, ip: sl.want}
+			allocated = append(allocated, sl.want)
+		default:
+			ip, err := c.allocator.AllocateIP(sl.pool, owner)
+			if err != nil {
+				failure = err
+				continue
+			}
+			held[i] = allocation{pool: sl.pool, ip: ip}
+			allocated = append(allocated, ip)
+			toWrite = true
+			if c.recorder != nil {
+				c.recorder.Eventf(eg, corev1.EventTypeNormal, ReasonAllocated, "Allocated %s from ExternalIPPool %s", ip, sl.pool)
+			}
 		}
-		c.remember(eg.Name, pool, want)
-		return c.setAllocated(ctx, eg.Name, want)
 	}
-	ip, err := c.allocator.AllocateIP(pool, owner)
-	if err != nil {
-		c.allocationFailed(ctx, eg, err)
+	c.mu.Lock()
+	c.allocated[eg.Name] = held
+	c.mu.Unlock()
+	if toWrite {
+		if err := c.writeIPs(ctx, eg, held); err != nil {
+			return err
+		}
+	}
+	if failure != nil {
+		c.allocationFailed(ctx, eg, failure)
 		return nil
 	}
-	c.remember(eg.Name, pool, ip)
-	if err := c.writeIP(ctx, eg, ip); err != nil {
-		return err
-	}
-	if c.recorder != nil {
-		c.recorder.Eventf(eg, corev1.EventTypeNormal, ReasonAllocated, "Allocated %s from ExternalIPPool %s", ip, pool)
+	if len(allocated) > 0 {
+		return c.setAllocated(ctx, eg.Name, allocated)
 	}
 	return nil
 }
 
-func (c *Controller) remember(name, pool string, ip netip.Addr) {
-	c.mu.Lock()
-	c.allocated[name] = allocation{pool: pool, ip: ip}
-	c.mu.Unlock()
-}
-
-// writeIP sets spec.egressIP. An Egress that changed meanwhile is read
-// again; one whose pool changed is left to its next sync.
-func (c *Controller) writeIP(ctx context.Context, eg *crdv1beta1.Egress, ip netip.Addr) error {
+// writeIPs writes the held IPs into spec.egressIP (or the entries of
+// spec.egressIPs). An Egress that changed meanwhile is read again; one whose
+// pools changed is left to its next sync.
+func (c *Controller) writeIPs(ctx context.Context, eg *crdv1beta1.Egress, held []allocation) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := c.client.CrdV1beta1().Egresses().Get(ctx, eg.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if cur.UID != eg.UID || cur.Spec.ExternalIPPool != eg.Spec.ExternalIPPool || cur.Spec.EgressIP != "" {
+		if cur.UID != eg.UID || cur.Spec.ExternalIPPool != eg.Spec.ExternalIPPool ||
+			!slices.Equal(cur.Spec.ExternalIPPools, eg.Spec.ExternalIPPools) {
 			return nil
 		}
-		cur.Spec.EgressIP = ip.String()
+		changed := false
+		if len(cur.Spec.ExternalIPPools) == 0 {
+			if cur.Spec.EgressIP == "" && len(held) == 1 && held[0].pool != "" {
+				cur.Spec.EgressIP, changed = held[0].ip.String(), true
+			}
+		} else {
+			ips := append([]string(nil), cur.Spec.EgressIPs...)
+			for len(ips) < len(held) {
+				ips = append(ips, "")
+			}
+			for i, a := range held {
+				if ips[i] == "" && a.pool != "" {
+					ips[i], changed = a.ip.String(), true
+				}
+			}
+			cur.Spec.EgressIPs = ips
+		}
+		if !changed {
+			return nil
+		}
 		_, err = c.client.CrdV1beta1().Egresses().Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
@@ -387,10 +498,10 @@ func (c *Controller) writeIP(ctx context.Context, eg *crdv1beta1.Egress, ip neti
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("writing egressIP %s into Egress %s: %w", ip, eg.Name, err)
+		return fmt.Errorf("writing the Egress IPs into Egress %s: %w", eg.Name, err)
 	}
-	klog.InfoS("Allocated the Egress IP", "egress", eg.Name, "pool", eg.Spec.ExternalIPPool, "ip", ip)
-	return c.setAllocated(ctx, eg.Name, ip)
+	klog.InfoS("Wrote the allocated Egress IPs", "egress", eg.Name, "ips", held)
+	return nil
 }
 
 // allocationFailed reports why the Egress has no IP, as an Event and the
@@ -411,9 +522,13 @@ func (c *Controller) allocationFailed(ctx context.Context, eg *crdv1beta1.Egress
 	}
 }
 
-func (c *Controller) setAllocated(ctx context.Context, name string, ip netip.Addr) error {
+func (c *Controller) setAllocated(ctx context.Context, name string, ips []netip.Addr) error {
+	s := make([]string, len(ips))
+	for i, ip := range ips {
+		s[i] = ip.String()
+	}
 	return c.setCondition(ctx, name, crdv1beta1.EgressCondition{Type: crdv1beta1.IPAllocated, Status: corev1.ConditionTrue,
-		Reason: "Allocated", Message: "EgressIP " + ip.String() + " is allocated"})
+		Reason: "Allocated", Message: "EgressIP " + strings.Join(s, ", ") + " is allocated"})
 }
 
 // setCondition writes cond into status.conditions when it differs from the
@@ -467,17 +582,19 @@ func groupSelector(at crdv1beta1.EgressAppliedTo) (*grouping.Selector, error) {
 	return grouping.NewSelector("", at.PodSelector, nsSel)
 }
 
-// setGroupSelector points the Egress at the group of key ("" for none),
-// registering the group and forgetting the one it leaves if no other
-// Egress uses it.
-func (c *Controller) setGroupSelector(name, key string) {
+// setGroupSelector points the Egress at the group of sel (nil for none) and
+// returns the group's key: it registers the group in the index and forgets
+// the one the Egress leaves if no other Egress uses it, under c.mu, so that
+// a group shared by two Egresses is never dropped between one's
+// registration and the other's release.
+func (c *Controller) setGroupSelector(name string, sel *grouping.Selector) string {
+	key := ""
+	if sel != nil {
+		key = sel.Key()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old, had := c.selectorOf[name]
-	if had && old == key {
-		return
-	}
-	if had {
+	if old, had := c.selectorOf[name]; had && old != key {
 		c.bySelector[old].Delete(name)
 		if c.bySelector[old].Len() == 0 {
 			delete(c.bySelector, old)
@@ -485,14 +602,16 @@ func (c *Controller) setGroupSelector(name, key string) {
 		}
 		delete(c.selectorOf, name)
 	}
-	if key == "" {
-		return
+	if sel == nil {
+		return ""
 	}
+	c.index.AddGroup(sel)
 	c.selectorOf[name] = key
 	if c.bySelector[key] == nil {
 		c.bySelector[key] = sets.New[string]()
 	}
 	c.bySelector[key].Insert(name)
+	return key
 }
 
 // syncGroup writes the Egress's members into its EgressGroup.
@@ -503,17 +622,13 @@ func (c *Controller) syncGroup(eg *crdv1beta1.Egress) error {
 		klog.InfoS("Bad appliedTo of an Egress", "egress", eg.Name, "err", err)
 	}
 	byNode := map[string][]*controlplane.GroupMember{}
-	if sel != nil {
-		key := c.index.AddGroup(sel)
-		c.setGroupSelector(eg.Name, key)
+	if key := c.setGroupSelector(eg.Name, sel); key != "" {
 		pods, _ := c.index.GroupPods(key)
 		for _, pod := range pods {
 			if m := podMember(pod); m != nil {
 				byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], m)
 			}
 		}
-	} else {
-		c.setGroupSelector(eg.Name, "")
 	}
 	g := &types.EgressGroup{UID: eg.UID, Name: eg.Name, Members: types.NewNodeMembers(byNode)}
 	g.NodeNames = sets.New[string]()

@@ -259,6 +259,49 @@ func TestEgressIPsComeFromThePoolAndSurviveARestart(t *testing.T) {
 	}
 	c.waitUsage(t, "pool-b", 3, 1)
 	c.waitUsage(t, "pool-a", 4, 2)
+
+	// upstream's form with several pools (one IPv4, one IPv6): an IP from each,
+	// written into egressIPs at the pools' indexes, freed with the Egress.
+	dual := &crdv1beta1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "e5"},
+		Spec: crdv1beta1.EgressSpec{AppliedTo: web, ExternalIPPools: []string{"pool-a", "pool-b"}}}
+	if _, err := c.crd.CrdV1beta1().Egresses().Create(ctx, dual, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	c.eventually(t, "e5 gets an IP of each pool", func(ctx context.Context) bool {
+		eg, err := c.crd.CrdV1beta1().Egresses().Get(ctx, "e5", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		ips = eg.Spec.EgressIPs
+		return len(ips) == 2 && ips[0] != "" && ips[1] != ""
+	})
+	if ips[0] != "10.10.1.1" || ips[1] != "fd00:10::2" {
+		t.Errorf("e5 got %v, want [10.10.1.1 (e4's, freed) fd00:10::2]", ips)
+	}
+	c.waitUsage(t, "pool-a", 4, 3)
+	c.waitUsage(t, "pool-b", 3, 2)
+	if err := c.crd.CrdV1beta1().Egresses().Delete(ctx, "e5", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitUsage(t, "pool-a", 4, 2)
+	c.waitUsage(t, "pool-b", 3, 1)
+
+	// pool-b deleted (the webhook would refuse: e4 holds an IP of it) and
+	// created again: e4 keeps fd00:10::1, a new Egress gets another.
+	if err := c.crd.CrdV1beta1().ExternalIPPools().Delete(ctx, "pool-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually(t, "pool-b is gone", func(ctx context.Context) bool {
+		_, err := c.crd.CrdV1beta1().ExternalIPPools().Get(ctx, "pool-b", metav1.GetOptions{})
+		return err != nil
+	})
+	c.createPool(t, "pool-b", crdv1beta1.IPRange{CIDR: "fd00:10::/126"})
+	c.createEgress(t, "e6", "pool-b", web)
+	if ip := c.egressIP(t, "e6"); ip != "fd00:10::2" {
+		t.Fatalf("e6 in the new pool-b got %s, want fd00:10::2 (e4 holds fd00:10::1)", ip)
+	}
+	c.waitUsage(t, "pool-b", 3, 2)
 }
 
 func (c *cluster) createPod(t *testing.T, ns, name, node, ip string, labels map[string]string) {

@@ -6,9 +6,11 @@
 // RestoreAllocations. Allocations are not stored anywhere but in the objects
 // that hold the IPs (an Egress's spec.egressIP with its spec.externalIPPool),
 // as upstream does: on start each consumer restores what its objects hold
-// before it allocates anything new, so an IP is never handed out twice across
-// a restart. The controller writes each pool's status.usage and records an
-// Event on a pool that is exhausted.
+// before it allocates anything new, and whenever a pool's allocator is built
+// afresh (a pool deleted and created again) it asks the consumers' Restorers
+// for what their objects hold of it, so an IP is never handed out twice
+// across a restart. The controller writes each pool's status.usage and
+// records an Event on a pool that is exhausted.
 package externalippool
 
 import (
@@ -43,6 +45,11 @@ type Allocation struct {
 // PoolHandler is told the name of a pool that was created, changed or deleted.
 type PoolHandler func(pool string)
 
+// Restorer returns the allocations of pool that a consumer's objects record
+// (for the Egress controller, the Egresses' IPs of that pool). It reads
+// informer caches only: it is called with the allocator's lock held.
+type Restorer func(pool string) []Allocation
+
 // ReasonExhausted is the reason of the Event recorded on an exhausted pool.
 const ReasonExhausted = "IPPoolExhausted"
 
@@ -60,6 +67,8 @@ type Controller struct {
 	pools map[string]*pool
 	// handlers are told of pool changes (consumers re-check their owners).
 	handlers []PoolHandler
+	// restorers fill a pool's new allocator (see AddRestorer).
+	restorers []Restorer
 }
 
 type pool struct {
@@ -98,6 +107,15 @@ func (c *Controller) AddPoolHandler(h PoolHandler) {
 	c.handlers = append(c.handlers, h)
 }
 
+// AddRestorer registers r; call it before Run. Whenever a pool's allocator
+// is built afresh (the first use after a start, or a pool deleted and created
+// again under its name), it takes back the allocations every restorer
+// reports, before anything is allocated from it, so that an IP an object
+// holds is not handed out again.
+func (c *Controller) AddRestorer(r Restorer) {
+	c.restorers = append(c.restorers, r)
+}
+
 // HasSynced reports whether the pools have been listed.
 func (c *Controller) HasSynced() bool { return c.synced() }
 
@@ -128,7 +146,8 @@ func (c *Controller) poolLocked(name string) (*poolAllocator, error) {
 		return p.alloc, p.err
 	}
 	ranges, rerr := ParseRanges(obj.Spec)
-	if p == nil || p.uid != obj.UID {
+	fresh := p == nil || p.uid != obj.UID
+	if fresh {
 		p = &pool{alloc: newPoolAllocator(nil)}
 		c.pools[name] = p
 	}
@@ -139,6 +158,22 @@ func (c *Controller) poolLocked(name string) (*poolAllocator, error) {
 	}
 	for ip, owner := range p.alloc.reshape(ranges) {
 		klog.InfoS("An allocated IP left its ExternalIPPool's ranges", "pool", name, "ip", ip, "owner", owner)
+	}
+	if fresh {
+		n := 0
+		for _, r := range c.restorers {
+			for _, a := range r(name) {
+				if err := p.alloc.allocateSpecific(a.IP, a.Owner); err != nil {
+					klog.InfoS("Could not restore an IP allocation", "pool", name, "ip", a.IP, "owner", a.Owner, "err", err)
+					continue
+				}
+				n++
+			}
+		}
+		if n > 0 {
+			klog.InfoS("Restored the IP allocations of an ExternalIPPool", "pool", name, "allocations", n)
+			c.queue.Add(name)
+		}
 	}
 	return p.alloc, p.err
 }
