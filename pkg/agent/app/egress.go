@@ -81,11 +81,12 @@ func setupEgress(ctx context.Context, d *deps) (component, error) {
 	for _, c := range d.podCIDRs {
 		podCIDRs = append(podCIDRs, prefixOf(c))
 	}
+	ips := egress.NewIPAssigner(link)
 	ctrl := egress.NewController(egress.Config{NodeName: d.o.NodeName, PodCIDRs: podCIDRs, Gateway: d.nc.Gateway.Name,
 		Routed: d.o.TrafficEncapMode == agentconfig.EncapModeNoEncap, Client: crd,
 		Egresses: egresses.Lister(), Pools: pools.Lister(), Nodes: nodes.Lister(),
 		Informers: []cache.SharedIndexInformer{egresses.Informer(), pools.Informer(), nodes.Informer()},
-		Flows:     d.flows, SNAT: d.nodeNet, IPs: egress.NewIPAssigner(link), Cluster: d.cluster})
+		Flows:     d.flows, SNAT: d.nodeNet, IPs: ips, IsLocal: ips.IsLocalUnheld, Cluster: d.cluster})
 	d.cluster.AddListener(ctrl.MembershipChanged)
 	f.Start(ctx.Done())
 	d.informers.Start(ctx.Done())

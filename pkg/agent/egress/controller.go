@@ -63,6 +63,9 @@ type Config struct {
 	Flows Datapath
 	SNAT  SNAT
 	IPs   *IPAssigner
+	// IsLocal says whether ip is an address of this node that the
+	// operator configured (an egressIP without a pool).
+	IsLocal func(ip netip.Addr) bool
 	// Cluster is the membership; add MembershipChanged as its listener.
 	Cluster *Cluster
 	// Resync is how often the whole state is written again even without an
@@ -283,14 +286,26 @@ func (c *Controller) compute(alive []string) (*State, error) {
 		if err != nil {
 			continue // no IP yet (the controller allocates it) or several (egressIPs: not realized)
 		}
-		candidates := c.candidates(e, alive, nodeByName)
-		owner := Owner(ip.String(), candidates)
+		var owner string
+		if e.Spec.ExternalIPPool == "" {
+			// An egressIP without a pool is placed by the operator, as
+			// upstream: the node that has it as an address of its own
+			// holds it, and the others learn which from the status.
+			switch {
+			case c.cfg.IsLocal != nil && c.cfg.IsLocal(ip):
+				owner = c.cfg.NodeName
+			case e.Status.EgressNode != c.cfg.NodeName && slices.Contains(alive, e.Status.EgressNode):
+				owner = e.Status.EgressNode
+			}
+		} else {
+			owner = Owner(ip.String(), c.candidates(e, alive, nodeByName))
+			if owner == c.cfg.NodeName && !slices.Contains(st.Hold, ip) {
+				st.Hold = append(st.Hold, ip)
+			}
+		}
 		st.Owners[e.Name], st.IPs[e.Name] = owner, ip
 		if owner == "" {
 			continue
-		}
-		if owner == c.cfg.NodeName && !slices.Contains(st.Hold, ip) {
-			st.Hold = append(st.Hold, ip)
 		}
 		for _, m := range c.groups[e.Name] {
 			for _, raw := range m.IPs {
@@ -316,11 +331,8 @@ func (c *Controller) compute(alive []string) (*State, error) {
 }
 
 // candidates are the alive members that the Egress's pool allows (every
-// alive member without a pool, or when the pool is not known yet).
+// alive member while the pool is not known yet).
 func (c *Controller) candidates(e *crdv1beta1.Egress, alive []string, nodes map[string]*corev1.Node) []string {
-	if e.Spec.ExternalIPPool == "" {
-		return alive
-	}
 	pool, err := c.cfg.Pools.Get(e.Spec.ExternalIPPool)
 	if err != nil {
 		return alive

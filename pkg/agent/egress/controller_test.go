@@ -47,9 +47,9 @@ func TestComputePlacesEachIPOnAnAllowedAliveNode(t *testing.T) {
 	c := &Controller{cfg: Config{NodeName: "node-1", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.1.0/24")},
 		Egresses: crdlisters.NewEgressLister(indexer(
 			eg("pinned", "172.30.0.201", "only-node-2", 1),
-			eg("newer", "172.30.0.202", "", 2),
+			eg("newer", "172.30.0.202", "any", 2),
 			eg("pending", "", "only-node-2", 3))),
-		Pools: crdlisters.NewExternalIPPoolLister(indexer(pool)),
+		Pools: crdlisters.NewExternalIPPoolLister(indexer(pool, &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "any"}})),
 		Nodes: corelisters.NewNodeLister(indexer(node("node-1", "172.30.0.11", nil),
 			node("node-2", "172.30.0.12", map[string]string{"egress": "yes"}), node("node-3", "172.30.0.13", nil)))},
 		groups: map[string][]cpv1beta2.GroupMember{
@@ -120,5 +120,42 @@ func TestComputePlacesEachIPOnAnAllowedAliveNode(t *testing.T) {
 		}
 	default:
 		t.Errorf("newer is held by %q", newer)
+	}
+}
+
+// TestComputeLeavesAnEgressIPWithoutAPoolWhereTheOperatorPutIt: an egressIP
+// without a pool is held by the node that has it as an address of its own
+// (the others follow the status), and no agent adds it anywhere.
+func TestComputeLeavesAnEgressIPWithoutAPoolWhereTheOperatorPutIt(t *testing.T) {
+	static := eg("static", "172.30.0.250", "", 1)
+	static.Status.EgressNode = "node-3"
+	groups := map[string][]cpv1beta2.GroupMember{"static": {member("x", "a1", "10.10.1.2"), member("x", "b1", "10.10.2.2")}}
+	nodes := corelisters.NewNodeLister(indexer(node("node-1", "172.30.0.11", nil), node("node-3", "172.30.0.13", nil)))
+	alive := []string{"node-1", "node-3"}
+	for _, tc := range []struct {
+		name  string
+		local bool
+	}{{"another node has it", false}, {"this node has it", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Controller{cfg: Config{NodeName: "node-1", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.1.0/24")},
+				Egresses: crdlisters.NewEgressLister(indexer(static)), Pools: crdlisters.NewExternalIPPoolLister(indexer()), Nodes: nodes,
+				IsLocal: func(ip netip.Addr) bool { return tc.local && ip == netip.MustParseAddr("172.30.0.250") }},
+				groups: groups}
+			st, err := c.compute(alive)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Hold) != 0 {
+				t.Errorf("an agent adds an egressIP without a pool: %v", st.Hold)
+			}
+			a1 := netip.MustParseAddr("10.10.1.2")
+			if tc.local {
+				if st.Owners["static"] != "node-1" || st.SNAT[a1] != netip.MustParseAddr("172.30.0.250") || len(st.Remote) != 0 {
+					t.Errorf("the node with the address does not SNAT: %+v", st)
+				}
+			} else if st.Owners["static"] != "node-3" || !st.Remote[a1].Equal(net.ParseIP("172.30.0.13")) {
+				t.Errorf("the status names node-3, yet a1 goes to %v (owners %v)", st.Remote[a1], st.Owners)
+			}
+		})
 	}
 }

@@ -93,6 +93,21 @@ func (a *IPAssigner) Held() ([]netip.Addr, error) {
 	return out, nil
 }
 
+// IsLocalUnheld says whether ip is an address of this node that the
+// assigner did not add (the operator's, as an egressIP without a pool).
+func (a *IPAssigner) IsLocalUnheld(ip netip.Addr) bool {
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return false
+	}
+	for _, ad := range addrs {
+		if a2, ok := netip.AddrFromSlice(ad.IP); ok && a2.Unmap() == ip {
+			return ad.Label == "" || ad.Label != a.label()
+		}
+	}
+	return false
+}
+
 // Sync makes the external IPs on the link exactly want: it adds (and
 // announces) the missing ones and removes the others it added. It returns
 // the IPs it added.
