@@ -384,21 +384,26 @@ func (c *Controller) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Order: the IP first (replies need it), then the SNAT, then the
-	// flows that send traffic here; other nodes' flows follow their own
-	// syncs.
-	added, err := c.cfg.IPs.Sync(st.Hold)
+	// Order: the IPs this node takes first (replies need them), then the
+	// flows (a local pod whose Egress moved away is tunnelled to its new
+	// holder before this node stops SNATing it), then the SNAT, then the
+	// IPs this node gave up: no packet leaves masqueraded to the node's
+	// address in between.
+	added, err := c.cfg.IPs.Add(st.Hold)
 	if err != nil {
 		return err
 	}
 	if c.reannounce.Swap(false) {
-		// Those just added were announced by Sync.
+		// Those just added were announced by Add.
 		c.cfg.IPs.Announce(slices.DeleteFunc(slices.Clone(st.Hold), func(ip netip.Addr) bool { return slices.Contains(added, ip) }))
+	}
+	if err := c.cfg.Flows.SetEgressFlows(ctx, agentof.EgressFlows{Remote: st.Remote, Holding: len(st.Hold) > 0}); err != nil {
+		return err
 	}
 	if err := c.cfg.SNAT.SetEgressSNAT(ctx, nodenet.EgressSNAT{Gateway: c.cfg.Gateway, Routed: c.cfg.Routed, SNAT: st.SNAT}); err != nil {
 		return err
 	}
-	if err := c.cfg.Flows.SetEgressFlows(ctx, agentof.EgressFlows{Remote: st.Remote, Holding: len(st.Hold) > 0}); err != nil {
+	if _, err := c.cfg.IPs.Sync(st.Hold); err != nil {
 		return err
 	}
 	if !maps.Equal(c.lastOwners, st.Owners) {

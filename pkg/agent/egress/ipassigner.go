@@ -111,7 +111,13 @@ func (a *IPAssigner) IsLocalUnheld(ip netip.Addr) bool {
 // Sync makes the external IPs on the link exactly want: it adds (and
 // announces) the missing ones and removes the others it added. It returns
 // the IPs it added.
-func (a *IPAssigner) Sync(want []netip.Addr) ([]netip.Addr, error) {
+func (a *IPAssigner) Sync(want []netip.Addr) ([]netip.Addr, error) { return a.sync(want, true) }
+
+// Add adds (and announces) the IPs of want missing on the link and removes
+// none: the first half of a change, before the traffic moves.
+func (a *IPAssigner) Add(want []netip.Addr) ([]netip.Addr, error) { return a.sync(want, false) }
+
+func (a *IPAssigner) sync(want []netip.Addr, remove bool) ([]netip.Addr, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	held, err := a.Held()
@@ -124,7 +130,7 @@ func (a *IPAssigner) Sync(want []netip.Addr) ([]netip.Addr, error) {
 	}
 	var errs []error
 	for _, ip := range held {
-		if slices.Contains(want, ip) {
+		if !remove || slices.Contains(want, ip) {
 			continue
 		}
 		if err := netlink.AddrDel(link, a.addr(ip)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
