@@ -31,12 +31,12 @@ func setupEgress(ctx context.Context, kubeClient kubernetes.Interface, crdClient
 
 	pools, err := externalippool.NewController(crdClient, crd.Crd().V1beta1().ExternalIPPools(), recorder)
 	if err != nil {
-		return nil, fmt.Errorf("ExternalIPPool controller: %w", err)
+		return nil, fmt.Errorf("the ExternalIPPool controller: %w", err)
 	}
 	egresses, err := egress.NewController(crdClient, crd.Crd().V1beta1().Egresses(), kube.Core().V1().Pods().Informer(),
 		kube.Core().V1().Namespaces().Informer(), pools, stores.EgressGroups, recorder)
 	if err != nil {
-		return nil, fmt.Errorf("Egress controller: %w", err)
+		return nil, fmt.Errorf("the Egress controller: %w", err)
 	}
 	return func(ctx context.Context) {
 		defer broadcaster.Shutdown()
