@@ -72,6 +72,7 @@ func Run(ctx context.Context, o Options) error {
 		{"PacketCapture", setupPacketCapture},
 		{"memberlist", setupMemberlist}, // before the features placing external IPs
 		{"Egress", setupEgress},
+		{"ServiceExternalIP", setupServiceExternalIP},
 		{"NodeLatencyMonitor", setupNodeLatencyMonitor},
 		{"flow restore", setupFlowRestore}, // the previous run's flows go once policies are in
 		{"monitor", setupMonitor},

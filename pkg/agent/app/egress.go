@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/egress"
+	"antrea.io/antrea/pkg/agent/serviceexternalip"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
@@ -21,10 +22,11 @@ import (
 
 // setupMemberlist runs this node's member of the agents' memberlist
 // cluster (pkg/agent/egress.Cluster) on its transport address when a
-// feature that places external IPs on nodes is on (Egress): those features
+// feature that places external IPs on nodes is on (Egress,
+// ServiceExternalIP): those features
 // decide from the membership which node holds each IP.
 func setupMemberlist(ctx context.Context, d *deps) (component, error) {
-	if !d.o.FeatureGates[agentconfig.Egress] {
+	if !d.o.FeatureGates[agentconfig.Egress] && !serviceExternalIPOn(d.o) {
 		return nil, nil
 	}
 	cluster, err := egress.NewCluster(egress.ClusterConfig{NodeName: d.o.NodeName, BindIP: d.nc.NodeIP.IP, Port: d.o.ClusterPort})
@@ -144,4 +146,42 @@ func linkWithAddress(ip net.IP) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no interface has the node's address %s", ip)
+}
+
+// serviceExternalIPOn says whether this agent answers for LoadBalancer IPs:
+// the gate, and AntreaProxy's node path (proxyAll), which routes them into
+// OVS.
+func serviceExternalIPOn(o Options) bool {
+	return o.FeatureGates[agentconfig.ServiceExternalIP] && o.EnableProxy && o.ProxyAll
+}
+
+// setupServiceExternalIP runs the agent's side of ServiceExternalIP
+// (pkg/agent/serviceexternalip): this node answers ARP for the
+// LoadBalancer IPs the membership gives it.
+func setupServiceExternalIP(ctx context.Context, d *deps) (component, error) {
+	if !serviceExternalIPOn(d.o) {
+		return nil, nil
+	}
+	link, err := linkWithAddress(d.nc.NodeIP.IP)
+	if err != nil {
+		return nil, err
+	}
+	crd, err := versioned.NewForConfig(d.kubeConfig)
+	if err != nil {
+		return nil, err
+	}
+	f := crdinformers.NewSharedInformerFactory(crd, 0)
+	pools := f.Crd().V1beta1().ExternalIPPools()
+	services, nodes := d.informers.Core().V1().Services(), d.informers.Core().V1().Nodes()
+	ctrl := serviceexternalip.NewController(serviceexternalip.Config{NodeName: d.o.NodeName,
+		Services: services.Lister(), Pools: pools.Lister(), Nodes: nodes.Lister(),
+		Informers: []cache.SharedIndexInformer{services.Informer(), pools.Informer(), nodes.Informer()},
+		Neighbors: serviceexternalip.NewProxyNeighbors(link), Cluster: d.cluster})
+	d.cluster.AddListener(ctrl.MembershipChanged)
+	f.Start(ctx.Done())
+	d.informers.Start(ctx.Done())
+	return loop(func(ctx context.Context) {
+		ctrl.Run(ctx)
+		f.Shutdown()
+	}), nil
 }

@@ -46,6 +46,9 @@ const (
 	NodeLatencyMonitor = "NodeLatencyMonitor"
 	// Egress gates the agent's Egress (SNAT IPs held by nodes, memberlist).
 	Egress = "Egress"
+	// ServiceExternalIP gates the agent's answering for LoadBalancer IPs
+	// allocated from ExternalIPPools (with proxyAll).
+	ServiceExternalIP = "ServiceExternalIP"
 )
 
 // Supported values.
@@ -189,7 +192,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, Egress: true},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, Egress: true, ServiceExternalIP: true},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,

@@ -35,7 +35,7 @@ var spec = strict.Spec{
 		{Name: "NodePortLocal", Default: true},
 		{Name: PacketCapture, Implemented: true},
 		{Name: "SecondaryNetwork"},
-		{Name: "ServiceExternalIP", Default: true},
+		{Name: ServiceExternalIP, Default: true, Implemented: true},
 		{Name: "ServiceTrafficDistribution", Default: true},
 		{Name: "SupportBundleCollection"},
 		{Name: "TopologyAwareHints", Default: true},

@@ -15,6 +15,7 @@ FlowExporter: false
 PacketCapture: false
 NodeLatencyMonitor: false
 Egress: true
+ServiceExternalIP: true
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}
