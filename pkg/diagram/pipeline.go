@@ -3,6 +3,7 @@ package diagram
 import (
 	"fmt"
 	"sort"
+	"strconv"
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/ovs/openflow"
@@ -149,5 +150,25 @@ func LivePipeline(p *agentof.Pipeline, source string, stats []openflow.FlowStats
 	}
 	sort.Slice(gr.Unknown, func(i, j int) bool { return gr.Unknown[i] < gr.Unknown[j] })
 	gr.AddEdges(agentof.Edges(flows, gs), edgePackets)
+	return gr
+}
+
+// WithFlowCounts gives the tables of gr (a declared layout) the flow counts
+// an agent reports in its AntreaAgentInfo (ovsInfo.flowTable: table number
+// → flows), for source ("node NAME"). Packets stay unknown: the report
+// does not carry them.
+func WithFlowCounts(gr *Pipeline, source string, flowTable map[string]int32) *Pipeline {
+	gr.Source = source
+	for i := range gr.Tables {
+		n := int(flowTable[strconv.Itoa(int(gr.Tables[i].ID))])
+		gr.Tables[i].Flows = &n
+	}
+	for k := range flowTable {
+		id, err := strconv.Atoi(k)
+		if err == nil && id >= len(gr.Tables) && id < 256 {
+			gr.Unknown = append(gr.Unknown, uint8(id))
+		}
+	}
+	sort.Slice(gr.Unknown, func(i, j int) bool { return gr.Unknown[i] < gr.Unknown[j] })
 	return gr
 }

@@ -137,7 +137,11 @@ func PipelineSVG(gr *Pipeline) []byte {
 	b.WriteString("</defs>\n")
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%.0f" height="%.0f" fill="#ffffff"/>`+"\n", l.width, l.height)
 	title := "Antrea OVS pipeline (br-int): the layout pkg/agent/openflow declares, edges from the flows its client installs"
-	if gr.Source != "declared" {
+	switch {
+	case gr.Source == "declared":
+	case len(gr.Tables) > 0 && gr.Tables[0].Flows != nil && gr.Tables[0].Packets == nil:
+		title = "Antrea OVS pipeline (br-int) of " + gr.Source + ": flows per table as its agent reports them, edges of the declared layout"
+	default:
 		title = "Antrea OVS pipeline (br-int) of " + gr.Source + ": flows and matched packets per table, edges from its flows"
 	}
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="16" font-weight="bold">%s</text>`+"\n", svgMargin, svgMargin+16, xmlEscape(title))
@@ -205,9 +209,13 @@ func PipelineSVG(gr *Pipeline) []byte {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="12" font-weight="bold" text-anchor="middle">%s</text>`, bx.x+bx.w/2, bx.y+16, xmlEscape(t.Name))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" text-anchor="middle" fill="#374151">%s</text>`,
 			bx.x+bx.w/2, bx.y+31, xmlEscape(fmt.Sprintf("table %d · miss: %s", t.ID, t.Miss)))
-		if t.Flows != nil && t.Packets != nil {
+		if t.Flows != nil {
+			count := fmt.Sprintf("%d flows", *t.Flows)
+			if t.Packets != nil {
+				count += fmt.Sprintf(" · %d pkts", *t.Packets)
+			}
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" text-anchor="middle" fill="#111827">%s</text>`,
-				bx.x+bx.w/2, bx.y+46, xmlEscape(fmt.Sprintf("%d flows · %d pkts", *t.Flows, *t.Packets)))
+				bx.x+bx.w/2, bx.y+46, xmlEscape(count))
 		}
 		b.WriteString("</g>\n")
 	}
