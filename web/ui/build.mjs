@@ -7,7 +7,8 @@ import { createHash } from "node:crypto";
 import { copyFileSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-const out = "../../pkg/ui/assets";
+// UI_OUT: another directory (the Go test rebuilds there to compare).
+const out = process.env.UI_OUT || "../../pkg/ui/assets";
 
 await esbuild.build({
   entryPoints: ["src/main.ts", "src/style.css"],
