@@ -198,7 +198,8 @@ func checkNoRights(t *testing.T, cl *uiCluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := loggedIn(t, cl.serveAs(t, cl.userConfig(t, user)))
+	cfg, _ := cl.userConfig(t, user)
+	c := loggedIn(t, cl.serveAs(t, cfg))
 	for _, p := range []string{"/api/v1/summary", "/api/v1/endpoints", "/api/v1/policies", "/api/v1/pipeline"} {
 		code, b := c.do("GET", p, "")
 		if code != 403 || !strings.Contains(string(b), "service account lacks the rights") || !strings.Contains(string(b), `forbidden`) {

@@ -185,13 +185,18 @@ func TestEachRefusalHasItsStatusAndSaysWhy(t *testing.T) {
 func TestAnExpiredSessionIsRefusedAsExpired(t *testing.T) {
 	f := newFakeServer(t)
 	cookie, _ := f.login(t)
-	if resp, body := f.call(t, "GET", "/api/v1/session", "", cookie, ""); resp.StatusCode != 200 {
+	if resp, body := f.call(t, "GET", "/api/v1/flows", "", cookie, ""); resp.StatusCode != 200 {
 		t.Fatalf("fresh session: %d %s", resp.StatusCode, body)
 	}
 	f.clock.add(time.Hour + time.Second)
-	resp, body := f.call(t, "GET", "/api/v1/session", "", cookie, "")
+	resp, body := f.call(t, "GET", "/api/v1/flows", "", cookie, "")
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(errorOf(t, body), "session expired") {
 		t.Errorf("after the TTL: %d %s, want 401 session expired", resp.StatusCode, body)
+	}
+	// The page's own question is answered 200, with the reason.
+	resp, body = f.call(t, "GET", "/api/v1/session", "", cookie, "")
+	if resp.StatusCode != 200 || !strings.Contains(body, `"loggedIn":false`) || !strings.Contains(body, "session expired") {
+		t.Errorf("session after the TTL: %d %s", resp.StatusCode, body)
 	}
 }
 
@@ -201,7 +206,7 @@ func TestLogoutEndsTheSession(t *testing.T) {
 	if resp, body := f.call(t, "POST", "/api/v1/logout", "", cookie, csrf); resp.StatusCode != 200 {
 		t.Fatalf("logout: %d %s", resp.StatusCode, body)
 	}
-	if resp, _ := f.call(t, "GET", "/api/v1/session", "", cookie, ""); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := f.call(t, "GET", "/api/v1/flows", "", cookie, ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("after logout: %d, want 401", resp.StatusCode)
 	}
 }
@@ -221,10 +226,10 @@ func TestChangingThePasswordStoresItsHashAndEndsOtherSessions(t *testing.T) {
 	if bcrypt.CompareHashAndPassword(s.Data[PasswordHashKey], []byte(next)) != nil || strings.Contains(string(s.Data[PasswordHashKey]), next) {
 		t.Errorf("the Secret does not hold the new password's bcrypt hash")
 	}
-	if resp, _ := f.call(t, "GET", "/api/v1/session", "", other, ""); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := f.call(t, "GET", "/api/v1/flows", "", other, ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("the other session survived the change: %d", resp.StatusCode)
 	}
-	if resp, _ := f.call(t, "GET", "/api/v1/session", "", cookie, ""); resp.StatusCode != 200 {
+	if resp, _ := f.call(t, "GET", "/api/v1/flows", "", cookie, ""); resp.StatusCode != 200 {
 		t.Errorf("the changing session ended: %d", resp.StatusCode)
 	}
 	if resp, _ := f.call(t, "POST", "/api/v1/login", `{"password":"`+testPassword+`"}`, "", ""); resp.StatusCode != http.StatusUnauthorized {

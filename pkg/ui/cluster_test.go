@@ -52,7 +52,9 @@ type uiCluster struct {
 	ui *httptest.Server
 	// uiConfig is that user's client config.
 	uiConfig *rest.Config
-	ctx      context.Context
+	// uiKubeconfig is the same as a kubeconfig.
+	uiKubeconfig []byte
+	ctx          context.Context
 }
 
 // startUICluster starts it all and stops it at cleanup.
@@ -138,6 +140,12 @@ func (c *uiCluster) seed(t *testing.T) {
 	t.Helper()
 	ctx := c.ctx
 	now := time.Now()
+	// Nodes first: the controller deletes the AntreaAgentInfo of a Node
+	// that does not exist.
+	for _, n := range []string{"node-1", "node-2"} {
+		_, err := c.admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+		c.must(t, err)
+	}
 	for _, a := range []struct {
 		node string
 		beat time.Time
@@ -180,8 +188,8 @@ func (c *uiCluster) seed(t *testing.T) {
 	_, err = c.crd.CrdV1beta1().ClusterNetworkPolicies().Create(ctx, acnp, metav1.CreateOptions{})
 	c.must(t, err)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: query.AntreaNamespace, Name: query.AntreaConfigMap},
-		Data: map[string]string{"antrea-agent.conf": "featureGates:\n  AntreaProxy: true\n  Traceflow: true\n",
-			"antrea-controller.conf": "featureGates:\n  Traceflow: true\n"}}
+		Data: map[string]string{"antrea-agent.conf": "featureGates:\n  AntreaProxy: true\n  FlowExporter: false\n",
+			"antrea-controller.conf": "featureGates: {}\n"}}
 	_, err = c.admin.CoreV1().ConfigMaps(query.AntreaNamespace).Create(ctx, cm, metav1.CreateOptions{})
 	c.must(t, err)
 }
@@ -200,14 +208,19 @@ func chartRules(t *testing.T, file string) []rbacv1.PolicyRule {
 	return rules
 }
 
-// userConfig adds a user (no rights unless bound).
-func (c *uiCluster) userConfig(t *testing.T, name string) *rest.Config {
+// userConfig adds a user (no rights unless bound) and returns its client
+// config and kubeconfig.
+func (c *uiCluster) userConfig(t *testing.T, name string) (*rest.Config, []byte) {
 	t.Helper()
 	u, err := c.cp.Env.AddUser(envtest.User{Name: name, Groups: []string{"system:authenticated"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return u.Config()
+	kc, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Config(), kc
 }
 
 // startUI binds the chart's antrea-ui rules to user antrea-ui and serves the
@@ -230,7 +243,7 @@ func (c *uiCluster) startUI(t *testing.T) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "antrea-ui"},
 		Subjects: []rbacv1.Subject{{Kind: "User", Name: user}}}, metav1.CreateOptions{})
 	c.must(t, err)
-	c.uiConfig = c.userConfig(t, user)
+	c.uiConfig, c.uiKubeconfig = c.userConfig(t, user)
 	c.ui = c.serveAs(t, c.uiConfig)
 	// The Secret the UI created, with its initial password, replaced by
 	// the test's.

@@ -82,7 +82,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("POST /api/v1/login", s.login)
 	s.mux.Handle("POST /api/v1/logout", s.authed(s.logout))
-	s.mux.Handle("GET /api/v1/session", s.authed(s.session))
+	s.mux.HandleFunc("GET /api/v1/session", s.session)
 	s.mux.Handle("POST /api/v1/password", s.authed(s.changePassword))
 	s.mux.Handle("GET /api/v1/summary", s.authed(s.summary))
 	s.mux.Handle("GET /api/v1/endpoints", s.authed(s.endpoints))
@@ -151,8 +151,11 @@ type loginRequest struct {
 }
 
 type sessionResponse struct {
-	CSRFToken string    `json:"csrfToken"`
-	Expires   time.Time `json:"expires"`
+	LoggedIn  bool      `json:"loggedIn"`
+	CSRFToken string    `json:"csrfToken,omitempty"`
+	Expires   time.Time `json:"expires,omitzero"`
+	// Reason says why not logged in.
+	Reason string `json:"reason,omitempty"`
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
@@ -182,7 +185,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: token, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: s.cfg.SecureCookie || r.TLS != nil, Expires: sess.expires})
 	klog.InfoS("Logged in", "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, sessionResponse{CSRFToken: sess.csrf, Expires: sess.expires})
+	writeJSON(w, http.StatusOK, sessionResponse{LoggedIn: true, CSRFToken: sess.csrf, Expires: sess.expires})
 }
 
 func (s *Server) logout(w http.ResponseWriter, _ *http.Request, token string, _ session) {
@@ -192,8 +195,19 @@ func (s *Server) logout(w http.ResponseWriter, _ *http.Request, token string, _ 
 	writeJSON(w, http.StatusOK, map[string]string{"status": "logged out"})
 }
 
-func (s *Server) session(w http.ResponseWriter, _ *http.Request, _ string, sess session) {
-	writeJSON(w, http.StatusOK, sessionResponse{CSRFToken: sess.csrf, Expires: sess.expires})
+// session tells the page whether it is logged in: 200 either way, so that
+// opening the UI logged out is not an error in the browser's console.
+func (s *Server) session(w http.ResponseWriter, r *http.Request) {
+	token := ""
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		token = c.Value
+	}
+	sess, err := s.sessions.get(token)
+	if err != nil {
+		writeJSON(w, http.StatusOK, sessionResponse{Reason: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionResponse{LoggedIn: true, CSRFToken: sess.csrf, Expires: sess.expires})
 }
 
 type passwordRequest struct {

@@ -107,12 +107,12 @@ async function route() {
   const page = pages[name] ?? pages.summary;
   const key = pages[name] ? name : "summary";
   if (!csrfToken) {
-    try {
-      const s = await api<SessionInfo>("GET", "/api/v1/session");
-      csrfToken = s.csrfToken;
-    } catch {
-      return; // api() showed the login
+    const s = await api<SessionInfo>("GET", "/api/v1/session");
+    if (!s.loggedIn || !s.csrfToken) {
+      showLogin(s.reason === "not logged in" ? "" : s.reason ?? "");
+      return;
     }
+    csrfToken = s.csrfToken;
   }
   navLinks(key);
   document.title = `${page.title} · Antrea`;
@@ -137,7 +137,9 @@ function showLogin(message = "") {
   document.title = "Log in · Antrea";
   const input = h("input", { id: "password", name: "password", type: "password", autocomplete: "current-password", required: true }) as HTMLInputElement;
   const msg = h("div", { id: "login-error", role: "alert", class: message ? "alert" : "" }, message);
-  const form = h("form", { class: "login", "aria-describedby": "login-error" },
+  // method=post: were the script to fail, the browser would post the form
+  // (refused by the server), never put the password in a URL.
+  const form = h("form", { class: "login", method: "post", "aria-describedby": "login-error" },
     h("h1", {}, "Log in to Antrea"),
     h("label", { for: "password" }, "Admin password"),
     input,
@@ -151,7 +153,7 @@ function showLogin(message = "") {
     msg.className = "";
     try {
       const s = await api<SessionInfo>("POST", "/api/v1/login", { password: input.value });
-      csrfToken = s.csrfToken;
+      csrfToken = s.csrfToken ?? "";
       if (!location.hash || location.hash === "#/") location.hash = "#/summary";
       else await route();
     } catch (err) {
@@ -396,7 +398,7 @@ async function renderPassword(root: HTMLElement) {
   const cur = h("input", { type: "password", autocomplete: "current-password", required: true }) as HTMLInputElement;
   const nw = h("input", { type: "password", autocomplete: "new-password", required: true, minlength: "10" }) as HTMLInputElement;
   const msg = h("div", { role: "alert" });
-  const form = h("form", { class: "login" },
+  const form = h("form", { class: "login", method: "post" },
     field("Current password", "pw-current", cur),
     field("New password (10 characters or more)", "pw-new", nw),
     h("button", { type: "submit" }, "Change password"), msg) as HTMLFormElement;

@@ -1,6 +1,6 @@
 // The JSON API's shapes (pkg/ui: api.go, policies.go, pipeline.go).
 
-export interface SessionInfo { csrfToken: string; expires: string }
+export interface SessionInfo { loggedIn?: boolean; csrfToken?: string; expires?: string; reason?: string }
 
 export interface Condition { type: string; ok: boolean; reason?: string; message?: string }
 
