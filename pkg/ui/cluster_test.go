@@ -6,10 +6,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -154,7 +156,7 @@ func (c *uiCluster) seed(t *testing.T) {
 		info := &crdv1beta1.AntreaAgentInfo{ObjectMeta: metav1.ObjectMeta{Name: a.node}, Version: "v2.6.0-dev",
 			PodRef:  corev1.ObjectReference{Kind: "Pod", Namespace: "kube-system", Name: "antrea-agent-" + a.node},
 			NodeRef: corev1.ObjectReference{Kind: "Node", Name: a.node}, NodeSubnets: []string{"10.10.0.0/24"},
-			OVSInfo:     crdv1beta1.OVSInfo{Version: "3.6.1", BridgeName: "br-int", FlowTable: map[string]int32{"0": 5, "1": 3, "2": 12}},
+			OVSInfo:     crdv1beta1.OVSInfo{Version: "3.6.1", BridgeName: "br-int", FlowTable: flowTable(a.pods)},
 			LocalPodNum: a.pods, NetworkPolicyControllerInfo: crdv1beta1.NetworkPolicyControllerInfo{NetworkPolicyNum: 1}}
 		for _, ct := range []crdv1beta1.AgentConditionType{crdv1beta1.AgentHealthy, crdv1beta1.ControllerConnectionUp,
 			crdv1beta1.OVSDBConnectionUp, crdv1beta1.OpenflowConnectionUp} {
@@ -187,11 +189,30 @@ func (c *uiCluster) seed(t *testing.T) {
 				From: []crdv1beta1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "client"}}}}}}}}
 	_, err = c.crd.CrdV1beta1().ClusterNetworkPolicies().Create(ctx, acnp, metav1.CreateOptions{})
 	c.must(t, err)
+	tcp := corev1.ProtocolTCP
+	port := intstr.FromInt32(8080)
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: demoNS, Name: "web-from-client"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "client"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}}}}}
+	_, err = c.admin.NetworkingV1().NetworkPolicies(demoNS).Create(ctx, np, metav1.CreateOptions{})
+	c.must(t, err)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: query.AntreaNamespace, Name: query.AntreaConfigMap},
 		Data: map[string]string{"antrea-agent.conf": "featureGates:\n  AntreaProxy: true\n  FlowExporter: false\n",
 			"antrea-controller.conf": "featureGates: {}\n"}}
 	_, err = c.admin.CoreV1().ConfigMaps(query.AntreaNamespace).Create(ctx, cm, metav1.CreateOptions{})
 	c.must(t, err)
+}
+
+// flowTable is a plausible ovsInfo.flowTable: a few flows in every table,
+// more per Pod in the per-Pod tables.
+func flowTable(pods int32) map[string]int32 {
+	out := map[string]int32{}
+	for id := 0; id < 40; id++ {
+		out[strconv.Itoa(id)] = int32(2 + (id*7)%5 + int(pods)*(id%3))
+	}
+	return out
 }
 
 // chartRules reads the antrea-ui rules the chart renders.

@@ -58,8 +58,10 @@ type PolicyView struct {
 
 // TierView is one Tier (or the K8s NetworkPolicy layer) with its policies.
 type TierView struct {
-	Name        string       `json:"name"`
-	Priority    int32        `json:"priority"`
+	Name     string `json:"name"`
+	Priority int32  `json:"priority"`
+	// Layer: not a Tier, the place of K8s NetworkPolicies in the order.
+	Layer       bool         `json:"layer,omitempty"`
 	Description string       `json:"description,omitempty"`
 	Policies    []PolicyView `json:"policies"`
 }
@@ -130,7 +132,7 @@ func (s *Server) policies(w http.ResponseWriter, r *http.Request, _ string, _ se
 		t := tierOf(p.Spec.Tier)
 		t.Policies = append(t.Policies, v)
 	}
-	k8s := &TierView{Name: "K8s NetworkPolicies", Priority: k8sLayerPriority,
+	k8s := &TierView{Name: "K8s NetworkPolicies", Priority: k8sLayerPriority, Layer: true,
 		Description: "Kubernetes NetworkPolicies, evaluated after the application Tier and before the baseline Tier", Policies: []PolicyView{}}
 	for _, p := range knps.Items {
 		v := k8sPolicy(&p)
@@ -186,6 +188,10 @@ func (v *PolicyView) applyStats(st query.PolicyStats) {
 		byRule[r.Name] = r.TrafficStats
 	}
 	for i := range v.Rules {
+		if len(st.Rules) == 0 && st.Total == (statsv1alpha1.TrafficStats{}) {
+			// No traffic yet: every rule counts zero.
+			v.Rules[i].Stats = &Stats{}
+		}
 		if t, ok := byRule[v.Rules[i].Name]; ok && v.Rules[i].Name != "" {
 			v.Rules[i].Stats = statsOf(t)
 		}

@@ -359,7 +359,7 @@ async function renderPolicies(root: HTMLElement) {
   if (p.statsError) parts.push(h("p", { class: "note" }, p.statsError));
   for (const t of p.tiers) {
     parts.push(h("section", { class: "tier", "data-tier": t.name },
-      h("h2", {}, t.priority >= 0 ? `${t.name} (priority ${t.priority})` : t.name),
+      h("h2", {}, t.layer || t.priority < 0 ? t.name : `${t.name} (priority ${t.priority})`),
       t.description ? h("p", { class: "hint" }, t.description) : null,
       ...(t.policies.length ? t.policies.map(policyBlock) : [h("p", { class: "empty" }, "No policies.")])));
   }

@@ -29,7 +29,7 @@ export interface PolicyView {
   kind: string; namespace?: string; name: string; priority?: number; appliedTo: string;
   rules: RuleView[]; realization?: string; stats?: Stats;
 }
-export interface TierView { name: string; priority: number; description?: string; policies: PolicyView[] }
+export interface TierView { name: string; priority: number; layer?: boolean; description?: string; policies: PolicyView[] }
 export interface Policies { tiers: TierView[]; statsError?: string }
 
 export interface Pipeline { nodes: string[]; node?: string; svg: string; note?: string }
