@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +43,11 @@ func startBinary(t *testing.T, kubeconfig []byte) (string, int) {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "antrea-ui")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./cmd/antrea-ui")
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("no go in PATH to build cmd/antrea-ui: %v", err)
+	}
+	build := exec.Command(goBin, "build", "-o", bin, "./cmd/antrea-ui")
 	build.Dir = apiservertest.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/antrea-ui: %v\n%s", err, out)
