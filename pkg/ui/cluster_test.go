@@ -127,6 +127,14 @@ func (c *uiCluster) startController(t *testing.T) {
 		}
 	})
 	c.cp.WaitAPIServiceAvailable(t, c.ctx)
+	// The controller creates the static Tiers at start, not before the
+	// APIService is Available: wait for them.
+	if err := wait.PollUntilContextCancel(c.ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		l, err := c.crd.CrdV1beta1().Tiers().List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) >= len(crdv1beta1.StaticTiers), nil
+	}); err != nil {
+		t.Fatalf("the controller never created the static Tiers: %v", err)
+	}
 }
 
 func (c *uiCluster) must(t *testing.T, err error) {
