@@ -122,13 +122,13 @@ func (s *Server) policies(w http.ResponseWriter, r *http.Request, _ string, _ se
 	}
 	for _, p := range acnps.Items {
 		v := antreaPolicy("ClusterNetworkPolicy", "", p.Name, p.Spec.Priority, p.Spec.AppliedTo, p.Spec.Ingress, p.Spec.Egress, p.Status)
-		v.applyStats(stats[statsKey(query.AntreaClusterNetworkPolicyStats, "", p.Name)])
+		v.applyStats(stats[statsKey(query.AntreaClusterNetworkPolicyStats, "", p.Name)], true)
 		t := tierOf(p.Spec.Tier)
 		t.Policies = append(t.Policies, v)
 	}
 	for _, p := range annps.Items {
 		v := antreaPolicy("NetworkPolicy", p.Namespace, p.Name, p.Spec.Priority, p.Spec.AppliedTo, p.Spec.Ingress, p.Spec.Egress, p.Status)
-		v.applyStats(stats[statsKey(query.AntreaNetworkPolicyStats, p.Namespace, p.Name)])
+		v.applyStats(stats[statsKey(query.AntreaNetworkPolicyStats, p.Namespace, p.Name)], true)
 		t := tierOf(p.Spec.Tier)
 		t.Policies = append(t.Policies, v)
 	}
@@ -136,7 +136,7 @@ func (s *Server) policies(w http.ResponseWriter, r *http.Request, _ string, _ se
 		Description: "Kubernetes NetworkPolicies, evaluated after the application Tier and before the baseline Tier", Policies: []PolicyView{}}
 	for _, p := range knps.Items {
 		v := k8sPolicy(&p)
-		v.applyStats(stats[statsKey(query.NetworkPolicyStats, p.Namespace, p.Name)])
+		v.applyStats(stats[statsKey(query.NetworkPolicyStats, p.Namespace, p.Name)], false)
 		k8s.Policies = append(k8s.Policies, v)
 	}
 	byTier[""] = k8s
@@ -178,18 +178,23 @@ func (s *Server) readStats(ctx context.Context) (map[string]query.PolicyStats, e
 	return out, nil
 }
 
-func (v *PolicyView) applyStats(st query.PolicyStats) {
+// applyStats sets the policy's counts and, for a kind the stats API
+// counts per rule, each named rule's (zero before any traffic).
+func (v *PolicyView) applyStats(st query.PolicyStats, perRule bool) {
 	if st.Name == "" {
 		return
 	}
 	v.Stats = statsOf(st.Total)
+	if !perRule {
+		return
+	}
 	byRule := map[string]statsv1alpha1.TrafficStats{}
 	for _, r := range st.Rules {
 		byRule[r.Name] = r.TrafficStats
 	}
 	for i := range v.Rules {
-		if len(st.Rules) == 0 && st.Total == (statsv1alpha1.TrafficStats{}) {
-			// No traffic yet: every rule counts zero.
+		if v.Rules[i].Name != "" && len(st.Rules) == 0 && st.Total == (statsv1alpha1.TrafficStats{}) {
+			// No traffic yet: every named rule counts zero.
 			v.Rules[i].Stats = &Stats{}
 		}
 		if t, ok := byRule[v.Rules[i].Name]; ok && v.Rules[i].Name != "" {
