@@ -314,3 +314,29 @@ func TestAMissingSecretIsCreatedWithARandomInitialPassword(t *testing.T) {
 		t.Errorf("a restart replaced the password")
 	}
 }
+
+// A warm load costs a 304 per file: the assets carry an ETag and are
+// revalidated.
+func TestAssetsAreRevalidatedByETag(t *testing.T) {
+	f := newFakeServer(t)
+	for _, p := range []string{"/", "/assets/main.js", "/assets/style.css"} {
+		resp, _ := f.call(t, "GET", p, "", "", "")
+		etag := resp.Header.Get("ETag")
+		if resp.StatusCode != 200 || etag == "" || resp.Header.Get("Cache-Control") != "no-cache" {
+			t.Fatalf("GET %s: %d, ETag %q, Cache-Control %q", p, resp.StatusCode, etag, resp.Header.Get("Cache-Control"))
+		}
+		req, _ := http.NewRequest("GET", f.URL+p, nil)
+		req.Header.Set("If-None-Match", etag)
+		again, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.Body.Close()
+		if again.StatusCode != http.StatusNotModified {
+			t.Errorf("GET %s with its ETag: %d, want 304", p, again.StatusCode)
+		}
+	}
+	if resp, _ := f.call(t, "GET", "/assets/SOURCES.sha256", "", "", ""); resp.StatusCode != 404 {
+		t.Errorf("the sources digest is served: %d", resp.StatusCode)
+	}
+}
