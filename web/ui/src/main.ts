@@ -277,13 +277,15 @@ async function renderTraceflow(root: HTMLElement) {
   const proto = h("select", {}, ...["ICMP", "TCP", "UDP"].map((p) => h("option", { value: p }, p))) as HTMLSelectElement;
   const port = h("input", { type: "number", min: "1", max: "65535", placeholder: "80" }) as HTMLInputElement;
   const live = h("input", { type: "checkbox" }) as HTMLInputElement;
+  const droppedOnly = h("input", { type: "checkbox", id: "tf-dropped" }) as HTMLInputElement;
   const result = h("section", { id: "traceflow-result", "aria-live": "polite" });
   const run = h("button", { type: "submit" }, "Run Traceflow") as HTMLButtonElement;
   const form = h("form", { class: "tf-form" },
     h("fieldset", {}, h("legend", {}, "Source"), field("Source Pod", "tf-src", src), field("Source IP", "tf-src-ip", srcIP)),
     h("fieldset", {}, h("legend", {}, "Destination"), field("Destination", "tf-dst", dst), field("Destination IP", "tf-dst-ip", dstIP)),
     h("fieldset", {}, h("legend", {}, "Packet"), field("Protocol", "tf-proto", proto), field("Destination port", "tf-port", port),
-      h("div", { class: "field check" }, live, h("label", { for: "tf-live" }, "Live traffic (trace the next real packet)"))),
+      h("div", { class: "field check" }, live, h("label", { for: "tf-live" }, "Live traffic (trace the next real packet)")),
+      h("div", { class: "field check" }, droppedOnly, h("label", { for: "tf-dropped" }, "Live traffic: only a dropped packet"))),
     run) as HTMLFormElement;
   live.id = "tf-live";
   form.addEventListener("submit", async (ev) => {
@@ -297,7 +299,8 @@ async function renderTraceflow(root: HTMLElement) {
         destination: dstIP.value.trim() || dst.value,
         protocol: proto.value,
         port: port.value ? Number(port.value) : undefined,
-        liveTraffic: live.checked || undefined,
+        liveTraffic: live.checked || droppedOnly.checked || undefined,
+        droppedOnly: droppedOnly.checked || undefined,
       });
       showTraceflow(result, r);
       status(`Traceflow ${r.phase}`);
