@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X antrea.io/antrea/pkg/version.Version=$(VERSION) \
            -X antrea.io/antrea/pkg/version.GitTreeState=$(GIT_TREE_STATE)
 export PATH := $(OUTPUT)/bin:$(OUTPUT)/tools:$(OUTPUT)/cni/bin:$(PATH)
 
-.PHONY: all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance conformance-native e2e-upstream conformance-sig conformance-sig-network reliability bench clean docs race
+.PHONY: ui all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance conformance-native e2e-upstream conformance-sig conformance-sig-network reliability bench clean docs race
 
 all: build
 
@@ -24,6 +24,11 @@ install:
 build:
 	@mkdir -p $(BINDIR)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/ ./cmd/...
+
+## ui: the web UI's frontend (web/ui, TypeScript, esbuild; versions locked in package-lock.json) into pkg/ui/assets,
+## which is committed so that go build needs no Node.js (pkg/ui's tests fail when it is stale).
+ui:
+	cd web/ui && npm ci --no-audit --no-fund && npx tsc --noEmit -p . && node build.mjs
 
 ## images: the lab's images (antrea-agent, antrea-controller, agnhost and upstream's other test images, pause, antrea-testpod) into the image store, where their inputs changed.
 images: install build

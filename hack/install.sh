@@ -66,7 +66,8 @@ log() { printf '[install] %s\n' "$*" >&2; }
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 
-apt_packages=(openvswitch-switch openvswitch-common iproute2 iputils-ping ethtool iptables iperf3 openssl protobuf-compiler jq conntrack tcpdump tshark procps libseccomp-dev debootstrap util-linux)
+# chromium: the web UI's browser test (pkg/ui, driven by chromedp).
+apt_packages=(openvswitch-switch openvswitch-common iproute2 iputils-ping ethtool iptables iperf3 openssl protobuf-compiler jq conntrack tcpdump tshark procps libseccomp-dev debootstrap util-linux chromium)
 install_apt() {
   local missing=()
   for p in "${apt_packages[@]}"; do

@@ -152,6 +152,7 @@ Inside the antrea-agent container it runs in local mode (it finds
 	root.AddCommand(newCheckCommand(o))
 	root.AddCommand(newSupportBundleCommand(o))
 	root.AddCommand(newQueryCommand(o))
+	root.AddCommand(newUICommand(o))
 	return root
 }
 

@@ -3,12 +3,12 @@ package antctl
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
+	"antrea.io/antrea/pkg/diagram"
 	"antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -27,49 +27,6 @@ const (
 )
 
 var pipelineFormats = []string{outputTable, outputJSON, outputYAML, outputSVG, outputDot}
-
-// pipelineTable is one table of the picture.
-type pipelineTable struct {
-	ID       uint8  `json:"id"`
-	Name     string `json:"name"`
-	Pipeline string `json:"pipeline"`
-	Stage    string `json:"stage"`
-	Feature  string `json:"feature"`
-	Miss     string `json:"miss"`
-	Doc      string `json:"doc"`
-	// Flows and Packets: live only (the flows the table holds, the packets
-	// they matched since they were installed).
-	Flows   *int    `json:"flows,omitempty"`
-	Packets *uint64 `json:"packets,omitempty"`
-}
-
-// pipelineEdge is one way packets go from a table to another.
-type pipelineEdge struct {
-	From  string `json:"from"`
-	To    string `json:"to"`
-	Kind  string `json:"kind"`
-	Flows int    `json:"flows"`
-	// Packets: live only, the packets the flows carrying the edge matched.
-	Packets *uint64 `json:"packets,omitempty"`
-
-	fromID, toID uint8
-}
-
-// pipelineGraph is what get pipeline prints.
-type pipelineGraph struct {
-	// Source says what was drawn: "declared" or "node NAME".
-	Source    string          `json:"source"`
-	Stages    []string        `json:"stages"`
-	Pipelines []string        `json:"pipelines"`
-	Features  []string        `json:"features"`
-	Tables    []pipelineTable `json:"tables"`
-	Edges     []pipelineEdge  `json:"edges"`
-	// Unknown are table numbers holding flows that the declared layout
-	// does not have (an agent of another version).
-	Unknown []uint8 `json:"unknownTables,omitempty"`
-	// Note says what the picture lacks, if anything.
-	Note string `json:"note,omitempty"`
-}
 
 type pipelineOptions struct {
 	g        *getOptions
@@ -116,10 +73,10 @@ installs for one object of each kind (docs/design/ovs-pipeline.svg).
 }
 
 func (po *pipelineOptions) run(cmd *cobra.Command, _ []string) error {
-	var gr *pipelineGraph
+	var gr *diagram.Pipeline
 	var err error
 	if po.declared {
-		gr, err = declaredPipeline()
+		gr, err = diagram.DeclaredPipeline()
 	} else {
 		var local *localNode
 		if local, err = po.g.requireNode(cmd, "", ""); err != nil {
@@ -137,13 +94,13 @@ func (po *pipelineOptions) run(cmd *cobra.Command, _ []string) error {
 	return writePipeline(po.g.env.Out, po.g.output, gr)
 }
 
-func writePipeline(w interface{ Write([]byte) (int, error) }, format string, gr *pipelineGraph) error {
+func writePipeline(w interface{ Write([]byte) (int, error) }, format string, gr *diagram.Pipeline) error {
 	switch format {
 	case outputSVG:
-		_, err := w.Write(pipelineSVG(gr))
+		_, err := w.Write(diagram.PipelineSVG(gr))
 		return err
 	case outputDot:
-		_, err := w.Write(pipelineDot(gr))
+		_, err := w.Write(diagram.PipelineDot(gr))
 		return err
 	case outputJSON, outputYAML:
 		return writeObject(w, format, gr)
@@ -190,67 +147,8 @@ func writePipeline(w interface{ Write([]byte) (int, error) }, format string, gr 
 	return nil
 }
 
-// newPipelineGraph lays out the tables of p with their features; edges and
-// counts are the caller's.
-func newPipelineGraph(p *agentof.Pipeline, source string) *pipelineGraph {
-	gr := &pipelineGraph{Source: source}
-	for _, s := range agentof.Stages() {
-		gr.Stages = append(gr.Stages, s.String())
-	}
-	for _, pl := range agentof.Pipelines() {
-		gr.Pipelines = append(gr.Pipelines, pl.String())
-	}
-	featureOf := map[string]string{}
-	for _, f := range agentof.Features() {
-		gr.Features = append(gr.Features, f.Name)
-		for _, s := range f.Tables {
-			if _, ok := featureOf[s.Name]; !ok {
-				featureOf[s.Name] = f.Name
-			}
-		}
-	}
-	for _, t := range p.Tables() {
-		gr.Tables = append(gr.Tables, pipelineTable{ID: t.ID, Name: t.Name, Pipeline: t.Pipeline.String(),
-			Stage: t.Stage.String(), Feature: featureOf[t.Name], Miss: t.Miss.String(), Doc: t.Doc})
-	}
-	return gr
-}
-
-// tableName names table id: its declared name, else "table<ID>".
-func (gr *pipelineGraph) tableName(id uint8) string {
-	if int(id) < len(gr.Tables) && gr.Tables[id].ID == id {
-		return gr.Tables[id].Name
-	}
-	return fmt.Sprintf("table%d", id)
-}
-
-func (gr *pipelineGraph) addEdges(edges []agentof.Edge, packets map[agentof.Edge]uint64) {
-	for _, e := range edges {
-		pe := pipelineEdge{From: gr.tableName(e.From), To: gr.tableName(e.To), Kind: string(e.Kind), Flows: e.Flows,
-			fromID: e.From, toID: e.To}
-		if packets != nil {
-			k := e
-			k.Flows = 0
-			n := packets[k]
-			pe.Packets = &n
-		}
-		gr.Edges = append(gr.Edges, pe)
-	}
-}
-
-// declaredPipeline is the layout with the edges of the sample flows.
-func declaredPipeline() (*pipelineGraph, error) {
-	p, flows, groups, err := agentof.SampleFlows()
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
-	}
-	gr := newPipelineGraph(p, "declared")
-	gr.addEdges(agentof.Edges(flows, groups), nil)
-	return gr, nil
-}
-
 // livePipeline reads this node's flows and groups.
-func (l *localNode) livePipeline(ctx context.Context, nodeName string) (*pipelineGraph, error) {
+func (l *localNode) livePipeline(ctx context.Context, nodeName string) (*diagram.Pipeline, error) {
 	p, err := pipeline()
 	if err != nil {
 		return nil, err
@@ -265,7 +163,7 @@ func (l *localNode) livePipeline(ctx context.Context, nodeName string) (*pipelin
 		if err != nil {
 			return nil, err
 		}
-		gr := livePipelineOf(p, source, stats, nil)
+		gr := diagram.LivePipeline(p, source, stats, nil)
 		gr.Note = "read through the agent API, which serves no groups: the group bucket edges are not shown"
 		return gr, nil
 	}
@@ -277,42 +175,5 @@ func (l *localNode) livePipeline(ctx context.Context, nodeName string) (*pipelin
 	if err != nil {
 		return nil, err
 	}
-	return livePipelineOf(p, source, stats, groups), nil
-}
-
-// livePipelineOf builds the graph of a node's flows and groups.
-func livePipelineOf(p *agentof.Pipeline, source string, stats []openflow.FlowStats, groups []openflow.GroupDesc) *pipelineGraph {
-	gr := newPipelineGraph(p, source)
-	gs := make([]*openflow.GroupMod, len(groups))
-	for i := range groups {
-		gs[i] = &groups[i]
-	}
-	flows := make([]*openflow.Flow, len(stats))
-	flowCount := map[uint8]int{}
-	pktCount := map[uint8]uint64{}
-	edgePackets := map[agentof.Edge]uint64{}
-	unknown := map[uint8]bool{}
-	for i := range stats {
-		f := &stats[i].Flow
-		flows[i] = f
-		flowCount[f.Table]++
-		pktCount[f.Table] += stats[i].PacketCount
-		if int(f.Table) >= len(gr.Tables) {
-			unknown[f.Table] = true
-		}
-		for _, e := range agentof.Edges([]*openflow.Flow{f}, gs) {
-			e.Flows = 0
-			edgePackets[e] += stats[i].PacketCount
-		}
-	}
-	for i := range gr.Tables {
-		n, pk := flowCount[gr.Tables[i].ID], pktCount[gr.Tables[i].ID]
-		gr.Tables[i].Flows, gr.Tables[i].Packets = &n, &pk
-	}
-	for id := range unknown {
-		gr.Unknown = append(gr.Unknown, id)
-	}
-	sort.Slice(gr.Unknown, func(i, j int) bool { return gr.Unknown[i] < gr.Unknown[j] })
-	gr.addEdges(agentof.Edges(flows, gs), edgePackets)
-	return gr
+	return diagram.LivePipeline(p, source, stats, groups), nil
 }

@@ -13,17 +13,18 @@ import (
 	"testing"
 
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
+	"antrea.io/antrea/pkg/diagram"
 )
 
 const pipelineSVGPath = "../../docs/design/ovs-pipeline.svg"
 
 // The committed picture is what make docs writes today.
 func TestPipelineSVGIsCurrent(t *testing.T) {
-	gr, err := declaredPipeline()
+	gr, err := diagram.DeclaredPipeline()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := pipelineSVG(gr)
+	want := diagram.PipelineSVG(gr)
 	got, err := os.ReadFile(pipelineSVGPath)
 	if err != nil {
 		t.Fatalf("%v: run make docs", err)
@@ -36,7 +37,7 @@ func TestPipelineSVGIsCurrent(t *testing.T) {
 // The picture is well-formed XML with a box per declared table and an arrow
 // per edge, whatever the output format the same graph.
 func TestPipelineFormats(t *testing.T) {
-	gr, err := declaredPipeline()
+	gr, err := diagram.DeclaredPipeline()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestPipelineFormats(t *testing.T) {
 		t.Errorf("SVG has %d rects, want %d (tables + stage bands + background + legend)", rects, want)
 	}
 	// Markers have a path each; every edge is one more.
-	if want := len(gr.Edges) + len(edgeKindOrder); paths != want {
+	if want := len(gr.Edges) + len(diagram.EdgeKinds()); paths != want {
 		t.Errorf("SVG has %d paths, want %d (edges + arrow markers)", paths, want)
 	}
 	for _, tb := range gr.Tables {
@@ -112,7 +113,7 @@ func TestLivePipelineCountsWhatOVSHolds(t *testing.T) {
 	if r.runErr != nil {
 		t.Fatal(r.runErr)
 	}
-	var gr pipelineGraph
+	var gr diagram.Pipeline
 	if err := json.Unmarshal([]byte(r.out), &gr); err != nil {
 		t.Fatal(err)
 	}

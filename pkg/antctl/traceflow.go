@@ -14,6 +14,7 @@ import (
 
 	"antrea.io/antrea/pkg/antctl/query"
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/diagram"
 )
 
 // Output formats of antctl traceflow: table, json, yaml, and the pictures
@@ -254,10 +255,10 @@ func writeTraceflow(w io.Writer, format string, tf *crdv1beta1.Traceflow) error 
 	case outputJSON, outputYAML:
 		return writeObject(w, format, tf)
 	case outputDot:
-		_, err := io.WriteString(w, TraceflowDOT(tf))
+		_, err := io.WriteString(w, diagram.TraceflowDOT(tf))
 		return err
 	case outputSVG:
-		_, err := io.WriteString(w, TraceflowSVG(tf))
+		_, err := io.WriteString(w, diagram.TraceflowSVG(tf))
 		return err
 	}
 	return writeTraceflowText(w, tf)
@@ -286,36 +287,11 @@ func writeTraceflowText(w io.Writer, tf *crdv1beta1.Traceflow) error {
 		fmt.Fprintf(w, "\n%s (%s)\n", r.Node, r.Role)
 		tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 		for _, o := range r.Observations {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", o.Component, o.ComponentInfo, o.Action, observationDetails(o))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", o.Component, o.ComponentInfo, o.Action, diagram.ObservationDetails(o))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// observationDetails is what an observation adds to its component and action.
-func observationDetails(o crdv1beta1.Observation) string {
-	var parts []string
-	if o.NetworkPolicy != "" {
-		p := "policy " + o.NetworkPolicy
-		if o.NetworkPolicyRule != "" {
-			p += " rule " + o.NetworkPolicyRule
-		}
-		parts = append(parts, p)
-	}
-	if o.TranslatedDstIP != "" {
-		parts = append(parts, "endpoint "+o.TranslatedDstIP)
-	}
-	if o.TunnelDstIP != "" {
-		parts = append(parts, "tunnel to "+o.TunnelDstIP)
-	}
-	if o.Pod != "" {
-		parts = append(parts, "pod "+o.Pod)
-	}
-	if o.TTL != 0 && (o.Action == crdv1beta1.ActionDelivered || o.Action == crdv1beta1.ActionForwarded && o.Component == crdv1beta1.ComponentForwarding) {
-		parts = append(parts, "ttl "+strconv.Itoa(int(o.TTL)))
-	}
-	return strings.Join(parts, ", ")
 }

@@ -14,6 +14,7 @@ import (
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	antreafake "antrea.io/antrea/pkg/client/clientset/versioned/fake"
+	"antrea.io/antrea/pkg/diagram"
 )
 
 // crossNode is a Traceflow that crossed two Nodes: allowed by a policy on
@@ -59,7 +60,7 @@ type svgRect struct {
 func TestTraceflowSVGHasABoxPerObservationAndAnArrowBetweenEach(t *testing.T) {
 	tf := crossNode()
 	var doc svgDoc
-	if err := xml.Unmarshal([]byte(TraceflowSVG(tf)), &doc); err != nil {
+	if err := xml.Unmarshal([]byte(diagram.TraceflowSVG(tf)), &doc); err != nil {
 		t.Fatalf("the SVG is not XML: %v", err)
 	}
 	var boxes, edges, frames []svgG
@@ -126,7 +127,7 @@ var dotEdge = regexp.MustCompile(`(?m)^\s+(\w+) -> (\w+)( \[label="([^"]*)"\])?;
 
 func TestTraceflowDOTMatchesTheObservations(t *testing.T) {
 	tf := crossNode()
-	dot := TraceflowDOT(tf)
+	dot := diagram.TraceflowDOT(tf)
 	if !strings.HasPrefix(dot, "digraph traceflow {") || !strings.HasSuffix(dot, "}\n") {
 		t.Fatalf("not a digraph:\n%s", dot)
 	}

@@ -101,6 +101,11 @@ latest
 {{- printf "%s:%s" .Values.controllerImage.repository $tag -}}
 {{- end -}}
 
+{{- define "antrea.uiImage" -}}
+{{- $tag := include "antrea.imageTag" (dict "tag" .Values.uiImage.tag "appVersion" .Chart.AppVersion) -}}
+{{- printf "%s:%s" .Values.uiImage.repository $tag -}}
+{{- end -}}
+
 {{/* The checksum of the ConfigMap: a change of the conf files rolls the Pods. */}}
 {{- define "antrea.configChecksum" -}}
 {{- include (print .Template.BasePath "/configmap.yaml") . | sha256sum -}}

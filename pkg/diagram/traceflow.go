@@ -1,8 +1,9 @@
-package antctl
+package diagram
 
 import (
 	"fmt"
 	"html"
+	"strconv"
 	"strings"
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
@@ -53,7 +54,7 @@ func traceflowGraph(tf *crdv1beta1.Traceflow) *tfGraph {
 			if o.ComponentInfo != "" {
 				b.lines = append(b.lines, "table "+o.ComponentInfo)
 			}
-			if d := observationDetails(o); d != "" {
+			if d := ObservationDetails(o); d != "" {
 				b.lines = append(b.lines, d)
 			}
 			switch o.Action {
@@ -213,4 +214,30 @@ func TraceflowSVG(tf *crdv1beta1.Traceflow) string {
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// ObservationDetails is what an observation adds to its component and
+// action: the policy rule, endpoint, tunnel, Pod and TTL it names.
+func ObservationDetails(o crdv1beta1.Observation) string {
+	var parts []string
+	if o.NetworkPolicy != "" {
+		p := "policy " + o.NetworkPolicy
+		if o.NetworkPolicyRule != "" {
+			p += " rule " + o.NetworkPolicyRule
+		}
+		parts = append(parts, p)
+	}
+	if o.TranslatedDstIP != "" {
+		parts = append(parts, "endpoint "+o.TranslatedDstIP)
+	}
+	if o.TunnelDstIP != "" {
+		parts = append(parts, "tunnel to "+o.TunnelDstIP)
+	}
+	if o.Pod != "" {
+		parts = append(parts, "pod "+o.Pod)
+	}
+	if o.TTL != 0 && (o.Action == crdv1beta1.ActionDelivered || o.Action == crdv1beta1.ActionForwarded && o.Component == crdv1beta1.ComponentForwarding) {
+		parts = append(parts, "ttl "+strconv.Itoa(int(o.TTL)))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -1,4 +1,4 @@
-package antctl
+package diagram
 
 import (
 	"fmt"
@@ -57,7 +57,7 @@ type svgLayout struct {
 	boxH          float64
 }
 
-func layoutPipeline(gr *pipelineGraph) *svgLayout {
+func layoutPipeline(gr *Pipeline) *svgLayout {
 	l := &svgLayout{boxes: map[string]svgBox{}, col: map[string]int{}, boxH: 40}
 	live := len(gr.Tables) > 0 && gr.Tables[0].Flows != nil
 	if live {
@@ -72,7 +72,7 @@ func layoutPipeline(gr *pipelineGraph) *svgLayout {
 		pipeRow[p] = i
 	}
 	type cell struct{ row, col int }
-	cells := map[cell][]pipelineTable{}
+	cells := map[cell][]Table{}
 	for _, t := range gr.Tables {
 		c := cell{pipeRow[t.Pipeline], stageCol[t.Stage]}
 		cells[c] = append(cells[c], t)
@@ -116,7 +116,7 @@ const (
 )
 
 type svgEdge struct {
-	e              pipelineEdge
+	e              Edge
 	from, to       svgBox
 	fromSide       side
 	toSide         side
@@ -124,7 +124,7 @@ type svgEdge struct {
 	x1, y1, x2, y2 float64
 }
 
-func pipelineSVG(gr *pipelineGraph) []byte {
+func PipelineSVG(gr *Pipeline) []byte {
 	l := layoutPipeline(gr)
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="Helvetica, Arial, sans-serif">`+"\n",
@@ -137,7 +137,11 @@ func pipelineSVG(gr *pipelineGraph) []byte {
 	b.WriteString("</defs>\n")
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%.0f" height="%.0f" fill="#ffffff"/>`+"\n", l.width, l.height)
 	title := "Antrea OVS pipeline (br-int): the layout pkg/agent/openflow declares, edges from the flows its client installs"
-	if gr.Source != "declared" {
+	switch {
+	case gr.Source == "declared":
+	case len(gr.Tables) > 0 && gr.Tables[0].Flows != nil && gr.Tables[0].Packets == nil:
+		title = "Antrea OVS pipeline (br-int) of " + gr.Source + ": flows per table as its agent reports them, edges of the declared layout"
+	default:
 		title = "Antrea OVS pipeline (br-int) of " + gr.Source + ": flows and matched packets per table, edges from its flows"
 	}
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="16" font-weight="bold">%s</text>`+"\n", svgMargin, svgMargin+16, xmlEscape(title))
@@ -205,9 +209,13 @@ func pipelineSVG(gr *pipelineGraph) []byte {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="12" font-weight="bold" text-anchor="middle">%s</text>`, bx.x+bx.w/2, bx.y+16, xmlEscape(t.Name))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" text-anchor="middle" fill="#374151">%s</text>`,
 			bx.x+bx.w/2, bx.y+31, xmlEscape(fmt.Sprintf("table %d · miss: %s", t.ID, t.Miss)))
-		if t.Flows != nil && t.Packets != nil {
+		if t.Flows != nil {
+			count := fmt.Sprintf("%d flows", *t.Flows)
+			if t.Packets != nil {
+				count += fmt.Sprintf(" · %d pkts", *t.Packets)
+			}
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" text-anchor="middle" fill="#111827">%s</text>`,
-				bx.x+bx.w/2, bx.y+46, xmlEscape(fmt.Sprintf("%d flows · %d pkts", *t.Flows, *t.Packets)))
+				bx.x+bx.w/2, bx.y+46, xmlEscape(count))
 		}
 		b.WriteString("</g>\n")
 	}
@@ -238,7 +246,7 @@ func pipelineSVG(gr *pipelineGraph) []byte {
 
 // routeEdges picks the sides each edge leaves and enters by and spreads the
 // endpoints along each side.
-func routeEdges(gr *pipelineGraph, l *svgLayout) []*svgEdge {
+func routeEdges(gr *Pipeline, l *svgLayout) []*svgEdge {
 	var out []*svgEdge
 	type port struct {
 		box   string
@@ -330,9 +338,9 @@ func xmlEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
 }
 
-// pipelineDot is the graph in Graphviz's language: a cluster per pipeline,
+// PipelineDot is the graph in Graphviz's language: a cluster per pipeline,
 // tables ranked by stage.
-func pipelineDot(gr *pipelineGraph) []byte {
+func PipelineDot(gr *Pipeline) []byte {
 	var b strings.Builder
 	b.WriteString("digraph pipeline {\n  rankdir=LR;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n")
 	fmt.Fprintf(&b, "  label=%q;\n", "Antrea OVS pipeline ("+gr.Source+")")
@@ -372,3 +380,6 @@ func pipelineDot(gr *pipelineGraph) []byte {
 	b.WriteString("}\n")
 	return []byte(b.String())
 }
+
+// EdgeKinds are the edge kinds the pictures draw, in legend order.
+func EdgeKinds() []string { return append([]string(nil), edgeKindOrder...) }

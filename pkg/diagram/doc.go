@@ -1,0 +1,7 @@
+// Package diagram draws the project's pictures, once, for every program
+// that shows them: a Traceflow's path (TraceflowSVG, TraceflowDOT) and the
+// OVS pipeline (Pipeline built from the declared layout or a node's flows,
+// PipelineSVG, PipelineDot). antctl prints them; the web UI (pkg/ui)
+// serves the same SVG. The output depends only on the input (no map order,
+// no clock), so committed pictures can be compared byte for byte.
+package diagram
