@@ -29,7 +29,7 @@ func Egresses(ctx context.Context, c *Clients, name string) ([]crdv1beta1.Egress
 			return nil, fmt.Errorf("no Egress %q%s", name, suggest.Hint(name, names))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("Egress %s: %w", name, err)
+			return nil, fmt.Errorf("get Egress %s: %w", name, err)
 		}
 		eg.TypeMeta = tm
 		return []crdv1beta1.Egress{*eg}, nil
@@ -62,7 +62,7 @@ func ExternalIPPools(ctx context.Context, c *Clients, name string) ([]crdv1beta1
 			return nil, fmt.Errorf("no ExternalIPPool %q%s", name, suggest.Hint(name, names))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("ExternalIPPool %s: %w", name, err)
+			return nil, fmt.Errorf("get ExternalIPPool %s: %w", name, err)
 		}
 		p.TypeMeta = tm
 		return []crdv1beta1.ExternalIPPool{*p}, nil
