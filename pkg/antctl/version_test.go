@@ -95,11 +95,12 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 		return [][]string{
 			{"COMPONENT", "FEATUREGATE", "STATUS", "NOTE"},
 			{"antrea-agent", "AntreaProxy", "Disabled", "-"},
+			{"antrea-agent", "Egress", "Disabled", "-"},
 			{"antrea-agent", "FlowExporter", "Disabled", "-"},
 			{"antrea-agent", "NetworkPolicyStats", "Enabled", "-"},
 			{"antrea-agent", "NodeLatencyMonitor", "Disabled", "-"},
 			{"antrea-agent", "PacketCapture", "Disabled", "-"},
-			{"antrea-agent", "Egress", "Not implemented", "set to false; not implemented by this Antrea"},
+			{"antrea-agent", "ServiceExternalIP", "Enabled", "-"},
 			{"antrea-agent", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},
 			{"antrea-controller", "Egress", "Enabled", "-"},
 			{"antrea-controller", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},

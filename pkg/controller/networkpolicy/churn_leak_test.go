@@ -142,6 +142,14 @@ func TestChurnLeavesNoStateBehind(t *testing.T) {
 			if !ok || !ok2 || !p.NodeNames.Equal(n2) || !q.NodeNames.Equal(n2) {
 				return fmt.Errorf("cycle %d: the policies are not computed with span n2 yet", i)
 			}
+			// The aggregator drops a report of a policy it has not seen
+			// yet (its own informer): under load it may lag behind.
+			if _, ok := agg.GetNetworkPolicyStats("ns", np.Name); !ok {
+				return fmt.Errorf("cycle %d: the stats aggregator does not know %s yet", i, np.Name)
+			}
+			if _, ok := agg.GetAntreaNetworkPolicyStats("ns", annp.Name); !ok {
+				return fmt.Errorf("cycle %d: the stats aggregator does not know %s yet", i, annp.Name)
+			}
 			k8sName, annpName = p.Name, q.Name
 			for _, x := range []struct {
 				name string
