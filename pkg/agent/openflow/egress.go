@@ -15,10 +15,12 @@ import (
 // Egress (pkg/agent/egress): a pod an Egress selects sends its traffic to
 // the world through the node that holds the Egress IP, where the node's
 // netfilter SNATs it to that IP (nodenet.SetEgressSNAT). The feature has no
-// table of its own: its flows sit in L3Forwarding below the routes of the
-// pod networks (priority 200 and up), so they see only the packets no route
-// took, the traffic leaving the pod networks (and adding them moves no
-// table number).
+// table of its own: its flows sit in L3Forwarding below every flow of the
+// other features there (the routes of the pod networks, priority 200 and
+// up, and the Services' flow at 100 that sends their connections' packets
+// to the gateway), so they see only the packets nothing else took, the
+// traffic leaving the pod networks (and adding them moves no table
+// number).
 //
 //   - On a node whose local pod's Egress IP is held by another node, the
 //     pod's packets addressed to the gateway (its way off the node) go to
@@ -29,15 +31,15 @@ import (
 //     come back through the gateway and go to the tunnel by the peer's pod
 //     CIDR as any pod traffic does.
 //
-// Traffic to the gateway IP and Service traffic (Services are served by
-// AntreaProxy in OVS, their endpoints in the pod networks or on nodes)
-// never takes an Egress, as upstream.
+// Traffic to the gateway IP never takes an Egress, nor does Service
+// traffic (AntreaProxy marks it for routing, and the Services' flow takes
+// it first), as upstream.
 
-// Priorities of the Egress flows in L3Forwarding, below its routes.
+// Priorities of the Egress flows in L3Forwarding, below all the others.
 const (
-	egressSkipPriority    = priorityLow + 50
-	egressPodPriority     = priorityLow + 40
-	egressHoldingPriority = priorityLow + 30
+	egressSkipPriority    = priorityLow - 10
+	egressPodPriority     = priorityLow - 20
+	egressHoldingPriority = priorityLow - 30
 )
 
 // EgressFlows is the whole desired state of the Egress feature's dynamic
@@ -82,10 +84,7 @@ func (e *egress) FixedFlows(n *NodeConfig) []*binding.Flow {
 	for _, f := range n.families() {
 		ip := ethType(f)
 		flows = append(flows,
-			e.flow(egressSkipPriority, func(m *binding.Match) { m.EthType(ip).IPDst(n.gatewayIP(f)) }, e.b.next(L3ForwardingTable)),
-			e.flow(egressSkipPriority, func(m *binding.Match) { m.EthType(ip); matchField(m, ServiceCTMark, 1) }, e.b.next(L3ForwardingTable)),
-			e.flow(egressSkipPriority, func(m *binding.Match) { m.EthType(ip); matchField(m, EndpointSelectedField, 1) }, e.b.next(L3ForwardingTable)),
-		)
+			e.flow(egressSkipPriority, func(m *binding.Match) { m.EthType(ip).IPDst(n.gatewayIP(f)) }, e.b.next(L3ForwardingTable)))
 	}
 	return flows
 }
