@@ -19,6 +19,7 @@ Egress: true
 
 {{- define "antrea.controllerFeatureGates" -}}
 Egress: true
+ServiceExternalIP: false
 {{- end -}}
 
 {{/*
