@@ -7,10 +7,12 @@
 // The IP is released when the Service goes, stops being a LoadBalancer, loses
 // the annotation, names another pool or asks for another IP.
 //
-// As for Egresses, the allocations live only in the objects: on start the
-// controller takes back the IPs the Services' statuses hold before it
-// allocates anything, and it is a Restorer of the allocator, so a pool
-// deleted and created again does not hand out an IP a Service holds.
+// As for Egresses, the allocations live only in the objects (here the
+// Services' status): on start the controller takes back the IPs the
+// statuses hold before it allocates anything, and it is a Restorer of the
+// allocator, so a pool deleted and created again gives the Services their
+// IPs back and does not hand them out to others. A Service whose pool is gone
+// keeps its status (and gets a Warning Event), as an Egress keeps its IP.
 //
 // A LoadBalancer Service without the annotation is left alone (another
 // LoadBalancer implementation may serve it): the controller records one
@@ -320,7 +322,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			return c.failed(ctx, svc, err)
 		}
 	} else {
-		ip, err := c.allocate(svc, pool, owner, wantIP)
+		ip, err := c.adoptOrAllocate(svc, pool, owner, wantIP)
 		if err != nil {
 			return c.failed(ctx, svc, err)
 		}
@@ -347,6 +349,21 @@ func requestedIP(svc *corev1.Service) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("spec.loadBalancerIP %q is not an IP address", svc.Spec.LoadBalancerIP)
 	}
 	return ip.Unmap(), nil
+}
+
+// adoptOrAllocate takes again the IP the Service's status holds, if it is
+// in the pool, free or the Service's already (restored by the allocator when
+// it rebuilt the pool), and is the one asked for if one is; else it
+// allocates one.
+func (c *Controller) adoptOrAllocate(svc *corev1.Service, pool, owner string, want netip.Addr) (netip.Addr, error) {
+	if ips := statusIPs(svc); len(ips) > 0 && (!want.IsValid() || ips[0] == want) {
+		if err := c.allocator.AllocateSpecificIP(pool, ips[0], owner); err == nil {
+			return ips[0], nil
+		} else if errors.Is(err, externalippool.ErrPoolNotFound) {
+			return netip.Addr{}, err
+		}
+	}
+	return c.allocate(svc, pool, owner, want)
 }
 
 // allocate takes spec.loadBalancerIP from the pool when it is set, else the
@@ -386,15 +403,17 @@ func (c *Controller) allocate(svc *corev1.Service, pool, owner string, want neti
 // failed reports why the Service has no IP as a Warning Event, and empties
 // its status.loadBalancer.ingress: the Service is this controller's (a
 // LoadBalancer with the annotation and no class), so what is there is an IP
-// it wrote and no longer holds (stale, or restored by another owner). No
-// retry: a change of the pool, or an IP released from it, enqueues the
-// Service again.
+// it wrote and no longer holds (stale, or restored by another owner). When
+// the pool is gone the status stays, as an Egress keeps its egressIP: it is
+// the record of the allocation, which the pool takes back if it is created
+// again (the webhook refuses to delete a pool in use). No retry: a change of
+// the pool, or an IP released from it, enqueues the Service again.
 func (c *Controller) failed(ctx context.Context, svc *corev1.Service, err error) error {
 	klog.InfoS("Could not allocate the Service external IP", "service", klog.KObj(svc), "err", err)
 	if c.recorder != nil {
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonAllocationError, "No external IP: %v", err)
 	}
-	if len(svc.Status.LoadBalancer.Ingress) == 0 {
+	if len(svc.Status.LoadBalancer.Ingress) == 0 || errors.Is(err, externalippool.ErrPoolNotFound) {
 		return nil
 	}
 	return c.writeIngress(ctx, svc, netip.Addr{}, netip.Addr{})
