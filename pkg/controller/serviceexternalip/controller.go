@@ -223,11 +223,14 @@ func (c *Controller) restore() {
 		klog.ErrorS(err, "Could not list Services to restore their external IPs")
 		return
 	}
+	var keys []string
 	var allocs []externalippool.Allocation
 	for _, svc := range svcs {
 		pool, ok := poolOf(svc)
 		if ips := statusIPs(svc); ok && len(ips) > 0 {
-			allocs = append(allocs, externalippool.Allocation{Pool: pool, IP: ips[0], Owner: Owner(svc.Namespace + "/" + svc.Name)})
+			key := svc.Namespace + "/" + svc.Name
+			keys = append(keys, key)
+			allocs = append(allocs, externalippool.Allocation{Pool: pool, IP: ips[0], Owner: Owner(key)})
 		}
 	}
 	failed := map[externalippool.Allocation]bool{}
@@ -236,9 +239,9 @@ func (c *Controller) restore() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, a := range allocs {
+	for i, a := range allocs {
 		if !failed[a] {
-			c.held[a.Owner[len("Service/"):]] = allocation{pool: a.Pool, ip: a.IP}
+			c.held[keys[i]] = allocation{pool: a.Pool, ip: a.IP}
 		}
 	}
 	klog.InfoS("Restored the Service external IP allocations", "restored", len(allocs)-len(failed), "failed", len(failed))
