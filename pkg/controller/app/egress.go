@@ -53,7 +53,7 @@ func setupExternalIPs(ctx context.Context, o *Options, kubeClient kubernetes.Int
 		egresses, err = egress.NewController(crdClient, crd.Crd().V1beta1().Egresses(), kube.Core().V1().Pods().Informer(),
 			kube.Core().V1().Namespaces().Informer(), pools, stores.EgressGroups, recorder)
 		if err != nil {
-			return nil, fmt.Errorf("Egress controller: %w", err)
+			return nil, fmt.Errorf("the Egress controller: %w", err)
 		}
 	}
 	var services *serviceexternalip.Controller
