@@ -64,7 +64,8 @@ func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, Manifest
 //     traffic mode chosen with `--traffic-mode`;
 //   - with `--proxy kube-proxy`, AntreaProxy off (antreaProxy.enable).
 //   - the NetworkPolicy stats reported every 5 s instead of 60 s
-//     (statsCollectionInterval), so that tests see them soon.
+//     (statsCollectionInterval), so that tests see them soon;
+//   - the controller's ServiceExternalIP gate on (LoadBalancer IPs).
 func (o Options) labConfOverlay() map[string]map[string]string {
 	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
 	overlay := map[string]map[string]string{
@@ -77,6 +78,9 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,
+			// LoadBalancer IPs from ExternalIPPools (upstream: alpha,
+			// off by default): the lab's outside host reaches them.
+			"featureGates.ServiceExternalIP": "true",
 		},
 	}
 	if o.Proxy == ProxyKube {

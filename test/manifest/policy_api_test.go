@@ -26,7 +26,7 @@ import (
 // ServiceAccount (with no permission but the manifest's), after applying
 // what it needs of the manifest (apiservertest.ApplyAntrea), and stops it
 // at cleanup.
-func startControllerAs(t *testing.T, ctx context.Context, cp *apiservertest.ControlPlane) {
+func startControllerAs(t *testing.T, ctx context.Context, cp *apiservertest.ControlPlane, configure ...func(*app.Options)) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -52,6 +52,9 @@ func startControllerAs(t *testing.T, ctx context.Context, cp *apiservertest.Cont
 	opts.APIServer.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
 	opts.APIServer.SecureServing.BindPort = port
 	opts.APIServer.SecureServing.ServerCert.CertDirectory = filepath.Join(t.TempDir(), "serving")
+	for _, c := range configure {
+		c(opts)
+	}
 	if err := opts.Validate(); err != nil {
 		t.Fatal(err)
 	}

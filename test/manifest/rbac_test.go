@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	"antrea.io/antrea/pkg/apiserver/apiservertest"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
+	"antrea.io/antrea/pkg/controller/app"
 )
 
 // serviceAccountUser is how kube-apiserver sees a Pod's ServiceAccount.
@@ -30,7 +32,8 @@ func serviceAccountUser(name string) envtest.User {
 // least privilege must still be enough): it computes a NetworkPolicy from Pods
 // and Namespaces, writes its CA into the APIService (which then becomes
 // Available) and authorizes the agent, who reads its slice as its own
-// ServiceAccount through kube-apiserver.
+// ServiceAccount through kube-apiserver. The ServiceExternalIP gate is on:
+// the controller writes a LoadBalancer Service's ingress IP.
 func TestControllerWorksWithTheManifestsRBAC(t *testing.T) {
 	cp := apiservertest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -38,7 +41,7 @@ func TestControllerWorksWithTheManifestsRBAC(t *testing.T) {
 	waitForNamespace(t, ctx, cp, namespace)
 	// The manifest's ServiceAccounts, RBAC, CRDs and webhooks; the loopback
 	// APIService; the controller as its ServiceAccount.
-	startControllerAs(t, ctx, cp)
+	startControllerAs(t, ctx, cp, func(o *app.Options) { o.EnableServiceExternalIP = true })
 
 	// Available only once the controller, as its ServiceAccount, wrote its CA.
 	cp.WaitAPIServiceAvailable(t, ctx)
@@ -89,6 +92,50 @@ func TestControllerWorksWithTheManifestsRBAC(t *testing.T) {
 			"the manifest's RBAC is not enough for antrea-controller or antrea-agent", lastErr)
 	}
 	egressAsServiceAccounts(t, ctx, cp, versioned.NewForConfigOrDie(agentUser.Config()))
+	serviceExternalIPAsServiceAccount(t, ctx, cp)
+}
+
+// serviceExternalIPAsServiceAccount: with the manifest's RBAC,
+// antrea-controller writes the ingress IP of an annotated LoadBalancer
+// Service (services/status) and the pool's usage, records its Event, and the
+// pool webhook then refuses to delete the pool, naming the Service.
+func serviceExternalIPAsServiceAccount(t *testing.T, ctx context.Context, cp *apiservertest.ControlPlane) {
+	t.Helper()
+	crd := versioned.NewForConfigOrDie(cp.Config).CrdV1beta1()
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "lb-pool"},
+		Spec: crdv1beta1.ExternalIPPoolSpec{IPRanges: []crdv1beta1.IPRange{{CIDR: "10.30.0.0/30"}}}}
+	if _, err := crd.ExternalIPPools().Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-lb",
+		Annotations: map[string]string{crdv1beta1.ServiceExternalIPPoolAnnotationKey: "lb-pool"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	if _, err := kube.CoreV1().Services("ns").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var ingress []corev1.LoadBalancerIngress
+	var used int
+	var events int
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := kube.CoreV1().Services("ns").Get(ctx, "web-lb", metav1.GetOptions{})
+		p, perr := crd.ExternalIPPools().Get(ctx, "lb-pool", metav1.GetOptions{})
+		ev, eerr := kube.CoreV1().Events("ns").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web-lb"})
+		if err != nil || perr != nil || eerr != nil {
+			return false, nil
+		}
+		ingress, used, events = s.Status.LoadBalancer.Ingress, p.Status.Usage.Used, len(ev.Items)
+		return len(ingress) == 1 && ingress[0].IP == "10.30.0.1" && used == 1 && events > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("antrea-controller never wrote the Service's ingress IP as its ServiceAccount: ingress %+v, pool used %d, %d Events",
+			ingress, used, events)
+	}
+	err = crd.ExternalIPPools().Delete(ctx, "lb-pool", metav1.DeleteOptions{})
+	if err == nil || !strings.Contains(err.Error(), "Service ns/web-lb (status.loadBalancer.ingress) holds its IP 10.30.0.1") {
+		t.Errorf("deleting the pool of a Service's IP: %v", err)
+	}
 }
 
 // egressAsServiceAccounts: with the manifest's RBAC, antrea-controller

@@ -173,9 +173,10 @@ func setupServiceExternalIP(ctx context.Context, d *deps) (component, error) {
 	f := crdinformers.NewSharedInformerFactory(crd, 0)
 	pools := f.Crd().V1beta1().ExternalIPPools()
 	services, nodes := d.informers.Core().V1().Services(), d.informers.Core().V1().Nodes()
+	slices := d.informers.Discovery().V1().EndpointSlices()
 	ctrl := serviceexternalip.NewController(serviceexternalip.Config{NodeName: d.o.NodeName,
-		Services: services.Lister(), Pools: pools.Lister(), Nodes: nodes.Lister(),
-		Informers: []cache.SharedIndexInformer{services.Informer(), pools.Informer(), nodes.Informer()},
+		Services: services.Lister(), EndpointSlices: slices.Lister(), Pools: pools.Lister(), Nodes: nodes.Lister(),
+		Informers: []cache.SharedIndexInformer{services.Informer(), slices.Informer(), pools.Informer(), nodes.Informer()},
 		Neighbors: serviceexternalip.NewProxyNeighbors(link), Cluster: d.cluster})
 	d.cluster.AddListener(ctrl.MembershipChanged)
 	f.Start(ctx.Done())

@@ -28,30 +28,33 @@ import (
 
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/egress"
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	crdlisters "antrea.io/antrea/pkg/client/listers/crd/v1beta1"
+	"antrea.io/antrea/pkg/controller/externalippool"
 	"antrea.io/antrea/pkg/util/garp"
 )
 
-// PoolAnnotation names the ExternalIPPool of a LoadBalancer Service
-// (upstream's annotation).
-const PoolAnnotation = "service.antrea.io/external-ip-pool"
-
 // Config is what the controller needs.
 type Config struct {
-	NodeName  string
-	Services  corelisters.ServiceLister
-	Pools     crdlisters.ExternalIPPoolLister
-	Nodes     corelisters.NodeLister
-	Informers []cache.SharedIndexInformer
-	Neighbors *ProxyNeighbors
-	Cluster   *egress.Cluster
+	NodeName string
+	Services corelisters.ServiceLister
+	// EndpointSlices tell which nodes have an endpoint of a Service with
+	// externalTrafficPolicy Local: only those may answer for its IP.
+	EndpointSlices discoverylisters.EndpointSliceLister
+	Pools          crdlisters.ExternalIPPoolLister
+	Nodes          corelisters.NodeLister
+	Informers      []cache.SharedIndexInformer
+	Neighbors      *ProxyNeighbors
+	Cluster        *egress.Cluster
 	// Resync is how often the whole state is written again (default 10 s).
 	Resync time.Duration
 }
@@ -134,14 +137,28 @@ func (c *Controller) Owned(alive []string) ([]netip.Addr, error) {
 	}
 	var out []netip.Addr
 	for _, s := range svcs {
-		pool := s.Annotations[PoolAnnotation]
-		if s.Spec.Type != corev1.ServiceTypeLoadBalancer || pool == "" {
+		pool := s.Annotations[crdv1beta1.ServiceExternalIPPoolAnnotationKey]
+		// As antrea-controller: a Service with a loadBalancerClass
+		// belongs to that implementation.
+		if s.Spec.Type != corev1.ServiceTypeLoadBalancer || pool == "" || s.Spec.LoadBalancerClass != nil {
 			continue
 		}
-		candidates := c.candidates(pool, alive, byName)
+		candidates, ranges := c.candidates(pool, alive, byName)
+		if s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+			// Only a node with a ready endpoint serves the IP (the
+			// others drop outside traffic under Local), as upstream.
+			withEndpoint := c.nodesWithEndpoints(s)
+			candidates = slices.DeleteFunc(candidates, func(n string) bool { return !withEndpoint[n] })
+		}
 		for _, in := range s.Status.LoadBalancer.Ingress {
 			ip, err := netip.ParseAddr(in.IP)
 			if err != nil || !ip.Is4() { // IPv6 neighbours: with the IPv6 issue
+				continue
+			}
+			// The status outlives a deleted pool (to get the IP back when
+			// it is made again): only an IP of an existing pool is
+			// answered for.
+			if !slices.ContainsFunc(ranges, func(r externalippool.Range) bool { return r.Contains(ip) }) {
 				continue
 			}
 			if egress.Owner(ip.String(), candidates) == c.cfg.NodeName && !slices.Contains(out, ip) {
@@ -153,14 +170,41 @@ func (c *Controller) Owned(alive []string) ([]netip.Addr, error) {
 	return out, nil
 }
 
-func (c *Controller) candidates(poolName string, alive []string, nodes map[string]*corev1.Node) []string {
+// nodesWithEndpoints are the nodes with a ready endpoint of the Service.
+func (c *Controller) nodesWithEndpoints(svc *corev1.Service) map[string]bool {
+	out := map[string]bool{}
+	if c.cfg.EndpointSlices == nil {
+		return out
+	}
+	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: svc.Name})
+	slices_, err := c.cfg.EndpointSlices.EndpointSlices(svc.Namespace).List(sel)
+	if err != nil {
+		return out
+	}
+	for _, es := range slices_ {
+		for _, ep := range es.Endpoints {
+			if ep.NodeName != nil && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
+				out[*ep.NodeName] = true
+			}
+		}
+	}
+	return out
+}
+
+// candidates are the alive members the pool allows, and the pool's ranges
+// (none without the pool).
+func (c *Controller) candidates(poolName string, alive []string, nodes map[string]*corev1.Node) ([]string, []externalippool.Range) {
 	pool, err := c.cfg.Pools.Get(poolName)
 	if err != nil {
-		return nil // no pool, no IP of it
+		return nil, nil // no pool, no IP of it
+	}
+	ranges, err := externalippool.ParseRanges(pool.Spec)
+	if err != nil {
+		return nil, nil
 	}
 	sel, err := metav1.LabelSelectorAsSelector(&pool.Spec.NodeSelector)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	var out []string
 	for _, n := range alive {
@@ -168,7 +212,7 @@ func (c *Controller) candidates(poolName string, alive []string, nodes map[strin
 			out = append(out, n)
 		}
 	}
-	return out
+	return out, ranges
 }
 
 func (c *Controller) sync() error {

@@ -30,11 +30,16 @@ const FileName = "antrea-controller.conf"
 // their admission and the egressgroups API (upstream: beta, on by default).
 const Egress = "Egress"
 
+// ServiceExternalIP is the feature gate of the LoadBalancer Service IP
+// allocation from ExternalIPPools (upstream: alpha, off by default).
+const ServiceExternalIP = "ServiceExternalIP"
+
 // ControllerConfig is antrea-controller.conf. Field comments give
 // upstream's meaning and default; the json tags are upstream's key names.
 type ControllerConfig struct {
 	// FeatureGates maps feature names to on/off. The controller implements
-	// Egress; upstream's other gates are checked and dropped.
+	// Egress and ServiceExternalIP; upstream's other gates are checked and
+	// dropped.
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 	// ClientConnection says how to reach kube-apiserver.
 	ClientConnection config.ClientConnection `json:"clientConnection"`
@@ -63,7 +68,7 @@ type ControllerConfig struct {
 // Defaults returns upstream's defaults.
 func Defaults() *ControllerConfig {
 	return &ControllerConfig{
-		FeatureGates:            map[string]bool{Egress: true},
+		FeatureGates:            map[string]bool{Egress: true, ServiceExternalIP: false},
 		APIPort:                 10349,
 		EnablePrometheusMetrics: true,
 		SelfSignedCert:          true,
@@ -111,7 +116,7 @@ func (c *ControllerConfig) validate() []error {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.FeatureGates)) {
-		if name != Egress {
+		if name != Egress && name != ServiceExternalIP {
 			fail("featureGates", "%q is not a feature gate this Antrea implements", name)
 		}
 	}

@@ -23,7 +23,7 @@ var spec = strict.Spec{
 		{Name: "Multicluster"},
 		{Name: "NetworkPolicyStats", Default: true},
 		{Name: "NodeIPAM"},
-		{Name: "ServiceExternalIP"},
+		{Name: ServiceExternalIP, Implemented: true},
 		{Name: "SupportBundleCollection"},
 		{Name: "Traceflow", Default: true},
 	},

@@ -7,10 +7,12 @@ import (
 	"net/netip"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
@@ -35,6 +37,9 @@ type IPLookup interface {
 	// EgressesOfPool are the Egresses whose externalIPPool (or one of
 	// whose externalIPPools) is pool.
 	EgressesOfPool(ctx context.Context, pool string) ([]*crdv1beta1.Egress, error)
+	// ServicesOfPool are the Services whose annotation
+	// service.antrea.io/external-ip-pool names pool.
+	ServicesOfPool(ctx context.Context, pool string) ([]*corev1.Service, error)
 }
 
 // EgressValidator checks Egresses and ExternalIPPools as upstream's
@@ -135,25 +140,62 @@ func (v *EgressValidator) ValidateExternalIPPool(ctx context.Context, p, old *cr
 	return errs
 }
 
-// heldIPsStayIn refuses ranges that leave out an IP an Egress of the pool holds.
+// heldIPsStayIn refuses ranges that leave out an IP an Egress or a
+// LoadBalancer Service holds of the pool.
 func (v *EgressValidator) heldIPsStayIn(ctx context.Context, pool string, ranges []externalippool.Range, path *field.Path) field.ErrorList {
-	egresses, err := v.lookup.EgressesOfPool(ctx, pool)
+	held, err := v.holders(ctx, pool)
 	if err != nil {
 		return field.ErrorList{field.InternalError(path, err)}
 	}
 	var errs field.ErrorList
-	for _, eg := range egresses {
-		for _, ip := range ipsFromPool(eg, pool) {
-			in := false
-			for _, r := range ranges {
-				in = in || r.Contains(ip)
-			}
-			if !in {
-				errs = append(errs, field.Forbidden(path, fmt.Sprintf("IP %s allocated to Egress %s would be out of the pool's ranges", ip, eg.Name)))
-			}
+	for _, h := range held {
+		in := false
+		for _, r := range ranges {
+			in = in || r.Contains(h.ip)
+		}
+		if !in {
+			errs = append(errs, field.Forbidden(path, fmt.Sprintf("IP %s allocated to %s would be out of the pool's ranges", h.ip, h.holder)))
 		}
 	}
 	return errs
+}
+
+// heldIP is an IP of a pool and what holds it ("Egress e1 (spec.egressIP)").
+type heldIP struct {
+	ip     netip.Addr
+	holder string
+}
+
+// holders are the IPs of pool held by Egresses (their egressIP or
+// egressIPs) and by LoadBalancer Services that take their IP from it (their
+// status.loadBalancer.ingress; see pkg/controller/serviceexternalip).
+func (v *EgressValidator) holders(ctx context.Context, pool string) ([]heldIP, error) {
+	egresses, err := v.lookup.EgressesOfPool(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	var out []heldIP
+	for _, eg := range egresses {
+		for _, ip := range ipsFromPool(eg, pool) {
+			out = append(out, heldIP{ip: ip, holder: "Egress " + eg.Name})
+		}
+	}
+	svcs, err := v.lookup.ServicesOfPool(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	for _, svc := range svcs {
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil ||
+			svc.Annotations[crdv1beta1.ServiceExternalIPPoolAnnotationKey] != pool {
+			continue
+		}
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if ip, err := netip.ParseAddr(in.IP); err == nil {
+				out = append(out, heldIP{ip: ip.Unmap(), holder: fmt.Sprintf("Service %s/%s (status.loadBalancer.ingress)", svc.Namespace, svc.Name)})
+			}
+		}
+	}
+	return out, nil
 }
 
 // ipsFromPool are the IPs an Egress holds from pool: its egressIP with its
@@ -210,18 +252,16 @@ func validateSubnetInfo(si *crdv1beta1.SubnetInfo, ranges []externalippool.Range
 	return errs
 }
 
-// ValidateExternalIPPoolDelete refuses to delete a pool an Egress holds an
-// IP of.
+// ValidateExternalIPPoolDelete refuses to delete a pool an Egress or a
+// LoadBalancer Service holds an IP of.
 func (v *EgressValidator) ValidateExternalIPPoolDelete(ctx context.Context, p *crdv1beta1.ExternalIPPool) field.ErrorList {
-	egresses, err := v.lookup.EgressesOfPool(ctx, p.Name)
+	held, err := v.holders(ctx, p.Name)
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("metadata", "name"), err)}
 	}
-	for _, eg := range egresses {
-		if ips := ipsFromPool(eg, p.Name); len(ips) > 0 {
-			return field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"),
-				fmt.Sprintf("ExternalIPPool %s is in use: Egress %s holds its IP %s", p.Name, eg.Name, ips[0]))}
-		}
+	if len(held) > 0 {
+		return field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"),
+			fmt.Sprintf("ExternalIPPool %s is in use: %s holds its IP %s", p.Name, held[0].holder, held[0].ip))}
 	}
 	return nil
 }
@@ -327,14 +367,17 @@ type informerIPLookup struct {
 	client   versioned.Interface
 	pools    crdlisters.ExternalIPPoolLister
 	egresses cache.Indexer
+	services cache.Indexer
 }
 
-// egressPoolIndex indexes Egresses by their externalIPPool.
+// egressPoolIndex indexes Egresses by their externalIPPool, and Services by
+// the pool their annotation names.
 const egressPoolIndex = "externalIPPool"
 
-// NewInformerIPLookup adds the index it needs to the Egress informer
-// (before it starts) and returns an IPLookup reading the informers.
-func NewInformerIPLookup(client versioned.Interface, pools crdinformers.ExternalIPPoolInformer, egresses crdinformers.EgressInformer) (IPLookup, error) {
+// NewInformerIPLookup adds the indexes it needs to the Egress and Service
+// informers (before they start) and returns an IPLookup reading the informers.
+func NewInformerIPLookup(client versioned.Interface, pools crdinformers.ExternalIPPoolInformer, egresses crdinformers.EgressInformer,
+	services coreinformers.ServiceInformer) (IPLookup, error) {
 	err := egresses.Informer().AddIndexers(cache.Indexers{egressPoolIndex: func(obj any) ([]string, error) {
 		eg, ok := obj.(*crdv1beta1.Egress)
 		if !ok {
@@ -349,7 +392,19 @@ func NewInformerIPLookup(client versioned.Interface, pools crdinformers.External
 	if err != nil {
 		return nil, fmt.Errorf("adding the %s index: %w", egressPoolIndex, err)
 	}
-	return &informerIPLookup{client: client, pools: pools.Lister(), egresses: egresses.Informer().GetIndexer()}, nil
+	err = services.Informer().AddIndexers(cache.Indexers{egressPoolIndex: func(obj any) ([]string, error) {
+		if svc, ok := obj.(*corev1.Service); ok {
+			if p := svc.Annotations[crdv1beta1.ServiceExternalIPPoolAnnotationKey]; p != "" {
+				return []string{p}, nil
+			}
+		}
+		return nil, nil
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("adding the Service %s index: %w", egressPoolIndex, err)
+	}
+	return &informerIPLookup{client: client, pools: pools.Lister(), egresses: egresses.Informer().GetIndexer(),
+		services: services.Informer().GetIndexer()}, nil
 }
 
 func (l *informerIPLookup) ExternalIPPool(ctx context.Context, name string) (*crdv1beta1.ExternalIPPool, error) {
@@ -371,6 +426,18 @@ func (l *informerIPLookup) EgressesOfPool(_ context.Context, pool string) ([]*cr
 	out := make([]*crdv1beta1.Egress, 0, len(objs))
 	for _, o := range objs {
 		out = append(out, o.(*crdv1beta1.Egress))
+	}
+	return out, nil
+}
+
+func (l *informerIPLookup) ServicesOfPool(_ context.Context, pool string) ([]*corev1.Service, error) {
+	objs, err := l.services.ByIndex(egressPoolIndex, pool)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Service, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*corev1.Service))
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -16,6 +17,17 @@ import (
 type fakeIPLookup struct {
 	pools    []*crdv1beta1.ExternalIPPool
 	egresses []*crdv1beta1.Egress
+	services []*corev1.Service
+}
+
+func (f *fakeIPLookup) ServicesOfPool(_ context.Context, pool string) ([]*corev1.Service, error) {
+	var out []*corev1.Service
+	for _, s := range f.services {
+		if s.Annotations[crdv1beta1.ServiceExternalIPPoolAnnotationKey] == pool {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeIPLookup) ExternalIPPool(_ context.Context, name string) (*crdv1beta1.ExternalIPPool, error) {
@@ -58,11 +70,23 @@ func dualEgress() *crdv1beta1.Egress {
 	return e
 }
 
+// lbService is a Service of type typ annotated with poolName whose status
+// has the ingress ip.
+func lbService(name string, typ corev1.ServiceType, poolName, ip string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+		Annotations: map[string]string{crdv1beta1.ServiceExternalIPPoolAnnotationKey: poolName}},
+		Spec:   corev1.ServiceSpec{Type: typ},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: ip}}}}}
+}
+
 func newEgressValidator() *EgressValidator {
 	return NewEgressValidator(&fakeIPLookup{
-		pools: []*crdv1beta1.ExternalIPPool{pool("prod", crdv1beta1.IPRange{Start: "10.10.0.2", End: "10.10.0.10"}, crdv1beta1.IPRange{CIDR: "10.10.1.0/28"})},
+		pools: []*crdv1beta1.ExternalIPPool{pool("prod", crdv1beta1.IPRange{Start: "10.10.0.2", End: "10.10.0.10"}, crdv1beta1.IPRange{CIDR: "10.10.1.0/28"}),
+			pool("lb", crdv1beta1.IPRange{CIDR: "10.50.0.0/28"})},
 		egresses: []*crdv1beta1.Egress{egress("web", "10.10.0.9", "prod"), egress("pending", "", "prod"),
 			egress("static", "10.20.0.1", ""), dualEgress()},
+		services: []*corev1.Service{lbService("web-lb", corev1.ServiceTypeLoadBalancer, "lb", "10.50.0.3"),
+			lbService("was-lb", corev1.ServiceTypeClusterIP, "lb-old", "10.60.0.3")},
 	})
 }
 
@@ -102,6 +126,8 @@ func TestValidateExternalIPPool(t *testing.T) {
 		{name: "a pool may keep its own ranges on update", pool: pool("prod", crdv1beta1.IPRange{Start: "10.10.0.2", End: "10.10.0.10"}), old: true},
 		{name: "an update leaving out an IP an Egress holds is refused", pool: pool("prod", crdv1beta1.IPRange{Start: "10.10.0.2", End: "10.10.0.5"}), old: true,
 			want: map[string]string{"spec.ipRanges": "IP 10.10.0.9 allocated to Egress web"}},
+		{name: "an update leaving out an IP a LoadBalancer Service holds is refused naming the Service", pool: pool("lb", crdv1beta1.IPRange{Start: "10.50.0.4", End: "10.50.0.9"}), old: true,
+			want: map[string]string{"spec.ipRanges": "IP 10.50.0.3 allocated to Service ns/web-lb (status.loadBalancer.ingress)"}},
 		{name: "ranges outside subnetInfo are refused", pool: func() *crdv1beta1.ExternalIPPool {
 			p := pool("p", crdv1beta1.IPRange{Start: "10.40.0.2", End: "10.40.1.10"})
 			p.Spec.SubnetInfo = &crdv1beta1.SubnetInfo{Gateway: "10.40.0.1", PrefixLength: 24, VLAN: 10}
@@ -132,6 +158,10 @@ func TestDeletingAPoolInUseIsRefused(t *testing.T) {
 	wantErrors(t, v.ValidateExternalIPPoolDelete(context.Background(), pool("v4")),
 		map[string]string{"metadata.name": "Egress dual holds its IP 10.30.0.5"})
 	wantErrors(t, v.ValidateExternalIPPoolDelete(context.Background(), pool("v6")), nil)
+	wantErrors(t, v.ValidateExternalIPPoolDelete(context.Background(), pool("lb")),
+		map[string]string{"metadata.name": "Service ns/web-lb (status.loadBalancer.ingress) holds its IP 10.50.0.3"})
+	// A Service that is no longer a LoadBalancer holds nothing.
+	wantErrors(t, v.ValidateExternalIPPoolDelete(context.Background(), pool("lb-old")), nil)
 }
 
 func TestValidateEgress(t *testing.T) {

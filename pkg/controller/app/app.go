@@ -3,7 +3,9 @@
 // server that serves those stores to agents, and, on the same HTTPS server,
 // the admission webhooks of the Antrea-native policy API (crd.antrea.io),
 // whose static Tiers it keeps, and, behind the Egress gate, the Egress IP
-// allocation from ExternalIPPools and the EgressGroups served to agents.
+// allocation from ExternalIPPools and the EgressGroups served to agents,
+// behind the ServiceExternalIP gate the allocation of LoadBalancer Service
+// IPs from the same pools.
 package app
 
 import (
@@ -97,19 +99,18 @@ func Run(ctx context.Context, o *Options) error {
 	for path, h := range admission.Handlers(admission.NewValidator(lookup, admission.ControllerUser())) {
 		server.Handle(path, h)
 	}
-	egressValidator, err := egressAdmission(crdClient, crdInformerFactory)
+	egressValidator, err := egressAdmission(crdClient, crdInformerFactory, informerFactory)
 	if err != nil {
 		return err
 	}
 	for path, h := range admission.EgressHandlers(egressValidator) {
 		server.Handle(path, h)
 	}
-	// Egress: IPs from ExternalIPPools, and the EgressGroups the agents watch.
-	var runEgress func(context.Context)
-	if o.EnableEgress {
-		if runEgress, err = setupEgress(ctx, kubeClient, crdClient, informerFactory, crdInformerFactory, stores, o.Workers); err != nil {
-			return err
-		}
+	// Egress and ServiceExternalIP: IPs from ExternalIPPools, and the
+	// EgressGroups the agents watch.
+	runExternalIPs, err := setupExternalIPs(ctx, o, kubeClient, crdClient, informerFactory, crdInformerFactory, stores)
+	if err != nil {
+		return err
 	}
 	if err := npController.EnableAntreaPolicies(networkpolicy.AntreaPolicyConfig{
 		CRDClient: crdClient, CRDInformers: crdInformerFactory, Realizer: stores.Statuses,
@@ -173,8 +174,8 @@ func Run(ctx context.Context, o *Options) error {
 	go tierKeeper.Run(ctx)
 	go runMonitor(ctx, o, crdClient, kubeClient, stores)
 	go tfController.Run(ctx)
-	if runEgress != nil {
-		go runEgress(ctx)
+	if runExternalIPs != nil {
+		go runExternalIPs(ctx)
 	}
 	klog.InfoS("Started antrea-controller", "workers", o.Workers)
 	return server.Run(ctx)

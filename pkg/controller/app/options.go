@@ -41,6 +41,10 @@ type Options struct {
 	// EnableEgress (featureGates.Egress) runs the Egress and ExternalIPPool
 	// controllers and serves egressgroups.
 	EnableEgress bool
+	// EnableServiceExternalIP (featureGates.ServiceExternalIP) runs the
+	// ExternalIPPool controller and the allocation of LoadBalancer Service
+	// IPs from the pools.
+	EnableServiceExternalIP bool
 
 	// caFile is the CA of a provided certificate (SelfSignedCert false).
 	caFile string
@@ -97,6 +101,7 @@ func (o *Options) applyConfig(c *controllerconfig.ControllerConfig, explicit map
 	set("", func() { o.SelfSignedCert = c.SelfSignedCert })
 	set("", func() { o.EnablePrometheusMetrics = c.EnablePrometheusMetrics })
 	set("", func() { o.EnableEgress = c.FeatureGates[controllerconfig.Egress] })
+	set("", func() { o.EnableServiceExternalIP = c.FeatureGates[controllerconfig.ServiceExternalIP] })
 	set("tls-cipher-suites", func() { serving.CipherSuites = c.CipherSuites() })
 	set("tls-min-version", func() { serving.MinTLSVersion = c.TLSMinVersion })
 }

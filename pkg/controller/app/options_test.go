@@ -147,3 +147,20 @@ func TestOverrideReachesDelegatedAuth(t *testing.T) {
 		}
 	}
 }
+
+func TestFeatureGatesOfTheConfigFileTurnTheExternalIPControllersOnAndOff(t *testing.T) {
+	o, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.EnableEgress || o.EnableServiceExternalIP {
+		t.Errorf("defaults: Egress %v, ServiceExternalIP %v; want upstream's true and false", o.EnableEgress, o.EnableServiceExternalIP)
+	}
+	o, err = parse(t, "--config", writeConf(t, "featureGates:\n  Egress: false\n  ServiceExternalIP: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.EnableEgress || !o.EnableServiceExternalIP {
+		t.Errorf("from the file: Egress %v, ServiceExternalIP %v; want false and true", o.EnableEgress, o.EnableServiceExternalIP)
+	}
+}

@@ -17,6 +17,8 @@ var (
 	ErrNotInPool = errors.New("IP is not in the ExternalIPPool's ranges")
 	// ErrInUse: the IP is allocated to another owner.
 	ErrInUse = errors.New("IP is allocated to another owner")
+	// ErrNoRangeOfFamily: the pool has no range of the IP family asked for.
+	ErrNoRangeOfFamily = errors.New("the ExternalIPPool has no IP range of that family")
 )
 
 // poolAllocator hands out the IPs of one pool's ranges: the lowest free IP
@@ -45,13 +47,27 @@ func (p *poolAllocator) contains(ip netip.Addr) bool {
 // The scan skips allocated IPs one by one: it costs O(allocated), which a
 // pool of Egress and LoadBalancer IPs keeps small.
 func (p *poolAllocator) allocate(owner string) (netip.Addr, error) {
+	return p.allocateOfFamily(owner, 0)
+}
+
+// allocateOfFamily is allocate among the ranges of one family: bits 32 for
+// IPv4, 128 for IPv6, 0 for either.
+func (p *poolAllocator) allocateOfFamily(owner string, bits int) (netip.Addr, error) {
+	found := false
 	for _, r := range p.ranges {
+		if bits != 0 && r.First.BitLen() != bits {
+			continue
+		}
+		found = true
 		for ip := r.First; ip.IsValid() && ip.Compare(r.Last) <= 0; ip = ip.Next() {
 			if _, used := p.owners[ip]; !used {
 				p.owners[ip] = owner
 				return ip, nil
 			}
 		}
+	}
+	if !found && bits != 0 {
+		return netip.Addr{}, ErrNoRangeOfFamily
 	}
 	return netip.Addr{}, ErrExhausted
 }

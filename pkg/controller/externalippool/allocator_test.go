@@ -156,3 +156,20 @@ func TestReshapeKeepsTheAllocationsStillInRange(t *testing.T) {
 		t.Errorf("used %d total %d, want 1 and 5", a.used(), a.total())
 	}
 }
+
+func TestAllocateOfFamilyPicksAmongTheRangesOfThatFamily(t *testing.T) {
+	a := newPoolAllocator(mustRanges(t, crdv1beta1.IPRange{CIDR: "fd00:10::/127"}, crdv1beta1.IPRange{Start: "10.0.0.1", End: "10.0.0.1"}))
+	if ip, err := a.allocateOfFamily("Service/ns/v4", 32); err != nil || ip.String() != "10.0.0.1" {
+		t.Errorf("IPv4 from a pool whose first range is IPv6: %v, %v; want 10.0.0.1", ip, err)
+	}
+	if _, err := a.allocateOfFamily("Service/ns/v4b", 32); !errors.Is(err, ErrExhausted) {
+		t.Errorf("IPv4 once its range is used up: %v, want ErrExhausted", err)
+	}
+	if ip, err := a.allocateOfFamily("Service/ns/v6", 128); err != nil || ip.String() != "fd00:10::" {
+		t.Errorf("IPv6: %v, %v; want fd00:10::", ip, err)
+	}
+	v4only := newPoolAllocator(mustRanges(t, crdv1beta1.IPRange{CIDR: "10.1.0.0/30"}))
+	if _, err := v4only.allocateOfFamily("Service/ns/v6", 128); !errors.Is(err, ErrNoRangeOfFamily) {
+		t.Errorf("IPv6 from an IPv4 pool: %v, want ErrNoRangeOfFamily", err)
+	}
+}

@@ -1,8 +1,8 @@
 // Package externalippool is the antrea-controller's keeper of the IPs of
 // ExternalIPPools (crd.antrea.io/v1beta1): one allocator per pool, IPv4 and
 // IPv6 ranges, used by the controllers of the objects that take IPs from a
-// pool (the Egress controller now, the LoadBalancer Service controller
-// later) through AllocateIP, AllocateSpecificIP, ReleaseIP and
+// pool (the Egress controller and the LoadBalancer Service controller,
+// pkg/controller/serviceexternalip) through AllocateIP, AllocateSpecificIP, ReleaseIP and
 // RestoreAllocations. Allocations are not stored anywhere but in the objects
 // that hold the IPs (an Egress's spec.egressIP with its spec.externalIPPool),
 // as upstream does: on start each consumer restores what its objects hold
@@ -15,6 +15,7 @@ package externalippool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -180,13 +181,23 @@ func (c *Controller) poolLocked(name string) (*poolAllocator, error) {
 
 // AllocateIP gives owner a free IP of the pool.
 func (c *Controller) AllocateIP(poolName, owner string) (netip.Addr, error) {
+	return c.AllocateIPOfFamily(poolName, owner, 0)
+}
+
+// AllocateIPOfFamily gives owner a free IP of the pool's ranges of one
+// family: bits 32 for IPv4, 128 for IPv6, 0 for either (AllocateIP). A pool
+// without a range of that family fails with ErrNoRangeOfFamily.
+func (c *Controller) AllocateIPOfFamily(poolName, owner string, bits int) (netip.Addr, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, err := c.poolLocked(poolName)
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	ip, err := p.allocate(owner)
+	ip, err := p.allocateOfFamily(owner, bits)
+	if errors.Is(err, ErrNoRangeOfFamily) {
+		return netip.Addr{}, fmt.Errorf("ExternalIPPool %s: %w", poolName, err)
+	}
 	if err != nil {
 		if obj, gerr := c.lister.Get(poolName); gerr == nil && c.recorder != nil {
 			c.recorder.Eventf(obj, corev1.EventTypeWarning, ReasonExhausted,

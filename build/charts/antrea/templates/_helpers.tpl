@@ -20,6 +20,7 @@ ServiceExternalIP: true
 
 {{- define "antrea.controllerFeatureGates" -}}
 Egress: true
+ServiceExternalIP: false
 {{- end -}}
 
 {{/*
