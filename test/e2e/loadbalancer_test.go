@@ -67,7 +67,9 @@ func TestLoadBalancerIPFromAnOutsideHost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer func() { _ = e.Client.CoreV1().Services(ns).Delete(context.Background(), svc.Name, metav1.DeleteOptions{}) }()
+			defer func() {
+				_ = e.Client.CoreV1().Services(ns).Delete(context.Background(), svc.Name, metav1.DeleteOptions{})
+			}()
 			var ip string
 			labtest.WaitFor(t, ctx, "the Service has an ingress IP of the pool", func() error {
 				s, err := e.Client.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
