@@ -68,15 +68,10 @@ func setupEgress(ctx context.Context, d *deps) (component, error) {
 	if !d.o.FeatureGates[agentconfig.Egress] {
 		return nil, nil
 	}
-	link, err := linkWithAddress(d.nc.NodeIP.IP)
+	link, crd, f, err := externalIPClients(d)
 	if err != nil {
 		return nil, err
 	}
-	crd, err := versioned.NewForConfig(d.kubeConfig)
-	if err != nil {
-		return nil, err
-	}
-	f := crdinformers.NewSharedInformerFactory(crd, 0)
 	egresses, pools := f.Crd().V1beta1().Egresses(), f.Crd().V1beta1().ExternalIPPools()
 	nodes := d.informers.Core().V1().Nodes()
 	var podCIDRs []netip.Prefix
@@ -148,6 +143,21 @@ func linkWithAddress(ip net.IP) (string, error) {
 	return "", fmt.Errorf("no interface has the node's address %s", ip)
 }
 
+// externalIPClients are what a part placing external IPs needs: the
+// interface with the node's address (where they are answered for), a client
+// of Antrea's APIs and an informer factory of its own.
+func externalIPClients(d *deps) (string, versioned.Interface, crdinformers.SharedInformerFactory, error) {
+	link, err := linkWithAddress(d.nc.NodeIP.IP)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	crd, err := versioned.NewForConfig(d.kubeConfig)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return link, crd, crdinformers.NewSharedInformerFactory(crd, 0), nil
+}
+
 // serviceExternalIPOn says whether this agent answers for LoadBalancer IPs:
 // the gate, and AntreaProxy's node path (proxyAll), which routes them into
 // OVS.
@@ -162,15 +172,10 @@ func setupServiceExternalIP(ctx context.Context, d *deps) (component, error) {
 	if !serviceExternalIPOn(d.o) {
 		return nil, nil
 	}
-	link, err := linkWithAddress(d.nc.NodeIP.IP)
+	link, _, f, err := externalIPClients(d)
 	if err != nil {
 		return nil, err
 	}
-	crd, err := versioned.NewForConfig(d.kubeConfig)
-	if err != nil {
-		return nil, err
-	}
-	f := crdinformers.NewSharedInformerFactory(crd, 0)
 	pools := f.Crd().V1beta1().ExternalIPPools()
 	services, nodes := d.informers.Core().V1().Services(), d.informers.Core().V1().Nodes()
 	slices := d.informers.Discovery().V1().EndpointSlices()

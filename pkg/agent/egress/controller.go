@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -80,8 +79,9 @@ type Config struct {
 // own member pods' traffic to the owner of their Egress otherwise
 // (OpenFlow), and, as the owner, reports the Egress's status.
 type Controller struct {
-	cfg     Config
-	trigger chan struct{}
+	// Syncer: Trigger, MembershipChanged (a listener of the Cluster).
+	*Syncer
+	cfg Config
 
 	mu     sync.Mutex
 	groups map[string][]cpv1beta2.GroupMember // EgressGroup name (the Egress's) -> members
@@ -89,9 +89,6 @@ type Controller struct {
 
 	// last is what the last sync wrote, for the status and the logs.
 	lastOwners map[string]string
-	// reannounce is set when the membership changed: the next sync
-	// announces every IP this node holds again.
-	reannounce atomic.Bool
 }
 
 // NewController makes the controller and adds its event handlers.
@@ -99,51 +96,14 @@ func NewController(cfg Config) *Controller {
 	if cfg.Resync == 0 {
 		cfg.Resync = 10 * time.Second
 	}
-	c := &Controller{cfg: cfg, trigger: make(chan struct{}, 1), groups: map[string][]cpv1beta2.GroupMember{}}
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.Trigger() },
-		UpdateFunc: func(any, any) { c.Trigger() },
-		DeleteFunc: func(any) { c.Trigger() },
-	}
-	for _, inf := range cfg.Informers {
-		_, _ = inf.AddEventHandler(h)
-	}
-	return c
-}
-
-// MembershipChanged is the Cluster's OnChange: a sync, which also
-// announces the held IPs again.
-func (c *Controller) MembershipChanged() {
-	c.reannounce.Store(true)
-	c.Trigger()
-}
-
-// Trigger asks for a sync (coalesced).
-func (c *Controller) Trigger() {
-	select {
-	case c.trigger <- struct{}{}:
-	default:
-	}
+	return &Controller{cfg: cfg, Syncer: NewSyncer(cfg.Informers), groups: map[string][]cpv1beta2.GroupMember{}}
 }
 
 // Run watches the EgressGroups and syncs until ctx ends; then this node's
 // external IPs are released (its member leaves, and the others take them).
 func (c *Controller) Run(ctx context.Context) {
 	go c.watchGroups(ctx)
-	t := time.NewTicker(c.cfg.Resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.trigger:
-		case <-t.C:
-		}
-		if err := c.sync(ctx); err != nil && ctx.Err() == nil {
-			klog.ErrorS(err, "Egress sync failed; retrying")
-			time.AfterFunc(time.Second, c.Trigger)
-		}
-	}
+	c.Syncer.Run(ctx, "Egress", c.cfg.Resync, c.sync)
 }
 
 // watchGroups lists and watches every EgressGroup (all members: the node
@@ -393,7 +353,7 @@ func (c *Controller) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.reannounce.Swap(false) {
+	if c.TakeReannounce() {
 		// Those just added were announced by Add.
 		c.cfg.IPs.Announce(slices.DeleteFunc(slices.Clone(st.Hold), func(ip netip.Addr) bool { return slices.Contains(added, ip) }))
 	}

@@ -23,7 +23,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -61,10 +60,10 @@ type Config struct {
 
 // Controller answers for the LoadBalancer IPs this node owns.
 type Controller struct {
-	cfg        Config
-	trigger    chan struct{}
-	reannounce atomic.Bool
-	last       []netip.Addr
+	// Syncer: Trigger, MembershipChanged (a listener of the Cluster).
+	*egress.Syncer
+	cfg  Config
+	last []netip.Addr
 }
 
 // NewController makes the controller and adds its event handlers; add
@@ -73,51 +72,13 @@ func NewController(cfg Config) *Controller {
 	if cfg.Resync == 0 {
 		cfg.Resync = 10 * time.Second
 	}
-	c := &Controller{cfg: cfg, trigger: make(chan struct{}, 1)}
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.Trigger() },
-		UpdateFunc: func(any, any) { c.Trigger() },
-		DeleteFunc: func(any) { c.Trigger() },
-	}
-	for _, inf := range cfg.Informers {
-		_, _ = inf.AddEventHandler(h)
-	}
-	return c
+	return &Controller{cfg: cfg, Syncer: egress.NewSyncer(cfg.Informers)}
 }
 
-// Trigger asks for a sync (coalesced).
-func (c *Controller) Trigger() {
-	select {
-	case c.trigger <- struct{}{}:
-	default:
-	}
-}
-
-// MembershipChanged is the cluster's listener: a sync that also announces
-// every held IP again.
-func (c *Controller) MembershipChanged() {
-	c.reannounce.Store(true)
-	c.Trigger()
-}
-
-// Run syncs until ctx ends.
+// Run syncs until ctx ends. The proxy entries stay: an agent restarting
+// keeps answering (it is most likely the owner again once it rejoined).
 func (c *Controller) Run(ctx context.Context) {
-	t := time.NewTicker(c.cfg.Resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			// The entries stay: an agent restarting keeps answering (it
-			// is most likely the owner again once it has rejoined).
-			return
-		case <-c.trigger:
-		case <-t.C:
-		}
-		if err := c.sync(); err != nil && ctx.Err() == nil {
-			klog.ErrorS(err, "LoadBalancer IP sync failed; retrying")
-			time.AfterFunc(time.Second, c.Trigger)
-		}
-	}
+	c.Syncer.Run(ctx, "ServiceExternalIP", c.cfg.Resync, func(context.Context) error { return c.sync() })
 }
 
 // Owned computes the LoadBalancer IPs this node answers for, given the
@@ -224,7 +185,7 @@ func (c *Controller) sync() error {
 		return err
 	}
 	added, err := c.cfg.Neighbors.Sync(want)
-	if c.reannounce.Swap(false) {
+	if c.TakeReannounce() {
 		c.cfg.Neighbors.Announce(slices.DeleteFunc(slices.Clone(want), func(ip netip.Addr) bool { return slices.Contains(added, ip) }))
 	}
 	if !slices.Equal(want, c.last) {
