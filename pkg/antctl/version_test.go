@@ -103,6 +103,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 			{"antrea-agent", "ServiceExternalIP", "Enabled", "-"},
 			{"antrea-agent", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},
 			{"antrea-controller", "Egress", "Enabled", "-"},
+			{"antrea-controller", "ServiceExternalIP", "Disabled", "-"},
 			{"antrea-controller", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},
 		}
 	}
