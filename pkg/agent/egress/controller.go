@@ -89,6 +89,18 @@ type Controller struct {
 
 	// last is what the last sync wrote, for the status and the logs.
 	lastOwners map[string]string
+	// written is what the last sync wrote of the flows and the SNAT map
+	// (nil: unknown, write both).
+	written *written
+}
+
+type written struct {
+	flows agentof.EgressFlows
+	snat  map[netip.Addr]netip.Addr
+}
+
+func egressFlowsEqual(a, b agentof.EgressFlows) bool {
+	return a.Holding == b.Holding && maps.EqualFunc(a.Remote, b.Remote, func(x, y net.IP) bool { return x.Equal(y) })
 }
 
 // NewController makes the controller and adds its event handlers.
@@ -357,12 +369,24 @@ func (c *Controller) sync(ctx context.Context) error {
 		// Those just added were announced by Add.
 		c.cfg.IPs.Announce(slices.DeleteFunc(slices.Clone(st.Hold), func(ip netip.Addr) bool { return slices.Contains(added, ip) }))
 	}
-	if err := c.cfg.Flows.SetEgressFlows(ctx, agentof.EgressFlows{Remote: st.Remote, Holding: len(st.Hold) > 0}); err != nil {
-		return err
+	// The flows and the SNAT map are written only when they change: most
+	// events (a Node's status, an unrelated pod) change neither, and each
+	// write is an OpenFlow bundle and an nft transaction. (The switch's
+	// flows come back by replay after ovs-vswitchd restarts.)
+	flows := agentof.EgressFlows{Remote: st.Remote, Holding: len(st.Hold) > 0}
+	if c.written == nil || !egressFlowsEqual(c.written.flows, flows) {
+		if err := c.cfg.Flows.SetEgressFlows(ctx, flows); err != nil {
+			c.written = nil
+			return err
+		}
 	}
-	if err := c.cfg.SNAT.SetEgressSNAT(ctx, nodenet.EgressSNAT{Gateway: c.cfg.Gateway, Routed: c.cfg.Routed, SNAT: st.SNAT}); err != nil {
-		return err
+	if c.written == nil || !maps.Equal(c.written.snat, st.SNAT) {
+		if err := c.cfg.SNAT.SetEgressSNAT(ctx, nodenet.EgressSNAT{Gateway: c.cfg.Gateway, Routed: c.cfg.Routed, SNAT: st.SNAT}); err != nil {
+			c.written = nil
+			return err
+		}
 	}
+	c.written = &written{flows: flows, snat: st.SNAT}
 	if _, err := c.cfg.IPs.Sync(st.Hold); err != nil {
 		return err
 	}

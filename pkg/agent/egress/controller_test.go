@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"antrea.io/antrea/pkg/agent/nodenet"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	crdlisters "antrea.io/antrea/pkg/client/listers/crd/v1beta1"
@@ -157,5 +160,55 @@ func TestComputeLeavesAnEgressIPWithoutAPoolWhereTheOperatorPutIt(t *testing.T) 
 				t.Errorf("the status names node-3, yet a1 goes to %v (owners %v)", st.Remote[a1], st.Owners)
 			}
 		})
+	}
+}
+
+type countingDatapath struct{ flows, snat int }
+
+func (d *countingDatapath) SetEgressFlows(context.Context, agentof.EgressFlows) error {
+	d.flows++
+	return nil
+}
+func (d *countingDatapath) SetEgressSNAT(context.Context, nodenet.EgressSNAT) error {
+	d.snat++
+	return nil
+}
+
+// TestSyncWritesFlowsAndSNATOnlyWhenTheyChange: events that change nothing
+// of this node's state (a Node's heartbeat) write no bundle and no nft
+// transaction; a change of the members writes again.
+func TestSyncWritesFlowsAndSNATOnlyWhenTheyChange(t *testing.T) {
+	joined := make(chan struct{})
+	close(joined)
+	cl := &Cluster{name: "node-1", alive: map[string]bool{"node-1": true, "node-2": true}, joined: joined}
+	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "only-node-2"},
+		Spec: crdv1beta1.ExternalIPPoolSpec{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"egress": "yes"}}}}
+	dp := &countingDatapath{}
+	c := NewController(Config{NodeName: "node-1", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.1.0/24")},
+		Egresses: crdlisters.NewEgressLister(indexer(eg("pinned", "172.30.0.201", "only-node-2", 1))),
+		Pools:    crdlisters.NewExternalIPPoolLister(indexer(pool)),
+		Nodes: corelisters.NewNodeLister(indexer(node("node-1", "172.30.0.11", nil),
+			node("node-2", "172.30.0.12", map[string]string{"egress": "yes"}))),
+		Flows: dp, SNAT: dp, Cluster: cl,
+		IPs: &IPAssigner{link: "lo", announce: func(string, net.IP) error { return nil }}})
+	c.groups = map[string][]cpv1beta2.GroupMember{"pinned": {member("x", "a1", "10.10.1.2")}}
+	c.listed = true
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if err := c.sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dp.flows != 1 || dp.snat != 1 {
+		t.Errorf("three syncs of one state wrote the flows %d times and the SNAT %d times, want once each", dp.flows, dp.snat)
+	}
+	c.mu.Lock()
+	c.groups["pinned"] = append(c.groups["pinned"], member("x", "a2", "10.10.1.3"))
+	c.mu.Unlock()
+	if err := c.sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if dp.flows != 2 {
+		t.Errorf("a new local member did not rewrite the flows (%d writes)", dp.flows)
 	}
 }
