@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	"antrea.io/antrea/pkg/util/suggest"
@@ -16,64 +17,56 @@ import (
 // for "".
 func Egresses(ctx context.Context, c *Clients, name string) ([]crdv1beta1.Egress, error) {
 	cl := c.Antrea.CrdV1beta1().Egresses()
-	tm := metav1.TypeMeta{APIVersion: crdv1beta1.SchemeGroupVersion.String(), Kind: "Egress"}
-	if name != "" {
-		eg, err := cl.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			var names []string
-			if l, lerr := cl.List(ctx, metav1.ListOptions{}); lerr == nil {
-				for _, i := range l.Items {
-					names = append(names, i.Name)
-				}
-			}
-			return nil, fmt.Errorf("no Egress %q%s", name, suggest.Hint(name, names))
-		}
-		if err != nil {
-			return nil, fmt.Errorf("get Egress %s: %w", name, err)
-		}
-		eg.TypeMeta = tm
-		return []crdv1beta1.Egress{*eg}, nil
-	}
-	l, err := cl.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing Egresses: %w", err)
-	}
-	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Name < l.Items[j].Name })
-	for i := range l.Items {
-		l.Items[i].TypeMeta = tm
-	}
-	return l.Items, nil
+	return oneOrAll(ctx, "Egress", name, cl.Get, cl.List,
+		func(l *crdv1beta1.EgressList) []crdv1beta1.Egress { return l.Items }, "no Egress %q%s")
 }
 
 // ExternalIPPools returns the ExternalIPPool named name, or every pool
 // (sorted by name) for "".
 func ExternalIPPools(ctx context.Context, c *Clients, name string) ([]crdv1beta1.ExternalIPPool, error) {
 	cl := c.Antrea.CrdV1beta1().ExternalIPPools()
-	tm := metav1.TypeMeta{APIVersion: crdv1beta1.SchemeGroupVersion.String(), Kind: "ExternalIPPool"}
+	return oneOrAll(ctx, "ExternalIPPool", name, cl.Get, cl.List,
+		func(l *crdv1beta1.ExternalIPPoolList) []crdv1beta1.ExternalIPPool { return l.Items }, "no ExternalIPPool %q%s")
+}
+
+// oneOrAll is the query of one cluster-scoped crd.antrea.io/v1beta1 kind:
+// the object named name (when there is none, the error notFound, a format
+// of the name and of a hint of the nearest names), or every object sorted by
+// name for "". The objects carry their TypeMeta (for -o yaml).
+func oneOrAll[T any, PT interface {
+	*T
+	metav1.Object
+	runtime.Object
+}, L any](ctx context.Context, kind, name string,
+	get func(context.Context, string, metav1.GetOptions) (PT, error),
+	list func(context.Context, metav1.ListOptions) (L, error),
+	items func(L) []T, notFound string) ([]T, error) {
+	gvk := crdv1beta1.SchemeGroupVersion.WithKind(kind)
 	if name != "" {
-		p, err := cl.Get(ctx, name, metav1.GetOptions{})
+		o, err := get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			var names []string
-			if l, lerr := cl.List(ctx, metav1.ListOptions{}); lerr == nil {
-				for _, i := range l.Items {
-					names = append(names, i.Name)
+			if l, lerr := list(ctx, metav1.ListOptions{}); lerr == nil {
+				for i := range items(l) {
+					names = append(names, PT(&items(l)[i]).GetName())
 				}
 			}
-			return nil, fmt.Errorf("no ExternalIPPool %q%s", name, suggest.Hint(name, names))
+			return nil, fmt.Errorf(notFound, name, suggest.Hint(name, names))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("get ExternalIPPool %s: %w", name, err)
+			return nil, fmt.Errorf("get %s %s: %w", kind, name, err)
 		}
-		p.TypeMeta = tm
-		return []crdv1beta1.ExternalIPPool{*p}, nil
+		o.GetObjectKind().SetGroupVersionKind(gvk)
+		return []T{*o}, nil
 	}
-	l, err := cl.List(ctx, metav1.ListOptions{})
+	l, err := list(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing ExternalIPPools: %w", err)
+		return nil, fmt.Errorf("listing %ss: %w", kind, err)
 	}
-	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Name < l.Items[j].Name })
-	for i := range l.Items {
-		l.Items[i].TypeMeta = tm
+	out := items(l)
+	sort.Slice(out, func(i, j int) bool { return PT(&out[i]).GetName() < PT(&out[j]).GetName() })
+	for i := range out {
+		PT(&out[i]).GetObjectKind().SetGroupVersionKind(gvk)
 	}
-	return l.Items, nil
+	return out, nil
 }
