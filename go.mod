@@ -29,6 +29,7 @@ require (
 require (
 	github.com/chromedp/chromedp v0.23.1
 	github.com/hashicorp/memberlist v0.7.0
+	github.com/pkg/sftp v1.13.10
 	sigs.k8s.io/network-policy-api v0.2.0
 )
 
@@ -49,6 +50,7 @@ require (
 require (
 	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/kr/fs v0.1.0 // indirect
 )
 
 require (
