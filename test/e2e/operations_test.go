@@ -276,10 +276,11 @@ func TestNodeLatencyStatsAgreeWithPing(t *testing.T) {
 		}
 	}
 	// antctl shows the matrix.
-	out, err := e.Cmd(ctx, "antctl", "get", "nodelatencystats")
+	out, errOut, err := antctl(ctx, e, "get", "nodelatencystats")
 	if err != nil {
-		t.Fatalf("antctl get nodelatencystats: %v: %s", err, out)
+		t.Fatalf("antctl get nodelatencystats: %v: %s%s", err, out, errOut)
 	}
+	t.Logf("antctl get nodelatencystats:\n%s", out)
 	for node := range netns {
 		if !strings.Contains(out, node) {
 			t.Errorf("antctl get nodelatencystats does not name %s:\n%s", node, out)
