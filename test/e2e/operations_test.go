@@ -89,7 +89,9 @@ func TestPacketCaptureUploadsToTheOutsideHostsSFTPServer(t *testing.T) {
 		if _, err := crd.CrdV1alpha1().PacketCaptures().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = crd.CrdV1alpha1().PacketCaptures().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = crd.CrdV1alpha1().PacketCaptures().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
 		labtest.WaitFor(t, ctx, name+" started", func() error {
 			got, err := crd.CrdV1alpha1().PacketCaptures().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
