@@ -235,7 +235,7 @@ func TestNodeLatencyStatsAgreeWithPing(t *testing.T) {
 	for node := range netns {
 		var target string
 		var recent []int64
-		labtest.WaitFor(t, ctx, node+"'s NodeLatencyStats with 10 RTTs to its peer", func() error {
+		labtest.WaitFor(t, ctx, node+"'s NodeLatencyStats with 5 RTTs to its peer", func() error {
 			st, err := crd.StatsV1alpha1().NodeLatencyStatses().Get(ctx, node, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -248,13 +248,13 @@ func TestNodeLatencyStatsAgreeWithPing(t *testing.T) {
 				return fmt.Errorf("peer %+v", p)
 			}
 			ts := p.TargetIPLatencyStats[0]
-			if ts.LastMeasuredRTTNanoseconds <= 0 || len(ts.RecentRTTNanoseconds) < 10 {
+			if ts.LastMeasuredRTTNanoseconds <= 0 || len(ts.RecentRTTNanoseconds) < 5 {
 				return fmt.Errorf("target %+v", ts)
 			}
 			target, recent = ts.TargetIP, ts.RecentRTTNanoseconds
 			return nil
 		})
-		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", netns[node], "ping", "-n", "-q", "-c", "20", "-i", "0.2", target).CombinedOutput()
+		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", netns[node], "ping", "-n", "-q", "-c", "10", "-i", "0.2", target).CombinedOutput()
 		if err != nil {
 			t.Fatalf("ping from %s to %s: %v: %s", node, target, err, out)
 		}
