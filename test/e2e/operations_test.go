@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	crdv1alpha1 "antrea.io/antrea/pkg/apis/crd/v1alpha1"
+	statsv1alpha1 "antrea.io/antrea/pkg/apis/stats/v1alpha1"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	"antrea.io/antrea/pkg/lab"
 	"antrea.io/antrea/test/labtest"
@@ -277,6 +278,56 @@ func TestNodeLatencyStatsAgreeWithPing(t *testing.T) {
 			t.Errorf("%s -> %s: the agent's median RTT %v and ping's %v differ by more than 2ms", node, target, median, ping)
 		}
 	}
+	// node-2 cut off the underlay (its link down, as a failed node looks to
+	// the others): node-1's stats stop receiving from it and antctl says
+	// UNREACHABLE; once the link is back, replies arrive again.
+	statsOf := func(node string) (statsv1alpha1.TargetIPLatencyStats, error) {
+		st, err := crd.StatsV1alpha1().NodeLatencyStatses().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return statsv1alpha1.TargetIPLatencyStats{}, err
+		}
+		if len(st.PeerNodeLatencyStats) == 0 || len(st.PeerNodeLatencyStats[0].TargetIPLatencyStats) == 0 {
+			return statsv1alpha1.TargetIPLatencyStats{}, fmt.Errorf("no peer in %+v", st)
+		}
+		return st.PeerNodeLatencyStats[0].TargetIPLatencyStats[0], nil
+	}
+	link := "v-node-2"
+	setLink := func(state string) {
+		if out, err := exec.CommandContext(context.Background(), "ip", "-n", lab.UnderlayNetNS, "link", "set", link, state).CombinedOutput(); err != nil {
+			t.Fatalf("ip link set %s %s: %v: %s", link, state, err, out)
+		}
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "-n", lab.UnderlayNetNS, "link", "set", link, "up").Run() })
+	cut := time.Now()
+	setLink("down")
+	labtest.WaitFor(t, ctx, "node-1's stats show node-2 unanswered for more than an interval", func() error {
+		ts, err := statsOf("node-1")
+		if err != nil {
+			return err
+		}
+		if ts.LastSendTime.Sub(ts.LastRecvTime.Time) <= time.Second {
+			return fmt.Errorf("last sent %v, last received %v", ts.LastSendTime, ts.LastRecvTime)
+		}
+		return nil
+	})
+	t.Logf("node-2 cut off: node-1's stats show it unanswered %.1fs after the cut (interval 1s)", time.Since(cut).Seconds())
+	if out, errOut, err := antctl(ctx, e, "get", "nodelatencystats"); err != nil || !strings.Contains(out, "UNREACHABLE") {
+		t.Errorf("antctl get nodelatencystats with node-2 cut off: %v, want node-2 UNREACHABLE from node-1:\n%s%s", err, out, errOut)
+	}
+	healed := time.Now()
+	setLink("up")
+	labtest.WaitFor(t, ctx, "node-1 receives node-2's replies again", func() error {
+		ts, err := statsOf("node-1")
+		if err != nil {
+			return err
+		}
+		if !ts.LastRecvTime.After(healed) {
+			return fmt.Errorf("last received %v", ts.LastRecvTime)
+		}
+		return nil
+	})
+	t.Logf("node-2 back: node-1 received its replies again %.1fs after the link came up", time.Since(healed).Seconds())
+
 	// antctl shows the matrix.
 	out, errOut, err := antctl(ctx, e, "get", "nodelatencystats")
 	if err != nil {
