@@ -49,6 +49,10 @@ const (
 	// ServiceExternalIP gates the agent's answering for LoadBalancer IPs
 	// allocated from ExternalIPPools (with proxyAll).
 	ServiceExternalIP = "ServiceExternalIP"
+	// EgressTrafficShaping gates the rate limits of Egresses'
+	// spec.bandwidth (OVS meters on the node holding the Egress IP; off by
+	// default, as upstream).
+	EgressTrafficShaping = "EgressTrafficShaping"
 )
 
 // Supported values.
@@ -192,7 +196,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, Egress: true, ServiceExternalIP: true},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,

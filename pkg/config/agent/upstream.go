@@ -19,7 +19,7 @@ var spec = strict.Spec{
 		{Name: "CleanupStaleUDPSvcConntrack", Default: true},
 		{Name: Egress, Default: true, Implemented: true},
 		{Name: "EgressSeparateSubnet"},
-		{Name: "EgressTrafficShaping"},
+		{Name: EgressTrafficShaping, Implemented: true},
 		{Name: "EndpointSlice", Default: true},
 		{Name: "ExternalNode"},
 		{Name: FlowExporter, Implemented: true},

@@ -16,6 +16,7 @@ PacketCapture: false
 NodeLatencyMonitor: false
 Egress: true
 ServiceExternalIP: true
+EgressTrafficShaping: false
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}
