@@ -104,7 +104,6 @@ type written struct {
 	snat  map[netip.Addr]netip.Addr
 }
 
-
 // NewController makes the controller and adds its event handlers.
 func NewController(cfg Config) *Controller {
 	if cfg.Resync == 0 {
