@@ -16,6 +16,7 @@ PacketCapture: false
 NodeLatencyMonitor: false
 Egress: true
 ServiceExternalIP: true
+NodePortLocal: true
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}
