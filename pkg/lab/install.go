@@ -65,7 +65,9 @@ func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, Manifest
 //   - with `--proxy kube-proxy`, AntreaProxy off (antreaProxy.enable).
 //   - the NetworkPolicy stats reported every 5 s instead of 60 s
 //     (statsCollectionInterval), so that tests see them soon;
-//   - the controller's ServiceExternalIP gate on (LoadBalancer IPs).
+//   - the controller's ServiceExternalIP gate on (LoadBalancer IPs);
+//   - NodePortLocal on (nodePortLocal.enable; upstream's default is off),
+//     so that the outside host reaches annotated Services' Pods.
 func (o Options) labConfOverlay() map[string]map[string]string {
 	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
 	overlay := map[string]map[string]string{
@@ -75,6 +77,7 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			"trafficEncapMode":        o.trafficMode(),
 			"kubeAPIServerOverride":   apiServer,
 			"statsCollectionInterval": "5s",
+			"nodePortLocal.enable":    "true",
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,
