@@ -311,3 +311,30 @@ func TestThePoolGoesRoundTheRangeAndSkipsPortsInUse(t *testing.T) {
 		t.Errorf("free() = %d, want 1", p.free())
 	}
 }
+
+func TestADeletedPodReleasesItsPortsAndADeletedServiceItsPodsAnnotations(t *testing.T) {
+	rules, opener := &fakeRules{}, &fakeOpener{open: map[string]bool{}}
+	e := start(t, rules, opener, pod("a", node, "10.10.0.5"), pod("b", node, "10.10.0.6"),
+		service(corev1.ServicePort{Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}))
+	e.annotation(t, "a", present)
+	e.annotation(t, "b", present)
+	ctx := context.Background()
+	if err := e.client.CoreV1().Pods("default").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		r, _ := rules.get()
+		return len(r) == 1 && r[0].Pod == netip.MustParseAddrPort("10.10.0.6:8080") && opener.held() == 1, nil
+	})
+	if err != nil {
+		r, _ := rules.get()
+		t.Fatalf("after pod a went, rules %v and %d ports held, want b's rule alone", r, opener.held())
+	}
+	if err := e.client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.annotation(t, "b", absent)
+	if r, _ := rules.get(); len(r) != 0 || opener.held() != 0 {
+		t.Errorf("after the Service went, rules %v and %d ports held", r, opener.held())
+	}
+}
