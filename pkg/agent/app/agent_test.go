@@ -276,6 +276,11 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 	if out, err := in.Vsctl("get", "Bridge", "br-int", "ipfix"); err != nil || strings.TrimSpace(out) != "[]" {
 		t.Errorf("br-int's IPFIX export outlived the FlowExporter: %v %s", err, out)
 	}
+	// A stopped agent leaves the NodePortLocal rules: a restart does not
+	// interrupt the mappings (the next run restores them from the annotation).
+	if out, err := exec.Command("nft", "list", "map", "inet", "antrea", "nodeportlocal-v4").CombinedOutput(); err != nil || !strings.Contains(string(out), ": 10.244.1.5 . 8080") {
+		t.Errorf("NodePortLocal: the mapping went with the stopped agent: %v\n%s", err, out)
+	}
 
 	// Again, without proxyAll and NodePortLocal and with the API port taken.
 	o.ProxyAll, o.ProxyHealthzAddress, o.FlowExporter, o.NodePortLocal = false, netip.AddrPort{}, nil, nil

@@ -338,3 +338,36 @@ func TestADeletedPodReleasesItsPortsAndADeletedServiceItsPodsAnnotations(t *test
 		t.Errorf("after the Service went, rules %v and %d ports held", r, opener.held())
 	}
 }
+
+func TestADualStackServiceGetsOneMappingPerFamily(t *testing.T) {
+	rules, opener := &fakeRules{}, &fakeOpener{open: map[string]bool{}}
+	dual := service(corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP})
+	dual.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+	client := fake.NewClientset(pod("a", node, "10.10.0.5", func(p *corev1.Pod) {
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: "fd00:10::5"})
+	}), dual)
+	f := informers.NewSharedInformerFactory(client, 0)
+	c := NewController(Config{NodeName: node, Client: client, Pods: f.Core().V1().Pods().Informer(),
+		Services: f.Core().V1().Services().Informer(), Rules: rules, Gateway: "antrea-gw0",
+		NodeIPs: []netip.Addr{nodeIPv4, netip.MustParseAddr("fd00:18::2")}, Range: PortRange{61000, 61009}, Opener: opener})
+	ctx, cancel := context.WithCancel(context.Background())
+	f.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; f.Shutdown() }()
+	e := &env{client: client}
+	got := e.annotation(t, "a", present)
+	want := `[{"podPort":8080,"nodeIP":"172.18.0.2","nodePort":61000,"protocol":"tcp","protocols":["tcp"],"ipFamily":"IPv4"},` +
+		`{"podPort":8080,"nodeIP":"fd00:18::2","nodePort":61000,"protocol":"tcp","protocols":["tcp"],"ipFamily":"IPv6"}]`
+	if got != want {
+		t.Errorf("annotation\n%s\nwant\n%s", got, want)
+	}
+	r, _ := rules.get()
+	wantRules := []nodenet.NodePortLocalRule{
+		{Protocol: types.ProtocolTCP, NodePort: 61000, Pod: netip.MustParseAddrPort("10.10.0.5:8080")},
+		{Protocol: types.ProtocolTCP, NodePort: 61000, Pod: netip.MustParseAddrPort("[fd00:10::5]:8080")},
+	}
+	if !slices.Equal(r, wantRules) {
+		t.Errorf("rules %v, want %v", r, wantRules)
+	}
+}
