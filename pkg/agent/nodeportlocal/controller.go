@@ -380,6 +380,9 @@ func (c *Controller) sync(ctx context.Context, podKey string) error {
 			next[w.key] = mapping{podIP: w.podIP, nodePort: m.nodePort}
 		default:
 			port, err := c.pool(w.v6, w.protocol).allocate(func(port uint16) (io.Closer, error) {
+				if why := c.claimedElsewhere(w.protocol, port); why != "" {
+					return nil, fmt.Errorf("node port %d is %s", port, why)
+				}
 				return c.open(w.v6, w.protocol, port)
 			})
 			if err != nil {
@@ -419,6 +422,34 @@ func (c *Controller) sync(ctx context.Context, podKey string) error {
 		return nil
 	}
 	return c.annotate(ctx, pod, next)
+}
+
+// claimedElsewhere says why the node's netfilter already DNATs port
+// (protocol) to something else, "" when it does not: a Service's NodePort
+// (AntreaProxy's nodeport chains; the configured range may not overlap the
+// default NodePort range, but a kube-apiserver with another range may hand
+// one out in it) or a hostPort of a Pod of this node (the hostport chains).
+// Neither binds a socket, so the Opener cannot see them.
+func (c *Controller) claimedElsewhere(protocol uint8, port uint16) string {
+	services, _ := c.services.List(labels.Everything())
+	for _, svc := range services {
+		for _, sp := range svc.Spec.Ports {
+			if uint16(sp.NodePort) == port && protocolNumber(sp.Protocol) == protocol {
+				return "the NodePort of Service " + svc.Namespace + "/" + svc.Name
+			}
+		}
+	}
+	pods, _ := c.pods.List(labels.Everything())
+	for _, pod := range pods {
+		for _, ctr := range pod.Spec.Containers {
+			for _, cp := range ctr.Ports {
+				if uint16(cp.HostPort) == port && protocolNumber(cp.Protocol) == protocol {
+					return "a hostPort of Pod " + pod.Namespace + "/" + pod.Name
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // open holds a node port through the Opener.

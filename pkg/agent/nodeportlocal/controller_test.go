@@ -371,3 +371,21 @@ func TestADualStackServiceGetsOneMappingPerFamily(t *testing.T) {
 		t.Errorf("rules %v, want %v", r, wantRules)
 	}
 }
+
+func TestNodePortsAndHostPortsInTheRangeAreNotHandedOut(t *testing.T) {
+	rules, opener := &fakeRules{}, &fakeOpener{open: map[string]bool{}}
+	nodePortSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "np"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+			Ports: []corev1.ServicePort{{Port: 80, NodePort: 61000, Protocol: corev1.ProtocolTCP}}}}
+	e := start(t, rules, opener,
+		pod("hp", node, "10.10.0.7", func(p *corev1.Pod) {
+			p.Labels = map[string]string{"app": "other"}
+			p.Spec.Containers[0].Ports[0].HostPort = 61001
+		}),
+		pod("a", node, "10.10.0.5"), nodePortSvc,
+		service(corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}))
+	ms := mustParse(t, e.annotation(t, "a", present))
+	if len(ms) != 1 || ms[0].NodePort != 61002 {
+		t.Errorf("pod a got %+v, want TCP 61002 (61000 is a NodePort, 61001 a hostPort)", ms)
+	}
+}
