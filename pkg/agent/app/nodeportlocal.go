@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
+	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/nodeportlocal"
 )
@@ -18,7 +19,11 @@ import (
 // Off, the feature's chains of an earlier run are removed.
 func setupNodePortLocal(ctx context.Context, d *deps) (component, error) {
 	if d.o.NodePortLocal == nil {
-		return nil, d.nodeNet.RemoveNodePortLocal(ctx)
+		// Stale rules are no reason to stop the agent: logged.
+		if err := d.nodeNet.RemoveNodePortLocal(ctx); err != nil {
+			klog.ErrorS(err, "Cannot remove the NodePortLocal rules of an earlier run")
+		}
+		return nil, nil
 	}
 	// This node's Pods only, as upstream's.
 	pods := informers.NewSharedInformerFactoryWithOptions(d.kube, 0,
