@@ -99,6 +99,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 			{"antrea-agent", "FlowExporter", "Disabled", "-"},
 			{"antrea-agent", "NetworkPolicyStats", "Enabled", "-"},
 			{"antrea-agent", "NodeLatencyMonitor", "Disabled", "-"},
+			{"antrea-agent", "NodePortLocal", "Enabled", "-"},
 			{"antrea-agent", "PacketCapture", "Disabled", "-"},
 			{"antrea-agent", "ServiceExternalIP", "Enabled", "-"},
 			{"antrea-agent", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},

@@ -68,6 +68,8 @@ func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, Manifest
 //   - the controller's ServiceExternalIP gate on (LoadBalancer IPs);
 //   - the agents' PacketCapture, NodeLatencyMonitor and EgressTrafficShaping
 //     gates on (upstream: alpha, off by default), so that they can be tried.
+//   - NodePortLocal on (nodePortLocal.enable; upstream's default is off),
+//     so that the outside host reaches annotated Services' Pods.
 func (o Options) labConfOverlay() map[string]map[string]string {
 	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
 	overlay := map[string]map[string]string{
@@ -80,6 +82,7 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			"featureGates.PacketCapture":        "true",
 			"featureGates.NodeLatencyMonitor":   "true",
 			"featureGates.EgressTrafficShaping": "true",
+			"nodePortLocal.enable":              "true",
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,

@@ -184,6 +184,7 @@ var unnamedWrites = map[string]string{
 	"ClusterRole antctl delete traceflows":                  "antctl traceflow deletes the Traceflow it created once it has the result",
 	"ClusterRole antrea-controller update egresses":         "antrea-controller writes into spec.egressIP the IP it allocated from the Egress's ExternalIPPool, as upstream's does",
 	"ClusterRole antrea-controller patch events":            "the Event recorder counts a repeated Event (a pool still exhausted) by patching it",
+	"ClusterRole antrea-agent patch pods":                   "NodePortLocal writes the annotation nodeportlocal.antrea.io on its Node's backend Pods (any Pod), as upstream's agent does",
 }
 
 // nonResourceRoles may grant non-resource URLs: the roles a cluster admin
@@ -473,7 +474,7 @@ func TestConfFilesAreWhatTheComponentsRead(t *testing.T) {
 	objs := decode(t, render(t, "tunnelType=vxlan", "ovs.datapathType=netdev", "featureGates.AntreaProxy=false", "defaultMTU=1400"))
 	agent := confOf(t, objs, "antrea-agent.conf")
 	for key, want := range map[string]any{"tunnelType": "vxlan", "ovsDatapathType": "netdev", "defaultMTU": 1400.0,
-		"featureGates": map[string]any{"AntreaProxy": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false}} {
+		"featureGates": map[string]any{"AntreaProxy": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true}} {
 		if got, _ := json.Marshal(agent[key]); string(got) != mustJSON(t, want) {
 			t.Errorf("antrea-agent.conf: %s is %s, want %s", key, got, mustJSON(t, want))
 		}

@@ -17,6 +17,7 @@ NodeLatencyMonitor: false
 Egress: true
 ServiceExternalIP: true
 EgressTrafficShaping: false
+NodePortLocal: true
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}
