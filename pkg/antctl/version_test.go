@@ -96,6 +96,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 			{"COMPONENT", "FEATUREGATE", "STATUS", "NOTE"},
 			{"antrea-agent", "AntreaProxy", "Disabled", "-"},
 			{"antrea-agent", "Egress", "Disabled", "-"},
+			{"antrea-agent", "EgressTrafficShaping", "Disabled", "-"},
 			{"antrea-agent", "FlowExporter", "Disabled", "-"},
 			{"antrea-agent", "NetworkPolicyStats", "Enabled", "-"},
 			{"antrea-agent", "NodeLatencyMonitor", "Disabled", "-"},
