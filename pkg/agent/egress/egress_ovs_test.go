@@ -90,6 +90,23 @@ func (n *ovsNode) hold(t *testing.T, eip netip.Addr, members []*bridgetest.Pod, 
 	}
 }
 
+// twoNodes are two nodes over a Geneve tunnel on an underlay, and a host
+// outside the cluster on it (192.168.77.100).
+func twoNodes(t *testing.T) (n1, n2 *ovsNode, ext *bridgetest.Pod) {
+	t.Helper()
+	u := bridgetest.NewUnderlay(t)
+	n1 = newOVSNode(t, u, "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24")
+	n2 = newOVSNode(t, u, "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24")
+	for _, p := range [][2]*ovsNode{{n1, n2}, {n2, n1}} {
+		if err := p[0].flows.InstallNodeFlows("peer", p[1].br.PodCIDR, p[1].br.GatewayIP, p[1].br.NodeIP); err != nil {
+			t.Fatal(err)
+		}
+		p[0].br.ConnectPeer(t, p[1].br)
+	}
+	ext = u.AddHost(t, "ext", "192.168.77.100/24")
+	return n1, n2, ext
+}
+
 // TestEgressIPOnTwoRealOVSNodes: two nodes with the userspace datapath and
 // a Geneve tunnel, and a host outside the cluster on their underlay that
 // reports the client address it sees. Pods an Egress selects reach it from
@@ -98,16 +115,7 @@ func (n *ovsNode) hold(t *testing.T, eip netip.Addr, members []*bridgetest.Pod, 
 // node; pod-to-pod traffic keeps its source. Then the IP moves to the other
 // node (gratuitous ARP tells the outside host) and the same holds.
 func TestEgressIPOnTwoRealOVSNodes(t *testing.T) {
-	u := bridgetest.NewUnderlay(t)
-	n1 := newOVSNode(t, u, "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24")
-	n2 := newOVSNode(t, u, "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24")
-	for _, p := range [][2]*ovsNode{{n1, n2}, {n2, n1}} {
-		if err := p[0].flows.InstallNodeFlows("peer", p[1].br.PodCIDR, p[1].br.GatewayIP, p[1].br.NodeIP); err != nil {
-			t.Fatal(err)
-		}
-		p[0].br.ConnectPeer(t, p[1].br)
-	}
-	ext := u.AddHost(t, "ext", "192.168.77.100/24")
+	n1, n2, ext := twoNodes(t)
 	ext.ServeWho(t, 8080)
 	a1 := n1.addPod(t, "a1", "10.10.1.2/24")
 	a2 := n1.addPod(t, "a2", "10.10.1.3/24")
@@ -268,16 +276,7 @@ func dumpMeters(t *testing.T, n *ovsNode) string {
 // which run several times faster without it; the meter goes with the
 // bandwidth.
 func TestEgressBandwidthOnTheHoldingNode(t *testing.T) {
-	u := bridgetest.NewUnderlay(t)
-	n1 := newOVSNode(t, u, "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24")
-	n2 := newOVSNode(t, u, "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24")
-	for _, p := range [][2]*ovsNode{{n1, n2}, {n2, n1}} {
-		if err := p[0].flows.InstallNodeFlows("peer", p[1].br.PodCIDR, p[1].br.GatewayIP, p[1].br.NodeIP); err != nil {
-			t.Fatal(err)
-		}
-		p[0].br.ConnectPeer(t, p[1].br)
-	}
-	ext := u.AddHost(t, "ext", "192.168.77.100/24")
+	n1, n2, ext := twoNodes(t)
 	rates := sink(t, ext, 9000)
 	a1 := n1.addPod(t, "a1", "10.10.1.2/24")
 	b1 := n2.addPod(t, "b1", "10.10.2.2/24")
