@@ -49,6 +49,10 @@ const (
 	// ServiceExternalIP gates the agent's answering for LoadBalancer IPs
 	// allocated from ExternalIPPools (with proxyAll).
 	ServiceExternalIP = "ServiceExternalIP"
+	// SupportBundleCollection gates the agent's collection and upload of its
+	// Node's support bundle for SupportBundleCollections (off by default, as
+	// upstream).
+	SupportBundleCollection = "SupportBundleCollection"
 )
 
 // Supported values.
@@ -192,7 +196,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, Egress: true, ServiceExternalIP: true},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, Egress: true, ServiceExternalIP: true, SupportBundleCollection: false},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,

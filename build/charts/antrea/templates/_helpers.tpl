@@ -16,11 +16,13 @@ PacketCapture: false
 NodeLatencyMonitor: false
 Egress: true
 ServiceExternalIP: true
+SupportBundleCollection: false
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}
 Egress: true
 ServiceExternalIP: false
+SupportBundleCollection: false
 {{- end -}}
 
 {{/*
