@@ -190,20 +190,6 @@ func (c *Controller) report(sbc *crdv1alpha1.SupportBundleCollection) {
 		"%d of %d Nodes uploaded their bundle", sbc.Status.CollectedNodes, sbc.Status.DesiredNodes)
 }
 
-// Expiration is the collection's deadline: the Started time (its creation
-// before it started) plus spec.expirationMinutes (default 60).
-func Expiration(sbc *crdv1alpha1.SupportBundleCollection) time.Time {
-	start := sbc.CreationTimestamp.Time
-	if cond := condition(&sbc.Status, crdv1alpha1.CollectionStarted); cond != nil && cond.Status == metav1.ConditionTrue {
-		start = cond.LastTransitionTime.Time
-	}
-	minutes := sbc.Spec.ExpirationMinutes
-	if minutes <= 0 {
-		minutes = crdv1alpha1.DefaultExpirationMinutes
-	}
-	return start.Add(time.Duration(minutes) * time.Minute)
-}
-
 // IsCompleted says whether a collection's Completed condition is True.
 func IsCompleted(st *crdv1alpha1.SupportBundleCollectionStatus) bool {
 	cond := condition(st, crdv1alpha1.CollectionCompleted)
@@ -227,7 +213,7 @@ func Advance(sbc *crdv1alpha1.SupportBundleCollection, nodes []*corev1.Node, now
 		}
 		setCondition(&st, crdv1alpha1.CollectionStarted, metav1.ConditionTrue, reason, msg, now)
 	}
-	expiration := Expiration(&crdv1alpha1.SupportBundleCollection{ObjectMeta: sbc.ObjectMeta, Spec: sbc.Spec, Status: st})
+	expiration := crdv1alpha1.CollectionExpiration(&crdv1alpha1.SupportBundleCollection{ObjectMeta: sbc.ObjectMeta, Spec: sbc.Spec, Status: st})
 	expired := !now.Before(expiration)
 	var collected int32
 	var failed []string
@@ -236,7 +222,7 @@ func Advance(sbc *crdv1alpha1.SupportBundleCollection, nodes []*corev1.Node, now
 		n := &st.Nodes[i]
 		if n.State == crdv1alpha1.NodePending && expired {
 			n.State = crdv1alpha1.NodeFailed
-			n.Message = fmt.Sprintf("did not upload its bundle within expirationMinutes (%d)", expirationMinutes(sbc))
+			n.Message = fmt.Sprintf("did not upload its bundle within expirationMinutes (%d)", crdv1alpha1.ExpirationMinutes(sbc))
 		}
 		switch n.State {
 		case crdv1alpha1.NodeCollected:
@@ -273,13 +259,6 @@ func Advance(sbc *crdv1alpha1.SupportBundleCollection, nodes []*corev1.Node, now
 	setCondition(&st, crdv1alpha1.CollectionCompleted, metav1.ConditionFalse, ReasonWaitingForNodes,
 		fmt.Sprintf("%d Nodes have not reported", pending), now)
 	return st, expiration.Sub(now)
-}
-
-func expirationMinutes(sbc *crdv1alpha1.SupportBundleCollection) int32 {
-	if sbc.Spec.ExpirationMinutes <= 0 {
-		return crdv1alpha1.DefaultExpirationMinutes
-	}
-	return sbc.Spec.ExpirationMinutes
 }
 
 // SelectNodes is the Nodes of spec.nodes, sorted, each Pending: those named
