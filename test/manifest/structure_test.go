@@ -68,6 +68,7 @@ func TestManifestHasEveryObjectOfAnInstall(t *testing.T) {
 		"CustomResourceDefinition networkpolicies.crd.antrea.io",
 		"CustomResourceDefinition nodelatencymonitors.crd.antrea.io",
 		"CustomResourceDefinition packetcaptures.crd.antrea.io",
+		"CustomResourceDefinition supportbundlecollections.crd.antrea.io",
 		"CustomResourceDefinition tiers.crd.antrea.io",
 		"CustomResourceDefinition traceflows.crd.antrea.io",
 		"DaemonSet antrea-agent",

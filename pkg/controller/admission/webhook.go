@@ -44,6 +44,7 @@ func Handlers(v *Validator) map[string]http.Handler {
 		PathValidateGroup:         reviewHandler(reviewObject(v.ValidateGroup)),
 		PathValidatePacketCapture: reviewHandler(reviewObject(v.ValidatePacketCapture)),
 		PathValidateNLM:           reviewHandler(reviewObject(v.ValidateNodeLatencyMonitor)),
+		PathValidateSBC:           reviewHandler(reviewSupportBundleCollection),
 		PathMutateACNP:            reviewHandler(mutateACNP),
 		PathMutateANNP:            reviewHandler(mutateANNP),
 	}

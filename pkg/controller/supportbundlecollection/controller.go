@@ -262,7 +262,8 @@ func Advance(sbc *crdv1alpha1.SupportBundleCollection, nodes []*corev1.Node, now
 }
 
 // SelectNodes is the Nodes of spec.nodes, sorted, each Pending: those named
-// and those matching the selector; every Node when neither is given. A
+// and those matching nodeSelector or matchLabels; every Node when none is
+// given. A
 // named Node that does not exist is Failed.
 func SelectNodes(spec *crdv1alpha1.SupportBundleCollectionSpec, nodes []*corev1.Node) []crdv1alpha1.SupportBundleCollectionNodeResult {
 	if spec.Nodes == nil {
@@ -272,21 +273,32 @@ func SelectNodes(spec *crdv1alpha1.SupportBundleCollectionSpec, nodes []*corev1.
 	for _, n := range spec.Nodes.NodeNames {
 		names[n] = true
 	}
-	all := len(names) == 0 && spec.Nodes.NodeSelector == nil
-	var selector labels.Selector
+	all := len(names) == 0 && spec.Nodes.NodeSelector == nil && len(spec.Nodes.MatchLabels) == 0
+	var selectors []labels.Selector
 	if spec.Nodes.NodeSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(spec.Nodes.NodeSelector)
 		if err != nil {
 			// Admission refuses it; select nothing by it.
 			s = labels.Nothing()
 		}
-		selector = s
+		selectors = append(selectors, s)
+	}
+	if len(spec.Nodes.MatchLabels) > 0 {
+		selectors = append(selectors, labels.SelectorFromSet(spec.Nodes.MatchLabels))
+	}
+	matches := func(n *corev1.Node) bool {
+		for _, s := range selectors {
+			if s.Matches(labels.Set(n.Labels)) {
+				return true
+			}
+		}
+		return false
 	}
 	var out []crdv1alpha1.SupportBundleCollectionNodeResult
 	existing := map[string]bool{}
 	for _, n := range nodes {
 		existing[n.Name] = true
-		if all || names[n.Name] || (selector != nil && selector.Matches(labels.Set(n.Labels))) {
+		if all || names[n.Name] || matches(n) {
 			out = append(out, crdv1alpha1.SupportBundleCollectionNodeResult{Name: n.Name, State: crdv1alpha1.NodePending})
 		}
 	}

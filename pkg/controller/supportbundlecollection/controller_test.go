@@ -67,6 +67,8 @@ func TestNodesAreSelectedByNameOrLabelAndEveryNodeWhenNeitherIsGiven(t *testing.
 		{"a name or a label", &crdv1alpha1.BundleNodes{NodeNames: []string{"worker1"},
 			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "workers"}}},
 			"worker1=Pending worker2=Pending worker3=Pending"},
+		{"upstream's guide's matchLabels", &crdv1alpha1.BundleNodes{NodeNames: []string{"worker1"}, MatchLabels: map[string]string{"role": "workers"}},
+			"worker1=Pending worker2=Pending worker3=Pending"},
 		{"every Node when neither", &crdv1alpha1.BundleNodes{},
 			"control-plane=Pending worker1=Pending worker2=Pending worker3=Pending"},
 		{"a named Node that does not exist fails", &crdv1alpha1.BundleNodes{NodeNames: []string{"worker1", "gone"}},

@@ -72,12 +72,18 @@ type SupportBundleCollectionSpec struct {
 	Authentication BundleServerAuthConfiguration `json:"authentication"`
 }
 
-// BundleNodes selects Nodes by name and by label (a Node matching either).
+// BundleNodes selects Nodes by name and by label (a Node matching any).
 type BundleNodes struct {
 	// +optional
 	NodeNames []string `json:"nodeNames,omitempty"`
 	// +optional
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+	// MatchLabels selects the Nodes with all these labels, as
+	// nodeSelector.matchLabels. Not in upstream's CRD: upstream's guide
+	// (docs/support-bundle-guide.md) writes its example so, and kubectl's
+	// strict validation refuses that example against upstream's schema.
+	// +optional
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
 }
 
 // BundleExternalNodes selects upstream's ExternalNodes of one Namespace.
