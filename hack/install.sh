@@ -67,7 +67,10 @@ export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 
 # chromium: the web UI's browser test (pkg/ui, driven by chromedp).
-apt_packages=(openvswitch-switch openvswitch-common iproute2 iputils-ping ethtool iptables iperf3 openssl protobuf-compiler jq conntrack tcpdump tshark procps libseccomp-dev debootstrap util-linux chromium)
+# openssh-server: the SFTP server of the lab's outside host (pkg/lab, sftp.go),
+# started only inside that netns (the image's policy-rc.d keeps the package
+# from starting a host sshd).
+apt_packages=(openvswitch-switch openvswitch-common iproute2 iputils-ping ethtool iptables iperf3 openssl protobuf-compiler jq conntrack tcpdump tshark procps libseccomp-dev debootstrap util-linux chromium openssh-server)
 install_apt() {
   local missing=()
   for p in "${apt_packages[@]}"; do

@@ -196,6 +196,8 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 	first, last := ExternalIPRange()
 	fmt.Fprintf(out, "outside host: %s (netns %s; TCP/UDP %d answer \"outside\", http://%s:%d/clientip the client's address); free for external IPs: %s-%s\n",
 		OutsideIP(), OutsideNetNS, OutsidePort, OutsideIP(), OutsideHTTPPort, first, last)
+	fmt.Fprintf(out, "outside host's SFTP server: %s (user %s, password %s; uploads land in %s)\n",
+		SFTPURL(), SFTPUser, SFTPPassword, st.Options.SFTPUploadDir())
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tNODE\tPID\tSTATE\tRSS\tLOG")

@@ -65,16 +65,20 @@ func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, Manifest
 //   - with `--proxy kube-proxy`, AntreaProxy off (antreaProxy.enable).
 //   - the NetworkPolicy stats reported every 5 s instead of 60 s
 //     (statsCollectionInterval), so that tests see them soon;
-//   - the controller's ServiceExternalIP gate on (LoadBalancer IPs).
+//   - the controller's ServiceExternalIP gate on (LoadBalancer IPs);
+//   - the agents' PacketCapture and NodeLatencyMonitor gates on (upstream:
+//     alpha, off by default), so that the operator's tools can be tried.
 func (o Options) labConfOverlay() map[string]map[string]string {
 	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
 	overlay := map[string]map[string]string{
 		"antrea-agent.conf": {
-			"ovsDatapathType":         "netdev",
-			"tunnelType":              o.Encap,
-			"trafficEncapMode":        o.trafficMode(),
-			"kubeAPIServerOverride":   apiServer,
-			"statsCollectionInterval": "5s",
+			"ovsDatapathType":                 "netdev",
+			"tunnelType":                      o.Encap,
+			"trafficEncapMode":                o.trafficMode(),
+			"kubeAPIServerOverride":           apiServer,
+			"statsCollectionInterval":         "5s",
+			"featureGates.PacketCapture":      "true",
+			"featureGates.NodeLatencyMonitor": "true",
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,

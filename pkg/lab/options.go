@@ -255,6 +255,15 @@ func NodeName(i int) string { return fmt.Sprintf("node-%d", i) }
 
 func nodeNetNS(i int) string { return fmt.Sprintf("%s%d", nodeNetNSPrefix, i) }
 
+// NodeNetNS is the netns of the node named NodeName(i) ("" for another name).
+func NodeNetNS(node string) string {
+	var i int
+	if _, err := fmt.Sscanf(node, "node-%d", &i); err != nil || NodeName(i) != node {
+		return ""
+	}
+	return nodeNetNS(i)
+}
+
 // trafficMode is TrafficMode, encap when unset (a lab state file written
 // before the option existed).
 func (o Options) trafficMode() string {

@@ -148,6 +148,9 @@ func (s *supervisor) start(ctx context.Context) error {
 		"--http", fmt.Sprint(OutsideHTTPPort)); err != nil {
 		return err
 	}
+	if err := s.startSFTPServer(); err != nil {
+		return err
+	}
 	s.logf("making certificates and kubeconfigs")
 	creds, err := s.writeCredentials(nodes)
 	if err != nil {

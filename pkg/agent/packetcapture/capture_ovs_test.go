@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
@@ -22,6 +25,7 @@ import (
 	crdv1alpha1 "antrea.io/antrea/pkg/apis/crd/v1alpha1"
 	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
+	"antrea.io/antrea/pkg/util/fileserver/fileservertest"
 )
 
 // ovsNode is one real node: its own OVS (userspace datapath) with br-int,
@@ -31,6 +35,8 @@ type ovsNode struct {
 	br      *bridgetest.Bridge
 	flows   *agentof.Client
 	client  *fake.Clientset
+	kube    *kubefake.Clientset
+	events  *record.FakeRecorder
 	ctrl    *Controller
 	dir     string
 	a, b, c *bridgetest.Pod
@@ -68,9 +74,11 @@ func startNode(t *testing.T) *ovsNode {
 	}
 	disp := agentof.NewPacketInDispatcher(br.OF)
 	n.client = fake.NewSimpleClientset()
+	n.kube = kubefake.NewSimpleClientset()
+	n.events = record.NewFakeRecorder(10)
 	factory := crdinformers.NewSharedInformerFactory(n.client, 0)
 	n.ctrl = NewController(Config{NodeName: "node-1", PodName: "antrea-agent-x", Dir: n.dir, Client: n.client,
-		Informer: factory.Crd().V1alpha1().PacketCaptures(), Flows: c, IO: disp, Interfaces: store, Datapath: purger{br}})
+		Kube: n.kube, Namespace: "kube-system", Recorder: n.events, Informer: factory.Crd().V1alpha1().PacketCaptures(), Flows: c, IO: disp, Interfaces: store, Datapath: purger{br}})
 	factory.Start(ctx.Done())
 	done := make(chan struct{}, 2)
 	go func() { disp.Run(ctx); done <- struct{}{} }()
@@ -335,6 +343,81 @@ func TestACaptureStopsAtFirstN(t *testing.T) {
 	}
 	if pc.Status.NumberCaptured != 5 {
 		t.Errorf("status.numberCaptured = %d, want 5", pc.Status.NumberCaptured)
+	}
+}
+
+// TestACaptureIsUploadedToTheFileServer uploads to an SFTP server in the
+// test's process (fileservertest; the lab's e2e test uploads to OpenSSH).
+func TestACaptureIsUploadedToTheFileServer(t *testing.T) {
+	n := startNode(t)
+	server := fileservertest.Start(t)
+	secret := func(password string) {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: AuthSecretName, Namespace: "kube-system"},
+			Data: map[string][]byte{"username": []byte(fileservertest.User), "password": []byte(password)}}
+		_ = n.kube.CoreV1().Secrets("kube-system").Delete(context.Background(), sec.Name, metav1.DeleteOptions{})
+		if _, err := n.kube.CoreV1().Secrets("kube-system").Create(context.Background(), sec, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listenUDP(t, n.b, 5003)
+	s := dialUDP(t, n.a, n.b.IP.String()+":5003")
+	s.send(2, 1000, 0, 0) // ARP
+	uploaded := func(name string) *crdv1alpha1.PacketCapture {
+		t.Helper()
+		pc := udpCapture(name, 5003, 3, 60)
+		pc.Spec.FileServer = &crdv1alpha1.PacketCaptureFileServer{URL: server.URL(), HostPublicKey: server.HostKey.Marshal()}
+		n.create(t, pc)
+		if sent := s.send(3, 0, 0, 0); sent != 3 {
+			t.Fatalf("pca sent %d of 3 datagrams", sent)
+		}
+		return n.waitFor(t, name, crdv1alpha1.PacketCaptureComplete, 1000)
+	}
+	uploadCondition := func(pc *crdv1alpha1.PacketCapture) metav1.Condition {
+		for _, c := range pc.Status.Conditions {
+			if c.Type == crdv1alpha1.PacketCaptureFileUploaded {
+				return metav1.Condition{Status: c.Status, Reason: c.Reason, Message: c.Message}
+			}
+		}
+		t.Fatalf("%s has no %s condition: %+v", pc.Name, crdv1alpha1.PacketCaptureFileUploaded, pc.Status.Conditions)
+		return metav1.Condition{}
+	}
+
+	secret("wrong-" + fileservertest.Password)
+	pc := uploaded("refused")
+	if c := uploadCondition(pc); c.Status != metav1.ConditionFalse || c.Reason != "AuthenticationFailed" {
+		t.Errorf("with a wrong password the upload condition is %+v, want False AuthenticationFailed", c)
+	} else if strings.Contains(c.Message, fileservertest.Password) {
+		t.Errorf("the condition shows the password: %q", c.Message)
+	}
+	select {
+	case e := <-n.events.Events:
+		if !strings.Contains(e, "Warning FileUploadFailed") || !strings.Contains(e, "authentication failed") || strings.Contains(e, fileservertest.Password) {
+			t.Errorf("the Event of the refused upload is %q, want a Warning FileUploadFailed saying authentication failed, without the password", e)
+		}
+	default:
+		t.Error("no Event was posted for the refused upload")
+	}
+	if files := server.Files(t); len(files) != 0 {
+		t.Errorf("the refused upload left %v on the server", files)
+	}
+	// The file stays on the agent.
+	if got := capinfosCount(t, n.localFile(t, pc)); got != 3 {
+		t.Errorf("the agent kept %d packets of the refused upload, want 3", got)
+	}
+
+	secret(fileservertest.Password)
+	pc = uploaded("sent")
+	if c := uploadCondition(pc); c.Status != metav1.ConditionTrue {
+		t.Errorf("the upload condition is %+v, want True", c)
+	}
+	if want := server.URL() + "/sent.pcapng"; pc.Status.FilePath != want {
+		t.Errorf("status.filePath = %q, want %q", pc.Status.FilePath, want)
+	}
+	if files := server.Files(t); len(files) != 1 || files[0] != "sent.pcapng" {
+		t.Fatalf("the server holds %v, want sent.pcapng", files)
+	}
+	if got := capinfosCount(t, filepath.Join(server.Dir, "sent.pcapng")); got != 3 {
+		t.Errorf("capinfos counts %d packets in the uploaded file, want 3", got)
 	}
 }
 

@@ -14,15 +14,19 @@
 //
 // One capture runs at a time per object; a capture interrupted by an agent
 // restart is reported Complete with reason Interrupted (its flows time out
-// in the switch). Uploading to spec.fileServer is not implemented yet: such
-// a capture completes with the file kept on the agent and the
-// PacketCaptureFileUploaded condition False.
+// in the switch). A capture with spec.fileServer is then uploaded there
+// (pkg/util/fileserver, SFTP) as NAME.pcapng with the username and password
+// of the Secret antrea-packetcapture-fileserver-auth in the agent's
+// Namespace (upstream's); the PacketCaptureFileUploaded condition and, on
+// failure, a Warning Event say how it went, and the file is also kept on the
+// agent.
 package packetcapture
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -36,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -47,7 +52,15 @@ import (
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions/crd/v1alpha1"
 	crdlisters "antrea.io/antrea/pkg/client/listers/crd/v1alpha1"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
+	"antrea.io/antrea/pkg/util/fileserver"
 )
+
+// AuthSecretName is the Secret, in the agent's Namespace, with the username
+// and password of the file servers (upstream's name and keys).
+const AuthSecretName = "antrea-packetcapture-fileserver-auth"
+
+// UploadTimeout bounds one upload.
+const UploadTimeout = 2 * time.Minute
 
 // DefaultTimeout is a capture's timeout when spec.timeout is unset (upstream's).
 const DefaultTimeout = 60 * time.Second
@@ -79,6 +92,13 @@ type Config struct {
 	// of kind PacketInCapture.
 	IO         agentof.PacketInRouter
 	Interfaces interfacestore.InterfaceStore
+	// Namespace is the agent's, where AuthSecretName is read (kube-system
+	// when empty).
+	Namespace string
+	// Recorder posts the Warning Events of failed uploads (may be nil).
+	Recorder record.EventRecorder
+	// Upload sends a file to a file server (fileserver.Upload when nil).
+	Upload func(ctx context.Context, s fileserver.Server, name string, content io.Reader) error
 	// Datapath flushes ovs-vswitchd's cached datapath flows (may be nil):
 	// a megaflow cached before the capture's flows would forward matching
 	// packets past them until a revalidator re-translates it (pkg/agent/dpcache).
@@ -130,6 +150,12 @@ func NewController(cfg Config) *Controller {
 	}
 	if cfg.PodName == "" {
 		cfg.PodName = cfg.NodeName
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "kube-system"
+	}
+	if cfg.Upload == nil {
+		cfg.Upload = fileserver.Upload
 	}
 	c := &Controller{
 		cfg:    cfg,
@@ -399,16 +425,63 @@ func (c *Controller) await(ctx context.Context, r *capture) {
 	}
 	klog.InfoS("Packet capture complete", "packetCapture", r.name, "captured", count, "reason", reason, "file", r.path)
 	conds := []crdv1alpha1.PacketCaptureCondition{complete(reason, msg)}
-	if pc, err := c.lister.Get(r.name); err == nil && pc.UID == r.uid && pc.Spec.FileServer != nil {
-		conds = append(conds, condition(crdv1alpha1.PacketCaptureFileUploaded, metav1.ConditionFalse, "NotSupported",
-			"uploading to a file server is not implemented by this agent; the file is kept on the agent"))
+	path := c.cfg.PodName + ":" + r.path
+	if pc, err := c.lister.Get(r.name); err == nil && pc.UID == r.uid && pc.Spec.FileServer != nil && werr == nil {
+		upCtx, cancel := context.WithTimeout(context.Background(), UploadTimeout)
+		cond, url := c.upload(upCtx, pc, r.path)
+		cancel()
+		conds = append(conds, cond)
+		if url != "" {
+			path = url
+		}
 	}
-	if err := c.report(stopCtx, r.name, r.uid, count, c.cfg.PodName+":"+r.path, conds...); err != nil && !apierrors.IsNotFound(err) {
+	if err := c.report(stopCtx, r.name, r.uid, count, path, conds...); err != nil && !apierrors.IsNotFound(err) {
 		klog.ErrorS(err, "Could not report the packet capture complete", "packetCapture", r.name)
 	}
 	c.mu.Lock()
 	c.done[r.uid] = true
 	c.mu.Unlock()
+}
+
+// upload sends the capture's file to spec.fileServer; the condition says
+// how it went, and url is where the file is when it went well.
+func (c *Controller) upload(ctx context.Context, pc *crdv1alpha1.PacketCapture, file string) (_ crdv1alpha1.PacketCaptureCondition, url string) {
+	fs := pc.Spec.FileServer
+	name := pc.Name + ".pcapng"
+	failed := func(reason string, err error) (crdv1alpha1.PacketCaptureCondition, string) {
+		msg := fmt.Sprintf("the file is kept on the agent: %v", err)
+		klog.ErrorS(err, "Could not upload the packet capture", "packetCapture", pc.Name, "reason", reason)
+		if c.cfg.Recorder != nil {
+			c.cfg.Recorder.Event(pc, corev1.EventTypeWarning, "FileUploadFailed", msg)
+		}
+		return condition(crdv1alpha1.PacketCaptureFileUploaded, metav1.ConditionFalse, reason, msg), ""
+	}
+	secret, err := c.cfg.Kube.CoreV1().Secrets(c.cfg.Namespace).Get(ctx, AuthSecretName, metav1.GetOptions{})
+	if err != nil {
+		return failed("NoCredentials", fmt.Errorf("read the Secret %s/%s: %w", c.cfg.Namespace, AuthSecretName, err))
+	}
+	server, err := fileserver.ServerFromSecret(fs.URL, fs.HostPublicKey, secret)
+	if err != nil {
+		return failed("NoCredentials", err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return failed("UploadFailed", err)
+	}
+	defer f.Close()
+	if err := c.cfg.Upload(ctx, server, name, f); err != nil {
+		reason := "UploadFailed"
+		switch {
+		case errors.Is(err, fileserver.ErrAuthentication):
+			reason = "AuthenticationFailed"
+		case errors.Is(err, fileserver.ErrHostKey):
+			reason = "HostKeyMismatch"
+		}
+		return failed(reason, err)
+	}
+	url = strings.TrimSuffix(fs.URL, "/") + "/" + name
+	klog.InfoS("Uploaded the packet capture", "packetCapture", pc.Name, "url", url)
+	return condition(crdv1alpha1.PacketCaptureFileUploaded, metav1.ConditionTrue, "Succeed", ""), url
 }
 
 // forget drops a capture from the running ones.

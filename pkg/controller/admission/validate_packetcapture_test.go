@@ -119,3 +119,22 @@ func TestInvalidPacketCapturesAreRefusedNamingTheField(t *testing.T) {
 		})
 	}
 }
+
+func TestAPacketCapturesSpecCannotChangeOnceCreated(t *testing.T) {
+	h := Handlers(NewValidator(newFakeLookup(), controllerUser))[PathValidatePacketCapture]
+	var old crdv1alpha1.PacketCapture
+	if err := yaml.UnmarshalStrict(docPacketCaptures(t)[0], &old); err != nil {
+		t.Fatal(err)
+	}
+	changed := old.DeepCopy()
+	changed.Spec.CaptureConfig.FirstN.Number++
+	resp := reviewUpdateWith(t, h, "PacketCapture", changed, &old)
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "spec: Forbidden") {
+		t.Errorf("a changed spec.captureConfig: allowed %v, %v; want refused naming spec", resp.Allowed, resp.Result)
+	}
+	labelled := old.DeepCopy()
+	labelled.Labels = map[string]string{"team": "net"}
+	if resp := reviewUpdateWith(t, h, "PacketCapture", labelled, &old); !resp.Allowed {
+		t.Errorf("a new label was refused: %v", resp.Result)
+	}
+}

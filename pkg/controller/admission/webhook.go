@@ -8,10 +8,12 @@ import (
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 
+	crdv1alpha1 "antrea.io/antrea/pkg/apis/crd/v1alpha1"
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 )
 
@@ -42,7 +44,7 @@ func Handlers(v *Validator) map[string]http.Handler {
 		PathValidateANNP:          reviewHandler(reviewObject(v.ValidateNetworkPolicy)),
 		PathValidateClusterGroup:  reviewHandler(reviewObject(v.ValidateClusterGroup)),
 		PathValidateGroup:         reviewHandler(reviewObject(v.ValidateGroup)),
-		PathValidatePacketCapture: reviewHandler(reviewObject(v.ValidatePacketCapture)),
+		PathValidatePacketCapture: reviewHandler(reviewSpecFixed(func(pc *crdv1alpha1.PacketCapture) any { return pc.Spec }, v.ValidatePacketCapture)),
 		PathValidateNLM:           reviewHandler(reviewObject(v.ValidateNodeLatencyMonitor)),
 		PathValidateSBC:           reviewHandler(reviewSupportBundleCollection),
 		PathMutateACNP:            reviewHandler(mutateACNP),
@@ -149,6 +151,29 @@ func reviewObject[T any, PT interface {
 			obj.SetNamespace(req.Namespace)
 		}
 		return verdict(validate(ctx, obj))
+	}
+}
+
+// reviewSpecFixed is reviewObject for objects whose spec cannot change once
+// created (a PacketCapture runs once, with the spec it was created with): an
+// UPDATE that changes spec is refused naming it; metadata may change.
+func reviewSpecFixed[T any, PT interface {
+	*T
+	metav1.Object
+}](spec func(PT) any, validate func(context.Context, PT) field.ErrorList) reviewFunc {
+	review := reviewObject(validate)
+	return func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		if req.Operation == admissionv1.Update {
+			obj, old := PT(new(T)), PT(new(T))
+			if resp := decode(req, obj, old); resp != nil {
+				return resp
+			}
+			if !apiequality.Semantic.DeepEqual(spec(obj), spec(old)) {
+				return verdict(field.ErrorList{field.Forbidden(field.NewPath("spec"),
+					fmt.Sprintf("the spec of a %s cannot change once it is created: delete it and create another", req.Kind.Kind))})
+			}
+		}
+		return review(ctx, req)
 	}
 }
 

@@ -26,19 +26,38 @@ func review(t *testing.T, path string, op admissionv1.Operation, kind string, ob
 // reviewWith posts an AdmissionReview for obj to h and returns the response.
 func reviewWith(t *testing.T, h http.Handler, op admissionv1.Operation, kind string, obj any) *admissionv1.AdmissionResponse {
 	t.Helper()
-	const path = "/validate"
 	raw, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ar := admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{UID: types.UID("uid-1"), Kind: metav1.GroupVersionKind{Group: "crd.antrea.io", Version: "v1beta1", Kind: kind},
-			Operation: op, Object: runtime.RawExtension{Raw: raw}},
-	}
+	req := &admissionv1.AdmissionRequest{UID: types.UID("uid-1"), Kind: metav1.GroupVersionKind{Group: "crd.antrea.io", Version: "v1beta1", Kind: kind},
+		Operation: op, Object: runtime.RawExtension{Raw: raw}}
 	if op == admissionv1.Delete {
-		ar.Request.Object, ar.Request.OldObject = runtime.RawExtension{}, runtime.RawExtension{Raw: raw}
+		req.Object, req.OldObject = runtime.RawExtension{}, runtime.RawExtension{Raw: raw}
 	}
+	return postReview(t, h, req)
+}
+
+// reviewUpdateWith posts the AdmissionReview of an UPDATE of old to obj.
+func reviewUpdateWith(t *testing.T, h http.Handler, kind string, obj, old any) *admissionv1.AdmissionResponse {
+	t.Helper()
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRaw, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return postReview(t, h, &admissionv1.AdmissionRequest{UID: types.UID("uid-1"),
+		Kind:      metav1.GroupVersionKind{Group: "crd.antrea.io", Version: "v1alpha1", Kind: kind},
+		Operation: admissionv1.Update, Object: runtime.RawExtension{Raw: raw}, OldObject: runtime.RawExtension{Raw: oldRaw}})
+}
+
+func postReview(t *testing.T, h http.Handler, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	t.Helper()
+	const path = "/validate"
+	ar := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: req}
 	body, _ := json.Marshal(&ar)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
