@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ import (
 	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
 	"antrea.io/antrea/pkg/util/fileserver"
+	"antrea.io/antrea/pkg/util/fileserver/fileservertest"
 )
 
 const password = "s3cr3t-Pa55word"
@@ -89,8 +92,15 @@ type env struct {
 
 func newEnv(t *testing.T, objs ...*crdv1alpha1.SupportBundleCollection) *env {
 	t.Helper()
-	kube := k8sfake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "sftp"},
-		Data: map[string][]byte{"username": []byte("bundles"), "password": []byte(password)}})
+	e := newEnvWith(t, map[string][]byte{"username": []byte("bundles"), "password": []byte(password)}, objs...)
+	e.c.cfg.Upload = e.server.upload
+	return e
+}
+
+// newEnvWith uploads with fileserver.Upload, with the Secret's data.
+func newEnvWith(t *testing.T, secret map[string][]byte, objs ...*crdv1alpha1.SupportBundleCollection) *env {
+	t.Helper()
+	kube := k8sfake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "sftp"}, Data: secret})
 	client := fake.NewSimpleClientset()
 	for _, o := range objs {
 		if _, err := client.CrdV1alpha1().SupportBundleCollections().Create(t.Context(), o, metav1.CreateOptions{}); err != nil {
@@ -101,7 +111,7 @@ func newEnv(t *testing.T, objs ...*crdv1alpha1.SupportBundleCollection) *env {
 	var sinceMu sync.Mutex
 	f := crdinformers.NewSharedInformerFactory(client, 0)
 	c, err := NewController(Config{NodeName: "worker1", Client: client, Kube: kube,
-		Informer: f.Crd().V1alpha1().SupportBundleCollections(), Upload: e.server.upload, Recorder: e.events, TempDir: t.TempDir(),
+		Informer: f.Crd().V1alpha1().SupportBundleCollections(), Recorder: e.events, TempDir: t.TempDir(),
 		Collect: func(_ context.Context, since time.Time, w io.Writer) error {
 			if e.inFlight.Add(1) > 1 {
 				e.overlap.Add(1)
@@ -286,6 +296,43 @@ func TestCollectionsRunOneAtATimeAndQueuedOnesRunAfter(t *testing.T) {
 	}
 	if n := len(e.server.got()); n != 3 || e.overlap.Load() != 0 {
 		t.Errorf("%d uploads, %d overlapping collections; want 3 and none", n, e.overlap.Load())
+	}
+}
+
+// TestTheBundleReachesARealSFTPServerAndAWrongPasswordSaysSo uploads with
+// fileserver.Upload to an SFTP server on loopback (pkg/util/fileserver/
+// fileservertest), the host key pinned: the right password leaves the
+// bundle under upstream's name, a wrong one fails the Node with
+// "authentication failed" and leaves nothing.
+func TestTheBundleReachesARealSFTPServerAndAWrongPasswordSaysSo(t *testing.T) {
+	srv := fileservertest.Start(t)
+	with := func(name string) *crdv1alpha1.SupportBundleCollection {
+		sbc := collection(name, "worker1")
+		sbc.Spec.FileServer = crdv1alpha1.BundleFileServer{URL: strings.TrimPrefix(srv.URL(), "sftp://"), HostPublicKey: srv.HostKey.Marshal()}
+		return sbc
+	}
+	e := newEnvWith(t, map[string][]byte{"username": []byte(fileservertest.User), "password": []byte(fileservertest.Password)}, with("good"))
+	if err := e.c.sync(t.Context(), "good"); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.node(t, "good", "worker1"); n.State != crdv1alpha1.NodeCollected {
+		t.Fatalf("worker1's result %+v, want Collected", n)
+	}
+	data, err := os.ReadFile(filepath.Join(srv.Dir, "worker1_good.tar.gz"))
+	if err != nil || string(data) != "bundle 1" {
+		t.Fatalf("the server holds %v (%q, %v), want worker1_good.tar.gz with the bundle", srv.Files(t), data, err)
+	}
+
+	bad := newEnvWith(t, map[string][]byte{"username": []byte(fileservertest.User), "password": []byte("wrong-" + password)}, with("bad"))
+	if err := bad.c.sync(t.Context(), "bad"); err != nil {
+		t.Fatal(err)
+	}
+	n := bad.node(t, "bad", "worker1")
+	if n.State != crdv1alpha1.NodeFailed || !strings.Contains(n.Message, "authentication failed") || strings.Contains(n.Message, password) {
+		t.Errorf("worker1's result with a wrong password %+v, want Failed saying authentication failed, without the password", n)
+	}
+	if files := srv.Files(t); len(files) != 1 {
+		t.Errorf("the server holds %v after a refused login, want only the first bundle", files)
 	}
 }
 

@@ -2,13 +2,10 @@ package admission
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
-	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -19,28 +16,16 @@ import (
 // PathValidateSBC is upstream's path of the SupportBundleCollection webhook.
 const PathValidateSBC = "/validate/supportbundlecollection"
 
-func reviewSupportBundleCollection(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-	var sbc, old crdv1alpha1.SupportBundleCollection
-	if resp := decode(req, &sbc, &old); resp != nil {
-		return resp
-	}
-	switch req.Operation {
-	case admissionv1.Create:
-		return verdict(ValidateSupportBundleCollection(&sbc))
-	case admissionv1.Update:
-		return verdict(ValidateSupportBundleCollectionUpdate(&sbc, &old))
-	}
-	return verdict(nil)
-}
-
 // ValidateSupportBundleCollection refuses, naming the field, a collection
 // that could never succeed: no Nodes (nor ExternalNodes) form, a bad label
 // selector, expirationMinutes below 1, a sinceTime that is not a duration, a
 // file server URL that is not sftp://host:port[/path] (the scheme may be
 // left out, as upstream's), a host public key that is not one (upstream
 // refuses it too), an authType other than BasicAuthentication (the only one
-// upstream implements) and a missing authSecret.
-func ValidateSupportBundleCollection(sbc *crdv1alpha1.SupportBundleCollection) field.ErrorList {
+// upstream implements) and a missing authSecret. Its webhook refuses an
+// update that changes the spec (reviewSpecFixed): a collection starts when
+// it is created, and upstream refuses the updates of a started one.
+func ValidateSupportBundleCollection(_ context.Context, sbc *crdv1alpha1.SupportBundleCollection) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
 	s := &sbc.Spec
@@ -87,17 +72,6 @@ func ValidateSupportBundleCollection(sbc *crdv1alpha1.SupportBundleCollection) f
 		}
 	}
 	return errs
-}
-
-// ValidateSupportBundleCollectionUpdate refuses a change of the spec: a
-// collection starts when it is created (upstream refuses the updates of a
-// started or completed collection).
-func ValidateSupportBundleCollectionUpdate(sbc, old *crdv1alpha1.SupportBundleCollection) field.ErrorList {
-	if !equality.Semantic.DeepEqual(sbc.Spec, old.Spec) {
-		return field.ErrorList{field.Forbidden(field.NewPath("spec"),
-			fmt.Sprintf("SupportBundleCollection %s has started: its spec cannot be changed (create another one)", sbc.Name))}
-	}
-	return nil
 }
 
 func validSelector(s *metav1.LabelSelector, path *field.Path) field.ErrorList {

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -53,7 +54,7 @@ func TestValidSupportBundleCollectionsAreAccepted(t *testing.T) {
 			s.Nodes, s.SinceTime, s.FileServer.HostPublicKey = &crdv1alpha1.BundleNodes{}, "1d", key
 		},
 	} {
-		if errs := ValidateSupportBundleCollection(sbc(mutate)); len(errs) != 0 {
+		if errs := ValidateSupportBundleCollection(context.Background(), sbc(mutate)); len(errs) != 0 {
 			t.Errorf("%s refused: %v", name, errs)
 		}
 	}
@@ -86,7 +87,7 @@ func TestInvalidSupportBundleCollectionsAreRefusedNamingTheField(t *testing.T) {
 		{"an authSecret without a Namespace", func(s *crdv1alpha1.SupportBundleCollectionSpec) { s.Authentication.AuthSecret.Namespace = "" }, "spec.authentication.authSecret.namespace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			errs := ValidateSupportBundleCollection(sbc(tc.mutate))
+			errs := ValidateSupportBundleCollection(context.Background(), sbc(tc.mutate))
 			if len(errs) != 1 || errs[0].Field != tc.field {
 				t.Errorf("errors = %v, want one naming %s", errs, tc.field)
 			}
@@ -95,7 +96,7 @@ func TestInvalidSupportBundleCollectionsAreRefusedNamingTheField(t *testing.T) {
 }
 
 func TestAURLWithCredentialsIsRefusedWithoutEchoingThem(t *testing.T) {
-	errs := ValidateSupportBundleCollection(sbc(func(s *crdv1alpha1.SupportBundleCollectionSpec) {
+	errs := ValidateSupportBundleCollection(context.Background(), sbc(func(s *crdv1alpha1.SupportBundleCollectionSpec) {
 		s.FileServer.URL = "sftp://bundles:hunter2@files.example:22/up"
 	}))
 	if len(errs) != 1 || errs[0].Field != "spec.fileServer.url" || strings.Contains(errs.ToAggregate().Error(), "hunter2") {
