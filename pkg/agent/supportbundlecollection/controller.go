@@ -31,6 +31,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -78,6 +79,10 @@ type Controller struct {
 	// results are the results collected but not yet written (a failed
 	// status write is retried without collecting again). Worker only.
 	results map[string]crdv1alpha1.SupportBundleCollectionNodeResult
+	// reported are the collections (by name, with their UID) whose result
+	// this agent wrote: the lister may still show them Pending for a moment,
+	// and a sync then must not collect again. Worker only.
+	reported map[string]types.UID
 }
 
 // NewController watches SupportBundleCollections.
@@ -91,8 +96,9 @@ func NewController(cfg Config) (*Controller, error) {
 		synced: cfg.Informer.Informer().HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "supportbundlecollection"}),
-		now:     time.Now,
-		results: map[string]crdv1alpha1.SupportBundleCollectionNodeResult{},
+		now:      time.Now,
+		results:  map[string]crdv1alpha1.SupportBundleCollectionNodeResult{},
+		reported: map[string]types.UID{},
 	}
 	enqueue := func(obj any) {
 		if sbc, ok := obj.(*crdv1alpha1.SupportBundleCollection); ok && c.pending(sbc) {
@@ -154,10 +160,14 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	sbc, err := c.lister.Get(name)
 	if apierrors.IsNotFound(err) {
 		delete(c.results, name)
+		delete(c.reported, name)
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if uid, ok := c.reported[name]; ok && uid == sbc.UID {
+		return nil
 	}
 	result, ok := c.results[name]
 	if !ok {
@@ -174,6 +184,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 	delete(c.results, name)
+	c.reported[name] = sbc.UID
 	return nil
 }
 
