@@ -194,15 +194,15 @@ func (c *Controller) collect(ctx context.Context, sbc *crdv1alpha1.SupportBundle
 	defer cancel()
 	start := c.now()
 	fileName := crdv1alpha1.BundleFileName(c.cfg.NodeName, sbc.Name)
-	klog.InfoS("Collecting this Node's support bundle", "supportBundleCollection", sbc.Name, "file", fileName)
+	klog.InfoS("Collecting this Node's support bundle", "supportBundleCollection", sbc.Name, "node", c.cfg.NodeName, "file", fileName)
 	err := c.collectAndUpload(ctx, sbc, fileName)
 	if err != nil {
-		klog.ErrorS(err, "Could not collect this Node's support bundle", "supportBundleCollection", sbc.Name)
+		klog.ErrorS(err, "Could not collect this Node's support bundle", "supportBundleCollection", sbc.Name, "node", c.cfg.NodeName)
 		msg := err.Error()
 		c.cfg.Recorder.Eventf(sbc, corev1.EventTypeWarning, string(crdv1alpha1.CollectionFailure), "Node %s: %s", c.cfg.NodeName, msg)
 		return crdv1alpha1.SupportBundleCollectionNodeResult{Name: c.cfg.NodeName, State: crdv1alpha1.NodeFailed, Message: msg}
 	}
-	klog.InfoS("Uploaded this Node's support bundle", "supportBundleCollection", sbc.Name, "file", fileName,
+	klog.InfoS("Uploaded this Node's support bundle", "supportBundleCollection", sbc.Name, "node", c.cfg.NodeName, "file", fileName,
 		"duration", c.now().Sub(start))
 	return crdv1alpha1.SupportBundleCollectionNodeResult{Name: c.cfg.NodeName, State: crdv1alpha1.NodeCollected}
 }
