@@ -66,9 +66,11 @@ func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, Manifest
 //   - the NetworkPolicy stats reported every 5 s instead of 60 s
 //     (statsCollectionInterval), so that tests see them soon;
 //   - the controller's ServiceExternalIP gate on (LoadBalancer IPs);
-//   - the agents' PacketCapture and NodeLatencyMonitor gates on, and
-//     SupportBundleCollection in both (upstream: alpha, off by default), so
-//     that the operator's tools can be tried.
+//   - the agents' PacketCapture, NodeLatencyMonitor and EgressTrafficShaping
+//     gates on, and SupportBundleCollection in both (upstream: alpha, off by
+//     default), so that they can be tried.
+//   - NodePortLocal on (nodePortLocal.enable; upstream's default is off),
+//     so that the outside host reaches annotated Services' Pods.
 func (o Options) labConfOverlay() map[string]map[string]string {
 	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
 	overlay := map[string]map[string]string{
@@ -80,6 +82,8 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			"statsCollectionInterval":              "5s",
 			"featureGates.PacketCapture":           "true",
 			"featureGates.NodeLatencyMonitor":      "true",
+			"featureGates.EgressTrafficShaping":    "true",
+			"nodePortLocal.enable":                 "true",
 			"featureGates.SupportBundleCollection": "true",
 		},
 		"antrea-controller.conf": {

@@ -74,6 +74,7 @@ func Run(ctx context.Context, o Options) error {
 		{"Egress", setupEgress},
 		{"ServiceExternalIP", setupServiceExternalIP},
 		{"NodeLatencyMonitor", setupNodeLatencyMonitor},
+		{"NodePortLocal", setupNodePortLocal},
 		{"flow restore", setupFlowRestore}, // the previous run's flows go once policies are in
 		{"monitor", setupMonitor},
 		{"support bundle", setupSupportBundle},

@@ -17,10 +17,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"antrea.io/antrea/pkg/agent/nodeportlocal"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 	"antrea.io/antrea/pkg/ipfix"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
@@ -159,6 +162,29 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 	o.FlowExporter = &FlowExporterOptions{Collector: agentconfig.CollectorAddr{Host: "127.0.0.1",
 		Port: collector.LocalAddr().(*net.UDPAddr).Port, Transport: "udp"}, Poll: time.Second, Active: time.Second, Idle: time.Second}
 
+	// NodePortLocal: a backend Pod of an annotated Service on this node
+	// (no container: its status says it runs at 10.244.1.5).
+	o.NodePortLocal = &nodeportlocal.PortRange{First: 61000, Last: 61009}
+	if _, err := client.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	web, err := client.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "web"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web.Status.PodIP, web.Status.PodIPs = "10.244.1.5", []corev1.PodIP{{IP: "10.244.1.5"}}
+	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, web, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web",
+		Annotations: map[string]string{nodeportlocal.EnabledAnnotation: "true"}},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- Run(runCtx, o) }()
@@ -205,6 +231,25 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 		}
 		return nil
 	})
+	eventually(t, func() error {
+		p, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		want := `[{"podPort":8080,"nodeIP":"192.168.77.1","nodePort":61000,"protocol":"tcp","protocols":["tcp"],"ipFamily":"IPv4"}]`
+		if got := p.Annotations[nodeportlocal.PodAnnotation]; got != want {
+			return fmt.Errorf("NodePortLocal: the Pod's annotation is %q, want %s", got, want)
+		}
+		out, err := exec.Command("nft", "list", "map", "inet", "antrea", "nodeportlocal-v4").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "tcp . 61000") || !strings.Contains(string(out), ": 10.244.1.5 . 8080") {
+			return fmt.Errorf("NodePortLocal: no DNAT of 61000 to the Pod: %v\n%s", err, out)
+		}
+		return nil
+	})
+	if l, err := net.Listen("tcp4", "0.0.0.0:61000"); err == nil {
+		l.Close()
+		t.Error("NodePortLocal: another process could bind the node port 61000 the agent maps")
+	}
 	_ = collector.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 65536)
 	if n, _, err := collector.ReadFrom(buf); err != nil {
@@ -231,9 +276,14 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 	if out, err := in.Vsctl("get", "Bridge", "br-int", "ipfix"); err != nil || strings.TrimSpace(out) != "[]" {
 		t.Errorf("br-int's IPFIX export outlived the FlowExporter: %v %s", err, out)
 	}
+	// A stopped agent leaves the NodePortLocal rules: a restart does not
+	// interrupt the mappings (the next run restores them from the annotation).
+	if out, err := exec.Command("nft", "list", "map", "inet", "antrea", "nodeportlocal-v4").CombinedOutput(); err != nil || !strings.Contains(string(out), ": 10.244.1.5 . 8080") {
+		t.Errorf("NodePortLocal: the mapping went with the stopped agent: %v\n%s", err, out)
+	}
 
-	// Again, without proxyAll and with the API port taken.
-	o.ProxyAll, o.ProxyHealthzAddress, o.FlowExporter = false, netip.AddrPort{}, nil
+	// Again, without proxyAll and NodePortLocal and with the API port taken.
+	o.ProxyAll, o.ProxyHealthzAddress, o.FlowExporter, o.NodePortLocal = false, netip.AddrPort{}, nil, nil
 	taken, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
@@ -253,6 +303,9 @@ func TestTheAgentStartsServesAndStopsOnARealNode(t *testing.T) {
 	}
 	if out, err := exec.Command("nft", "list", "table", "inet", "antrea").CombinedOutput(); err != nil || strings.Contains(string(out), "nodeport-prerouting") {
 		t.Errorf("the node path of the run with proxyAll stayed: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("nft", "list", "table", "inet", "antrea").CombinedOutput(); err != nil || strings.Contains(string(out), "nodeportlocal") {
+		t.Errorf("the NodePortLocal rules of the run with it stayed: %v\n%s", err, out)
 	}
 }
 

@@ -83,7 +83,8 @@ func setupEgress(ctx context.Context, d *deps) (component, error) {
 		Routed: d.o.TrafficEncapMode == agentconfig.EncapModeNoEncap, Client: crd,
 		Egresses: egresses.Lister(), Pools: pools.Lister(), Nodes: nodes.Lister(),
 		Informers: []cache.SharedIndexInformer{egresses.Informer(), pools.Informer(), nodes.Informer()},
-		Flows:     d.flows, SNAT: d.nodeNet, IPs: ips, IsLocal: ips.IsLocalUnheld, Cluster: d.cluster})
+		Flows:     d.flows, SNAT: d.nodeNet, IPs: ips, IsLocal: ips.IsLocalUnheld, Cluster: d.cluster,
+		TrafficShaping: d.o.FeatureGates[agentconfig.EgressTrafficShaping]})
 	d.cluster.AddListener(ctrl.MembershipChanged)
 	f.Start(ctx.Done())
 	d.informers.Start(ctx.Done())

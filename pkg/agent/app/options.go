@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"antrea.io/antrea/pkg/agent/nodeportlocal"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
@@ -74,6 +75,9 @@ type Options struct {
 	// FlowExporter runs the FlowExporter (featureGates.FlowExporter and
 	// flowExporter.enable); nil runs none.
 	FlowExporter *FlowExporterOptions
+	// NodePortLocal is nodePortLocal.portRange when NodePortLocal runs
+	// (featureGates.NodePortLocal and nodePortLocal.enable); nil runs none.
+	NodePortLocal *nodeportlocal.PortRange
 	// StatsInterval is how often the policy rules' counters are reported to
 	// the controller (statsCollectionInterval, when the NetworkPolicyStats
 	// gate is on); 0 reports none.
@@ -164,6 +168,13 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 			a, _ := agentconfig.ParseCollectorAddr(c.FlowExporter.FlowCollectorAddr)
 			t := c.FlowExporter.Times()
 			o.FlowExporter = &FlowExporterOptions{Collector: a, Poll: t.Poll, Active: t.Active, Idle: t.Idle}
+		}
+	})
+	set("", func() {
+		o.NodePortLocal = nil
+		if c.NodePortLocalEnabled() {
+			first, last, _ := agentconfig.ParsePortRange(c.NodePortLocal.PortRange)
+			o.NodePortLocal = &nodeportlocal.PortRange{First: uint16(first), Last: uint16(last)}
 		}
 	})
 	set("", func() {

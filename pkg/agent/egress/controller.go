@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
@@ -70,6 +72,9 @@ type Config struct {
 	// Resync is how often the whole state is written again even without an
 	// event (an address ovs-vswitchd's restart took away comes back).
 	Resync time.Duration
+	// TrafficShaping realizes spec.bandwidth (the EgressTrafficShaping
+	// gate); without it a bandwidth is ignored, as upstream.
+	TrafficShaping bool
 }
 
 // Controller realizes the Egresses on this node: it decides from the
@@ -97,10 +102,6 @@ type Controller struct {
 type written struct {
 	flows agentof.EgressFlows
 	snat  map[netip.Addr]netip.Addr
-}
-
-func egressFlowsEqual(a, b agentof.EgressFlows) bool {
-	return a.Holding == b.Holding && maps.EqualFunc(a.Remote, b.Remote, func(x, y net.IP) bool { return x.Equal(y) })
 }
 
 // NewController makes the controller and adds its event handlers.
@@ -219,6 +220,9 @@ type State struct {
 	SNAT map[netip.Addr]netip.Addr
 	// Remote maps a local member pod's IP to its Egress's owner's IP.
 	Remote map[netip.Addr]net.IP
+	// Shaped are the rate limits of the Egresses this node holds that have
+	// a bandwidth (with TrafficShaping), by Egress name.
+	Shaped map[string]agentof.EgressShaping
 }
 
 // compute decides the state from the listers, the members and the alive
@@ -249,7 +253,8 @@ func (c *Controller) compute(alive []string) (*State, error) {
 			nodeIPs[n.Name] = ip
 		}
 	}
-	st := &State{Owners: map[string]string{}, IPs: map[string]netip.Addr{}, SNAT: map[netip.Addr]netip.Addr{}, Remote: map[netip.Addr]net.IP{}}
+	st := &State{Owners: map[string]string{}, IPs: map[string]netip.Addr{}, SNAT: map[netip.Addr]netip.Addr{}, Remote: map[netip.Addr]net.IP{},
+		Shaped: map[string]agentof.EgressShaping{}}
 	taken := map[netip.Addr]bool{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -279,6 +284,14 @@ func (c *Controller) compute(alive []string) (*State, error) {
 		if owner == "" {
 			continue
 		}
+		var shaping *agentof.EgressShaping
+		if owner == c.cfg.NodeName && c.cfg.TrafficShaping && e.Spec.Bandwidth != nil {
+			if rate, burst, err := BandwidthKbps(e.Spec.Bandwidth); err != nil {
+				klog.ErrorS(err, "Egress bandwidth not realized", "egress", e.Name)
+			} else {
+				shaping = &agentof.EgressShaping{RateKbps: rate, BurstKb: burst}
+			}
+		}
 		for _, m := range c.groups[e.Name] {
 			for _, raw := range m.IPs {
 				pip, ok := netip.AddrFromSlice(net.IP(raw))
@@ -292,14 +305,48 @@ func (c *Controller) compute(alive []string) (*State, error) {
 				taken[pip] = true
 				if owner == c.cfg.NodeName {
 					st.SNAT[pip] = ip
+					if shaping != nil && c.local(pip) {
+						shaping.Local = append(shaping.Local, pip)
+					} else if shaping != nil {
+						shaping.Remote = append(shaping.Remote, pip)
+					}
 				} else if c.local(pip) && nodeIPs[owner] != nil {
 					st.Remote[pip] = nodeIPs[owner]
 				}
 			}
 		}
+		if shaping != nil {
+			slices.SortFunc(shaping.Local, func(a, b netip.Addr) int { return a.Compare(b) })
+			slices.SortFunc(shaping.Remote, func(a, b netip.Addr) int { return a.Compare(b) })
+			st.Shaped[e.Name] = *shaping
+		}
 	}
 	slices.SortFunc(st.Hold, func(a, b netip.Addr) int { return a.Compare(b) })
 	return st, nil
+}
+
+// BandwidthKbps is a bandwidth's rate and burst in kilobits (per second),
+// as a meter takes them: quantities of bits (300k, 10M, 2G; admission
+// refuses others).
+func BandwidthKbps(bw *crdv1beta1.Bandwidth) (rate, burst uint32, err error) {
+	kbits := func(name, v string) (uint32, error) {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return 0, fmt.Errorf("bandwidth.%s %q: %w", name, v, err)
+		}
+		k := q.Value() / 1000
+		if k < 1 || k > math.MaxUint32 {
+			return 0, fmt.Errorf("bandwidth.%s %q: out of the meter's range (1k to 4T)", name, v)
+		}
+		return uint32(k), nil
+	}
+	if rate, err = kbits("rate", bw.Rate); err != nil {
+		return 0, 0, err
+	}
+	if burst, err = kbits("burst", bw.Burst); err != nil {
+		return 0, 0, err
+	}
+	return rate, burst, nil
 }
 
 // candidates are the alive members that the Egress's pool allows (every
@@ -373,8 +420,8 @@ func (c *Controller) sync(ctx context.Context) error {
 	// events (a Node's status, an unrelated pod) change neither, and each
 	// write is an OpenFlow bundle and an nft transaction. (The switch's
 	// flows come back by replay after ovs-vswitchd restarts.)
-	flows := agentof.EgressFlows{Remote: st.Remote, Holding: len(st.Hold) > 0}
-	if c.written == nil || !egressFlowsEqual(c.written.flows, flows) {
+	flows := agentof.EgressFlows{Remote: st.Remote, Holding: len(st.Hold) > 0, Shaped: st.Shaped}
+	if c.written == nil || !c.written.flows.Equal(flows) {
 		if err := c.cfg.Flows.SetEgressFlows(ctx, flows); err != nil {
 			c.written = nil
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,6 +161,48 @@ func TestComputeLeavesAnEgressIPWithoutAPoolWhereTheOperatorPutIt(t *testing.T) 
 				t.Errorf("the status names node-3, yet a1 goes to %v (owners %v)", st.Remote[a1], st.Owners)
 			}
 		})
+	}
+}
+
+// TestComputeShapesTheEgressesThisNodeHoldsWithABandwidth: the holder of a
+// bandwidth's Egress meters its local and remote members at the rate, in
+// kilobits; without the gate, or on a node that does not hold the IP, no
+// meter.
+func TestComputeShapesTheEgressesThisNodeHoldsWithABandwidth(t *testing.T) {
+	limited := eg("limited", "172.30.0.250", "", 1)
+	limited.Spec.Bandwidth = &crdv1beta1.Bandwidth{Rate: "10M", Burst: "2M"}
+	groups := map[string][]cpv1beta2.GroupMember{"limited": {member("x", "a1", "10.10.1.2"), member("x", "b1", "10.10.2.2")}}
+	for _, tc := range []struct {
+		name           string
+		holds, shaping bool
+		want           bool
+	}{{"held, gate on", true, true, true}, {"held, gate off", true, false, false}, {"held elsewhere", false, true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Controller{cfg: Config{NodeName: "node-1", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.1.0/24")},
+				Egresses: crdlisters.NewEgressLister(indexer(limited)), Pools: crdlisters.NewExternalIPPoolLister(indexer()),
+				Nodes:   corelisters.NewNodeLister(indexer(node("node-1", "172.30.0.11", nil))),
+				IsLocal: func(netip.Addr) bool { return tc.holds }, TrafficShaping: tc.shaping},
+				groups: groups}
+			st, err := c.compute([]string{"node-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := st.Shaped["limited"]
+			if ok != tc.want {
+				t.Fatalf("shaped %v, want %v: %+v", ok, tc.want, st.Shaped)
+			}
+			if !ok {
+				return
+			}
+			want := agentof.EgressShaping{RateKbps: 10000, BurstKb: 2000,
+				Local: []netip.Addr{netip.MustParseAddr("10.10.1.2")}, Remote: []netip.Addr{netip.MustParseAddr("10.10.2.2")}}
+			if !(agentof.EgressFlows{Shaped: map[string]agentof.EgressShaping{"e": got}}).Equal(agentof.EgressFlows{Shaped: map[string]agentof.EgressShaping{"e": want}}) {
+				t.Errorf("shaping %+v, want %+v", got, want)
+			}
+		})
+	}
+	if _, _, err := BandwidthKbps(&crdv1beta1.Bandwidth{Rate: "500", Burst: "1M"}); err == nil || !strings.Contains(err.Error(), "bandwidth.rate") {
+		t.Errorf("a rate below 1k: err = %v, want one naming bandwidth.rate", err)
 	}
 }
 

@@ -9,8 +9,10 @@
 // `nft list table inet antrea` finds a feature's rules by prefix and never
 // sees half an update. Features today: hostport (HostPorts: DNAT of pods'
 // hostPorts, including 127.0.0.1, and the masquerade it needs), masquerade
-// (Masquerade: pod traffic leaving the node) and nodeport (NodePorts:
-// AntreaProxy's NodePort DNAT, driven by pkg/agent/route's NodePath);
+// (Masquerade: pod traffic leaving the node), nodeport (NodePorts:
+// AntreaProxy's NodePort DNAT, driven by pkg/agent/route's NodePath), egress
+// (SetEgressSNAT) and nodeportlocal (SetNodePortLocal: node ports of
+// annotated Services' Pods, driven by pkg/agent/nodeportlocal);
 // docs/design/node-netfilter.md keeps the map of who writes what.
 package nodenet
 

@@ -49,6 +49,14 @@ const (
 	// ServiceExternalIP gates the agent's answering for LoadBalancer IPs
 	// allocated from ExternalIPPools (with proxyAll).
 	ServiceExternalIP = "ServiceExternalIP"
+	// EgressTrafficShaping gates the rate limits of Egresses'
+	// spec.bandwidth (OVS meters on the node holding the Egress IP; off by
+	// default, as upstream).
+	EgressTrafficShaping = "EgressTrafficShaping"
+	// NodePortLocal gates NodePortLocal (pkg/agent/nodeportlocal); it runs
+	// when nodePortLocal.enable is true too. On by default, as upstream's
+	// (GA since v1.14).
+	NodePortLocal = "NodePortLocal"
 	// SupportBundleCollection gates the agent's collection and upload of its
 	// Node's support bundle for SupportBundleCollections (off by default, as
 	// upstream).
@@ -126,6 +134,8 @@ type AgentConfig struct {
 	AntreaProxy AntreaProxyConfig `json:"antreaProxy"`
 	// FlowExporter holds the FlowExporter's options.
 	FlowExporter FlowExporterConfig `json:"flowExporter"`
+	// NodePortLocal holds NodePortLocal's options.
+	NodePortLocal NodePortLocalConfig `json:"nodePortLocal"`
 	// StatsCollectionInterval is how often the agent reads its policy rules'
 	// counters and reports them to the controller (NetworkPolicyStats), as a
 	// Go duration. Default 60s (upstream's fixed interval). Not an upstream key.
@@ -189,6 +199,53 @@ type FlowExporterConfig struct {
 	IdleFlowExportTimeout string `json:"idleFlowExportTimeout"`
 }
 
+// NodePortLocalConfig is the nodePortLocal section (upstream's names and
+// defaults).
+type NodePortLocalConfig struct {
+	// Enable runs NodePortLocal (with the NodePortLocal gate). Default false.
+	Enable bool `json:"enable"`
+	// PortRange is the range of node ports handed out, "FIRST-LAST".
+	// Default 61000-62000.
+	PortRange string `json:"portRange"`
+}
+
+// DefaultNodePortLocalRange is nodePortLocal.portRange's default (upstream's
+// on Linux).
+const DefaultNodePortLocalRange = "61000-62000"
+
+// ServiceNodePortRange is Kubernetes' default Service NodePort range
+// (kube-apiserver --service-node-port-range): AntreaProxy's NodePorts
+// (proxyAll) are DNATed by the node from it, so nodePortLocal.portRange
+// must not overlap it.
+const (
+	ServiceNodePortFirst = 30000
+	ServiceNodePortLast  = 32767
+)
+
+// ParsePortRange parses "FIRST-LAST", 1 <= FIRST <= LAST <= 65535.
+func ParsePortRange(s string) (first, last int, err error) {
+	a, b, ok := strings.Cut(s, "-")
+	if ok {
+		first, err = strconv.Atoi(strings.TrimSpace(a))
+		if err == nil {
+			last, err = strconv.Atoi(strings.TrimSpace(b))
+		}
+	}
+	switch {
+	case !ok || err != nil:
+		return 0, 0, fmt.Errorf("%q is not a port range (want FIRST-LAST, e.g. %s)", s, DefaultNodePortLocalRange)
+	case first < 1 || last > 65535 || first > last:
+		return 0, 0, fmt.Errorf("%q is not a port range (want 1 <= FIRST <= LAST <= 65535)", s)
+	}
+	return first, last, nil
+}
+
+// NodePortLocalEnabled says whether NodePortLocal runs: its gate and
+// nodePortLocal.enable.
+func (c *AgentConfig) NodePortLocalEnabled() bool {
+	return c.FeatureGates[NodePortLocal] && c.NodePortLocal.Enable
+}
+
 // DefaultHealthzBindAddress is antreaProxy.healthzBindAddress's default:
 // kube-proxy's (its ports.ProxyHealthzPort on every IPv4 address).
 const DefaultHealthzBindAddress = "0.0.0.0:10256"
@@ -196,7 +253,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, Egress: true, ServiceExternalIP: true, SupportBundleCollection: false},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true, SupportBundleCollection: false},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,
@@ -211,6 +268,7 @@ func Defaults() *AgentConfig {
 			HealthzBindAddress: DefaultHealthzBindAddress},
 		FlowExporter: FlowExporterConfig{FlowCollectorAddr: "flow-aggregator/flow-aggregator",
 			FlowPollInterval: "5s", ActiveFlowExportTimeout: "5s", IdleFlowExportTimeout: "15s"},
+		NodePortLocal:           NodePortLocalConfig{PortRange: DefaultNodePortLocalRange},
 		StatsCollectionInterval: "60s",
 	}
 }
@@ -381,6 +439,12 @@ func (c *AgentConfig) validate() []error {
 		fail("statsCollectionInterval", "%q is not a duration of at least 1s (e.g. 60s)", c.StatsCollectionInterval)
 	}
 	errs = append(errs, c.FlowExporter.validate(c.FlowExporterEnabled())...)
+	if first, last, err := ParsePortRange(c.NodePortLocal.PortRange); err != nil {
+		fail("nodePortLocal.portRange", "%v", err)
+	} else if first <= ServiceNodePortLast && last >= ServiceNodePortFirst {
+		fail("nodePortLocal.portRange", "%q overlaps the Service NodePort range %d-%d (AntreaProxy's NodePorts)",
+			c.NodePortLocal.PortRange, ServiceNodePortFirst, ServiceNodePortLast)
+	}
 	if len(c.AntreaProxy.SkipServices) > 0 {
 		fail("antreaProxy.skipServices", "%q is not supported by this Antrea (only an empty list)", c.AntreaProxy.SkipServices)
 	}

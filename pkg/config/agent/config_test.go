@@ -76,6 +76,10 @@ func TestEveryKeySetsItsField(t *testing.T) {
 			func(c *AgentConfig) { c.AntreaProxy.HealthzBindAddress = "[::]:10256" }},
 		{"antreaProxy.healthzBindAddress empty turns the health server off", "antreaProxy:\n  healthzBindAddress: \"\"\n",
 			func(c *AgentConfig) { c.AntreaProxy.HealthzBindAddress = "" }},
+		{"nodePortLocal.enable turns NodePortLocal on", "nodePortLocal:\n  enable: true\n",
+			func(c *AgentConfig) { c.NodePortLocal.Enable = true }},
+		{"nodePortLocal.portRange sets the range", "nodePortLocal:\n  portRange: 40000-41000\n",
+			func(c *AgentConfig) { c.NodePortLocal.PortRange = "40000-41000" }},
 		{"antreaProxy.serviceProxyName names the proxy", "antreaProxy:\n  serviceProxyName: antrea\n",
 			func(c *AgentConfig) { c.AntreaProxy.ServiceProxyName = "antrea" }},
 		{"antreaProxy.proxyLoadBalancerIPs can be turned off", "antreaProxy:\n  proxyLoadBalancerIPs: false\n",
@@ -176,6 +180,14 @@ func TestBadValuesAreRefusedNamingTheKey(t *testing.T) {
 			`antrea-agent.conf: flowExporter.flowPollInterval: "0s" is not a duration of at least 1s`},
 		{"an idle timeout that is no duration is refused", "flowExporter:\n  idleFlowExportTimeout: \"15\"\n",
 			`antrea-agent.conf: flowExporter.idleFlowExportTimeout: "15" is not a duration of at least 1s`},
+		{"a port range that is no range is refused", "nodePortLocal:\n  portRange: \"61000\"\n",
+			`antrea-agent.conf: nodePortLocal.portRange: "61000" is not a port range (want FIRST-LAST`},
+		{"a port range upside down is refused", "nodePortLocal:\n  portRange: 62000-61000\n",
+			`antrea-agent.conf: nodePortLocal.portRange: "62000-61000" is not a port range (want 1 <= FIRST <= LAST <= 65535)`},
+		{"a port range beyond 65535 is refused", "nodePortLocal:\n  portRange: 65000-70000\n",
+			`antrea-agent.conf: nodePortLocal.portRange: "65000-70000" is not a port range`},
+		{"a port range overlapping the Service NodePort range is refused", "nodePortLocal:\n  enable: true\n  portRange: 32000-33000\n",
+			`antrea-agent.conf: nodePortLocal.portRange: "32000-33000" overlaps the Service NodePort range 30000-32767`},
 		{"a bool given as a string is refused", "tunnelCsum: \"true\"\n",
 			`antrea-agent.conf: tunnelCsum: want true or false, got "true"`},
 	} {
@@ -382,6 +394,27 @@ func TestCollectorAddressesParseAsUpstreamWrites(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("ParseCollectorAddr(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+func TestNodePortLocalRunsWithItsGateAndEnable(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		on         bool
+	}{
+		{"off by default (upstream's nodePortLocal.enable is false)", "", false},
+		{"on with enable, the gate on by default", "nodePortLocal:\n  enable: true\n  portRange: 40000-40100\n", true},
+		{"off when the gate is off", "featureGates:\n  NodePortLocal: false\nnodePortLocal:\n  enable: true\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse(FileName, []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.NodePortLocalEnabled() != tc.on {
+				t.Errorf("NodePortLocalEnabled() = %v, want %v", c.NodePortLocalEnabled(), tc.on)
+			}
+		})
 	}
 }
 

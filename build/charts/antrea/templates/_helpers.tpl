@@ -16,6 +16,8 @@ PacketCapture: false
 NodeLatencyMonitor: false
 Egress: true
 ServiceExternalIP: true
+EgressTrafficShaping: false
+NodePortLocal: true
 SupportBundleCollection: false
 {{- end -}}
 
