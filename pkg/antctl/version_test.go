@@ -103,9 +103,11 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 			{"antrea-agent", "NodePortLocal", "Enabled", "-"},
 			{"antrea-agent", "PacketCapture", "Disabled", "-"},
 			{"antrea-agent", "ServiceExternalIP", "Enabled", "-"},
+			{"antrea-agent", "SupportBundleCollection", "Disabled", "-"},
 			{"antrea-agent", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},
 			{"antrea-controller", "Egress", "Enabled", "-"},
 			{"antrea-controller", "ServiceExternalIP", "Disabled", "-"},
+			{"antrea-controller", "SupportBundleCollection", "Disabled", "-"},
 			{"antrea-controller", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},
 		}
 	}

@@ -67,28 +67,33 @@ func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, Manifest
 //     (statsCollectionInterval), so that tests see them soon;
 //   - the controller's ServiceExternalIP gate on (LoadBalancer IPs);
 //   - the agents' PacketCapture, NodeLatencyMonitor and EgressTrafficShaping
-//     gates on (upstream: alpha, off by default), so that they can be tried.
+//     gates on, and SupportBundleCollection in both (upstream: alpha, off by
+//     default), so that they can be tried.
 //   - NodePortLocal on (nodePortLocal.enable; upstream's default is off),
 //     so that the outside host reaches annotated Services' Pods.
 func (o Options) labConfOverlay() map[string]map[string]string {
 	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
 	overlay := map[string]map[string]string{
 		"antrea-agent.conf": {
-			"ovsDatapathType":                   "netdev",
-			"tunnelType":                        o.Encap,
-			"trafficEncapMode":                  o.trafficMode(),
-			"kubeAPIServerOverride":             apiServer,
-			"statsCollectionInterval":           "5s",
-			"featureGates.PacketCapture":        "true",
-			"featureGates.NodeLatencyMonitor":   "true",
-			"featureGates.EgressTrafficShaping": "true",
-			"nodePortLocal.enable":              "true",
+			"ovsDatapathType":                      "netdev",
+			"tunnelType":                           o.Encap,
+			"trafficEncapMode":                     o.trafficMode(),
+			"kubeAPIServerOverride":                apiServer,
+			"statsCollectionInterval":              "5s",
+			"featureGates.PacketCapture":           "true",
+			"featureGates.NodeLatencyMonitor":      "true",
+			"featureGates.EgressTrafficShaping":    "true",
+			"nodePortLocal.enable":                 "true",
+			"featureGates.SupportBundleCollection": "true",
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,
 			// LoadBalancer IPs from ExternalIPPools (upstream: alpha,
 			// off by default): the lab's outside host reaches them.
 			"featureGates.ServiceExternalIP": "true",
+			// SupportBundleCollection (upstream: alpha, off by
+			// default): the lab's outside host runs an SFTP server.
+			"featureGates.SupportBundleCollection": "true",
 		},
 	}
 	if o.Proxy == ProxyKube {

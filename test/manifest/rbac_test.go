@@ -33,7 +33,9 @@ func serviceAccountUser(name string) envtest.User {
 // and Namespaces, writes its CA into the APIService (which then becomes
 // Available) and authorizes the agent, who reads its slice as its own
 // ServiceAccount through kube-apiserver. The ServiceExternalIP gate is on:
-// the controller writes a LoadBalancer Service's ingress IP.
+// the controller writes a LoadBalancer Service's ingress IP. So is
+// SupportBundleCollection: the controller and two agents, each as its
+// ServiceAccount, run a collection to its end.
 func TestControllerWorksWithTheManifestsRBAC(t *testing.T) {
 	cp := apiservertest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -41,7 +43,7 @@ func TestControllerWorksWithTheManifestsRBAC(t *testing.T) {
 	waitForNamespace(t, ctx, cp, namespace)
 	// The manifest's ServiceAccounts, RBAC, CRDs and webhooks; the loopback
 	// APIService; the controller as its ServiceAccount.
-	startControllerAs(t, ctx, cp, func(o *app.Options) { o.EnableServiceExternalIP = true })
+	startControllerAs(t, ctx, cp, func(o *app.Options) { o.EnableServiceExternalIP, o.EnableSupportBundleCollection = true, true })
 
 	// Available only once the controller, as its ServiceAccount, wrote its CA.
 	cp.WaitAPIServiceAvailable(t, ctx)
@@ -93,6 +95,7 @@ func TestControllerWorksWithTheManifestsRBAC(t *testing.T) {
 	}
 	egressAsServiceAccounts(t, ctx, cp, versioned.NewForConfigOrDie(agentUser.Config()))
 	serviceExternalIPAsServiceAccount(t, ctx, cp)
+	supportBundleCollectionAsServiceAccounts(t, ctx, cp, agentUser)
 }
 
 // serviceExternalIPAsServiceAccount: with the manifest's RBAC,

@@ -68,12 +68,15 @@ func TestManifestHasEveryObjectOfAnInstall(t *testing.T) {
 		"CustomResourceDefinition networkpolicies.crd.antrea.io",
 		"CustomResourceDefinition nodelatencymonitors.crd.antrea.io",
 		"CustomResourceDefinition packetcaptures.crd.antrea.io",
+		"CustomResourceDefinition supportbundlecollections.crd.antrea.io",
 		"CustomResourceDefinition tiers.crd.antrea.io",
 		"CustomResourceDefinition traceflows.crd.antrea.io",
 		"DaemonSet antrea-agent",
 		"Deployment antrea-controller",
 		"MutatingWebhookConfiguration crdmutator.antrea.io",
+		"Role antrea-agent-packetcapture-fileserver",
 		"RoleBinding antrea-agent-authentication-reader",
+		"RoleBinding antrea-agent-packetcapture-fileserver",
 		"RoleBinding antrea-controller-authentication-reader",
 		"Service antrea",
 		"ServiceAccount antrea-agent",
@@ -474,7 +477,7 @@ func TestConfFilesAreWhatTheComponentsRead(t *testing.T) {
 	objs := decode(t, render(t, "tunnelType=vxlan", "ovs.datapathType=netdev", "featureGates.AntreaProxy=false", "defaultMTU=1400"))
 	agent := confOf(t, objs, "antrea-agent.conf")
 	for key, want := range map[string]any{"tunnelType": "vxlan", "ovsDatapathType": "netdev", "defaultMTU": 1400.0,
-		"featureGates": map[string]any{"AntreaProxy": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true}} {
+		"featureGates": map[string]any{"AntreaProxy": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false}} {
 		if got, _ := json.Marshal(agent[key]); string(got) != mustJSON(t, want) {
 			t.Errorf("antrea-agent.conf: %s is %s, want %s", key, got, mustJSON(t, want))
 		}

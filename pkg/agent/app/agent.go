@@ -78,6 +78,7 @@ func Run(ctx context.Context, o Options) error {
 		{"flow restore", setupFlowRestore}, // the previous run's flows go once policies are in
 		{"monitor", setupMonitor},
 		{"support bundle", setupSupportBundle},
+		{"SupportBundleCollection", setupSupportBundleCollection},
 		{"agent API", setupAgentAPI},
 		{"CNI server", setupCNIServer}, // ready: serves pods last
 	}, stopTimeout)

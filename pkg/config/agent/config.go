@@ -57,6 +57,10 @@ const (
 	// when nodePortLocal.enable is true too. On by default, as upstream's
 	// (GA since v1.14).
 	NodePortLocal = "NodePortLocal"
+	// SupportBundleCollection gates the agent's collection and upload of its
+	// Node's support bundle for SupportBundleCollections (off by default, as
+	// upstream).
+	SupportBundleCollection = "SupportBundleCollection"
 )
 
 // Supported values.
@@ -249,7 +253,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true, SupportBundleCollection: false},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,

@@ -37,7 +37,7 @@ var spec = strict.Spec{
 		{Name: "SecondaryNetwork"},
 		{Name: ServiceExternalIP, Default: true, Implemented: true},
 		{Name: "ServiceTrafficDistribution", Default: true},
-		{Name: "SupportBundleCollection"},
+		{Name: SupportBundleCollection, Implemented: true},
 		{Name: "TopologyAwareHints", Default: true},
 		{Name: "Traceflow", Default: true},
 		{Name: "TrafficControl"},

@@ -34,11 +34,15 @@ const Egress = "Egress"
 // allocation from ExternalIPPools (upstream: alpha, off by default).
 const ServiceExternalIP = "ServiceExternalIP"
 
+// SupportBundleCollection is the feature gate of the SupportBundleCollection
+// controller (upstream: alpha, off by default).
+const SupportBundleCollection = "SupportBundleCollection"
+
 // ControllerConfig is antrea-controller.conf. Field comments give
 // upstream's meaning and default; the json tags are upstream's key names.
 type ControllerConfig struct {
 	// FeatureGates maps feature names to on/off. The controller implements
-	// Egress and ServiceExternalIP; upstream's other gates are checked and
+	// Egress, ServiceExternalIP and SupportBundleCollection; upstream's other gates are checked and
 	// dropped.
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 	// ClientConnection says how to reach kube-apiserver.
@@ -68,7 +72,7 @@ type ControllerConfig struct {
 // Defaults returns upstream's defaults.
 func Defaults() *ControllerConfig {
 	return &ControllerConfig{
-		FeatureGates:            map[string]bool{Egress: true, ServiceExternalIP: false},
+		FeatureGates:            map[string]bool{Egress: true, ServiceExternalIP: false, SupportBundleCollection: false},
 		APIPort:                 10349,
 		EnablePrometheusMetrics: true,
 		SelfSignedCert:          true,
@@ -116,7 +120,7 @@ func (c *ControllerConfig) validate() []error {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.FeatureGates)) {
-		if name != Egress && name != ServiceExternalIP {
+		if name != Egress && name != ServiceExternalIP && name != SupportBundleCollection {
 			fail("featureGates", "%q is not a feature gate this Antrea implements", name)
 		}
 	}

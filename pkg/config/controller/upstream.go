@@ -24,7 +24,7 @@ var spec = strict.Spec{
 		{Name: "NetworkPolicyStats", Default: true},
 		{Name: "NodeIPAM"},
 		{Name: ServiceExternalIP, Implemented: true},
-		{Name: "SupportBundleCollection"},
+		{Name: SupportBundleCollection, Implemented: true},
 		{Name: "Traceflow", Default: true},
 	},
 	Unsupported: []strict.Unsupported{

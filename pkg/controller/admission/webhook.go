@@ -46,6 +46,7 @@ func Handlers(v *Validator) map[string]http.Handler {
 		PathValidateGroup:         reviewHandler(reviewObject(v.ValidateGroup)),
 		PathValidatePacketCapture: reviewHandler(reviewSpecFixed(func(pc *crdv1alpha1.PacketCapture) any { return pc.Spec }, v.ValidatePacketCapture)),
 		PathValidateNLM:           reviewHandler(reviewObject(v.ValidateNodeLatencyMonitor)),
+		PathValidateSBC:           reviewHandler(reviewSpecFixed(func(s *crdv1alpha1.SupportBundleCollection) any { return s.Spec }, ValidateSupportBundleCollection)),
 		PathMutateACNP:            reviewHandler(mutateACNP),
 		PathMutateANNP:            reviewHandler(mutateANNP),
 	}

@@ -136,6 +136,10 @@ func Run(ctx context.Context, o *Options) error {
 		crdInformerFactory.Crd().V1alpha1().NodeLatencyMonitors().Informer()); err != nil {
 		return err
 	}
+	runSupportBundles, err := setupSupportBundleCollection(ctx, o, kubeClient, crdClient, informerFactory, crdInformerFactory)
+	if err != nil {
+		return err
+	}
 	tierKeeper, err := tier.NewKeeper(crdClient, crd.Tiers())
 	if err != nil {
 		return err
@@ -176,6 +180,9 @@ func Run(ctx context.Context, o *Options) error {
 	go tfController.Run(ctx)
 	if runExternalIPs != nil {
 		go runExternalIPs(ctx)
+	}
+	if runSupportBundles != nil {
+		go runSupportBundles(ctx)
 	}
 	klog.InfoS("Started antrea-controller", "workers", o.Workers)
 	return server.Run(ctx)

@@ -164,3 +164,20 @@ func TestFeatureGatesOfTheConfigFileTurnTheExternalIPControllersOnAndOff(t *test
 		t.Errorf("from the file: Egress %v, ServiceExternalIP %v; want false and true", o.EnableEgress, o.EnableServiceExternalIP)
 	}
 }
+
+func TestTheSupportBundleCollectionGateIsOffByDefaultAndReadFromTheFile(t *testing.T) {
+	o, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.EnableSupportBundleCollection {
+		t.Error("SupportBundleCollection is on by default; upstream's alpha is off")
+	}
+	o, err = parse(t, "--config", writeConf(t, "featureGates:\n  SupportBundleCollection: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.EnableSupportBundleCollection {
+		t.Error("featureGates.SupportBundleCollection: true in the file left it off")
+	}
+}

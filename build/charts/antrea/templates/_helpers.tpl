@@ -18,11 +18,13 @@ Egress: true
 ServiceExternalIP: true
 EgressTrafficShaping: false
 NodePortLocal: true
+SupportBundleCollection: false
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}
 Egress: true
 ServiceExternalIP: false
+SupportBundleCollection: false
 {{- end -}}
 
 {{/*

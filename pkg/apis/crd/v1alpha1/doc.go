@@ -1,5 +1,5 @@
 // Package v1alpha1 holds the operations API of crd.antrea.io/v1alpha1:
-// PacketCapture, with upstream Antrea's names, JSON fields and meanings, so
+// PacketCapture, NodeLatencyMonitor and SupportBundleCollection, with upstream Antrea's names, JSON fields and meanings, so
 // that upstream's YAML (docs/packetcapture.md) applies unchanged.
 //
 // The CRD manifest in build/charts/antrea/crds is generated from these types

@@ -55,6 +55,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1alpha1().NodeLatencyMonitors().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("packetcaptures"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1alpha1().PacketCaptures().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("supportbundlecollections"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1alpha1().SupportBundleCollections().Informer()}, nil
 
 		// Group=crd.antrea.io, Version=v1beta1
 	case v1beta1.SchemeGroupVersion.WithResource("antreaagentinfos"):

@@ -11,3 +11,7 @@ type NodeLatencyMonitorListerExpansion interface{}
 // PacketCaptureListerExpansion allows custom methods to be added to
 // PacketCaptureLister.
 type PacketCaptureListerExpansion interface{}
+
+// SupportBundleCollectionListerExpansion allows custom methods to be added to
+// SupportBundleCollectionLister.
+type SupportBundleCollectionListerExpansion interface{}

@@ -14,6 +14,8 @@ type Interface interface {
 	NodeLatencyMonitors() TypedNodeLatencyMonitorInformer
 	// PacketCaptures returns a PacketCaptureInformer.
 	PacketCaptures() TypedPacketCaptureInformer
+	// SupportBundleCollections returns a SupportBundleCollectionInformer.
+	SupportBundleCollections() TypedSupportBundleCollectionInformer
 }
 
 type version struct {
@@ -35,4 +37,9 @@ func (v *version) NodeLatencyMonitors() TypedNodeLatencyMonitorInformer {
 // PacketCaptures returns a TypedPacketCaptureInformer.
 func (v *version) PacketCaptures() TypedPacketCaptureInformer {
 	return &packetCaptureInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// SupportBundleCollections returns a TypedSupportBundleCollectionInformer.
+func (v *version) SupportBundleCollections() TypedSupportBundleCollectionInformer {
+	return &supportBundleCollectionInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

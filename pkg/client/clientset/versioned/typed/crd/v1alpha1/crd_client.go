@@ -16,6 +16,7 @@ type CrdV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	NodeLatencyMonitorsGetter
 	PacketCapturesGetter
+	SupportBundleCollectionsGetter
 }
 
 // CrdV1alpha1Client is used to interact with features provided by the crd.antrea.io group.
@@ -29,6 +30,10 @@ func (c *CrdV1alpha1Client) NodeLatencyMonitors() NodeLatencyMonitorInterface {
 
 func (c *CrdV1alpha1Client) PacketCaptures() PacketCaptureInterface {
 	return newPacketCaptures(c)
+}
+
+func (c *CrdV1alpha1Client) SupportBundleCollections() SupportBundleCollectionInterface {
+	return newSupportBundleCollections(c)
 }
 
 // NewForConfig creates a new CrdV1alpha1Client for the given config.

@@ -7,3 +7,5 @@ package v1alpha1
 type NodeLatencyMonitorExpansion interface{}
 
 type PacketCaptureExpansion interface{}
+
+type SupportBundleCollectionExpansion interface{}

@@ -22,6 +22,10 @@ func (c *FakeCrdV1alpha1) PacketCaptures() v1alpha1.PacketCaptureInterface {
 	return newFakePacketCaptures(c)
 }
 
+func (c *FakeCrdV1alpha1) SupportBundleCollections() v1alpha1.SupportBundleCollectionInterface {
+	return newFakeSupportBundleCollections(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeCrdV1alpha1) RESTClient() rest.Interface {
