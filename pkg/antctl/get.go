@@ -29,6 +29,7 @@ From the controller (through kube-apiserver, from a laptop or local mode):
                                                 policies' traffic statistics (stats.antrea.io/v1alpha1)
   nodelatencystats                              the RTT matrix between Nodes (NodeLatencyMonitor)
   egress, externalippool                        Egress IPs, their pools and Nodes (crd.antrea.io/v1beta1)
+  nodeportlocal                                 the Pods' NodePortLocal mappings (Node IP and port per Pod port)
 From a node's OVS (local mode; from a laptop through the node's agent API, --node NODE or -p POD):
   podinterface, ovsflows`,
 		Args: cobra.ArbitraryArgs,
@@ -58,6 +59,7 @@ From a node's OVS (local mode; from a laptop through the node's agent API, --nod
 		newGetNodeLatencyStatsCommand(g),
 		newGetEgressCommand(g),
 		newGetExternalIPPoolCommand(g),
+		newGetNodePortLocalCommand(g),
 	)
 	cmd.AddCommand(newGetStatsCommands(g)...)
 	return cmd

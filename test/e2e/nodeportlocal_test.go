@@ -93,6 +93,25 @@ func TestNodePortLocalFromAnOutsideHost(t *testing.T) {
 		return nil
 	})
 
+	// antctl shows each Pod's mapping as the annotation says.
+	out, errOut, err := antctl(ctx, e, "get", "nodeportlocal", "-n", namespace)
+	if err != nil {
+		t.Fatalf("antctl get nodeportlocal: %v: %s%s", err, out, errOut)
+	}
+	for pod, m := range mappings {
+		row := fmt.Sprintf("%s %s", pod, net.JoinHostPort(m.NodeIP, fmt.Sprint(m.NodePort)))
+		found := false
+		for _, l := range strings.Split(out, "\n") {
+			f := strings.Fields(l)
+			if len(f) == 6 && f[1]+" "+f[5] == row && f[3] == "80" && f[4] == "tcp" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("antctl get nodeportlocal does not show %s:\n%s", row, out)
+		}
+	}
+
 	outside, err := ns.GetNS("/var/run/netns/" + lab.OutsideNetNS)
 	if err != nil {
 		t.Fatal(err)

@@ -11,63 +11,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	npltypes "antrea.io/antrea/pkg/agent/nodeportlocal/types"
 )
 
-// The annotations, upstream's (pkg/agent/nodeportlocal/types of
-// antrea-io/antrea).
+// Upstream's annotations and the JSON of a Pod's mappings (package types).
 const (
-	// EnabledAnnotation on a Service, "true", asks for NodePortLocal
-	// mappings of the Service's backend Pods.
-	EnabledAnnotation = "nodeportlocal.antrea.io/enabled"
-	// PodAnnotation on a Pod holds its mappings, a JSON list of Mapping.
-	PodAnnotation = "nodeportlocal.antrea.io"
+	EnabledAnnotation = npltypes.EnabledAnnotation
+	PodAnnotation     = npltypes.PodAnnotation
+	IPFamilyIPv4      = npltypes.IPFamilyIPv4
+	IPFamilyIPv6      = npltypes.IPFamilyIPv6
 )
 
-// IP families of Mapping.IPFamily, upstream's words.
-const (
-	IPFamilyIPv4 = "IPv4"
-	IPFamilyIPv6 = "IPv6"
-)
+// Mapping is one element of the Pod annotation.
+type Mapping = npltypes.Mapping
 
-// Mapping is one element of the Pod annotation, field for field upstream's
-// NPLAnnotation: the Pod's port PodPort (Protocol) is reached at
-// NodeIP:NodePort.
-type Mapping struct {
-	PodPort  int    `json:"podPort"`
-	NodeIP   string `json:"nodeIP"`
-	NodePort int    `json:"nodePort"`
-	// Protocol is "tcp" or "udp".
-	Protocol string `json:"protocol"`
-	// Protocols is upstream's deprecated form of Protocol (a list holding
-	// Protocol), still written for consumers that read it.
-	Protocols []string `json:"protocols"`
-	// IPFamily is IPv4 or IPv6 (upstream's dual-stack field); a mapping
-	// read without it is IPv4, as upstream reads it.
-	IPFamily string `json:"ipFamily,omitempty"`
-}
-
-// family is m's family, IPv4 when unset.
-func (m Mapping) family() string {
-	if m.IPFamily == IPFamilyIPv6 {
-		return IPFamilyIPv6
-	}
-	return IPFamilyIPv4
-}
+// ParseAnnotation reads a Pod's annotation value.
+var ParseAnnotation = npltypes.ParseAnnotation
 
 // compareMappings orders mappings by family, protocol, pod port, node port:
 // the annotation is written in that order, so equal sets compare equal.
 func compareMappings(a, b Mapping) int {
-	return cmp.Or(cmp.Compare(a.family(), b.family()), cmp.Compare(a.Protocol, b.Protocol),
+	return cmp.Or(cmp.Compare(a.Family(), b.Family()), cmp.Compare(a.Protocol, b.Protocol),
 		cmp.Compare(a.PodPort, b.PodPort), cmp.Compare(a.NodePort, b.NodePort), cmp.Compare(a.NodeIP, b.NodeIP))
-}
-
-// ParseAnnotation reads a Pod's annotation value.
-func ParseAnnotation(s string) ([]Mapping, error) {
-	var ms []Mapping
-	if err := json.Unmarshal([]byte(s), &ms); err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", PodAnnotation, err)
-	}
-	return ms, nil
 }
 
 // sameMappings says whether the Pod's annotation (have) says what want
@@ -78,7 +44,7 @@ func sameMappings(have, want []Mapping) bool {
 	}
 	h := slices.Clone(have)
 	for i := range h {
-		h[i].IPFamily = h[i].family()
+		h[i].IPFamily = h[i].Family()
 	}
 	slices.SortFunc(h, compareMappings)
 	for i := range h {

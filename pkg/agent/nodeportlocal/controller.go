@@ -541,7 +541,7 @@ func (c *Controller) restore(ctx context.Context) {
 		}
 		for _, m := range ms {
 			protocol := protocolNumber(corev1.Protocol(strings.ToUpper(m.Protocol)))
-			v6 := m.family() == IPFamilyIPv6
+			v6 := m.Family() == IPFamilyIPv6
 			podIP := podIPOf(pod, v6)
 			if protocol == 0 || m.Protocol == "" || m.PodPort <= 0 || m.PodPort > 65535 || !podIP.IsValid() ||
 				!c.cfg.Range.Contains(m.NodePort) {
