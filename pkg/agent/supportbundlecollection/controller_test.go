@@ -355,17 +355,6 @@ func waitAPI(t *testing.T, e *env, name string) {
 	t.Fatalf("worker1 never reported for %s", name)
 }
 
-func waitLister(t *testing.T, e *env, name string, ok func(*crdv1alpha1.SupportBundleCollection) bool) {
-	t.Helper()
-	for range 500 {
-		if sbc, err := e.c.lister.Get(name); err == nil && ok(sbc) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("the lister never saw the expected %s", name)
-}
-
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

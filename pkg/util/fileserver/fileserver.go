@@ -60,10 +60,10 @@ func ServerFromSecret(rawURL string, hostKey []byte, secret *corev1.Secret) (Ser
 	}
 	user, pass := secret.Data[SecretUsernameKey], secret.Data[SecretPasswordKey]
 	if len(user) == 0 {
-		return Server{}, fmt.Errorf("Secret %s/%s has no %q", secret.Namespace, secret.Name, SecretUsernameKey)
+		return Server{}, fmt.Errorf("the Secret %s/%s has no %q", secret.Namespace, secret.Name, SecretUsernameKey)
 	}
 	if len(pass) == 0 {
-		return Server{}, fmt.Errorf("Secret %s/%s has no %q", secret.Namespace, secret.Name, SecretPasswordKey)
+		return Server{}, fmt.Errorf("the Secret %s/%s has no %q", secret.Namespace, secret.Name, SecretPasswordKey)
 	}
 	return Server{URL: rawURL, HostPublicKey: hostKey, Username: string(user), Password: string(pass)}, nil
 }
