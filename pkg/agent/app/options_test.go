@@ -52,7 +52,7 @@ func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
 		DatapathType: "system", TrafficEncapMode: "encap", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
 		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true, ProxyAll: true,
 		ProxyHealthzAddress: netip.MustParseAddrPort("0.0.0.0:10256"),
-		APIPort:             10350, ClusterPort: 10351, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "Egress": true, "ServiceExternalIP": true},
+		APIPort:             10350, ClusterPort: 10351, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true},
 		StatsInterval: time.Minute,
 	}
 	if !reflect.DeepEqual(o, want) {
@@ -127,7 +127,7 @@ enablePrometheusMetrics: false
 				IPAMDataDir: "/var/lib/antrea/ipam", MTU: 1400, EnableProxy: false,
 				ProxyAll: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")},
 				ProxyHealthzAddress: netip.MustParseAddrPort("127.0.0.1:10257"),
-				APIPort:             10360, ClusterPort: 10361, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false, "NetworkPolicyStats": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "Egress": true, "ServiceExternalIP": true},
+				APIPort:             10360, ClusterPort: 10361, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false, "NetworkPolicyStats": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true},
 			}
 			tc.want(&want)
 			if !reflect.DeepEqual(got, want) {

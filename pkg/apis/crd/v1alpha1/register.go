@@ -10,7 +10,7 @@ import (
 const GroupName = "crd.antrea.io"
 
 // SchemeGroupVersion is crd.antrea.io/v1alpha1, the version upstream serves
-// PacketCapture and NodeLatencyMonitor in.
+// PacketCapture, NodeLatencyMonitor and BGPPolicy in.
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
 
 // Resource takes an unqualified resource and returns a group-qualified one.
@@ -32,6 +32,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&PacketCaptureList{},
 		&NodeLatencyMonitor{},
 		&NodeLatencyMonitorList{},
+		&BGPPolicy{},
+		&BGPPolicyList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
