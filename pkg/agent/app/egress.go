@@ -85,6 +85,7 @@ func setupEgress(ctx context.Context, d *deps) (component, error) {
 		Informers: []cache.SharedIndexInformer{egresses.Informer(), pools.Informer(), nodes.Informer()},
 		Flows:     d.flows, SNAT: d.nodeNet, IPs: ips, IsLocal: ips.IsLocalUnheld, Cluster: d.cluster})
 	d.cluster.AddListener(ctrl.MembershipChanged)
+	d.egress = ctrl
 	f.Start(ctx.Done())
 	d.informers.Start(ctx.Done())
 	return loop(func(ctx context.Context) {
