@@ -30,7 +30,9 @@ From the controller (through kube-apiserver, from a laptop or local mode):
   nodelatencystats                              the RTT matrix between Nodes (NodeLatencyMonitor)
   egress, externalippool                        Egress IPs, their pools and Nodes (crd.antrea.io/v1beta1)
 From a node's OVS (local mode; from a laptop through the node's agent API, --node NODE or -p POD):
-  podinterface, ovsflows`,
+  podinterface, ovsflows
+From a node's BGP speaker (its agent API; --node NODE, local mode: this node):
+  bgppolicy, bgppeers, bgproutes                BGPPolicy (docs/bgp-policy.md)`,
 		Args: cobra.ArbitraryArgs,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			g.preRun(cmd)
@@ -58,6 +60,9 @@ From a node's OVS (local mode; from a laptop through the node's agent API, --nod
 		newGetNodeLatencyStatsCommand(g),
 		newGetEgressCommand(g),
 		newGetExternalIPPoolCommand(g),
+		newGetBGPPolicyCommand(g),
+		newGetBGPPeersCommand(g),
+		newGetBGPRoutesCommand(g),
 	)
 	cmd.AddCommand(newGetStatsCommands(g)...)
 	return cmd
