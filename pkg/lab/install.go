@@ -66,8 +66,9 @@ func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, Manifest
 //   - the NetworkPolicy stats reported every 5 s instead of 60 s
 //     (statsCollectionInterval), so that tests see them soon;
 //   - the controller's ServiceExternalIP gate on (LoadBalancer IPs);
-//   - the agents' PacketCapture and NodeLatencyMonitor gates on (upstream:
-//     alpha, off by default), so that the operator's tools can be tried.
+//   - the agents' PacketCapture, NodeLatencyMonitor and BGPPolicy gates on
+//     (upstream: alpha, off by default), so that the operator's tools can
+//     be tried (BGPPolicy with the lab's router, router.go).
 func (o Options) labConfOverlay() map[string]map[string]string {
 	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
 	overlay := map[string]map[string]string{
@@ -79,6 +80,7 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			"statsCollectionInterval":         "5s",
 			"featureGates.PacketCapture":      "true",
 			"featureGates.NodeLatencyMonitor": "true",
+			"featureGates.BGPPolicy":          "true",
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,
