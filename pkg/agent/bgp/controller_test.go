@@ -3,6 +3,8 @@ package bgp
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"strings"
@@ -185,5 +187,30 @@ func TestRouterID(t *testing.T) {
 	a, b := routerID(nil, "n1", v6), routerID(nil, "n2", v6)
 	if a == b || !netip.MustParseAddr(a).Is4() {
 		t.Errorf("IPv6-only: a hash of the name as an IPv4 address, distinct per node: %s, %s", a, b)
+	}
+}
+
+func TestAgentAPIAnswersTheQueries(t *testing.T) {
+	ct := newControllerTest(t)
+	h := ct.c.Handlers()
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h[path].ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	for _, path := range []string{PolicyPath, PeersPath, RoutesPath} {
+		if code, body := get(path); code != http.StatusNotFound || !strings.Contains(body, "no effective BGPPolicy") {
+			t.Errorf("%s without a policy: %d %q, want 404 saying so", path, code, body)
+		}
+	}
+	p := policy("lab", time.Hour, nil)
+	p.Spec.Advertisements.Pod = &crdv1alpha1.PodAdvertisement{}
+	_ = ct.policies.Add(p)
+	ct.sync()
+	if code, body := get(PolicyPath); code != http.StatusOK || !strings.Contains(body, `"name":"lab"`) || !strings.Contains(body, `"localASN":64512`) {
+		t.Errorf("%s: %d %q", PolicyPath, code, body)
+	}
+	if code, body := get(RoutesPath); code != http.StatusOK || !strings.Contains(body, `"route":"10.10.1.0/24","type":"NodeIPAMPodCIDR","k8sObjRef":"n1"`) {
+		t.Errorf("%s: %d %q", RoutesPath, code, body)
 	}
 }
