@@ -129,3 +129,42 @@ func TestGoBGPSpeakerAgainstARouter(t *testing.T) {
 	waitFor(t, "after the restart the router learns only what was advertised since", 30*time.Second,
 		learnt(map[netip.Prefix]string{lbIP: node.String()}))
 }
+
+// In a confederation the speaker opens its sessions to peers outside it
+// with the confederation's identifier as its AS: a router that expects the
+// identifier (and would refuse the member AS 64512) learns the routes.
+func TestGoBGPSpeakerInAConfederationIsSeenAsItsIdentifier(t *testing.T) {
+	if _, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
+		t.Skipf("no 127.0.0.2 on loopback: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	node, router := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	nodePort, routerPort := freePort(t, node.String()), freePort(t, router.String())
+
+	r := NewGoBGP()
+	if err := r.Start(ctx, Global{ASN: 65001, RouterID: "192.0.2.254", ListenAddress: router.String(), ListenPort: routerPort}); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop(context.Background())
+	if err := r.AddPeer(ctx, Peer{Address: node, ASN: 65000, Port: nodePort, Passive: true, LocalAddress: router}); err != nil {
+		t.Fatal(err)
+	}
+	s := NewGoBGP()
+	if err := s.Start(ctx, Global{ASN: 64512, RouterID: "192.0.2.1", ListenAddress: node.String(), ListenPort: nodePort,
+		Confederation: &Confederation{Identifier: 65000, Members: []uint32{64513}}}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	if err := s.AddPeer(ctx, Peer{Address: router, ASN: 65001, Port: routerPort, LocalAddress: node}); err != nil {
+		t.Fatal(err)
+	}
+	podCIDR := netip.MustParsePrefix("10.10.1.0/24")
+	if err := s.Advertise(ctx, podCIDR); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the router, expecting AS 65000, learns the Pod CIDR", 30*time.Second, func() (bool, error) {
+		got, err := r.Received(ctx, router)
+		return got[podCIDR] == node.String(), err
+	})
+}
