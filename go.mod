@@ -29,6 +29,7 @@ require (
 require (
 	github.com/chromedp/chromedp v0.23.1
 	github.com/hashicorp/memberlist v0.7.0
+	github.com/osrg/gobgp/v3 v3.37.0
 	github.com/pkg/sftp v1.13.10
 	sigs.k8s.io/network-policy-api v0.2.0
 )
@@ -58,7 +59,6 @@ require (
 	github.com/kr/fs v0.1.0 // indirect
 	github.com/magiconair/properties v1.8.7 // indirect
 	github.com/mitchellh/mapstructure v1.5.0 // indirect
-	github.com/osrg/gobgp/v3 v3.37.0 // indirect
 	github.com/pelletier/go-toml/v2 v2.0.8 // indirect
 	github.com/spf13/afero v1.9.5 // indirect
 	github.com/spf13/cast v1.5.1 // indirect
