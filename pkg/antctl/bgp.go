@@ -120,7 +120,7 @@ func newGetBGPPolicyCommand(g *getOptions) *cobra.Command {
 		Aliases: []string{"bgppolicies"},
 		Short:   "Show the BGPPolicy in effect on a Node and its speaker's configuration",
 		Long:    "Show the BGPPolicy in effect on a Node: its name, the speaker's router ID, local ASN and listen port." + bgpHowTo,
-		Example: `  antctl get bgppolicy --node lab-node-1`,
+		Example: `  antctl get bgppolicy --node node-1`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ac, err := g.bgpClient(cmd)
@@ -155,8 +155,8 @@ func newGetBGPPeersCommand(g *getOptions) *cobra.Command {
 		Aliases: []string{"bgppeer"},
 		Short:   "Show the peers of a Node's BGP speaker and their sessions",
 		Long:    "Show the peers of a Node's BGP speaker: address and port, ASN, session state." + bgpHowTo,
-		Example: `  antctl get bgppeers --node lab-node-1
-  antctl get bgppeers --node lab-node-1 -6`,
+		Example: `  antctl get bgppeers --node node-1
+  antctl get bgppeers --node node-1 -6`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ac, err := g.bgpClient(cmd)
@@ -197,8 +197,8 @@ func newGetBGPRoutesCommand(g *getOptions) *cobra.Command {
 		Short:   "Show the routes a Node's BGP speaker advertises",
 		Long: "Show the routes a Node's BGP speaker advertises, each with its type (" + strings.Join(bgpRouteTypes, ", ") +
 			") and the object it comes from." + bgpHowTo,
-		Example: `  antctl get bgproutes --node lab-node-1
-  antctl get bgproutes --node lab-node-1 -T ServiceLoadBalancerIP`,
+		Example: `  antctl get bgproutes --node node-1
+  antctl get bgproutes --node node-1 -T ServiceLoadBalancerIP`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ac, err := g.bgpClient(cmd)
