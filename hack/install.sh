@@ -70,7 +70,10 @@ export CGO_ENABLED=0
 # openssh-server: the SFTP server of the lab's outside host (pkg/lab, sftp.go),
 # started only inside that netns (the image's policy-rc.d keeps the package
 # from starting a host sshd).
-apt_packages=(openvswitch-switch openvswitch-common iproute2 iputils-ping ethtool iptables iperf3 openssl protobuf-compiler jq conntrack tcpdump tshark procps libseccomp-dev debootstrap util-linux chromium openssh-server)
+# bird2: the lab's BGP router (pkg/lab, router.go), run in the foreground
+# inside its netns by the supervisor (the image's policy-rc.d keeps the
+# package from starting a host daemon).
+apt_packages=(openvswitch-switch openvswitch-common iproute2 iputils-ping ethtool iptables iperf3 openssl protobuf-compiler jq conntrack tcpdump tshark procps libseccomp-dev debootstrap util-linux chromium openssh-server bird2)
 install_apt() {
   local missing=()
   for p in "${apt_packages[@]}"; do

@@ -31,7 +31,9 @@ From the controller (through kube-apiserver, from a laptop or local mode):
   egress, externalippool                        Egress IPs, their pools and Nodes (crd.antrea.io/v1beta1)
   nodeportlocal                                 the Pods' NodePortLocal mappings (Node IP and port per Pod port)
 From a node's OVS (local mode; from a laptop through the node's agent API, --node NODE or -p POD):
-  podinterface, ovsflows`,
+  podinterface, ovsflows
+From a node's BGP speaker (its agent API; --node NODE, local mode: this node):
+  bgppolicy, bgppeers, bgproutes                BGPPolicy (docs/bgp-policy.md)`,
 		Args: cobra.ArbitraryArgs,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			g.preRun(cmd)
@@ -60,6 +62,9 @@ From a node's OVS (local mode; from a laptop through the node's agent API, --nod
 		newGetEgressCommand(g),
 		newGetExternalIPPoolCommand(g),
 		newGetNodePortLocalCommand(g),
+		newGetBGPPolicyCommand(g),
+		newGetBGPPeersCommand(g),
+		newGetBGPRoutesCommand(g),
 	)
 	cmd.AddCommand(newGetStatsCommands(g)...)
 	return cmd

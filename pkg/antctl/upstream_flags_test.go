@@ -97,9 +97,11 @@ var upstreamAntctl = []upstreamCommand{
 	{path: "get recordmetrics", source: "pkg/antctl/antctl.go", missing: "no flow aggregator"},
 	{path: "get serviceexternalip", source: "pkg/antctl/antctl.go", missing: "no ServiceExternalIP"},
 	{path: "get memberlist", source: "pkg/antctl/antctl.go", missing: "no memberlist (Egress, ServiceExternalIP)"},
-	{path: "get bgppolicy", source: "pkg/antctl/antctl.go", missing: "no BGP"},
-	{path: "get bgppeers", source: "pkg/antctl/antctl.go", missing: "no BGP"},
-	{path: "get bgproutes", source: "pkg/antctl/antctl.go", missing: "no BGP"},
+	{path: "get bgppolicy", source: "pkg/antctl/antctl.go (\"bgppolicy\")", flags: []upstreamFlag{{name: "output", short: "o"}}},
+	{path: "get bgppeers", source: "pkg/antctl/antctl.go (\"bgppeers\")", aliases: []string{"bgppeer"}, flags: []upstreamFlag{
+		{name: "ipv4-only"}, {name: "ipv6-only"}, {name: "output", short: "o"}}},
+	{path: "get bgproutes", source: "pkg/antctl/antctl.go (\"bgproutes\")", aliases: []string{"bgproute"}, flags: []upstreamFlag{
+		{name: "ipv4-only"}, {name: "ipv6-only"}, {name: "type", short: "T"}, {name: "output", short: "o"}}},
 	{path: "get fqdncache", source: "pkg/antctl/antctl.go", missing: "no FQDN policy"},
 	{path: "packetcapture", source: "pkg/antctl/raw/packetcapture/command.go", aliases: []string{"pc", "packetcaptures"}, flags: []upstreamFlag{
 		{name: "source", short: "S"}, {name: "destination", short: "D"}, {name: "flow", short: "f"},

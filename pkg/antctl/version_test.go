@@ -95,6 +95,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 		return [][]string{
 			{"COMPONENT", "FEATUREGATE", "STATUS", "NOTE"},
 			{"antrea-agent", "AntreaProxy", "Disabled", "-"},
+			{"antrea-agent", "BGPPolicy", "Disabled", "-"},
 			{"antrea-agent", "Egress", "Disabled", "-"},
 			{"antrea-agent", "EgressTrafficShaping", "Disabled", "-"},
 			{"antrea-agent", "FlowExporter", "Disabled", "-"},

@@ -198,6 +198,8 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 		OutsideIP(), OutsideNetNS, OutsidePort, OutsideIP(), OutsideHTTPPort, first, last)
 	fmt.Fprintf(out, "outside host's SFTP server: %s (user %s, password %s; uploads land in %s)\n",
 		SFTPURL(), SFTPUser, SFTPPassword, st.Options.SFTPUploadDir())
+	fmt.Fprintf(out, "router: BIRD at %s, AS %d (netns %s), peers with nodes in AS %d; its table: birdc -s %s show route all\n",
+		RouterIP(), RouterASN, RouterNetNS, NodeASN, st.Options.RouterSocket())
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tNODE\tPID\tSTATE\tRSS\tLOG")

@@ -66,9 +66,10 @@ func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, Manifest
 //   - the NetworkPolicy stats reported every 5 s instead of 60 s
 //     (statsCollectionInterval), so that tests see them soon;
 //   - the controller's ServiceExternalIP gate on (LoadBalancer IPs);
-//   - the agents' PacketCapture, NodeLatencyMonitor and EgressTrafficShaping
-//     gates on, and SupportBundleCollection in both (upstream: alpha, off by
-//     default), so that they can be tried.
+//   - the agents' PacketCapture, NodeLatencyMonitor, EgressTrafficShaping and
+//     BGPPolicy gates on, and SupportBundleCollection in both (upstream: alpha,
+//     off by default), so that they can be tried (BGPPolicy with the lab's
+//     router, router.go).
 //   - NodePortLocal on (nodePortLocal.enable; upstream's default is off),
 //     so that the outside host reaches annotated Services' Pods.
 func (o Options) labConfOverlay() map[string]map[string]string {
@@ -85,6 +86,7 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			"featureGates.EgressTrafficShaping":    "true",
 			"nodePortLocal.enable":                 "true",
 			"featureGates.SupportBundleCollection": "true",
+			"featureGates.BGPPolicy":               "true",
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,

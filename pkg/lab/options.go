@@ -25,7 +25,9 @@ const (
 	ControlPlaneNetNS = NetNSPrefix + "cp"
 	// OutsideNetNS is a host on the underlay outside the cluster (no node):
 	// the destination of pods' traffic to the world, which it reports.
-	OutsideNetNS    = NetNSPrefix + "outside"
+	OutsideNetNS = NetNSPrefix + "outside"
+	// RouterNetNS is the lab's BGP router (BIRD, router.go) on the underlay.
+	RouterNetNS     = NetNSPrefix + "router"
 	PodNetNSPrefix  = NetNSPrefix + "pod-"
 	nodeNetNSPrefix = NetNSPrefix + "node-"
 	underlayBridge  = "br-underlay"
@@ -44,6 +46,7 @@ const (
 
 // underlayPrefix is the underlay subnet; .1 is unused (no host address: the
 // root netns is never touched), .2 is the control plane, .3 the outside host,
+// .4 the router (BIRD),
 // .11+ are nodes, .200-.249 are left free for external IPs (Egress IPs and
 // LoadBalancer IPs from an ExternalIPPool).
 var underlayPrefix = netip.MustParsePrefix("172.30.0.0/24")

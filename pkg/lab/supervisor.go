@@ -151,6 +151,10 @@ func (s *supervisor) start(ctx context.Context) error {
 	if err := s.startSFTPServer(); err != nil {
 		return err
 	}
+	s.logf("starting the router (BIRD, AS %d) on %s", RouterASN, RouterIP())
+	if err := s.startRouter(); err != nil {
+		return err
+	}
 	s.logf("making certificates and kubeconfigs")
 	creds, err := s.writeCredentials(nodes)
 	if err != nil {

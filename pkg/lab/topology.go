@@ -81,7 +81,7 @@ func attachCommands(netns, bridgePort, addr string) [][]string {
 }
 
 // build creates the underlay with its bridge, the control-plane netns, the
-// outside host's netns and one netns per node, each joined to the bridge.
+// outside host's netns, the router's and one netns per node, each joined to the bridge.
 func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) {
 	if err := t.addNetNS(ctx, UnderlayNetNS); err != nil {
 		return nil, err
@@ -105,6 +105,12 @@ func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) 
 		return nil, err
 	}
 	if err := t.attach(ctx, OutsideNetNS, "v-outside", fmt.Sprintf("%s/%d", OutsideIP(), bits)); err != nil {
+		return nil, err
+	}
+	if err := t.addNetNS(ctx, RouterNetNS); err != nil {
+		return nil, err
+	}
+	if err := t.attach(ctx, RouterNetNS, "v-router", fmt.Sprintf("%s/%d", RouterIP(), bits)); err != nil {
 		return nil, err
 	}
 	var nodes []NodeInfo

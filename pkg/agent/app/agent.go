@@ -73,6 +73,7 @@ func Run(ctx context.Context, o Options) error {
 		{"memberlist", setupMemberlist}, // before the features placing external IPs
 		{"Egress", setupEgress},
 		{"ServiceExternalIP", setupServiceExternalIP},
+		{"BGPPolicy", setupBGPPolicy}, // after Egress: advertises its held IPs
 		{"NodeLatencyMonitor", setupNodeLatencyMonitor},
 		{"NodePortLocal", setupNodePortLocal},
 		{"flow restore", setupFlowRestore}, // the previous run's flows go once policies are in
@@ -139,6 +140,8 @@ type deps struct {
 
 	// cluster is the agents' memberlist (nil without Egress).
 	cluster *egress.Cluster
+	// egress is the Egress controller (nil without Egress).
+	egress *egress.Controller
 
 	// api collects what the parts serve on the agent API, which the part
 	// "agent API" serves.

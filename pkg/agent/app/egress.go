@@ -86,6 +86,7 @@ func setupEgress(ctx context.Context, d *deps) (component, error) {
 		Flows:     d.flows, SNAT: d.nodeNet, IPs: ips, IsLocal: ips.IsLocalUnheld, Cluster: d.cluster,
 		TrafficShaping: d.o.FeatureGates[agentconfig.EgressTrafficShaping]})
 	d.cluster.AddListener(ctrl.MembershipChanged)
+	d.egress = ctrl
 	f.Start(ctx.Done())
 	d.informers.Start(ctx.Done())
 	return loop(func(ctx context.Context) {

@@ -97,6 +97,11 @@ type Controller struct {
 	// written is what the last sync wrote of the flows and the SNAT map
 	// (nil: unknown, write both).
 	written *written
+
+	// held is what IPs.Sync last left this node holding; heldListeners
+	// are told when it changes (BGP advertises it).
+	held          []netip.Addr
+	heldListeners []func()
 }
 
 type written struct {
@@ -437,11 +442,42 @@ func (c *Controller) sync(ctx context.Context) error {
 	if _, err := c.cfg.IPs.Sync(st.Hold); err != nil {
 		return err
 	}
+	c.setHeld(st.Hold)
 	if !maps.Equal(c.lastOwners, st.Owners) {
 		klog.InfoS("Egress IPs placed", "owners", st.Owners, "holding", st.Hold)
 		c.lastOwners = st.Owners
 	}
 	return c.reportStatus(ctx, st)
+}
+
+// HeldIPs are the Egress IPs this node holds (as of the last sync).
+func (c *Controller) HeldIPs() []netip.Addr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.held)
+}
+
+// AddHeldListener calls f (without locks held) whenever the set of Egress
+// IPs this node holds changed. Add listeners before Run.
+func (c *Controller) AddHeldListener(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.heldListeners = append(c.heldListeners, f)
+}
+
+func (c *Controller) setHeld(hold []netip.Addr) {
+	hold = slices.Clone(hold)
+	slices.SortFunc(hold, func(a, b netip.Addr) int { return a.Compare(b) })
+	c.mu.Lock()
+	changed := !slices.Equal(c.held, hold)
+	c.held = hold
+	ls := slices.Clone(c.heldListeners)
+	c.mu.Unlock()
+	if changed {
+		for _, f := range ls {
+			f()
+		}
+	}
 }
 
 // reportStatus writes the status of the Egresses this node holds (the

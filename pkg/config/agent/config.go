@@ -44,6 +44,9 @@ const (
 	// NodeLatencyMonitor gates the agent's latency probes of the other Nodes
 	// (pkg/agent/nodelatency; off by default, as upstream).
 	NodeLatencyMonitor = "NodeLatencyMonitor"
+	// BGPPolicy gates the agent's BGP speaker (pkg/agent/bgp; off by default,
+	// as upstream).
+	BGPPolicy = "BGPPolicy"
 	// Egress gates the agent's Egress (SNAT IPs held by nodes, memberlist).
 	Egress = "Egress"
 	// ServiceExternalIP gates the agent's answering for LoadBalancer IPs
@@ -253,7 +256,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true, SupportBundleCollection: false},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, BGPPolicy: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true, SupportBundleCollection: false},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,

@@ -15,7 +15,7 @@ var spec = strict.Spec{
 		{Name: "AllBeta"},
 		{Name: "AntreaIPAM"},
 		{Name: "AntreaPolicy", Default: true},
-		{Name: "BGPPolicy"},
+		{Name: BGPPolicy, Implemented: true},
 		{Name: "CleanupStaleUDPSvcConntrack", Default: true},
 		{Name: Egress, Default: true, Implemented: true},
 		{Name: "EgressSeparateSubnet"},

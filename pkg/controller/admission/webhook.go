@@ -28,6 +28,7 @@ const (
 	PathValidateGroup         = "/validate/group"
 	PathValidatePacketCapture = "/validate/packetcapture"
 	PathValidateNLM           = "/validate/nodelatencymonitor"
+	PathValidateBGPPolicy     = "/validate/bgppolicy"
 	PathMutateACNP            = "/mutate/acnp"
 	PathMutateANNP            = "/mutate/annp"
 )
@@ -47,6 +48,7 @@ func Handlers(v *Validator) map[string]http.Handler {
 		PathValidatePacketCapture: reviewHandler(reviewSpecFixed(func(pc *crdv1alpha1.PacketCapture) any { return pc.Spec }, v.ValidatePacketCapture)),
 		PathValidateNLM:           reviewHandler(reviewObject(v.ValidateNodeLatencyMonitor)),
 		PathValidateSBC:           reviewHandler(reviewSpecFixed(func(s *crdv1alpha1.SupportBundleCollection) any { return s.Spec }, ValidateSupportBundleCollection)),
+		PathValidateBGPPolicy:     reviewHandler(reviewObject(v.ValidateBGPPolicy)),
 		PathMutateACNP:            reviewHandler(mutateACNP),
 		PathMutateANNP:            reviewHandler(mutateANNP),
 	}

@@ -14,6 +14,7 @@ AntreaProxy: true
 FlowExporter: false
 PacketCapture: false
 NodeLatencyMonitor: false
+BGPPolicy: false
 Egress: true
 ServiceExternalIP: true
 EgressTrafficShaping: false

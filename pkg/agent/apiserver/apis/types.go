@@ -117,3 +117,33 @@ type FeatureGate struct {
 	// Status is "Enabled" or "Disabled".
 	Status string `json:"status"`
 }
+
+// BGPPolicyState is the BGPPolicy in effect on the node (GET /bgppolicy),
+// upstream's fields.
+type BGPPolicyState struct {
+	BGPPolicyName           string `json:"name,omitempty"`
+	RouterID                string `json:"routerID,omitempty"`
+	LocalASN                int32  `json:"localASN,omitempty"`
+	ListenPort              int32  `json:"listenPort,omitempty"`
+	ConfederationIdentifier int32  `json:"confederationIdentifier,omitempty"`
+}
+
+// BGPPeerState is one peer of the node's BGP speaker (GET /bgppeers).
+type BGPPeerState struct {
+	Peer                       string `json:"peer,omitempty"`
+	ASN                        int32  `json:"asn,omitempty"`
+	State                      string `json:"state,omitempty"`
+	GracefulRestartTimeSeconds int32  `json:"gracefulRestartTimeSeconds,omitempty"`
+	MultihopTTL                int32  `json:"multihopTTL,omitempty"`
+	UptimeSeconds              int64  `json:"uptimeSeconds,omitempty"`
+}
+
+// BGPRouteState is one route the node's BGP speaker advertises (GET
+// /bgproutes): the prefix, its kind (EgressIP, ServiceLoadBalancerIP,
+// ServiceExternalIP, ServiceClusterIP, NodeIPAMPodCIDR, as upstream) and
+// the object it comes from.
+type BGPRouteState struct {
+	Route     string `json:"route,omitempty"`
+	Type      string `json:"type,omitempty"`
+	K8sObjRef string `json:"k8sObjRef,omitempty"`
+}

@@ -10,7 +10,7 @@ import (
 const GroupName = "crd.antrea.io"
 
 // SchemeGroupVersion is crd.antrea.io/v1alpha1, the version upstream serves
-// PacketCapture, NodeLatencyMonitor and SupportBundleCollection in.
+// PacketCapture, NodeLatencyMonitor, SupportBundleCollection and BGPPolicy in.
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
 
 // Resource takes an unqualified resource and returns a group-qualified one.
@@ -34,6 +34,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NodeLatencyMonitorList{},
 		&SupportBundleCollection{},
 		&SupportBundleCollectionList{},
+		&BGPPolicy{},
+		&BGPPolicyList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

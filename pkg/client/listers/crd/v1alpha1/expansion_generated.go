@@ -4,6 +4,10 @@
 
 package v1alpha1
 
+// BGPPolicyListerExpansion allows custom methods to be added to
+// BGPPolicyLister.
+type BGPPolicyListerExpansion interface{}
+
 // NodeLatencyMonitorListerExpansion allows custom methods to be added to
 // NodeLatencyMonitorLister.
 type NodeLatencyMonitorListerExpansion interface{}

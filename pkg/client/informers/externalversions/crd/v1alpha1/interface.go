@@ -10,6 +10,8 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// BGPPolicies returns a BGPPolicyInformer.
+	BGPPolicies() TypedBGPPolicyInformer
 	// NodeLatencyMonitors returns a NodeLatencyMonitorInformer.
 	NodeLatencyMonitors() TypedNodeLatencyMonitorInformer
 	// PacketCaptures returns a PacketCaptureInformer.
@@ -27,6 +29,11 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// BGPPolicies returns a TypedBGPPolicyInformer.
+func (v *version) BGPPolicies() TypedBGPPolicyInformer {
+	return &bGPPolicyInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // NodeLatencyMonitors returns a TypedNodeLatencyMonitorInformer.

@@ -4,6 +4,8 @@
 
 package v1alpha1
 
+type BGPPolicyExpansion interface{}
+
 type NodeLatencyMonitorExpansion interface{}
 
 type PacketCaptureExpansion interface{}

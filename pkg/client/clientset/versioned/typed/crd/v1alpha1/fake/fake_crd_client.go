@@ -14,6 +14,10 @@ type FakeCrdV1alpha1 struct {
 	*testing.Fake
 }
 
+func (c *FakeCrdV1alpha1) BGPPolicies() v1alpha1.BGPPolicyInterface {
+	return newFakeBGPPolicies(c)
+}
+
 func (c *FakeCrdV1alpha1) NodeLatencyMonitors() v1alpha1.NodeLatencyMonitorInterface {
 	return newFakeNodeLatencyMonitors(c)
 }
