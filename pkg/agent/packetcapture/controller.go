@@ -45,7 +45,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
-	"antrea.io/antrea/pkg/agent/namequeue"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	crdv1alpha1 "antrea.io/antrea/pkg/apis/crd/v1alpha1"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
@@ -53,6 +52,7 @@ import (
 	crdlisters "antrea.io/antrea/pkg/client/listers/crd/v1alpha1"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/util/fileserver"
+	"antrea.io/antrea/pkg/util/namequeue"
 )
 
 // AuthSecretName is the Secret, in the agent's Namespace, with the username

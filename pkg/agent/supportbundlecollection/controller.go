@@ -36,7 +36,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	crdv1alpha1 "antrea.io/antrea/pkg/apis/crd/v1alpha1"
@@ -44,6 +43,7 @@ import (
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions/crd/v1alpha1"
 	crdlisters "antrea.io/antrea/pkg/client/listers/crd/v1alpha1"
 	"antrea.io/antrea/pkg/util/fileserver"
+	"antrea.io/antrea/pkg/util/namequeue"
 )
 
 // Uploader uploads content as name to a file server (fileserver.Upload).
@@ -74,7 +74,7 @@ type Controller struct {
 	cfg    Config
 	lister crdlisters.SupportBundleCollectionLister
 	synced cache.InformerSynced
-	queue  workqueue.TypedRateLimitingInterface[string]
+	queue  *namequeue.Queue
 	now    func() time.Time
 	// results are the results collected but not yet written (a failed
 	// status write is retried without collecting again). Worker only.
@@ -91,26 +91,14 @@ func NewController(cfg Config) (*Controller, error) {
 		cfg.Upload = fileserver.Upload
 	}
 	c := &Controller{
-		cfg:    cfg,
-		lister: cfg.Informer.Lister(),
-		synced: cfg.Informer.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "supportbundlecollection"}),
+		cfg:      cfg,
+		lister:   cfg.Informer.Lister(),
+		synced:   cfg.Informer.Informer().HasSynced,
 		now:      time.Now,
 		results:  map[string]crdv1alpha1.SupportBundleCollectionNodeResult{},
 		reported: map[string]types.UID{},
 	}
-	enqueue := func(obj any) {
-		if sbc, ok := obj.(*crdv1alpha1.SupportBundleCollection); ok && c.pending(sbc) {
-			c.queue.Add(sbc.Name)
-		}
-	}
-	if _, err := cfg.Informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	}); err != nil {
-		return nil, fmt.Errorf("watching SupportBundleCollections: %w", err)
-	}
+	c.queue = namequeue.New("SupportBundleCollection", cfg.Informer.Informer(), c.sync)
 	return c, nil
 }
 
@@ -121,26 +109,7 @@ func (c *Controller) Run(ctx context.Context) {
 		return
 	}
 	klog.InfoS("Started the SupportBundleCollection controller", "node", c.cfg.NodeName)
-	go func() {
-		for c.processNext(ctx) {
-		}
-	}()
-	<-ctx.Done()
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
-	if err := c.sync(ctx, name); err != nil {
-		klog.ErrorS(err, "Could not report this Node's support bundle", "supportBundleCollection", name)
-		c.queue.AddRateLimited(name)
-		return true
-	}
-	c.queue.Forget(name)
-	return true
+	c.queue.Run(ctx)
 }
 
 // pending says whether antrea-controller lists this Node as Pending in a

@@ -36,13 +36,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	crdv1alpha1 "antrea.io/antrea/pkg/apis/crd/v1alpha1"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions/crd/v1alpha1"
 	crdlisters "antrea.io/antrea/pkg/client/listers/crd/v1alpha1"
+	"antrea.io/antrea/pkg/util/namequeue"
 )
 
 // Reasons of the conditions.
@@ -61,7 +61,7 @@ type Controller struct {
 	lister   crdlisters.SupportBundleCollectionLister
 	nodes    corelisters.NodeLister
 	synced   []cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *namequeue.Queue
 	recorder record.EventRecorder
 	now      func() time.Time
 }
@@ -70,26 +70,14 @@ type Controller struct {
 func NewController(client versioned.Interface, informer crdinformers.SupportBundleCollectionInformer,
 	nodes cache.SharedIndexInformer, recorder record.EventRecorder) (*Controller, error) {
 	c := &Controller{
-		client: client,
-		lister: informer.Lister(),
-		nodes:  corelisters.NewNodeLister(nodes.GetIndexer()),
-		synced: []cache.InformerSynced{informer.Informer().HasSynced, nodes.HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "supportbundlecollection"}),
+		client:   client,
+		lister:   informer.Lister(),
+		nodes:    corelisters.NewNodeLister(nodes.GetIndexer()),
+		synced:   []cache.InformerSynced{informer.Informer().HasSynced, nodes.HasSynced},
 		recorder: recorder,
 		now:      time.Now,
 	}
-	enqueue := func(obj any) {
-		if sbc, ok := obj.(*crdv1alpha1.SupportBundleCollection); ok {
-			c.queue.Add(sbc.Name)
-		}
-	}
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	}); err != nil {
-		return nil, fmt.Errorf("watching SupportBundleCollections: %w", err)
-	}
+	c.queue = namequeue.NewRequeueing("SupportBundleCollection", informer.Informer(), c.sync)
 	return c, nil
 }
 
@@ -100,31 +88,7 @@ func (c *Controller) Run(ctx context.Context) {
 		return
 	}
 	klog.InfoS("Started the SupportBundleCollection controller")
-	go func() {
-		for c.processNext(ctx) {
-		}
-	}()
-	<-ctx.Done()
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
-	requeue, err := c.sync(ctx, name)
-	switch {
-	case err != nil:
-		klog.ErrorS(err, "Could not sync SupportBundleCollection", "supportBundleCollection", name)
-		c.queue.AddRateLimited(name)
-	case requeue > 0:
-		c.queue.Forget(name)
-		c.queue.AddAfter(name, requeue)
-	default:
-		c.queue.Forget(name)
-	}
-	return true
+	c.queue.Run(ctx)
 }
 
 // sync brings one collection's status up to date; it returns when to look

@@ -61,3 +61,36 @@ func TestEveryEventQueuesTheNameAndAFailedSyncIsRetried(t *testing.T) {
 	defer mu.Unlock()
 	t.Fatalf("synced %v: want a at least once and flaky twice (its first sync failed)", synced)
 }
+
+// TestASyncCanAskToSeeTheNameAgain: with NewRequeueing, a sync that returns
+// a duration sees the name again after it, with no event.
+func TestASyncCanAskToSeeTheNameAgain(t *testing.T) {
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	inf := factory.Core().V1().Namespaces().Informer()
+	syncs := make(chan time.Time, 10)
+	n := 0 // the worker's only
+	q := NewRequeueing("Namespace", inf, func(_ context.Context, name string) (time.Duration, error) {
+		syncs <- time.Now()
+		if n++; n == 1 {
+			return 50 * time.Millisecond, nil
+		}
+		return 0, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	done := make(chan struct{})
+	go func() { q.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; factory.Shutdown() }()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "deadline"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first := <-syncs
+	select {
+	case again := <-syncs:
+		t.Logf("synced again %v after the first sync (asked: 50ms)", again.Sub(first))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the name was never synced again")
+	}
+}
