@@ -187,6 +187,13 @@ func (c *Controller) collectAndUpload(ctx context.Context, sbc *crdv1alpha1.Supp
 		return errors.New("spec.authentication.authSecret is not set")
 	}
 	secret, err := c.cfg.Kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsForbidden(err) {
+		// Upstream's guide binds antrea-controller to the Secret; here the
+		// agents read it.
+		return fmt.Errorf("reading the file server's credentials from Secret %s/%s: antrea-agent may not read it: "+
+			"bind the ServiceAccount kube-system/antrea-agent to a Role that may get it (docs/support-bundle-guide.md; "+
+			"upstream's guide binds antrea-controller, but here the agents read the Secret): %w", ref.Namespace, ref.Name, err)
+	}
 	if err != nil {
 		return fmt.Errorf("reading the file server's credentials from Secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}

@@ -3,6 +3,7 @@ package supportbundlecollection
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,8 +15,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -281,6 +285,23 @@ func TestAMissingSecretFailsTheNodeNamingTheSecret(t *testing.T) {
 	}
 	if len(e.server.got()) != 0 {
 		t.Error("uploaded without credentials")
+	}
+}
+
+// TestASecretTheAgentMayNotReadSaysWhomToBind: upstream's guide binds
+// antrea-controller to the Secret; here the agents read it, and the failure
+// says so.
+func TestASecretTheAgentMayNotReadSaysWhomToBind(t *testing.T) {
+	e := newEnv(t, collection("sbc", "worker1"))
+	kube := e.c.cfg.Kube.(*k8sfake.Clientset)
+	kube.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("secrets"), "sftp", errors.New("RBAC: access denied"))
+	})
+	if err := e.c.sync(t.Context(), "sbc"); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.node(t, "sbc", "worker1"); n.State != crdv1alpha1.NodeFailed || !strings.Contains(n.Message, "bind the ServiceAccount kube-system/antrea-agent") {
+		t.Errorf("worker1's result %+v, want Failed saying antrea-agent must be bound to the Secret", n)
 	}
 }
 
