@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -14,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
@@ -291,7 +289,7 @@ func (c *Controller) compute(alive []string) (*State, error) {
 		}
 		var shaping *agentof.EgressShaping
 		if owner == c.cfg.NodeName && c.cfg.TrafficShaping && e.Spec.Bandwidth != nil {
-			if rate, burst, err := BandwidthKbps(e.Spec.Bandwidth); err != nil {
+			if rate, burst, err := e.Spec.Bandwidth.Kbits(); err != nil {
 				klog.ErrorS(err, "Egress bandwidth not realized", "egress", e.Name)
 			} else {
 				shaping = &agentof.EgressShaping{RateKbps: rate, BurstKb: burst}
@@ -328,30 +326,6 @@ func (c *Controller) compute(alive []string) (*State, error) {
 	}
 	slices.SortFunc(st.Hold, func(a, b netip.Addr) int { return a.Compare(b) })
 	return st, nil
-}
-
-// BandwidthKbps is a bandwidth's rate and burst in kilobits (per second),
-// as a meter takes them: quantities of bits (300k, 10M, 2G; admission
-// refuses others).
-func BandwidthKbps(bw *crdv1beta1.Bandwidth) (rate, burst uint32, err error) {
-	kbits := func(name, v string) (uint32, error) {
-		q, err := resource.ParseQuantity(v)
-		if err != nil {
-			return 0, fmt.Errorf("bandwidth.%s %q: %w", name, v, err)
-		}
-		k := q.Value() / 1000
-		if k < 1 || k > math.MaxUint32 {
-			return 0, fmt.Errorf("bandwidth.%s %q: out of the meter's range (1k to 4T)", name, v)
-		}
-		return uint32(k), nil
-	}
-	if rate, err = kbits("rate", bw.Rate); err != nil {
-		return 0, 0, err
-	}
-	if burst, err = kbits("burst", bw.Burst); err != nil {
-		return 0, 0, err
-	}
-	return rate, burst, nil
 }
 
 // candidates are the alive members that the Egress's pool allows (every

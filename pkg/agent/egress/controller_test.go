@@ -201,7 +201,7 @@ func TestComputeShapesTheEgressesThisNodeHoldsWithABandwidth(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := BandwidthKbps(&crdv1beta1.Bandwidth{Rate: "500", Burst: "1M"}); err == nil || !strings.Contains(err.Error(), "bandwidth.rate") {
+	if _, _, err := (&crdv1beta1.Bandwidth{Rate: "500", Burst: "1M"}).Kbits(); err == nil || !strings.Contains(err.Error(), "bandwidth.rate") {
 		t.Errorf("a rate below 1k: err = %v, want one naming bandwidth.rate", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -320,11 +319,8 @@ func (v *EgressValidator) ValidateEgress(ctx context.Context, eg *crdv1beta1.Egr
 	}
 	if bw := s.Bandwidth; bw != nil {
 		for _, q := range []struct{ name, value string }{{"rate", bw.Rate}, {"burst", bw.Burst}} {
-			qty, err := resource.ParseQuantity(q.value)
-			if err != nil {
-				errs = append(errs, field.Invalid(spec.Child("bandwidth", q.name), q.value, "must be a quantity such as 300k, 10M or 2G"))
-			} else if qty.Sign() <= 0 {
-				errs = append(errs, field.Invalid(spec.Child("bandwidth", q.name), q.value, "must be positive"))
+			if _, err := crdv1beta1.KbitsOf(q.value); err != nil {
+				errs = append(errs, field.Invalid(spec.Child("bandwidth", q.name), q.value, err.Error()))
 			}
 		}
 	}

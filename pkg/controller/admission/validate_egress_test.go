@@ -200,6 +200,11 @@ func TestValidateEgress(t *testing.T) {
 			e.Spec.Bandwidth = &crdv1beta1.Bandwidth{Rate: "fast", Burst: "2G"}
 			return e
 		}(), want: map[string]string{"spec.bandwidth.rate": "must be a quantity"}},
+		{name: "a burst below the meter's 1k is refused naming burst", eg: func() *crdv1beta1.Egress {
+			e := egress("e", "", "prod")
+			e.Spec.Bandwidth = &crdv1beta1.Bandwidth{Rate: "10M", Burst: "500"}
+			return e
+		}(), want: map[string]string{"spec.bandwidth.burst": "from 1k to 4T"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantErrors(t, newEgressValidator().ValidateEgress(ctx, tc.eg), tc.want)
