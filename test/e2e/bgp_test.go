@@ -161,20 +161,8 @@ func TestBGPPolicyAdvertisesToTheLabRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bgp-" + ns},
-		Spec: crdv1beta1.ExternalIPPoolSpec{IPRanges: []crdv1beta1.IPRange{{Start: "172.30.0.235", End: "172.30.0.239"}}}}
-	if _, err := crd.CrdV1beta1().ExternalIPPools().Create(ctx, pool, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		bg := context.Background()
-		for i := 0; i < 50; i++ { // once the Services released their IPs
-			if err := crd.CrdV1beta1().ExternalIPPools().Delete(bg, pool.Name, metav1.DeleteOptions{}); err == nil {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	})
+	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bgp-" + ns}}
+	createExternalIPPool(t, ctx, crd, pool.Name, "172.30.0.235", "172.30.0.239", func() { deleteServices(e, ns) })
 	port := []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80}}
 	hasPrefix := func(p netip.Prefix, want []string) func() error {
 		return func() error {

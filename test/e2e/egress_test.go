@@ -54,30 +54,19 @@ func TestEgressFromAnOutsideHostsView(t *testing.T) {
 		}
 	}
 	first, last := lab.ExternalIPRange()
-	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + ns},
-		Spec: crdv1beta1.ExternalIPPoolSpec{IPRanges: []crdv1beta1.IPRange{{Start: first.String(), End: last.String()}}}}
-	if _, err := crd.CrdV1beta1().ExternalIPPools().Create(ctx, pool, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + ns}}
 	eg := &crdv1beta1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + ns}, Spec: crdv1beta1.EgressSpec{
 		AppliedTo: crdv1beta1.EgressAppliedTo{
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
 			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"egress": "e2e"}}},
 		ExternalIPPool: pool.Name}}
+	// The pool goes once no Egress uses it (the webhook refuses before).
+	createExternalIPPool(t, ctx, crd, pool.Name, first.String(), last.String(), func() {
+		_ = crd.CrdV1beta1().Egresses().Delete(context.Background(), eg.Name, metav1.DeleteOptions{})
+	})
 	if _, err := crd.CrdV1beta1().Egresses().Create(ctx, eg, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		bg := context.Background()
-		_ = crd.CrdV1beta1().Egresses().Delete(bg, eg.Name, metav1.DeleteOptions{})
-		// The pool goes once no Egress uses it (the webhook refuses before).
-		for i := 0; i < 50; i++ {
-			if err := crd.CrdV1beta1().ExternalIPPools().Delete(bg, pool.Name, metav1.DeleteOptions{}); err == nil {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	})
 	var holder, eip string
 	labtest.WaitFor(t, ctx, "the Egress has an IP and a node holding it", func() error {
 		got, err := crd.CrdV1beta1().Egresses().Get(ctx, eg.Name, metav1.GetOptions{})

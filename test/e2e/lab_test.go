@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
 	"antrea.io/antrea/pkg/lab"
 	"antrea.io/antrea/test/labtest"
 )
@@ -462,4 +464,44 @@ func ovsPortOf(ctx context.Context, e *labEnv, p *corev1.Pod) (string, error) {
 		return "", fmt.Errorf("ovs-vsctl find Port on %s: %v: %s", p.Spec.NodeName, err, out)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// createExternalIPPool creates the ExternalIPPool name of first-last for the
+// test and removes it when the test ends: release first (it deletes what
+// holds the pool's IPs: the Services, an Egress), then the pool, retried
+// while the webhook still refuses it (IPs in use). A pool left behind would
+// overlap the next test's and is an error.
+func createExternalIPPool(t *testing.T, ctx context.Context, crd versioned.Interface, name, first, last string, release func()) {
+	t.Helper()
+	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: crdv1beta1.ExternalIPPoolSpec{IPRanges: []crdv1beta1.IPRange{{Start: first, End: last}}}}
+	if _, err := crd.CrdV1beta1().ExternalIPPools().Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if release != nil {
+			release()
+		}
+		var err error
+		for i := 0; i < 300; i++ {
+			if err = crd.CrdV1beta1().ExternalIPPools().Delete(context.Background(), name, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Errorf("ExternalIPPool %s is left behind: %v", name, err)
+	})
+}
+
+// deleteServices deletes every Service of namespace (their LoadBalancer IPs
+// go back to their pools).
+func deleteServices(e *labEnv, namespace string) {
+	ctx := context.Background()
+	svcs, err := e.Client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, s := range svcs.Items {
+		_ = e.Client.CoreV1().Services(namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+	}
 }

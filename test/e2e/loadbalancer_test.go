@@ -37,20 +37,8 @@ func TestLoadBalancerIPFromAnOutsideHost(t *testing.T) {
 		return corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "web", Image: lab.AgnhostImage,
 			Args: []string{"netexec", "--http-port=8080"}}}}
 	}, "web")
-	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "lb-" + ns},
-		Spec: crdv1beta1.ExternalIPPoolSpec{IPRanges: []crdv1beta1.IPRange{{Start: "172.30.0.240", End: "172.30.0.249"}}}}
-	if _, err := crd.CrdV1beta1().ExternalIPPools().Create(ctx, pool, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		bg := context.Background()
-		for i := 0; i < 50; i++ { // once the Services released their IPs
-			if err := crd.CrdV1beta1().ExternalIPPools().Delete(bg, pool.Name, metav1.DeleteOptions{}); err == nil {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	})
+	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "lb-" + ns}}
+	createExternalIPPool(t, ctx, crd, pool.Name, "172.30.0.240", "172.30.0.249", func() { deleteServices(e, ns) })
 	outside := func(url string) (string, error) {
 		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", lab.OutsideNetNS, "curl", "-sS", "-m", "2", url).CombinedOutput()
 		return strings.TrimSpace(string(out)), err

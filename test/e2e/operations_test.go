@@ -278,9 +278,17 @@ func TestNodeLatencyStatsAgreeWithPing(t *testing.T) {
 			t.Errorf("%s -> %s: the agent's median RTT %v and ping's %v differ by more than 2ms", node, target, median, ping)
 		}
 	}
-	// node-2 cut off the underlay (its link down, as a failed node looks to
-	// the others): node-1's stats stop receiving from it and antctl says
-	// UNREACHABLE; once the link is back, replies arrive again.
+	// The node without antrea-controller (which serves the stats API, so it
+	// must stay reachable) is cut off the underlay (its link down, as a
+	// failed node looks to the others): the other node's stats stop
+	// receiving from it and antctl says UNREACHABLE; once the link is back,
+	// replies arrive again.
+	pods, err := e.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "component=antrea-controller"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the antrea-controller Pod: %v (%d found)", err, len(pods.Items))
+	}
+	observer := pods.Items[0].Spec.NodeName
+	cutNode := map[string]string{"node-1": "node-2", "node-2": "node-1"}[observer]
 	statsOf := func(node string) (statsv1alpha1.TargetIPLatencyStats, error) {
 		st, err := crd.StatsV1alpha1().NodeLatencyStatses().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
@@ -291,7 +299,7 @@ func TestNodeLatencyStatsAgreeWithPing(t *testing.T) {
 		}
 		return st.PeerNodeLatencyStats[0].TargetIPLatencyStats[0], nil
 	}
-	link := "v-node-2"
+	link := "v-" + cutNode
 	setLink := func(state string) {
 		if out, err := exec.CommandContext(context.Background(), "ip", "-n", lab.UnderlayNetNS, "link", "set", link, state).CombinedOutput(); err != nil {
 			t.Fatalf("ip link set %s %s: %v: %s", link, state, err, out)
@@ -300,8 +308,8 @@ func TestNodeLatencyStatsAgreeWithPing(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("ip", "-n", lab.UnderlayNetNS, "link", "set", link, "up").Run() })
 	cut := time.Now()
 	setLink("down")
-	labtest.WaitFor(t, ctx, "node-1's stats show node-2 unanswered for more than an interval", func() error {
-		ts, err := statsOf("node-1")
+	labtest.WaitFor(t, ctx, observer+"'s stats show "+cutNode+" unanswered for more than an interval", func() error {
+		ts, err := statsOf(observer)
 		if err != nil {
 			return err
 		}
@@ -310,14 +318,14 @@ func TestNodeLatencyStatsAgreeWithPing(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("node-2 cut off: node-1's stats show it unanswered %.1fs after the cut (interval 1s)", time.Since(cut).Seconds())
+	t.Logf("%s cut off: %s's stats show it unanswered %.1fs after the cut (interval 1s)", cutNode, observer, time.Since(cut).Seconds())
 	if out, errOut, err := antctl(ctx, e, "get", "nodelatencystats"); err != nil || !strings.Contains(out, "UNREACHABLE") {
-		t.Errorf("antctl get nodelatencystats with node-2 cut off: %v, want node-2 UNREACHABLE from node-1:\n%s%s", err, out, errOut)
+		t.Errorf("antctl get nodelatencystats with %s cut off: %v, want it UNREACHABLE from %s:\n%s%s", cutNode, err, observer, out, errOut)
 	}
 	healed := time.Now()
 	setLink("up")
-	labtest.WaitFor(t, ctx, "node-1 receives node-2's replies again", func() error {
-		ts, err := statsOf("node-1")
+	labtest.WaitFor(t, ctx, observer+" receives "+cutNode+"'s replies again", func() error {
+		ts, err := statsOf(observer)
 		if err != nil {
 			return err
 		}
@@ -326,7 +334,7 @@ func TestNodeLatencyStatsAgreeWithPing(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("node-2 back: node-1 received its replies again %.1fs after the link came up", time.Since(healed).Seconds())
+	t.Logf("%s back: %s received its replies again %.1fs after the link came up", cutNode, observer, time.Since(healed).Seconds())
 
 	// antctl shows the matrix.
 	out, errOut, err := antctl(ctx, e, "get", "nodelatencystats")
