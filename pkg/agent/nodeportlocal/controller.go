@@ -364,6 +364,9 @@ func (c *Controller) sync(ctx context.Context, podKey string) error {
 		port uint16
 	}
 	var allocated []held
+	// The node ports other chains DNAT, read once per sync and only when a
+	// port is allocated.
+	var claimed map[protoPort]string
 	releaseAllocated := func() {
 		for _, h := range allocated {
 			c.pool(h.k.v6, h.k.protocol).release(h.port)
@@ -379,8 +382,11 @@ func (c *Controller) sync(ctx context.Context, podKey string) error {
 			// the consumers keep the port they know.
 			next[w.key] = mapping{podIP: w.podIP, nodePort: m.nodePort}
 		default:
+			if claimed == nil {
+				claimed = c.claimedElsewhere()
+			}
 			port, err := c.pool(w.v6, w.protocol).allocate(func(port uint16) (io.Closer, error) {
-				if why := c.claimedElsewhere(w.protocol, port); why != "" {
+				if why := claimed[protoPort{w.protocol, port}]; why != "" {
 					return nil, fmt.Errorf("node port %d is %s", port, why)
 				}
 				return c.open(w.v6, w.protocol, port)
@@ -424,18 +430,25 @@ func (c *Controller) sync(ctx context.Context, podKey string) error {
 	return c.annotate(ctx, pod, next)
 }
 
-// claimedElsewhere says why the node's netfilter already DNATs port
-// (protocol) to something else, "" when it does not: a Service's NodePort
+// protoPort is a node port of a protocol.
+type protoPort struct {
+	protocol uint8
+	port     uint16
+}
+
+// claimedElsewhere maps the node ports the node's netfilter already DNATs
+// to something else to why: a Service's NodePort
 // (AntreaProxy's nodeport chains; the configured range may not overlap the
 // default NodePort range, but a kube-apiserver with another range may hand
 // one out in it) or a hostPort of a Pod of this node (the hostport chains).
 // Neither binds a socket, so the Opener cannot see them.
-func (c *Controller) claimedElsewhere(protocol uint8, port uint16) string {
+func (c *Controller) claimedElsewhere() map[protoPort]string {
+	claimed := map[protoPort]string{}
 	services, _ := c.services.List(labels.Everything())
 	for _, svc := range services {
 		for _, sp := range svc.Spec.Ports {
-			if uint16(sp.NodePort) == port && protocolNumber(sp.Protocol) == protocol {
-				return "the NodePort of Service " + svc.Namespace + "/" + svc.Name
+			if sp.NodePort != 0 {
+				claimed[protoPort{protocolNumber(sp.Protocol), uint16(sp.NodePort)}] = "the NodePort of Service " + svc.Namespace + "/" + svc.Name
 			}
 		}
 	}
@@ -443,13 +456,13 @@ func (c *Controller) claimedElsewhere(protocol uint8, port uint16) string {
 	for _, pod := range pods {
 		for _, ctr := range pod.Spec.Containers {
 			for _, cp := range ctr.Ports {
-				if uint16(cp.HostPort) == port && protocolNumber(cp.Protocol) == protocol {
-					return "a hostPort of Pod " + pod.Namespace + "/" + pod.Name
+				if cp.HostPort != 0 {
+					claimed[protoPort{protocolNumber(cp.Protocol), uint16(cp.HostPort)}] = "a hostPort of Pod " + pod.Namespace + "/" + pod.Name
 				}
 			}
 		}
 	}
-	return ""
+	return claimed
 }
 
 // open holds a node port through the Opener.
