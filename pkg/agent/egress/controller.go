@@ -262,12 +262,22 @@ func (c *Controller) compute(alive []string) (*State, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range egresses {
-		ip, err := netip.ParseAddr(e.Spec.EgressIP)
-		if err != nil {
-			continue // no IP yet (the controller allocates it) or several (egressIPs: not realized)
+		// The Egress's IPs (egressIP, or egressIPs: one per family); the
+		// first decides the holder, who holds them all, and a member pod
+		// leaves with the one of its family.
+		var ips []netip.Addr
+		var pools []string
+		for _, sl := range e.IPSlots() {
+			if sl.IP.IsValid() {
+				ips, pools = append(ips, sl.IP), append(pools, sl.Pool)
+			}
 		}
+		if len(ips) == 0 {
+			continue // no IP yet: the controller allocates it
+		}
+		ip := ips[0]
 		var owner string
-		if e.Spec.ExternalIPPool == "" {
+		if pools[0] == "" {
 			// An egressIP without a pool is placed by the operator, as
 			// upstream: the node that has it as an address of its own
 			// holds it, and the others learn which from the status.
@@ -278,9 +288,11 @@ func (c *Controller) compute(alive []string) (*State, error) {
 				owner = e.Status.EgressNode
 			}
 		} else {
-			owner = Owner(ip.String(), c.candidates(e, alive, nodeByName))
-			if owner == c.cfg.NodeName && !slices.Contains(st.Hold, ip) {
-				st.Hold = append(st.Hold, ip)
+			owner = Owner(ip.String(), c.candidates(pools[0], alive, nodeByName))
+			for i, a := range ips {
+				if owner == c.cfg.NodeName && pools[i] != "" && !slices.Contains(st.Hold, a) {
+					st.Hold = append(st.Hold, a)
+				}
 			}
 		}
 		st.Owners[e.Name], st.IPs[e.Name] = owner, ip
@@ -302,12 +314,13 @@ func (c *Controller) compute(alive []string) (*State, error) {
 					continue
 				}
 				pip = pip.Unmap()
-				if pip.Is4() != ip.Is4() || taken[pip] {
+				i := slices.IndexFunc(ips, func(a netip.Addr) bool { return a.Is4() == pip.Is4() })
+				if i < 0 || taken[pip] {
 					continue
 				}
 				taken[pip] = true
 				if owner == c.cfg.NodeName {
-					st.SNAT[pip] = ip
+					st.SNAT[pip] = ips[i]
 					if shaping != nil && c.local(pip) {
 						shaping.Local = append(shaping.Local, pip)
 					} else if shaping != nil {
@@ -328,10 +341,10 @@ func (c *Controller) compute(alive []string) (*State, error) {
 	return st, nil
 }
 
-// candidates are the alive members that the Egress's pool allows (every
+// candidates are the alive members that the pool poolName allows (every
 // alive member while the pool is not known yet).
-func (c *Controller) candidates(e *crdv1beta1.Egress, alive []string, nodes map[string]*corev1.Node) []string {
-	pool, err := c.cfg.Pools.Get(e.Spec.ExternalIPPool)
+func (c *Controller) candidates(poolName string, alive []string, nodes map[string]*corev1.Node) []string {
+	pool, err := c.cfg.Pools.Get(poolName)
 	if err != nil {
 		return alive
 	}

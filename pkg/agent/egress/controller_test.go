@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,60 @@ func TestComputePlacesEachIPOnAnAllowedAliveNode(t *testing.T) {
 		}
 	default:
 		t.Errorf("newer is held by %q", newer)
+	}
+}
+
+// TestComputeRealizesEgressIPsOnePerFamily: upstream's plural fields
+// (externalIPPools and egressIPs, an IP of each family) are realized as the
+// singular ones: the first IP's rendezvous owner holds them all, and each
+// member pod leaves with the IP of its own family.
+func TestComputeRealizesEgressIPsOnePerFamily(t *testing.T) {
+	dual := &crdv1beta1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "dual"}, Spec: crdv1beta1.EgressSpec{
+		ExternalIPPools: []string{"v4", "v6"}, EgressIPs: []string{"172.30.0.203", "fd00:30::203"}}}
+	v4only := &crdv1beta1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "v4only", CreationTimestamp: metav1.NewTime(time.Unix(5, 0))},
+		Spec: crdv1beta1.EgressSpec{ExternalIPPools: []string{"v4"}, EgressIPs: []string{"172.30.0.204"}}}
+	pools := crdlisters.NewExternalIPPoolLister(indexer(&crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "v4"}},
+		&crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "v6"}}))
+	nodes := corelisters.NewNodeLister(indexer(node("node-1", "172.30.0.11", nil), node("node-2", "172.30.0.12", nil)))
+	alive := []string{"node-1", "node-2"}
+	groups := map[string][]cpv1beta2.GroupMember{
+		"dual":   {member("x", "a1", "10.10.1.2"), member("x", "a1v6", "fd00:10:1::2")},
+		"v4only": {member("x", "a2", "10.10.1.3"), member("x", "a2v6", "fd00:10:1::3")},
+	}
+	for _, name := range alive {
+		c := &Controller{cfg: Config{NodeName: name,
+			PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.1.0/24"), netip.MustParsePrefix("fd00:10:1::/64")},
+			Egresses: crdlisters.NewEgressLister(indexer(dual, v4only)), Pools: pools, Nodes: nodes}, groups: groups}
+		st, err := c.compute(alive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := Owner("172.30.0.203", alive)
+		if st.Owners["dual"] != owner || st.IPs["dual"] != netip.MustParseAddr("172.30.0.203") {
+			t.Fatalf("%s: dual is held by %q with %v, want the first IP's owner %q", name, st.Owners["dual"], st.IPs["dual"], owner)
+		}
+		a1, a1v6 := netip.MustParseAddr("10.10.1.2"), netip.MustParseAddr("fd00:10:1::2")
+		a2, a2v6 := netip.MustParseAddr("10.10.1.3"), netip.MustParseAddr("fd00:10:1::3")
+		if name == owner {
+			if st.SNAT[a1] != netip.MustParseAddr("172.30.0.203") || st.SNAT[a1v6] != netip.MustParseAddr("fd00:30::203") {
+				t.Errorf("%s holds dual, yet SNATs %v", name, st.SNAT)
+			}
+			if !slices.Contains(st.Hold, netip.MustParseAddr("fd00:30::203")) || !slices.Contains(st.Hold, netip.MustParseAddr("172.30.0.203")) {
+				t.Errorf("%s holds dual, yet holds only %v", name, st.Hold)
+			}
+		} else if _, ok := st.Remote[a1v6]; !ok {
+			t.Errorf("%s: the IPv6 member of dual is not sent to its holder: %v", name, st.Remote)
+		}
+		// v4only has no IPv6 IP: its IPv6 member leaves as any pod does.
+		if _, ok := st.SNAT[a2v6]; ok {
+			t.Errorf("%s: v4only's IPv6 member is SNATed: %v", name, st.SNAT)
+		}
+		if _, ok := st.Remote[a2v6]; ok {
+			t.Errorf("%s: v4only's IPv6 member is sent to a holder: %v", name, st.Remote)
+		}
+		if _, snat := st.SNAT[a2]; !snat && st.Remote[a2] == nil {
+			t.Errorf("%s: v4only's IPv4 member is neither SNATed nor sent to the holder", name)
+		}
 	}
 }
 

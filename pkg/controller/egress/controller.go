@@ -87,7 +87,7 @@ type Controller struct {
 
 	mu sync.Mutex
 	// allocated is the IPs held for each Egress (by name), one per slot
-	// (see slots); a zero allocation is a slot without an IP.
+	// (see Egress.IPSlots); a zero allocation is a slot without an IP.
 	allocated map[string][]allocation
 	// selectorOf is the grouping key of each Egress's appliedTo, and
 	// bySelector the Egresses of each key (groups are shared by selector).
@@ -155,9 +155,9 @@ func (c *Controller) poolAllocations(pool string) []externalippool.Allocation {
 	}
 	var out []externalippool.Allocation
 	for _, eg := range egresses {
-		for _, sl := range slots(eg) {
-			if sl.pool == pool && sl.want.IsValid() {
-				out = append(out, externalippool.Allocation{Pool: pool, IP: sl.want, Owner: Owner(eg.Name)})
+		for _, sl := range eg.IPSlots() {
+			if sl.Pool == pool && sl.IP.IsValid() {
+				out = append(out, externalippool.Allocation{Pool: pool, IP: sl.IP, Owner: Owner(eg.Name)})
 			}
 		}
 	}
@@ -262,9 +262,9 @@ func (c *Controller) restore() {
 	}
 	var all []held
 	for _, eg := range egresses {
-		for i, sl := range slots(eg) {
-			if sl.pool != "" && sl.want.IsValid() {
-				all = append(all, held{eg.Name, i, externalippool.Allocation{Pool: sl.pool, IP: sl.want, Owner: Owner(eg.Name)}})
+		for i, sl := range eg.IPSlots() {
+			if sl.Pool != "" && sl.IP.IsValid() {
+				all = append(all, held{eg.Name, i, externalippool.Allocation{Pool: sl.Pool, IP: sl.IP, Owner: Owner(eg.Name)}})
 			}
 		}
 	}
@@ -351,48 +351,17 @@ func (c *Controller) releaseOne(name string, a allocation) {
 	c.enqueuePoolEgresses(a.pool)
 }
 
-// slot is one IP of an Egress: the pool it comes from ("" for a static IP)
-// and the IP the spec gives (invalid when the controller is to allocate it).
-type slot struct {
-	pool string
-	want netip.Addr
-}
-
-// slots are the IPs of an Egress: one for egressIP and externalIPPool, or
-// one per entry of externalIPPools (with the egressIPs entry of the same
-// index). A malformed IP (admission refuses it) counts as none given.
-func slots(eg *crdv1beta1.Egress) []slot {
-	parse := func(s string) netip.Addr {
-		ip, err := netip.ParseAddr(s)
-		if err != nil {
-			return netip.Addr{}
-		}
-		return ip.Unmap()
-	}
-	if len(eg.Spec.ExternalIPPools) == 0 {
-		return []slot{{pool: eg.Spec.ExternalIPPool, want: parse(eg.Spec.EgressIP)}}
-	}
-	out := make([]slot, len(eg.Spec.ExternalIPPools))
-	for i, p := range eg.Spec.ExternalIPPools {
-		out[i].pool = p
-		if i < len(eg.Spec.EgressIPs) {
-			out[i].want = parse(eg.Spec.EgressIPs[i])
-		}
-	}
-	return out
-}
-
 // syncIP allocates, takes or releases the Egress's IPs, slot by slot, and
 // writes the allocated ones into the spec.
 func (c *Controller) syncIP(ctx context.Context, eg *crdv1beta1.Egress) error {
-	want := slots(eg)
+	want := eg.IPSlots()
 	c.mu.Lock()
 	held := append([]allocation(nil), c.allocated[eg.Name]...)
 	c.mu.Unlock()
 	// Release what no slot holds any more: the pool changed, or the spec
 	// gives another IP.
 	for i := range held {
-		if i >= len(want) || held[i].pool != want[i].pool || (want[i].want.IsValid() && held[i].ip != want[i].want) {
+		if i >= len(want) || held[i].pool != want[i].Pool || (want[i].IP.IsValid() && held[i].ip != want[i].IP) {
 			c.releaseOne(eg.Name, held[i])
 			held[i] = allocation{}
 		}
@@ -407,36 +376,36 @@ func (c *Controller) syncIP(ctx context.Context, eg *crdv1beta1.Egress) error {
 	var failure error
 	for i, sl := range want {
 		switch {
-		case sl.pool == "":
+		case sl.Pool == "":
 			continue
 		case held[i].pool != "":
 			// Held: taken again, which costs a lookup and re-registers it in
 			// a pool deleted and created again (whose allocator starts empty).
-			if err := c.allocator.AllocateSpecificIP(sl.pool, held[i].ip, owner); err != nil {
+			if err := c.allocator.AllocateSpecificIP(sl.Pool, held[i].ip, owner); err != nil {
 				failure = err
 				held[i] = allocation{}
 				continue
 			}
 			// Written already unless an earlier write failed.
-			toWrite = toWrite || !sl.want.IsValid()
-		case sl.want.IsValid():
-			if err := c.allocator.AllocateSpecificIP(sl.pool, sl.want, owner); err != nil {
+			toWrite = toWrite || !sl.IP.IsValid()
+		case sl.IP.IsValid():
+			if err := c.allocator.AllocateSpecificIP(sl.Pool, sl.IP, owner); err != nil {
 				failure = err
 				continue
 			}
-			held[i] = allocation{pool: sl.pool, ip: sl.want}
-			allocated = append(allocated, sl.want)
+			held[i] = allocation{pool: sl.Pool, ip: sl.IP}
+			allocated = append(allocated, sl.IP)
 		default:
-			ip, err := c.allocator.AllocateIP(sl.pool, owner)
+			ip, err := c.allocator.AllocateIP(sl.Pool, owner)
 			if err != nil {
 				failure = err
 				continue
 			}
-			held[i] = allocation{pool: sl.pool, ip: ip}
+			held[i] = allocation{pool: sl.Pool, ip: ip}
 			allocated = append(allocated, ip)
 			toWrite = true
 			if c.recorder != nil {
-				c.recorder.Eventf(eg, corev1.EventTypeNormal, ReasonAllocated, "Allocated %s from ExternalIPPool %s", ip, sl.pool)
+				c.recorder.Eventf(eg, corev1.EventTypeNormal, ReasonAllocated, "Allocated %s from ExternalIPPool %s", ip, sl.Pool)
 			}
 		}
 	}
