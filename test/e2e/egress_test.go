@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,4 +173,62 @@ func TestEgressFromAnOutsideHostsView(t *testing.T) {
 	t.Logf("failover (%d trials): node cut off -> first new connection from the other node's pod arriving from %s: p50 %v, p99 %v, max %v",
 		trials, eip, times[len(times)/2].Round(10*time.Millisecond), times[(len(times)*99)/100].Round(10*time.Millisecond),
 		times[len(times)-1].Round(10*time.Millisecond))
+
+	// The holder's agent killed (SIGKILL; kubelet starts it again): new
+	// connections from both pods must never leave with another source
+	// than the Egress IP (a node's address would be the masquerade taking
+	// over), and both leave with it once the agent is back. Under make
+	// reliability (about 30 s).
+	t.Run("the holder's agent killed", func(t *testing.T) {
+		if os.Getenv("ANTREA_RELIABILITY") == "" {
+			t.Skip("kills an agent (about 30 s): runs under ANTREA_RELIABILITY=1 (make reliability)")
+		}
+		labtest.WaitFor(t, ctx, "both pods leave with the Egress IP", bothLeaveWithEIP)
+		procs, err := lab.NodeProcesses(e.Opts, holder, "antrea-agent")
+		if err != nil || len(procs) != 1 {
+			t.Fatalf("antrea-agent on %s: %v %v", holder, procs, err)
+		}
+		if err := syscall.Kill(procs[0].PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		t.Logf("killed antrea-agent on %s (pid %d)", holder, procs[0].PID)
+		back := time.Time{}
+		var lastOK, longestGap time.Duration
+		seen := map[string]int{}
+		for i := 0; time.Since(killed) < 90*time.Second; i++ {
+			pod := []string{"a", "b"}[i%2]
+			got := seenFrom(pod, 500*time.Millisecond)
+			at := time.Since(killed)
+			if got == "" {
+				seen["(no connection)"]++
+			} else {
+				seen[pod+" from "+got]++
+				if got != eip {
+					t.Errorf("%.1fs after the kill pod %s on %s reached the outside host from %s, want the Egress IP %s",
+						at.Seconds(), pod, pods[pod].Spec.NodeName, got, eip)
+				}
+				longestGap = max(longestGap, at-lastOK)
+				lastOK = at
+			}
+			if back.IsZero() {
+				if now, err := lab.NodeProcesses(e.Opts, holder, "antrea-agent"); err == nil && len(now) == 1 && now[0].PID != procs[0].PID {
+					back = time.Now()
+				}
+			} else if time.Since(back) > 20*time.Second {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if back.IsZero() {
+			t.Fatalf("antrea-agent on %s did not start again", holder)
+		}
+		labtest.WaitFor(t, ctx, "both pods leave with the Egress IP after the agent is back", bothLeaveWithEIP)
+		got, err := crd.CrdV1beta1().Egresses().Get(ctx, eg.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("agent killed on %s: a new process %.1fs later; new connections seen: %v; longest time without one: %v; holder now %s",
+			holder, back.Sub(killed).Seconds(), seen, longestGap.Round(10*time.Millisecond), got.Status.EgressNode)
+	})
 }

@@ -61,6 +61,12 @@ func createPods(t *testing.T, e *labEnv, ctx context.Context, spec func(name str
 	t.Cleanup(func() {
 		_ = e.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	})
+	return ns, createPodsIn(t, e, ctx, ns, spec, names...)
+}
+
+// createPodsIn is createPods in an existing namespace.
+func createPodsIn(t *testing.T, e *labEnv, ctx context.Context, ns string, spec func(name string) corev1.PodSpec, names ...string) map[string]*corev1.Pod {
+	t.Helper()
 	for _, name := range names {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "e2e"}},
@@ -74,7 +80,7 @@ func createPods(t *testing.T, e *labEnv, ctx context.Context, spec func(name str
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ns, pods
+	return pods
 }
 
 func TestPodsSpreadOverNodesGetIPsFromTheirNodesPodCIDRAndReachEachOther(t *testing.T) {

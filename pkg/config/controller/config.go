@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	cliflag "k8s.io/component-base/cli/flag"
 
 	"antrea.io/antrea/pkg/config"
@@ -67,6 +68,19 @@ type ControllerConfig struct {
 	// kubeconfig or in-cluster config: a host, host:port or URL. Default "".
 	// Not an upstream key of the controller (upstream's agent has it).
 	KubeAPIServerOverride string `json:"kubeAPIServerOverride"`
+	// ServiceExternalIP configures the LoadBalancer Service IPs (with the
+	// ServiceExternalIP gate). Not an upstream key.
+	ServiceExternalIP ServiceExternalIPConfig `json:"serviceExternalIP"`
+}
+
+// ServiceExternalIPConfig is the serviceExternalIP section.
+type ServiceExternalIPConfig struct {
+	// DefaultExternalIPPool names the ExternalIPPool that gives an IP to a
+	// LoadBalancer Service without the service.antrea.io/external-ip-pool
+	// annotation and without a loadBalancerClass (antrea-controller writes
+	// the annotation on it). Default "": such Services get no IP, as
+	// upstream.
+	DefaultExternalIPPool string `json:"defaultExternalIPPool"`
 }
 
 // Defaults returns upstream's defaults.
@@ -135,6 +149,11 @@ func (c *ControllerConfig) validate() []error {
 	if c.TLSMinVersion != "" {
 		if _, err := cliflag.TLSVersion(c.TLSMinVersion); err != nil {
 			fail("tlsMinVersion", "%v (want VersionTLS10, VersionTLS11, VersionTLS12 or VersionTLS13)", err)
+		}
+	}
+	if p := c.ServiceExternalIP.DefaultExternalIPPool; p != "" {
+		if msgs := validation.IsDNS1123Subdomain(p); len(msgs) > 0 {
+			fail("serviceExternalIP.defaultExternalIPPool", "%q is not an ExternalIPPool name: %s", p, strings.Join(msgs, "; "))
 		}
 	}
 	if _, err := config.ParseAPIServerOverride(c.KubeAPIServerOverride); err != nil {

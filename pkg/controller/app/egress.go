@@ -58,7 +58,7 @@ func setupExternalIPs(ctx context.Context, o *Options, kubeClient kubernetes.Int
 	}
 	var services *serviceexternalip.Controller
 	if o.EnableServiceExternalIP {
-		services, err = serviceexternalip.NewController(kubeClient, kube.Core().V1().Services(), pools, recorder)
+		services, err = serviceexternalip.NewController(kubeClient, kube.Core().V1().Services(), pools, recorder, o.DefaultExternalIPPool)
 		if err != nil {
 			return nil, fmt.Errorf("the ServiceExternalIP controller: %w", err)
 		}

@@ -45,6 +45,9 @@ type Options struct {
 	// ExternalIPPool controller and the allocation of LoadBalancer Service
 	// IPs from the pools.
 	EnableServiceExternalIP bool
+	// DefaultExternalIPPool (serviceExternalIP.defaultExternalIPPool) is
+	// the pool of LoadBalancer Services without the pool annotation.
+	DefaultExternalIPPool string
 	// EnableSupportBundleCollection (featureGates.SupportBundleCollection)
 	// runs the SupportBundleCollection controller.
 	EnableSupportBundleCollection bool
@@ -105,6 +108,7 @@ func (o *Options) applyConfig(c *controllerconfig.ControllerConfig, explicit map
 	set("", func() { o.EnablePrometheusMetrics = c.EnablePrometheusMetrics })
 	set("", func() { o.EnableEgress = c.FeatureGates[controllerconfig.Egress] })
 	set("", func() { o.EnableServiceExternalIP = c.FeatureGates[controllerconfig.ServiceExternalIP] })
+	set("", func() { o.DefaultExternalIPPool = c.ServiceExternalIP.DefaultExternalIPPool })
 	set("", func() { o.EnableSupportBundleCollection = c.FeatureGates[controllerconfig.SupportBundleCollection] })
 	set("tls-cipher-suites", func() { serving.CipherSuites = c.CipherSuites() })
 	set("tls-min-version", func() { serving.MinTLSVersion = c.TLSMinVersion })

@@ -17,15 +17,28 @@
 // A LoadBalancer Service without the annotation is left alone (another
 // LoadBalancer implementation may serve it): the controller records one
 // Normal Event on it saying why it gives no IP, unless its status already has
-// an ingress. The agents do the rest: a Node of the pool's nodeSelector
-// answers for the IP (not built yet).
+// an ingress. Unless a default pool is configured (antrea-controller.conf
+// serviceExternalIP.defaultExternalIPPool, not an upstream key): then the
+// controller writes the annotation naming that pool on such a Service (one
+// without a loadBalancerClass and without an ingress from elsewhere), and
+// from there on the Service is like any annotated one; the annotation shows
+// where its IP came from and keeps it there if the default changes.
+//
+// A Service this controller gives an IP carries the finalizer
+// service.kubernetes.io/load-balancer-cleanup, as cloud load balancers'
+// controllers put it: its IP is released before the Service is gone, and the
+// finalizer is removed once the Service no longer takes an IP from a pool.
+// The agents do the rest: a Node of the pool's nodeSelector answers for the
+// IP.
 package serviceexternalip
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +69,7 @@ type Allocator interface {
 	AddPoolHandler(h externalippool.PoolHandler)
 	AddRestorer(r externalippool.Restorer)
 	HasSynced() bool
+	Usage(pool string) (crdv1beta1.IPPoolUsage, error)
 }
 
 // Event reasons recorded on Services.
@@ -66,7 +80,15 @@ const (
 	ReasonNoPool = "NoExternalIPPool"
 	// ReasonOtherClass: an annotated Service with a loadBalancerClass.
 	ReasonOtherClass = "LoadBalancerClassSet"
+	// ReasonDefaultPool: a LoadBalancer Service without the annotation was
+	// given the default pool's.
+	ReasonDefaultPool = "DefaultExternalIPPool"
 )
+
+// CleanupFinalizer is the finalizer of the Services this controller gives an
+// IP (Kubernetes' service.kubernetes.io/load-balancer-cleanup, which cloud
+// providers' service controllers use).
+const CleanupFinalizer = "service.kubernetes.io/load-balancer-cleanup"
 
 // poolIndex indexes Services by the pool their annotation names.
 const poolIndex = "serviceexternalip.pool"
@@ -89,6 +111,9 @@ type Controller struct {
 	allocator Allocator
 	queue     workqueue.TypedRateLimitingInterface[string]
 	recorder  record.EventRecorder
+	// defaultPool is given to LoadBalancer Services without the
+	// annotation ("": none).
+	defaultPool string
 
 	mu sync.Mutex
 	// held is the IP held for each Service (by ns/name).
@@ -100,11 +125,13 @@ type Controller struct {
 
 // NewController watches Services through informer, takes IPs from
 // allocator and writes the Services' status with client; recorder receives
-// the Services' Events.
+// the Services' Events. defaultPool, when not empty, is the pool of
+// LoadBalancer Services without the annotation.
 func NewController(client kubernetes.Interface, informer coreinformers.ServiceInformer, allocator Allocator,
-	recorder record.EventRecorder) (*Controller, error) {
+	recorder record.EventRecorder, defaultPool string) (*Controller, error) {
 	c := &Controller{
-		client:    client,
+		defaultPool: defaultPool,
+		client:      client,
 		lister:    informer.Lister(),
 		indexer:   informer.Informer().GetIndexer(),
 		allocator: allocator,
@@ -118,6 +145,10 @@ func NewController(client kubernetes.Interface, informer coreinformers.ServiceIn
 		if svc, ok := obj.(*corev1.Service); ok {
 			if p := svc.Annotations[crdv1beta1.ServiceExternalIPPoolAnnotationKey]; p != "" {
 				return []string{p}, nil
+			}
+			if c.takesDefault(svc) {
+				// Given the default pool once it exists.
+				return []string{c.defaultPool}, nil
 			}
 		}
 		return nil, nil
@@ -295,6 +326,18 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	if svc.DeletionTimestamp != nil {
+		// Going: the IP is released, then the Service may go.
+		c.release(key)
+		return c.setFinalizer(ctx, svc, false)
+	}
+	if c.takesDefault(svc) {
+		if _, err := c.allocator.Usage(c.defaultPool); err == nil {
+			return c.annotateDefault(ctx, svc)
+		}
+		// The default pool does not exist (yet): its creation enqueues
+		// the Service again (poolIndex).
+	}
 	pool, managed := poolOf(svc)
 	wantIP, lbIPErr := requestedIP(svc)
 	c.mu.Lock()
@@ -312,7 +355,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if !managed {
 		c.noteUnmanaged(svc, key, pool)
-		return nil
+		return c.setFinalizer(ctx, svc, false)
+	}
+	if err := c.setFinalizer(ctx, svc, true); err != nil {
+		return err
 	}
 	if lbIPErr != nil {
 		return c.failed(ctx, svc, lbIPErr)
@@ -339,6 +385,64 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 	}
 	return c.writeIngress(ctx, svc, held.ip, netip.Addr{})
+}
+
+// takesDefault says whether the Service is to be given the default pool: a
+// LoadBalancer without the annotation, without a loadBalancerClass and
+// without an ingress written by another implementation.
+func (c *Controller) takesDefault(svc *corev1.Service) bool {
+	_, annotated := svc.Annotations[crdv1beta1.ServiceExternalIPPoolAnnotationKey]
+	return c.defaultPool != "" && !annotated && svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
+		svc.Spec.LoadBalancerClass == nil && len(svc.Status.LoadBalancer.Ingress) == 0
+}
+
+// annotateDefault writes the default pool's annotation on the Service; its
+// update brings it back to sync as an annotated Service.
+func (c *Controller) annotateDefault(ctx context.Context, svc *corev1.Service) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"annotations":     map[string]string{crdv1beta1.ServiceExternalIPPoolAnnotationKey: c.defaultPool},
+		"resourceVersion": svc.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	_, err = c.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or changed: its next event syncs it again
+	}
+	if err != nil {
+		return fmt.Errorf("annotating with the default ExternalIPPool %s: %w", c.defaultPool, err)
+	}
+	klog.InfoS("Gave the Service the default ExternalIPPool", "service", klog.KObj(svc), "pool", c.defaultPool)
+	if c.recorder != nil {
+		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonDefaultPool, "No %s annotation: ExternalIPPool %s is the default",
+			crdv1beta1.ServiceExternalIPPoolAnnotationKey, c.defaultPool)
+	}
+	return nil
+}
+
+// setFinalizer adds or removes CleanupFinalizer, when that changes
+// anything.
+func (c *Controller) setFinalizer(ctx context.Context, svc *corev1.Service, want bool) error {
+	if slices.Contains(svc.Finalizers, CleanupFinalizer) == want {
+		return nil
+	}
+	fins := slices.DeleteFunc(slices.Clone(svc.Finalizers), func(f string) bool { return f == CleanupFinalizer })
+	if want {
+		fins = append(fins, CleanupFinalizer)
+	}
+	// The resourceVersion makes it a compare-and-swap of the list.
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": fins, "resourceVersion": svc.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	_, err = c.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or changed: its next event syncs it again
+	}
+	if err != nil {
+		return fmt.Errorf("%s the finalizer %s: %w", map[bool]string{true: "adding", false: "removing"}[want], CleanupFinalizer, err)
+	}
+	return nil
 }
 
 // requestedIP is spec.loadBalancerIP (invalid when unset), or why it is not
@@ -437,6 +541,9 @@ func (c *Controller) noteUnmanaged(svc *corev1.Service, key, pool string) {
 	case svc.Spec.LoadBalancerClass == nil && pool == "" && len(svc.Status.LoadBalancer.Ingress) == 0:
 		reason, msg = ReasonNoPool, "No external IP allocated by Antrea: the Service has no "+
 			crdv1beta1.ServiceExternalIPPoolAnnotationKey+" annotation naming an ExternalIPPool"
+		if c.defaultPool != "" {
+			msg += ", and the default ExternalIPPool " + c.defaultPool + " does not exist"
+		}
 	default:
 		return
 	}

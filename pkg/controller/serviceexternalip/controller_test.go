@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -82,6 +84,13 @@ type controllers struct {
 
 func (c *cluster) start(t *testing.T) *controllers {
 	t.Helper()
+	return c.startWithDefault(t, "")
+}
+
+// startWithDefault is start with a default pool (antrea-controller.conf
+// serviceExternalIP.defaultExternalIPPool).
+func (c *cluster) startWithDefault(t *testing.T, defaultPool string) *controllers {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	kubeInf := informers.NewSharedInformerFactory(c.kube, 0)
 	crdInf := crdinformers.NewSharedInformerFactory(c.crd, 0)
@@ -90,7 +99,7 @@ func (c *cluster) start(t *testing.T) *controllers {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := serviceexternalip.NewController(c.kube, kubeInf.Core().V1().Services(), pools, rec)
+	svc, err := serviceexternalip.NewController(c.kube, kubeInf.Core().V1().Services(), pools, rec, defaultPool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,4 +382,73 @@ func TestServiceIPsSurviveARestartAndAPoolRecreated(t *testing.T) {
 	c.waitIngress(t, "s1", "10.20.0.1/VIP")
 	c.waitUsage(t, "pool-a", 4, 3)
 	c.waitUsage(t, "pool-b", 5, 1)
+}
+
+// service reads the Service (failing the test when it cannot).
+func (c *cluster) service(t *testing.T, name string) *corev1.Service {
+	t.Helper()
+	svc, err := c.kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// TestADefaultPoolServesUnannotatedServicesAndTheFinalizerGuardsTheIP: with
+// a default pool configured, a LoadBalancer Service without the annotation
+// is given it once the pool exists (written on the Service, with a Normal
+// Event) and an IP; one
+// with a loadBalancerClass is not. A Service holding an IP carries the
+// cleanup finalizer, which goes when it stops being a LoadBalancer and
+// when it is deleted (after its IP is released: a real kube-apiserver
+// keeps the Service until then).
+func TestADefaultPoolServesUnannotatedServicesAndTheFinalizerGuardsTheIP(t *testing.T) {
+	c := newCluster(t)
+	ctrls := c.startWithDefault(t, "lb-default")
+	c.createService(t, "classy", "", func(s *corev1.Service) {
+		class := "example.com/other-lb"
+		s.Spec.LoadBalancerClass = &class
+	})
+	// Before the default pool exists: an Event says so, nothing is written.
+	c.createService(t, "plain", "")
+	ctrls.waitEvent(t, "Normal", serviceexternalip.ReasonNoPool, "the default ExternalIPPool lb-default does not exist")
+	if a := c.service(t, "plain").Annotations; a[crdv1beta1.ServiceExternalIPPoolAnnotationKey] != "" {
+		t.Errorf("plain was given the default pool before it existed: %v", a)
+	}
+	c.createPool(t, "lb-default", crdv1beta1.IPRange{Start: "10.10.0.2", End: "10.10.0.3"})
+	c.waitIngress(t, "plain", "10.10.0.2/VIP")
+	ctrls.waitEvent(t, "Normal", serviceexternalip.ReasonDefaultPool, "ExternalIPPool lb-default is the default")
+	plain := c.service(t, "plain")
+	if got := plain.Annotations[crdv1beta1.ServiceExternalIPPoolAnnotationKey]; got != "lb-default" {
+		t.Errorf("plain's pool annotation is %q, want the default lb-default", got)
+	}
+	hasFinalizer := func(name string) bool {
+		return slices.Contains(c.service(t, name).Finalizers, serviceexternalip.CleanupFinalizer)
+	}
+	if !hasFinalizer("plain") {
+		t.Errorf("plain holds an IP without the finalizer: %v", plain.Finalizers)
+	}
+	classy := c.service(t, "classy")
+	if _, ok := classy.Annotations[crdv1beta1.ServiceExternalIPPoolAnnotationKey]; ok || len(classy.Finalizers) != 0 ||
+		len(classy.Status.LoadBalancer.Ingress) != 0 {
+		t.Errorf("a Service with a loadBalancerClass was taken: %+v %v %+v", classy.Annotations, classy.Finalizers, classy.Status.LoadBalancer)
+	}
+
+	c.updateService(t, "plain", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP })
+	c.waitIngress(t, "plain", "")
+	c.waitUsage(t, "lb-default", 2, 0)
+	c.eventually(t, "the finalizer goes with the IP", func(context.Context) bool { return !hasFinalizer("plain") })
+
+	c.updateService(t, "plain", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeLoadBalancer })
+	c.waitIngress(t, "plain", "10.10.0.2/VIP")
+	c.eventually(t, "the finalizer comes back with the IP", func(context.Context) bool { return hasFinalizer("plain") })
+
+	if err := c.kube.CoreV1().Services(ns).Delete(context.Background(), "plain", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually(t, "the deleted Service is gone", func(ctx context.Context) bool {
+		_, err := c.kube.CoreV1().Services(ns).Get(ctx, "plain", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	c.waitUsage(t, "lb-default", 2, 0)
 }
