@@ -31,6 +31,16 @@
 #   E2E_PROCS  parallel ginkgo processes (default 1; more run e2e.test under
 #              the ginkgo CLI, as upstream's CI does)
 #   E2E_REUSE=1 runs against the lab that is up instead of a new one
+#   E2E_NETNS  runs e2e.test inside that network namespace of the lab (e.g.
+#              antrea-lab-client, a host beyond the lab's router), reaching
+#              kube-apiserver at E2E_APISERVER (default
+#              https://172.30.0.2:6443, the control plane on the underlay),
+#              as a client outside the cluster does: the LoadBalancer specs
+#              dial ingress IPs and node ports from e2e.test itself
+#   E2E_LB_POOL  "FIRST-LAST": creates, before the run, the lab's default
+#              ExternalIPPool (lab-lb, which the lab's antrea-controller gives
+#              LoadBalancer Services without the pool annotation) with that
+#              range, and deletes it after the run
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -60,6 +70,19 @@ if [ "${E2E_REUSE:-0}" != 1 ]; then
 fi
 
 rm -rf "$REPORT_DIR"; mkdir -p "$REPORT_DIR"
+if [ -n "${E2E_LB_POOL:-}" ]; then
+  printf 'apiVersion: crd.antrea.io/v1beta1\nkind: ExternalIPPool\nmetadata:\n  name: lab-lb\nspec:\n  ipRanges:\n  - start: %s\n    end: %s\n' \
+    "${E2E_LB_POOL%-*}" "${E2E_LB_POOL#*-}" | kubectl apply -f - >/dev/null
+fi
+run_in=()
+kc=$KUBECONFIG
+if [ -n "${E2E_NETNS:-}" ]; then
+  # A kubeconfig of the same credentials whose server is the control plane's
+  # address on the underlay (the host's points at a relay on its loopback).
+  kc=$REPORT_DIR/kubeconfig
+  sed "s#server: .*#server: ${E2E_APISERVER:-https://172.30.0.2:6443}#" "$KUBECONFIG" >"$kc"
+  run_in=(ip netns exec "$E2E_NETNS" env KUBECONFIG="$kc")
+fi
 echo "e2e.test v1.37.2 ($PROCS ginkgo process(es)): focus '$FOCUS', skip '$SKIP'"
 start=$(date +%s)
 set +e
@@ -76,18 +99,22 @@ ginkgo_flags=(
 # ginkgo's first process counts the nodes, and the others skip every spec
 # that needs two ("Requires at least 2 nodes (not -1)").
 nodes=$(kubectl get nodes --no-headers | wc -l)
-e2e_flags=(--kubeconfig="$KUBECONFIG" --provider=skeleton --num-nodes="$nodes" --report-dir="$REPORT_DIR")
+e2e_flags=(--kubeconfig="$kc" --provider=skeleton --num-nodes="$nodes" --report-dir="$REPORT_DIR")
 if [ "$PROCS" -gt 1 ]; then
   # The ginkgo CLI runs the precompiled suite in $PROCS processes and merges
   # their reports into one (what upstream's hack/ginkgo-e2e.sh does);
   # [Serial] specs still run alone, after the others.
-  "$GINKGO" --procs="$PROCS" "${ginkgo_flags[@]}" "$E2E" -- "${e2e_flags[@]}" >"$REPORT_DIR/e2e.log" 2>&1
+  "${run_in[@]}" "$GINKGO" --procs="$PROCS" "${ginkgo_flags[@]}" "$E2E" -- "${e2e_flags[@]}" >"$REPORT_DIR/e2e.log" 2>&1
 else
-  "$E2E" "${e2e_flags[@]}" "${ginkgo_flags[@]/#--/--ginkgo.}" >"$REPORT_DIR/e2e.log" 2>&1
+  "${run_in[@]}" "$E2E" "${e2e_flags[@]}" "${ginkgo_flags[@]/#--/--ginkgo.}" >"$REPORT_DIR/e2e.log" 2>&1
 fi
 rc=$?
 set -e
 end=$(date +%s)
+if [ -n "${E2E_LB_POOL:-}" ]; then
+  # Its IPs are released once the specs' namespaces (and Services) are gone.
+  kubectl delete externalippool lab-lb --ignore-not-found --wait=false >/dev/null 2>&1 || true
+fi
 
 # Every spec the focus selected (and every spec that ran, whatever its
 # name): its state, its time, and why it failed or was skipped; passed,

@@ -52,6 +52,13 @@ func (o Options) SourceManifest() string { return filepath.Join(o.manifestDir(),
 // lab's overlay.
 func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, ManifestName) }
 
+// DefaultLBPool is the ExternalIPPool the lab's antrea-controller gives
+// LoadBalancer Services without the service.antrea.io/external-ip-pool
+// annotation (serviceExternalIP.defaultExternalIPPool). The lab does not
+// create it: create it (a range of 172.30.0.200-249) to have every
+// LoadBalancer Service served, as make conformance-lb does.
+const DefaultLBPool = "lab-lb"
+
 // labConfOverlay returns the keys the lab sets in each conf file of the
 // antrea-config ConfigMap:
 //   - the userspace datapath: this kernel has no openvswitch module;
@@ -65,7 +72,9 @@ func (o Options) AppliedManifest() string { return filepath.Join(o.Dir, Manifest
 //   - with `--proxy kube-proxy`, AntreaProxy off (antreaProxy.enable).
 //   - the NetworkPolicy stats reported every 5 s instead of 60 s
 //     (statsCollectionInterval), so that tests see them soon;
-//   - the controller's ServiceExternalIP gate on (LoadBalancer IPs);
+//   - the controller's ServiceExternalIP gate on (LoadBalancer IPs), with
+//     DefaultLBPool as the pool of LoadBalancer Services without the
+//     annotation (the pool itself is not created);
 //   - the agents' PacketCapture, NodeLatencyMonitor, EgressTrafficShaping and
 //     BGPPolicy gates on, and SupportBundleCollection in both (upstream: alpha,
 //     off by default), so that they can be tried (BGPPolicy with the lab's
@@ -96,6 +105,10 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			// SupportBundleCollection (upstream: alpha, off by
 			// default): the lab's outside host runs an SFTP server.
 			"featureGates.SupportBundleCollection": "true",
+			// LoadBalancer Services without the pool annotation take
+			// their IP from DefaultLBPool once someone creates it
+			// (make conformance-lb does).
+			"serviceExternalIP.defaultExternalIPPool": DefaultLBPool,
 		},
 	}
 	if o.Proxy == ProxyKube {
