@@ -88,10 +88,11 @@ Table master4:
 
 // TestBGPPolicyAdvertisesToTheLabRouter: a BGPPolicy selecting every node
 // with the lab's router (BIRD) as peer makes each node advertise its Pod
-// CIDR, and every Service's ClusterIP and LoadBalancer IP, which the router
-// learns with the advertising node as next hop (read with birdc); a
-// deleted Service's prefix is withdrawn. It logs the time from a Service's
-// creation to its prefix in the router's table.
+// CIDR, every Service's ClusterIP and LoadBalancer IP, and the Egress IPs it
+// holds (only the holder), which the router learns with the advertising node
+// as next hop (read with birdc); a deleted Service's prefix is withdrawn.
+// antctl shows each node's session Established and its routes. It logs the
+// time from a Service's creation to its prefix in the router's table.
 func TestBGPPolicyAdvertisesToTheLabRouter(t *testing.T) {
 	e := requireReal(t)
 	if _, err := exec.LookPath("birdc"); err != nil {
@@ -131,7 +132,7 @@ func TestBGPPolicyAdvertisesToTheLabRouter(t *testing.T) {
 		Spec: crdv1alpha1.BGPPolicySpec{
 			NodeSelector: metav1.LabelSelector{}, // every node
 			LocalASN:     lab.NodeASN,
-			Advertisements: crdv1alpha1.Advertisements{Pod: &crdv1alpha1.PodAdvertisement{},
+			Advertisements: crdv1alpha1.Advertisements{Pod: &crdv1alpha1.PodAdvertisement{}, Egress: &crdv1alpha1.EgressAdvertisement{},
 				Service: &crdv1alpha1.ServiceAdvertisement{IPTypes: []crdv1alpha1.ServiceIPType{
 					crdv1alpha1.ServiceIPTypeClusterIP, crdv1alpha1.ServiceIPTypeLoadBalancerIP}}},
 			BGPPeers: []crdv1alpha1.BGPPeer{{Address: lab.RouterIP().String(), ASN: lab.RouterASN}},
@@ -235,6 +236,73 @@ func TestBGPPolicyAdvertisesToTheLabRouter(t *testing.T) {
 	t.Logf("BGP: time from a Service deleted to its prefix gone from the router's table: %s", time.Since(deleted).Round(time.Millisecond))
 	if err := hasPrefix(lbPrefix, allNodeIPs)(); err != nil {
 		t.Errorf("the other Service's prefix went too: %v", err)
+	}
+
+	// An Egress (of a pool of its own): only the node holding its IP
+	// advertises it.
+	eg := &crdv1beta1.Egress{ObjectMeta: metav1.ObjectMeta{Name: "bgp-" + ns}, Spec: crdv1beta1.EgressSpec{
+		AppliedTo: crdv1beta1.EgressAppliedTo{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+		ExternalIPPool: "bgp-egress-" + ns}}
+	createExternalIPPool(t, ctx, crd, eg.Spec.ExternalIPPool, "172.30.0.233", "172.30.0.234", func() {
+		_ = crd.CrdV1beta1().Egresses().Delete(context.Background(), eg.Name, metav1.DeleteOptions{})
+	})
+	if _, err := crd.CrdV1beta1().Egresses().Create(ctx, eg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var holder string
+	var egressPrefix netip.Prefix
+	labtest.WaitFor(t, ctx, "the Egress has an IP and a holder", func() error {
+		got, err := crd.CrdV1beta1().Egresses().Get(ctx, eg.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Status.EgressNode == "" || got.Status.EgressIP == "" {
+			return fmt.Errorf("status %+v", got.Status)
+		}
+		holder, egressPrefix = got.Status.EgressNode, netip.PrefixFrom(netip.MustParseAddr(got.Status.EgressIP), 32)
+		return nil
+	})
+	labtest.WaitFor(t, ctx, "the holder "+holder+" alone advertises the Egress IP", hasPrefix(egressPrefix, []string{nodeIPs[holder]}))
+
+	// antctl asks each node's agent: its session with the router, and
+	// the routes it advertises.
+	for _, node := range e.Nodes {
+		labtest.WaitFor(t, ctx, "antctl get bgppeers on "+node+" shows the session Established", func() error {
+			out, stderr, err := antctl(ctx, e, "get", "bgppeers", "--node", node)
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, stderr)
+			}
+			for _, line := range strings.Split(out, "\n") {
+				f := strings.Fields(line)
+				if len(f) == 3 && f[0] == lab.RouterIP().String()+":179" && f[1] == fmt.Sprint(lab.RouterASN) && f[2] == "Established" {
+					return nil
+				}
+			}
+			return fmt.Errorf("no Established session with %s in:\n%s", lab.RouterIP(), out)
+		})
+		out, stderr, err := antctl(ctx, e, "get", "bgproutes", "--node", node)
+		if err != nil {
+			t.Fatalf("antctl get bgproutes --node %s: %v: %s", node, err, stderr)
+		}
+		want := map[string]string{podCIDRs[node].String(): "NodeIPAMPodCIDR", lbPrefix.String(): "ServiceLoadBalancerIP"}
+		if node == holder {
+			want[egressPrefix.String()] = "EgressIP"
+		}
+		got := map[string]string{}
+		for _, line := range strings.Split(out, "\n")[1:] {
+			if f := strings.Fields(line); len(f) >= 2 {
+				got[f[0]] = f[1]
+			}
+		}
+		for route, typ := range want {
+			if got[route] != typ {
+				t.Errorf("antctl get bgproutes --node %s: route %s has type %q, want %s; output:\n%s", node, route, got[route], typ, out)
+			}
+		}
+		if _, ok := got[egressPrefix.String()]; ok && node != holder {
+			t.Errorf("antctl get bgproutes --node %s lists the Egress IP %s held by %s", node, egressPrefix, holder)
+		}
 	}
 }
 
