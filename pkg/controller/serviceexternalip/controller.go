@@ -439,6 +439,14 @@ func (c *Controller) setFinalizer(ctx context.Context, svc *corev1.Service, want
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or changed: its next event syncs it again
 	}
+	if apierrors.IsForbidden(err) {
+		// A ClusterRole older than this controller (no patch of
+		// Services): the IP is still served, and released when the
+		// Service's deletion is seen, only without the finalizer's
+		// guarantee.
+		klog.ErrorS(err, "Could not set the Service's cleanup finalizer: antrea-controller's ClusterRole lacks patch on services", "service", klog.KObj(svc))
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("%s the finalizer %s: %w", map[bool]string{true: "adding", false: "removing"}[want], CleanupFinalizer, err)
 	}
