@@ -265,11 +265,13 @@ func TestBGPPolicyAdvertisesToTheLabRouter(t *testing.T) {
 	})
 	labtest.WaitFor(t, ctx, "the holder "+holder+" alone advertises the Egress IP", hasPrefix(egressPrefix, []string{nodeIPs[holder]}))
 
-	// antctl asks each node's agent: its session with the router, and
-	// the routes it advertises.
+	// antctl in each node's antrea-agent container asks its agent: its
+	// session with the router, and the routes it advertises. (From the
+	// host, --node would dial the node's address, which only the lab's
+	// namespaces reach.)
 	for _, node := range e.Nodes {
 		labtest.WaitFor(t, ctx, "antctl get bgppeers on "+node+" shows the session Established", func() error {
-			out, stderr, err := antctl(ctx, e, "get", "bgppeers", "--node", node)
+			out, stderr, err := agentAntctl(ctx, e, node, "get", "bgppeers")
 			if err != nil {
 				return fmt.Errorf("%v: %s", err, stderr)
 			}
@@ -281,9 +283,9 @@ func TestBGPPolicyAdvertisesToTheLabRouter(t *testing.T) {
 			}
 			return fmt.Errorf("no Established session with %s in:\n%s", lab.RouterIP(), out)
 		})
-		out, stderr, err := antctl(ctx, e, "get", "bgproutes", "--node", node)
+		out, stderr, err := agentAntctl(ctx, e, node, "get", "bgproutes")
 		if err != nil {
-			t.Fatalf("antctl get bgproutes --node %s: %v: %s", node, err, stderr)
+			t.Fatalf("antctl get bgproutes on %s: %v: %s", node, err, stderr)
 		}
 		want := map[string]string{podCIDRs[node].String(): "NodeIPAMPodCIDR", lbPrefix.String(): "ServiceLoadBalancerIP"}
 		if node == holder {
@@ -304,6 +306,19 @@ func TestBGPPolicyAdvertisesToTheLabRouter(t *testing.T) {
 			t.Errorf("antctl get bgproutes --node %s lists the Egress IP %s held by %s", node, egressPrefix, holder)
 		}
 	}
+}
+
+// agentAntctl runs antctl with args in the antrea-agent container on node.
+func agentAntctl(ctx context.Context, e *labEnv, node string, args ...string) (stdout, stderr string, err error) {
+	pods, err := e.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "component=antrea-agent",
+		FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return "", "", err
+	}
+	if len(pods.Items) != 1 {
+		return "", "", fmt.Errorf("%d antrea-agent pods on %s", len(pods.Items), node)
+	}
+	return e.Kubectl(ctx, append([]string{"-n", "kube-system", "exec", pods.Items[0].Name, "-c", "antrea-agent", "--", "antctl"}, args...)...)
 }
 
 // pollEvery is labtest.Poll with its own interval (for a measurement finer
