@@ -30,7 +30,9 @@ import (
 // own address as the client's.
 func TestLoadBalancerIPFromAnOutsideHost(t *testing.T) {
 	e := requireReal(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	trials, _ := strconv.Atoi(os.Getenv(envLBFailoverTrials))
+	// A failover trial takes about 25 s (cut, detection, heal, return).
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute+time.Duration(max(trials, 0))*time.Minute)
 	defer cancel()
 	crd, err := versioned.NewForConfig(e.Config)
 	if err != nil {
@@ -40,7 +42,6 @@ func TestLoadBalancerIPFromAnOutsideHost(t *testing.T) {
 		return corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "web", Image: lab.AgnhostImage,
 			Args: []string{"netexec", "--http-port=8080"}}}}
 	}, "web")
-	trials, _ := strconv.Atoi(os.Getenv(envLBFailoverTrials))
 	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "lb-" + ns}}
 	createExternalIPPool(t, ctx, crd, pool.Name, "172.30.0.240", "172.30.0.249", func() { deleteServices(e, ns) })
 	outside := func(url string) (string, error) {
