@@ -202,6 +202,7 @@ type fakeFlows struct {
 	failNext    bool
 	recovers    int
 	finished    []string // the calls installed when FinishServiceRecovery ran
+	ranges      map[string]agentof.SourceRanges
 }
 
 func (f *fakeFlows) InstallService(_ context.Context, name string, want agentof.ServiceState) error {
@@ -238,6 +239,20 @@ func (f *fakeFlows) InstallServices(ctx context.Context, changes []agentof.Servi
 		if err := f.InstallService(ctx, ch.Name, ch.Want); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func (f *fakeFlows) SetLoadBalancerSourceRanges(_ context.Context, name string, want agentof.SourceRanges) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ranges == nil {
+		f.ranges = map[string]agentof.SourceRanges{}
+	}
+	if len(want) == 0 {
+		delete(f.ranges, name)
+	} else {
+		f.ranges[name] = want
 	}
 	return nil
 }
