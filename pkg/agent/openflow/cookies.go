@@ -32,9 +32,6 @@ const (
 	cookiePodConnectivity Cookie = 0x1
 	// cookieEgress is the cookie of the Egress feature's flows.
 	cookieEgress Cookie = 0x2
-	// cookieLBSourceRanges is the cookie of the LoadBalancer source
-	// ranges' flows.
-	cookieLBSourceRanges Cookie = 0x3
 	// cookieTraceflow is the cookie of a Traceflow tag's flows, with the
 	// tag in its low byte.
 	cookieTraceflow Cookie = 0x7f000000
@@ -53,6 +50,10 @@ const (
 	// then the endpoint's port and IPv4 address (affinityCookie), so the
 	// flows learned for one endpoint can be deleted alone.
 	cookieAffinityTag Cookie = 0x5ec2 << 48
+	// cookieLBSourceRangesTag is the cookie of the LoadBalancer source
+	// ranges' flows: they outlive the agent with the Services they guard
+	// (FinishSourceRangesRecovery removes what the new run did not set).
+	cookieLBSourceRangesTag Cookie = 0x5ec3 << 48
 	// cookiePolicyTag is the cookie of policy rule and isolation flows.
 	cookiePolicyTag Cookie = 0x9011 << 48
 	// cookiePolicyStatsFlag marks, within cookiePolicyTag, the flows whose

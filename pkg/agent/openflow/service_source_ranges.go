@@ -131,8 +131,26 @@ func (c *lbSourceRanges) dropFlows() []*binding.Flow {
 
 func (c *lbSourceRanges) flow(priority uint16, match func(*binding.Match), actions ...binding.Action) *binding.Flow {
 	f := c.b.flow(LoadBalancerSourceRangesTable, priority, match, actions...)
-	f.Cookie = withRound(c.round, cookieLBSourceRanges)
+	f.Cookie = uint64(cookieLBSourceRangesTag)
 	return f
+}
+
+// FinishSourceRangesRecovery makes the switch hold exactly the ranges this
+// run set, in one bundle: every flow with the feature's cookie deleted (in
+// any table: those an earlier run left for Services deleted while the
+// agent was down, or in a table an older layout numbered otherwise) and
+// this run's written again. The flows carry no round, so a restarting
+// agent keeps guarding the ports until its proxy set their ranges again
+// (a round's flows go when the NetworkPolicies are realized, which may
+// come first); call it once every Service known at start was installed.
+func (c *lbSourceRanges) FinishSourceRangesRecovery(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	msgs := []binding.Message{binding.DeleteFlows(binding.TableAll, uint64(cookieLBSourceRangesTag), uint64(cookieTagMask))}
+	for _, name := range slices.Sorted(maps.Keys(c.flows)) {
+		msgs = append(msgs, addMods(c.flows[name])...)
+	}
+	return c.write(ctx, "LoadBalancer source ranges left by an earlier run", msgs)
 }
 
 // SetLoadBalancerSourceRanges makes OVS hold exactly the flows of want for

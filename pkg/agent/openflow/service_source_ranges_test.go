@@ -52,9 +52,9 @@ func TestSourceRangesAllowTheirRangesAndDropTheRestOfNewConnections(t *testing.T
 	}
 	got := rangeFlows(c, br)
 	want := []string{
-		"cookie=0x100000003, table=" + itoa(id) + ", priority=190,ct_state=+new+trk,tcp,nw_dst=172.30.0.240,tp_dst=80 actions=drop",
-		"cookie=0x100000003, table=" + itoa(id) + ", priority=200,ct_state=+new+trk,tcp,nw_src=10.10.1.2,nw_dst=172.30.0.240,tp_dst=80 actions=goto_table:" + itoa(next),
-		"cookie=0x100000003, table=" + itoa(id) + ", priority=200,ct_state=+new+trk,tcp,nw_src=192.168.77.0/24,nw_dst=172.30.0.240,tp_dst=80 actions=goto_table:" + itoa(next),
+		"cookie=0x5ec3000000000000, table=" + itoa(id) + ", priority=190,ct_state=+new+trk,tcp,nw_dst=172.30.0.240,tp_dst=80 actions=drop",
+		"cookie=0x5ec3000000000000, table=" + itoa(id) + ", priority=200,ct_state=+new+trk,tcp,nw_src=10.10.1.2,nw_dst=172.30.0.240,tp_dst=80 actions=goto_table:" + itoa(next),
+		"cookie=0x5ec3000000000000, table=" + itoa(id) + ", priority=200,ct_state=+new+trk,tcp,nw_src=192.168.77.0/24,nw_dst=172.30.0.240,tp_dst=80 actions=goto_table:" + itoa(next),
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("the IPv4 ranges (once each, the IPv6 one left out) should allow and the rest drop; flows:\n%s\nwant:\n%s",
@@ -132,3 +132,43 @@ func TestSourceRangesHoldingTheNodeIPLetTheNodesOwnTrafficInAndGuardUDPFragments
 }
 
 func itoa(n uint8) string { return strconv.Itoa(int(n)) }
+
+func TestARestartedAgentKeepsTheRangesUntilItsOwnAreSetAndThenDropsTheLeftovers(t *testing.T) {
+	ctx := context.Background()
+	br := newRecordingBridge()
+	mac, _ := net.ParseMAC("0a:00:00:00:00:01")
+	node := &NodeConfig{GatewayOFPort: 2, GatewayIP: net.ParseIP("10.10.1.1"), GatewayMAC: mac}
+	kept := ServicePort{IP: netip.MustParseAddr("172.30.0.240"), Protocol: binding.IPProtoTCP, Port: 80}
+	gone := ServicePort{IP: netip.MustParseAddr("172.30.0.241"), Protocol: binding.IPProtoTCP, Port: 80}
+	ranges := []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")}
+	run := func(round uint32, services map[string]SourceRanges) *Client {
+		c, err := NewClient(br, round)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Initialize(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		for name, r := range services {
+			if err := c.SetLoadBalancerSourceRanges(ctx, name, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	run(1, map[string]SourceRanges{"ns/kept": {kept: ranges}, "ns/gone": {gone: ranges}})
+	c := run(2, map[string]SourceRanges{"ns/kept": {kept: ranges}})
+	if err := c.DeleteRound(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rangeFlows(c, br), "\n"); !strings.Contains(got, "172.30.0.241") {
+		t.Fatalf("the earlier run's ranges should outlive its round until the recovery ends; flows:\n%s", got)
+	}
+	if err := c.FinishSourceRangesRecovery(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rangeFlows(c, br), "\n")
+	if strings.Contains(got, "172.30.0.241") || strings.Count(got, "nw_dst=172.30.0.240") != 2 {
+		t.Fatalf("after the recovery only this run's ranges (two flows of 172.30.0.240) should be left; flows:\n%s", got)
+	}
+}

@@ -117,6 +117,10 @@ type FlowInstaller interface {
 	// loadBalancerSourceRanges for the Service (nil: none), writing
 	// nothing when they are already there.
 	SetLoadBalancerSourceRanges(ctx context.Context, name string, want agentof.SourceRanges) error
+	// FinishSourceRangesRecovery removes the ranges an earlier run left
+	// and this one did not set; called once, when every Service known at
+	// start was installed.
+	FinishSourceRangesRecovery(ctx context.Context) error
 }
 
 // NodePath is the node's side of the node path (implemented by
@@ -535,6 +539,7 @@ func (p *Proxy) markSynced(ctx context.Context, key string) {
 		if err := retry(ctx, "remove what no Service adopted of an earlier run", p.flows.FinishServiceRecovery); err == nil {
 			klog.InfoS("Every Service known at start is installed; the earlier run's leftovers are gone")
 		}
+		_ = retry(ctx, "remove the loadBalancerSourceRanges of an earlier run", p.flows.FinishSourceRangesRecovery)
 	}()
 }
 

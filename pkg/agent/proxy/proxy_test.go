@@ -257,6 +257,8 @@ func (f *fakeFlows) SetLoadBalancerSourceRanges(_ context.Context, name string, 
 	return nil
 }
 
+func (f *fakeFlows) FinishSourceRangesRecovery(context.Context) error { return nil }
+
 func (f *fakeFlows) RecoverServices(context.Context) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
