@@ -74,7 +74,7 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 	// when dropped).
 	connect := func(client string) error {
 		if client == "outside" {
-			out, err := exec.CommandContext(ctx, "ip", "netns", "exec", lab.OutsideNetNS, "curl", "-sS", "-m", "2", "http://"+addr+"/hostname").CombinedOutput()
+			out, err := exec.CommandContext(ctx, "ip", "netns", "exec", lab.OutsideNetNS, "curl", "-sS", "-m", "1", "http://"+addr+"/hostname").CombinedOutput()
 			if err != nil {
 				if strings.Contains(string(out), "timed out") {
 					return fmt.Errorf("TIMEOUT")
@@ -83,7 +83,7 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 			}
 			return nil
 		}
-		_, stderr, err := e.Kubectl(ctx, "exec", "-n", ns, client, "--", "/agnhost", "connect", "--timeout=2s", addr)
+		_, stderr, err := e.Kubectl(ctx, "exec", "-n", ns, client, "--", "/agnhost", "connect", "--timeout=1s", addr)
 		if err != nil {
 			return fmt.Errorf("%s", strings.TrimSpace(stderr))
 		}
