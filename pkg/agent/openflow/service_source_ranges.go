@@ -135,20 +135,47 @@ func (c *lbSourceRanges) flow(priority uint16, match func(*binding.Match), actio
 	return f
 }
 
-// FinishSourceRangesRecovery makes the switch hold exactly the ranges this
-// run set, in one bundle: every flow with the feature's cookie deleted (in
-// any table: those an earlier run left for Services deleted while the
-// agent was down, or in a table an older layout numbered otherwise) and
-// this run's written again. The flows carry no round, so a restarting
-// agent keeps guarding the ports until its proxy set their ranges again
-// (a round's flows go when the NetworkPolicies are realized, which may
-// come first); call it once every Service known at start was installed.
+// FinishSourceRangesRecovery removes the flows with the feature's cookie
+// that this run did not set (in any table): those an earlier run left for
+// Services deleted while the agent was down, or in a table an older layout
+// numbered otherwise; it writes nothing when there are none. The flows
+// carry no round, so a restarting agent keeps guarding the ports until its
+// proxy set their ranges again (a round's flows go when the
+// NetworkPolicies are realized, which may come first); call it once every
+// Service known at start was installed. A bridge that cannot be read (a
+// unit test's fake) gets, in one bundle, every such flow deleted and this
+// run's written again.
 func (c *lbSourceRanges) FinishSourceRangesRecovery(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	msgs := []binding.Message{binding.DeleteFlows(binding.TableAll, uint64(cookieLBSourceRangesTag), uint64(cookieTagMask))}
-	for _, name := range slices.Sorted(maps.Keys(c.flows)) {
-		msgs = append(msgs, addMods(c.flows[name])...)
+	cookie, mask := uint64(cookieLBSourceRangesTag), uint64(cookieTagMask)
+	var msgs []binding.Message
+	if r, ok := c.bridge.(flowDumper); ok {
+		stats, err := r.DumpFlows(ctx, binding.TableAll, cookie, mask)
+		if err != nil {
+			return fmt.Errorf("read the LoadBalancer source ranges of an earlier run: %w", err)
+		}
+		mine := map[string]bool{}
+		id := c.p.Table(LoadBalancerSourceRangesTable).ID
+		for _, flows := range c.flows {
+			for _, f := range flows {
+				mine[f.MatchKey()] = true
+			}
+		}
+		for i := range stats {
+			f := stats[i].Flow
+			if f.Table != id || !mine[f.MatchKey()] {
+				msgs = append(msgs, binding.DeleteFlowStrict(&f))
+			}
+		}
+	} else {
+		msgs = append(msgs, binding.DeleteFlows(binding.TableAll, cookie, mask))
+		for _, name := range slices.Sorted(maps.Keys(c.flows)) {
+			msgs = append(msgs, addMods(c.flows[name])...)
+		}
+	}
+	if len(msgs) > 0 {
+		klog.InfoS("Removing the LoadBalancer source ranges an earlier run left", "flowMods", len(msgs))
 	}
 	return c.write(ctx, "LoadBalancer source ranges left by an earlier run", msgs)
 }

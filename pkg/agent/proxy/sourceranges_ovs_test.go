@@ -10,10 +10,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
+	"antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // TestLoadBalancerSourceRangesOnRealOVS: a LoadBalancer whose
@@ -93,6 +95,57 @@ func TestLoadBalancerSourceRangesOnRealOVS(t *testing.T) {
 	})
 	eventuallyOutcome(t, out, "192.168.100.11:80", "timeout", "externalTrafficPolicy Local: the outside host out of the range")
 	eventuallyOutcome(t, cli, "192.168.100.11:80", "e1", "externalTrafficPolicy Local: the pod in the range")
+}
+
+// TestAnAgentRestartKeepsTheSourceRangesOnRealOVS: the ranges' flows carry
+// no round, so when a new run deletes the previous run's round (which the
+// agent does once the NetworkPolicies are realized, maybe before its proxy
+// synced) the ports stay guarded; once every Service is synced, the ranges
+// of a Service deleted while the agent was down go, and the others stay.
+func TestAnAgentRestartKeepsTheSourceRangesOnRealOVS(t *testing.T) {
+	lb := func(name, ip string) *corev1.Service {
+		return withSpec(service(name, "10.96.0."+ip[len(ip)-2:], svcPort("", corev1.ProtocolTCP, 80, 8080)), func(s *corev1.Service) {
+			s.Spec.Type = corev1.ServiceTypeLoadBalancer
+			s.Spec.LoadBalancerSourceRanges = []string{"192.168.77.2/32"}
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+		})
+	}
+	ports := slicePorts(epPort("", corev1.ProtocolTCP, 8080))
+	n := newOVSNode(t, Config{}, lb("kept", "192.168.100.11"), slice("kept-1", "kept", ports, ep{ip: "10.10.1.3", node: "node-1"}),
+		lb("gone", "192.168.100.13"), slice("gone-1", "gone", ports, ep{ip: "10.10.1.3", node: "node-1"}))
+	table := fmt.Sprintf("table=%d", n.flows.Pipeline().Table(agentof.LoadBalancerSourceRangesTable).ID)
+	count := func(f []string, ip string) int { return strings.Count(strings.Join(f, "\n"), "nw_dst="+ip+",") }
+	n.waitFlows(t, table, "both Services' ranges should be installed", func(f []string) bool {
+		return count(f, "192.168.100.11") == 2 && count(f, "192.168.100.13") == 2
+	})
+
+	n.stop()
+	<-n.done
+	ctx := context.Background()
+	if err := n.client.CoreV1().Services("default").Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	flows, err := agentof.NewClient(n.OF, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.SetReplay(func(ctx context.Context, conn *openflow.Conn) error { return flows.Replay(ctx, conn) })
+	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
+	if err := flows.Initialize(ctx, &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
+		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: n.GatewayMAC, PodCIDR: cidr}); err != nil {
+		t.Fatal(err)
+	}
+	if err := flows.DeleteRound(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if f := n.DumpFlows(t, table); count(f, "192.168.100.11") != 2 {
+		t.Fatalf("the previous run's ranges should outlive its round; the table holds:\n%s", strings.Join(f, "\n"))
+	}
+	n.flows = flows
+	n.start(t, Config{Packets: packetIns(t, n.OF)})
+	n.waitFlows(t, table, "the deleted Service's ranges should go and the other's stay", func(f []string) bool {
+		return count(f, "192.168.100.11") == 2 && count(f, "192.168.100.13") == 0
+	})
 }
 
 // echo writes msg on an echoed connection and reads it back.
