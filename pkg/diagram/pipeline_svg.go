@@ -32,6 +32,8 @@ var featureColors = map[string]string{
 	"PodConnectivity": "#dbeafe",
 	"NetworkPolicy":   "#fde2e2",
 	"Service":         "#dcfce7",
+	// LoadBalancerSourceRanges guards Service ports: a Service-like hue.
+	"LoadBalancerSourceRanges": "#fef9c3",
 }
 
 // edgeStyle is how an edge kind is drawn: colour and dash pattern.
@@ -226,7 +228,8 @@ func PipelineSVG(gr *Pipeline) []byte {
 	for _, f := range gr.Features {
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="16" height="12" rx="2" fill="%s" stroke="#6b7280"/><text x="%.1f" y="%.1f">%s</text>`+"\n",
 			x, ly-10, featureColors[f], x+22, ly, xmlEscape(f+" feature"))
-		x += 190
+		// 190 px, or more for a long name (about 6.5 px a character).
+		x += max(190, 40+6.5*float64(len(f+" feature")))
 	}
 	x = svgMargin
 	ly += 24

@@ -52,6 +52,7 @@ type Client struct {
 	*traceflow
 	*packetCapture
 	*egress
+	*lbSourceRanges
 }
 
 // NewClient lays out the pipeline of the registered features and returns a
@@ -83,6 +84,8 @@ func newClient(bridge Bridge, round uint32, register func(*datapath) []Feature) 
 			c.packetCapture = f
 		case *egress:
 			c.egress = f
+		case *lbSourceRanges:
+			c.lbSourceRanges = f
 		}
 	}
 	return c, nil

@@ -50,6 +50,10 @@ const (
 	// then the endpoint's port and IPv4 address (affinityCookie), so the
 	// flows learned for one endpoint can be deleted alone.
 	cookieAffinityTag Cookie = 0x5ec2 << 48
+	// cookieLBSourceRangesTag is the cookie of the LoadBalancer source
+	// ranges' flows: they outlive the agent with the Services they guard
+	// (FinishSourceRangesRecovery removes what the new run did not set).
+	cookieLBSourceRangesTag Cookie = 0x5ec3 << 48
 	// cookiePolicyTag is the cookie of policy rule and isolation flows.
 	cookiePolicyTag Cookie = 0x9011 << 48
 	// cookiePolicyStatsFlag marks, within cookiePolicyTag, the flows whose

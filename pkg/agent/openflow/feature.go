@@ -73,11 +73,14 @@ func (featureDefaults) PacketInKinds() []PacketInKind { return nil }
 func registeredFeatures(d *datapath) []Feature {
 	pods := newPodConnectivity(d)
 	policy := newNetworkPolicy(d)
+	sourceRanges := newLBSourceRanges(d)
 	return []Feature{
 		pods,
 		policy,
+		// Before the Services: its table comes first in PreRouting.
+		sourceRanges,
 		newServices(d),
-		newTraceflow(d, pods, policy),
+		newTraceflow(d, pods, policy, sourceRanges),
 		newPacketCapture(d),
 		newEgress(d),
 	}

@@ -160,7 +160,8 @@ func (discardBridge) Bundle(context.Context, ...binding.Message) error { return 
 // SampleFlows lays out the pipeline and has a client that writes nowhere
 // install one object of every kind the agent handles: the node's fixed
 // flows, a local pod, a peer node, a Service port with two endpoints and
-// ClientIP affinity and one without endpoints, and a policy rule of every
+// ClientIP affinity and one without endpoints, a LoadBalancer port with
+// source ranges, and a policy rule of every
 // tier and action (Pass above baseline only) in both directions with an isolated port. It returns the
 // flows and groups the client recorded: the flows of a node with such
 // objects, which is where Edges finds the pipeline's edges.
@@ -192,6 +193,13 @@ func SampleFlows() (*Pipeline, []*binding.Flow, []*binding.GroupMod, error) {
 	}
 	if err := c.InstallService(ctx, "sample/svc", svc); err != nil {
 		return nil, nil, nil, fmt.Errorf("sample service: %w", err)
+	}
+	lb := ServicePort{IP: netip.MustParseAddr("172.30.0.240"), Protocol: binding.IPProtoTCP, Port: 80}
+	if err := c.InstallService(ctx, "sample/lb", ServiceState{lb: {Endpoints: []Endpoint{{IP: netip.MustParseAddr("10.10.0.2"), Port: 8080, Local: true}}}}); err != nil {
+		return nil, nil, nil, fmt.Errorf("sample LoadBalancer: %w", err)
+	}
+	if err := c.SetLoadBalancerSourceRanges(ctx, "sample/lb", SourceRanges{lb: {netip.MustParsePrefix("172.30.0.0/24")}}); err != nil {
+		return nil, nil, nil, fmt.Errorf("sample LoadBalancer source ranges: %w", err)
 	}
 	var ch PolicyChange
 	id := uint32(1)

@@ -28,6 +28,7 @@ import (
 //	                  is found at the clauses' priority, then the highest
 //	                  conj_id flow matching the packet acts)  TraceflowRule
 //	*DefaultRule      every isolated port's drop            TraceflowIsolation
+//	LoadBalancerSourceRanges  every drop of a source range  TraceflowTableMiss
 //
 // The packet-in's registers say the rest: where the packet entered
 // (PktSourceField), where L3Forwarding sent it, the port in reg1, the
@@ -58,7 +59,8 @@ const (
 	// rule allowed it).
 	TraceflowIsolation TraceflowPoint = 4
 	// TraceflowTableMiss: a table dropped it for want of a flow (spoofed
-	// source, unknown port, invalid connection).
+	// source, unknown port, invalid connection), or LoadBalancerSourceRanges
+	// dropped it (a source outside a LoadBalancer's ranges).
 	TraceflowTableMiss TraceflowPoint = 5
 )
 
@@ -98,11 +100,13 @@ type traceflow struct {
 	featureDefaults
 	podSource    *podConnectivity
 	policySource *networkPolicy
-	tf           traceflowState
+	// rangeSource has the drops of LoadBalancer source ranges.
+	rangeSource *lbSourceRanges
+	tf          traceflowState
 }
 
-func newTraceflow(d *datapath, pods *podConnectivity, policy *networkPolicy) *traceflow {
-	return &traceflow{datapath: d, podSource: pods, policySource: policy}
+func newTraceflow(d *datapath, pods *podConnectivity, policy *networkPolicy, ranges *lbSourceRanges) *traceflow {
+	return &traceflow{datapath: d, podSource: pods, policySource: policy, rangeSource: ranges}
 }
 
 // Name implements Feature.
@@ -218,6 +222,12 @@ func (c *traceflow) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
 	for _, t := range []*TableSpec{ClassifierTable, SpoofGuardTable} {
 		m := &binding.Flow{Table: c.p.Table(t).ID, Priority: priorityMiss}
 		flows = append(flows, c.copyForTag(m, tag, 1, hard, c.traceflowController(tag, TraceflowTableMiss))...)
+	}
+	// A LoadBalancer source range's drop (reported as a drop in its table).
+	if c.rangeSource != nil {
+		for _, f := range c.rangeSource.dropFlows() {
+			flows = append(flows, c.copyForTag(f, tag, 1, hard, c.traceflowController(tag, TraceflowTableMiss))...)
+		}
 	}
 
 	for _, f := range c.policySource.plainFlows() {

@@ -113,6 +113,14 @@ type FlowInstaller interface {
 	// FinishServiceRecovery removes what no Service adopted; called once,
 	// when every Service known at start was installed.
 	FinishServiceRecovery(ctx context.Context) error
+	// SetLoadBalancerSourceRanges makes OVS hold exactly these
+	// loadBalancerSourceRanges for the Service (nil: none), writing
+	// nothing when they are already there.
+	SetLoadBalancerSourceRanges(ctx context.Context, name string, want agentof.SourceRanges) error
+	// FinishSourceRangesRecovery removes the ranges an earlier run left
+	// and this one did not set; called once, when every Service known at
+	// start was installed.
+	FinishSourceRangesRecovery(ctx context.Context) error
 }
 
 // NodePath is the node's side of the node path (implemented by
@@ -409,8 +417,14 @@ func (p *Proxy) processNext(ctx context.Context) bool {
 	for {
 		if pl := p.planOrFail(key); pl != nil {
 			if pl.have.Equal(pl.want) {
-				p.applied(pl)
-				p.finish(ctx, key)
+				if err := p.setSourceRanges(ctx, pl); err != nil {
+					klog.ErrorS(err, "Failed to sync Service; retrying", "service", key)
+					p.queue.AddRateLimited(key)
+					p.queue.Done(key)
+				} else {
+					p.applied(pl)
+					p.finish(ctx, key)
+				}
 			} else {
 				batch = append(batch, pl)
 			}
@@ -455,14 +469,28 @@ func (p *Proxy) installBatch(ctx context.Context, batch []*plan) {
 		return
 	}
 	changes := make([]agentof.ServiceChange, len(batch))
+	var err error
 	for i, pl := range batch {
 		changes[i] = agentof.ServiceChange{Name: pl.key, Want: pl.want}
+		if err == nil && len(pl.ranges) > 0 {
+			err = p.setSourceRanges(ctx, pl)
+		}
 	}
-	err := p.flows.InstallServices(ctx, changes)
+	if err == nil {
+		err = p.flows.InstallServices(ctx, changes)
+	}
 	if err == nil {
 		klog.V(2).InfoS("Installed Services in one bundle", "services", len(batch))
 		for _, pl := range batch {
 			p.recordInstalled(pl)
+			if len(pl.ranges) == 0 {
+				if err := p.setSourceRanges(ctx, pl); err != nil {
+					klog.ErrorS(err, "Failed to sync Service; retrying", "service", pl.key)
+					p.queue.AddRateLimited(pl.key)
+					p.queue.Done(pl.key)
+					continue
+				}
+			}
 			p.finish(ctx, pl.key)
 		}
 		return
@@ -511,6 +539,7 @@ func (p *Proxy) markSynced(ctx context.Context, key string) {
 		if err := retry(ctx, "remove what no Service adopted of an earlier run", p.flows.FinishServiceRecovery); err == nil {
 			klog.InfoS("Every Service known at start is installed; the earlier run's leftovers are gone")
 		}
+		_ = retry(ctx, "remove the loadBalancerSourceRanges of an earlier run", p.flows.FinishSourceRangesRecovery)
 	}()
 }
 
@@ -533,8 +562,11 @@ type plan struct {
 	key        string
 	svc        *corev1.Service // nil: deleted
 	want, have agentof.ServiceState
-	needs      route.ServiceNeeds
-	hc         healthCheck
+	// ranges are the loadBalancerSourceRanges of the ports of want on
+	// LoadBalancer ingress IPs.
+	ranges agentof.SourceRanges
+	needs  route.ServiceNeeds
+	hc     healthCheck
 }
 
 // sync makes OVS hold the desired state of one Service, writing nothing
@@ -546,13 +578,35 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 		return err
 	}
 	if pl.have.Equal(pl.want) {
+		if err := p.setSourceRanges(ctx, pl); err != nil {
+			return err
+		}
 		p.applied(pl)
 		return nil
+	}
+	// Ranges go in before the ports they guard, and go after them: a
+	// LoadBalancer port is never open to everyone in between.
+	if len(pl.ranges) > 0 {
+		if err := p.setSourceRanges(ctx, pl); err != nil {
+			return err
+		}
 	}
 	if err := p.flows.InstallService(ctx, key, pl.want); err != nil {
 		return fmt.Errorf("install service %s: %w", key, err)
 	}
 	p.recordInstalled(pl)
+	if len(pl.ranges) == 0 {
+		return p.setSourceRanges(ctx, pl)
+	}
+	return nil
+}
+
+// setSourceRanges writes the Service's loadBalancerSourceRanges (the data
+// path writes nothing when they did not change).
+func (p *Proxy) setSourceRanges(ctx context.Context, pl *plan) error {
+	if err := p.flows.SetLoadBalancerSourceRanges(ctx, pl.key, pl.ranges); err != nil {
+		return fmt.Errorf("loadBalancerSourceRanges of service %s: %w", pl.key, err)
+	}
 	return nil
 }
 
@@ -602,6 +656,9 @@ func (p *Proxy) plan(key string) (*plan, error) {
 	taken := p.withoutTakenLocked(key, pl.want)
 	pl.have = p.installed[key]
 	p.mu.Unlock()
+	if svc != nil {
+		pl.ranges = sourceRanges(svc, pl.want)
+	}
 	for _, port := range taken {
 		klog.InfoS("Service port already realized for another Service; waiting for it", "service", key, "port", port.String(), "owner", p.claimOwner(port))
 	}
@@ -735,16 +792,22 @@ func serviceClusterIPs(svc *corev1.Service) []netip.Addr {
 // LoadBalancer, its ingress IPs (but those whose ipMode is Proxy: that load
 // balancer proxies, and sends to the nodes).
 func externalAddresses(svc *corev1.Service) []netip.Addr {
-	external := parseAddrs(svc.Spec.ExternalIPs)
+	return append(parseAddrs(svc.Spec.ExternalIPs), loadBalancerIPs(svc)...)
+}
+
+// loadBalancerIPs are a LoadBalancer's ingress IPs of every family, but
+// those whose ipMode is Proxy.
+func loadBalancerIPs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		for _, in := range svc.Status.LoadBalancer.Ingress {
 			if in.IPMode != nil && *in.IPMode == corev1.LoadBalancerIPModeProxy {
 				continue
 			}
-			external = append(external, parseAddrs([]string{in.IP})...)
+			out = append(out, parseAddrs([]string{in.IP})...)
 		}
 	}
-	return external
+	return out
 }
 
 // withoutTakenLocked removes from want the ports another Service realizes

@@ -202,6 +202,7 @@ type fakeFlows struct {
 	failNext    bool
 	recovers    int
 	finished    []string // the calls installed when FinishServiceRecovery ran
+	ranges      map[string]agentof.SourceRanges
 }
 
 func (f *fakeFlows) InstallService(_ context.Context, name string, want agentof.ServiceState) error {
@@ -241,6 +242,22 @@ func (f *fakeFlows) InstallServices(ctx context.Context, changes []agentof.Servi
 	}
 	return nil
 }
+
+func (f *fakeFlows) SetLoadBalancerSourceRanges(_ context.Context, name string, want agentof.SourceRanges) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ranges == nil {
+		f.ranges = map[string]agentof.SourceRanges{}
+	}
+	if len(want) == 0 {
+		delete(f.ranges, name)
+	} else {
+		f.ranges[name] = want
+	}
+	return nil
+}
+
+func (f *fakeFlows) FinishSourceRangesRecovery(context.Context) error { return nil }
 
 func (f *fakeFlows) RecoverServices(context.Context) (int, error) {
 	f.mu.Lock()

@@ -260,6 +260,32 @@ func TestTraceflowOnRealOVS(t *testing.T) {
 		}
 	})
 
+	t.Run("dropped by a LoadBalancer's source ranges", func(t *testing.T) {
+		ctx := context.Background()
+		lb := agentof.ServicePort{IP: netip.MustParseAddr("192.168.100.11"), Protocol: 6, Port: 80}
+		b := netip.AddrFrom4([4]byte(n.b.IP.To4()))
+		if err := n.flows.InstallService(ctx, "default/lb", agentof.ServiceState{lb: {Endpoints: []agentof.Endpoint{{IP: b, Port: 8080, Local: true}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.flows.SetLoadBalancerSourceRanges(ctx, "default/lb", agentof.SourceRanges{lb: {netip.MustParsePrefix("192.0.2.0/24")}}); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := n.traceSpec(t, "lbsr", 7, crdv1beta1.TraceflowSpec{Source: crdv1beta1.Source{Namespace: "default", Pod: "tfa"},
+			Destination: crdv1beta1.Destination{IP: "192.168.100.11"},
+			Packet:      crdv1beta1.Packet{TransportHeader: crdv1beta1.TransportHeader{TCP: &crdv1beta1.TCPHeader{DstPort: 80}}}}, nil)
+		want := "SpoofGuard/SpoofGuard/Forwarded -> Forwarding/LoadBalancerSourceRanges/Dropped"
+		if got := describe(r.Observations); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+		n.finish(t, "lbsr", 7)
+		if err := n.flows.SetLoadBalancerSourceRanges(ctx, "default/lb", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.flows.UninstallService(ctx, "default/lb"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("live traffic: the pod's next matching connection is tagged and captured", func(t *testing.T) {
 		n.b.ServeEcho(t, 8080)
 		spec := crdv1beta1.TraceflowSpec{Source: crdv1beta1.Source{Namespace: "default", Pod: "tfa"},
