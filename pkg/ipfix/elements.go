@@ -169,6 +169,37 @@ var (
 	FlowType                   = antrea("flowType", 137, Unsigned8)
 )
 
+// Antrea's elements the Flow Aggregator adds to a correlated record
+// (upstream's network-flow-visibility.md, "IEs from Antrea IE Registry"):
+// each node's counts kept apart, throughputs in bits per second since the
+// previous report, and each node's flowEndSeconds.
+var (
+	PacketTotalCountFromSourceNode             = antrea("packetTotalCountFromSourceNode", 120, Unsigned64)
+	OctetTotalCountFromSourceNode              = antrea("octetTotalCountFromSourceNode", 121, Unsigned64)
+	PacketDeltaCountFromSourceNode             = antrea("packetDeltaCountFromSourceNode", 122, Unsigned64)
+	OctetDeltaCountFromSourceNode              = antrea("octetDeltaCountFromSourceNode", 123, Unsigned64)
+	ReversePacketTotalCountFromSourceNode      = antrea("reversePacketTotalCountFromSourceNode", 124, Unsigned64)
+	ReverseOctetTotalCountFromSourceNode       = antrea("reverseOctetTotalCountFromSourceNode", 125, Unsigned64)
+	ReversePacketDeltaCountFromSourceNode      = antrea("reversePacketDeltaCountFromSourceNode", 126, Unsigned64)
+	ReverseOctetDeltaCountFromSourceNode       = antrea("reverseOctetDeltaCountFromSourceNode", 127, Unsigned64)
+	PacketTotalCountFromDestinationNode        = antrea("packetTotalCountFromDestinationNode", 128, Unsigned64)
+	OctetTotalCountFromDestinationNode         = antrea("octetTotalCountFromDestinationNode", 129, Unsigned64)
+	PacketDeltaCountFromDestinationNode        = antrea("packetDeltaCountFromDestinationNode", 130, Unsigned64)
+	OctetDeltaCountFromDestinationNode         = antrea("octetDeltaCountFromDestinationNode", 131, Unsigned64)
+	ReversePacketTotalCountFromDestinationNode = antrea("reversePacketTotalCountFromDestinationNode", 132, Unsigned64)
+	ReverseOctetTotalCountFromDestinationNode  = antrea("reverseOctetTotalCountFromDestinationNode", 133, Unsigned64)
+	ReversePacketDeltaCountFromDestinationNode = antrea("reversePacketDeltaCountFromDestinationNode", 134, Unsigned64)
+	ReverseOctetDeltaCountFromDestinationNode  = antrea("reverseOctetDeltaCountFromDestinationNode", 135, Unsigned64)
+	Throughput                                 = antrea("throughput", 145, Unsigned64)
+	ReverseThroughput                          = antrea("reverseThroughput", 146, Unsigned64)
+	ThroughputFromSourceNode                   = antrea("throughputFromSourceNode", 147, Unsigned64)
+	ThroughputFromDestinationNode              = antrea("throughputFromDestinationNode", 148, Unsigned64)
+	ReverseThroughputFromSourceNode            = antrea("reverseThroughputFromSourceNode", 149, Unsigned64)
+	ReverseThroughputFromDestinationNode       = antrea("reverseThroughputFromDestinationNode", 150, Unsigned64)
+	FlowEndSecondsFromSourceNode               = antrea("flowEndSecondsFromSourceNode", 151, Unsigned32)
+	FlowEndSecondsFromDestinationNode          = antrea("flowEndSecondsFromDestinationNode", 152, Unsigned32)
+)
+
 // Values of flowType (upstream's registry).
 const (
 	FlowTypeIntraNode    uint8 = 1
