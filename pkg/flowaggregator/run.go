@@ -190,11 +190,15 @@ func Start(ctx context.Context, cfg Config, ipfixAddr, apiAddr string, isPodIP f
 
 // podCIDRs are the Nodes' Pod CIDRs, from a Node informer.
 type podCIDRs struct {
+	synced   func() bool
 	mu       sync.RWMutex
 	prefixes map[string][]netip.Prefix
 }
 
 func (p *podCIDRs) contains(a netip.Addr) bool {
+	if p.synced != nil && !p.synced() {
+		return true
+	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	for _, ps := range p.prefixes {
@@ -244,9 +248,9 @@ func watchPodCIDRs(ctx context.Context, kube kubernetes.Interface) (*podCIDRs, e
 	}); err != nil {
 		return nil, err
 	}
+	// Not waited for: until the Nodes are listed every one-sided record
+	// may have a partner (contains says true), so none is released early.
+	p.synced = inf.HasSynced
 	f.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return nil, fmt.Errorf("the Nodes' Pod CIDRs: %w", ctx.Err())
-	}
 	return p, nil
 }
