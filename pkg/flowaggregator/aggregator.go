@@ -18,15 +18,14 @@ type Exporter interface {
 // throughput, then the store and the exporters. Safe for concurrent use
 // (the collector's peers call Ingest each from its goroutine).
 type Aggregator struct {
-	mu         sync.Mutex
-	corr       Correlator
-	last       map[key]time.Time
-	inactive   time.Duration
-	store      *Store
-	exporters  []Exporter
-	metrics    *Metrics
-	now        func() time.Time
-	lastExpire time.Time
+	mu        sync.Mutex
+	corr      Correlator
+	last      map[key]time.Time
+	inactive  time.Duration
+	store     *Store
+	exporters []Exporter
+	metrics   *Metrics
+	now       func() time.Time
 }
 
 // NewAggregator returns an aggregator that waits at most wait for a
