@@ -26,6 +26,9 @@ type agentRecord struct {
 	bytes, packets, delta uint64
 	flowType              uint8
 	service               string
+	// ingress and egress are "namespace/name:rule" of the rules that
+	// allowed the connection ("" none).
+	ingress, egress string
 }
 
 func (r agentRecord) values() []ipfix.Value {
@@ -42,7 +45,7 @@ func (r agentRecord) values() []ipfix.Value {
 	if r.service != "" {
 		clusterIP, port = netip.MustParseAddr("10.96.0.20"), 80
 	}
-	return []ipfix.Value{
+	vals := []ipfix.Value{
 		u(uint64(t0.Unix())), u(uint64(t0.Add(5 * time.Second).Unix())), u(2),
 		a(netip.MustParseAddr("10.10.0.2")), a(netip.MustParseAddr("10.10.1.2")), u(uint64(r.srcPort)), u(5201), u(6),
 		u(r.packets), u(r.bytes), u(r.packets), u(r.delta),
@@ -52,6 +55,16 @@ func (r agentRecord) values() []ipfix.Value {
 		a(clusterIP), u(port), s(r.service),
 		u(uint64(r.flowType)), s("ESTABLISHED"),
 	}
+	policy := func(p string) []ipfix.Value {
+		if p == "" {
+			return []ipfix.Value{s(""), s(""), u(0), s(""), u(0)}
+		}
+		ref, rule, _ := strings.Cut(p, ":")
+		ns, name, _ := strings.Cut(ref, "/")
+		return []ipfix.Value{s(name), s(ns), u(uint64(ipfix.PolicyTypeAntreaNetworkPolicy)), s(rule), u(uint64(ipfix.RuleActionAllow))}
+	}
+	vals = append(vals, policy(r.ingress)...)
+	return append(vals, policy(r.egress)...)
 }
 
 func nsOf(pod string) string {
@@ -127,9 +140,9 @@ func TestTwoAgentsRecordsOverTCPBecomeOneRecordInTheAPI(t *testing.T) {
 	cfg := DefaultConfig()
 	r := startForTest(t, cfg)
 	sendAgent(t, r.TCPAddr, agentRecord{srcPort: 40000, srcPod: "a", node: "node-1", bytes: 1000, packets: 10, delta: 1000,
-		flowType: ipfix.FlowTypeToExternal, service: "ns/svc:http"})
+		flowType: ipfix.FlowTypeToExternal, service: "ns/svc:http", egress: "ns/allow-out:to-b"})
 	sendAgent(t, r.TCPAddr, agentRecord{srcPort: 40000, dstPod: "b", node: "node-2", bytes: 990, packets: 10, delta: 990,
-		flowType: ipfix.FlowTypeFromExternal})
+		flowType: ipfix.FlowTypeFromExternal, ingress: "ns/allow-in:from-a"})
 	got := getFlows(t, r, "pod=b", func(fs []Flow) bool { return len(fs) > 0 })
 	if len(got) != 1 {
 		t.Fatalf("%d records, want 1: %+v", len(got), got)
@@ -138,6 +151,17 @@ func TestTwoAgentsRecordsOverTCPBecomeOneRecordInTheAPI(t *testing.T) {
 	// 1000 bytes in the 5 s of the record.
 	if got[0].Throughput != 200 {
 		t.Errorf("throughput %d B/s, want 200", got[0].Throughput)
+	}
+	if f := got[0]; f.IngressPolicy != "ns/allow-in" || f.IngressPolicyRule != "from-a" || f.EgressPolicy != "ns/allow-out" ||
+		f.EgressPolicyRule != "to-b" || f.EgressPolicyType != ipfix.PolicyTypeAntreaNetworkPolicy || f.Denied {
+		t.Errorf("policies: ingress %s (%s), egress %s (%s) type %d denied %v, want the destination node's ingress rule and the source node's egress rule",
+			f.IngressPolicy, f.IngressPolicyRule, f.EgressPolicy, f.EgressPolicyRule, f.EgressPolicyType, f.Denied)
+	}
+	if n := len(getFlows(t, r, "policy=allow-in", func(fs []Flow) bool { return len(fs) > 0 })); n != 1 {
+		t.Errorf("policy=allow-in: %d records, want 1", n)
+	}
+	if n := len(getFlows(t, r, "policy=other", func([]Flow) bool { return true })); n != 0 {
+		t.Errorf("policy=other: %d records, want 0", n)
 	}
 	if n := len(getFlows(t, r, "namespace=other", func([]Flow) bool { return true })); n != 0 {
 		t.Errorf("namespace=other: %d records, want 0", n)

@@ -129,8 +129,13 @@ func join(src, dst Flow) Flow {
 	if out.Service == "" {
 		out.Service, out.ClusterIP, out.ServicePort = dst.Service, dst.ClusterIP, dst.ServicePort
 	}
+	// The destination Node enforces ingress rules, the source Node egress
+	// rules.
 	if dst.IngressPolicy != "" {
-		out.IngressPolicy = dst.IngressPolicy
+		out.IngressPolicy, out.IngressPolicyType, out.IngressPolicyRule = dst.IngressPolicy, dst.IngressPolicyType, dst.IngressPolicyRule
+	}
+	if out.EgressPolicy == "" && dst.EgressPolicy != "" {
+		out.EgressPolicy, out.EgressPolicyType, out.EgressPolicyRule = dst.EgressPolicy, dst.EgressPolicyType, dst.EgressPolicyRule
 	}
 	out.Denied = src.Denied || dst.Denied
 	if dst.Received.After(out.Received) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -45,6 +46,10 @@ func AggregatedTemplates() (v4, v6 ipfix.Template) {
 			ipfix.ThroughputFromSourceNode, ipfix.ThroughputFromDestinationNode,
 			ipfix.ReverseThroughputFromSourceNode, ipfix.ReverseThroughputFromDestinationNode,
 			ipfix.FlowEndSecondsFromSourceNode, ipfix.FlowEndSecondsFromDestinationNode,
+			ipfix.IngressNetworkPolicyName, ipfix.IngressNetworkPolicyNamespace, ipfix.IngressNetworkPolicyType,
+			ipfix.IngressNetworkPolicyRuleName, ipfix.IngressNetworkPolicyRuleAction,
+			ipfix.EgressNetworkPolicyName, ipfix.EgressNetworkPolicyNamespace, ipfix.EgressNetworkPolicyType,
+			ipfix.EgressNetworkPolicyRuleName, ipfix.EgressNetworkPolicyRuleAction,
 		}
 	}
 	return ipfix.Template{ID: AggregatedTemplateIPv4, Fields: common(ipfix.SourceIPv4Address, ipfix.DestinationIPv4Address, ipfix.DestinationClusterIPv4)},
@@ -97,6 +102,19 @@ func ipfixValues(f *Flow) []ipfix.Value {
 	vals = append(vals, node(f.FromDestination)...)
 	vals = append(vals, bits(f.Throughput), bits(f.ReverseThroughput), bits(srcTh), bits(dstTh), bits(srcRTh), bits(dstRTh),
 		end(f.FromSource), end(f.FromDestination))
+	policy := func(ref string, typ uint8, rule string) []ipfix.Value {
+		ns, name, ok := strings.Cut(ref, "/")
+		if !ok {
+			ns, name = "", ref
+		}
+		action := uint8(0)
+		if name != "" {
+			action = ipfix.RuleActionAllow
+		}
+		return []ipfix.Value{s(name), s(ns), u(uint64(typ)), s(rule), u(uint64(action))}
+	}
+	vals = append(vals, policy(f.IngressPolicy, f.IngressPolicyType, f.IngressPolicyRule)...)
+	vals = append(vals, policy(f.EgressPolicy, f.EgressPolicyType, f.EgressPolicyRule)...)
 	return vals
 }
 

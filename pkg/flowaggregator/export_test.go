@@ -107,7 +107,9 @@ func TestTsharkDecodesTheAggregatedExport(t *testing.T) {
 	fields := []string{"cflow.srcaddr", "cflow.dstaddr", "cflow.srcport", "cflow.dstport", "cflow.protocol",
 		"cflow.permanent_packets", "cflow.permanent_octets", "cflow.enterprise_private_entry",
 		"cflow.template_ipfix_field_pen", "cflow.template_ipfix_field_type_enterprise"}
-	args := []string{"-r", pcap, "-d", fmt.Sprintf("udp.port==%d,cflow", dport), "-T", "fields",
+	// The aggregated template has 61 fields, more than the dissector's
+	// default limit of 60 (its preference cflow.max_template_fields).
+	args := []string{"-r", pcap, "-d", fmt.Sprintf("udp.port==%d,cflow", dport), "-o", "cflow.max_template_fields:128", "-T", "fields",
 		"-E", "occurrence=a", "-E", "aggregator=|", "-E", "separator=/t"}
 	for _, f := range fields {
 		args = append(args, "-e", f)

@@ -69,9 +69,20 @@ type Flow struct {
 	// Correlated says the record joins both nodes' records.
 	Correlated bool `json:"correlated"`
 
-	IngressPolicy string `json:"ingressNetworkPolicy,omitempty"`
-	EgressPolicy  string `json:"egressNetworkPolicy,omitempty"`
-	Denied        bool   `json:"denied,omitempty"`
+	// IngressPolicy and EgressPolicy are the NetworkPolicies ("namespace/
+	// name", or "name" for cluster-scoped ones) whose rules allowed the
+	// connection into the destination Pod and out of the source Pod (from
+	// the agents' records: the rule ids in the connection's conntrack
+	// label), with their type (ipfix.PolicyType*) and rule name.
+	IngressPolicy     string `json:"ingressNetworkPolicy,omitempty"`
+	IngressPolicyType uint8  `json:"ingressNetworkPolicyType,omitempty"`
+	IngressPolicyRule string `json:"ingressNetworkPolicyRuleName,omitempty"`
+	EgressPolicy      string `json:"egressNetworkPolicy,omitempty"`
+	EgressPolicyType  uint8  `json:"egressNetworkPolicyType,omitempty"`
+	EgressPolicyRule  string `json:"egressNetworkPolicyRuleName,omitempty"`
+	// Denied says a rule dropped or rejected the connection (not sent by
+	// the agents yet).
+	Denied bool `json:"denied,omitempty"`
 
 	// Received is when the aggregator had the record complete.
 	Received time.Time `json:"received"`
@@ -135,6 +146,22 @@ func fromRecord(r ipfix.Record, now time.Time) (Flow, bool) {
 	f.Service = s(ipfix.DestinationServicePortName)
 	f.FlowType = uint8(u(ipfix.FlowType))
 	f.TCPState = s(ipfix.TCPState)
+	ref := func(ns, name string) string {
+		if name == "" || ns == "" {
+			return name
+		}
+		return ns + "/" + name
+	}
+	f.IngressPolicy = ref(s(ipfix.IngressNetworkPolicyNamespace), s(ipfix.IngressNetworkPolicyName))
+	f.IngressPolicyType, f.IngressPolicyRule = uint8(u(ipfix.IngressNetworkPolicyType)), s(ipfix.IngressNetworkPolicyRuleName)
+	f.EgressPolicy = ref(s(ipfix.EgressNetworkPolicyNamespace), s(ipfix.EgressNetworkPolicyName))
+	f.EgressPolicyType, f.EgressPolicyRule = uint8(u(ipfix.EgressNetworkPolicyType)), s(ipfix.EgressNetworkPolicyRuleName)
+	if a := uint8(u(ipfix.IngressNetworkPolicyRuleAction)); a == ipfix.RuleActionDrop || a == ipfix.RuleActionReject {
+		f.Denied = true
+	}
+	if a := uint8(u(ipfix.EgressNetworkPolicyRuleAction)); a == ipfix.RuleActionDrop || a == ipfix.RuleActionReject {
+		f.Denied = true
+	}
 	c := &NodeCounts{
 		Total:        Counts{u(ipfix.PacketTotalCount), u(ipfix.OctetTotalCount)},
 		Delta:        Counts{u(ipfix.PacketDeltaCount), u(ipfix.OctetDeltaCount)},

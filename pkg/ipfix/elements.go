@@ -155,18 +155,28 @@ var (
 // Antrea's elements (enterprise 56506), with upstream's names, ids and
 // types (go-ipfix's registry_antrea).
 var (
-	SourcePodNamespace         = antrea("sourcePodNamespace", 100, String)
-	SourcePodName              = antrea("sourcePodName", 101, String)
-	DestinationPodNamespace    = antrea("destinationPodNamespace", 102, String)
-	DestinationPodName         = antrea("destinationPodName", 103, String)
-	SourceNodeName             = antrea("sourceNodeName", 104, String)
-	DestinationNodeName        = antrea("destinationNodeName", 105, String)
-	DestinationClusterIPv4     = antrea("destinationClusterIPv4", 106, IPv4Address)
-	DestinationClusterIPv6     = antrea("destinationClusterIPv6", 107, IPv6Address)
-	DestinationServicePort     = antrea("destinationServicePort", 108, Unsigned16)
-	DestinationServicePortName = antrea("destinationServicePortName", 109, String)
-	TCPState                   = antrea("tcpState", 136, String)
-	FlowType                   = antrea("flowType", 137, Unsigned8)
+	SourcePodNamespace             = antrea("sourcePodNamespace", 100, String)
+	SourcePodName                  = antrea("sourcePodName", 101, String)
+	DestinationPodNamespace        = antrea("destinationPodNamespace", 102, String)
+	DestinationPodName             = antrea("destinationPodName", 103, String)
+	SourceNodeName                 = antrea("sourceNodeName", 104, String)
+	DestinationNodeName            = antrea("destinationNodeName", 105, String)
+	DestinationClusterIPv4         = antrea("destinationClusterIPv4", 106, IPv4Address)
+	DestinationClusterIPv6         = antrea("destinationClusterIPv6", 107, IPv6Address)
+	DestinationServicePort         = antrea("destinationServicePort", 108, Unsigned16)
+	DestinationServicePortName     = antrea("destinationServicePortName", 109, String)
+	IngressNetworkPolicyName       = antrea("ingressNetworkPolicyName", 110, String)
+	IngressNetworkPolicyNamespace  = antrea("ingressNetworkPolicyNamespace", 111, String)
+	EgressNetworkPolicyName        = antrea("egressNetworkPolicyName", 112, String)
+	EgressNetworkPolicyNamespace   = antrea("egressNetworkPolicyNamespace", 113, String)
+	IngressNetworkPolicyType       = antrea("ingressNetworkPolicyType", 115, Unsigned8)
+	EgressNetworkPolicyType        = antrea("egressNetworkPolicyType", 118, Unsigned8)
+	IngressNetworkPolicyRuleAction = antrea("ingressNetworkPolicyRuleAction", 139, Unsigned8)
+	EgressNetworkPolicyRuleAction  = antrea("egressNetworkPolicyRuleAction", 140, Unsigned8)
+	IngressNetworkPolicyRuleName   = antrea("ingressNetworkPolicyRuleName", 141, String)
+	EgressNetworkPolicyRuleName    = antrea("egressNetworkPolicyRuleName", 142, String)
+	TCPState                       = antrea("tcpState", 136, String)
+	FlowType                       = antrea("flowType", 137, Unsigned8)
 )
 
 // Antrea's elements the Flow Aggregator adds to a correlated record
@@ -206,6 +216,17 @@ const (
 	FlowTypeInterNode    uint8 = 2
 	FlowTypeToExternal   uint8 = 3
 	FlowTypeFromExternal uint8 = 4
+)
+
+// Values of ingress/egressNetworkPolicyType and ...RuleAction (upstream's
+// registry).
+const (
+	PolicyTypeK8s                  uint8 = 1
+	PolicyTypeAntreaNetworkPolicy  uint8 = 2
+	PolicyTypeAntreaClusterNetwork uint8 = 3
+	RuleActionAllow                uint8 = 1
+	RuleActionDrop                 uint8 = 2
+	RuleActionReject               uint8 = 3
 )
 
 // Values of flowEndReason (IANA registry "flowEndReason (Value 136)").
