@@ -33,7 +33,9 @@ From the controller (through kube-apiserver, from a laptop or local mode):
 From a node's OVS (local mode; from a laptop through the node's agent API, --node NODE or -p POD):
   podinterface, ovsflows
 From a node's BGP speaker (its agent API; --node NODE, local mode: this node):
-  bgppolicy, bgppeers, bgproutes                BGPPolicy (docs/bgp-policy.md)`,
+  bgppolicy, bgppeers, bgproutes                BGPPolicy (docs/bgp-policy.md)
+From the Flow Aggregator (a port-forward to its Pod):
+  flows                                         the latest flow records, both Nodes' joined (docs/flow-export.md)`,
 		Args: cobra.ArbitraryArgs,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			g.preRun(cmd)
@@ -65,6 +67,7 @@ From a node's BGP speaker (its agent API; --node NODE, local mode: this node):
 		newGetBGPPolicyCommand(g),
 		newGetBGPPeersCommand(g),
 		newGetBGPRoutesCommand(g),
+		newGetFlowsCommand(g),
 	)
 	cmd.AddCommand(newGetStatsCommands(g)...)
 	return cmd

@@ -155,18 +155,59 @@ var (
 // Antrea's elements (enterprise 56506), with upstream's names, ids and
 // types (go-ipfix's registry_antrea).
 var (
-	SourcePodNamespace         = antrea("sourcePodNamespace", 100, String)
-	SourcePodName              = antrea("sourcePodName", 101, String)
-	DestinationPodNamespace    = antrea("destinationPodNamespace", 102, String)
-	DestinationPodName         = antrea("destinationPodName", 103, String)
-	SourceNodeName             = antrea("sourceNodeName", 104, String)
-	DestinationNodeName        = antrea("destinationNodeName", 105, String)
-	DestinationClusterIPv4     = antrea("destinationClusterIPv4", 106, IPv4Address)
-	DestinationClusterIPv6     = antrea("destinationClusterIPv6", 107, IPv6Address)
-	DestinationServicePort     = antrea("destinationServicePort", 108, Unsigned16)
-	DestinationServicePortName = antrea("destinationServicePortName", 109, String)
-	TCPState                   = antrea("tcpState", 136, String)
-	FlowType                   = antrea("flowType", 137, Unsigned8)
+	SourcePodNamespace             = antrea("sourcePodNamespace", 100, String)
+	SourcePodName                  = antrea("sourcePodName", 101, String)
+	DestinationPodNamespace        = antrea("destinationPodNamespace", 102, String)
+	DestinationPodName             = antrea("destinationPodName", 103, String)
+	SourceNodeName                 = antrea("sourceNodeName", 104, String)
+	DestinationNodeName            = antrea("destinationNodeName", 105, String)
+	DestinationClusterIPv4         = antrea("destinationClusterIPv4", 106, IPv4Address)
+	DestinationClusterIPv6         = antrea("destinationClusterIPv6", 107, IPv6Address)
+	DestinationServicePort         = antrea("destinationServicePort", 108, Unsigned16)
+	DestinationServicePortName     = antrea("destinationServicePortName", 109, String)
+	IngressNetworkPolicyName       = antrea("ingressNetworkPolicyName", 110, String)
+	IngressNetworkPolicyNamespace  = antrea("ingressNetworkPolicyNamespace", 111, String)
+	EgressNetworkPolicyName        = antrea("egressNetworkPolicyName", 112, String)
+	EgressNetworkPolicyNamespace   = antrea("egressNetworkPolicyNamespace", 113, String)
+	IngressNetworkPolicyType       = antrea("ingressNetworkPolicyType", 115, Unsigned8)
+	EgressNetworkPolicyType        = antrea("egressNetworkPolicyType", 118, Unsigned8)
+	IngressNetworkPolicyRuleAction = antrea("ingressNetworkPolicyRuleAction", 139, Unsigned8)
+	EgressNetworkPolicyRuleAction  = antrea("egressNetworkPolicyRuleAction", 140, Unsigned8)
+	IngressNetworkPolicyRuleName   = antrea("ingressNetworkPolicyRuleName", 141, String)
+	EgressNetworkPolicyRuleName    = antrea("egressNetworkPolicyRuleName", 142, String)
+	TCPState                       = antrea("tcpState", 136, String)
+	FlowType                       = antrea("flowType", 137, Unsigned8)
+)
+
+// Antrea's elements the Flow Aggregator adds to a correlated record
+// (upstream's network-flow-visibility.md, "IEs from Antrea IE Registry"):
+// each node's counts kept apart, throughputs in bits per second since the
+// previous report, and each node's flowEndSeconds.
+var (
+	PacketTotalCountFromSourceNode             = antrea("packetTotalCountFromSourceNode", 120, Unsigned64)
+	OctetTotalCountFromSourceNode              = antrea("octetTotalCountFromSourceNode", 121, Unsigned64)
+	PacketDeltaCountFromSourceNode             = antrea("packetDeltaCountFromSourceNode", 122, Unsigned64)
+	OctetDeltaCountFromSourceNode              = antrea("octetDeltaCountFromSourceNode", 123, Unsigned64)
+	ReversePacketTotalCountFromSourceNode      = antrea("reversePacketTotalCountFromSourceNode", 124, Unsigned64)
+	ReverseOctetTotalCountFromSourceNode       = antrea("reverseOctetTotalCountFromSourceNode", 125, Unsigned64)
+	ReversePacketDeltaCountFromSourceNode      = antrea("reversePacketDeltaCountFromSourceNode", 126, Unsigned64)
+	ReverseOctetDeltaCountFromSourceNode       = antrea("reverseOctetDeltaCountFromSourceNode", 127, Unsigned64)
+	PacketTotalCountFromDestinationNode        = antrea("packetTotalCountFromDestinationNode", 128, Unsigned64)
+	OctetTotalCountFromDestinationNode         = antrea("octetTotalCountFromDestinationNode", 129, Unsigned64)
+	PacketDeltaCountFromDestinationNode        = antrea("packetDeltaCountFromDestinationNode", 130, Unsigned64)
+	OctetDeltaCountFromDestinationNode         = antrea("octetDeltaCountFromDestinationNode", 131, Unsigned64)
+	ReversePacketTotalCountFromDestinationNode = antrea("reversePacketTotalCountFromDestinationNode", 132, Unsigned64)
+	ReverseOctetTotalCountFromDestinationNode  = antrea("reverseOctetTotalCountFromDestinationNode", 133, Unsigned64)
+	ReversePacketDeltaCountFromDestinationNode = antrea("reversePacketDeltaCountFromDestinationNode", 134, Unsigned64)
+	ReverseOctetDeltaCountFromDestinationNode  = antrea("reverseOctetDeltaCountFromDestinationNode", 135, Unsigned64)
+	Throughput                                 = antrea("throughput", 145, Unsigned64)
+	ReverseThroughput                          = antrea("reverseThroughput", 146, Unsigned64)
+	ThroughputFromSourceNode                   = antrea("throughputFromSourceNode", 147, Unsigned64)
+	ThroughputFromDestinationNode              = antrea("throughputFromDestinationNode", 148, Unsigned64)
+	ReverseThroughputFromSourceNode            = antrea("reverseThroughputFromSourceNode", 149, Unsigned64)
+	ReverseThroughputFromDestinationNode       = antrea("reverseThroughputFromDestinationNode", 150, Unsigned64)
+	FlowEndSecondsFromSourceNode               = antrea("flowEndSecondsFromSourceNode", 151, Unsigned32)
+	FlowEndSecondsFromDestinationNode          = antrea("flowEndSecondsFromDestinationNode", 152, Unsigned32)
 )
 
 // Values of flowType (upstream's registry).
@@ -175,6 +216,17 @@ const (
 	FlowTypeInterNode    uint8 = 2
 	FlowTypeToExternal   uint8 = 3
 	FlowTypeFromExternal uint8 = 4
+)
+
+// Values of ingress/egressNetworkPolicyType and ...RuleAction (upstream's
+// registry).
+const (
+	PolicyTypeK8s                  uint8 = 1
+	PolicyTypeAntreaNetworkPolicy  uint8 = 2
+	PolicyTypeAntreaClusterNetwork uint8 = 3
+	RuleActionAllow                uint8 = 1
+	RuleActionDrop                 uint8 = 2
+	RuleActionReject               uint8 = 3
 )
 
 // Values of flowEndReason (IANA registry "flowEndReason (Value 136)").

@@ -20,6 +20,8 @@ func differentOptions(t *testing.T) Options {
 			f.SetString("/not/a/default/" + v.Type().Field(i).Name)
 		case reflect.Int:
 			f.SetInt(int64(40 + i))
+		case reflect.Bool:
+			f.SetBool(true)
 		default:
 			t.Fatalf("Options.%s is a %s: teach this test (and AddGlobalFlags/AddUpFlags) about it", v.Type().Field(i).Name, f.Kind())
 		}

@@ -81,6 +81,7 @@ const DefaultLBPool = "lab-lb"
 //     router, router.go).
 //   - NodePortLocal on (nodePortLocal.enable; upstream's default is off),
 //     so that the outside host reaches annotated Services' Pods.
+//   - with `--flow-aggregator`, the FlowExporter on (flowExporterOverlay).
 func (o Options) labConfOverlay() map[string]map[string]string {
 	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
 	overlay := map[string]map[string]string{
@@ -114,7 +115,25 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 	if o.Proxy == ProxyKube {
 		overlay["antrea-agent.conf"]["antreaProxy.enable"] = "false"
 	}
+	if o.FlowAggregator {
+		for k, v := range flowExporterOverlay {
+			overlay["antrea-agent.conf"][k] = v
+		}
+	}
 	return overlay
+}
+
+// flowExporterOverlay turns the agents' FlowExporter on, sending over TCP to
+// the Service of build/yamls/flow-aggregator.yml, with short timeouts so
+// that a connection shows in the aggregator seconds after it moved: polled
+// every second, a record every 2 s while it moves, 5 s after it stops.
+var flowExporterOverlay = map[string]string{
+	"featureGates.FlowExporter":            "true",
+	"flowExporter.enable":                  "true",
+	"flowExporter.flowCollectorAddr":       "flow-aggregator/flow-aggregator:4739:tcp",
+	"flowExporter.flowPollInterval":        "1s",
+	"flowExporter.activeFlowExportTimeout": "2s",
+	"flowExporter.idleFlowExportTimeout":   "5s",
 }
 
 // RenderManifest returns the manifest src with the lab's overlay applied to

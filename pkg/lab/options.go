@@ -82,6 +82,9 @@ type Options struct {
 	// kube-proxy (nftables mode), the reference Services are measured
 	// against.
 	Proxy Proxy `json:"proxy,omitempty"`
+	// FlowAggregator deploys the Flow Aggregator (build/yamls/flow-aggregator.yml)
+	// and turns the agents' FlowExporter on, sending to it.
+	FlowAggregator bool `json:"flowAggregator,omitempty"`
 	// Dir holds the state file, certificates, kubeconfigs, logs and node data.
 	Dir string `json:"dir"`
 	// BinDir holds our binaries (antrea-lab, antrea-testpod, ...).
@@ -178,6 +181,9 @@ func (o *Options) Validate() error {
 		}
 	default:
 		return fmt.Errorf("--proxy must be %s or %s, got %q", ProxyAntrea, ProxyKube, o.Proxy)
+	}
+	if o.FlowAggregator && (o.Kubelet != KubeletReal || o.Runtime != RuntimeAntrea) {
+		return fmt.Errorf("--flow-aggregator needs --kubelet %s and --runtime %s (it runs as a Deployment, the exporter in the agents)", KubeletReal, RuntimeAntrea)
 	}
 	if o.ImageDir == "" {
 		o.ImageDir = ImageStoreDir()

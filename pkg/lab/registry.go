@@ -68,6 +68,9 @@ const (
 	AgentImage = "docker.io/antrea/antrea-agent:latest"
 	// ControllerImage runs the antrea-controller Deployment.
 	ControllerImage = "docker.io/antrea/antrea-controller:latest"
+	// FlowAggregatorImage runs the flow-aggregator Deployment
+	// (build/yamls/flow-aggregator.yml, `antrea-lab up --flow-aggregator`).
+	FlowAggregatorImage = "docker.io/antrea/flow-aggregator:latest"
 )
 
 // AgnhostImage is the agnhost image of e2e.test v1.37.2.
@@ -159,6 +162,19 @@ func (o Options) antreaImageSpecs() ([]images.Spec, error) {
 				{Path: "/var/run/antrea", Dir: true},
 			},
 			Entrypoint: []string{"antrea-controller"},
+		},
+		{
+			// As the controller's: a static binary on an almost empty
+			// base; the manifest runs it as user 65532 with /tmp an
+			// emptyDir (the flow log).
+			Names: []string{FlowAggregatorImage},
+			Files: []images.File{
+				{Path: "/usr/local/bin/flow-aggregator", Source: bin("flow-aggregator"), Mode: 0o755},
+				{Path: "/etc/passwd", Content: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+				{Path: "/etc/group", Content: []byte("root:x:0:\nnonroot:x:65532:\n")},
+				{Path: "/tmp", Dir: true, Mode: 0o1777},
+			},
+			Entrypoint: []string{"flow-aggregator"},
 		},
 	}, nil
 }

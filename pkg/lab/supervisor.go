@@ -210,6 +210,12 @@ func (s *supervisor) start(ctx context.Context) error {
 		if err := s.installKubeDNS(ctx); err != nil {
 			return err
 		}
+		if s.opts.FlowAggregator {
+			s.logf("installing the Flow Aggregator: kubectl apply -f %s", filepath.Join(s.opts.manifestDir(), FlowAggregatorManifestName))
+			if err := s.installFlowAggregator(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	s.logf("waiting for %d nodes to be Ready", len(nodes))
 	if err := s.waitNodesReady(ctx, len(nodes)); err != nil {

@@ -47,6 +47,9 @@ const (
 	// EnvProxy chooses what realizes Services in the labs tests start
 	// (antrea or kube-proxy: antrea-lab up --proxy).
 	EnvProxy = "ANTREA_LAB_PROXY"
+	// EnvFlowAggregator, when "1", starts the labs with --flow-aggregator
+	// (the agents' FlowExporter on, the Flow Aggregator deployed).
+	EnvFlowAggregator = "ANTREA_LAB_FLOW_AGGREGATOR"
 	// StartTimeout bounds a lab's bring-up: the supervisor's own 5 minutes
 	// plus building the lab's images when their inputs changed.
 	StartTimeout = 7 * time.Minute
@@ -102,6 +105,7 @@ func Options() lab.Options {
 	if p := os.Getenv(EnvProxy); p != "" {
 		opts.Proxy = lab.Proxy(p)
 	}
+	opts.FlowAggregator = os.Getenv(EnvFlowAggregator) == "1"
 	return opts
 }
 

@@ -18,6 +18,7 @@ package app
 import (
 	"context"
 	"net"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
@@ -136,7 +137,10 @@ type deps struct {
 	// NetworkPolicy
 	controlplane versioned.Interface
 	policies     *npcontroller.Controller
-	podEvents    chan interfacestore.PodEvent
+	// policyRules is policies once set, for parts set up before it that
+	// run concurrently with its setup (the FlowExporter names rules).
+	policyRules atomic.Pointer[npcontroller.Controller]
+	podEvents   chan interfacestore.PodEvent
 
 	// cluster is the agents' memberlist (nil without Egress).
 	cluster *egress.Cluster

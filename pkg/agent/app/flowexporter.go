@@ -92,6 +92,14 @@ func setupFlowExporter(ctx context.Context, d *deps) (component, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The rules that allowed a connection, by the ids in its conntrack
+	// label: the policy controller is set up after this part.
+	e.SetRules(flowexporter.RuleLookupFunc(func(id uint32) (string, string, bool) {
+		if c := d.policyRules.Load(); c != nil {
+			return c.TraceflowRule(id)
+		}
+		return "", "", false
+	}))
 	d.api.metrics.FlowExporter = func() agentmetrics.FlowExporterCounts {
 		s := e.Stats()
 		return agentmetrics.FlowExporterCounts{Connections: s.Connections, Reconnects: s.Reconnects,

@@ -42,6 +42,7 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 	})
 	d.restore.released = purger.Changed
 	d.controlplane, d.policies = controlplane, policies
+	d.policyRules.Store(policies)
 	d.api.metrics.Policies = func() agentmetrics.PolicyCounts {
 		c := policies.Counts()
 		return agentmetrics.PolicyCounts{NetworkPolicies: c.NetworkPolicies, IngressRules: c.IngressRules,

@@ -34,7 +34,9 @@ func (p InterfacePods) PodOf(ip netip.Addr) (string, string, bool) {
 
 // enrich adds pod names, the Service and the flow type to r. The
 // destination is the endpoint, the reply's source (after a Service's DNAT).
-func enrich(r *Record, pods PodLookup, svcs ServiceLookup) {
+func enrich(r *Record, pods PodLookup, svcs ServiceLookup, rules RuleLookup) {
+	in, eg := ruleIDs(r.Labels)
+	r.Ingress, r.Egress = policyRule(rules, in), policyRule(rules, eg)
 	srcLocal, dstLocal := false, false
 	if pods != nil {
 		r.SrcNamespace, r.SrcPod, srcLocal = pods.PodOf(r.Orig.Src)

@@ -46,6 +46,7 @@ type Exporter struct {
 	feed     CounterFeed
 	pods     PodLookup
 	services ServiceLookup
+	rules    RuleLookup
 	store    *Store
 	sender   *sender
 
@@ -163,7 +164,7 @@ func (e *Exporter) Poll(ctx context.Context, now time.Time) error {
 	e.store.Update(conns, now)
 	recs := e.store.Due(now, e.cfg.ActiveTimeout, e.cfg.IdleTimeout)
 	for i := range recs {
-		enrich(&recs[i], e.pods, e.services)
+		enrich(&recs[i], e.pods, e.services, e.rules)
 	}
 	e.sender.enqueue(recs)
 	e.mu.Lock()
@@ -172,6 +173,10 @@ func (e *Exporter) Poll(ctx context.Context, now time.Time) error {
 	e.mu.Unlock()
 	return nil
 }
+
+// SetRules names the NetworkPolicy rules of records from now on (the
+// agent's policy controller starts after the exporter). Call it before Run.
+func (e *Exporter) SetRules(r RuleLookup) { e.rules = r }
 
 // Stats returns the exporter's counters.
 func (e *Exporter) Stats() Stats {

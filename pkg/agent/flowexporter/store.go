@@ -21,6 +21,9 @@ type Record struct {
 	DstPod, DstNamespace  string
 	ServicePortName       string
 	FlowType              uint8 // ipfix.FlowType*
+	// Ingress and Egress are the NetworkPolicy rules that allowed the
+	// connection (from its conntrack label), zero when none did.
+	Ingress, Egress PolicyRule
 }
 
 type entry struct {

@@ -28,6 +28,10 @@ func Templates() (v4, v6 ipfix.Template) {
 			ipfix.DestinationPodName, ipfix.DestinationPodNamespace, ipfix.DestinationNodeName,
 			clusterIP, ipfix.DestinationServicePort, ipfix.DestinationServicePortName,
 			ipfix.FlowType, ipfix.TCPState,
+			ipfix.IngressNetworkPolicyName, ipfix.IngressNetworkPolicyNamespace, ipfix.IngressNetworkPolicyType,
+			ipfix.IngressNetworkPolicyRuleName, ipfix.IngressNetworkPolicyRuleAction,
+			ipfix.EgressNetworkPolicyName, ipfix.EgressNetworkPolicyNamespace, ipfix.EgressNetworkPolicyType,
+			ipfix.EgressNetworkPolicyRuleName, ipfix.EgressNetworkPolicyRuleAction,
 		}
 	}
 	return ipfix.Template{ID: TemplateIPv4, Fields: common(ipfix.SourceIPv4Address, ipfix.DestinationIPv4Address, ipfix.DestinationClusterIPv4)},
@@ -62,5 +66,7 @@ func (r *Record) values(dst []ipfix.Value, node string) []ipfix.Value {
 		s(r.DstPod), s(r.DstNamespace), s(dstNode),
 		a(clusterIP), u(uint64(svcPort)), s(r.ServicePortName),
 		u(uint64(r.FlowType)), s(r.TCPState),
+		s(r.Ingress.Name), s(r.Ingress.Namespace), u(uint64(r.Ingress.Type)), s(r.Ingress.Rule), u(uint64(r.Ingress.Action)),
+		s(r.Egress.Name), s(r.Egress.Namespace), u(uint64(r.Egress.Type)), s(r.Egress.Rule), u(uint64(r.Egress.Action)),
 	)
 }

@@ -1,0 +1,133 @@
+package flowaggregator
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"antrea.io/antrea/pkg/ipfix"
+)
+
+var t0 = time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+
+// sourceSide and destSide are the two nodes' records of pod a (node-1) to
+// pod b (node-2), as the agents send them: each names only its own Pod.
+func sourceSide(bytes uint64) Flow {
+	return Flow{Start: t0, End: t0.Add(5 * time.Second), SrcIP: netip.MustParseAddr("10.10.0.2"), DstIP: netip.MustParseAddr("10.10.1.2"),
+		SrcPort: 40000, DstPort: 5201, Protocol: 6, SrcPod: "a", SrcNamespace: "ns", SrcNode: "node-1",
+		ClusterIP: netip.MustParseAddr("10.96.0.10"), ServicePort: 80, Service: "ns/svc:http",
+		FlowType: ipfix.FlowTypeToExternal, FromSource: &NodeCounts{Delta: Counts{10, bytes}, Total: Counts{10, bytes}}}
+}
+
+func destSide(bytes uint64) Flow {
+	return Flow{Start: t0, End: t0.Add(5 * time.Second), SrcIP: netip.MustParseAddr("10.10.0.2"), DstIP: netip.MustParseAddr("10.10.1.2"),
+		SrcPort: 40000, DstPort: 5201, Protocol: 6, DstPod: "b", DstNamespace: "ns", DstNode: "node-2",
+		FlowType: ipfix.FlowTypeFromExternal, FromDestination: &NodeCounts{Delta: Counts{10, bytes}, Total: Counts{10, bytes}}}
+}
+
+func checkJoined(t *testing.T, got []Flow) {
+	t.Helper()
+	if len(got) != 1 {
+		t.Fatalf("%d records, want one joined record", len(got))
+	}
+	f := got[0]
+	if !f.Correlated || f.FlowType != ipfix.FlowTypeInterNode {
+		t.Errorf("correlated %v flowType %d, want true and %d", f.Correlated, f.FlowType, ipfix.FlowTypeInterNode)
+	}
+	if f.SrcPod != "a" || f.SrcNode != "node-1" || f.DstPod != "b" || f.DstNode != "node-2" || f.DstNamespace != "ns" {
+		t.Errorf("pods %s/%s@%s -> %s/%s@%s, want ns/a@node-1 -> ns/b@node-2", f.SrcNamespace, f.SrcPod, f.SrcNode, f.DstNamespace, f.DstPod, f.DstNode)
+	}
+	if f.Service != "ns/svc:http" {
+		t.Errorf("service %q, want the source node's ns/svc:http", f.Service)
+	}
+	if f.FromSource == nil || f.FromDestination == nil || f.FromSource.Delta.Bytes != 1000 || f.FromDestination.Delta.Bytes != 990 {
+		t.Errorf("counts from source %+v from destination %+v, want 1000 and 990 bytes", f.FromSource, f.FromDestination)
+	}
+}
+
+func TestTheTwoNodesRecordsAreJoinedWhicheverComesFirst(t *testing.T) {
+	for name, order := range map[string][2]Flow{
+		"source first":      {sourceSide(1000), destSide(990)},
+		"destination first": {destSide(990), sourceSide(1000)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := &Correlator{Wait: 10 * time.Second}
+			if got := c.Add(order[0], t0); len(got) != 0 {
+				t.Fatalf("the first side was released at once: %+v", got)
+			}
+			checkJoined(t, c.Add(order[1], t0.Add(time.Second)))
+			if c.Pending() != 0 || c.Correlated != 1 {
+				t.Errorf("pending %d correlated %d, want 0 and 1", c.Pending(), c.Correlated)
+			}
+		})
+	}
+}
+
+func TestARecordWhosePartnerNeverComesIsReleasedAloneAfterTheWait(t *testing.T) {
+	c := &Correlator{Wait: 10 * time.Second}
+	c.Add(sourceSide(1000), t0)
+	if got := c.Expire(t0.Add(9 * time.Second)); len(got) != 0 {
+		t.Fatalf("released before the wait: %+v", got)
+	}
+	got := c.Expire(t0.Add(10 * time.Second))
+	if len(got) != 1 || got[0].Correlated || got[0].SrcPod != "a" || got[0].DstPod != "" {
+		t.Fatalf("released %+v, want the source side alone", got)
+	}
+	if c.Alone != 1 || c.Pending() != 0 {
+		t.Errorf("alone %d pending %d, want 1 and 0", c.Alone, c.Pending())
+	}
+	// The partner coming late starts a new wait instead of joining.
+	if got := c.Add(destSide(990), t0.Add(11*time.Second)); len(got) != 0 {
+		t.Errorf("the late partner was released at once: %+v", got)
+	}
+}
+
+func TestIntraNodeAndExternalRecordsNeedNoPartner(t *testing.T) {
+	podCIDR := netip.MustParsePrefix("10.10.0.0/16")
+	c := &Correlator{Wait: time.Minute, IsPodIP: podCIDR.Contains}
+	intra := sourceSide(1000)
+	intra.DstPod, intra.DstNamespace, intra.FlowType = "b", "ns", ipfix.FlowTypeIntraNode
+	if got := c.Add(intra, t0); len(got) != 1 || got[0].Correlated {
+		t.Errorf("intra-node: %+v, want it released at once, uncorrelated", got)
+	}
+	ext := sourceSide(1000)
+	ext.DstIP = netip.MustParseAddr("192.0.2.1")
+	if got := c.Add(ext, t0); len(got) != 1 {
+		t.Errorf("to external: %d records, want it released at once", len(got))
+	}
+	from := destSide(10)
+	from.SrcIP = netip.MustParseAddr("192.0.2.1")
+	if got := c.Add(from, t0); len(got) != 1 {
+		t.Errorf("from external: %d records, want it released at once", len(got))
+	}
+	if c.Pending() != 0 {
+		t.Errorf("%d records wait, want none", c.Pending())
+	}
+}
+
+func TestASecondRecordOfTheSameNodeFoldsIntoTheWaitingOne(t *testing.T) {
+	c := &Correlator{Wait: time.Minute}
+	c.Add(sourceSide(600), t0)
+	second := sourceSide(400)
+	second.FromSource.Total = Counts{20, 1000}
+	c.Add(second, t0.Add(5*time.Second))
+	checkJoined(t, c.Add(destSide(990), t0.Add(6*time.Second)))
+}
+
+func TestPendingRecordsAreBounded(t *testing.T) {
+	c := &Correlator{Wait: time.Minute, MaxPending: 2}
+	for i := range 3 {
+		f := sourceSide(1)
+		f.SrcPort = uint16(1000 + i)
+		got := c.Add(f, t0.Add(time.Duration(i)*time.Second))
+		if i < 2 && len(got) != 0 {
+			t.Fatalf("record %d released: %+v", i, got)
+		}
+		if i == 2 && (len(got) != 1 || got[0].SrcPort != 1000) {
+			t.Fatalf("with the table full, released %+v, want the oldest (port 1000)", got)
+		}
+	}
+	if c.Pending() != 2 {
+		t.Errorf("%d pending, want 2", c.Pending())
+	}
+}

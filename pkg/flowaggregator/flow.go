@@ -1,0 +1,184 @@
+package flowaggregator
+
+import (
+	"net/netip"
+	"time"
+
+	"antrea.io/antrea/pkg/ipfix"
+)
+
+// Counts are a direction's packets and bytes (IP bytes, headers included).
+type Counts struct {
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+}
+
+// NodeCounts are the counts one node reported: totals and deltas since its
+// previous record, both directions.
+type NodeCounts struct {
+	Total        Counts `json:"total"`
+	Delta        Counts `json:"delta"`
+	ReverseTotal Counts `json:"reverseTotal"`
+	ReverseDelta Counts `json:"reverseDelta"`
+	// End is the node's flowEndSeconds.
+	End time.Time `json:"end"`
+}
+
+// Flow is one record of a connection, as the aggregator keeps, exports and
+// serves it: the 5-tuple (the destination is the endpoint, after a
+// Service's DNAT), both Pods and Nodes when known, the Service, the counts
+// of each node that reported it, throughput, and the NetworkPolicy fields
+// (empty until the agents send them).
+type Flow struct {
+	Start     time.Time  `json:"flowStart"`
+	End       time.Time  `json:"flowEnd"`
+	EndReason uint8      `json:"flowEndReason"`
+	SrcIP     netip.Addr `json:"sourceIP"`
+	DstIP     netip.Addr `json:"destinationIP"`
+	SrcPort   uint16     `json:"sourcePort"`
+	DstPort   uint16     `json:"destinationPort"`
+	Protocol  uint8      `json:"protocol"`
+
+	SrcPod       string `json:"sourcePodName,omitempty"`
+	SrcNamespace string `json:"sourcePodNamespace,omitempty"`
+	SrcNode      string `json:"sourceNodeName,omitempty"`
+	DstPod       string `json:"destinationPodName,omitempty"`
+	DstNamespace string `json:"destinationPodNamespace,omitempty"`
+	DstNode      string `json:"destinationNodeName,omitempty"`
+
+	ClusterIP   netip.Addr `json:"destinationClusterIP,omitzero"`
+	ServicePort uint16     `json:"destinationServicePort,omitempty"`
+	// Service is "namespace/name:port" of the Service port dialled.
+	Service string `json:"destinationServicePortName,omitempty"`
+
+	FlowType uint8  `json:"flowType"`
+	TCPState string `json:"tcpState,omitempty"`
+
+	// FromSource and FromDestination are what each node reported (nil
+	// when that node sent no record: an external peer, or a partner that
+	// did not come in time). An intra-node record fills both.
+	FromSource      *NodeCounts `json:"fromSourceNode,omitempty"`
+	FromDestination *NodeCounts `json:"fromDestinationNode,omitempty"`
+
+	// Throughput and ReverseThroughput are bytes per second since the
+	// previous record of the connection (0 for the first one when it
+	// started this second).
+	Throughput        uint64 `json:"throughputBytesPerSecond"`
+	ReverseThroughput uint64 `json:"reverseThroughputBytesPerSecond"`
+
+	// Correlated says the record joins both nodes' records.
+	Correlated bool `json:"correlated"`
+
+	// IngressPolicy and EgressPolicy are the NetworkPolicies ("namespace/
+	// name", or "name" for cluster-scoped ones) whose rules allowed the
+	// connection into the destination Pod and out of the source Pod (from
+	// the agents' records: the rule ids in the connection's conntrack
+	// label), with their type (ipfix.PolicyType*) and rule name.
+	IngressPolicy     string `json:"ingressNetworkPolicy,omitempty"`
+	IngressPolicyType uint8  `json:"ingressNetworkPolicyType,omitempty"`
+	IngressPolicyRule string `json:"ingressNetworkPolicyRuleName,omitempty"`
+	EgressPolicy      string `json:"egressNetworkPolicy,omitempty"`
+	EgressPolicyType  uint8  `json:"egressNetworkPolicyType,omitempty"`
+	EgressPolicyRule  string `json:"egressNetworkPolicyRuleName,omitempty"`
+	// Denied says a rule dropped or rejected the connection (not sent by
+	// the agents yet).
+	Denied bool `json:"denied,omitempty"`
+
+	// Received is when the aggregator had the record complete.
+	Received time.Time `json:"received"`
+}
+
+// counts returns the node counts a record carries: the source node's when
+// it has one, else the destination node's.
+func (f *Flow) counts() NodeCounts {
+	if f.FromSource != nil {
+		return *f.FromSource
+	}
+	if f.FromDestination != nil {
+		return *f.FromDestination
+	}
+	return NodeCounts{}
+}
+
+// key identifies a connection: its 5-tuple and protocol.
+type key struct {
+	src, dst         netip.Addr
+	srcPort, dstPort uint16
+	proto            uint8
+}
+
+func (f *Flow) key() key {
+	return key{src: f.SrcIP, dst: f.DstIP, srcPort: f.SrcPort, dstPort: f.DstPort, proto: f.Protocol}
+}
+
+// fromRecord reads an agent's record (pkg/agent/flowexporter's template).
+// A record without a 5-tuple is refused.
+func fromRecord(r ipfix.Record, now time.Time) (Flow, bool) {
+	var f Flow
+	u := func(e ipfix.Element) uint64 { v, _ := r.Get(e); return v.Uint }
+	s := func(e ipfix.Element) string { v, _ := r.Get(e); return v.Str }
+	addr := func(v4, v6 ipfix.Element) (netip.Addr, bool) {
+		if v, ok := r.Get(v4); ok && v.Addr.IsValid() {
+			return v.Addr, true
+		}
+		if v, ok := r.Get(v6); ok && v.Addr.IsValid() {
+			return v.Addr, true
+		}
+		return netip.Addr{}, false
+	}
+	var ok1, ok2 bool
+	f.SrcIP, ok1 = addr(ipfix.SourceIPv4Address, ipfix.SourceIPv6Address)
+	f.DstIP, ok2 = addr(ipfix.DestinationIPv4Address, ipfix.DestinationIPv6Address)
+	if !ok1 || !ok2 {
+		return f, false
+	}
+	f.SrcPort, f.DstPort = uint16(u(ipfix.SourceTransportPort)), uint16(u(ipfix.DestinationTransportPort))
+	f.Protocol = uint8(u(ipfix.ProtocolIdentifier))
+	f.Start = time.Unix(int64(u(ipfix.FlowStartSeconds)), 0).UTC()
+	f.End = time.Unix(int64(u(ipfix.FlowEndSeconds)), 0).UTC()
+	f.EndReason = uint8(u(ipfix.FlowEndReason))
+	f.SrcPod, f.SrcNamespace, f.SrcNode = s(ipfix.SourcePodName), s(ipfix.SourcePodNamespace), s(ipfix.SourceNodeName)
+	f.DstPod, f.DstNamespace, f.DstNode = s(ipfix.DestinationPodName), s(ipfix.DestinationPodNamespace), s(ipfix.DestinationNodeName)
+	if ip, ok := addr(ipfix.DestinationClusterIPv4, ipfix.DestinationClusterIPv6); ok && !ip.IsUnspecified() {
+		f.ClusterIP = ip
+	}
+	f.ServicePort = uint16(u(ipfix.DestinationServicePort))
+	f.Service = s(ipfix.DestinationServicePortName)
+	f.FlowType = uint8(u(ipfix.FlowType))
+	f.TCPState = s(ipfix.TCPState)
+	ref := func(ns, name string) string {
+		if name == "" || ns == "" {
+			return name
+		}
+		return ns + "/" + name
+	}
+	f.IngressPolicy = ref(s(ipfix.IngressNetworkPolicyNamespace), s(ipfix.IngressNetworkPolicyName))
+	f.IngressPolicyType, f.IngressPolicyRule = uint8(u(ipfix.IngressNetworkPolicyType)), s(ipfix.IngressNetworkPolicyRuleName)
+	f.EgressPolicy = ref(s(ipfix.EgressNetworkPolicyNamespace), s(ipfix.EgressNetworkPolicyName))
+	f.EgressPolicyType, f.EgressPolicyRule = uint8(u(ipfix.EgressNetworkPolicyType)), s(ipfix.EgressNetworkPolicyRuleName)
+	if a := uint8(u(ipfix.IngressNetworkPolicyRuleAction)); a == ipfix.RuleActionDrop || a == ipfix.RuleActionReject {
+		f.Denied = true
+	}
+	if a := uint8(u(ipfix.EgressNetworkPolicyRuleAction)); a == ipfix.RuleActionDrop || a == ipfix.RuleActionReject {
+		f.Denied = true
+	}
+	c := &NodeCounts{
+		Total:        Counts{u(ipfix.PacketTotalCount), u(ipfix.OctetTotalCount)},
+		Delta:        Counts{u(ipfix.PacketDeltaCount), u(ipfix.OctetDeltaCount)},
+		ReverseTotal: Counts{u(ipfix.ReversePacketTotalCount), u(ipfix.ReverseOctetTotalCount)},
+		ReverseDelta: Counts{u(ipfix.ReversePacketDeltaCount), u(ipfix.ReverseOctetDeltaCount)},
+		End:          f.End,
+	}
+	// The node that sent it: the source Pod's when the record names one.
+	switch {
+	case f.FlowType == ipfix.FlowTypeIntraNode:
+		d := *c
+		f.FromSource, f.FromDestination = c, &d
+	case f.SrcPod != "":
+		f.FromSource = c
+	default:
+		f.FromDestination = c
+	}
+	f.Received = now
+	return f, true
+}
