@@ -63,7 +63,7 @@ func TestSubnetsValidation(t *testing.T) {
 		{"hybrid in one subnet", func(o *Options) { o.TrafficMode = "hybrid" }, ""},
 		{"an unset count is one subnet", func(o *Options) { o.Subnets = 0 }, ""},
 		{"more subnets than nodes", func(o *Options) { o.Nodes, o.Subnets = 2, 3 }, "--subnets 3 is more than --nodes 2"},
-		{"too many subnets", func(o *Options) { o.Nodes, o.Subnets = 20, MaxSubnets + 1 }, "--subnets must be between 1 and"},
+		{"too many subnets", func(o *Options) { o.Nodes, o.Subnets = 20, MaxSubnets+1 }, "--subnets must be between 1 and"},
 		{"noEncap across a router", func(o *Options) { o.Nodes, o.Subnets, o.TrafficMode = 4, 2, "noEncap" }, "--traffic-mode noEncap needs every node in one subnet"},
 		{"the reference CNI across a router", func(o *Options) {
 			o.Nodes, o.Subnets, o.Runtime, o.Kubelet = 4, 2, RuntimeReferenceCNI, KubeletSim

@@ -78,9 +78,9 @@ const (
 	// this node's transport subnet and routes it, unencapsulated, to the
 	// others (docs/design/traffic-modes.md).
 	EncapModeHybrid = "hybrid"
-	TunnelGeneve     = "geneve"
-	TunnelVXLAN      = "vxlan"
-	TunnelGRE        = "gre"
+	TunnelGeneve    = "geneve"
+	TunnelVXLAN     = "vxlan"
+	TunnelGRE       = "gre"
 	// UplinkBridgeName is the OVS bridge that holds the uplink with the
 	// netdev datapath (pkg/agent/nodeinit); no other bridge may take its name.
 	UplinkBridgeName = "br-phy"
