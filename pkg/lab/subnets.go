@@ -129,3 +129,10 @@ func routerLegs(subnets int) string {
 	}
 	return strings.Join(legs, ", ")
 }
+
+// RouterInterface is the router's interface (in RouterNetNS) on subnet s.
+func RouterInterface(s int) string { return fmt.Sprintf("eth%d", s-1) }
+
+// UnderlayPort is the underlay netns's bridge port of node name: where a
+// capture sees exactly what the node sends and receives on the wire.
+func UnderlayPort(node string) string { return "v-" + node }

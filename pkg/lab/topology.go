@@ -168,7 +168,7 @@ func (t *topology) joinSubnets(ctx context.Context, subnets int) error {
 	}
 	for s := 2; s <= subnets; s++ {
 		p := subnetPrefix(s)
-		if err := t.attachTo(ctx, subnetBridge(s), RouterNetNS, fmt.Sprintf("v-router-%d", s), fmt.Sprintf("eth%d", s-1),
+		if err := t.attachTo(ctx, subnetBridge(s), RouterNetNS, fmt.Sprintf("v-router-%d", s), RouterInterface(s),
 			fmt.Sprintf("%s/%d", routerIPIn(s), p.Bits())); err != nil {
 			return err
 		}

@@ -125,6 +125,13 @@ func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, 
 		klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
 		return
 	}
+	// A peer in another subnet (hybrid, or encap across a router) is
+	// reached through a gateway: ovs-vswitchd's native tunnelling looks up
+	// the neighbour of that next hop, not of the peer.
+	hop := peer
+	if rs, err := netlink.RouteGet(peer); err == nil && len(rs) > 0 && rs[0].Gw != nil {
+		hop = rs[0].Gw
+	}
 	for i := 0; i < 50 && ctx.Err() == nil; i++ {
 		neighs, _ := netlink.NeighList(link.Attrs().Index, netlink.FAMILY_V4)
 		for _, n := range neighs {
@@ -132,9 +139,9 @@ func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, 
 			// peer's uplink from when its address was on the uplink (its
 			// antrea-ovs had stopped), not its br-phy's. Traffic below
 			// makes the kernel confirm or replace it.
-			if n.IP.Equal(peer) && len(n.HardwareAddr) == 6 && n.State&(netlink.NUD_REACHABLE|netlink.NUD_PERMANENT) != 0 {
-				if err := nodeinit.PinTunnelNeighbor(ctx, o.OVSRunDir, nc.Uplink.BridgeName, peer, n.HardwareAddr); err != nil {
-					klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
+			if n.IP.Equal(hop) && len(n.HardwareAddr) == 6 && n.State&(netlink.NUD_REACHABLE|netlink.NUD_PERMANENT) != 0 {
+				if err := nodeinit.PinTunnelNeighbor(ctx, o.OVSRunDir, nc.Uplink.BridgeName, hop, n.HardwareAddr); err != nil {
+					klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer, "nextHop", hop)
 				} else {
 					pinned()
 				}
@@ -148,5 +155,5 @@ func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, 
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	klog.InfoS("Could not resolve the peer's underlay MAC; tunnel neighbour not pinned", "peer", peer)
+	klog.InfoS("Could not resolve the peer's underlay MAC; tunnel neighbour not pinned", "peer", peer, "nextHop", hop)
 }
