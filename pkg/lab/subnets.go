@@ -14,9 +14,10 @@ import (
 // (--nodes 4 --subnets 2: node-1 and node-2 in subnet 1, node-3 and
 // node-4 in subnet 2), node i at host address 10+i of its subnet. With more
 // than one subnet the router forwards between them (in its netns only) and
-// every host of the lab routes labUnderlay, the whole lab's range, via the
-// router's address in its own subnet. The router knows nothing of pod CIDRs:
-// only tunnelled (encap, or hybrid across subnets) pod traffic crosses it.
+// the nodes and the outside host route labUnderlay, the whole lab's range,
+// via the router's address in their own subnet; the control plane has a leg
+// in every subnet (.2). The router knows nothing of pod CIDRs: only
+// tunnelled (encap, or hybrid across subnets) pod traffic crosses it.
 
 // MaxSubnets is the most underlay subnets a lab may have.
 const MaxSubnets = 8

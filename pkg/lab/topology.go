@@ -159,9 +159,12 @@ func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) 
 
 // joinSubnets gives the router a leg in every subnet but the first
 // (ethS-1 at .1 of subnet S), turns on forwarding in the router's netns
-// (only there: never the host's), and routes the control plane and the
-// outside host (subnet 1) to the other subnets via the router. Nothing
-// with one subnet.
+// (only there: never the host's), and routes the outside host (subnet 1)
+// to the other subnets via the router. The control plane gets a leg in
+// every subnet too (ethS-1 at .2), as a cluster's control plane reaches
+// every node's network: kube-apiserver dials kubelets and, by the routes
+// `up` adds via each node's IP, pods, which the router (no pod CIDR in it)
+// would not carry. Nothing with one subnet.
 func (t *topology) joinSubnets(ctx context.Context, subnets int) error {
 	if subnets <= 1 {
 		return nil
@@ -172,9 +175,12 @@ func (t *topology) joinSubnets(ctx context.Context, subnets int) error {
 			fmt.Sprintf("%s/%d", routerIPIn(s), p.Bits())); err != nil {
 			return err
 		}
+		if err := t.attachTo(ctx, subnetBridge(s), ControlPlaneNetNS, fmt.Sprintf("v-cp-%d", s), RouterInterface(s),
+			fmt.Sprintf("%s/%d", subnetAddr(s, 2), p.Bits())); err != nil {
+			return err
+		}
 	}
 	cmds := [][]string{routerForwarding()}
-	cmds = append(cmds, routeCommands(ControlPlaneNetNS, 1, subnets)...)
 	cmds = append(cmds, routeCommands(OutsideNetNS, 1, subnets)...)
 	for _, c := range cmds {
 		if err := run(ctx, c[0], c[1:]...); err != nil {
