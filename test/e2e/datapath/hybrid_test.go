@@ -214,7 +214,9 @@ func (e *env) startCapture(t *testing.T, ctx context.Context, dir, name, netns, 
 		path = "/var/run/netns/" + netns
 	}
 	c := &capture{name: name, file: filepath.Join(dir, name+".pcap"), done: make(chan error, 1), out: &syncBuffer{}}
-	args := []string{"--net=" + path, "--", "tcpdump", "-Z", "root", "-n", "-U", "-i", iface, "-w", c.file}
+	// --immediate-mode: without it libpcap hands packets over a ring
+	// block at a time, and the block of the last ones is lost on SIGINT.
+	args := []string{"--net=" + path, "--", "tcpdump", "-Z", "root", "-n", "-U", "--immediate-mode", "-i", iface, "-w", c.file}
 	if filter != "" {
 		args = append(args, filter)
 	}
@@ -243,6 +245,7 @@ func (e *env) startCapture(t *testing.T, ctx context.Context, dir, name, netns, 
 // stop ends the capture (SIGINT: tcpdump flushes its file).
 func (c *capture) stop(t *testing.T) {
 	t.Helper()
+	time.Sleep(300 * time.Millisecond) // the last packets' way to the file
 	_ = syscall.Kill(c.cmd.Process.Pid, syscall.SIGINT)
 	select {
 	case <-c.done:
