@@ -185,8 +185,9 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 	if !st.Supervisor.Alive() {
 		alive = "GONE (run `antrea-lab down` to clean up)"
 	}
-	fmt.Fprintf(out, "lab: phase %s, supervisor pid %d %s, %d nodes, runtime %s, encap %s, proxy %s\n",
-		st.Phase, st.Supervisor.PID, alive, st.Options.Nodes, st.Options.Runtime, st.Options.Encap, st.Options.Proxy)
+	fmt.Fprintf(out, "lab: phase %s, supervisor pid %d %s, %d nodes, runtime %s, traffic mode %s, encap %s, proxy %s\n",
+		st.Phase, st.Supervisor.PID, alive, st.Options.Nodes, st.Options.Runtime, st.Options.trafficMode(), st.Options.Encap, st.Options.Proxy)
+	fmt.Fprintln(out, underlayLine(st))
 	if st.Message != "" {
 		fmt.Fprintf(out, "message: %s\n", st.Message)
 	}
@@ -200,6 +201,9 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 		SFTPURL(), SFTPUser, SFTPPassword, st.Options.SFTPUploadDir())
 	fmt.Fprintf(out, "router: BIRD at %s, AS %d (netns %s), peers with nodes in AS %d; its table: birdc -s %s show route all\n",
 		RouterIP(), RouterASN, RouterNetNS, NodeASN, st.Options.RouterSocket())
+	if st.Options.subnets() > 1 {
+		fmt.Fprintf(out, "router forwards between the subnets (at %s); it routes no pod CIDR\n", routerLegs(st.Options.subnets()))
+	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tNODE\tPID\tSTATE\tRSS\tLOG")

@@ -310,11 +310,12 @@ func (s *supervisor) remakeNodeNetNS(ctx context.Context, n NodeInfo, mac string
 		time.Sleep(100 * time.Millisecond)
 	}
 	steps := [][]string{{"ip", "netns", "add", n.NetNS}, {"ip", "-n", n.NetNS, "link", "set", "lo", "up"}}
-	attach := attachCommands(n.NetNS, port, fmt.Sprintf("%s/%d", n.IP, underlayPrefix.Bits()))
+	attach := attachCommands(subnetBridge(n.subnet()), n.NetNS, port, "eth0", fmt.Sprintf("%s/%d", n.IP, subnetPrefix(n.subnet()).Bits()))
 	// The MAC before the link comes up (attach's first command makes it).
 	steps = append(steps, attach[0], []string{"ip", "-n", n.NetNS, "link", "set", "eth0", "address", mac})
 	steps = append(steps, attach[1:]...)
 	steps = append(steps, nodeForwarding(n.NetNS))
+	steps = append(steps, routeCommands(n.NetNS, n.subnet(), s.opts.subnets())...)
 	for _, st := range steps {
 		if err := run(ctx, st[0], st[1:]...); err != nil {
 			return fmt.Errorf("make netns %s of node %s again: %w", n.NetNS, n.Name, err)

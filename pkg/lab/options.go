@@ -70,10 +70,14 @@ type Options struct {
 	Nodes int `json:"nodes"`
 	// Encap is the tunnel type for the Antrea runtime: geneve, vxlan or gre.
 	Encap string `json:"encap"`
-	// TrafficMode is the agents' trafficEncapMode: encap (through Encap) or
+	// TrafficMode is the agents' trafficEncapMode: encap (through Encap),
 	// noEncap (the underlay routes pod traffic between the nodes, which
-	// share its subnet).
+	// share its subnet) or hybrid (routed within a subnet, through Encap
+	// across the router between subnets).
 	TrafficMode string `json:"trafficMode,omitempty"`
+	// Subnets is the number of underlay subnets the nodes are spread over,
+	// joined by the router (subnets.go); 0 or 1: one subnet.
+	Subnets int `json:"subnets,omitempty"`
 	// Runtime selects how pods are networked.
 	Runtime NodeRuntime `json:"runtime"`
 	// Kubelet selects real nodes (kubelet + containerd) or the simulator.
@@ -106,6 +110,7 @@ func DefaultOptions() Options {
 		Nodes:       2,
 		Encap:       "geneve",
 		TrafficMode: "encap",
+		Subnets:     1,
 		Runtime:     RuntimeAntrea,
 		Kubelet:     KubeletReal,
 		Proxy:       ProxyAntrea,
@@ -148,11 +153,27 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--encap must be geneve, vxlan or gre, got %q", o.Encap)
 	}
 	switch o.TrafficMode {
-	case "", "encap", "noEncap":
-	case "hybrid", "networkPolicyOnly":
-		return fmt.Errorf("--traffic-mode %s is not built yet (want encap or noEncap)", o.TrafficMode)
+	case "", "encap", "noEncap", "hybrid":
+	case "networkPolicyOnly":
+		return fmt.Errorf("--traffic-mode %s is not built yet (want encap, noEncap or hybrid)", o.TrafficMode)
 	default:
-		return fmt.Errorf("--traffic-mode must be encap or noEncap, got %q", o.TrafficMode)
+		return fmt.Errorf("--traffic-mode must be encap, noEncap or hybrid, got %q", o.TrafficMode)
+	}
+	if o.Subnets == 0 {
+		o.Subnets = 1
+	}
+	switch {
+	case o.Subnets < 1 || o.Subnets > MaxSubnets:
+		return fmt.Errorf("--subnets must be between 1 and %d, got %d", MaxSubnets, o.Subnets)
+	case o.Subnets > o.Nodes:
+		return fmt.Errorf("--subnets %d is more than --nodes %d: a subnet would hold no node", o.Subnets, o.Nodes)
+	case o.Subnets > 1 && o.TrafficMode == "noEncap":
+		// The lab's router forwards between the subnets but routes no pod
+		// CIDR (as a plain underlay router would not): routed pod traffic
+		// to a node behind it has nowhere to go.
+		return fmt.Errorf("--traffic-mode noEncap needs every node in one subnet (the lab's router does not route pod CIDRs): use --subnets 1, or --traffic-mode hybrid to tunnel only across subnets")
+	case o.Subnets > 1 && o.Runtime == RuntimeReferenceCNI:
+		return fmt.Errorf("--subnets %d needs --runtime %s: the reference CNI's nodes route each other's pod CIDRs directly, which a router between subnets does not carry", o.Subnets, RuntimeAntrea)
 	}
 	switch o.Runtime {
 	case RuntimeReferenceCNI:
@@ -256,8 +277,9 @@ func underlayAddr(host int) netip.Addr {
 	return a
 }
 
-// nodeIP is the underlay address of node i (1-based): 172.30.0.11, .12, ...
-func nodeIP(i int) netip.Addr { return underlayAddr(10 + i) }
+// nodeIP is the underlay address of node i (1-based) in subnet 1:
+// 172.30.0.11, .12, ... (nodeIPIn for the others).
+func nodeIP(i int) netip.Addr { return nodeIPIn(i, 1) }
 
 // NodeName is the Kubernetes name of node i (1-based).
 func NodeName(i int) string { return fmt.Sprintf("node-%d", i) }

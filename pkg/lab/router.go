@@ -15,7 +15,10 @@ import (
 // into its table and exports none, so a BGPPolicy naming it as peer shows
 // what the nodes advertise (docs/lab.md, "A world outside";
 // docs/bgp-policy.md). Nothing is installed in any kernel: the router has
-// no kernel protocol.
+// no kernel protocol. With more than one underlay subnet (--subnets) it
+// also forwards between them (the kernel of its netns, with connected
+// routes only; subnets.go), and accepts the nodes of subnet S at its
+// address there (one BGP protocol per subnet: eBGP peers are direct).
 const (
 	// RouterASN is the lab router's AS.
 	RouterASN = 65000
@@ -33,9 +36,10 @@ func (o Options) routerDir() string { return filepath.Join(o.Dir, "router") }
 // RouterSocket show route all` prints what it learnt.
 func (o Options) RouterSocket() string { return filepath.Join(o.routerDir(), "bird.ctl") }
 
-// routerConfig is BIRD's configuration of the lab router.
-func routerConfig() string {
-	return strings.Join([]string{
+// routerConfig is BIRD's configuration of the lab router for an underlay
+// of subnets subnets.
+func routerConfig(subnets int) string {
+	lines := []string{
 		fmt.Sprintf("router id %s;", RouterIP()),
 		"log stderr all;",
 		"# Interfaces: BGP over the directly connected underlay needs them.",
@@ -47,7 +51,18 @@ func routerConfig() string {
 		`  dynamic name "node";`,
 		"  ipv4 { import all; export none; };",
 		"}",
-	}, "\n") + "\n"
+	}
+	for s := 2; s <= subnets; s++ {
+		lines = append(lines,
+			fmt.Sprintf("# The nodes of subnet %d, at the router's address there.", s),
+			fmt.Sprintf("protocol bgp subnet%d {", s),
+			fmt.Sprintf("  local %s as %d;", routerIPIn(s), RouterASN),
+			fmt.Sprintf("  neighbor range %s as %d;", subnetPrefix(s), NodeASN),
+			fmt.Sprintf(`  dynamic name "node%ds";`, s),
+			"  ipv4 { import all; export none; };",
+			"}")
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // startRouter writes BIRD's configuration and starts it in the
@@ -66,7 +81,7 @@ func (s *supervisor) startRouter() error {
 		return err
 	}
 	conf := filepath.Join(dir, "bird.conf")
-	if err := os.WriteFile(conf, []byte(routerConfig()), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(routerConfig(s.opts.subnets())), 0o644); err != nil {
 		return err
 	}
 	_, err = s.startDaemon("router", "", RouterNetNS, bird, "-f", "-c", conf, "-s", s.opts.RouterSocket(),

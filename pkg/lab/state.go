@@ -88,6 +88,9 @@ type NodeInfo struct {
 	Name  string `json:"name"`
 	NetNS string `json:"netns"`
 	IP    string `json:"ip"`
+	// Subnet is the node's underlay subnet, 1-based (subnets.go); 0 in a
+	// state file written before --subnets: 1.
+	Subnet int `json:"subnet,omitempty"`
 }
 
 // stateStore serializes updates of a State and writes the file atomically.

@@ -136,7 +136,7 @@ func refuseIfRunning(opts Options) error {
 }
 
 func (s *supervisor) start(ctx context.Context) error {
-	s.logf("creating network namespaces: underlay %s, control plane %s, %d nodes", UnderlayNetNS, ControlPlaneNetNS, s.opts.Nodes)
+	s.logf("creating network namespaces: underlay %s (%d subnet(s)), control plane %s, %d nodes", UnderlayNetNS, s.opts.subnets(), ControlPlaneNetNS, s.opts.Nodes)
 	topo := &topology{store: s.store}
 	nodes, err := topo.build(ctx, s.opts)
 	if err != nil {

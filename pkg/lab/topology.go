@@ -48,14 +48,22 @@ func (t *topology) addNetNS(ctx context.Context, name string) error {
 	return nil
 }
 
-// attach joins netns to the underlay bridge with a veth whose end in netns is
-// eth0 holding addr (CIDR form), and whose bridge end is bridgePort.
+// attach joins netns to the underlay bridge of subnet 1 with a veth whose
+// end in netns is eth0 holding addr (CIDR form), and whose bridge end is
+// bridgePort.
 func (t *topology) attach(ctx context.Context, netns, bridgePort, addr string) error {
-	v := Veth{Name: bridgePort, NetNS: UnderlayNetNS, Peer: "eth0", PeerNetNS: netns}
+	return t.attachTo(ctx, underlayBridge, netns, bridgePort, "eth0", addr)
+}
+
+// attachTo joins netns to the underlay bridge bridge with a veth whose end
+// in netns is peer holding addr (CIDR form), and whose bridge end is
+// bridgePort.
+func (t *topology) attachTo(ctx context.Context, bridge, netns, bridgePort, peer, addr string) error {
+	v := Veth{Name: bridgePort, NetNS: UnderlayNetNS, Peer: peer, PeerNetNS: netns}
 	if err := t.store.update(func(st *State) { st.Veths = append(st.Veths, v) }); err != nil {
 		return err
 	}
-	steps := attachCommands(netns, bridgePort, addr)
+	steps := attachCommands(bridge, netns, bridgePort, peer, addr)
 	for _, s := range steps {
 		if err := run(ctx, s[0], s[1:]...); err != nil {
 			return fmt.Errorf("attach netns %s to the underlay: %w", netns, err)
@@ -64,34 +72,38 @@ func (t *topology) attach(ctx context.Context, netns, bridgePort, addr string) e
 	return nil
 }
 
-// attachCommands are the commands of attach (without the record), also run
-// again when a node's netns is made anew (RebootNode).
-func attachCommands(netns, bridgePort, addr string) [][]string {
+// attachCommands are the commands of attachTo (without the record), also
+// run again when a node's netns is made anew (RebootNode).
+func attachCommands(bridge, netns, bridgePort, peer, addr string) [][]string {
 	return [][]string{
-		{"ip", "-n", UnderlayNetNS, "link", "add", bridgePort, "type", "veth", "peer", "name", "eth0", "netns", netns},
-		{"ip", "-n", UnderlayNetNS, "link", "set", bridgePort, "master", underlayBridge, "up"},
-		{"ip", "-n", netns, "addr", "add", addr, "dev", "eth0"},
-		{"ip", "-n", netns, "link", "set", "eth0", "up"},
+		{"ip", "-n", UnderlayNetNS, "link", "add", bridgePort, "type", "veth", "peer", "name", peer, "netns", netns},
+		{"ip", "-n", UnderlayNetNS, "link", "set", bridgePort, "master", bridge, "up"},
+		{"ip", "-n", netns, "addr", "add", addr, "dev", peer},
+		{"ip", "-n", netns, "link", "set", peer, "up"},
 		// A veth hands its peer packets with checksums left to offload; the
 		// userspace datapath of a node that holds its uplink in br-phy passes
 		// them on unchecked and the receiving kernel drops them (ICMP works,
 		// TCP does not). Senders on the underlay therefore compute checksums.
-		{"ip", "netns", "exec", netns, "ethtool", "-K", "eth0", "tx", "off"},
+		{"ip", "netns", "exec", netns, "ethtool", "-K", peer, "tx", "off"},
 	}
 }
 
-// build creates the underlay with its bridge, the control-plane netns, the
-// outside host's netns, the router's and one netns per node, each joined to the bridge.
+// build creates the underlay with a bridge per subnet, the control-plane
+// netns, the outside host's netns, the router's (on every subnet) and one
+// netns per node, each joined to its subnet's bridge (subnets.go).
 func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) {
+	subnets := opts.subnets()
 	if err := t.addNetNS(ctx, UnderlayNetNS); err != nil {
 		return nil, err
 	}
-	for _, s := range [][]string{
-		{"ip", "-n", UnderlayNetNS, "link", "add", underlayBridge, "type", "bridge"},
-		{"ip", "-n", UnderlayNetNS, "link", "set", underlayBridge, "up"},
-	} {
-		if err := run(ctx, s[0], s[1:]...); err != nil {
-			return nil, fmt.Errorf("create underlay bridge: %w", err)
+	for s := 1; s <= subnets; s++ {
+		for _, c := range [][]string{
+			{"ip", "-n", UnderlayNetNS, "link", "add", subnetBridge(s), "type", "bridge"},
+			{"ip", "-n", UnderlayNetNS, "link", "set", subnetBridge(s), "up"},
+		} {
+			if err := run(ctx, c[0], c[1:]...); err != nil {
+				return nil, fmt.Errorf("create underlay bridge: %w", err)
+			}
 		}
 	}
 	if err := t.addNetNS(ctx, ControlPlaneNetNS); err != nil {
@@ -113,14 +125,23 @@ func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) 
 	if err := t.attach(ctx, RouterNetNS, "v-router", fmt.Sprintf("%s/%d", RouterIP(), bits)); err != nil {
 		return nil, err
 	}
+	if err := t.joinSubnets(ctx, subnets); err != nil {
+		return nil, err
+	}
 	var nodes []NodeInfo
 	for i := 1; i <= opts.Nodes; i++ {
-		n := NodeInfo{Name: NodeName(i), NetNS: nodeNetNS(i), IP: nodeIP(i).String()}
+		s := nodeSubnet(i, opts.Nodes, subnets)
+		n := NodeInfo{Name: NodeName(i), NetNS: nodeNetNS(i), IP: nodeIPIn(i, s).String(), Subnet: s}
 		if err := t.addNetNS(ctx, n.NetNS); err != nil {
 			return nil, err
 		}
-		if err := t.attach(ctx, n.NetNS, "v-"+n.Name, fmt.Sprintf("%s/%d", n.IP, bits)); err != nil {
+		if err := t.attachTo(ctx, subnetBridge(s), n.NetNS, "v-"+n.Name, "eth0", fmt.Sprintf("%s/%d", n.IP, bits)); err != nil {
 			return nil, err
+		}
+		for _, c := range routeCommands(n.NetNS, s, subnets) {
+			if err := run(ctx, c[0], c[1:]...); err != nil {
+				return nil, fmt.Errorf("route node %s to the other subnets: %w", n.Name, err)
+			}
 		}
 		// A node routes between its pods and the underlay.
 		fwd := nodeForwarding(n.NetNS)
@@ -132,8 +153,47 @@ func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) 
 			return nil, err
 		}
 	}
-	klog.InfoS("Lab topology created", "underlay", underlayPrefix.String(), "controlPlane", controlPlaneIP().String(), "outside", OutsideIP().String(), "nodes", len(nodes))
+	klog.InfoS("Lab topology created", "underlay", underlayPrefix.String(), "subnets", subnets, "controlPlane", controlPlaneIP().String(), "outside", OutsideIP().String(), "nodes", len(nodes))
 	return nodes, nil
+}
+
+// joinSubnets gives the router a leg in every subnet but the first
+// (ethS-1 at .1 of subnet S), turns on forwarding in the router's netns
+// (only there: never the host's), and routes the outside host (subnet 1)
+// to the other subnets via the router. The control plane gets a leg in
+// every subnet too (ethS-1 at .2), as a cluster's control plane reaches
+// every node's network: kube-apiserver dials kubelets and, by the routes
+// `up` adds via each node's IP, pods, which the router (no pod CIDR in it)
+// would not carry. Nothing with one subnet.
+func (t *topology) joinSubnets(ctx context.Context, subnets int) error {
+	if subnets <= 1 {
+		return nil
+	}
+	for s := 2; s <= subnets; s++ {
+		p := subnetPrefix(s)
+		if err := t.attachTo(ctx, subnetBridge(s), RouterNetNS, fmt.Sprintf("v-router-%d", s), RouterInterface(s),
+			fmt.Sprintf("%s/%d", routerIPIn(s), p.Bits())); err != nil {
+			return err
+		}
+		if err := t.attachTo(ctx, subnetBridge(s), ControlPlaneNetNS, fmt.Sprintf("v-cp-%d", s), RouterInterface(s),
+			fmt.Sprintf("%s/%d", subnetAddr(s, 2), p.Bits())); err != nil {
+			return err
+		}
+	}
+	cmds := [][]string{routerForwarding()}
+	cmds = append(cmds, routeCommands(OutsideNetNS, 1, subnets)...)
+	for _, c := range cmds {
+		if err := run(ctx, c[0], c[1:]...); err != nil {
+			return fmt.Errorf("join the underlay subnets: %w", err)
+		}
+	}
+	return nil
+}
+
+// routerForwarding is the command that makes the lab's router forward
+// between the subnets, in its own netns.
+func routerForwarding() []string {
+	return []string{"ip", "netns", "exec", RouterNetNS, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"}
 }
 
 // deleteNetNS removes a network namespace (and with it every link inside).

@@ -66,7 +66,7 @@ func TestBadValuesFailRenderingNamingTheValue(t *testing.T) {
 	}{
 		{"an unsupported tunnel type", "tunnelType=stt", "tunnelType"},
 		{"a bogus OVS datapath type", "ovs.datapathType=bogus", "datapathType"},
-		{"an unsupported traffic encap mode", "trafficEncapMode=hybrid", "trafficEncapMode"},
+		{"an unsupported traffic encap mode", "trafficEncapMode=networkPolicyOnly", "trafficEncapMode"},
 		{"an unknown feature gate", "featureGates.Bogus=true", "Bogus"},
 		{"a negative MTU", "defaultMTU=-1", "defaultMTU"},
 		{"an MTU below IPv4's minimum", "defaultMTU=60", "defaultMTU"},

@@ -80,7 +80,7 @@ func setupEgress(ctx context.Context, d *deps) (component, error) {
 	}
 	ips := egress.NewIPAssigner(link)
 	ctrl := egress.NewController(egress.Config{NodeName: d.o.NodeName, PodCIDRs: podCIDRs, Gateway: d.nc.Gateway.Name,
-		Routed: d.o.TrafficEncapMode == agentconfig.EncapModeNoEncap, Client: crd,
+		Routed: routedPeers(d.o.TrafficEncapMode), Client: crd,
 		Egresses: egresses.Lister(), Pools: pools.Lister(), Nodes: nodes.Lister(),
 		Informers: []cache.SharedIndexInformer{egresses.Informer(), pools.Informer(), nodes.Informer()},
 		Flows:     d.flows, SNAT: d.nodeNet, IPs: ips, IsLocal: ips.IsLocalUnheld, Cluster: d.cluster,

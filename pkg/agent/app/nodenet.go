@@ -9,12 +9,11 @@ import (
 	"antrea.io/antrea/pkg/agent/cniserver"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/agent/nodenet"
-	agentconfig "antrea.io/antrea/pkg/config/agent"
 )
 
 // setupNodeNetfilter sets up the parts of the node's netfilter table
 // (pkg/agent/nodenet) that exist from the start: the masquerade of pod
-// traffic leaving the node (in noEncap sparing the other nodes' pods, whose
+// traffic leaving the node (in noEncap and hybrid sparing the other nodes' pods, whose
 // CIDRs the node routes keep in its set; none with noSNAT), and the
 // hostPorts of existing pods.
 func setupNodeNetfilter(ctx context.Context, d *deps) (component, error) {
@@ -25,7 +24,7 @@ func setupNodeNetfilter(ctx context.Context, d *deps) (component, error) {
 	d.nodeNet = nodeNet
 	podCIDR := prefixOf(d.podCIDRs[0])
 	switch {
-	case d.o.TrafficEncapMode != agentconfig.EncapModeNoEncap:
+	case !routedPeers(d.o.TrafficEncapMode):
 		err = nodeNet.Masquerade(ctx, podCIDR, d.nc.Gateway.Name)
 	case d.o.NoSNAT:
 		err = nodeNet.NoMasquerade(ctx)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,10 +30,11 @@ type Options struct {
 	HostGateway           string // gateway interface (antrea-gw0)
 	OVSRunDir             string // ovsdb-server and ovs-vswitchd run dir (db.sock, <bridge>.mgmt)
 	DatapathType          string // netdev or system
-	// TrafficEncapMode is encap (through the tunnel) or noEncap (routed by
-	// the underlay), canonically spelled (agentconfig.EncapMode*).
+	// TrafficEncapMode is encap (through the tunnel), noEncap (routed by
+	// the underlay) or hybrid (routed inside the transport subnet, through
+	// the tunnel outside it), canonically spelled (agentconfig.EncapMode*).
 	TrafficEncapMode string
-	// NoSNAT (noEncap only) keeps pod traffic to outside the cluster
+	// NoSNAT (noEncap and hybrid) keeps pod traffic to outside the cluster
 	// unmasqueraded.
 	NoSNAT     bool
 	TunnelType string // geneve, vxlan or gre
@@ -103,7 +105,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OVSRunDir, "ovs-run-dir", o.OVSRunDir, "run directory of ovsdb-server and ovs-vswitchd [ovsRunDir]")
 	fs.StringVar(&o.DatapathType, "ovs-datapath", o.DatapathType, "OVS datapath type: system (kernel) or netdev (userspace) [ovsDatapathType]")
 	fs.StringVar(&o.TunnelType, "tunnel-type", o.TunnelType, "encapsulation between nodes: geneve, vxlan or gre [tunnelType]")
-	fs.StringVar(&o.TrafficEncapMode, "traffic-encap-mode", o.TrafficEncapMode, "how pod traffic between nodes travels: encap (through the tunnel) or noEncap (routed by the underlay) [trafficEncapMode]")
+	fs.StringVar(&o.TrafficEncapMode, "traffic-encap-mode", o.TrafficEncapMode, "how pod traffic between nodes travels: encap (through the tunnel), noEncap (routed by the underlay) or hybrid (routed inside the node's transport subnet, through the tunnel outside it) [trafficEncapMode]")
 	fs.StringVar(&o.UplinkName, "uplink", o.UplinkName, "the node's underlay interface (empty: the one holding the Node's InternalIP) [transportInterface]")
 	fs.StringVar(&o.CNISocket, "cni-socket", o.CNISocket, "unix socket of the CNI gRPC API [cniSocket]")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", o.CNIConfDir, "directory the CNI conflist is written to (empty: do not write; install-cni does)")
@@ -187,7 +189,7 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 
 // normalize spells TrafficEncapMode canonically: upstream accepts any case.
 func (o *Options) normalize() {
-	for _, m := range []string{agentconfig.EncapModeEncap, agentconfig.EncapModeNoEncap} {
+	for _, m := range agentconfig.EncapModes {
 		if strings.EqualFold(o.TrafficEncapMode, m) {
 			o.TrafficEncapMode = m
 		}
@@ -207,8 +209,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("--ovs-datapath %q: want netdev or system", o.DatapathType)
 	case !ovsconfig.TunnelType(o.TunnelType).Valid():
 		return fmt.Errorf("--tunnel-type %q: want %s", o.TunnelType, ovsconfig.TunnelTypeNames())
-	case o.TrafficEncapMode != agentconfig.EncapModeEncap && o.TrafficEncapMode != agentconfig.EncapModeNoEncap:
-		return fmt.Errorf("--traffic-encap-mode %q: want %s or %s", o.TrafficEncapMode, agentconfig.EncapModeEncap, agentconfig.EncapModeNoEncap)
+	case !slices.Contains(agentconfig.EncapModes, o.TrafficEncapMode):
+		return fmt.Errorf("--traffic-encap-mode %q: want %s", o.TrafficEncapMode, strings.Join(agentconfig.EncapModes, ", "))
 	}
 	return nil
 }

@@ -36,23 +36,46 @@ func setupRoutes(ctx context.Context, d *deps) (component, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.TrafficEncapMode == agentconfig.EncapModeNoEncap {
-		routes.SetEncap(func(net.IP) bool { return false })
-		if !o.NoSNAT {
-			local := prefixOf(d.podCIDRs[0])
-			routes.OnChange(func(peers []*net.IPNet) {
-				cidrs := []netip.Prefix{local}
-				for _, p := range peers {
-					cidrs = append(cidrs, prefixOf(p))
-				}
-				if err := d.nodeNet.SetClusterPodCIDRs(ctx, cidrs); err != nil {
-					klog.ErrorS(err, "Cannot update the pod CIDRs the masquerade spares: pod traffic to other nodes may leave with the node's address")
-				}
-			})
-		}
+	routes.SetEncap(encapDecision(o.TrafficEncapMode, nc.NodeIP))
+	if routedPeers(o.TrafficEncapMode) && !o.NoSNAT {
+		// The masquerade spares the pod CIDRs of the peers: those of
+		// routed peers leave through the node's stack with the pod's
+		// address (the tunnelled ones never meet the masquerade; sparing
+		// them too costs nothing and keeps the set independent of the
+		// decision).
+		local := prefixOf(d.podCIDRs[0])
+		routes.OnChange(func(peers []*net.IPNet) {
+			cidrs := []netip.Prefix{local}
+			for _, p := range peers {
+				cidrs = append(cidrs, prefixOf(p))
+			}
+			if err := d.nodeNet.SetClusterPodCIDRs(ctx, cidrs); err != nil {
+				klog.ErrorS(err, "Cannot update the pod CIDRs the masquerade spares: pod traffic to other nodes may leave with the node's address")
+			}
+		})
 	}
 	d.routes = routes
 	return runFunc(d.routes.Run), nil
+}
+
+// encapDecision is the per-peer decision of trafficEncapMode mode
+// (route.Encap), given this node's underlay address with its prefix: the
+// one function that picks both a peer's flows and its host route.
+func encapDecision(mode string, nodeIP *net.IPNet) route.Encap {
+	switch mode {
+	case agentconfig.EncapModeNoEncap:
+		return route.EncapNone
+	case agentconfig.EncapModeHybrid:
+		return route.EncapOutside(nodeIP)
+	}
+	return route.EncapAll
+}
+
+// routedPeers says whether mode routes the traffic to some peers through
+// the node's stack (noEncap, hybrid): then the masquerade must spare the
+// cluster's pod CIDRs and Egress's SNAT keeps their source.
+func routedPeers(mode string) bool {
+	return mode == agentconfig.EncapModeNoEncap || mode == agentconfig.EncapModeHybrid
 }
 
 // waitPeerRoutes waits (bounded) until every other node known at start has
@@ -102,6 +125,13 @@ func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, 
 		klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
 		return
 	}
+	// A peer in another subnet (hybrid, or encap across a router) is
+	// reached through a gateway: ovs-vswitchd's native tunnelling looks up
+	// the neighbour of that next hop, not of the peer.
+	hop := peer
+	if rs, err := netlink.RouteGet(peer); err == nil && len(rs) > 0 && rs[0].Gw != nil {
+		hop = rs[0].Gw
+	}
 	for i := 0; i < 50 && ctx.Err() == nil; i++ {
 		neighs, _ := netlink.NeighList(link.Attrs().Index, netlink.FAMILY_V4)
 		for _, n := range neighs {
@@ -109,9 +139,9 @@ func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, 
 			// peer's uplink from when its address was on the uplink (its
 			// antrea-ovs had stopped), not its br-phy's. Traffic below
 			// makes the kernel confirm or replace it.
-			if n.IP.Equal(peer) && len(n.HardwareAddr) == 6 && n.State&(netlink.NUD_REACHABLE|netlink.NUD_PERMANENT) != 0 {
-				if err := nodeinit.PinTunnelNeighbor(ctx, o.OVSRunDir, nc.Uplink.BridgeName, peer, n.HardwareAddr); err != nil {
-					klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
+			if n.IP.Equal(hop) && len(n.HardwareAddr) == 6 && n.State&(netlink.NUD_REACHABLE|netlink.NUD_PERMANENT) != 0 {
+				if err := nodeinit.PinTunnelNeighbor(ctx, o.OVSRunDir, nc.Uplink.BridgeName, hop, n.HardwareAddr); err != nil {
+					klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer, "nextHop", hop)
 				} else {
 					pinned()
 				}
@@ -125,5 +155,5 @@ func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, 
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	klog.InfoS("Could not resolve the peer's underlay MAC; tunnel neighbour not pinned", "peer", peer)
+	klog.InfoS("Could not resolve the peer's underlay MAC; tunnel neighbour not pinned", "peer", peer, "nextHop", hop)
 }

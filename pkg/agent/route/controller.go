@@ -80,16 +80,16 @@ type Controller struct {
 	// tunnel (e.g. to pin its tunnel neighbour).
 	onPeer func(nodeIP net.IP)
 	// encap says whether traffic to a peer is encapsulated (nil: always).
-	encap func(nodeIP net.IP) bool
+	encap Encap
 	// onChange, if set, is told the pod CIDRs of the installed peers after
 	// each change (e.g. the node's masquerade exception, in noEncap).
 	onChange func(peerPodCIDRs []*net.IPNet)
 }
 
 // SetEncap decides per peer, by its node IP, whether its traffic goes
-// through the tunnel (encap) or is routed by the underlay (noEncap: a
-// function that returns false). Call it before Run.
-func (c *Controller) SetEncap(encap func(nodeIP net.IP) bool) { c.encap = encap }
+// through the tunnel or is routed by the underlay (EncapAll, EncapNone,
+// EncapOutside for hybrid). Call it before Run.
+func (c *Controller) SetEncap(encap Encap) { c.encap = encap }
 
 // OnChange registers f, told the pod CIDRs of every installed peer after
 // each change. Call it before Run.

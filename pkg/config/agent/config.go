@@ -74,9 +74,13 @@ const (
 	// EncapModeNoEncap routes pod traffic between nodes over the underlay,
 	// unencapsulated (docs/design/traffic-modes.md).
 	EncapModeNoEncap = "noEncap"
-	TunnelGeneve     = "geneve"
-	TunnelVXLAN      = "vxlan"
-	TunnelGRE        = "gre"
+	// EncapModeHybrid encapsulates pod traffic only towards nodes outside
+	// this node's transport subnet and routes it, unencapsulated, to the
+	// others (docs/design/traffic-modes.md).
+	EncapModeHybrid = "hybrid"
+	TunnelGeneve    = "geneve"
+	TunnelVXLAN     = "vxlan"
+	TunnelGRE       = "gre"
 	// UplinkBridgeName is the OVS bridge that holds the uplink with the
 	// netdev datapath (pkg/agent/nodeinit); no other bridge may take its name.
 	UplinkBridgeName = "br-phy"
@@ -104,10 +108,11 @@ type AgentConfig struct {
 	// HostGateway is the node's gateway interface to pods. Default antrea-gw0.
 	HostGateway string `json:"hostGateway"`
 	// TrafficEncapMode is how inter-node pod traffic travels: encap (the
-	// default: through tunnelType) or noEncap (routed by the underlay);
-	// upstream's spelling in any case. EncapMode gives its canonical form.
+	// default: through tunnelType), noEncap (routed by the underlay) or
+	// hybrid (routed inside the node's transport subnet, through
+	// tunnelType to nodes outside it); upstream's spelling in any case. EncapMode gives its canonical form.
 	TrafficEncapMode string `json:"trafficEncapMode"`
-	// NoSNAT (noEncap only, as upstream's) leaves pod traffic to outside
+	// NoSNAT (noEncap and hybrid, as upstream's) leaves pod traffic to outside
 	// the cluster with the pod's address: the underlay routes the pod CIDRs.
 	NoSNAT bool `json:"noSNAT"`
 	// TunnelType is geneve (default), vxlan or gre.
@@ -391,11 +396,11 @@ func (c *AgentConfig) validate() []error {
 		fail("hostGateway", "%q is already the name of a bridge", c.HostGateway)
 	}
 	switch strings.ToLower(c.TrafficEncapMode) {
-	case "encap", "noencap":
-	case "hybrid", "networkpolicyonly":
-		fail("trafficEncapMode", "%q is not supported by this Antrea (want encap or noEncap)", c.TrafficEncapMode)
+	case "encap", "noencap", "hybrid":
+	case "networkpolicyonly":
+		fail("trafficEncapMode", "%q is not supported by this Antrea (want encap, noEncap or hybrid)", c.TrafficEncapMode)
 	default:
-		fail("trafficEncapMode", "%q is not a mode (want encap or noEncap; upstream also has hybrid and networkPolicyOnly)", c.TrafficEncapMode)
+		fail("trafficEncapMode", "%q is not a mode (want encap, noEncap or hybrid; upstream also has networkPolicyOnly)", c.TrafficEncapMode)
 	}
 	switch c.TunnelType {
 	case TunnelGeneve, TunnelVXLAN, TunnelGRE:
@@ -484,11 +489,17 @@ func checkAbsPath(s string) error {
 	return nil
 }
 
-// EncapMode is TrafficEncapMode in its canonical spelling (EncapModeEncap
-// or EncapModeNoEncap); the file may spell it in any case, as upstream's.
+// EncapMode is TrafficEncapMode in its canonical spelling (EncapModeEncap,
+// EncapModeNoEncap or EncapModeHybrid); the file may spell it in any case,
+// as upstream's.
 func (c *AgentConfig) EncapMode() string {
-	if strings.EqualFold(c.TrafficEncapMode, EncapModeNoEncap) {
-		return EncapModeNoEncap
+	for _, m := range EncapModes {
+		if strings.EqualFold(c.TrafficEncapMode, m) {
+			return m
+		}
 	}
 	return EncapModeEncap
 }
+
+// EncapModes are the trafficEncapMode values this Antrea realizes.
+var EncapModes = []string{EncapModeEncap, EncapModeNoEncap, EncapModeHybrid}

@@ -64,6 +64,13 @@ func up(t *testing.T, encap string) *env {
 	} else {
 		opts.Encap = encap
 	}
+	return upWith(t, opts, encap)
+}
+
+// upWith brings a lab up with opts (described as what in messages) and
+// takes it down when the test ends, as up does.
+func upWith(t *testing.T, opts lab.Options, encap string) *env {
+	t.Helper()
 	if reason := labtest.Check(&opts); reason != "" {
 		t.Skip(reason)
 	}

@@ -41,8 +41,8 @@ values.yaml (float64) or from --set (int64) without a fraction.
 {{/* antrea.validate fails on a value the components do not support. */}}
 {{- define "antrea.validate" -}}
 {{- $v := .Values -}}
-{{- if not (has $v.trafficEncapMode (list "encap" "noEncap")) -}}
-{{- fail (printf "trafficEncapMode: %q is not supported by this Antrea (want encap or noEncap)" (toString $v.trafficEncapMode)) -}}
+{{- if not (has $v.trafficEncapMode (list "encap" "noEncap" "hybrid")) -}}
+{{- fail (printf "trafficEncapMode: %q is not supported by this Antrea (want encap, noEncap or hybrid)" (toString $v.trafficEncapMode)) -}}
 {{- end -}}
 {{- if not (has $v.tunnelType (list "geneve" "vxlan" "gre")) -}}
 {{- fail (printf "tunnelType: %q is not supported (want geneve, vxlan or gre)" (toString $v.tunnelType)) -}}
