@@ -201,6 +201,8 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 		SFTPURL(), SFTPUser, SFTPPassword, st.Options.SFTPUploadDir())
 	fmt.Fprintf(out, "router: BIRD at %s, AS %d (netns %s), peers with nodes in AS %d; its table: birdc -s %s show route all\n",
 		RouterIP(), RouterASN, RouterNetNS, NodeASN, st.Options.RouterSocket())
+	fmt.Fprintf(out, "client host: %s (netns %s), behind the router (%s), off the nodes' network: ip netns exec %s curl http://LB-IP/\n",
+		ClientIP(), ClientNetNS, clientGatewayIP(), ClientNetNS)
 	if st.Options.subnets() > 1 {
 		fmt.Fprintf(out, "router forwards between the subnets (at %s); it routes no pod CIDR\n", routerLegs(st.Options.subnets()))
 	}

@@ -77,12 +77,14 @@ func (o Options) subnets() int {
 }
 
 // routeCommands are the commands that give a host of subnet s (its netns)
-// the route to the lab's other subnets, via the router; none with one subnet.
+// the routes to the client host (client.go) and to the lab's other subnets
+// (with more than one), via the router.
 func routeCommands(netns string, s, subnets int) [][]string {
-	if subnets <= 1 {
-		return nil
+	cmds := [][]string{clientRoute(netns, s)}
+	if subnets > 1 {
+		cmds = append(cmds, []string{"ip", "-n", netns, "route", "replace", labUnderlay.String(), "via", routerIPIn(s).String(), "dev", "eth0"})
 	}
-	return [][]string{{"ip", "-n", netns, "route", "replace", labUnderlay.String(), "via", routerIPIn(s).String(), "dev", "eth0"}}
+	return cmds
 }
 
 // subnet is the subnet of a recorded node (0 in a state file written

@@ -41,11 +41,14 @@ func TestSubnetsSpreadNodesAndAddressEachSubnet(t *testing.T) {
 			t.Errorf("got %s, want %s", tc.got, tc.want)
 		}
 	}
-	if c := routeCommands("ns", 1, 1); c != nil {
-		t.Errorf("one subnet needs no route, got %v", c)
+	// One subnet: only the route to the client host's network.
+	if c := routeCommands("ns", 1, 1); len(c) != 1 || strings.Join(c[0], " ") != "ip -n ns route replace 192.168.77.0/24 via 172.30.0.4 dev eth0" {
+		t.Errorf("one subnet: routes %v, want only the client's via the router", c)
 	}
-	if got := strings.Join(routeCommands("ns", 2, 2)[0], " "); got != "ip -n ns route replace 172.30.0.0/16 via 172.30.1.1 dev eth0" {
-		t.Errorf("route of subnet 2: %s", got)
+	c := routeCommands("ns", 2, 2)
+	if len(c) != 2 || strings.Join(c[0], " ") != "ip -n ns route replace 192.168.77.0/24 via 172.30.1.1 dev eth0" ||
+		strings.Join(c[1], " ") != "ip -n ns route replace 172.30.0.0/16 via 172.30.1.1 dev eth0" {
+		t.Errorf("routes of subnet 2: %v", c)
 	}
 }
 

@@ -125,6 +125,9 @@ func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) 
 	if err := t.attach(ctx, RouterNetNS, "v-router", fmt.Sprintf("%s/%d", RouterIP(), bits)); err != nil {
 		return nil, err
 	}
+	if err := t.addClient(ctx); err != nil {
+		return nil, err
+	}
 	if err := t.joinSubnets(ctx, subnets); err != nil {
 		return nil, err
 	}
