@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X antrea.io/antrea/pkg/version.Version=$(VERSION) \
            -X antrea.io/antrea/pkg/version.GitTreeState=$(GIT_TREE_STATE)
 export PATH := $(OUTPUT)/bin:$(OUTPUT)/tools:$(OUTPUT)/cni/bin:$(PATH)
 
-.PHONY: ui all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance conformance-native e2e-upstream conformance-sig conformance-sig-network reliability bench clean docs race
+.PHONY: ui all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance conformance-lb conformance-native e2e-upstream conformance-sig conformance-sig-network reliability bench clean docs race
 
 all: build
 
@@ -84,6 +84,12 @@ conformance-sig-network: install build
 	E2E_FOCUS='\[sig-network\]' E2E_SKIP='$(SIG_NETWORK_SKIP)' E2E_FLAKE_ATTEMPTS=1 \
 	  E2E_SKIP_REASON='outside this selection: NetworkPolicy specs run in e2e-upstream; [Slow] (long) and [Serial] and [Disruptive] (they change or restart nodes) stay out of this hour-long run; Feature: and Provider: need what this lab lacks (SCTP, a cloud provider, LoadBalancers, several zones); KubeProxy specs check kube-proxy itself, which AntreaProxy replaces; IPv6 and DualStack need the modes issue; the one spec named exactly "Networking should check kube-proxy urls" is skipped as well: besides the health port of kube-proxy 10256, which the agent serves, it reads the own metrics port of kube-proxy 10249 (/proxyMode), which AntreaProxy has no reason to serve' \
 	  E2E_REPORT_DIR=$(OUTPUT)/e2e-sig-network ./hack/e2e-upstream.sh
+
+## conformance-lb: upstream e2e.test v1.37.2's [Feature:LoadBalancer] specs (the 17 of "LoadBalancers" and "LoadBalancers ExternalTrafficPolicy: Local") and the Services spec on "Type LoadBalancer", unchanged, run from the lab's client host (antrea-lab-client, behind the router, off the nodes' network) with the lab's default ExternalIPPool lab-lb created on 172.30.0.220-239; no retry.
+conformance-lb: install build
+	E2E_FOCUS='\[Feature:LoadBalancer\]|Type LoadBalancer' E2E_FLAKE_ATTEMPTS=1 E2E_PROCS=2 \
+	  E2E_NETNS=antrea-lab-client E2E_LB_POOL=172.30.0.220-172.30.0.239 \
+	  E2E_REPORT_DIR=$(OUTPUT)/e2e-lb ./hack/e2e-upstream.sh
 
 ## race: the agent's and controller's package tests under the race detector (go test -race; too long for make test's budget); the skipped ones listed at the end.
 race: install
