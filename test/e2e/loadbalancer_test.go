@@ -185,10 +185,11 @@ func lbFailoverTrials(t *testing.T, ctx context.Context, ip string, trials int, 
 			}
 			return err
 		})
-		// Failures come apart in time: memberlist slows its probes on a
-		// member that just saw failed ones (its awareness score) and
-		// recovers with successful ones. Back to back, 20 trials gave
-		// p50 16 s against 8 s for the first three.
+		// Failures come apart in time. Back to back, 20 trials gave p50
+		// 16 s against 8 s for the first three; the likely cause is
+		// memberlist's awareness score, which lengthens probe timeouts
+		// after failed probes and recovers with successful ones (not
+		// verified).
 		if i < trials-1 {
 			time.Sleep(lbFailoverSettle)
 		}
