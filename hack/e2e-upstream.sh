@@ -71,7 +71,7 @@ fi
 
 rm -rf "$REPORT_DIR"; mkdir -p "$REPORT_DIR"
 if [ -n "${E2E_LB_POOL:-}" ]; then
-  printf 'apiVersion: crd.antrea.io/v1beta1\nkind: ExternalIPPool\nmetadata:\n  name: lab-lb\nspec:\n  ipRanges:\n  - start: %s\n    end: %s\n' \
+  printf 'apiVersion: crd.antrea.io/v1beta1\nkind: ExternalIPPool\nmetadata:\n  name: lab-lb\nspec:\n  nodeSelector: {}\n  ipRanges:\n  - start: %s\n    end: %s\n' \
     "${E2E_LB_POOL%-*}" "${E2E_LB_POOL#*-}" | kubectl apply -f - >/dev/null
 fi
 run_in=()
