@@ -25,15 +25,7 @@ const (
 // second, as upstream) and each node's flowEndSeconds.
 func AggregatedTemplates() (v4, v6 ipfix.Template) {
 	common := func(src, dst, clusterIP ipfix.Element) []ipfix.Element {
-		return []ipfix.Element{
-			ipfix.FlowStartSeconds, ipfix.FlowEndSeconds, ipfix.FlowEndReason,
-			src, dst, ipfix.SourceTransportPort, ipfix.DestinationTransportPort, ipfix.ProtocolIdentifier,
-			ipfix.PacketTotalCount, ipfix.OctetTotalCount, ipfix.PacketDeltaCount, ipfix.OctetDeltaCount,
-			ipfix.ReversePacketTotalCount, ipfix.ReverseOctetTotalCount, ipfix.ReversePacketDeltaCount, ipfix.ReverseOctetDeltaCount,
-			ipfix.SourcePodName, ipfix.SourcePodNamespace, ipfix.SourceNodeName,
-			ipfix.DestinationPodName, ipfix.DestinationPodNamespace, ipfix.DestinationNodeName,
-			clusterIP, ipfix.DestinationServicePort, ipfix.DestinationServicePortName,
-			ipfix.FlowType, ipfix.TCPState,
+		fields := append(ipfix.NodeFlowElements(src, dst, clusterIP),
 			ipfix.PacketTotalCountFromSourceNode, ipfix.OctetTotalCountFromSourceNode,
 			ipfix.PacketDeltaCountFromSourceNode, ipfix.OctetDeltaCountFromSourceNode,
 			ipfix.ReversePacketTotalCountFromSourceNode, ipfix.ReverseOctetTotalCountFromSourceNode,
@@ -45,12 +37,8 @@ func AggregatedTemplates() (v4, v6 ipfix.Template) {
 			ipfix.Throughput, ipfix.ReverseThroughput,
 			ipfix.ThroughputFromSourceNode, ipfix.ThroughputFromDestinationNode,
 			ipfix.ReverseThroughputFromSourceNode, ipfix.ReverseThroughputFromDestinationNode,
-			ipfix.FlowEndSecondsFromSourceNode, ipfix.FlowEndSecondsFromDestinationNode,
-			ipfix.IngressNetworkPolicyName, ipfix.IngressNetworkPolicyNamespace, ipfix.IngressNetworkPolicyType,
-			ipfix.IngressNetworkPolicyRuleName, ipfix.IngressNetworkPolicyRuleAction,
-			ipfix.EgressNetworkPolicyName, ipfix.EgressNetworkPolicyNamespace, ipfix.EgressNetworkPolicyType,
-			ipfix.EgressNetworkPolicyRuleName, ipfix.EgressNetworkPolicyRuleAction,
-		}
+			ipfix.FlowEndSecondsFromSourceNode, ipfix.FlowEndSecondsFromDestinationNode)
+		return append(fields, ipfix.PolicyElements()...)
 	}
 	return ipfix.Template{ID: AggregatedTemplateIPv4, Fields: common(ipfix.SourceIPv4Address, ipfix.DestinationIPv4Address, ipfix.DestinationClusterIPv4)},
 		ipfix.Template{ID: AggregatedTemplateIPv6, Fields: common(ipfix.SourceIPv6Address, ipfix.DestinationIPv6Address, ipfix.DestinationClusterIPv6)}

@@ -243,3 +243,34 @@ func Lookup(ent uint32, id uint16) (Element, bool) {
 	e, ok := registry[key{ent, id}]
 	return e, ok
 }
+
+// NodeFlowElements are the elements of one Node's record of a connection, as
+// upstream's FlowExporter sends them (IANA's 5-tuple, times, end reason and
+// counts, reverse counts per RFC 5103, then Antrea's Pod, Node, Service, flow
+// type and TCP state elements), for the family that src, dst and clusterIP
+// (the IPv4 or the IPv6 elements) name. The agents' templates and the Flow
+// Aggregator's start with them.
+func NodeFlowElements(src, dst, clusterIP Element) []Element {
+	return []Element{
+		FlowStartSeconds, FlowEndSeconds, FlowEndReason,
+		src, dst, SourceTransportPort, DestinationTransportPort, ProtocolIdentifier,
+		PacketTotalCount, OctetTotalCount, PacketDeltaCount, OctetDeltaCount,
+		ReversePacketTotalCount, ReverseOctetTotalCount, ReversePacketDeltaCount, ReverseOctetDeltaCount,
+		SourcePodName, SourcePodNamespace, SourceNodeName,
+		DestinationPodName, DestinationPodNamespace, DestinationNodeName,
+		clusterIP, DestinationServicePort, DestinationServicePortName,
+		FlowType, TCPState,
+	}
+}
+
+// PolicyElements name the NetworkPolicy rules that let a connection in
+// (ingress) and out (egress); they end the agents' and the aggregator's
+// templates.
+func PolicyElements() []Element {
+	return []Element{
+		IngressNetworkPolicyName, IngressNetworkPolicyNamespace, IngressNetworkPolicyType,
+		IngressNetworkPolicyRuleName, IngressNetworkPolicyRuleAction,
+		EgressNetworkPolicyName, EgressNetworkPolicyNamespace, EgressNetworkPolicyType,
+		EgressNetworkPolicyRuleName, EgressNetworkPolicyRuleAction,
+	}
+}

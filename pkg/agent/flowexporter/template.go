@@ -19,20 +19,7 @@ const (
 // destinationClusterIPv4/6 and destinationServicePort.
 func Templates() (v4, v6 ipfix.Template) {
 	common := func(src, dst, clusterIP ipfix.Element) []ipfix.Element {
-		return []ipfix.Element{
-			ipfix.FlowStartSeconds, ipfix.FlowEndSeconds, ipfix.FlowEndReason,
-			src, dst, ipfix.SourceTransportPort, ipfix.DestinationTransportPort, ipfix.ProtocolIdentifier,
-			ipfix.PacketTotalCount, ipfix.OctetTotalCount, ipfix.PacketDeltaCount, ipfix.OctetDeltaCount,
-			ipfix.ReversePacketTotalCount, ipfix.ReverseOctetTotalCount, ipfix.ReversePacketDeltaCount, ipfix.ReverseOctetDeltaCount,
-			ipfix.SourcePodName, ipfix.SourcePodNamespace, ipfix.SourceNodeName,
-			ipfix.DestinationPodName, ipfix.DestinationPodNamespace, ipfix.DestinationNodeName,
-			clusterIP, ipfix.DestinationServicePort, ipfix.DestinationServicePortName,
-			ipfix.FlowType, ipfix.TCPState,
-			ipfix.IngressNetworkPolicyName, ipfix.IngressNetworkPolicyNamespace, ipfix.IngressNetworkPolicyType,
-			ipfix.IngressNetworkPolicyRuleName, ipfix.IngressNetworkPolicyRuleAction,
-			ipfix.EgressNetworkPolicyName, ipfix.EgressNetworkPolicyNamespace, ipfix.EgressNetworkPolicyType,
-			ipfix.EgressNetworkPolicyRuleName, ipfix.EgressNetworkPolicyRuleAction,
-		}
+		return append(ipfix.NodeFlowElements(src, dst, clusterIP), ipfix.PolicyElements()...)
 	}
 	return ipfix.Template{ID: TemplateIPv4, Fields: common(ipfix.SourceIPv4Address, ipfix.DestinationIPv4Address, ipfix.DestinationClusterIPv4)},
 		ipfix.Template{ID: TemplateIPv6, Fields: common(ipfix.SourceIPv6Address, ipfix.DestinationIPv6Address, ipfix.DestinationClusterIPv6)}
