@@ -84,6 +84,9 @@ type Options struct {
 	// the controller (statsCollectionInterval, when the NetworkPolicyStats
 	// gate is on); 0 reports none.
 	StatsInterval time.Duration
+	// FQDNCacheMinTTL is fqdnCacheMinTTL: the shortest time an address
+	// learned for a toFQDN rule is kept.
+	FQDNCacheMinTTL time.Duration
 }
 
 // NewOptions returns the options of the default config file, the node name
@@ -179,6 +182,7 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 			o.NodePortLocal = &nodeportlocal.PortRange{First: uint16(first), Last: uint16(last)}
 		}
 	})
+	set("", func() { o.FQDNCacheMinTTL = time.Duration(c.FQDNCacheMinTTL) * time.Second })
 	set("", func() {
 		o.StatsInterval = 0
 		if c.FeatureGates[agentconfig.NetworkPolicyStats] {

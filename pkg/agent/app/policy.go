@@ -39,6 +39,7 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 			}
 		},
 		PacketIns: &npcontroller.PacketIns{IO: d.packets, Parser: d.flows, AuditLogDir: npcontroller.DefaultAuditLogDir},
+		FQDN:      &npcontroller.FQDNOptions{MinTTL: d.o.FQDNCacheMinTTL, Flows: d.flows},
 	})
 	d.restore.released = purger.Changed
 	d.controlplane, d.policies = controlplane, policies

@@ -148,6 +148,10 @@ type AgentConfig struct {
 	// counters and reports them to the controller (NetworkPolicyStats), as a
 	// Go duration. Default 60s (upstream's fixed interval). Not an upstream key.
 	StatsCollectionInterval string `json:"statsCollectionInterval"`
+	// FQDNCacheMinTTL (seconds, upstream's key) is the shortest time an
+	// address learned from a DNS answer for a toFQDN rule is kept, whatever
+	// the answer's TTL; 0 (default): the answer's TTL.
+	FQDNCacheMinTTL int `json:"fqdnCacheMinTTL"`
 }
 
 // AntreaProxyConfig is the antreaProxy section.
@@ -442,6 +446,9 @@ func (c *AgentConfig) validate() []error {
 		if msgs := validation.IsValidLabelValue(c.AntreaProxy.ServiceProxyName); len(msgs) > 0 {
 			fail("antreaProxy.serviceProxyName", "%q is not a label value: %s", c.AntreaProxy.ServiceProxyName, strings.Join(msgs, "; "))
 		}
+	}
+	if c.FQDNCacheMinTTL < 0 {
+		fail("fqdnCacheMinTTL", "%d is negative (seconds; 0 keeps each answer's TTL)", c.FQDNCacheMinTTL)
 	}
 	if d, err := time.ParseDuration(c.StatsCollectionInterval); err != nil || d < time.Second {
 		fail("statsCollectionInterval", "%q is not a duration of at least 1s (e.g. 60s)", c.StatsCollectionInterval)

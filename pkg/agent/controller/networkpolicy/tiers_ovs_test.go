@@ -35,12 +35,15 @@ type policyNode struct {
 	// narrowed, if set, is called after a narrowing write's datapath purge,
 	// before the policy is reported realized.
 	narrowed func()
-	// flows and ctl are the node's OpenFlow client and policy controller.
+	// flows and ctl are the node's OpenFlow client and policy controller,
+	// store its interface store.
 	flows *agentof.Client
 	ctl   *Controller
+	store interfacestore.InterfaceStore
 }
 
-func newPolicyNode(t *testing.T) *policyNode {
+// newPolicyNode starts the node; tweaks change the controller's options.
+func newPolicyNode(t *testing.T, tweaks ...func(*Options)) *policyNode {
 	br := bridgetest.New(t)
 	flows, err := agentof.NewClient(br.OF, 1)
 	if err != nil {
@@ -80,7 +83,7 @@ func newPolicyNode(t *testing.T) *policyNode {
 	// As the agent does: a narrowing write purges the datapath cache
 	// before the policy is reported realized.
 	purger := dpcache.New(dpcache.AppctlPurge(br.Dir())) // the agent's purge, on this instance
-	c := NewController("node-1", n.client, flows, store, Options{
+	opts := Options{
 		OnNarrowed: func() {
 			if err := purger.Sync(ctx); err != nil && ctx.Err() == nil { // not the test's end
 				t.Errorf("purge the datapath cache: %v", err)
@@ -90,9 +93,16 @@ func newPolicyNode(t *testing.T) *policyNode {
 			}
 		},
 		PacketIns: &PacketIns{IO: packets, Parser: flows, AuditLogDir: n.auditDir},
-	})
+	}
+	for _, tw := range tweaks {
+		tw(&opts)
+	}
+	if opts.FQDN != nil && opts.FQDN.Flows == nil {
+		opts.FQDN.Flows = flows
+	}
+	c := NewController("node-1", n.client, flows, store, opts)
 	done := make(chan struct{})
-	n.flows, n.ctl = flows, c
+	n.flows, n.ctl, n.store = flows, c, store
 	go func() { c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	select {
