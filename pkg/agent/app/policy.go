@@ -6,8 +6,10 @@ import (
 	"k8s.io/klog/v2"
 
 	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
+	"antrea.io/antrea/pkg/agent/flowexporter"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/stats"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 )
@@ -39,7 +41,9 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 			}
 		},
 		PacketIns: &npcontroller.PacketIns{IO: d.packets, Parser: d.flows, AuditLogDir: npcontroller.DefaultAuditLogDir},
-		FQDN:      &npcontroller.FQDNOptions{MinTTL: d.o.FQDNCacheMinTTL, Flows: d.flows},
+		// An expired address a live connection still goes to is kept.
+		FQDN: &npcontroller.FQDNOptions{MinTTL: d.o.FQDNCacheMinTTL, Flows: d.flows,
+			Live: npcontroller.ConntrackLive(&flowexporter.DpctlSource{RunDir: d.o.OVSRunDir, Zones: []uint16{agentof.CtZone}})},
 	})
 	d.restore.released = purger.Changed
 	d.controlplane, d.policies = controlplane, policies

@@ -21,7 +21,8 @@ package networkpolicy
 //     then it is released anyway (a write that failed is retried, the
 //     pod's connection may be dropped meanwhile, never its DNS answer).
 //   - Every second the addresses whose TTL passed are removed and the
-//     policies of their names queued again.
+//     policies of their names queued again; an address a live connection
+//     still goes to (FQDNOptions.Live: conntrack) is kept until none does.
 
 import (
 	"context"
@@ -36,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
+	"antrea.io/antrea/pkg/agent/flowexporter"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/packetreply"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
@@ -66,6 +68,10 @@ type FQDNOptions struct {
 	Flows interface {
 		SetDNSInterceptPorts(ctx context.Context, ports []uint32) error
 	}
+	// Live, if set, lists the destinations of the connections the
+	// datapath tracks that are alive (TCP not closing, any other tracked
+	// flow): an expired address one of them goes to is kept meanwhile.
+	Live func(ctx context.Context) (map[netip.Addr]bool, error)
 }
 
 // dnsAnswer is one address a DNS answer gives a name.
@@ -119,15 +125,29 @@ func (c *fqdnCache) learn(now time.Time, answers []dnsAnswer) (gained sets.Set[s
 	return gained, c.version
 }
 
-// expire removes the addresses whose time passed at now and returns the
-// names that lost one.
-func (c *fqdnCache) expire(now time.Time) sets.Set[string] {
+// expiredAny reports whether an address's time passed at now.
+func (c *fqdnCache) expiredAny(now time.Time) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, addrs := range c.names {
+		for _, exp := range addrs {
+			if !now.Before(exp) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// expire removes the addresses whose time passed at now, but those in
+// live, and returns the names that lost one.
+func (c *fqdnCache) expire(now time.Time, live map[netip.Addr]bool) sets.Set[string] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	lost := sets.New[string]()
 	for name, addrs := range c.names {
 		for a, exp := range addrs {
-			if !now.Before(exp) {
+			if !now.Before(exp) && !live[a] {
 				delete(addrs, a)
 				lost.Insert(name)
 			}
@@ -537,7 +557,20 @@ func (c *Controller) runFQDNExpiry(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			if lost := c.fqdn.cache.expire(now); lost.Len() > 0 {
+			if !c.fqdn.cache.expiredAny(now) {
+				continue
+			}
+			var live map[netip.Addr]bool
+			if c.fqdn.opts.Live != nil {
+				var err error
+				if live, err = c.fqdn.opts.Live(ctx); err != nil {
+					// Without the list nothing expires: an allowed
+					// connection is never cut for want of it.
+					klog.ErrorS(err, "Cannot list live connections; keeping the expired addresses of toFQDN names")
+					continue
+				}
+			}
+			if lost := c.fqdn.cache.expire(now, live); lost.Len() > 0 {
 				policies := c.cache.policiesForNames(lost)
 				klog.V(2).InfoS("Addresses of toFQDN names expired", "names", sets.List(lost), "policies", sets.List(policies))
 				c.enqueue(policies)
@@ -632,4 +665,29 @@ func (c *ruleCache) fqdnPorts(ifaces Interfaces) []uint32 {
 		}
 	}
 	return sets.List(ports)
+}
+
+// liveTCPStates are the TCP states of a connection still in use: neither
+// side has closed it.
+var liveTCPStates = sets.New("SYN_SENT", "SYN_RECV", "ESTABLISHED", "CLOSE_WAIT")
+
+// ConntrackLive lists, from a conntrack source, the original destinations
+// of the live connections (FQDNOptions.Live): TCP connections neither side
+// closed, and every other tracked flow (UDP and ICMP entries live until
+// their idle timeout).
+func ConntrackLive(src flowexporter.ConnectionSource) func(ctx context.Context) (map[netip.Addr]bool, error) {
+	return func(ctx context.Context) (map[netip.Addr]bool, error) {
+		conns, err := src.Connections(ctx)
+		if err != nil {
+			return nil, err
+		}
+		live := map[netip.Addr]bool{}
+		for _, c := range conns {
+			if c.Orig.Proto == binding.IPProtoTCP && !liveTCPStates.Has(c.TCPState) {
+				continue
+			}
+			live[c.Orig.Dst] = true
+		}
+		return live, nil
+	}
 }

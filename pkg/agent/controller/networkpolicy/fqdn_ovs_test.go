@@ -277,6 +277,7 @@ func TestAToFQDNRuleAllowsTheAddressesThePodLookedUpFromItsFirstConnection(t *te
 		webs[name] = n.addPod(t, name, fmt.Sprintf("10.10.1.%d/24", 10+i))
 		webs[name].ServeWho(t, 8080)
 	}
+	webs["web2"].ServeEcho(t, 9090)
 	ip := func(name string) []net.IP { return []net.IP{webs[name].IP} }
 	serveDNS(t, dns, map[string]zoneRecord{
 		"api.example.test":   {addrs: ip("web1"), ttl: 300},
@@ -340,6 +341,24 @@ func TestAToFQDNRuleAllowsTheAddressesThePodLookedUpFromItsFirstConnection(t *te
 
 	mustResolve("udp4", "brief.example.test", "web2")
 	firstConnects("a name whose answer has a TTL of 1 s", "web2")
+	// A connection that stays open keeps the address past its TTL.
+	conn, err := a.Dial(t, "tcp4", net.JoinHostPort(webs["web2"].IP.String(), "9090"), 2*time.Second)
+	if err != nil {
+		t.Fatalf("a long connection to web2 right after its lookup: %v", err)
+	}
+	defer conn.Close()
+	time.Sleep(2500 * time.Millisecond) // the TTL and more than one expiry round
+	if got := dialOutcome(t, a, web("web2"), 2*time.Second); got != "web2" {
+		t.Fatalf("web2's address expired while a connection to it lives: a new connection got %s; cache %v", got, n.ctl.FQDNCache())
+	}
+	if _, err := conn.Write([]byte("still there\n")); err != nil {
+		t.Fatal(err)
+	}
+	echo, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || echo != "still there\n" {
+		t.Fatalf("the long connection to web2 was cut: %q, %v", echo, err)
+	}
+	conn.Close()
 	deadline = time.Now().Add(10 * time.Second)
 	for dialOutcome(t, a, web("web2"), 300*time.Millisecond) != "timeout" {
 		if time.Now().After(deadline) {

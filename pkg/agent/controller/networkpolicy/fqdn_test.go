@@ -88,10 +88,10 @@ func TestTheFQDNCacheKeepsAnAddressForItsTTLAtLeastTheMinimum(t *testing.T) {
 	if got := c.addrs([]string{"*.example.test"}); len(got) != 2 {
 		t.Fatalf("addresses of *.example.test: %v", got)
 	}
-	if lost := c.expire(t0.Add(9 * time.Second)); lost.Len() != 0 {
+	if lost := c.expire(t0.Add(9*time.Second), nil); lost.Len() != 0 {
 		t.Fatalf("a TTL of 0 under a minimum of 10 s expired at 9 s: %v", sets.List(lost))
 	}
-	if lost := c.expire(t0.Add(10 * time.Second)); !lost.Equal(sets.New("api.example.test")) {
+	if lost := c.expire(t0.Add(10*time.Second), nil); !lost.Equal(sets.New("api.example.test")) {
 		t.Fatalf("at 10 s the TTL-0 address should go: lost %v", sets.List(lost))
 	}
 	if got := c.addrs([]string{"api.example.test"}); len(got) != 1 || got[0] != a2 {
@@ -100,7 +100,10 @@ func TestTheFQDNCacheKeepsAnAddressForItsTTLAtLeastTheMinimum(t *testing.T) {
 	if c.currentVersion() <= v1 {
 		t.Fatal("an expiry must move the version: the policies are computed again")
 	}
-	c.expire(t0.Add(61 * time.Second))
+	if lost := c.expire(t0.Add(61*time.Second), map[netip.Addr]bool{a2: true}); lost.Len() != 0 {
+		t.Fatalf("an address a live connection goes to must stay after its TTL: lost %v", sets.List(lost))
+	}
+	c.expire(t0.Add(62*time.Second), nil)
 	if got := c.entries(); len(got) != 0 {
 		t.Fatalf("after its TTL every address is gone: %v", got)
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"antrea.io/antrea/pkg/agent/dpcache"
+	"antrea.io/antrea/pkg/agent/flowexporter"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
@@ -99,6 +100,8 @@ func newPolicyNode(t *testing.T, tweaks ...func(*Options)) *policyNode {
 	}
 	if opts.FQDN != nil && opts.FQDN.Flows == nil {
 		opts.FQDN.Flows = flows
+		opts.FQDN.Live = ConntrackLive(&flowexporter.DpctlSource{RunDir: br.Dir(), Datapath: "netdev@ovs-netdev",
+			Zones: []uint16{agentof.CtZone}})
 	}
 	c := NewController("node-1", n.client, flows, store, opts)
 	done := make(chan struct{})
