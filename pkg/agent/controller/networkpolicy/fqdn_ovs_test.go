@@ -31,11 +31,30 @@ type zoneRecord struct {
 	ttl   uint32
 }
 
+// testZone is a zone the test can change while it is served.
+type testZone struct {
+	mu sync.Mutex
+	m  map[string]zoneRecord
+}
+
+func (z *testZone) set(name string, r zoneRecord) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.m[name] = r
+}
+
+func (z *testZone) answer(query []byte) ([]byte, error) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return dnsAnswerFor(z.m, query)
+}
+
 // serveDNS runs a DNS server (UDP and TCP port 53) in pod p answering from
 // zone (names in lower case, without the trailing dot): the DNS server at
 // the process boundary, written on golang.org/x/net/dns/dnsmessage.
-func serveDNS(t *testing.T, p *bridgetest.Pod, zone map[string]zoneRecord) {
+func serveDNS(t *testing.T, p *bridgetest.Pod, records map[string]zoneRecord) *testZone {
 	t.Helper()
+	zone := &testZone{m: records}
 	var ln net.Listener
 	var pc net.PacketConn
 	if err := p.Do(t, func() error {
@@ -59,7 +78,7 @@ func serveDNS(t *testing.T, p *bridgetest.Pod, zone map[string]zoneRecord) {
 			if err != nil {
 				return
 			}
-			if ans, err := dnsAnswerFor(zone, buf[:k]); err == nil {
+			if ans, err := zone.answer(buf[:k]); err == nil {
 				_, _ = pc.WriteTo(ans, from)
 			}
 		}
@@ -78,7 +97,7 @@ func serveDNS(t *testing.T, p *bridgetest.Pod, zone map[string]zoneRecord) {
 				if err != nil {
 					return
 				}
-				ans, err := dnsAnswerFor(zone, q)
+				ans, err := zone.answer(q)
 				if err != nil {
 					return
 				}
@@ -89,6 +108,7 @@ func serveDNS(t *testing.T, p *bridgetest.Pod, zone map[string]zoneRecord) {
 			}()
 		}
 	}()
+	return zone
 }
 
 func readTCPDNS(r io.Reader) ([]byte, error) {
@@ -367,5 +387,62 @@ func TestAToFQDNRuleAllowsTheAddressesThePodLookedUpFromItsFirstConnection(t *te
 	}
 	if got := dialOutcome(t, a, web("web1"), 2*time.Second); got != "web1" {
 		t.Fatalf("api.example.test's address (TTL 300 s) must stay allowed: %s", got)
+	}
+}
+
+// The judge of a name whose addresses change (issue 27): a pod keeps
+// resolving a name a toFQDN rule allows and connecting to what it gets
+// while the name moves from web1 to web2 (TTL 1 s); every first
+// connection after a lookup gets through at its first SYN; once the TTL
+// passed and no connection goes to it, the old address is dropped. About
+// 8 s.
+func TestAToFQDNRuleFollowsANameWhoseAddressesChange(t *testing.T) {
+	n := newPolicyNode(t, func(o *Options) { o.FQDN = &FQDNOptions{} })
+	dns := n.addPod(t, "dns", "10.10.1.20/24")
+	web1, web2 := n.addPod(t, "web1", "10.10.1.10/24"), n.addPod(t, "web2", "10.10.1.11/24")
+	web1.ServeWho(t, 8080)
+	web2.ServeWho(t, 8080)
+	zone := serveDNS(t, dns, map[string]zoneRecord{"moving.example.test": {addrs: []net.IP{web1.IP}, ttl: 1}})
+	udp := cpv1beta2.ProtocolUDP
+	port53 := intstr.FromInt32(53)
+	n.set(t, antreaPolicy("fqdn", tierApplication, 1, "atg-a",
+		egressTo(allow, cpv1beta2.NetworkPolicyPeer{AddressGroups: []string{"ag-dns"}}, cpv1beta2.Service{Protocol: &udp, Port: &port53}),
+		egressTo(allow, cpv1beta2.NetworkPolicyPeer{FQDNs: []string{"moving.example.test"}}),
+		egressTo(drop, cpv1beta2.NetworkPolicyPeer{IPBlocks: []cpv1beta2.IPBlock{{CIDR: cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.IPv4zero.To4()), PrefixLength: 0}}}}),
+	))
+	a := n.a
+	deadline := time.Now().Add(10 * time.Second)
+	for dialOutcome(t, a, net.JoinHostPort(web2.IP.String(), "8080"), 300*time.Millisecond) != "timeout" {
+		if time.Now().After(deadline) {
+			t.Fatal("the policy was not realized: a reaches web2 before any lookup")
+		}
+	}
+	byIP := map[string]string{web1.IP.String(): "web1", web2.IP.String(): "web2"}
+	seen := map[string]int{}
+	for i := range 30 {
+		if i == 10 {
+			zone.set("moving.example.test", zoneRecord{addrs: []net.IP{web2.IP}, ttl: 1})
+		}
+		got := lookup(t, a, dns.IP, "udp4", "moving.example.test")
+		if len(got) != 1 {
+			t.Fatalf("lookup %d: %v", i, got)
+		}
+		want := byIP[got[0].String()]
+		who, retrans, err := firstTCP(t, a, net.JoinHostPort(got[0].String(), "8080"))
+		if err != nil || who != want || retrans != 0 {
+			t.Fatalf("lookup %d gave %s: the connection right after answered %q with %d retransmissions (err %v), want %s at the first SYN",
+				i, got[0], who, retrans, err, want)
+		}
+		seen[want]++
+		time.Sleep(100 * time.Millisecond)
+	}
+	if seen["web1"] == 0 || seen["web2"] == 0 {
+		t.Fatalf("the name should have given both addresses in turn: %v", seen)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for dialOutcome(t, a, net.JoinHostPort(web1.IP.String(), "8080"), 300*time.Millisecond) != "timeout" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the old address stays allowed long after its TTL of 1 s passed with no connection to it; cache %v", n.ctl.FQDNCache())
+		}
 	}
 }
