@@ -139,6 +139,9 @@ func (c *Controller) Run(ctx context.Context) {
 		if c.fqdn != nil {
 			p.IO.Handle(agentof.PacketInDNS, c.dnsPacketIn(p.IO))
 			go c.runFQDNExpiry(ctx)
+			if c.fqdn.resolve != nil {
+				go c.runResolver(ctx)
+			}
 		}
 	}
 	for _, w := range c.watchers() {

@@ -23,10 +23,17 @@ package networkpolicy
 //   - Every second the addresses whose TTL passed are removed and the
 //     policies of their names queued again; an address a live connection
 //     still goes to (FQDNOptions.Live: conntrack) is kept until none does.
+//   - With FQDNOptions.DNSServer, the agent resolves the exact names of
+//     the rules itself, as upstream's agent does: at once when a rule
+//     names one the cache does not hold, and again shortly before an
+//     address of one expires, so a name's new addresses are allowed before
+//     its pods ask for them.
 
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"sort"
@@ -68,6 +75,15 @@ type FQDNOptions struct {
 	Flows interface {
 		SetDNSInterceptPorts(ctx context.Context, ports []uint32) error
 	}
+	// DNSServer, if set ("10.96.0.10:53": dnsServerOverride, else the
+	// cluster DNS Service), is asked by the agent itself, as upstream's
+	// agent does, for the exact names of toFQDN rules: when a rule names
+	// one the cache does not hold, and when an address of one is about to
+	// expire. Patterns with "*" are learned from the pods' lookups only.
+	DNSServer string
+	// Dial opens the agent's connections to DNSServer (a net.Dialer's
+	// DialContext when nil).
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// Live, if set, lists the destinations of the connections the
 	// datapath tracks that are alive (TCP not closing, any other tracked
 	// flow): an expired address one of them goes to is kept meanwhile.
@@ -435,13 +451,22 @@ type fqdnState struct {
 	changed  chan struct{}
 	// ports are the interception flows' ports last written.
 	ports []uint32
+	// resolve feeds the agent's own lookups (nil without DNSServer);
+	// asked is when each name was last asked (guarded by mu).
+	resolve chan string
+	asked   map[string]time.Time
 }
 
 func newFQDNState(opts FQDNOptions) *fqdnState {
 	if opts.MaxHold <= 0 {
 		opts.MaxHold = DefaultFQDNMaxHold
 	}
-	return &fqdnState{opts: opts, cache: newFQDNCache(opts.MinTTL), realized: map[string]uint64{}, changed: make(chan struct{})}
+	f := &fqdnState{opts: opts, cache: newFQDNCache(opts.MinTTL), realized: map[string]uint64{}, changed: make(chan struct{}),
+		asked: map[string]time.Time{}}
+	if opts.DNSServer != "" {
+		f.resolve = make(chan string, 256)
+	}
+	return f
 }
 
 // markRealized records that policy name was realized from cache version v
@@ -557,6 +582,17 @@ func (c *Controller) runFQDNExpiry(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			// The exact names of the rules whose addresses are about to
+			// expire are asked again, and those not known yet.
+			exact := c.cache.exactFQDNs()
+			c.fqdn.requestResolve(now, c.fqdn.cache.expiringNames(now.Add(resolveAhead)).Intersection(exact), resolveRetry)
+			unknown := sets.New[string]()
+			for n := range exact {
+				if !c.fqdn.cache.has(n) {
+					unknown.Insert(n)
+				}
+			}
+			c.fqdn.requestResolve(now, unknown, resolveUnknownRetry)
 			if !c.fqdn.cache.expiredAny(now) {
 				continue
 			}
@@ -689,5 +725,162 @@ func ConntrackLive(src flowexporter.ConnectionSource) func(ctx context.Context) 
 			live[c.Orig.Dst] = true
 		}
 		return live, nil
+	}
+}
+
+// Re-resolution by the agent itself (FQDNOptions.DNSServer).
+const (
+	// resolveAhead: an exact name is asked again when one of its
+	// addresses expires within this time.
+	resolveAhead = 2 * time.Second
+	// resolveRetry is the shortest time between two questions for a name
+	// about to expire, resolveUnknownRetry for a name without address (it
+	// may not exist).
+	resolveRetry        = time.Second
+	resolveUnknownRetry = 30 * time.Second
+	// resolveTimeout bounds one question.
+	resolveTimeout = 3 * time.Second
+)
+
+// expiringNames are the names with an address that expires before t.
+func (c *fqdnCache) expiringNames(t time.Time) sets.Set[string] {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := sets.New[string]()
+	for name, addrs := range c.names {
+		for _, exp := range addrs {
+			if exp.Before(t) {
+				out.Insert(name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// has reports whether the cache holds an address of name.
+func (c *fqdnCache) has(name string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.names[name]) > 0
+}
+
+// exactFQDNs are the names without wildcard of the cached policies'
+// toFQDN rules.
+func (c *ruleCache) exactFQDNs() sets.Set[string] {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := sets.New[string]()
+	for _, p := range c.policies {
+		for i := range p.Rules {
+			if r := &p.Rules[i]; hasFQDN(r) {
+				for _, f := range r.To.FQDNs {
+					if !dnsname.IsWildcard(f) {
+						out.Insert(f)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// requestResolve asks the resolver for names (those asked less than retry
+// ago are left out).
+func (f *fqdnState) requestResolve(now time.Time, names sets.Set[string], retry time.Duration) {
+	if f.resolve == nil {
+		return
+	}
+	f.mu.Lock()
+	var todo []string
+	for n := range names {
+		if last, ok := f.asked[n]; ok && now.Sub(last) < retry {
+			continue
+		}
+		f.asked[n] = now
+		todo = append(todo, n)
+	}
+	f.mu.Unlock()
+	for _, n := range todo {
+		select {
+		case f.resolve <- n:
+		default: // the resolver is behind: the next round asks again
+		}
+	}
+}
+
+// runResolver asks the DNS server for the names requested and learns the
+// answers as a pod's lookup would teach them (without holding anything).
+func (c *Controller) runResolver(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case name := <-c.fqdn.resolve:
+			answers, err := queryDNS(ctx, c.fqdn.opts, name)
+			if err != nil {
+				klog.V(2).InfoS("Cannot resolve a name of a toFQDN rule", "name", name, "server", c.fqdn.opts.DNSServer, "err", err)
+				continue
+			}
+			gained, _ := c.fqdn.cache.learn(time.Now(), answers)
+			if policies := c.cache.policiesForNames(gained); policies.Len() > 0 {
+				klog.V(2).InfoS("The agent's own lookup found new addresses of toFQDN names", "names", sets.List(gained),
+					"policies", sets.List(policies))
+				c.enqueue(policies)
+			}
+		}
+	}
+}
+
+// queryDNS asks the DNS server for a name's A records, over UDP.
+func queryDNS(ctx context.Context, o FQDNOptions, name string) ([]dnsAnswer, error) {
+	qn, err := dnsmessage.NewName(name + ".")
+	if err != nil {
+		return nil, err
+	}
+	id := uint16(time.Now().UnixNano())
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
+	if err := b.StartQuestions(); err != nil {
+		return nil, err
+	}
+	if err := b.Question(dnsmessage.Question{Name: qn, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}); err != nil {
+		return nil, err
+	}
+	query, err := b.Finish()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	dial := o.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	conn, err := dial(ctx, "udp", o.DNSServer)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write(query); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 65535)
+	for {
+		n, err := conn.Read(buf)
+		if err != nil {
+			return nil, err
+		}
+		var p dnsmessage.Parser
+		h, err := p.Start(buf[:n])
+		if err != nil || h.ID != id {
+			continue // not the answer to this question
+		}
+		if h.Truncated {
+			return nil, fmt.Errorf("the answer for %s is truncated", name)
+		}
+		return parseDNSAnswers(buf[:n])
 	}
 }

@@ -2,6 +2,7 @@ package networkpolicy
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -443,6 +444,57 @@ func TestAToFQDNRuleFollowsANameWhoseAddressesChange(t *testing.T) {
 	for dialOutcome(t, a, net.JoinHostPort(web1.IP.String(), "8080"), 300*time.Millisecond) != "timeout" {
 		if time.Now().After(deadline) {
 			t.Fatalf("the old address stays allowed long after its TTL of 1 s passed with no connection to it; cache %v", n.ctl.FQDNCache())
+		}
+	}
+}
+
+// The agent resolves the exact names of its rules itself (upstream's
+// behaviour), from the node: a name the pod never looked up is allowed,
+// and when its record moves (TTL 1 s) the new address is allowed before
+// the pod asks, the old one dropped once expired. About 6 s.
+func TestTheAgentResolvesTheExactNamesOfToFQDNRulesItself(t *testing.T) {
+	var node *bridgetest.Pod
+	n := newPolicyNode(t, func(o *Options) {
+		o.FQDN = &FQDNOptions{DNSServer: "10.10.1.20:53", Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+			var c net.Conn
+			err := node.Do(t, func() error {
+				var err error
+				c, err = (&net.Dialer{}).DialContext(ctx, network, address)
+				return err
+			})
+			return c, err
+		}}
+	})
+	node = n.br.NodeHost("node")
+	dns := n.addPod(t, "dns", "10.10.1.20/24")
+	web1, web2 := n.addPod(t, "web1", "10.10.1.10/24"), n.addPod(t, "web2", "10.10.1.11/24")
+	web1.ServeWho(t, 8080)
+	web2.ServeWho(t, 8080)
+	zone := serveDNS(t, dns, map[string]zoneRecord{"pre.example.test": {addrs: []net.IP{web1.IP}, ttl: 2}})
+	n.set(t, antreaPolicy("fqdn", tierApplication, 1, "atg-a",
+		egressTo(allow, cpv1beta2.NetworkPolicyPeer{FQDNs: []string{"pre.example.test"}}),
+		egressTo(drop, cpv1beta2.NetworkPolicyPeer{IPBlocks: []cpv1beta2.IPBlock{{CIDR: cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.IPv4zero.To4()), PrefixLength: 0}}}}),
+	))
+	a := n.a
+	// The pod never asks: its DNS is not even allowed.
+	n.expect2(t, "the agent's own lookup allows the name's address", a, web1, "web1")
+	n.expect2(t, "web2 is no address of the name yet", a, web2, "timeout")
+	zone.set("pre.example.test", zoneRecord{addrs: []net.IP{web2.IP}, ttl: 2})
+	n.expect2(t, "the agent asks again as the TTL ends and allows the new address", a, web2, "web2")
+	n.expect2(t, "the old address is dropped once its TTL passed", a, web1, "timeout")
+}
+
+// expect2 waits (bounded) until client c sees want connecting to web:8080.
+func (n *policyNode) expect2(t *testing.T, why string, c, web *bridgetest.Pod, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := dialOutcome(t, c, net.JoinHostPort(web.IP.String(), "8080"), 300*time.Millisecond)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s from %s got %s, want %s; cache %v", why, web.Name, c.Name, got, want, n.ctl.FQDNCache())
 		}
 	}
 }
