@@ -87,6 +87,9 @@ type Options struct {
 	// FQDNCacheMinTTL is fqdnCacheMinTTL: the shortest time an address
 	// learned for a toFQDN rule is kept.
 	FQDNCacheMinTTL time.Duration
+	// DNSServerOverride is dnsServerOverride as "IP:port" ("" asks the
+	// Service kube-system/kube-dns).
+	DNSServerOverride string
 }
 
 // NewOptions returns the options of the default config file, the node name
@@ -183,6 +186,12 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 		}
 	})
 	set("", func() { o.FQDNCacheMinTTL = time.Duration(c.FQDNCacheMinTTL) * time.Second })
+	set("", func() {
+		o.DNSServerOverride = ""
+		if c.DNSServerOverride != "" {
+			o.DNSServerOverride, _ = agentconfig.DNSServerAddr(c.DNSServerOverride)
+		}
+	})
 	set("", func() {
 		o.StatsInterval = 0
 		if c.FeatureGates[agentconfig.NetworkPolicyStats] {

@@ -152,6 +152,10 @@ type AgentConfig struct {
 	// address learned from a DNS answer for a toFQDN rule is kept, whatever
 	// the answer's TTL; 0 (default): the answer's TTL.
 	FQDNCacheMinTTL int `json:"fqdnCacheMinTTL"`
+	// DNSServerOverride (upstream's key) is the DNS server the agent asks
+	// for the exact names of toFQDN rules, "IP" or "IP:port" (port 53 when
+	// absent); "" (default): the Service kube-system/kube-dns.
+	DNSServerOverride string `json:"dnsServerOverride"`
 }
 
 // AntreaProxyConfig is the antreaProxy section.
@@ -447,6 +451,11 @@ func (c *AgentConfig) validate() []error {
 			fail("antreaProxy.serviceProxyName", "%q is not a label value: %s", c.AntreaProxy.ServiceProxyName, strings.Join(msgs, "; "))
 		}
 	}
+	if c.DNSServerOverride != "" {
+		if _, err := DNSServerAddr(c.DNSServerOverride); err != nil {
+			fail("dnsServerOverride", "%v", err)
+		}
+	}
 	if c.FQDNCacheMinTTL < 0 {
 		fail("fqdnCacheMinTTL", "%d is negative (seconds; 0 keeps each answer's TTL)", c.FQDNCacheMinTTL)
 	}
@@ -510,3 +519,16 @@ func (c *AgentConfig) EncapMode() string {
 
 // EncapModes are the trafficEncapMode values this Antrea realizes.
 var EncapModes = []string{EncapModeEncap, EncapModeNoEncap, EncapModeHybrid}
+
+// DNSServerAddr reads dnsServerOverride: an IP address with or without a
+// port, as "IP:port" (port 53 by default).
+func DNSServerAddr(s string) (string, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.String(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return "", fmt.Errorf("%q is not an IP address, with or without a port", s)
+	}
+	return netip.AddrPortFrom(a, 53).String(), nil
+}
