@@ -157,48 +157,41 @@ func (SubnetRouter) Sync(want []SubnetRoute) error {
 			}
 		}
 	}
-	// The tables: each wanted one holds exactly its default route.
-	for i := 0; i < maxSubnets; i++ {
-		table := SubnetTableBase + i
-		j := slices.IndexFunc(want, func(w SubnetRoute) bool { return w.Table == table })
-		routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("egress subnets: list table %d: %w", table, err))
+	// The tables: each wanted one holds exactly its default route. One
+	// dump of every table's routes (the filter on table 0 takes all).
+	all, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("egress subnets: list routes: %w", err))...)
+	}
+	for _, r := range all {
+		if r.Table < SubnetTableBase || r.Table >= SubnetTableBase+maxSubnets {
 			continue
 		}
-		if j < 0 {
-			for _, r := range routes {
-				if err := netlink.RouteDel(&r); err != nil && !errors.Is(err, unix.ESRCH) {
-					errs = append(errs, fmt.Errorf("egress subnets: remove a route of table %d: %w", table, err))
-				}
+		j := slices.IndexFunc(want, func(w SubnetRoute) bool { return w.Table == r.Table })
+		if j >= 0 {
+			if link, err := netlink.LinkByName(want[j].Link); err == nil && r.LinkIndex == link.Attrs().Index &&
+				r.Gw.Equal(net.IP(want[j].Gateway.AsSlice())) && (r.Dst == nil || isDefault(r.Dst)) {
+				continue
 			}
-			continue
 		}
-		w := want[j]
+		if err := netlink.RouteDel(&r); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("egress subnets: remove a route of table %d: %w", r.Table, err))
+		}
+	}
+	for _, w := range want {
 		link, err := netlink.LinkByName(w.Link)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("egress subnets: link %s of subnet %s: %w", w.Link, w.Prefix, err))
 			continue
 		}
-		bits := 32
+		unspecified := netip.IPv4Unspecified()
 		if w.Gateway.Is6() {
-			bits = 128
+			unspecified = netip.IPv6Unspecified()
 		}
-		def := &netlink.Route{Table: table, LinkIndex: link.Attrs().Index, Gw: net.IP(w.Gateway.AsSlice()),
-			Dst: &net.IPNet{IP: net.IP(netip.IPv4Unspecified().AsSlice()), Mask: net.CIDRMask(0, bits)}, Flags: int(netlink.FLAG_ONLINK)}
-		if w.Gateway.Is6() {
-			def.Dst.IP = net.IP(netip.IPv6Unspecified().AsSlice())
-		}
-		for _, r := range routes {
-			if r.LinkIndex == def.LinkIndex && r.Gw.Equal(def.Gw) && (r.Dst == nil || isDefault(r.Dst)) {
-				continue
-			}
-			if err := netlink.RouteDel(&r); err != nil && !errors.Is(err, unix.ESRCH) {
-				errs = append(errs, fmt.Errorf("egress subnets: remove a route of table %d: %w", table, err))
-			}
-		}
+		def := &netlink.Route{Table: w.Table, LinkIndex: link.Attrs().Index, Gw: net.IP(w.Gateway.AsSlice()),
+			Dst: &net.IPNet{IP: net.IP(unspecified.AsSlice()), Mask: net.CIDRMask(0, unspecified.BitLen())}, Flags: int(netlink.FLAG_ONLINK)}
 		if err := netlink.RouteReplace(def); err != nil {
-			errs = append(errs, fmt.Errorf("egress subnets: default route via %s dev %s in table %d: %w", w.Gateway, w.Link, table, err))
+			errs = append(errs, fmt.Errorf("egress subnets: default route via %s dev %s in table %d: %w", w.Gateway, w.Link, w.Table, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -89,6 +89,21 @@ func TestEgressIPsOfASubnetLeaveThroughItsGatewayAndVLAN(t *testing.T) {
 		t.Errorf("a1's connection to %s arrived from %s, want the Egress IP %s (through the gateway %s)", farAddr, host, eip, sub.Gateway)
 	}
 	n.do(t, func() error {
+		routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: SubnetTableBase}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return err
+		}
+		if len(routes) != 1 || routes[0].Gw.String() != "10.40.0.1" {
+			t.Errorf("table %d holds %v, want one default route via 10.40.0.1", SubnetTableBase, routes)
+		}
+		// The dump of every table that Sync (and the check below) reads sees it.
+		all, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: 0}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(all, func(r netlink.Route) bool { return r.Table == SubnetTableBase }) {
+			t.Errorf("the dump of every table lacks table %d: %v", SubnetTableBase, all)
+		}
 		link, err := netlink.LinkByName("br-phy")
 		if err != nil {
 			return err
@@ -162,6 +177,15 @@ func TestEgressIPsOfASubnetLeaveThroughItsGatewayAndVLAN(t *testing.T) {
 		for _, r := range rules {
 			if r.Priority == SubnetRulePriority || r.Priority == SubnetRulePriority+1 {
 				t.Errorf("ip rule left: %s", r.String())
+			}
+		}
+		routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: 0}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return err
+		}
+		for _, r := range routes {
+			if r.Table >= SubnetTableBase && r.Table < SubnetTableBase+maxSubnets {
+				t.Errorf("route left in table %d: %s", r.Table, r.String())
 			}
 		}
 		return nil
