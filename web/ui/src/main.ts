@@ -48,8 +48,10 @@ class ApiError extends Error {
 }
 
 let csrfToken = "";
-// tokenLogin: the server offers the Kubernetes token login.
+// tokenLogin: the server offers the Kubernetes token login; tokenSession:
+// this session is one (it has no Password page).
 let tokenLogin = false;
+let tokenSession = false;
 
 async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { Accept: "application/json" };
@@ -92,7 +94,7 @@ let refreshTimer: number | undefined;
 function navLinks(current: string) {
   const nav = $("nav");
   nav.hidden = false;
-  nav.replaceChildren(...Object.entries(pages).map(([k, p]) =>
+  nav.replaceChildren(...Object.entries(pages).filter(([k]) => !(tokenSession && k === "password")).map(([k, p]) =>
     h("a", { href: `#/${k}`, "aria-current": k === current ? "page" : undefined }, p.title)));
   $("logout").hidden = false;
 }
@@ -136,6 +138,7 @@ async function route() {
 
 // whoami shows who the session acts as.
 function whoami(s: SessionInfo) {
+  tokenSession = !!s.tokenLogin;
   $("whoami").textContent = s.tokenLogin ? `${s.user} (token)` : (s.user ?? "");
 }
 
