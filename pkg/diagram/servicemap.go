@@ -29,6 +29,8 @@ const (
 	mapCharW  = 7.2
 	mapMinBox = 140
 	mapMiddle = 260
+	// mapEdgeGap is the distance between the arrows leaving one client.
+	mapEdgeGap = 18
 )
 
 // ServiceMapSVG draws the map; the order of edges does not matter.
@@ -77,48 +79,60 @@ func ServiceMapSVG(title string, edges []MapEdge) string {
 	for _, e := range edges {
 		labelW = max(labelW, int(float64(len(edgeLabel(e)))*6.6))
 	}
-	middle := max(mapMiddle, labelW+60)
+	middle := max(mapMiddle, labelW+80)
 	width := 20 + lw + middle + rw + 20
-	rows := max(len(clients), len(servers), 1)
-	height := mapTop + rows*(mapBoxH+mapGap) + 10
-	y := func(i int) int { return mapTop + i*(mapBoxH+mapGap) }
+	// A client's box grows with its arrows, which leave it mapEdgeGap
+	// apart, each label just above its arrow's start, so labels never
+	// share a line.
+	out := map[string]int{}
+	for _, e := range edges {
+		out[e.From]++
+	}
+	clientY, clientH := make([]int, len(clients)), make([]int, len(clients))
+	y := mapTop
+	for i, n := range clients {
+		clientY[i], clientH[i] = y, max(mapBoxH, out[n]*mapEdgeGap+8)
+		y += clientH[i] + mapGap
+	}
+	height := y
+	serverY := func(i int) int { return mapTop + i*(mapBoxH+mapGap) }
+	height = max(height, serverY(len(servers))) + 10
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="13">`+"\n",
 		width, height, width, height)
 	b.WriteString(`<defs><marker id="map-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" orient="auto"><path d="M 0 0 L 10 5 L 0 10 z" fill="#444"/></marker>` +
 		`<marker id="map-arrow-denied" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" orient="auto"><path d="M 0 0 L 10 5 L 0 10 z" fill="#b3261e"/></marker></defs>` + "\n")
 	fmt.Fprintf(&b, `<text class="title" x="%d" y="22" text-anchor="middle" font-size="15" font-weight="bold">%s</text>`+"\n", width/2, svgText(title))
-	fmt.Fprintf(&b, `<text x="20" y="40" fill="#3b4d66">clients</text><text x="%d" y="40" fill="#3b4d66">servers</text>`+"\n", width-20-rw)
 	left, right := 20, width-20-rw
+	fmt.Fprintf(&b, `<text x="%d" y="40" fill="#3b4d66">clients</text><text x="%d" y="40" fill="#3b4d66">servers</text>`+"\n", left, right)
 	for i, n := range clients {
 		fmt.Fprintf(&b, `<g class="workload client" data-name="%s"><rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="#e8f0fb" stroke="#555"/><text x="%d" y="%d">%s</text></g>`+"\n",
-			svgText(n), left, y(i), lw, mapBoxH, left+10, y(i)+19, svgText(n))
+			svgText(n), left, clientY[i], lw, clientH[i], left+10, clientY[i]+clientH[i]/2+5, svgText(n))
 	}
 	for i, n := range servers {
 		fmt.Fprintf(&b, `<g class="workload server" data-name="%s"><rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="#eef7ee" stroke="#555"/><text x="%d" y="%d">%s</text></g>`+"\n",
-			svgText(n), right, y(i), rw, mapBoxH, right+10, y(i)+19, svgText(n))
+			svgText(n), right, serverY(i), rw, mapBoxH, right+10, serverY(i)+19, svgText(n))
 	}
-	// Several edges between the same rows: spread their ends a little.
-	seen := map[[2]int]int{}
+	nth := map[string]int{}
 	for _, e := range edges {
 		a, z := ci[e.From], si[e.To]
-		k := seen[[2]int{a, z}]
-		seen[[2]int{a, z}] = k + 1
-		off := k * 8
-		y1, y2 := y(a)+mapBoxH/2+off-4, y(z)+mapBoxH/2+off-4
-		class, stroke, dash, marker := "edge allowed", "#444", "", "map-arrow"
+		k := nth[e.From]
+		nth[e.From] = k + 1
+		y1 := clientY[a] + mapEdgeGap*(k+1) - 2
+		y2 := serverY(z) + mapBoxH/2
+		class, stroke, dash, marker, fill := "edge allowed", "#444", "", "map-arrow", "#3b4d66"
 		if e.Denied {
-			class, stroke, dash, marker = "edge denied", "#b3261e", ` stroke-dasharray="6,4"`, "map-arrow-denied"
+			class, stroke, dash, marker, fill = "edge denied", "#b3261e", ` stroke-dasharray="6,4"`, "map-arrow-denied", "#b3261e"
 		}
 		x1, x2 := left+lw, right
 		fmt.Fprintf(&b, `<g class="%s" data-from="%s" data-to="%s"><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="1.6"%s marker-end="url(#%s)"/>`,
 			class, svgText(e.From), svgText(e.To), x1, y1, x2, y2, stroke, dash, marker)
-		fill := "#3b4d66"
-		if e.Denied {
-			fill = "#b3261e"
+		// The label on the side the arrow leaves: below a rising one.
+		ly := y1 - 4
+		if y2 < y1 {
+			ly = y1 + 13
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="12" fill="%s">%s</text></g>`+"\n",
-			(x1+x2)/2, (y1+y2)/2-4, fill, svgText(edgeLabel(e)))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="12" fill="%s">%s</text></g>`+"\n", x1+8, ly, fill, svgText(edgeLabel(e)))
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
