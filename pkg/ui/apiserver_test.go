@@ -219,6 +219,8 @@ func TestTheAPIAnswersEveryPageFromARealAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("Policies: a SIG AdminNetworkPolicy at its place, as computed", func(t *testing.T) { checkSIGPolicies(t, cl, c) })
+
 	t.Run("Pipeline: every Node, the flow counts of the one chosen", func(t *testing.T) {
 		var p PipelineView
 		c.get("/api/v1/pipeline?node=node-2", &p)
