@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"antrea.io/antrea/pkg/lab"
@@ -29,7 +30,9 @@ import (
 // port-forward and prints the URL; the page loads, the initial password
 // from the Secret logs in, and the Summary shows every Node's agent
 // healthy; the Pipeline page of a Node has its packet counts from that
-// Node's agent API.
+// Node's agent API. With the Flow Aggregator (ANTREA_LAB_FLOW_AGGREGATOR=1),
+// a client Pod calling a server Pod on the other Node shows on the Flows
+// page's map.
 func TestTheWebUIOpensThroughAntctlUI(t *testing.T) {
 	e := requireReal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -166,4 +169,43 @@ func TestTheWebUIOpensThroughAntctlUI(t *testing.T) {
 	if !pl.Live || !strings.Contains(pl.SVG, " pkts</text>") {
 		t.Errorf("pipeline of %s: live %v (%s), want packet counts from its agent API", e.Nodes[0], pl.Live, pl.Note)
 	}
+
+	if !e.Opts.FlowAggregator {
+		t.Logf("the lab runs without the Flow Aggregator (%s=1 adds it): the Flows page's map is not checked", labtest.EnvFlowAggregator)
+		return
+	}
+	// A client on node 1 calls a server on node 2 until the Flows page
+	// maps the pair, from the Flow Aggregator's records.
+	ns, _ := createPods(t, e, ctx, func(name string) corev1.PodSpec {
+		c := corev1.Container{Name: "agnhost", Image: lab.AgnhostImage, ImagePullPolicy: corev1.PullIfNotPresent}
+		node := e.Nodes[0]
+		if name == "server" {
+			node = e.Nodes[len(e.Nodes)-1]
+			c.Args = []string{"netexec", "--http-port=8080"}
+		} else {
+			c.Args = []string{"pause"}
+		}
+		return corev1.PodSpec{NodeName: node, Containers: []corev1.Container{c}}
+	}, "client", "server")
+	srv, err := e.Client.CoreV1().Pods(ns).Get(ctx, "server", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labtest.WaitFor(t, ctx, "the Flows page maps client → server", func() error {
+		if _, stderr, err := e.Kubectl(ctx, "exec", "-n", ns, "client", "--", "curl", "-s", "-m", "3",
+			"http://"+srv.Status.PodIP+":8080/hostname"); err != nil {
+			return fmt.Errorf("curl: %w: %s", err, stderr)
+		}
+		code, b := get("/api/v1/flows", cookie)
+		var f ui.FlowsView
+		if code != 200 || json.Unmarshal(b, &f) != nil {
+			return fmt.Errorf("GET /api/v1/flows: %d %.300s", code, b)
+		}
+		for _, edge := range f.Edges {
+			if edge.From == ns+"/client" && edge.To == ns+"/server" && edge.Port == "TCP/8080" && !edge.Denied {
+				return nil
+			}
+		}
+		return fmt.Errorf("available %v, %d records, no edge %s/client → %s/server: %s", f.Available, f.Records, ns, ns, f.Message)
+	})
 }
