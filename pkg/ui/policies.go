@@ -153,7 +153,7 @@ func (s *Server) policies(w http.ResponseWriter, r *http.Request, _ string, sess
 		t.Policies = append(t.Policies, v)
 	}
 	k8s := &TierView{Name: "K8s NetworkPolicies", Priority: k8sLayerPriority, Layer: true,
-		Description: "Kubernetes NetworkPolicies, evaluated after the application Tier and before the baseline Tier", Policies: []PolicyView{}}
+		Description: "Kubernetes NetworkPolicies, evaluated after the application Tier (and the SIG AdminNetworkPolicies) and before the baseline Tier", Policies: []PolicyView{}}
 	for _, p := range knps.Items {
 		v := k8sPolicy(&p)
 		v.applyStats(stats[statsKey(query.NetworkPolicyStats, p.Namespace, p.Name)], false)
