@@ -31,6 +31,7 @@ func (o *Options) AddUpFlags(fs *pflag.FlagSet) {
 	fs.StringVar((*string)(&o.Proxy), "proxy", string(o.Proxy), "what realizes Services on real nodes: antrea (AntreaProxy) or kube-proxy (v1.37.2, nftables mode, AntreaProxy off)")
 	fs.StringVar((*string)(&o.Kubelet), "kubelet", string(o.Kubelet), "what runs pods on a node: real (kubelet + containerd + runc) or sim (the node simulator: pods are host processes)")
 	fs.BoolVar(&o.FlowAggregator, "flow-aggregator", o.FlowAggregator, "deploy the Flow Aggregator (build/yamls/flow-aggregator.yml) and turn the agents' FlowExporter on, sending to it (docs/flow-export.md)")
+	fs.BoolVar(&o.UI, "ui", o.UI, "deploy the web UI (build/yamls/antrea-ui.yml); open it with antctl ui (docs/ui.md)")
 }
 
 // GlobalArgs are the global flags (AddGlobalFlags) with o's values; they may

@@ -50,6 +50,8 @@ const (
 	// EnvFlowAggregator, when "1", starts the labs with --flow-aggregator
 	// (the agents' FlowExporter on, the Flow Aggregator deployed).
 	EnvFlowAggregator = "ANTREA_LAB_FLOW_AGGREGATOR"
+	// EnvUI, when "1", starts the labs with --ui (the web UI deployed).
+	EnvUI = "ANTREA_LAB_UI"
 	// StartTimeout bounds a lab's bring-up: the supervisor's own 5 minutes
 	// plus building the lab's images when their inputs changed.
 	StartTimeout = 7 * time.Minute
@@ -106,6 +108,7 @@ func Options() lab.Options {
 		opts.Proxy = lab.Proxy(p)
 	}
 	opts.FlowAggregator = os.Getenv(EnvFlowAggregator) == "1"
+	opts.UI = os.Getenv(EnvUI) == "1"
 	return opts
 }
 
