@@ -8,6 +8,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/flowexporter"
@@ -92,6 +94,18 @@ func setupFlowExporter(ctx context.Context, d *deps) (component, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The labels of this Node's Pods (the agent may list and watch Pods).
+	pods := informers.NewSharedInformerFactoryWithOptions(d.kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", d.o.NodeName).String()
+		}))
+	e.SetLabels(flowexporter.PodListerLabels{Lister: pods.Core().V1().Pods().Lister()})
+	// Denied connections: the policy flows that drop send a metered copy
+	// of what they drop (before any policy flow is written: the
+	// NetworkPolicy part comes later), which the policy controller names
+	// and hands to the exporter (Options.Denied).
+	d.flows.SetDenyTracking(true)
+	d.exporter = e
 	// The rules that allowed a connection, by the ids in its conntrack
 	// label: the policy controller is set up after this part.
 	e.SetRules(flowexporter.RuleLookupFunc(func(id uint32) (string, string, bool) {
@@ -103,9 +117,12 @@ func setupFlowExporter(ctx context.Context, d *deps) (component, error) {
 	d.api.metrics.FlowExporter = func() agentmetrics.FlowExporterCounts {
 		s := e.Stats()
 		return agentmetrics.FlowExporterCounts{Connections: s.Connections, Reconnects: s.Reconnects,
-			RecordsSent: s.RecordsSent, RecordsDropped: s.RecordsDropped, Evicted: s.Evicted}
+			RecordsSent: s.RecordsSent, RecordsDropped: s.RecordsDropped, Evicted: s.Evicted,
+			DeniedConnections: s.Denied.Connections, DeniedPackets: s.Denied.Packets, DeniedEvicted: s.Denied.Evicted}
 	}
 	return loop(func(ctx context.Context) {
+		pods.Start(ctx.Done())
+		defer pods.Shutdown()
 		if ovsFeed != nil {
 			done := make(chan struct{})
 			go func() { defer close(done); ovsFeed.Run(ctx) }()

@@ -6,6 +6,7 @@ import (
 	"k8s.io/klog/v2"
 
 	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
+	"antrea.io/antrea/pkg/agent/flowexporter"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
 	"antrea.io/antrea/pkg/agent/stats"
@@ -26,6 +27,10 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 		return nil, err
 	}
 	purger := d.purger
+	var denied func(flowexporter.DeniedPacket)
+	if d.exporter != nil {
+		denied = d.exporter.Deny
+	}
 	d.podEvents = make(chan interfacestore.PodEvent, 64)
 	policies := npcontroller.NewController(d.o.NodeName, controlplane, d.flows, d.store, npcontroller.Options{
 		Recovered: recovered,
@@ -39,6 +44,7 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 			}
 		},
 		PacketIns: &npcontroller.PacketIns{IO: d.packets, Parser: d.flows, AuditLogDir: npcontroller.DefaultAuditLogDir},
+		Denied:    denied,
 	})
 	d.restore.released = purger.Changed
 	d.controlplane, d.policies = controlplane, policies

@@ -30,6 +30,9 @@ type Config struct {
 	// MaxConnections bounds the store (default 65536): beyond, the oldest
 	// connection is dropped, unexported, and counted.
 	MaxConnections int
+	// MaxDenied bounds the denied connections held (default 4096):
+	// beyond, the oldest is dropped, unexported, and counted.
+	MaxDenied int
 	// QueueLen bounds the polls' batches waiting for the collector
 	// (default 16); beyond, a batch is dropped and counted.
 	QueueLen int
@@ -47,7 +50,9 @@ type Exporter struct {
 	pods     PodLookup
 	services ServiceLookup
 	rules    RuleLookup
+	labels   LabelLookup
 	store    *Store
+	denied   *DenyStore
 	sender   *sender
 
 	mu    sync.Mutex
@@ -66,6 +71,8 @@ type Stats struct {
 	RecordsSent, RecordsDropped, Reconnects uint64
 	Connected                               bool
 	LastPoll                                time.Duration
+	// Denied are the denied connections' counters.
+	Denied DenyStats
 }
 
 // New returns an exporter. feed may be nil when the source has counts;
@@ -80,6 +87,9 @@ func New(cfg Config, source ConnectionSource, feed CounterFeed, pods PodLookup, 
 	}
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = 65536
+	}
+	if cfg.MaxDenied <= 0 {
+		cfg.MaxDenied = 4096
 	}
 	if cfg.QueueLen <= 0 {
 		cfg.QueueLen = 16
@@ -101,7 +111,7 @@ func New(cfg Config, source ConnectionSource, feed CounterFeed, pods PodLookup, 
 	h := fnv.New32a()
 	h.Write([]byte(cfg.NodeName))
 	return &Exporter{cfg: cfg, source: source, feed: feed, pods: pods, services: services,
-		store: NewStore(cfg.MaxConnections),
+		store: NewStore(cfg.MaxConnections), denied: NewDenyStore(cfg.MaxDenied),
 		sender: &sender{proto: cfg.Protocol, resolve: resolve, dial: cfg.Dial, templateRefresh: cfg.TemplateRefresh,
 			domain: h.Sum32(), node: cfg.NodeName, queue: make(chan []Record, cfg.QueueLen)},
 	}, nil
@@ -136,7 +146,8 @@ func (e *Exporter) Run(ctx context.Context) {
 }
 
 // Poll reads the connections once, updates the store and queues the
-// records due at now.
+// records due at now, the denied connections' with them (those even when
+// the connections could not be read).
 func (e *Exporter) Poll(ctx context.Context, now time.Time) error {
 	start := time.Now()
 	conns, err := e.source.Connections(ctx)
@@ -147,6 +158,7 @@ func (e *Exporter) Poll(ctx context.Context, now time.Time) error {
 	}
 	e.mu.Unlock()
 	if err != nil {
+		e.sender.enqueue(e.enrichAll(e.denied.Due(now, e.cfg.ActiveTimeout, e.cfg.IdleTimeout)))
 		return err
 	}
 	if e.feed != nil {
@@ -163,10 +175,8 @@ func (e *Exporter) Poll(ctx context.Context, now time.Time) error {
 	}
 	e.store.Update(conns, now)
 	recs := e.store.Due(now, e.cfg.ActiveTimeout, e.cfg.IdleTimeout)
-	for i := range recs {
-		enrich(&recs[i], e.pods, e.services, e.rules)
-	}
-	e.sender.enqueue(recs)
+	recs = append(recs, e.denied.Due(now, e.cfg.ActiveTimeout, e.cfg.IdleTimeout)...)
+	e.sender.enqueue(e.enrichAll(recs))
 	e.mu.Lock()
 	e.stats.LastPoll = time.Since(start)
 	e.stats.Connections, e.stats.Evicted = e.store.Len(), e.store.Evicted
@@ -174,9 +184,24 @@ func (e *Exporter) Poll(ctx context.Context, now time.Time) error {
 	return nil
 }
 
+func (e *Exporter) enrichAll(recs []Record) []Record {
+	for i := range recs {
+		enrich(&recs[i], e.pods, e.services, e.rules, e.labels)
+	}
+	return recs
+}
+
 // SetRules names the NetworkPolicy rules of records from now on (the
 // agent's policy controller starts after the exporter). Call it before Run.
 func (e *Exporter) SetRules(r RuleLookup) { e.rules = r }
+
+// SetLabels adds the local Pods' labels to records. Call it before Run.
+func (e *Exporter) SetLabels(l LabelLookup) { e.labels = l }
+
+// Deny counts a packet a NetworkPolicy denied in its denied connection,
+// exported at the next poll (DenyStore). It never blocks on the poll loop's
+// work or the collector: the packet-in handler calls it.
+func (e *Exporter) Deny(p DeniedPacket) { e.denied.Add(p) }
 
 // Stats returns the exporter's counters.
 func (e *Exporter) Stats() Stats {
@@ -185,5 +210,6 @@ func (e *Exporter) Stats() Stats {
 	e.mu.Unlock()
 	s.RecordsSent, s.RecordsDropped = e.sender.sent.Load(), e.sender.dropped.Load()
 	s.Reconnects, s.Connected = e.sender.reconnects.Load(), e.sender.connected.Load()
+	s.Denied = e.denied.Stats()
 	return s
 }

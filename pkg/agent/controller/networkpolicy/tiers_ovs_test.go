@@ -40,7 +40,9 @@ type policyNode struct {
 	ctl   *Controller
 }
 
-func newPolicyNode(t *testing.T) *policyNode {
+// newPolicyNode starts a node; each with may change the OpenFlow client
+// and the controller's options before they start.
+func newPolicyNode(t *testing.T, with ...func(*agentof.Client, *Options)) *policyNode {
 	br := bridgetest.New(t)
 	flows, err := agentof.NewClient(br.OF, 1)
 	if err != nil {
@@ -80,7 +82,7 @@ func newPolicyNode(t *testing.T) *policyNode {
 	// As the agent does: a narrowing write purges the datapath cache
 	// before the policy is reported realized.
 	purger := dpcache.New(dpcache.AppctlPurge(br.Dir())) // the agent's purge, on this instance
-	c := NewController("node-1", n.client, flows, store, Options{
+	opts := Options{
 		OnNarrowed: func() {
 			if err := purger.Sync(ctx); err != nil && ctx.Err() == nil { // not the test's end
 				t.Errorf("purge the datapath cache: %v", err)
@@ -90,7 +92,11 @@ func newPolicyNode(t *testing.T) *policyNode {
 			}
 		},
 		PacketIns: &PacketIns{IO: packets, Parser: flows, AuditLogDir: n.auditDir},
-	})
+	}
+	for _, w := range with {
+		w(flows, &opts)
+	}
+	c := NewController("node-1", n.client, flows, store, opts)
 	done := make(chan struct{})
 	n.flows, n.ctl = flows, c
 	go func() { c.Run(ctx); close(done) }()
