@@ -27,9 +27,9 @@ import (
 
 	"antrea.io/antrea/pkg/agent/cniserver"
 	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
-	"antrea.io/antrea/pkg/agent/flowexporter"
 	"antrea.io/antrea/pkg/agent/dpcache"
 	"antrea.io/antrea/pkg/agent/egress"
+	"antrea.io/antrea/pkg/agent/flowexporter"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	"antrea.io/antrea/pkg/agent/nodenet"
