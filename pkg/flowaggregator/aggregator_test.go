@@ -33,6 +33,16 @@ type agentRecord struct {
 	ingressAction, egressAction uint8
 	// srcLabels and dstLabels are the Pods' labels as JSON.
 	srcLabels, dstLabels string
+	// end and reason are flowEndSeconds and flowEndReason (t0+5s and 2,
+	// active timeout, when zero).
+	end    time.Time
+	reason uint8
+}
+
+// record is r as the collector decodes it.
+func (r agentRecord) record() ipfix.Record {
+	v4, _ := flowexporter.Templates()
+	return ipfix.Record{TemplateID: v4.ID, Fields: v4.Fields, Values: r.values()}
 }
 
 func (r agentRecord) values() []ipfix.Value {
@@ -49,8 +59,15 @@ func (r agentRecord) values() []ipfix.Value {
 	if r.service != "" {
 		clusterIP, port = netip.MustParseAddr("10.96.0.20"), 80
 	}
+	end, reason := r.end, r.reason
+	if end.IsZero() {
+		end = t0.Add(5 * time.Second)
+	}
+	if reason == 0 {
+		reason = ipfix.EndReasonActiveTimeout
+	}
 	vals := []ipfix.Value{
-		u(uint64(t0.Unix())), u(uint64(t0.Add(5 * time.Second).Unix())), u(2),
+		u(uint64(t0.Unix())), u(uint64(end.Unix())), u(uint64(reason)),
 		a(netip.MustParseAddr("10.10.0.2")), a(netip.MustParseAddr("10.10.1.2")), u(uint64(r.srcPort)), u(5201), u(6),
 		u(r.packets), u(r.bytes), u(r.packets), u(r.delta),
 		u(r.packets / 2), u(r.packets * 52), u(r.packets / 2), u(r.packets * 52),
@@ -253,7 +270,7 @@ func FuzzCollectorMessage(f *testing.F) {
 	f.Add(msgs[0])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := NewMetrics()
-		agg := NewAggregator(time.Second, time.Minute, nil, NewStore(16), m)
+		agg := NewAggregator(time.Second, time.Minute, 2*time.Minute, nil, NewStore(16), m)
 		c := &collector{ingest: agg.Ingest, metrics: m}
 		s := ipfix.NewSession()
 		logged := false

@@ -24,9 +24,10 @@ type Config struct {
 	// "Proxy" is not built.
 	Mode string `json:"mode"`
 	// ActiveFlowRecordTimeout and InactiveFlowRecordTimeout: upstream's
-	// keys. The inactive timeout is how long a connection's last record
-	// is remembered for its throughput; the active one is accepted and
-	// checked, but every record is exported as soon as it is complete.
+	// keys. Every record is output as soon as it is complete; a live
+	// connection of which no record came for the active timeout is output
+	// again then (Aggregator); one of which no record came for the inactive
+	// timeout is forgotten (and its throughput starts afresh).
 	ActiveFlowRecordTimeout   string `json:"activeFlowRecordTimeout"`
 	InactiveFlowRecordTimeout string `json:"inactiveFlowRecordTimeout"`
 	// AggregatorTransportProtocol is what the agents send over: "tcp"
@@ -245,6 +246,10 @@ func ParseCollectorAddress(s string) (hostPort, proto string, err error) {
 // durations parsed (validate checked them).
 func (c Config) correlationWait() time.Duration {
 	d, _ := time.ParseDuration(c.CorrelationWait)
+	return d
+}
+func (c Config) activeTimeout() time.Duration {
+	d, _ := time.ParseDuration(c.ActiveFlowRecordTimeout)
 	return d
 }
 func (c Config) inactiveTimeout() time.Duration {

@@ -119,7 +119,7 @@ func Start(ctx context.Context, cfg Config, ipfixAddr, apiAddr string, isPodIP f
 		exporters = append(exporters, l)
 		runs = append(runs, l.Run)
 	}
-	agg := NewAggregator(cfg.correlationWait(), cfg.inactiveTimeout(), isPodIP, store, m, exporters...)
+	agg := NewAggregator(cfg.correlationWait(), cfg.activeTimeout(), cfg.inactiveTimeout(), isPodIP, store, m, exporters...)
 	r := &Running{Store: store, Metrics: m, Aggregator: agg, done: make(chan struct{})}
 	col := &collector{ingest: agg.Ingest, metrics: m}
 
