@@ -34,7 +34,7 @@ func newGetFlowsCommand(g *getOptions) *cobra.Command {
 		Use:   "flows [--pod POD] [-n NAMESPACE] [--policy NAME] [--denied]",
 		Short: "Show the Flow Aggregator's latest flow records",
 		Long: `Show the connections the agents' FlowExporter reported, as the Flow Aggregator
-(build/yamls/flow-aggregator.yml; antrea-lab up --flow-aggregator) joined them: both Pods
+(build/yamls/flow-aggregator.yml; antrea-lab up --flow-visibility) joined them: both Pods
 and Nodes of an inter-node connection in one record, the Service, the bytes each way.
 Filters: --pod (either side; NAME or NAMESPACE/NAME), -n (either side's namespace,
 only when given), --policy (the NetworkPolicy on either side), --denied.`,

@@ -81,7 +81,7 @@ const DefaultLBPool = "lab-lb"
 //     router, router.go).
 //   - NodePortLocal on (nodePortLocal.enable; upstream's default is off),
 //     so that the outside host reaches annotated Services' Pods.
-//   - with `--flow-aggregator`, the FlowExporter on (flowExporterOverlay).
+//   - with `--flow-visibility`, the FlowExporter on (flowExporterOverlay).
 func (o Options) labConfOverlay() map[string]map[string]string {
 	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
 	overlay := map[string]map[string]string{
@@ -115,7 +115,7 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 	if o.Proxy == ProxyKube {
 		overlay["antrea-agent.conf"]["antreaProxy.enable"] = "false"
 	}
-	if o.FlowAggregator {
+	if o.FlowVisibility {
 		for k, v := range flowExporterOverlay {
 			overlay["antrea-agent.conf"][k] = v
 		}

@@ -19,7 +19,7 @@ import (
 )
 
 // TestFlowAggregatorJoinsBothNodesRecordsOfATransfer: with `antrea-lab up
-// --flow-aggregator` (ANTREA_LAB_FLOW_AGGREGATOR=1), a Pod on node 1 sends
+// --flow-visibility` (ANTREA_LAB_FLOW_VISIBILITY=1), a Pod on node 1 sends
 // exactly N bytes over TCP to a Pod on node 2, directly and through a
 // Service. `antctl get flows` must show the connection as records naming
 // both Pods and Nodes, joined from the two agents' records (never one
@@ -33,8 +33,8 @@ import (
 // the ingress rule.
 func TestFlowAggregatorJoinsBothNodesRecordsOfATransfer(t *testing.T) {
 	e := requireReal(t)
-	if !e.Opts.FlowAggregator {
-		t.Skipf("the lab runs without the Flow Aggregator (set %s=1)", labtest.EnvFlowAggregator)
+	if !e.Opts.FlowVisibility {
+		t.Skipf("the lab runs without the Flow Aggregator (set %s=1)", labtest.EnvFlowVisibility)
 	}
 	if len(e.Nodes) < 2 {
 		t.Skip("needs two nodes")

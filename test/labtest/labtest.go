@@ -47,8 +47,10 @@ const (
 	// EnvProxy chooses what realizes Services in the labs tests start
 	// (antrea or kube-proxy: antrea-lab up --proxy).
 	EnvProxy = "ANTREA_LAB_PROXY"
-	// EnvFlowAggregator, when "1", starts the labs with --flow-aggregator
-	// (the agents' FlowExporter on, the Flow Aggregator deployed).
+	// EnvFlowVisibility, when "1", starts the labs with --flow-visibility
+	// (the agents' FlowExporter on, the Flow Aggregator deployed);
+	// EnvFlowAggregator is its earlier name, still read.
+	EnvFlowVisibility = "ANTREA_LAB_FLOW_VISIBILITY"
 	EnvFlowAggregator = "ANTREA_LAB_FLOW_AGGREGATOR"
 	// StartTimeout bounds a lab's bring-up: the supervisor's own 5 minutes
 	// plus building the lab's images when their inputs changed.
@@ -105,7 +107,7 @@ func Options() lab.Options {
 	if p := os.Getenv(EnvProxy); p != "" {
 		opts.Proxy = lab.Proxy(p)
 	}
-	opts.FlowAggregator = os.Getenv(EnvFlowAggregator) == "1"
+	opts.FlowVisibility = os.Getenv(EnvFlowVisibility) == "1" || os.Getenv(EnvFlowAggregator) == "1"
 	return opts
 }
 
