@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
 	"antrea.io/antrea/pkg/flowaggregator"
 	"antrea.io/antrea/pkg/lab"
 	"antrea.io/antrea/test/labtest"
@@ -30,7 +32,13 @@ import (
 // the end of each transfer to the first complete record in the aggregator
 // is logged (the docs' figure), not asserted. Then a K8s NetworkPolicy
 // admits the sink's traffic, and the records of a new connection name it as
-// the ingress rule.
+// the ingress rule. The records carry both Pods' labels. Then an Antrea
+// ClusterNetworkPolicy drops the client's connections to the sink (ingress,
+// on the sink's node): `antctl get flows --denied` shows a denied record
+// naming the policy and its rule, action drop; and one rejecting them on the
+// client's way out (egress, on the client's node) shows one with action
+// reject, released without waiting for the sink's node (which never sees
+// the connection).
 func TestFlowAggregatorJoinsBothNodesRecordsOfATransfer(t *testing.T) {
 	e := requireReal(t)
 	if !e.Opts.FlowVisibility {
@@ -39,7 +47,7 @@ func TestFlowAggregatorJoinsBothNodesRecordsOfATransfer(t *testing.T) {
 	if len(e.Nodes) < 2 {
 		t.Skip("needs two nodes")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	const n = 1_000_000
 	ns, pods := createPods(t, e, ctx, func(name string) corev1.PodSpec {
@@ -54,10 +62,12 @@ func TestFlowAggregatorJoinsBothNodesRecordsOfATransfer(t *testing.T) {
 		}
 		return corev1.PodSpec{NodeName: node, Containers: []corev1.Container{c}}
 	}, "client", "sink")
-	p := pods["sink"]
-	p.Labels["role"] = "sink"
-	if _, err := e.Client.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"sink", "client"} {
+		p := pods[name]
+		p.Labels["role"] = name
+		if _, err := e.Client.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	svc := createService(t, ctx, e, ns, "sink", map[string]string{"role": "sink"}, corev1.ServicePort{
 		Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 5201, TargetPort: intstr.FromInt32(5201)})
@@ -135,6 +145,9 @@ func TestFlowAggregatorJoinsBothNodesRecordsOfATransfer(t *testing.T) {
 				t.Errorf("a record of the connection names one side only: %+v", r)
 			}
 		}
+		if f.SrcLabels["role"] != "client" || f.SrcLabels["app"] != "e2e" || f.DstLabels["role"] != "sink" {
+			t.Errorf("labels %v and %v, want each Pod's (app=e2e, role=client / role=sink)", f.SrcLabels, f.DstLabels)
+		}
 	}
 
 	t.Run("Pod to Pod on another node", func(t *testing.T) {
@@ -188,9 +201,139 @@ func TestFlowAggregatorJoinsBothNodesRecordsOfATransfer(t *testing.T) {
 			t.Errorf("antctl get flows --policy allow-client: %v\n%s", err, out)
 		}
 	})
+
+	crd, err := versioned.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// applyACNP creates a ClusterNetworkPolicy in the securityops tier and
+	// waits until it is realized; it is deleted at the end of the test.
+	applyACNP := func(t *testing.T, acnp *crdv1beta1.ClusterNetworkPolicy) func() {
+		t.Helper()
+		if _, err := crd.CrdV1beta1().ClusterNetworkPolicies().Create(ctx, acnp, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		del := func() {
+			_ = crd.CrdV1beta1().ClusterNetworkPolicies().Delete(context.Background(), acnp.Name, metav1.DeleteOptions{})
+		}
+		t.Cleanup(del)
+		labtest.WaitFor(t, ctx, "ClusterNetworkPolicy "+acnp.Name+" realized", func() error {
+			p, err := crd.CrdV1beta1().ClusterNetworkPolicies().Get(ctx, acnp.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Status.Phase != "Realized" || p.Status.ObservedGeneration != p.Generation {
+				return fmt.Errorf("status %+v", p.Status)
+			}
+			return nil
+		})
+		return del
+	}
+	selectPod := func(name string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"role": name}}
+	}
+	inNS := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+	// denied tries connections to the sink (each from a new source port,
+	// refused or timing out) until antctl get flows --denied shows a
+	// record of one that ok accepts, and returns it.
+	denied := func(t *testing.T, what string, ok func(flowaggregator.Flow) error) flowaggregator.Flow {
+		t.Helper()
+		var got flowaggregator.Flow
+		labtest.WaitFor(t, ctx, what, func() error {
+			src := 42000 + int(time.Now().UnixNano()%1000)
+			cmd := fmt.Sprintf("socat -u /dev/null TCP:%s:5201,sourceport=%d,reuseaddr,connect-timeout=2", pods["sink"].Status.PodIP, src)
+			_, _, _ = e.Kubectl(ctx, "exec", "-n", ns, "client", "--", "sh", "-c", cmd)
+			var last error
+			// A record waits for its partner at most correlationWait (10 s).
+			for range 15 {
+				out, stderr, err := antctl(ctx, e, "get", "flows", "-n", ns, "--denied", "-o", "json")
+				if err != nil {
+					return fmt.Errorf("antctl get flows --denied: %w: %s", err, stderr)
+				}
+				var fs []flowaggregator.Flow
+				if err := json.Unmarshal([]byte(out), &fs); err != nil {
+					return fmt.Errorf("antctl get flows --denied -o json: %w: %s", err, out)
+				}
+				last = fmt.Errorf("no denied record of source port %d", src)
+				for _, f := range fs {
+					if f.SrcPort != uint16(src) || f.Protocol != 6 {
+						continue
+					}
+					if last = ok(f); last == nil {
+						got = f
+						return nil
+					}
+				}
+				time.Sleep(time.Second)
+			}
+			return last
+		})
+		return got
+	}
+
+	t.Run("a connection an ACNP Drop rule denies is a denied record naming the rule", func(t *testing.T) {
+		name := ns + "-drop-client"
+		del := applyACNP(t, &crdv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: crdv1beta1.ClusterNetworkPolicySpec{Tier: "securityops", Priority: 5,
+				AppliedTo: []crdv1beta1.AppliedTo{{PodSelector: selectPod("sink"), NamespaceSelector: inNS}},
+				Ingress: []crdv1beta1.Rule{{Name: "drop-client", Action: ptrTo(crdv1beta1.RuleActionDrop),
+					From: []crdv1beta1.NetworkPolicyPeer{{PodSelector: selectPod("client"), NamespaceSelector: inNS}}}}}})
+		f := denied(t, "a denied record naming "+name+"/drop-client", func(f flowaggregator.Flow) error {
+			if !f.Denied || f.IngressPolicy != name || f.IngressPolicyRule != "drop-client" || f.IngressPolicyAction != 2 ||
+				f.IngressPolicyType != 3 || f.DstPod != "sink" || f.DstNode != e.Nodes[1] {
+				return fmt.Errorf("record %+v: want denied by %s/drop-client (type 3, action 2) at the sink on %s", f, name, e.Nodes[1])
+			}
+			return nil
+		})
+		// The client's node committed the connection (its SYN left): its
+		// record joins the sink node's denied one.
+		t.Logf("denied record: correlated %v, source %s/%s on %s, %d packets, labels %v", f.Correlated, f.SrcNamespace, f.SrcPod,
+			f.SrcNode, flowCountsOf(f).Total.Packets, f.DstLabels)
+		if f.DstLabels["role"] != "sink" {
+			t.Errorf("the denied record's destination labels %v, want role=sink", f.DstLabels)
+		}
+		out, _, err := antctl(ctx, e, "get", "flows", "-n", ns, "--denied")
+		if err != nil || !strings.Contains(out, "ingress:DROP:"+name+"/drop-client") {
+			t.Errorf("antctl get flows --denied (table) does not name the rule: %v\n%s", err, out)
+		}
+		t.Logf("antctl get flows -n %s --denied:\n%s", ns, out)
+		del()
+	})
+
+	t.Run("a connection an ACNP Reject rule denies on its way out is a denied record of the source node alone", func(t *testing.T) {
+		name := ns + "-reject-out"
+		applyACNP(t, &crdv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: crdv1beta1.ClusterNetworkPolicySpec{Tier: "securityops", Priority: 5,
+				AppliedTo: []crdv1beta1.AppliedTo{{PodSelector: selectPod("client"), NamespaceSelector: inNS}},
+				Egress: []crdv1beta1.Rule{{Name: "no-sink", Action: ptrTo(crdv1beta1.RuleActionReject),
+					To: []crdv1beta1.NetworkPolicyPeer{{PodSelector: selectPod("sink"), NamespaceSelector: inNS}}}}}})
+		start := time.Now()
+		f := denied(t, "a denied record naming "+name+"/no-sink", func(f flowaggregator.Flow) error {
+			if !f.Denied || f.EgressPolicy != name || f.EgressPolicyRule != "no-sink" || f.EgressPolicyAction != 3 ||
+				f.SrcPod != "client" || f.SrcNode != e.Nodes[0] || f.Correlated {
+				return fmt.Errorf("record %+v: want denied by %s/no-sink (action 3) at the client on %s, not joined", f, name, e.Nodes[0])
+			}
+			return nil
+		})
+		t.Logf("egress denied record in the aggregator %.1fs after the first attempt began", f.Received.Sub(start).Seconds())
+	})
+
 	out, _, err := antctl(ctx, e, "get", "flows", "-n", ns)
 	if err != nil || !strings.Contains(out, "inter-node") {
 		t.Errorf("antctl get flows (table): %v\n%s", err, out)
 	}
 	t.Logf("antctl get flows -n %s:\n%s", ns, out)
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// flowCountsOf are the source node's counts, else the destination node's.
+func flowCountsOf(f flowaggregator.Flow) flowaggregator.NodeCounts {
+	if f.FromSource != nil {
+		return *f.FromSource
+	}
+	if f.FromDestination != nil {
+		return *f.FromDestination
+	}
+	return flowaggregator.NodeCounts{}
 }
