@@ -62,17 +62,27 @@ func NewAggregator(wait, active, inactive time.Duration, isPodIP func(netip.Addr
 		store: store, exporters: exporters, metrics: metrics, now: time.Now}
 }
 
-// Ingest takes the decoded records of one message.
+// Ingest takes the decoded records of one IPFIX message.
 func (a *Aggregator) Ingest(_ string, recs []ipfix.Record) {
 	now := a.now()
-	var out []Flow
-	a.mu.Lock()
+	fs := make([]Flow, 0, len(recs))
 	for _, r := range recs {
 		f, ok := fromRecord(r, now)
 		if !ok {
 			a.metrics.DecodeErrors.WithLabelValues("record").Inc()
 			continue
 		}
+		fs = append(fs, f)
+	}
+	a.IngestFlows(fs, now)
+}
+
+// IngestFlows takes the agents' records received at now (decoded from
+// IPFIX or gRPC).
+func (a *Aggregator) IngestFlows(fs []Flow, now time.Time) {
+	var out []Flow
+	a.mu.Lock()
+	for _, f := range fs {
 		out = append(out, a.corr.Add(f, now)...)
 	}
 	out = a.finishLocked(out, now)

@@ -127,7 +127,7 @@ func sendAgent(t testing.TB, addr net.Addr, recs ...agentRecord) net.Conn {
 func startForTest(t *testing.T, cfg Config) *Running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r, err := Start(ctx, cfg, "127.0.0.1:0", "127.0.0.1:0", nil)
+	r, err := Start(ctx, cfg, Listen{IPFIX: "127.0.0.1:0", GRPC: "127.0.0.1:0", API: "127.0.0.1:0"}, nil, nil)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

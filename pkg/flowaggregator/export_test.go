@@ -221,7 +221,7 @@ func TestTheLogIsRotatedAndBounded(t *testing.T) {
 func BenchmarkIngestTCP(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r, err := Start(ctx, DefaultConfig(), "127.0.0.1:0", "127.0.0.1:0", nil)
+	r, err := Start(ctx, DefaultConfig(), Listen{IPFIX: "127.0.0.1:0", API: "127.0.0.1:0"}, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -49,8 +49,8 @@ type Flow struct {
 	// SrcLabels and DstLabels are the Pods' labels (upstream's
 	// sourcePodLabels and destinationPodLabels, a JSON object in IPFIX),
 	// nil when the record does not name the Pod.
-	SrcLabels map[string]string `json:"sourcePodLabels,omitempty"`
-	DstLabels map[string]string `json:"destinationPodLabels,omitempty"`
+	SrcLabels map[string]string `json:"sourcePodLabels,omitzero"`
+	DstLabels map[string]string `json:"destinationPodLabels,omitzero"`
 
 	ClusterIP   netip.Addr `json:"destinationClusterIP,omitzero"`
 	ServicePort uint16     `json:"destinationServicePort,omitempty"`
@@ -191,12 +191,6 @@ func fromRecord(r ipfix.Record, now time.Time) (Flow, bool) {
 	f.Service = s(ipfix.DestinationServicePortName)
 	f.FlowType = uint8(u(ipfix.FlowType))
 	f.TCPState = s(ipfix.TCPState)
-	ref := func(ns, name string) string {
-		if name == "" || ns == "" {
-			return name
-		}
-		return ns + "/" + name
-	}
 	f.SrcLabels, f.DstLabels = labels(s(ipfix.SourcePodLabels)), labels(s(ipfix.DestinationPodLabels))
 	f.IngressPolicy = ref(s(ipfix.IngressNetworkPolicyNamespace), s(ipfix.IngressNetworkPolicyName))
 	f.IngressPolicyType, f.IngressPolicyRule = uint8(u(ipfix.IngressNetworkPolicyType)), s(ipfix.IngressNetworkPolicyRuleName)
@@ -204,14 +198,29 @@ func fromRecord(r ipfix.Record, now time.Time) (Flow, bool) {
 	f.EgressPolicy = ref(s(ipfix.EgressNetworkPolicyNamespace), s(ipfix.EgressNetworkPolicyName))
 	f.EgressPolicyType, f.EgressPolicyRule = uint8(u(ipfix.EgressNetworkPolicyType)), s(ipfix.EgressNetworkPolicyRuleName)
 	f.EgressPolicyAction = uint8(u(ipfix.EgressNetworkPolicyRuleAction))
-	f.Denied = denies(f.IngressPolicyAction) || denies(f.EgressPolicyAction)
-	c := &NodeCounts{
+	f.finish(&NodeCounts{
 		Total:        Counts{u(ipfix.PacketTotalCount), u(ipfix.OctetTotalCount)},
 		Delta:        Counts{u(ipfix.PacketDeltaCount), u(ipfix.OctetDeltaCount)},
 		ReverseTotal: Counts{u(ipfix.ReversePacketTotalCount), u(ipfix.ReverseOctetTotalCount)},
 		ReverseDelta: Counts{u(ipfix.ReversePacketDeltaCount), u(ipfix.ReverseOctetDeltaCount)},
 		End:          f.End,
+	}, now)
+	return f, true
+}
+
+// ref names a policy as records show it: "namespace/name", "name" for a
+// cluster-scoped one.
+func ref(ns, name string) string {
+	if name == "" || ns == "" {
+		return name
 	}
+	return ns + "/" + name
+}
+
+// finish completes a record decoded from an agent's (IPFIX or gRPC): denied
+// or not, and its counts c as the sending Node's.
+func (f *Flow) finish(c *NodeCounts, now time.Time) {
+	f.Denied = denies(f.IngressPolicyAction) || denies(f.EgressPolicyAction)
 	// The node that sent it: the source Pod's when the record names one.
 	switch {
 	case f.FlowType == ipfix.FlowTypeIntraNode:
@@ -223,5 +232,4 @@ func fromRecord(r ipfix.Record, now time.Time) (Flow, bool) {
 		f.FromDestination = c
 	}
 	f.Received = now
-	return f, true
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
+	"antrea.io/antrea/pkg/flowtls"
 )
 
 // FlowExporterOptions are the FlowExporter's options (the flowExporter
@@ -23,6 +25,31 @@ import (
 type FlowExporterOptions struct {
 	Collector          agentconfig.CollectorAddr
 	Poll, Active, Idle time.Duration
+}
+
+// collectorTLS is the TLS configuration of the transports tls and grpc,
+// read at every connection from what the Flow Aggregator publishes in its
+// Namespace (the collector Service's, else flow-aggregator): its CA in the
+// ConfigMap flow-aggregator-ca, the agents' client certificate in the Secret
+// flow-aggregator-client-tls (pkg/flowtls). The server's certificate is
+// verified against the Service's DNS name, or the collector's HOST (which
+// the aggregator's flowAggregatorAddress must then name).
+func collectorTLS(d *deps, a agentconfig.CollectorAddr) func(ctx context.Context) (*tls.Config, error) {
+	ns, serverName := "flow-aggregator", a.Host
+	if a.ServiceName != "" {
+		ns, serverName = a.ServiceNamespace, flowtls.ServerName(a.ServiceNamespace, a.ServiceName)
+	}
+	return func(ctx context.Context) (*tls.Config, error) {
+		cm, err := d.kube.CoreV1().ConfigMaps(ns).Get(ctx, flowtls.CAConfigMap, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("the Flow Aggregator's CA: %w", err)
+		}
+		sec, err := d.kube.CoreV1().Secrets(ns).Get(ctx, flowtls.ClientSecret, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("the Flow Aggregator's client certificate: %w", err)
+		}
+		return flowtls.ClientConfig([]byte(cm.Data[flowtls.CAKey]), sec.Data[flowtls.CertKey], sec.Data[flowtls.KeyKey], serverName)
+	}
 }
 
 // maxExportedConnections bounds the exporter's store (and OVS's flow
@@ -84,6 +111,9 @@ func setupFlowExporter(ctx context.Context, d *deps) (component, error) {
 		}
 	} else {
 		cfg.Collector = a.HostPort()
+	}
+	if t := fe.Collector.Transport; t == agentconfig.TransportTLS || t == agentconfig.TransportGRPC {
+		cfg.TLS = collectorTLS(d, fe.Collector)
 	}
 	// Service names from the Services AntreaProxy reads.
 	services, err := flowexporter.NewServiceIndex(d.informers.Core().V1().Services().Informer())

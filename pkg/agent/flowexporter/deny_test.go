@@ -2,6 +2,7 @@ package flowexporter
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,9 +94,17 @@ func TestADeniedServiceConnectionKeepsTheAddressDialled(t *testing.T) {
 
 type fakeLabels map[string]string
 
-func (l fakeLabels) PodLabels(ns, name string) (string, bool) {
+func (l fakeLabels) PodLabels(ns, name string) (map[string]string, bool) {
 	v, ok := l[ns+"/"+name]
-	return v, ok
+	if !ok {
+		return nil, false
+	}
+	m := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, _ := strings.Cut(kv, "=")
+		m[k] = val
+	}
+	return m, true
 }
 
 // The exporter sends a denied connection's record with the rule that denied
@@ -110,7 +119,7 @@ func TestExporterSendsDeniedConnectionsWithTheRuleAndLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.SetLabels(fakeLabels{"web/server": `{"app":"web"}`})
+	e.SetLabels(fakeLabels{"web/server": "app=web"})
 	runExporter(t, e)
 	p := deniedSYN(40000, time.Now())
 	p.Allowed = PolicyRule{Type: ipfix.PolicyTypeK8s, Namespace: "client-ns", Name: "allow-out", Action: ipfix.RuleActionAllow}

@@ -2,6 +2,7 @@ package flowexporter
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"hash/fnv"
 	"net"
@@ -22,8 +23,13 @@ type Config struct {
 	// Dial opens the connection to the collector (default: a net.Dialer
 	// with a 10s timeout); tests dial inside a network namespace with it.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// Protocol is "tcp" or "udp".
+	// Protocol is "tcp", "udp", "tls" (IPFIX over TLS) or "grpc" (the
+	// gRPC API, over TLS).
 	Protocol string
+	// TLS gives the TLS configuration of the transports tls and grpc, at
+	// every connection (the Flow Aggregator's CA and client certificate,
+	// which it may have renewed).
+	TLS func(ctx context.Context) (*tls.Config, error)
 	// PollInterval is how often conntrack is read; ActiveTimeout and
 	// IdleTimeout say when a connection is exported (Store.Due).
 	PollInterval, ActiveTimeout, IdleTimeout time.Duration
@@ -82,8 +88,14 @@ func New(cfg Config, source ConnectionSource, feed CounterFeed, pods PodLookup, 
 		return nil, fmt.Errorf("poll interval %v, active timeout %v and idle timeout %v must be positive",
 			cfg.PollInterval, cfg.ActiveTimeout, cfg.IdleTimeout)
 	}
-	if cfg.Protocol != "tcp" && cfg.Protocol != "udp" {
-		return nil, fmt.Errorf("protocol %q: want tcp or udp", cfg.Protocol)
+	switch cfg.Protocol {
+	case "tcp", "udp":
+	case "tls", "grpc":
+		if cfg.TLS == nil {
+			return nil, fmt.Errorf("protocol %s: no TLS configuration", cfg.Protocol)
+		}
+	default:
+		return nil, fmt.Errorf("protocol %q: want tcp, udp, tls or grpc", cfg.Protocol)
 	}
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = 65536
@@ -112,7 +124,7 @@ func New(cfg Config, source ConnectionSource, feed CounterFeed, pods PodLookup, 
 	h.Write([]byte(cfg.NodeName))
 	return &Exporter{cfg: cfg, source: source, feed: feed, pods: pods, services: services,
 		store: NewStore(cfg.MaxConnections), denied: NewDenyStore(cfg.MaxDenied),
-		sender: &sender{proto: cfg.Protocol, resolve: resolve, dial: cfg.Dial, templateRefresh: cfg.TemplateRefresh,
+		sender: &sender{proto: cfg.Protocol, resolve: resolve, dial: cfg.Dial, tlsConfig: cfg.TLS, templateRefresh: cfg.TemplateRefresh,
 			domain: h.Sum32(), node: cfg.NodeName, queue: make(chan []Record, cfg.QueueLen)},
 	}, nil
 }

@@ -6,11 +6,10 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 )
 
-// LabelLookup gives a local Pod's labels as a JSON object, as upstream's
-// sourcePodLabels and destinationPodLabels carry them ({"app":"web"}; "{}"
-// for a Pod without labels); ok is false for a Pod it does not know.
+// LabelLookup gives a local Pod's labels (never nil for a Pod it knows);
+// ok is false for a Pod it does not know.
 type LabelLookup interface {
-	PodLabels(namespace, name string) (labels string, ok bool)
+	PodLabels(namespace, name string) (labels map[string]string, ok bool)
 }
 
 // PodListerLabels is LabelLookup on a Pod lister (the agent's informer of
@@ -18,17 +17,24 @@ type LabelLookup interface {
 type PodListerLabels struct{ Lister corev1listers.PodLister }
 
 // PodLabels implements LabelLookup.
-func (l PodListerLabels) PodLabels(namespace, name string) (string, bool) {
+func (l PodListerLabels) PodLabels(namespace, name string) (map[string]string, bool) {
 	p, err := l.Lister.Pods(namespace).Get(name)
 	if err != nil {
-		return "", false
+		return nil, false
 	}
-	return labelsJSON(p.Labels), true
+	if p.Labels == nil {
+		return map[string]string{}, true
+	}
+	return p.Labels, true
 }
 
-// labelsJSON encodes labels as a JSON object, keys sorted (encoding/json's
-// order for maps), "{}" when there are none.
+// labelsJSON encodes labels as a JSON object, as upstream's sourcePodLabels
+// and destinationPodLabels carry them: keys sorted (encoding/json's order for
+// maps), "{}" when there are none, "" for nil (the Pod is not known).
 func labelsJSON(labels map[string]string) string {
+	if labels == nil {
+		return ""
+	}
 	if len(labels) == 0 {
 		return "{}"
 	}

@@ -29,10 +29,10 @@ type Record struct {
 	// Denied marks a connection a rule denied (DenyStore): its rules are
 	// set, its conntrack label is not read.
 	Denied bool
-	// SrcLabels and DstLabels are the local Pods' labels as a JSON object
-	// (upstream's sourcePodLabels, destinationPodLabels), "" when the Pod
-	// is not local or not known.
-	SrcLabels, DstLabels string
+	// SrcLabels and DstLabels are the local Pods' labels (upstream's
+	// sourcePodLabels, destinationPodLabels), nil when the Pod is not local
+	// or not known. They are the lister's: read only.
+	SrcLabels, DstLabels map[string]string
 }
 
 type entry struct {
