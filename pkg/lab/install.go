@@ -123,14 +123,14 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 	return overlay
 }
 
-// flowExporterOverlay turns the agents' FlowExporter on, sending over TCP to
+// flowExporterOverlay turns the agents' FlowExporter on, sending over gRPC to
 // the Service of build/yamls/flow-aggregator.yml, with short timeouts so
 // that a connection shows in the aggregator seconds after it moved: polled
 // every second, a record every 2 s while it moves, 5 s after it stops.
 var flowExporterOverlay = map[string]string{
 	"featureGates.FlowExporter":            "true",
 	"flowExporter.enable":                  "true",
-	"flowExporter.flowCollectorAddr":       "flow-aggregator/flow-aggregator:4739:tcp",
+	"flowExporter.flowCollectorAddr":       "flow-aggregator/flow-aggregator:14739:grpc",
 	"flowExporter.flowPollInterval":        "1s",
 	"flowExporter.activeFlowExportTimeout": "2s",
 	"flowExporter.idleFlowExportTimeout":   "5s",
