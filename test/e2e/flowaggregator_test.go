@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"os"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -336,4 +339,89 @@ func flowCountsOf(f flowaggregator.Flow) flowaggregator.NodeCounts {
 		return *f.FromDestination
 	}
 	return flowaggregator.NodeCounts{}
+}
+
+// EnvFlowFigures, when "1", runs TestFlowExportDelayFigures (the export
+// delay figure of docs/flow-export.md; minutes).
+const EnvFlowFigures = "ANTREA_LAB_FLOW_FIGURES"
+
+// TestFlowExportDelayFigures measures the export delay over 25 connections
+// (a Pod on node 1 sends 100,000 bytes to a Pod on node 2 from a fresh
+// source port, one connection after the other): from the end of each
+// transfer (the client's socat returned) to the first record at the Flow
+// Aggregator (its received time; the lab's processes share this machine's
+// clock) that counts every byte on the destination Node, and to its end of
+// flow record (flowEndReason 3, once conntrack forgot the closed
+// connection). It logs p50 and p99 of both; it asserts only that every
+// connection got both records.
+func TestFlowExportDelayFigures(t *testing.T) {
+	e := requireReal(t)
+	if !e.Opts.FlowVisibility || os.Getenv(EnvFlowFigures) != "1" {
+		t.Skipf("set %s=1 and %s=1 (a lab with the Flow Aggregator)", labtest.EnvFlowVisibility, EnvFlowFigures)
+	}
+	if len(e.Nodes) < 2 {
+		t.Skip("needs two nodes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const n, conns, firstPort = 100_000, 25, 43000
+	ns, pods := createPods(t, e, ctx, func(name string) corev1.PodSpec {
+		c := corev1.Container{Name: "agnhost", Image: lab.AgnhostImage, ImagePullPolicy: corev1.PullIfNotPresent}
+		node := e.Nodes[0]
+		if name == "sink" {
+			node = e.Nodes[1]
+			c.Command = []string{"socat", "-u", "TCP-LISTEN:5201,reuseaddr,fork", "OPEN:/dev/null"}
+		} else {
+			c.Args = []string{"pause"}
+		}
+		return corev1.PodSpec{NodeName: node, Containers: []corev1.Container{c}}
+	}, "client", "sink")
+	ended := map[uint16]time.Time{}
+	for i := range conns {
+		port := uint16(firstPort + i)
+		cmd := fmt.Sprintf("head -c %d /dev/zero | socat -u STDIN TCP:%s:5201,sourceport=%d,reuseaddr", n, pods["sink"].Status.PodIP, port)
+		if _, stderr, err := e.Kubectl(ctx, "exec", "-n", ns, "client", "--", "sh", "-c", cmd); err != nil {
+			t.Fatalf("%s: %v: %s", cmd, err, stderr)
+		}
+		ended[port] = time.Now()
+	}
+	complete, final := map[uint16]time.Time{}, map[uint16]time.Time{}
+	labtest.WaitFor(t, ctx, "every connection's complete and end-of-flow records", func() error {
+		out, stderr, err := antctl(ctx, e, "get", "flows", "-n", ns, "-o", "json")
+		if err != nil {
+			return fmt.Errorf("antctl get flows: %w: %s", err, stderr)
+		}
+		var fs []flowaggregator.Flow
+		if err := json.Unmarshal([]byte(out), &fs); err != nil {
+			return err
+		}
+		for _, f := range fs {
+			if _, ok := ended[f.SrcPort]; !ok || f.Protocol != 6 {
+				continue
+			}
+			if d := f.FromDestination; d != nil && d.Total.Bytes >= n {
+				if c, ok := complete[f.SrcPort]; !ok || f.Received.Before(c) {
+					complete[f.SrcPort] = f.Received
+				}
+			}
+			if f.EndReason == 3 {
+				if c, ok := final[f.SrcPort]; !ok || f.Received.Before(c) {
+					final[f.SrcPort] = f.Received
+				}
+			}
+		}
+		if len(complete) < conns || len(final) < conns {
+			return fmt.Errorf("%d of %d connections with a complete record, %d with their end of flow", len(complete), conns, len(final))
+		}
+		return nil
+	})
+	for what, got := range map[string]map[uint16]time.Time{"the complete record": complete, "the end-of-flow record": final} {
+		var ds []float64
+		for p, at := range got {
+			ds = append(ds, at.Sub(ended[p]).Seconds())
+		}
+		sort.Float64s(ds)
+		pct := func(q float64) float64 { return ds[min(len(ds)-1, int(math.Ceil(q*float64(len(ds))))-1)] }
+		t.Logf("export delay to %s over %d connections: p50 %.1fs, p99 %.1fs (min %.1fs, max %.1fs)", what, len(ds), pct(0.5), pct(0.99), ds[0], ds[len(ds)-1])
+	}
 }
