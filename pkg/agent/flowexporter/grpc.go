@@ -74,19 +74,27 @@ func (s *sender) grpcSession(ctx context.Context) error {
 			return errors.Join(errSessionUsed, fmt.Errorf("the collector ended the stream: %w", err))
 		case recs := <-s.queue:
 			now := time.Now()
-			req := &flowpb.ExportRequest{Flows: make([]*flowpb.Flow, 0, len(recs))}
-			for i := range recs {
-				req.Flows = append(req.Flows, recs[i].protoFlow(s.node, s.domain, seq, now))
-				seq++
+			for len(recs) > 0 {
+				batch := recs[:min(len(recs), grpcBatch)]
+				recs = recs[len(batch):]
+				req := &flowpb.ExportRequest{Flows: make([]*flowpb.Flow, 0, len(batch))}
+				for i := range batch {
+					req.Flows = append(req.Flows, batch[i].protoFlow(s.node, s.domain, seq, now))
+					seq++
+				}
+				if err := stream.Send(req); err != nil {
+					s.dropped.Add(uint64(len(batch) + len(recs)))
+					return errors.Join(errSessionUsed, err)
+				}
+				s.sent.Add(uint64(len(batch)))
 			}
-			if err := stream.Send(req); err != nil {
-				s.dropped.Add(uint64(len(recs)))
-				return errors.Join(errSessionUsed, err)
-			}
-			s.sent.Add(uint64(len(recs)))
 		}
 	}
 }
+
+// grpcBatch bounds the records of one gRPC message (a few hundred bytes
+// each: well below the aggregator's 16 MiB).
+const grpcBatch = 1000
 
 // waitReady waits until conn is connected (TLS handshake done) or ctx ends.
 func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
