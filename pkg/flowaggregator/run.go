@@ -368,10 +368,10 @@ func publishPKI(ctx context.Context, kube kubernetes.Interface, ns string, pki *
 		if _, err := kube.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
 			_, err = kube.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{})
 			if err != nil {
-				return fmt.Errorf("Secret %s/%s: %w", ns, flowtls.ClientSecret, err)
+				return fmt.Errorf("secret %s/%s: %w", ns, flowtls.ClientSecret, err)
 			}
 		} else if err != nil {
-			return fmt.Errorf("Secret %s/%s: %w", ns, flowtls.ClientSecret, err)
+			return fmt.Errorf("secret %s/%s: %w", ns, flowtls.ClientSecret, err)
 		}
 		return nil
 	}
