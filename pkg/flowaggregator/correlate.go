@@ -48,7 +48,11 @@ func (c *Correlator) Add(f Flow, now time.Time) []Flow {
 		return []Flow{f}
 	case denies(f.EgressPolicyAction) && !denies(f.IngressPolicyAction):
 		// Denied on its way out of the source Pod: the destination's
-		// Node never sees it.
+		// Node never sees it. To a Pod the source Node does not hold, it
+		// is inter-node (the agent could not tell).
+		if fromSrc && f.FlowType == ipfix.FlowTypeToExternal && c.IsPodIP != nil && c.IsPodIP(f.DstIP) {
+			f.FlowType = ipfix.FlowTypeInterNode
+		}
 		return []Flow{f}
 	case c.IsPodIP != nil && fromSrc && !c.IsPodIP(f.DstIP):
 		return []Flow{f}
