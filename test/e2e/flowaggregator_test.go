@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -342,8 +343,42 @@ func flowCountsOf(f flowaggregator.Flow) flowaggregator.NodeCounts {
 }
 
 // EnvFlowFigures, when "1", runs TestFlowExportDelayFigures (the export
-// delay figure of docs/flow-export.md; minutes).
-const EnvFlowFigures = "ANTREA_LAB_FLOW_FIGURES"
+// delay figure of docs/flow-export.md; minutes); EnvFlowTimings "default"
+// gives the agents the FlowExporter's default timings first (the lab's are
+// shorter).
+const (
+	EnvFlowFigures = "ANTREA_LAB_FLOW_FIGURES"
+	EnvFlowTimings = "ANTREA_LAB_FLOW_TIMINGS"
+)
+
+// useDefaultFlowTimings sets the agents' flowPollInterval,
+// activeFlowExportTimeout and idleFlowExportTimeout to the defaults (5s, 5s,
+// 15s) in antrea-config and restarts the agents (kubectl rollout restart),
+// waiting until they run again and have had time to reach the aggregator.
+func useDefaultFlowTimings(t *testing.T, ctx context.Context, e *labEnv) {
+	t.Helper()
+	cms := e.Client.CoreV1().ConfigMaps(lab.AntreaNamespace)
+	cm, err := cms.Get(ctx, "antrea-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := cm.Data["antrea-agent.conf"]
+	for k, v := range map[string]string{"flowPollInterval": "5s", "activeFlowExportTimeout": "5s", "idleFlowExportTimeout": "15s"} {
+		conf = regexp.MustCompile(`(?m)^(\s*)`+k+`:.*$`).ReplaceAllString(conf, "${1}"+k+`: "`+v+`"`)
+	}
+	cm.Data["antrea-agent.conf"] = conf
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"rollout", "restart", "ds/antrea-agent"}, {"rollout", "status", "ds/antrea-agent", "--timeout=300s"}} {
+		if out, stderr, err := e.Kubectl(ctx, append([]string{"-n", lab.AntreaNamespace}, args...)...); err != nil {
+			t.Fatalf("kubectl %v: %v\n%s%s", args, err, out, stderr)
+		}
+	}
+	// The exporters connect to the aggregator and send their first batch.
+	time.Sleep(20 * time.Second)
+	t.Logf("the agents run with the default timings (poll 5s, active 5s, idle 15s)")
+}
 
 // TestFlowExportDelayFigures measures the export delay over 25 connections
 // (a Pod on node 1 sends 100,000 bytes to a Pod on node 2 from a fresh
@@ -364,6 +399,9 @@ func TestFlowExportDelayFigures(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	if os.Getenv(EnvFlowTimings) == "default" {
+		useDefaultFlowTimings(t, ctx, e)
+	}
 	const n, conns, firstPort = 100_000, 25, 43000
 	ns, pods := createPods(t, e, ctx, func(name string) corev1.PodSpec {
 		c := corev1.Container{Name: "agnhost", Image: lab.AgnhostImage, ImagePullPolicy: corev1.PullIfNotPresent}
