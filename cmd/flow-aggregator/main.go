@@ -1,5 +1,5 @@
 // Command flow-aggregator is the Flow Aggregator: it receives the agents'
-// IPFIX flow records, joins both Nodes' records of a connection and exports
+// flow records (gRPC or IPFIX), joins both Nodes' records of a connection and exports
 // them (IPFIX, a JSON-lines log, an HTTP API). See pkg/flowaggregator and
 // docs/flow-export.md.
 package main

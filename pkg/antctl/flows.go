@@ -34,7 +34,7 @@ func newGetFlowsCommand(g *getOptions) *cobra.Command {
 		Use:   "flows [--pod POD] [-n NAMESPACE] [--policy NAME] [--denied]",
 		Short: "Show the Flow Aggregator's latest flow records",
 		Long: `Show the connections the agents' FlowExporter reported, as the Flow Aggregator
-(build/yamls/flow-aggregator.yml; antrea-lab up --flow-aggregator) joined them: both Pods
+(build/yamls/flow-aggregator.yml; antrea-lab up --flow-visibility) joined them: both Pods
 and Nodes of an inter-node connection in one record, the Service, the bytes each way.
 Filters: --pod (either side; NAME or NAMESPACE/NAME), -n (either side's namespace,
 only when given), --policy (the NetworkPolicy on either side), --denied.`,
@@ -75,13 +75,14 @@ func writeFlowsTable(w io.Writer, fs []flowaggregator.Flow) error {
 	t := &table{header: []string{"SOURCE", "DESTINATION", "PROTO", "SERVICE", "TYPE", "BYTES", "REV-BYTES", "STATE", "POLICY", "END"}}
 	for _, f := range fs {
 		c := flowCounts(f)
-		pol := f.EgressPolicy
-		if f.IngressPolicy != "" {
-			pol = strings.Trim(pol+","+f.IngressPolicy, ",")
+		var pols []string
+		for _, p := range []string{policyCell("egress", f.EgressPolicy, f.EgressPolicyRule, f.EgressPolicyAction),
+			policyCell("ingress", f.IngressPolicy, f.IngressPolicyRule, f.IngressPolicyAction)} {
+			if p != "" {
+				pols = append(pols, p)
+			}
 		}
-		if f.Denied {
-			pol = strings.Trim("DENIED "+pol, " ")
-		}
+		pol := strings.Join(pols, " ")
 		t.add(flowEnd(f.SrcNamespace, f.SrcPod, f.SrcIP.String(), f.SrcPort),
 			flowEnd(f.DstNamespace, f.DstPod, f.DstIP.String(), f.DstPort),
 			protoName(f.Protocol), orNone(f.Service), flowTypeName(f.FlowType),
@@ -89,6 +90,31 @@ func writeFlowsTable(w io.Writer, fs []flowaggregator.Flow) error {
 			orNone(f.TCPState), orNone(pol), f.End.Local().Format(time.TimeOnly))
 	}
 	return t.write(w)
+}
+
+// policyCell names one direction's rule in the POLICY column: the
+// direction, its action when it is not an allow (Drop, Reject, upper case),
+// the policy and, when it has one, the rule: "ingress:Drop:deny-web/drop-client",
+// "egress:ns/allow-out". The isolation of K8s NetworkPolicies has no rule.
+func policyCell(dir, policy, rule string, action uint8) string {
+	if policy == "" && action == 0 {
+		return ""
+	}
+	out := dir + ":"
+	switch action {
+	case ipfix.RuleActionDrop:
+		out += "DROP:"
+	case ipfix.RuleActionReject:
+		out += "REJECT:"
+	}
+	if policy == "" {
+		policy = "<isolation>"
+	}
+	out += policy
+	if rule != "" {
+		out += "/" + rule
+	}
+	return out
 }
 
 // flowCounts are the source node's counts, else the destination node's.

@@ -49,3 +49,22 @@ func TestGetFlowsAsksTheAggregatorWithTheFiltersAndPrintsOneRowARecord(t *testin
 		}
 	}
 }
+
+func TestTheFlowsTableNamesTheRuleThatDeniedAConnection(t *testing.T) {
+	f := flowaggregator.Flow{SrcIP: netip.MustParseAddr("10.10.0.2"), DstIP: netip.MustParseAddr("10.10.1.2"), Protocol: 6, Denied: true,
+		EgressPolicy: "ns/allow-out", EgressPolicyAction: ipfix.RuleActionAllow,
+		IngressPolicy: "deny-web", IngressPolicyRule: "drop-client", IngressPolicyAction: ipfix.RuleActionDrop}
+	iso := flowaggregator.Flow{SrcIP: netip.MustParseAddr("10.10.0.2"), DstIP: netip.MustParseAddr("10.10.1.3"), Protocol: 6, Denied: true,
+		IngressPolicy: "ns/web-from-a", IngressPolicyType: ipfix.PolicyTypeK8s, IngressPolicyAction: ipfix.RuleActionDrop}
+	var out bytes.Buffer
+	if err := writeFlowsTable(&out, []flowaggregator.Flow{f, iso}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if !strings.Contains(lines[1], "egress:ns/allow-out ingress:DROP:deny-web/drop-client") {
+		t.Errorf("row %q, want both directions, the denying one with its action and rule", lines[1])
+	}
+	if !strings.Contains(lines[2], "ingress:DROP:ns/web-from-a") {
+		t.Errorf("row %q, want the isolating K8s NetworkPolicy", lines[2])
+	}
+}

@@ -27,8 +27,22 @@ type agentRecord struct {
 	flowType              uint8
 	service               string
 	// ingress and egress are "namespace/name:rule" of the rules that
-	// allowed the connection ("" none).
-	ingress, egress string
+	// allowed the connection ("" none), or denied it with the action
+	// ingressAction or egressAction (0: allow).
+	ingress, egress             string
+	ingressAction, egressAction uint8
+	// srcLabels and dstLabels are the Pods' labels as JSON.
+	srcLabels, dstLabels string
+	// end and reason are flowEndSeconds and flowEndReason (t0+5s and 2,
+	// active timeout, when zero).
+	end    time.Time
+	reason uint8
+}
+
+// record is r as the collector decodes it.
+func (r agentRecord) record() ipfix.Record {
+	v4, _ := flowexporter.Templates()
+	return ipfix.Record{TemplateID: v4.ID, Fields: v4.Fields, Values: r.values()}
 }
 
 func (r agentRecord) values() []ipfix.Value {
@@ -45,8 +59,15 @@ func (r agentRecord) values() []ipfix.Value {
 	if r.service != "" {
 		clusterIP, port = netip.MustParseAddr("10.96.0.20"), 80
 	}
+	end, reason := r.end, r.reason
+	if end.IsZero() {
+		end = t0.Add(5 * time.Second)
+	}
+	if reason == 0 {
+		reason = ipfix.EndReasonActiveTimeout
+	}
 	vals := []ipfix.Value{
-		u(uint64(t0.Unix())), u(uint64(t0.Add(5 * time.Second).Unix())), u(2),
+		u(uint64(t0.Unix())), u(uint64(end.Unix())), u(uint64(reason)),
 		a(netip.MustParseAddr("10.10.0.2")), a(netip.MustParseAddr("10.10.1.2")), u(uint64(r.srcPort)), u(5201), u(6),
 		u(r.packets), u(r.bytes), u(r.packets), u(r.delta),
 		u(r.packets / 2), u(r.packets * 52), u(r.packets / 2), u(r.packets * 52),
@@ -54,17 +75,21 @@ func (r agentRecord) values() []ipfix.Value {
 		s(r.dstPod), s(nsOf(r.dstPod)), s(dstNode),
 		a(clusterIP), u(port), s(r.service),
 		u(uint64(r.flowType)), s("ESTABLISHED"),
+		s(r.srcLabels), s(r.dstLabels),
 	}
-	policy := func(p string) []ipfix.Value {
+	policy := func(p string, action uint8) []ipfix.Value {
 		if p == "" {
 			return []ipfix.Value{s(""), s(""), u(0), s(""), u(0)}
 		}
+		if action == 0 {
+			action = ipfix.RuleActionAllow
+		}
 		ref, rule, _ := strings.Cut(p, ":")
 		ns, name, _ := strings.Cut(ref, "/")
-		return []ipfix.Value{s(name), s(ns), u(uint64(ipfix.PolicyTypeAntreaNetworkPolicy)), s(rule), u(uint64(ipfix.RuleActionAllow))}
+		return []ipfix.Value{s(name), s(ns), u(uint64(ipfix.PolicyTypeAntreaNetworkPolicy)), s(rule), u(uint64(action))}
 	}
-	vals = append(vals, policy(r.ingress)...)
-	return append(vals, policy(r.egress)...)
+	vals = append(vals, policy(r.ingress, r.ingressAction)...)
+	return append(vals, policy(r.egress, r.egressAction)...)
 }
 
 func nsOf(pod string) string {
@@ -102,7 +127,7 @@ func sendAgent(t testing.TB, addr net.Addr, recs ...agentRecord) net.Conn {
 func startForTest(t *testing.T, cfg Config) *Running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r, err := Start(ctx, cfg, "127.0.0.1:0", "127.0.0.1:0", nil)
+	r, err := Start(ctx, cfg, Listen{IPFIX: "127.0.0.1:0", GRPC: "127.0.0.1:0", API: "127.0.0.1:0"}, nil, nil)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -245,7 +270,7 @@ func FuzzCollectorMessage(f *testing.F) {
 	f.Add(msgs[0])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := NewMetrics()
-		agg := NewAggregator(time.Second, time.Minute, nil, NewStore(16), m)
+		agg := NewAggregator(time.Second, time.Minute, 2*time.Minute, nil, NewStore(16), m)
 		c := &collector{ingest: agg.Ingest, metrics: m}
 		s := ipfix.NewSession()
 		logged := false
@@ -254,4 +279,42 @@ func FuzzCollectorMessage(f *testing.F) {
 		agg.Expire()
 		_, _ = ipfix.ReadMessage(strings.NewReader(string(b)), nil)
 	})
+}
+
+// A connection an ingress rule of the destination Node dropped joins the
+// source Node's record (the source Node committed it) and is denied, naming
+// the rule; one an egress rule of the source Node rejected never reaches the
+// destination Node and is released at once, without waiting for a partner.
+// The Pods' labels are kept from each side.
+func TestDeniedRecordsNameTheRuleAndKeepTheLabels(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.CorrelationWait = "1h"
+	r := startForTest(t, cfg)
+	sendAgent(t, r.TCPAddr, agentRecord{srcPort: 40001, srcPod: "a", node: "node-1", bytes: 60, packets: 1, delta: 60,
+		flowType: ipfix.FlowTypeToExternal, srcLabels: `{"app":"client"}`})
+	sendAgent(t, r.TCPAddr, agentRecord{srcPort: 40001, dstPod: "b", node: "node-2", bytes: 60, packets: 1, delta: 60,
+		flowType: ipfix.FlowTypeFromExternal, ingress: "ns/deny-a:drop-a", ingressAction: ipfix.RuleActionDrop,
+		dstLabels: `{"app":"server","tier":"db"}`})
+	sendAgent(t, r.TCPAddr, agentRecord{srcPort: 40002, srcPod: "a", node: "node-1", bytes: 60, packets: 1, delta: 60,
+		flowType: ipfix.FlowTypeToExternal, egress: "ns/no-out:reject-all", egressAction: ipfix.RuleActionReject,
+		srcLabels: `{"app":"client"}`})
+	got := getFlows(t, r, "denied=true", func(fs []Flow) bool { return len(fs) == 2 })
+	byPort := map[uint16]Flow{}
+	for _, f := range got {
+		byPort[f.SrcPort] = f
+	}
+	in, out := byPort[40001], byPort[40002]
+	if !in.Correlated || !in.Denied || in.IngressPolicy != "ns/deny-a" || in.IngressPolicyRule != "drop-a" ||
+		in.IngressPolicyAction != ipfix.RuleActionDrop || in.SrcPod != "a" || in.DstPod != "b" {
+		t.Errorf("ingress drop: %+v, want the joined record naming ns/deny-a drop-a, action drop", in)
+	}
+	if in.SrcLabels["app"] != "client" || in.DstLabels["app"] != "server" || in.DstLabels["tier"] != "db" {
+		t.Errorf("labels %v and %v, want each Pod's", in.SrcLabels, in.DstLabels)
+	}
+	if out.Correlated || !out.Denied || out.EgressPolicy != "ns/no-out" || out.EgressPolicyAction != ipfix.RuleActionReject {
+		t.Errorf("egress reject: %+v, want the source Node's record alone, naming ns/no-out, action reject", out)
+	}
+	if n := len(getFlows(t, r, "denied=false", func([]Flow) bool { return true })); n != 2 {
+		t.Errorf("denied=false lists %d records, want both", n)
+	}
 }

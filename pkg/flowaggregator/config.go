@@ -24,17 +24,20 @@ type Config struct {
 	// "Proxy" is not built.
 	Mode string `json:"mode"`
 	// ActiveFlowRecordTimeout and InactiveFlowRecordTimeout: upstream's
-	// keys. The inactive timeout is how long a connection's last record
-	// is remembered for its throughput; the active one is accepted and
-	// checked, but every record is exported as soon as it is complete.
+	// keys. Every record is output as soon as it is complete; a live
+	// connection of which no record came for the active timeout is output
+	// again then (Aggregator); one of which no record came for the inactive
+	// timeout is forgotten (and its throughput starts afresh).
 	ActiveFlowRecordTimeout   string `json:"activeFlowRecordTimeout"`
 	InactiveFlowRecordTimeout string `json:"inactiveFlowRecordTimeout"`
-	// AggregatorTransportProtocol is what the agents send over: "tcp"
-	// and "udp" both listen (port 4739); "none" none. Upstream's "tls"
-	// is not built.
+	// AggregatorTransportProtocol is how the agents' IPFIX comes (port
+	// 4739): "tcp" and "udp" both listen; "tls" is IPFIX over TLS on the
+	// TCP port (no UDP); "none" no IPFIX. The gRPC collector (port 14739,
+	// TLS) listens whatever it says.
 	AggregatorTransportProtocol string `json:"aggregatorTransportProtocol"`
-	// FlowAggregatorAddress is upstream's extra TLS certificate name;
-	// accepted and unused (no TLS).
+	// FlowAggregatorAddress is an extra name (DNS name or IP) of the
+	// server certificate, besides the Service's DNS names: the address of
+	// agents that name the aggregator by it.
 	FlowAggregatorAddress string `json:"flowAggregatorAddress"`
 	// CorrelationWait bounds how long a node's record of an inter-node
 	// connection waits for the other node's (this project's key).
@@ -177,11 +180,9 @@ func (c Config) validate() []error {
 		}
 	}
 	switch c.AggregatorTransportProtocol {
-	case "tcp", "udp", "none":
-	case "tls":
-		fail("aggregatorTransportProtocol", `"tls" is not built in this Antrea (want tcp, udp or none)`)
+	case "tcp", "udp", "tls", "none":
 	default:
-		fail("aggregatorTransportProtocol", "%q: want tcp, udp or none", c.AggregatorTransportProtocol)
+		fail("aggregatorTransportProtocol", "%q: want tcp, udp, tls or none", c.AggregatorTransportProtocol)
 	}
 	if c.APIServer.APIPort < 1 || c.APIServer.APIPort > 65535 {
 		fail("apiServer.apiPort", "%d is not a port (1 to 65535)", c.APIServer.APIPort)
@@ -245,6 +246,10 @@ func ParseCollectorAddress(s string) (hostPort, proto string, err error) {
 // durations parsed (validate checked them).
 func (c Config) correlationWait() time.Duration {
 	d, _ := time.ParseDuration(c.CorrelationWait)
+	return d
+}
+func (c Config) activeTimeout() time.Duration {
+	d, _ := time.ParseDuration(c.ActiveFlowRecordTimeout)
 	return d
 }
 func (c Config) inactiveTimeout() time.Duration {

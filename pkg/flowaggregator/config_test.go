@@ -59,7 +59,6 @@ func TestBadConfigIsRefusedNamingTheKey(t *testing.T) {
 		"flowCollecter:\n  enable: true\n":                                           `unknown key "flowCollecter"`,
 		"flowCollector:\n  adress: x\n":                                              `unknown key "adress"`,
 		"mode: Proxy\n":                                                              "mode: \"Proxy\"",
-		"aggregatorTransportProtocol: tls\n":                                         "aggregatorTransportProtocol: \"tls\" is not built",
 		"aggregatorTransportProtocol: sctp\n":                                        "aggregatorTransportProtocol: \"sctp\"",
 		"correlationWait: 0s\n":                                                      "correlationWait: \"0s\"",
 		"activeFlowRecordTimeout: soon\n":                                            "activeFlowRecordTimeout: \"soon\"",

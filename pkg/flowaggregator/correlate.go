@@ -46,6 +46,14 @@ func (c *Correlator) Add(f Flow, now time.Time) []Flow {
 		return []Flow{f}
 	case f.FromSource == nil && f.FromDestination == nil:
 		return []Flow{f}
+	case denies(f.EgressPolicyAction) && !denies(f.IngressPolicyAction):
+		// Denied on its way out of the source Pod: the destination's
+		// Node never sees it. To a Pod the source Node does not hold, it
+		// is inter-node (the agent could not tell).
+		if fromSrc && f.FlowType == ipfix.FlowTypeToExternal && c.IsPodIP != nil && c.IsPodIP(f.DstIP) {
+			f.FlowType = ipfix.FlowTypeInterNode
+		}
+		return []Flow{f}
 	case c.IsPodIP != nil && fromSrc && !c.IsPodIP(f.DstIP):
 		return []Flow{f}
 	case c.IsPodIP != nil && !fromSrc && !c.IsPodIP(f.SrcIP):
@@ -118,7 +126,7 @@ func (c *Correlator) Pending() int { return len(c.pending) }
 // destination side's Pod, Node and counts.
 func join(src, dst Flow) Flow {
 	out := src
-	out.DstPod, out.DstNamespace, out.DstNode = dst.DstPod, dst.DstNamespace, dst.DstNode
+	out.DstPod, out.DstNamespace, out.DstNode, out.DstLabels = dst.DstPod, dst.DstNamespace, dst.DstNode, dst.DstLabels
 	out.FromDestination = dst.FromDestination
 	if dst.Start.Before(out.Start) {
 		out.Start = dst.Start
@@ -131,11 +139,13 @@ func join(src, dst Flow) Flow {
 	}
 	// The destination Node enforces ingress rules, the source Node egress
 	// rules.
-	if dst.IngressPolicy != "" {
-		out.IngressPolicy, out.IngressPolicyType, out.IngressPolicyRule = dst.IngressPolicy, dst.IngressPolicyType, dst.IngressPolicyRule
+	if dst.IngressPolicy != "" || dst.IngressPolicyAction != 0 {
+		out.IngressPolicy, out.IngressPolicyType, out.IngressPolicyRule, out.IngressPolicyAction =
+			dst.IngressPolicy, dst.IngressPolicyType, dst.IngressPolicyRule, dst.IngressPolicyAction
 	}
-	if out.EgressPolicy == "" && dst.EgressPolicy != "" {
-		out.EgressPolicy, out.EgressPolicyType, out.EgressPolicyRule = dst.EgressPolicy, dst.EgressPolicyType, dst.EgressPolicyRule
+	if out.EgressPolicy == "" && out.EgressPolicyAction == 0 && (dst.EgressPolicy != "" || dst.EgressPolicyAction != 0) {
+		out.EgressPolicy, out.EgressPolicyType, out.EgressPolicyRule, out.EgressPolicyAction =
+			dst.EgressPolicy, dst.EgressPolicyType, dst.EgressPolicyRule, dst.EgressPolicyAction
 	}
 	out.Denied = src.Denied || dst.Denied
 	if dst.Received.After(out.Received) {

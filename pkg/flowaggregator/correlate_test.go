@@ -131,3 +131,22 @@ func TestPendingRecordsAreBounded(t *testing.T) {
 		t.Errorf("%d pending, want 2", c.Pending())
 	}
 }
+
+// A record an egress rule denied needs no partner (the destination Node
+// never sees the connection); to a Pod of another Node it is inter-node.
+func TestEgressDeniedRecordsNeedNoPartner(t *testing.T) {
+	podCIDR := netip.MustParsePrefix("10.10.0.0/16")
+	c := &Correlator{Wait: time.Minute, IsPodIP: podCIDR.Contains}
+	f := sourceSide(60)
+	f.EgressPolicy, f.EgressPolicyAction, f.Denied = "no-out", ipfix.RuleActionDrop, true
+	got := c.Add(f, t0)
+	if len(got) != 1 || got[0].Correlated || got[0].FlowType != ipfix.FlowTypeInterNode {
+		t.Fatalf("%+v, want it released at once, uncorrelated, inter-node", got)
+	}
+	// An ingress drop waits for the source Node's record.
+	in := destSide(60)
+	in.IngressPolicy, in.IngressPolicyAction, in.Denied = "no-in", ipfix.RuleActionDrop, true
+	if got := c.Add(in, t0); len(got) != 0 {
+		t.Fatalf("the ingress drop was released at once: %+v", got)
+	}
+}

@@ -85,24 +85,25 @@ func ipfixValues(f *Flow) []ipfix.Value {
 		s(f.DstPod), s(f.DstNamespace), s(f.DstNode),
 		a(clusterIP), u(uint64(f.ServicePort)), s(f.Service),
 		u(uint64(f.FlowType)), s(f.TCPState),
+		s(labelsJSON(f.SrcLabels)), s(labelsJSON(f.DstLabels)),
 	}
 	vals = append(vals, node(f.FromSource)...)
 	vals = append(vals, node(f.FromDestination)...)
 	vals = append(vals, bits(f.Throughput), bits(f.ReverseThroughput), bits(srcTh), bits(dstTh), bits(srcRTh), bits(dstRTh),
 		end(f.FromSource), end(f.FromDestination))
-	policy := func(ref string, typ uint8, rule string) []ipfix.Value {
+	policy := func(ref string, typ uint8, rule string, action uint8) []ipfix.Value {
 		ns, name, ok := strings.Cut(ref, "/")
 		if !ok {
 			ns, name = "", ref
 		}
-		action := uint8(0)
-		if name != "" {
+		if action == 0 && name != "" {
+			// A record of an earlier agent, without the action.
 			action = ipfix.RuleActionAllow
 		}
 		return []ipfix.Value{s(name), s(ns), u(uint64(typ)), s(rule), u(uint64(action))}
 	}
-	vals = append(vals, policy(f.IngressPolicy, f.IngressPolicyType, f.IngressPolicyRule)...)
-	vals = append(vals, policy(f.EgressPolicy, f.EgressPolicyType, f.EgressPolicyRule)...)
+	vals = append(vals, policy(f.IngressPolicy, f.IngressPolicyType, f.IngressPolicyRule, f.IngressPolicyAction)...)
+	vals = append(vals, policy(f.EgressPolicy, f.EgressPolicyType, f.EgressPolicyRule, f.EgressPolicyAction)...)
 	return vals
 }
 

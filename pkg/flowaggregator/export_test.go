@@ -88,9 +88,9 @@ func TestTsharkDecodesTheAggregatedExport(t *testing.T) {
 	r := startForTest(t, cfg)
 	const n = 1_000_000
 	sendAgent(t, r.TCPAddr, agentRecord{srcPort: 40000, srcPod: "a", node: "node-1", bytes: n + 52*700, packets: 700,
-		delta: n + 52*700, flowType: ipfix.FlowTypeToExternal, service: "ns/svc:http"})
+		delta: n + 52*700, flowType: ipfix.FlowTypeToExternal, service: "ns/svc:http", srcLabels: `{"app":"a"}`})
 	sendAgent(t, r.TCPAddr, agentRecord{srcPort: 40000, dstPod: "b", node: "node-2", bytes: n + 52*700, packets: 700,
-		delta: n + 52*700, flowType: ipfix.FlowTypeFromExternal})
+		delta: n + 52*700, flowType: ipfix.FlowTypeFromExternal, dstLabels: `{"app":"b","tier":"db"}`})
 	var datagrams [][]byte
 	buf := make([]byte, 65535)
 	_ = sink.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -107,7 +107,7 @@ func TestTsharkDecodesTheAggregatedExport(t *testing.T) {
 	fields := []string{"cflow.srcaddr", "cflow.dstaddr", "cflow.srcport", "cflow.dstport", "cflow.protocol",
 		"cflow.permanent_packets", "cflow.permanent_octets", "cflow.enterprise_private_entry",
 		"cflow.template_ipfix_field_pen", "cflow.template_ipfix_field_type_enterprise"}
-	// The aggregated template has 61 fields, more than the dissector's
+	// The aggregated template has 63 fields, more than the dissector's
 	// default limit of 60 (its preference cflow.max_template_fields).
 	args := []string{"-r", pcap, "-d", fmt.Sprintf("udp.port==%d,cflow", dport), "-o", "cflow.max_template_fields:128", "-T", "fields",
 		"-E", "occurrence=a", "-E", "aggregator=|", "-E", "separator=/t"}
@@ -164,7 +164,7 @@ func TestTsharkDecodesTheAggregatedExport(t *testing.T) {
 		t.Errorf("tshark: packetTotalCount %v, want 700", got)
 	}
 	entries := col(rec, "cflow.enterprise_private_entry")
-	for _, s := range []string{"a", "b", "ns", "node-1", "node-2", "ns/svc:http", "ESTABLISHED"} {
+	for _, s := range []string{"a", "b", "ns", "node-1", "node-2", "ns/svc:http", "ESTABLISHED", `{"app":"a"}`, `{"app":"b","tier":"db"}`} {
 		if !has(entries, fmt.Sprintf("%x", s)) {
 			t.Errorf("tshark: no Antrea entry holding %q in %v", s, entries)
 		}
@@ -221,7 +221,7 @@ func TestTheLogIsRotatedAndBounded(t *testing.T) {
 func BenchmarkIngestTCP(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r, err := Start(ctx, DefaultConfig(), "127.0.0.1:0", "127.0.0.1:0", nil)
+	r, err := Start(ctx, DefaultConfig(), Listen{IPFIX: "127.0.0.1:0", API: "127.0.0.1:0"}, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package flowaggregator
 
 import (
+	"encoding/json"
 	"net/netip"
 	"time"
 
@@ -45,6 +46,11 @@ type Flow struct {
 	DstPod       string `json:"destinationPodName,omitempty"`
 	DstNamespace string `json:"destinationPodNamespace,omitempty"`
 	DstNode      string `json:"destinationNodeName,omitempty"`
+	// SrcLabels and DstLabels are the Pods' labels (upstream's
+	// sourcePodLabels and destinationPodLabels, a JSON object in IPFIX),
+	// nil when the record does not name the Pod.
+	SrcLabels map[string]string `json:"sourcePodLabels,omitzero"`
+	DstLabels map[string]string `json:"destinationPodLabels,omitzero"`
 
 	ClusterIP   netip.Addr `json:"destinationClusterIP,omitzero"`
 	ServicePort uint16     `json:"destinationServicePort,omitempty"`
@@ -73,19 +79,58 @@ type Flow struct {
 	// name", or "name" for cluster-scoped ones) whose rules allowed the
 	// connection into the destination Pod and out of the source Pod (from
 	// the agents' records: the rule ids in the connection's conntrack
-	// label), with their type (ipfix.PolicyType*) and rule name.
-	IngressPolicy     string `json:"ingressNetworkPolicy,omitempty"`
-	IngressPolicyType uint8  `json:"ingressNetworkPolicyType,omitempty"`
-	IngressPolicyRule string `json:"ingressNetworkPolicyRuleName,omitempty"`
-	EgressPolicy      string `json:"egressNetworkPolicy,omitempty"`
-	EgressPolicyType  uint8  `json:"egressNetworkPolicyType,omitempty"`
-	EgressPolicyRule  string `json:"egressNetworkPolicyRuleName,omitempty"`
-	// Denied says a rule dropped or rejected the connection (not sent by
-	// the agents yet).
+	// label), or denied it, with their type (ipfix.PolicyType*), rule name
+	// and action (ipfix.RuleAction*: 1 allow, 2 drop, 3 reject). The
+	// isolation of K8s NetworkPolicies (no rule allowed the connection to
+	// or from a Pod they select) has type 1, action 2, no rule name, and the
+	// isolating policies' names, comma-separated.
+	IngressPolicy       string `json:"ingressNetworkPolicy,omitempty"`
+	IngressPolicyType   uint8  `json:"ingressNetworkPolicyType,omitempty"`
+	IngressPolicyRule   string `json:"ingressNetworkPolicyRuleName,omitempty"`
+	IngressPolicyAction uint8  `json:"ingressNetworkPolicyRuleAction,omitempty"`
+	EgressPolicy        string `json:"egressNetworkPolicy,omitempty"`
+	EgressPolicyType    uint8  `json:"egressNetworkPolicyType,omitempty"`
+	EgressPolicyRule    string `json:"egressNetworkPolicyRuleName,omitempty"`
+	EgressPolicyAction  uint8  `json:"egressNetworkPolicyRuleAction,omitempty"`
+	// Denied says a rule (or K8s NetworkPolicy isolation) dropped or
+	// rejected the connection: an action is drop or reject.
 	Denied bool `json:"denied,omitempty"`
 
 	// Received is when the aggregator had the record complete.
 	Received time.Time `json:"received"`
+}
+
+// denies says whether a rule action denies (drop or reject).
+func denies(action uint8) bool {
+	return action == ipfix.RuleActionDrop || action == ipfix.RuleActionReject
+}
+
+// labels reads a Pod's labels from their JSON object; nil for "" or
+// anything that is not a JSON object of strings.
+func labels(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		return nil
+	}
+	if m == nil {
+		m = map[string]string{}
+	}
+	return m
+}
+
+// labelsJSON is the JSON object of a Pod's labels, "" for nil.
+func labelsJSON(m map[string]string) string {
+	if m == nil {
+		return ""
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // counts returns the node counts a record carries: the source node's when
@@ -146,29 +191,36 @@ func fromRecord(r ipfix.Record, now time.Time) (Flow, bool) {
 	f.Service = s(ipfix.DestinationServicePortName)
 	f.FlowType = uint8(u(ipfix.FlowType))
 	f.TCPState = s(ipfix.TCPState)
-	ref := func(ns, name string) string {
-		if name == "" || ns == "" {
-			return name
-		}
-		return ns + "/" + name
-	}
+	f.SrcLabels, f.DstLabels = labels(s(ipfix.SourcePodLabels)), labels(s(ipfix.DestinationPodLabels))
 	f.IngressPolicy = ref(s(ipfix.IngressNetworkPolicyNamespace), s(ipfix.IngressNetworkPolicyName))
 	f.IngressPolicyType, f.IngressPolicyRule = uint8(u(ipfix.IngressNetworkPolicyType)), s(ipfix.IngressNetworkPolicyRuleName)
+	f.IngressPolicyAction = uint8(u(ipfix.IngressNetworkPolicyRuleAction))
 	f.EgressPolicy = ref(s(ipfix.EgressNetworkPolicyNamespace), s(ipfix.EgressNetworkPolicyName))
 	f.EgressPolicyType, f.EgressPolicyRule = uint8(u(ipfix.EgressNetworkPolicyType)), s(ipfix.EgressNetworkPolicyRuleName)
-	if a := uint8(u(ipfix.IngressNetworkPolicyRuleAction)); a == ipfix.RuleActionDrop || a == ipfix.RuleActionReject {
-		f.Denied = true
-	}
-	if a := uint8(u(ipfix.EgressNetworkPolicyRuleAction)); a == ipfix.RuleActionDrop || a == ipfix.RuleActionReject {
-		f.Denied = true
-	}
-	c := &NodeCounts{
+	f.EgressPolicyAction = uint8(u(ipfix.EgressNetworkPolicyRuleAction))
+	f.finish(&NodeCounts{
 		Total:        Counts{u(ipfix.PacketTotalCount), u(ipfix.OctetTotalCount)},
 		Delta:        Counts{u(ipfix.PacketDeltaCount), u(ipfix.OctetDeltaCount)},
 		ReverseTotal: Counts{u(ipfix.ReversePacketTotalCount), u(ipfix.ReverseOctetTotalCount)},
 		ReverseDelta: Counts{u(ipfix.ReversePacketDeltaCount), u(ipfix.ReverseOctetDeltaCount)},
 		End:          f.End,
+	}, now)
+	return f, true
+}
+
+// ref names a policy as records show it: "namespace/name", "name" for a
+// cluster-scoped one.
+func ref(ns, name string) string {
+	if name == "" || ns == "" {
+		return name
 	}
+	return ns + "/" + name
+}
+
+// finish completes a record decoded from an agent's (IPFIX or gRPC): denied
+// or not, and its counts c as the sending Node's.
+func (f *Flow) finish(c *NodeCounts, now time.Time) {
+	f.Denied = denies(f.IngressPolicyAction) || denies(f.EgressPolicyAction)
 	// The node that sent it: the source Pod's when the record names one.
 	switch {
 	case f.FlowType == ipfix.FlowTypeIntraNode:
@@ -180,5 +232,4 @@ func fromRecord(r ipfix.Record, now time.Time) (Flow, bool) {
 		f.FromDestination = c
 	}
 	f.Received = now
-	return f, true
 }

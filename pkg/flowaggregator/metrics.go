@@ -18,6 +18,7 @@ type Metrics struct {
 	PendingRecords  prometheus.Gauge
 	StoredRecords   prometheus.Gauge
 	ConnectedPeers  prometheus.Gauge
+	LiveConnections prometheus.Gauge
 }
 
 const metricsNamespace = "antrea_flow_aggregator"
@@ -44,8 +45,10 @@ func NewMetrics() *Metrics {
 			Help: "Records held for the API (recordBufferSize at most)."}),
 		ConnectedPeers: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "tcp_peers",
 			Help: "Agents connected over TCP."}),
+		LiveConnections: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "live_connections",
+			Help: "Connections the aggregator output and keeps (output again each activeFlowRecordTimeout while no record comes, until inactiveFlowRecordTimeout)."}),
 	}
 	m.Registry.MustRegister(m.RecordsReceived, m.DecodeErrors, m.RecordsExported, m.ExportErrors, m.RecordsDropped,
-		m.Correlated, m.ReleasedAlone, m.PendingRecords, m.StoredRecords, m.ConnectedPeers)
+		m.Correlated, m.ReleasedAlone, m.PendingRecords, m.StoredRecords, m.ConnectedPeers, m.LiveConnections)
 	return m
 }

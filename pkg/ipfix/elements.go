@@ -177,6 +177,10 @@ var (
 	EgressNetworkPolicyRuleName    = antrea("egressNetworkPolicyRuleName", 142, String)
 	TCPState                       = antrea("tcpState", 136, String)
 	FlowType                       = antrea("flowType", 137, Unsigned8)
+	// SourcePodLabels and DestinationPodLabels are the Pods' labels as a
+	// JSON object, e.g. {"app":"web"}.
+	SourcePodLabels      = antrea("sourcePodLabels", 143, String)
+	DestinationPodLabels = antrea("destinationPodLabels", 144, String)
 )
 
 // Antrea's elements the Flow Aggregator adds to a correlated record
@@ -247,7 +251,7 @@ func Lookup(ent uint32, id uint16) (Element, bool) {
 // NodeFlowElements are the elements of one Node's record of a connection, as
 // upstream's FlowExporter sends them (IANA's 5-tuple, times, end reason and
 // counts, reverse counts per RFC 5103, then Antrea's Pod, Node, Service, flow
-// type and TCP state elements), for the family that src, dst and clusterIP
+// type, TCP state and Pod labels elements), for the family that src, dst and clusterIP
 // (the IPv4 or the IPv6 elements) name. The agents' templates and the Flow
 // Aggregator's start with them.
 func NodeFlowElements(src, dst, clusterIP Element) []Element {
@@ -260,6 +264,7 @@ func NodeFlowElements(src, dst, clusterIP Element) []Element {
 		DestinationPodName, DestinationPodNamespace, DestinationNodeName,
 		clusterIP, DestinationServicePort, DestinationServicePortName,
 		FlowType, TCPState,
+		SourcePodLabels, DestinationPodLabels,
 	}
 }
 

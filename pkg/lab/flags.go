@@ -30,7 +30,10 @@ func (o *Options) AddUpFlags(fs *pflag.FlagSet) {
 	fs.StringVar((*string)(&o.Runtime), "runtime", string(o.Runtime), "how pods are networked: reference-cni (bridge + host-local) or antrea")
 	fs.StringVar((*string)(&o.Proxy), "proxy", string(o.Proxy), "what realizes Services on real nodes: antrea (AntreaProxy) or kube-proxy (v1.37.2, nftables mode, AntreaProxy off)")
 	fs.StringVar((*string)(&o.Kubelet), "kubelet", string(o.Kubelet), "what runs pods on a node: real (kubelet + containerd + runc) or sim (the node simulator: pods are host processes)")
-	fs.BoolVar(&o.FlowAggregator, "flow-aggregator", o.FlowAggregator, "deploy the Flow Aggregator (build/yamls/flow-aggregator.yml) and turn the agents' FlowExporter on, sending to it (docs/flow-export.md)")
+	fs.BoolVar(&o.FlowVisibility, "flow-visibility", o.FlowVisibility, "network flow visibility: deploy the Flow Aggregator (build/yamls/flow-aggregator.yml) and turn the agents' FlowExporter on, sending to it (docs/flow-export.md)")
+	// The flag's earlier name, kept as an alias (hidden, never passed on).
+	fs.BoolVar(&o.FlowVisibility, "flow-aggregator", o.FlowVisibility, "the same as --flow-visibility")
+	_ = fs.MarkHidden("flow-aggregator")
 	fs.BoolVar(&o.UI, "ui", o.UI, "deploy the web UI (build/yamls/antrea-ui.yml); open it with antctl ui (docs/ui.md)")
 }
 
@@ -53,7 +56,9 @@ func argsOf(o *Options, add func(*Options, *pflag.FlagSet)) []string {
 	add(o, fs)
 	var args []string
 	fs.VisitAll(func(f *pflag.Flag) {
-		args = append(args, "--"+f.Name+"="+f.Value.String())
+		if !f.Hidden { // an alias: its flag carries the value
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
 	})
 	return args
 }

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -74,5 +75,23 @@ func TestBindingFlagsKeepsTheOptionsValues(t *testing.T) {
 	o.AddUpFlags(fs)
 	if o != before {
 		t.Errorf("binding flags changed the options: %+v, was %+v", o, before)
+	}
+}
+
+// --flow-aggregator, the flag's earlier name, still turns flow visibility
+// on, and is never passed on (its value goes as --flow-visibility).
+func TestFlowAggregatorIsAnAliasOfFlowVisibility(t *testing.T) {
+	if o := parse(t, []string{"--flow-aggregator"}); !o.FlowVisibility {
+		t.Error("--flow-aggregator did not turn flow visibility on")
+	}
+	if o := parse(t, []string{"--flow-visibility"}); !o.FlowVisibility {
+		t.Error("--flow-visibility did not turn flow visibility on")
+	}
+	o := DefaultOptions()
+	o.FlowVisibility = true
+	for _, a := range o.UpArgs() {
+		if strings.HasPrefix(a, "--flow-aggregator") {
+			t.Errorf("up args carry the alias: %q", a)
+		}
 	}
 }

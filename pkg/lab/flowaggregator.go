@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The Flow Aggregator (`antrea-lab up --flow-aggregator`): the lab applies
+// The Flow Aggregator (`antrea-lab up --flow-visibility`): the lab applies
 // build/yamls/flow-aggregator.yml as it is (the image name it holds is the
 // one the lab builds, FlowAggregatorImage) and turns the agents'
 // FlowExporter on (flowExporterOverlay).

@@ -81,7 +81,7 @@ const DefaultLBPool = "lab-lb"
 //     router, router.go).
 //   - NodePortLocal on (nodePortLocal.enable; upstream's default is off),
 //     so that the outside host reaches annotated Services' Pods.
-//   - with `--flow-aggregator`, the FlowExporter on (flowExporterOverlay).
+//   - with `--flow-visibility`, the FlowExporter on (flowExporterOverlay).
 func (o Options) labConfOverlay() map[string]map[string]string {
 	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
 	overlay := map[string]map[string]string{
@@ -115,7 +115,7 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 	if o.Proxy == ProxyKube {
 		overlay["antrea-agent.conf"]["antreaProxy.enable"] = "false"
 	}
-	if o.FlowAggregator {
+	if o.FlowVisibility {
 		for k, v := range flowExporterOverlay {
 			overlay["antrea-agent.conf"][k] = v
 		}
@@ -123,14 +123,14 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 	return overlay
 }
 
-// flowExporterOverlay turns the agents' FlowExporter on, sending over TCP to
+// flowExporterOverlay turns the agents' FlowExporter on, sending over gRPC to
 // the Service of build/yamls/flow-aggregator.yml, with short timeouts so
 // that a connection shows in the aggregator seconds after it moved: polled
 // every second, a record every 2 s while it moves, 5 s after it stops.
 var flowExporterOverlay = map[string]string{
 	"featureGates.FlowExporter":            "true",
 	"flowExporter.enable":                  "true",
-	"flowExporter.flowCollectorAddr":       "flow-aggregator/flow-aggregator:4739:tcp",
+	"flowExporter.flowCollectorAddr":       "flow-aggregator/flow-aggregator:14739:grpc",
 	"flowExporter.flowPollInterval":        "1s",
 	"flowExporter.activeFlowExportTimeout": "2s",
 	"flowExporter.idleFlowExportTimeout":   "5s",

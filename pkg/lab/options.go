@@ -86,9 +86,10 @@ type Options struct {
 	// kube-proxy (nftables mode), the reference Services are measured
 	// against.
 	Proxy Proxy `json:"proxy,omitempty"`
-	// FlowAggregator deploys the Flow Aggregator (build/yamls/flow-aggregator.yml)
-	// and turns the agents' FlowExporter on, sending to it.
-	FlowAggregator bool `json:"flowAggregator,omitempty"`
+	// FlowVisibility deploys the Flow Aggregator (build/yamls/flow-aggregator.yml)
+	// and turns the agents' FlowExporter on, sending to it
+	// (--flow-visibility, alias --flow-aggregator).
+	FlowVisibility bool `json:"flowVisibility,omitempty"`
 	// UI deploys the web UI (build/yamls/antrea-ui.yml).
 	UI bool `json:"ui,omitempty"`
 	// Dir holds the state file, certificates, kubeconfigs, logs and node data.
@@ -205,8 +206,8 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("--proxy must be %s or %s, got %q", ProxyAntrea, ProxyKube, o.Proxy)
 	}
-	if o.FlowAggregator && (o.Kubelet != KubeletReal || o.Runtime != RuntimeAntrea) {
-		return fmt.Errorf("--flow-aggregator needs --kubelet %s and --runtime %s (it runs as a Deployment, the exporter in the agents)", KubeletReal, RuntimeAntrea)
+	if o.FlowVisibility && (o.Kubelet != KubeletReal || o.Runtime != RuntimeAntrea) {
+		return fmt.Errorf("--flow-visibility needs --kubelet %s and --runtime %s (it runs as a Deployment, the exporter in the agents)", KubeletReal, RuntimeAntrea)
 	}
 	if o.UI && (o.Kubelet != KubeletReal || o.Runtime != RuntimeAntrea) {
 		return fmt.Errorf("--ui needs --kubelet %s and --runtime %s (it runs as a Deployment)", KubeletReal, RuntimeAntrea)

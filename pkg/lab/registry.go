@@ -69,7 +69,7 @@ const (
 	// ControllerImage runs the antrea-controller Deployment.
 	ControllerImage = "docker.io/antrea/antrea-controller:latest"
 	// FlowAggregatorImage runs the flow-aggregator Deployment
-	// (build/yamls/flow-aggregator.yml, `antrea-lab up --flow-aggregator`).
+	// (build/yamls/flow-aggregator.yml, `antrea-lab up --flow-visibility`).
 	FlowAggregatorImage = "docker.io/antrea/flow-aggregator:latest"
 	// UIImage runs the antrea-ui Deployment (build/yamls/antrea-ui.yml,
 	// `antrea-lab up --ui`).

@@ -210,7 +210,7 @@ func (s *supervisor) start(ctx context.Context) error {
 		if err := s.installKubeDNS(ctx); err != nil {
 			return err
 		}
-		if s.opts.FlowAggregator {
+		if s.opts.FlowVisibility {
 			s.logf("installing the Flow Aggregator: kubectl apply -f %s", filepath.Join(s.opts.manifestDir(), FlowAggregatorManifestName))
 			if err := s.installFlowAggregator(ctx); err != nil {
 				return err

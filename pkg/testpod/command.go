@@ -34,7 +34,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(serveCommand(ctx), connectCommand(ctx, stdout, &exit))
+	root.AddCommand(serveCommand(ctx), connectCommand(ctx, stdout, &exit), holdCommand(ctx, stdout))
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(stderr, "antrea-testpod:", err)
 		return ExitCodeError
@@ -72,6 +72,27 @@ func serveCommand(ctx context.Context) *cobra.Command {
 	cmd.Flags().IntSliceVar(&cfg.UDPPorts, "udp", nil, "UDP ports to serve, comma-separated")
 	cmd.Flags().IntSliceVar(&cfg.HTTPPorts, "http", nil, "TCP ports to serve HTTP on: GET /clientip answers the client's IP:port, /hostname the name (as agnhost netexec)")
 	cmd.Flags().StringVar(&cfg.Host, "host", "", "address to bind (default every address)")
+	return cmd
+}
+
+func holdCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
+	var cfg HoldConfig
+	cmd := &cobra.Command{
+		Use: "hold (--listen ADDR | --to HOST:PORT --connections N [--rate 500])",
+		Short: "Hold idle TCP connections until killed: accept and keep every one (--listen), or open N to HOST:PORT " +
+			"(at most --rate a second), print \"holding N\" and keep them",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Opened = func(n int) { fmt.Fprintf(stdout, "holding %d\n", n) }
+			ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return Hold(ctx, cfg)
+		},
+	}
+	cmd.Flags().StringVar(&cfg.Listen, "listen", "", "address to accept connections on, e.g. :7000")
+	cmd.Flags().StringVar(&cfg.To, "to", "", "HOST:PORT to open connections to")
+	cmd.Flags().IntVar(&cfg.Count, "connections", 0, "how many connections to open and hold")
+	cmd.Flags().IntVar(&cfg.Rate, "rate", 500, "connections opened a second at most")
 	return cmd
 }
 

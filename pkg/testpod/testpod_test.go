@@ -282,3 +282,37 @@ func TestHTTPReportsTheClientAddressTheServerSees(t *testing.T) {
 		t.Errorf("/hostname = %q, want outside", got)
 	}
 }
+
+// hold opens N connections to a holding server and keeps them until its
+// context ends; the server keeps every one open.
+func TestHoldKeepsTheConnectionsOpen(t *testing.T) {
+	port := freePort(t, "tcp")
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- Hold(ctx, HoldConfig{Listen: addr}) }()
+	time.Sleep(100 * time.Millisecond)
+	opened := make(chan int, 1)
+	cliDone := make(chan error, 1)
+	go func() {
+		cliDone <- Hold(ctx, HoldConfig{To: addr, Count: 50, Rate: 1000, Opened: func(n int) { opened <- n }})
+	}()
+	select {
+	case n := <-opened:
+		if n != 50 {
+			t.Fatalf("opened %d, want 50", n)
+		}
+	case err := <-cliDone:
+		t.Fatalf("the client ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not open its connections")
+	}
+	cancel()
+	if err := <-cliDone; err != nil {
+		t.Error(err)
+	}
+	if err := <-srvDone; err != nil {
+		t.Error(err)
+	}
+}

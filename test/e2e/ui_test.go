@@ -172,7 +172,7 @@ func TestTheWebUIOpensThroughAntctlUI(t *testing.T) {
 		t.Errorf("pipeline of %s: live %v (%s), want packet counts from its agent API", e.Nodes[0], pl.Live, pl.Note)
 	}
 
-	if !e.Opts.FlowAggregator {
+	if !e.Opts.FlowVisibility {
 		t.Logf("the lab runs without the Flow Aggregator (%s=1 adds it): the Flows page's map is not checked", labtest.EnvFlowAggregator)
 		return
 	}

@@ -47,8 +47,10 @@ const (
 	// EnvProxy chooses what realizes Services in the labs tests start
 	// (antrea or kube-proxy: antrea-lab up --proxy).
 	EnvProxy = "ANTREA_LAB_PROXY"
-	// EnvFlowAggregator, when "1", starts the labs with --flow-aggregator
-	// (the agents' FlowExporter on, the Flow Aggregator deployed).
+	// EnvFlowVisibility, when "1", starts the labs with --flow-visibility
+	// (the agents' FlowExporter on, the Flow Aggregator deployed);
+	// EnvFlowAggregator is its earlier name, still read.
+	EnvFlowVisibility = "ANTREA_LAB_FLOW_VISIBILITY"
 	EnvFlowAggregator = "ANTREA_LAB_FLOW_AGGREGATOR"
 	// EnvUI, when "1", starts the labs with --ui (the web UI deployed).
 	EnvUI = "ANTREA_LAB_UI"
@@ -107,7 +109,7 @@ func Options() lab.Options {
 	if p := os.Getenv(EnvProxy); p != "" {
 		opts.Proxy = lab.Proxy(p)
 	}
-	opts.FlowAggregator = os.Getenv(EnvFlowAggregator) == "1"
+	opts.FlowVisibility = os.Getenv(EnvFlowVisibility) == "1" || os.Getenv(EnvFlowAggregator) == "1"
 	opts.UI = os.Getenv(EnvUI) == "1"
 	return opts
 }

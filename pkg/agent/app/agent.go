@@ -29,6 +29,7 @@ import (
 	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
 	"antrea.io/antrea/pkg/agent/dpcache"
 	"antrea.io/antrea/pkg/agent/egress"
+	"antrea.io/antrea/pkg/agent/flowexporter"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	"antrea.io/antrea/pkg/agent/nodenet"
@@ -141,6 +142,10 @@ type deps struct {
 	// run concurrently with its setup (the FlowExporter names rules).
 	policyRules atomic.Pointer[npcontroller.Controller]
 	podEvents   chan interfacestore.PodEvent
+
+	// exporter is the FlowExporter (nil when it is off): the policy
+	// controller hands it the packets policies deny.
+	exporter *flowexporter.Exporter
 
 	// cluster is the agents' memberlist (nil without Egress).
 	cluster *egress.Cluster

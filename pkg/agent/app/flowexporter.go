@@ -2,18 +2,22 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/flowexporter"
 	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
+	"antrea.io/antrea/pkg/flowtls"
 )
 
 // FlowExporterOptions are the FlowExporter's options (the flowExporter
@@ -21,6 +25,31 @@ import (
 type FlowExporterOptions struct {
 	Collector          agentconfig.CollectorAddr
 	Poll, Active, Idle time.Duration
+}
+
+// collectorTLS is the TLS configuration of the transports tls and grpc,
+// read at every connection from what the Flow Aggregator publishes in its
+// Namespace (the collector Service's, else flow-aggregator): its CA in the
+// ConfigMap flow-aggregator-ca, the agents' client certificate in the Secret
+// flow-aggregator-client-tls (pkg/flowtls). The server's certificate is
+// verified against the Service's DNS name, or the collector's HOST (which
+// the aggregator's flowAggregatorAddress must then name).
+func collectorTLS(d *deps, a agentconfig.CollectorAddr) func(ctx context.Context) (*tls.Config, error) {
+	ns, serverName := "flow-aggregator", a.Host
+	if a.ServiceName != "" {
+		ns, serverName = a.ServiceNamespace, flowtls.ServerName(a.ServiceNamespace, a.ServiceName)
+	}
+	return func(ctx context.Context) (*tls.Config, error) {
+		cm, err := d.kube.CoreV1().ConfigMaps(ns).Get(ctx, flowtls.CAConfigMap, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("the Flow Aggregator's CA: %w", err)
+		}
+		sec, err := d.kube.CoreV1().Secrets(ns).Get(ctx, flowtls.ClientSecret, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("the Flow Aggregator's client certificate: %w", err)
+		}
+		return flowtls.ClientConfig([]byte(cm.Data[flowtls.CAKey]), sec.Data[flowtls.CertKey], sec.Data[flowtls.KeyKey], serverName)
+	}
 }
 
 // maxExportedConnections bounds the exporter's store (and OVS's flow
@@ -83,6 +112,9 @@ func setupFlowExporter(ctx context.Context, d *deps) (component, error) {
 	} else {
 		cfg.Collector = a.HostPort()
 	}
+	if t := fe.Collector.Transport; t == agentconfig.TransportTLS || t == agentconfig.TransportGRPC {
+		cfg.TLS = collectorTLS(d, fe.Collector)
+	}
 	// Service names from the Services AntreaProxy reads.
 	services, err := flowexporter.NewServiceIndex(d.informers.Core().V1().Services().Informer())
 	if err != nil {
@@ -92,6 +124,18 @@ func setupFlowExporter(ctx context.Context, d *deps) (component, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The labels of this Node's Pods (the agent may list and watch Pods).
+	pods := informers.NewSharedInformerFactoryWithOptions(d.kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", d.o.NodeName).String()
+		}))
+	e.SetLabels(flowexporter.PodListerLabels{Lister: pods.Core().V1().Pods().Lister()})
+	// Denied connections: the policy flows that drop send a metered copy
+	// of what they drop (before any policy flow is written: the
+	// NetworkPolicy part comes later), which the policy controller names
+	// and hands to the exporter (Options.Denied).
+	d.flows.SetDenyTracking(true)
+	d.exporter = e
 	// The rules that allowed a connection, by the ids in its conntrack
 	// label: the policy controller is set up after this part.
 	e.SetRules(flowexporter.RuleLookupFunc(func(id uint32) (string, string, bool) {
@@ -103,9 +147,12 @@ func setupFlowExporter(ctx context.Context, d *deps) (component, error) {
 	d.api.metrics.FlowExporter = func() agentmetrics.FlowExporterCounts {
 		s := e.Stats()
 		return agentmetrics.FlowExporterCounts{Connections: s.Connections, Reconnects: s.Reconnects,
-			RecordsSent: s.RecordsSent, RecordsDropped: s.RecordsDropped, Evicted: s.Evicted}
+			RecordsSent: s.RecordsSent, RecordsDropped: s.RecordsDropped, Evicted: s.Evicted,
+			DeniedConnections: s.Denied.Connections, DeniedPackets: s.Denied.Packets, DeniedEvicted: s.Denied.Evicted}
 	}
 	return loop(func(ctx context.Context) {
+		pods.Start(ctx.Done())
+		defer pods.Shutdown()
 		if ovsFeed != nil {
 			done := make(chan struct{})
 			go func() { defer close(done); ovsFeed.Run(ctx) }()

@@ -32,6 +32,10 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 		return nil, err
 	}
 	purger := d.purger
+	var denied func(flowexporter.DeniedPacket)
+	if d.exporter != nil {
+		denied = d.exporter.Deny
+	}
 	d.podEvents = make(chan interfacestore.PodEvent, 64)
 	policies := npcontroller.NewController(d.o.NodeName, controlplane, d.flows, d.store, npcontroller.Options{
 		Recovered: recovered,
@@ -48,6 +52,7 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 		// An expired address a live connection still goes to is kept.
 		FQDN: &npcontroller.FQDNOptions{MinTTL: d.o.FQDNCacheMinTTL, Flows: d.flows, DNSServer: clusterDNS(ctx, d),
 			Live: npcontroller.ConntrackLive(&flowexporter.DpctlSource{RunDir: d.o.OVSRunDir, Zones: []uint16{agentof.CtZone}})},
+		Denied: denied,
 	})
 	d.restore.released = purger.Changed
 	d.controlplane, d.policies = controlplane, policies

@@ -32,15 +32,26 @@ func (p InterfacePods) PodOf(ip netip.Addr) (string, string, bool) {
 	return iface.PodNamespace, iface.PodName, true
 }
 
-// enrich adds pod names, the Service and the flow type to r. The
+// enrich adds the rules (from the conntrack label), pod names and labels,
+// the Service and the flow type to r. The
 // destination is the endpoint, the reply's source (after a Service's DNAT).
-func enrich(r *Record, pods PodLookup, svcs ServiceLookup, rules RuleLookup) {
-	in, eg := ruleIDs(r.Labels)
-	r.Ingress, r.Egress = policyRule(rules, in), policyRule(rules, eg)
+func enrich(r *Record, pods PodLookup, svcs ServiceLookup, rules RuleLookup, labels LabelLookup) {
+	if !r.Denied {
+		in, eg := ruleIDs(r.Labels)
+		r.Ingress, r.Egress = policyRule(rules, in), policyRule(rules, eg)
+	}
 	srcLocal, dstLocal := false, false
 	if pods != nil {
 		r.SrcNamespace, r.SrcPod, srcLocal = pods.PodOf(r.Orig.Src)
 		r.DstNamespace, r.DstPod, dstLocal = pods.PodOf(r.Reply.Src)
+	}
+	if labels != nil {
+		if srcLocal {
+			r.SrcLabels, _ = labels.PodLabels(r.SrcNamespace, r.SrcPod)
+		}
+		if dstLocal {
+			r.DstLabels, _ = labels.PodLabels(r.DstNamespace, r.DstPod)
+		}
 	}
 	if svcs != nil && r.isDNAT() {
 		r.ServicePortName, _ = svcs.ServicePortName(r.Orig.Dst, r.Orig.DstPort, r.Orig.Proto)

@@ -2,6 +2,7 @@ package flowexporter
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"hash/fnv"
 	"net"
@@ -22,14 +23,22 @@ type Config struct {
 	// Dial opens the connection to the collector (default: a net.Dialer
 	// with a 10s timeout); tests dial inside a network namespace with it.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// Protocol is "tcp" or "udp".
+	// Protocol is "tcp", "udp", "tls" (IPFIX over TLS) or "grpc" (the
+	// gRPC API, over TLS).
 	Protocol string
+	// TLS gives the TLS configuration of the transports tls and grpc, at
+	// every connection (the Flow Aggregator's CA and client certificate,
+	// which it may have renewed).
+	TLS func(ctx context.Context) (*tls.Config, error)
 	// PollInterval is how often conntrack is read; ActiveTimeout and
 	// IdleTimeout say when a connection is exported (Store.Due).
 	PollInterval, ActiveTimeout, IdleTimeout time.Duration
 	// MaxConnections bounds the store (default 65536): beyond, the oldest
 	// connection is dropped, unexported, and counted.
 	MaxConnections int
+	// MaxDenied bounds the denied connections held (default 4096):
+	// beyond, the oldest is dropped, unexported, and counted.
+	MaxDenied int
 	// QueueLen bounds the polls' batches waiting for the collector
 	// (default 16); beyond, a batch is dropped and counted.
 	QueueLen int
@@ -47,7 +56,9 @@ type Exporter struct {
 	pods     PodLookup
 	services ServiceLookup
 	rules    RuleLookup
+	labels   LabelLookup
 	store    *Store
+	denied   *DenyStore
 	sender   *sender
 
 	mu    sync.Mutex
@@ -66,6 +77,8 @@ type Stats struct {
 	RecordsSent, RecordsDropped, Reconnects uint64
 	Connected                               bool
 	LastPoll                                time.Duration
+	// Denied are the denied connections' counters.
+	Denied DenyStats
 }
 
 // New returns an exporter. feed may be nil when the source has counts;
@@ -75,11 +88,20 @@ func New(cfg Config, source ConnectionSource, feed CounterFeed, pods PodLookup, 
 		return nil, fmt.Errorf("poll interval %v, active timeout %v and idle timeout %v must be positive",
 			cfg.PollInterval, cfg.ActiveTimeout, cfg.IdleTimeout)
 	}
-	if cfg.Protocol != "tcp" && cfg.Protocol != "udp" {
-		return nil, fmt.Errorf("protocol %q: want tcp or udp", cfg.Protocol)
+	switch cfg.Protocol {
+	case "tcp", "udp":
+	case "tls", "grpc":
+		if cfg.TLS == nil {
+			return nil, fmt.Errorf("protocol %s: no TLS configuration", cfg.Protocol)
+		}
+	default:
+		return nil, fmt.Errorf("protocol %q: want tcp, udp, tls or grpc", cfg.Protocol)
 	}
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = 65536
+	}
+	if cfg.MaxDenied <= 0 {
+		cfg.MaxDenied = 4096
 	}
 	if cfg.QueueLen <= 0 {
 		cfg.QueueLen = 16
@@ -101,8 +123,8 @@ func New(cfg Config, source ConnectionSource, feed CounterFeed, pods PodLookup, 
 	h := fnv.New32a()
 	h.Write([]byte(cfg.NodeName))
 	return &Exporter{cfg: cfg, source: source, feed: feed, pods: pods, services: services,
-		store: NewStore(cfg.MaxConnections),
-		sender: &sender{proto: cfg.Protocol, resolve: resolve, dial: cfg.Dial, templateRefresh: cfg.TemplateRefresh,
+		store: NewStore(cfg.MaxConnections), denied: NewDenyStore(cfg.MaxDenied),
+		sender: &sender{proto: cfg.Protocol, resolve: resolve, dial: cfg.Dial, tlsConfig: cfg.TLS, templateRefresh: cfg.TemplateRefresh,
 			domain: h.Sum32(), node: cfg.NodeName, queue: make(chan []Record, cfg.QueueLen)},
 	}, nil
 }
@@ -136,7 +158,8 @@ func (e *Exporter) Run(ctx context.Context) {
 }
 
 // Poll reads the connections once, updates the store and queues the
-// records due at now.
+// records due at now, the denied connections' with them (those even when
+// the connections could not be read).
 func (e *Exporter) Poll(ctx context.Context, now time.Time) error {
 	start := time.Now()
 	conns, err := e.source.Connections(ctx)
@@ -147,6 +170,7 @@ func (e *Exporter) Poll(ctx context.Context, now time.Time) error {
 	}
 	e.mu.Unlock()
 	if err != nil {
+		e.sender.enqueue(e.enrichAll(e.denied.Due(now, e.cfg.ActiveTimeout, e.cfg.IdleTimeout)))
 		return err
 	}
 	if e.feed != nil {
@@ -163,10 +187,8 @@ func (e *Exporter) Poll(ctx context.Context, now time.Time) error {
 	}
 	e.store.Update(conns, now)
 	recs := e.store.Due(now, e.cfg.ActiveTimeout, e.cfg.IdleTimeout)
-	for i := range recs {
-		enrich(&recs[i], e.pods, e.services, e.rules)
-	}
-	e.sender.enqueue(recs)
+	recs = append(recs, e.denied.Due(now, e.cfg.ActiveTimeout, e.cfg.IdleTimeout)...)
+	e.sender.enqueue(e.enrichAll(recs))
 	e.mu.Lock()
 	e.stats.LastPoll = time.Since(start)
 	e.stats.Connections, e.stats.Evicted = e.store.Len(), e.store.Evicted
@@ -174,9 +196,24 @@ func (e *Exporter) Poll(ctx context.Context, now time.Time) error {
 	return nil
 }
 
+func (e *Exporter) enrichAll(recs []Record) []Record {
+	for i := range recs {
+		enrich(&recs[i], e.pods, e.services, e.rules, e.labels)
+	}
+	return recs
+}
+
 // SetRules names the NetworkPolicy rules of records from now on (the
 // agent's policy controller starts after the exporter). Call it before Run.
 func (e *Exporter) SetRules(r RuleLookup) { e.rules = r }
+
+// SetLabels adds the local Pods' labels to records. Call it before Run.
+func (e *Exporter) SetLabels(l LabelLookup) { e.labels = l }
+
+// Deny counts a packet a NetworkPolicy denied in its denied connection,
+// exported at the next poll (DenyStore). It never blocks on the poll loop's
+// work or the collector: the packet-in handler calls it.
+func (e *Exporter) Deny(p DeniedPacket) { e.denied.Add(p) }
 
 // Stats returns the exporter's counters.
 func (e *Exporter) Stats() Stats {
@@ -185,5 +222,6 @@ func (e *Exporter) Stats() Stats {
 	e.mu.Unlock()
 	s.RecordsSent, s.RecordsDropped = e.sender.sent.Load(), e.sender.dropped.Load()
 	s.Reconnects, s.Connected = e.sender.reconnects.Load(), e.sender.connected.Load()
+	s.Denied = e.denied.Stats()
 	return s
 }

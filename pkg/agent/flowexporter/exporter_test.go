@@ -113,11 +113,16 @@ func newTestExporter(t *testing.T, src ConnectionSource, proto, addr string) *Ex
 	if err != nil {
 		t.Fatal(err)
 	}
+	runExporter(t, e)
+	return e
+}
+
+// runExporter runs e until the test ends.
+func runExporter(t *testing.T, e *Exporter) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { e.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return e
 }
 
 func waitRecord(t *testing.T, out <-chan ipfix.Record, what string, ok func(ipfix.Record) bool) ipfix.Record {

@@ -55,12 +55,19 @@ func policyRule(rules RuleLookup, id uint32) PolicyRule {
 	if !ok {
 		return PolicyRule{}
 	}
+	return NamedRule(policy, rule, ipfix.RuleActionAllow)
+}
+
+// NamedRule is the PolicyRule of a policy named as RuleLookup names it
+// ("<type>:<namespace>/<name>" or "<type>:<name>"), a rule name and an
+// action (ipfix.RuleAction*).
+func NamedRule(policy, rule string, action uint8) PolicyRule {
 	typ, ref, _ := strings.Cut(policy, ":")
 	ns, name, namespaced := strings.Cut(ref, "/")
 	if !namespaced {
 		ns, name = "", ref
 	}
-	p := PolicyRule{Namespace: ns, Name: name, Rule: rule, Action: ipfix.RuleActionAllow}
+	p := PolicyRule{Namespace: ns, Name: name, Rule: rule, Action: action}
 	switch typ {
 	case "K8sNetworkPolicy":
 		p.Type = ipfix.PolicyTypeK8s

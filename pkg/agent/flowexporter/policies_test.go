@@ -33,7 +33,7 @@ func TestRecordsNameTheRulesThatAllowedThem(t *testing.T) {
 		return "", "", false
 	})
 	r := Record{Connection: Connection{Labels: "0x700000005"}}
-	enrich(&r, nil, nil, rules)
+	enrich(&r, nil, nil, rules, nil)
 	if r.Ingress != (PolicyRule{Type: ipfix.PolicyTypeAntreaClusterNetwork, Name: "acnp-web", Rule: "allow-80", Action: ipfix.RuleActionAllow}) {
 		t.Errorf("ingress %+v, want acnp-web's allow-80", r.Ingress)
 	}
@@ -41,7 +41,7 @@ func TestRecordsNameTheRulesThatAllowedThem(t *testing.T) {
 		t.Errorf("egress %+v, want ns/np-client's rule-0", r.Egress)
 	}
 	unknown := Record{Connection: Connection{Labels: "0x9"}}
-	enrich(&unknown, nil, nil, rules)
+	enrich(&unknown, nil, nil, rules, nil)
 	if unknown.Ingress != (PolicyRule{}) {
 		t.Errorf("an unknown rule id named %+v", unknown.Ingress)
 	}

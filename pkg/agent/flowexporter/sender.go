@@ -2,6 +2,7 @@ package flowexporter
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -29,6 +30,7 @@ type sender struct {
 	proto           string
 	resolve         func(ctx context.Context) (string, error)
 	dial            func(ctx context.Context, network, addr string) (net.Conn, error)
+	tlsConfig       func(ctx context.Context) (*tls.Config, error)
 	templateRefresh time.Duration
 	domain          uint32
 	node            string
@@ -81,19 +83,44 @@ func (s *sender) run(ctx context.Context) {
 // the next attempt starts again from the shortest backoff.
 var errSessionUsed = errors.New("collector connection lost")
 
-// session dials the collector and sends until ctx ends or a write fails.
+// session dials the collector and sends until ctx ends or a write fails:
+// IPFIX over UDP, TCP or TLS (over TCP), or the gRPC API (grpcSession).
 func (s *sender) session(ctx context.Context) error {
+	if s.proto == "grpc" {
+		return s.grpcSession(ctx)
+	}
 	addr, err := s.resolve(ctx)
 	if err != nil {
 		return fmt.Errorf("resolve the flow collector: %w", err)
 	}
-	conn, err := s.dial(ctx, s.proto, addr)
+	network := s.proto
+	if network == "tls" {
+		network = "tcp"
+	}
+	conn, err := s.dial(ctx, network, addr)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	if s.proto == "tls" {
+		if s.tlsConfig == nil {
+			return fmt.Errorf("transport tls: no TLS configuration")
+		}
+		tc, err := s.tlsConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("TLS configuration of the flow collector: %w", err)
+		}
+		tconn := tls.Client(conn, tc)
+		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = tconn.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("TLS handshake with the flow collector: %w", err)
+		}
+		conn = tconn
+	}
 	dead := make(chan struct{})
-	if s.proto == "tcp" {
+	if network == "tcp" {
 		// A collector that closes shows as a read returning: writes
 		// after that fail at once instead of filling the socket.
 		go func() {
@@ -108,7 +135,7 @@ func (s *sender) session(ctx context.Context) error {
 		}()
 	}
 	w := &ipfix.Writer{Domain: s.domain, MaxLen: maxUDPMessage}
-	if s.proto == "tcp" {
+	if network == "tcp" {
 		w.MaxLen = maxTCPMessage
 	}
 	write := func(b []byte) error {

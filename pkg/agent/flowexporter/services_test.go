@@ -48,7 +48,7 @@ func TestServiceIndexNamesThePortAClientDialled(t *testing.T) {
 	c := conn(40000, Counts{}, Counts{})
 	c.Orig.Dst = vip
 	r := Record{Connection: c}
-	enrich(&r, nil, idx, nil)
+	enrich(&r, nil, idx, nil, nil)
 	vals := r.values(nil, "node-1")
 	v4, _ := Templates()
 	for i, e := range v4.Fields {

@@ -22,8 +22,17 @@ type Record struct {
 	ServicePortName       string
 	FlowType              uint8 // ipfix.FlowType*
 	// Ingress and Egress are the NetworkPolicy rules that allowed the
-	// connection (from its conntrack label), zero when none did.
+	// connection (from its conntrack label), zero when none did; for a
+	// denied connection, the rule that denied it (action drop or reject)
+	// and the other direction's that allowed it, if any.
 	Ingress, Egress PolicyRule
+	// Denied marks a connection a rule denied (DenyStore): its rules are
+	// set, its conntrack label is not read.
+	Denied bool
+	// SrcLabels and DstLabels are the local Pods' labels (upstream's
+	// sourcePodLabels, destinationPodLabels), nil when the Pod is not local
+	// or not known. They are the lister's: read only.
+	SrcLabels, DstLabels map[string]string
 }
 
 type entry struct {

@@ -53,6 +53,7 @@ func (r *Record) values(dst []ipfix.Value, node string) []ipfix.Value {
 		s(r.DstPod), s(r.DstNamespace), s(dstNode),
 		a(clusterIP), u(uint64(svcPort)), s(r.ServicePortName),
 		u(uint64(r.FlowType)), s(r.TCPState),
+		s(labelsJSON(r.SrcLabels)), s(labelsJSON(r.DstLabels)),
 		s(r.Ingress.Name), s(r.Ingress.Namespace), u(uint64(r.Ingress.Type)), s(r.Ingress.Rule), u(uint64(r.Ingress.Action)),
 		s(r.Egress.Name), s(r.Egress.Namespace), u(uint64(r.Egress.Type)), s(r.Egress.Rule), u(uint64(r.Egress.Action)),
 	)

@@ -16,6 +16,9 @@
 //	antrea_agent_flow_collector_reconnection_count        counter: FlowExporter's new sessions to its collector
 //	antrea_agent_flow_exporter_record_count{result}       counter: records sent / dropped (queue full, lost session); not upstream's
 //	antrea_agent_flow_exporter_evicted_connection_count   counter: connections dropped to stay within the bound; not upstream's
+//	antrea_agent_denied_connection_count                  gauge: denied connections the FlowExporter holds
+//	antrea_agent_flow_exporter_denied_packet_count        counter: denied packets reported to the FlowExporter (metered packet-ins); not upstream's
+//	antrea_agent_flow_exporter_evicted_denied_connection_count  counter: denied connections dropped to stay within the bound; not upstream's
 //
 // The gauges are read when Prometheus scrapes (the interface store, the
 // policy controller's cache, an OpenFlow table-stats request); the counters
@@ -78,6 +81,10 @@ type Sources struct {
 type FlowExporterCounts struct {
 	Connections                                      int
 	Reconnects, RecordsSent, RecordsDropped, Evicted uint64
+	// DeniedConnections are the denied connections held; DeniedPackets the
+	// denied packets reported; DeniedEvicted the denied connections dropped.
+	DeniedConnections            int
+	DeniedPackets, DeniedEvicted uint64
 }
 
 // PolicyCounts are the agent's policy numbers.
@@ -93,6 +100,7 @@ var (
 	desc = struct {
 		localPods, policies, ingressRules, egressRules, flowCount, totalFlows *prometheus.Desc
 		connections, reconnects, records, evicted                             *prometheus.Desc
+		denied, deniedPackets, deniedEvicted                                  *prometheus.Desc
 	}{
 		localPods:    prometheus.NewDesc(name("local_pod_count"), "Number of pods on the local node which the agent manages.", nil, nil),
 		policies:     prometheus.NewDesc(name("networkpolicy_count"), "Number of NetworkPolicies the agent realizes on the local node.", nil, nil),
@@ -104,6 +112,11 @@ var (
 		reconnects:   prometheus.NewDesc(name("flow_collector_reconnection_count"), "Number of times the FlowExporter started a new session to its collector.", nil, nil),
 		records:      prometheus.NewDesc(name("flow_exporter_record_count"), "Number of flow records the FlowExporter sent or dropped (result sent, dropped).", []string{"result"}, nil),
 		evicted:      prometheus.NewDesc(name("flow_exporter_evicted_connection_count"), "Number of connections the FlowExporter dropped, unexported, to stay within its bound.", nil, nil),
+		denied:       prometheus.NewDesc(name("denied_connection_count"), "Number of denied connections the FlowExporter holds (connections a NetworkPolicy rule or isolation dropped or rejected).", nil, nil),
+		deniedPackets: prometheus.NewDesc(name("flow_exporter_denied_packet_count"),
+			"Number of denied packets reported to the FlowExporter (the drops' metered packet-ins).", nil, nil),
+		deniedEvicted: prometheus.NewDesc(name("flow_exporter_evicted_denied_connection_count"),
+			"Number of denied connections the FlowExporter dropped, unexported, to stay within its bound.", nil, nil),
 	}
 )
 
@@ -121,6 +134,9 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- desc.reconnects
 	ch <- desc.records
 	ch <- desc.evicted
+	ch <- desc.denied
+	ch <- desc.deniedPackets
+	ch <- desc.deniedEvicted
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -140,6 +156,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(desc.records, prometheus.CounterValue, float64(f.RecordsSent), "sent")
 		ch <- prometheus.MustNewConstMetric(desc.records, prometheus.CounterValue, float64(f.RecordsDropped), "dropped")
 		ch <- prometheus.MustNewConstMetric(desc.evicted, prometheus.CounterValue, float64(f.Evicted))
+		ch <- prometheus.MustNewConstMetric(desc.denied, prometheus.GaugeValue, float64(f.DeniedConnections))
+		ch <- prometheus.MustNewConstMetric(desc.deniedPackets, prometheus.CounterValue, float64(f.DeniedPackets))
+		ch <- prometheus.MustNewConstMetric(desc.deniedEvicted, prometheus.CounterValue, float64(f.DeniedEvicted))
 	}
 	if c.s.TableStats != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)

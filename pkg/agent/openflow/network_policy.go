@@ -83,6 +83,24 @@ type networkPolicy struct {
 	policyMu sync.Mutex
 	// policy holds the NetworkPolicy flows, shared between rules.
 	policy policyState
+	// denyTracking: the flows that drop (Drop and Reject rules, the
+	// isolation drops) also send the agent a metered copy of the packets
+	// they drop, for the FlowExporter's denied connections.
+	denyTracking bool
+}
+
+// SetDenyTracking makes the flows that drop (Drop and Reject rules, K8s
+// NetworkPolicy isolation) send the agent a copy of each packet they drop,
+// flagged PolicyPacketInDeny and metered by PolicyDenyMeterID (or by the
+// reject or log meter when the flow sends one anyway): the FlowExporter
+// keeps them as denied connections. Allowed traffic meets no extra action.
+// Call it before the first ApplyPolicyChange; flows an earlier run wrote
+// with the other setting are rewritten when the reconciler claims them
+// (their actions differ).
+func (c *networkPolicy) SetDenyTracking(on bool) {
+	c.policyMu.Lock()
+	defer c.policyMu.Unlock()
+	c.denyTracking = on
 }
 
 func newNetworkPolicy(d *datapath) *networkPolicy {
@@ -97,10 +115,12 @@ func (c *networkPolicy) FixedFlows(node *NodeConfig) []*binding.Flow {
 	return c.b.policyFixedFlows(node)
 }
 
-// Meters implements Feature: the meters of the reject and log packet-ins.
+// Meters implements Feature: the meters of the reject, log and deny
+// packet-ins.
 func (*networkPolicy) Meters() []*binding.MeterMod {
 	return []*binding.MeterMod{policyMeter(binding.MeterAdd, PolicyRejectMeterID, PolicyRejectRate),
-		policyMeter(binding.MeterAdd, PolicyLogMeterID, PolicyLogRate)}
+		policyMeter(binding.MeterAdd, PolicyLogMeterID, PolicyLogRate),
+		policyMeter(binding.MeterAdd, PolicyDenyMeterID, PolicyDenyRate)}
 }
 
 // Installed implements Feature: the rules' and isolation's flows (those
@@ -111,7 +131,8 @@ func (c *networkPolicy) Installed() ([]*binding.GroupMod, []*binding.Flow) {
 	return nil, c.policyFlows()
 }
 
-// PacketInKinds implements Feature: rejects and audit logging.
+// PacketInKinds implements Feature: rejects, audit logging and denied
+// connections.
 func (*networkPolicy) PacketInKinds() []PacketInKind { return []PacketInKind{PacketInPolicy} }
 
 // plainFlows is a copy of the record's plain flows (conj_id, isolation and
@@ -581,8 +602,8 @@ func rulePriority(r *PolicyRule) uint16 {
 // ruleFlows are a rule's clause flows (actions unset) with their
 // conjunctions, and its plain flows: its conj_id flow first, then, with
 // metrics, an Allow rule's metric flows; nothing for a rule that installs
-// none.
-func (b *flowBuilder) ruleFlows(r *PolicyRule, metrics bool) (clauses []*binding.Flow, conjs []*binding.Conjunction, plain []*binding.Flow) {
+// none. deny: a Drop or Reject rule reports what it drops (SetDenyTracking).
+func (b *flowBuilder) ruleFlows(r *PolicyRule, metrics, deny bool) (clauses []*binding.Flow, conjs []*binding.Conjunction, plain []*binding.Flow) {
 	if !r.installs() {
 		return nil, nil, nil
 	}
@@ -597,7 +618,7 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule, metrics bool) (clauses []*binding
 	}
 	var acts []*binding.Flow
 	for _, f := range realizedFamilies() {
-		act := b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(ethType(f)).ConjID(r.ID) }, b.ruleActions(r)...)
+		act := b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(ethType(f)).ConjID(r.ID) }, b.ruleActions(r, deny)...)
 		if r.Action != ActionAllow {
 			act.Cookie |= uint64(cookiePolicyStatsFlag)
 		}
@@ -636,18 +657,26 @@ func (b *flowBuilder) metricFlows(r *PolicyRule) []*binding.Flow {
 }
 
 // ruleActions are the actions of a rule's conj_id flow: its key noted (for
-// recovery), a packet-in for the agent when the rule rejects or logs (the
-// rule's id in PolicyRuleIDField says which rule it was), then its verdict.
-func (b *flowBuilder) ruleActions(r *PolicyRule) []binding.Action {
+// recovery), a packet-in for the agent when the rule rejects, logs, or (deny)
+// drops a packet the FlowExporter is to see (the rule's id in
+// PolicyRuleIDField says which rule it was), then its verdict. One packet-in
+// serves every purpose (its flags say which), metered by the reject meter
+// for a Reject, else the log meter for a logged rule, else the deny meter.
+func (b *flowBuilder) ruleActions(r *PolicyRule, deny bool) []binding.Action {
 	var acts []binding.Action
 	if r.Key != "" {
 		acts = append(acts, &binding.Note{Data: []byte(r.Key)})
 	}
-	if r.Action == ActionReject || r.Log {
+	deny = deny && (r.Action == ActionDrop || r.Action == ActionReject)
+	if r.Action == ActionReject || r.Log || deny {
 		var flags byte
-		meter := PolicyLogMeterID
+		meter := PolicyDenyMeterID
 		if r.Log {
 			flags |= PolicyPacketInLog
+			meter = PolicyLogMeterID
+		}
+		if deny {
+			flags |= PolicyPacketInDeny
 		}
 		if r.Action == ActionReject {
 			flags |= PolicyPacketInReject
@@ -667,13 +696,23 @@ func (b *flowBuilder) ruleActions(r *PolicyRule) []binding.Action {
 
 // defaultDropFlows drop what no rule allowed to or from an isolated port
 // (a flow per realized family);
-// a logged one first sends the packet to the agent (rule id 0: no rule,
-// the K8s isolation itself), metered like the rules' log packet-ins.
-func (b *flowBuilder) defaultDropFlows(d Direction, port uint32, logged bool) []*binding.Flow {
+// a logged one, or with deny (SetDenyTracking), first sends the packet to
+// the agent (rule id 0: no rule, the K8s isolation itself), metered like the
+// rules' log packet-ins, or by the deny meter when it is not logged.
+func (b *flowBuilder) defaultDropFlows(d Direction, port uint32, logged, deny bool) []*binding.Flow {
 	var acts []binding.Action
-	if logged {
+	if logged || deny {
+		var flags byte
+		meter := PolicyDenyMeterID
+		if logged {
+			flags |= PolicyPacketInLog
+			meter = PolicyLogMeterID
+		}
+		if deny {
+			flags |= PolicyPacketInDeny
+		}
 		acts = append(acts, load(PolicyRuleIDField, 0), &binding.Controller{MaxLen: policyPacketInMaxLen, Reason: binding.ReasonAction,
-			UserData: PacketInPolicy.userData(PolicyPacketInLog, byte(d), byte(ActionDrop)), MeterID: PolicyLogMeterID})
+			UserData: PacketInPolicy.userData(flags, byte(d), byte(ActionDrop)), MeterID: meter})
 	}
 	var out []*binding.Flow
 	for _, f := range realizedFamilies() {
@@ -712,6 +751,7 @@ func (c *networkPolicy) ApplyPolicyChange(ctx context.Context, ch PolicyChange) 
 // traffic that was allowed. c.policyMu is held.
 func (c *networkPolicy) policyDelta(ch PolicyChange) (delta, bool) {
 	pl := newPolicyPlan(&c.policy, &c.b)
+	pl.deny = c.denyTracking
 	pl.removeRules(ch.Rules)
 	pl.addRules(ch.Rules)
 	pl.isolation(ch)
@@ -738,6 +778,8 @@ type policyPlan struct {
 	plainOrder []string
 	claims     []policyClaim
 	narrowed   bool
+	// deny: the drops report what they drop (SetDenyTracking).
+	deny bool
 }
 
 // policyClaim is a conjunction (id != 0) or a plain flow (id 0) of an
@@ -794,7 +836,7 @@ func (pl *policyPlan) removeRules(rules []RuleChange) {
 		if rc.Old == nil {
 			continue
 		}
-		clauses, _, plainFlows := pl.b.ruleFlows(rc.Old, !keepsMetrics(rc))
+		clauses, _, plainFlows := pl.b.ruleFlows(rc.Old, !keepsMetrics(rc), pl.deny)
 		for _, f := range clauses {
 			delete(pl.touch(f), rc.Old.ID)
 		}
@@ -809,7 +851,7 @@ func (pl *policyPlan) addRules(rules []RuleChange) {
 		if rc.New == nil {
 			continue
 		}
-		clauses, conjs, plainFlows := pl.b.ruleFlows(rc.New, !keepsMetrics(rc))
+		clauses, conjs, plainFlows := pl.b.ruleFlows(rc.New, !keepsMetrics(rc), pl.deny)
 		for i, f := range clauses {
 			pl.touch(f)[rc.New.ID] = conjs[i]
 			if pl.st.recovery != nil {
@@ -830,7 +872,7 @@ func (pl *policyPlan) addRules(rules []RuleChange) {
 func (pl *policyPlan) isolation(ch PolicyChange) {
 	for d := range ch.Release {
 		for _, p := range ch.Release[d] {
-			for _, f := range pl.b.defaultDropFlows(Direction(d), p, false) {
+			for _, f := range pl.b.defaultDropFlows(Direction(d), p, false, pl.deny) {
 				pl.setPlain(f, false)
 			}
 		}
@@ -838,7 +880,7 @@ func (pl *policyPlan) isolation(ch PolicyChange) {
 	for d := range ch.Isolate {
 		for _, p := range ch.Isolate[d] {
 			_, logged := slices.BinarySearch(ch.Logged[d], p)
-			for _, f := range pl.b.defaultDropFlows(Direction(d), p, logged) {
+			for _, f := range pl.b.defaultDropFlows(Direction(d), p, logged, pl.deny) {
 				pl.setPlain(f, true)
 			}
 			pl.narrowed = true

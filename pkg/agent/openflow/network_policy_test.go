@@ -348,3 +348,58 @@ func TestSourcePortRangesAndICMPTypesAreMatched(t *testing.T) {
 		}
 	}
 }
+
+// With deny tracking, the flows that drop (Drop and Reject rules, the
+// isolation drop) send one metered packet-in flagged PolicyPacketInDeny, and
+// an Allow rule's flow sends none; without it, a Drop sends none.
+func TestDenyTrackingAddsAPacketInToTheDropsOnly(t *testing.T) {
+	controllers := func(c *Client, br *recordingBridge, ts ...*TableSpec) map[string]string {
+		out := map[string]string{}
+		for _, ts := range ts {
+			for _, f := range br.inTable(c.p.Table(ts)) {
+				if strings.Contains(f, "conj_id=") || ts == IngressDefaultRuleTable {
+					out[f] = ""
+				}
+			}
+		}
+		return out
+	}
+	for _, deny := range []bool{true, false} {
+		t.Run(fmt.Sprintf("deny tracking %v", deny), func(t *testing.T) {
+			c, br := newUnitClient(t)
+			c.SetDenyTracking(deny)
+			peer := []netip.Prefix{netip.MustParsePrefix("10.20.0.5/32")}
+			ch := PolicyChange{Rules: []RuleChange{
+				{New: &PolicyRule{ID: 1, Direction: DirectionIngress, Peers: peer, AppliedTo: []uint32{10}, Action: ActionAllow, Tier: TierAntrea, Priority: 300}},
+				{New: &PolicyRule{ID: 2, Direction: DirectionIngress, Peers: peer, AppliedTo: []uint32{11}, Action: ActionDrop, Tier: TierAntrea, Priority: 200}},
+				{New: &PolicyRule{ID: 3, Direction: DirectionIngress, Peers: peer, AppliedTo: []uint32{12}, Action: ActionReject, Tier: TierAntrea, Priority: 100}},
+			}}
+			ch.Isolate[DirectionIngress] = []uint32{13}
+			if _, err := c.ApplyPolicyChange(context.Background(), ch); err != nil {
+				t.Fatal(err)
+			}
+			for f := range controllers(c, br, AntreaPolicyIngressRuleTable, IngressDefaultRuleTable) {
+				pin := strings.Contains(f, "controller(")
+				switch {
+				case strings.Contains(f, "conj_id=1"):
+					if pin {
+						t.Errorf("the Allow rule sends a packet-in: %s", f)
+					}
+				case strings.Contains(f, "conj_id=2"), strings.Contains(f, "reg1=0xd"):
+					// userdata: kind 2 (policy), flags 0x04 (deny).
+					if pin != deny || deny && (!strings.Contains(f, fmt.Sprintf("meter_id=%d", PolicyDenyMeterID)) || !strings.Contains(f, "userdata=02.04.")) {
+						t.Errorf("drop flow %s: want a packet-in flagged deny, metered by %d: %v", f, PolicyDenyMeterID, deny)
+					}
+				case strings.Contains(f, "conj_id=3"):
+					flags := "userdata=02.02."
+					if deny {
+						flags = "userdata=02.06." // reject and deny
+					}
+					if !pin || !strings.Contains(f, fmt.Sprintf("meter_id=%d", PolicyRejectMeterID)) || !strings.Contains(f, flags) {
+						t.Errorf("reject flow %s: want its packet-in (%s) metered by the reject meter", f, flags)
+					}
+				}
+			}
+		})
+	}
+}

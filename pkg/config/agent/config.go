@@ -202,8 +202,9 @@ type FlowExporterConfig struct {
 	Enable bool `json:"enable"`
 	// FlowCollectorAddr is the collector: HOST[:PORT][:PROTO], HOST an IP
 	// (IPv6 in brackets), a DNS name or a Service as namespace/name; PORT
-	// defaults to 4739 (IPFIX), PROTO to tls as upstream's. This Antrea
-	// sends over tcp and udp only. Default "flow-aggregator/flow-aggregator".
+	// defaults to 4739 (IPFIX), PROTO to tls as upstream's; PROTO grpc,
+	// tls, tcp or udp. Default "flow-aggregator/flow-aggregator:14739:grpc"
+	// (upstream's).
 	FlowCollectorAddr string `json:"flowCollectorAddr"`
 	// FlowPollInterval is how often conntrack is read. Default 5s.
 	FlowPollInterval string `json:"flowPollInterval"`
@@ -282,7 +283,7 @@ func Defaults() *AgentConfig {
 		EnablePrometheusMetrics: true,
 		AntreaProxy: AntreaProxyConfig{Enable: true, ProxyAll: true, ProxyLoadBalancerIPs: true,
 			HealthzBindAddress: DefaultHealthzBindAddress},
-		FlowExporter: FlowExporterConfig{FlowCollectorAddr: "flow-aggregator/flow-aggregator",
+		FlowExporter: FlowExporterConfig{FlowCollectorAddr: "flow-aggregator/flow-aggregator:14739:grpc",
 			FlowPollInterval: "5s", ActiveFlowExportTimeout: "5s", IdleFlowExportTimeout: "15s"},
 		NodePortLocal:           NodePortLocalConfig{PortRange: DefaultNodePortLocalRange},
 		StatsCollectionInterval: "60s",

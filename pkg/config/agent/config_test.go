@@ -172,14 +172,12 @@ func TestBadValuesAreRefusedNamingTheKey(t *testing.T) {
 			`antrea-agent.conf: snatFullyRandomPorts: true is not supported by this Antrea (only false, upstream's default)`},
 		{"encryption is refused", "trafficEncryptionMode: wireGuard\n",
 			`antrea-agent.conf: trafficEncryptionMode: "wireGuard" is not supported by this Antrea`},
-		{"the FlowExporter over upstream's default transport (tls) is refused", "featureGates:\n  FlowExporter: true\nflowExporter:\n  enable: true\n",
-			`antrea-agent.conf: flowExporter.flowCollectorAddr: "flow-aggregator/flow-aggregator": transport tls is not supported by this Antrea`},
 		{"an unparsable collector address is refused", "flowExporter:\n  flowCollectorAddr: \"10.0.0.1:http:udp\"\n",
 			`antrea-agent.conf: flowExporter.flowCollectorAddr: "10.0.0.1:http:udp": "http" is not a port`},
 		{"a collector address without host is refused", "flowExporter:\n  flowCollectorAddr: \":4739:udp\"\n",
 			`antrea-agent.conf: flowExporter.flowCollectorAddr: ":4739:udp" has no host`},
 		{"an unknown collector transport is refused", "flowExporter:\n  flowCollectorAddr: \"10.0.0.1:4739:sctp\"\n",
-			`antrea-agent.conf: flowExporter.flowCollectorAddr: "10.0.0.1:4739:sctp": "sctp" is not a transport`},
+			`antrea-agent.conf: flowExporter.flowCollectorAddr: "10.0.0.1:4739:sctp": "sctp" is not a transport (want grpc, tls, tcp or udp)`},
 		{"a flow poll interval of 0 is refused", "flowExporter:\n  flowPollInterval: 0s\n",
 			`antrea-agent.conf: flowExporter.flowPollInterval: "0s" is not a duration of at least 1s`},
 		{"an idle timeout that is no duration is refused", "flowExporter:\n  idleFlowExportTimeout: \"15\"\n",
@@ -306,7 +304,7 @@ apiPort: 10350
 enablePrometheusMetrics: true
 flowExporter:
   enable: false
-  flowCollectorAddr: "flow-aggregator/flow-aggregator"
+  flowCollectorAddr: "flow-aggregator/flow-aggregator:14739:grpc"
   flowPollInterval: "5s"
   activeFlowExportTimeout: "5s"
   idleFlowExportTimeout: "15s"

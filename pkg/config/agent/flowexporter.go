@@ -86,7 +86,7 @@ func ParseCollectorAddr(s string) (CollectorAddr, error) {
 		case TransportTCP, TransportUDP, TransportTLS, TransportGRPC:
 			a.Transport = proto
 		default:
-			return a, fmt.Errorf("%q: %q is not a transport (want tcp or udp; upstream also has tls and grpc)", s, proto)
+			return a, fmt.Errorf("%q: %q is not a transport (want grpc, tls, tcp or udp)", s, proto)
 		}
 	}
 	return a, nil
@@ -109,19 +109,14 @@ func (f FlowExporterConfig) Times() FlowTimes {
 		Idle: d(f.IdleFlowExportTimeout, 15*time.Second)}
 }
 
-// validate checks the section; a transport this Antrea does not send over
-// is refused only when the exporter runs (upstream's default, tls, stays
-// loadable while it is off).
+// validate checks the section.
 func (f FlowExporterConfig) validate(enabled bool) []error {
 	var errs []error
 	fail := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("flowExporter.%s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	if a, err := ParseCollectorAddr(f.FlowCollectorAddr); err != nil {
+	if _, err := ParseCollectorAddr(f.FlowCollectorAddr); err != nil {
 		fail("flowCollectorAddr", "%v", err)
-	} else if enabled && a.Transport != TransportTCP && a.Transport != TransportUDP {
-		fail("flowCollectorAddr", "%q: transport %s is not supported by this Antrea (want :tcp or :udp; %s is the default when none is given)",
-			f.FlowCollectorAddr, a.Transport, TransportTLS)
 	}
 	for _, k := range []struct{ key, v string }{{"flowPollInterval", f.FlowPollInterval},
 		{"activeFlowExportTimeout", f.ActiveFlowExportTimeout}, {"idleFlowExportTimeout", f.IdleFlowExportTimeout}} {

@@ -63,8 +63,10 @@ values.yaml (float64) or from --set (int64) without a fraction.
 {{- fail (printf "flowExporter.%s: %q is not a Go duration (e.g. 5s)" $k (toString (get $v.flowExporter $k))) -}}
 {{- end -}}
 {{- end -}}
-{{- if and $v.flowExporter.enable (get $v.featureGates "FlowExporter") (not (regexMatch ":(tcp|udp)$" (toString $v.flowExporter.flowCollectorAddr))) -}}
-{{- fail (printf "flowExporter.flowCollectorAddr: %q: want HOST[:PORT]:tcp or :udp (tls and grpc, upstream's defaults, are not supported by this Antrea)" (toString $v.flowExporter.flowCollectorAddr)) -}}
+{{- if regexMatch ":[a-zA-Z][a-zA-Z0-9]*$" (toString $v.flowExporter.flowCollectorAddr) -}}
+{{- if not (regexMatch ":(tcp|udp|tls|grpc)$" (toString $v.flowExporter.flowCollectorAddr)) -}}
+{{- fail (printf "flowExporter.flowCollectorAddr: %q: the transport is not one of tcp, udp, tls, grpc" (toString $v.flowExporter.flowCollectorAddr)) -}}
+{{- end -}}
 {{- end -}}
 {{- if $v.antreaProxy.skipServices -}}
 {{- fail (printf "antreaProxy.skipServices: %v is not supported by this Antrea (only an empty list)" $v.antreaProxy.skipServices) -}}

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"antrea.io/antrea/pkg/agent/flowexporter"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
@@ -65,6 +66,11 @@ type Options struct {
 	// answers the node's pods receive (fqdn.go). Without it a toFQDN peer
 	// selects no address.
 	FQDN *FQDNOptions
+	// Denied, if set, is given every packet a rule or the isolation of K8s
+	// NetworkPolicies denied whose packet-in says so (the flows report
+	// them with the FlowExporter on: agentof's SetDenyTracking), named with
+	// the rule. It must not block: the packet-in handler calls it.
+	Denied func(flowexporter.DeniedPacket)
 }
 
 // Controller keeps this node's policy flows equal to the computed policies.

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	agentof "antrea.io/antrea/pkg/agent/openflow"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 )
 
@@ -25,7 +26,7 @@ func TestMeasureToFQDNLookups(t *testing.T) {
 		t.Skip("set ANTREA_FQDN_MEASURE=1 to measure")
 	}
 	const trials, names = 200, 1000
-	n := newPolicyNode(t, func(o *Options) { o.FQDN = &FQDNOptions{} })
+	n := newPolicyNode(t, func(_ *agentof.Client, o *Options) { o.FQDN = &FQDNOptions{} })
 	dns := n.addPod(t, "dns", "10.10.1.20/24")
 	zone := map[string]zoneRecord{}
 	for i := range names + 2*trials {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 )
@@ -291,7 +292,7 @@ func egressTo(action cpv1beta2.RuleAction, to cpv1beta2.NetworkPolicyPeer, svcs 
 // (an answer in two segments) teach the agent; an address is forgotten
 // once its TTL passed. About 10 s.
 func TestAToFQDNRuleAllowsTheAddressesThePodLookedUpFromItsFirstConnection(t *testing.T) {
-	n := newPolicyNode(t, func(o *Options) { o.FQDN = &FQDNOptions{} })
+	n := newPolicyNode(t, func(_ *agentof.Client, o *Options) { o.FQDN = &FQDNOptions{} })
 	dns := n.addPod(t, "dns", "10.10.1.20/24")
 	webs := map[string]*bridgetest.Pod{}
 	for i, name := range []string{"web1", "web2", "web3", "web4"} {
@@ -398,7 +399,7 @@ func TestAToFQDNRuleAllowsTheAddressesThePodLookedUpFromItsFirstConnection(t *te
 // passed and no connection goes to it, the old address is dropped. About
 // 8 s.
 func TestAToFQDNRuleFollowsANameWhoseAddressesChange(t *testing.T) {
-	n := newPolicyNode(t, func(o *Options) { o.FQDN = &FQDNOptions{} })
+	n := newPolicyNode(t, func(_ *agentof.Client, o *Options) { o.FQDN = &FQDNOptions{} })
 	dns := n.addPod(t, "dns", "10.10.1.20/24")
 	web1, web2 := n.addPod(t, "web1", "10.10.1.10/24"), n.addPod(t, "web2", "10.10.1.11/24")
 	web1.ServeWho(t, 8080)
@@ -454,7 +455,7 @@ func TestAToFQDNRuleFollowsANameWhoseAddressesChange(t *testing.T) {
 // the pod asks, the old one dropped once expired. About 6 s.
 func TestTheAgentResolvesTheExactNamesOfToFQDNRulesItself(t *testing.T) {
 	var node *bridgetest.Pod
-	n := newPolicyNode(t, func(o *Options) {
+	n := newPolicyNode(t, func(_ *agentof.Client, o *Options) {
 		o.FQDN = &FQDNOptions{DNSServer: "10.10.1.20:53", Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
 			var c net.Conn
 			err := node.Do(t, func() error {

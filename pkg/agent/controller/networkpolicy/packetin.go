@@ -7,13 +7,16 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
 
+	"antrea.io/antrea/pkg/agent/flowexporter"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/packetreply"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+	"antrea.io/antrea/pkg/ipfix"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -53,7 +56,80 @@ func (c *Controller) policyPacketIn(pins *PacketIns, audit *auditLogger) agentof
 				klog.V(2).InfoS("Cannot answer a rejected packet", "src", pkt.Src, "dst", pkt.Dst, "err", err)
 			}
 		}
+		if ppi.Deny && c.opts.Denied != nil && (ppi.Action == agentof.ActionDrop || ppi.Action == agentof.ActionReject) {
+			c.opts.Denied(c.deniedPacket(ppi, pkt, time.Now()))
+		}
 	}
+}
+
+// deniedPacket is what the FlowExporter keeps of a denied packet: its
+// 5-tuple, the Service address it dialled (the conntrack tuple the
+// packet-in carries, when the connection is a Service's), its length, and
+// the rule that denied it, named: a rule by its policy and name, the
+// isolation of K8s NetworkPolicies by the policies isolating the local Pod
+// in that direction (comma-separated; upstream leaves the name empty). For a
+// packet an ingress rule denied, the egress rule that had allowed it (its id
+// in EgressRuleIDField) is named too.
+func (c *Controller) deniedPacket(ppi agentof.PolicyPacketIn, pkt *packetreply.Packet, now time.Time) flowexporter.DeniedPacket {
+	d := flowexporter.DeniedPacket{
+		Tuple: flowexporter.Tuple{Proto: pkt.Proto, Src: pkt.Src, Dst: pkt.Dst, SrcPort: pkt.SrcPort, DstPort: pkt.DstPort},
+		Bytes: uint64(pkt.Total), Ingress: ppi.Direction == agentof.DirectionIngress, Time: now,
+	}
+	pi := ppi.Packet
+	if v, ok := pi.Match.Get(agentof.ServiceCTMark.Field); ok && v.Value.Lo&1 != 0 {
+		if ip, ok := pi.Match.Get(binding.FieldCTNwDst); ok {
+			lo := ip.Value.Lo
+			d.ServiceIP = netip.AddrFrom4([4]byte{byte(lo >> 24), byte(lo >> 16), byte(lo >> 8), byte(lo)})
+			d.ServicePort = d.Tuple.DstPort
+			if p, ok := pi.Match.Get(binding.FieldCTTpDst); ok {
+				d.ServicePort = uint16(p.Value.Lo)
+			}
+			if d.ServiceIP == d.Tuple.Dst && d.ServicePort == d.Tuple.DstPort {
+				d.ServiceIP, d.ServicePort = netip.Addr{}, 0
+			}
+		}
+	}
+	action := ipfix.RuleActionDrop
+	if ppi.Action == agentof.ActionReject {
+		action = ipfix.RuleActionReject
+	}
+	if info, ok := c.reconciler.ruleInfo(ppi.RuleID); ok && ppi.RuleID != 0 {
+		d.Rule = flowexporter.NamedRule(info.policy, info.name, action)
+	} else if ppi.RuleID == 0 {
+		d.Rule = c.isolationRule(ppi.Direction, pkt)
+	}
+	if d.Ingress {
+		if v, ok := pi.Match.Get(agentof.EgressRuleIDField.Field); ok && v.Value.Lo != 0 {
+			if info, ok := c.reconciler.ruleInfo(uint32(v.Value.Lo)); ok {
+				d.Allowed = flowexporter.NamedRule(info.policy, info.name, ipfix.RuleActionAllow)
+			}
+		}
+	}
+	return d
+}
+
+// isolationRule names the isolation of K8s NetworkPolicies that dropped a
+// packet: type K8s, action drop, the namespace and names of the policies
+// that isolate the local Pod (the destination for ingress, the source for
+// egress) in that direction.
+func (c *Controller) isolationRule(dir agentof.Direction, pkt *packetreply.Packet) flowexporter.PolicyRule {
+	r := flowexporter.PolicyRule{Type: ipfix.PolicyTypeK8s, Action: ipfix.RuleActionDrop}
+	local := pkt.Dst
+	if dir == agentof.DirectionEgress {
+		local = pkt.Src
+	}
+	iface, ok := c.ifaces.GetInterfaceByIP(local.String())
+	if !ok || iface.ContainerInterfaceConfig == nil || iface.OFPort <= 0 {
+		return r
+	}
+	var names []string
+	for _, ref := range c.TraceflowIsolation(uint32(iface.OFPort), dir) {
+		p := flowexporter.NamedRule(ref, "", ipfix.RuleActionDrop)
+		r.Namespace = p.Namespace
+		names = append(names, p.Name)
+	}
+	r.Name = strings.Join(names, ",")
+	return r
 }
 
 // auditEntry is the log line of a packet a rule decided on.

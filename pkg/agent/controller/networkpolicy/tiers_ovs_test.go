@@ -43,8 +43,9 @@ type policyNode struct {
 	store interfacestore.InterfaceStore
 }
 
-// newPolicyNode starts the node; tweaks change the controller's options.
-func newPolicyNode(t *testing.T, tweaks ...func(*Options)) *policyNode {
+// newPolicyNode starts a node; each with may change the OpenFlow client
+// and the controller's options before they start.
+func newPolicyNode(t *testing.T, with ...func(*agentof.Client, *Options)) *policyNode {
 	br := bridgetest.New(t)
 	flows, err := agentof.NewClient(br.OF, 1)
 	if err != nil {
@@ -95,8 +96,8 @@ func newPolicyNode(t *testing.T, tweaks ...func(*Options)) *policyNode {
 		},
 		PacketIns: &PacketIns{IO: packets, Parser: flows, AuditLogDir: n.auditDir},
 	}
-	for _, tw := range tweaks {
-		tw(&opts)
+	for _, w := range with {
+		w(flows, &opts)
 	}
 	if opts.FQDN != nil && opts.FQDN.Flows == nil {
 		opts.FQDN.Flows = flows
