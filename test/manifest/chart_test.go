@@ -74,7 +74,8 @@ func TestBadValuesFailRenderingNamingTheValue(t *testing.T) {
 		{"an unknown TLS version", "tlsMinVersion=VersionTLS9", "tlsMinVersion"},
 		{"a nodePortAddresses entry that is no IPv4 CIDR", "antreaProxy.nodePortAddresses={fd00::/64}", "antreaProxy.nodePortAddresses"},
 		{"skipServices, not implemented", "antreaProxy.skipServices={kube-system/kube-dns}", "antreaProxy.skipServices"},
-		{"the FlowExporter over upstream's default transport (tls)", "featureGates.FlowExporter=true,flowExporter.enable=true",
+		{"a flow export transport not in tcp, udp, tls, grpc",
+			"featureGates.FlowExporter=true,flowExporter.enable=true,flowExporter.flowCollectorAddr=flow-aggregator/flow-aggregator:4739:sctp",
 			"flowExporter.flowCollectorAddr"},
 		{"a flow poll interval that is no duration", "flowExporter.flowPollInterval=5", "flowPollInterval"},
 	}

@@ -52,8 +52,14 @@ func TestFlowAggregatorManifestIsFreshAndMeetsTheAgents(t *testing.T) {
 			protos[p.Protocol] = true
 		}
 	}
-	if !protos[corev1.ProtocolTCP] || !protos[corev1.ProtocolUDP] {
-		t.Errorf("Service ports %+v: want %d over TCP and UDP", svc.Spec.Ports, def.Port)
+	// The agents' default transport (grpc, as upstream's) runs over TCP;
+	// only udp needs the port over UDP.
+	wantProto := corev1.ProtocolTCP
+	if def.Transport == "udp" {
+		wantProto = corev1.ProtocolUDP
+	}
+	if !protos[wantProto] {
+		t.Errorf("Service ports %+v: want %d over %s (the agents' default transport %s)", svc.Spec.Ports, def.Port, wantProto, def.Transport)
 	}
 	cm := one[*corev1.ConfigMap](t, objs, "flow-aggregator-config")
 	if _, err := flowaggregator.ParseConfig(flowaggregator.ConfigFileName, []byte(cm.Data[flowaggregator.ConfigFileName])); err != nil {
