@@ -56,8 +56,12 @@ type reconciler struct {
 	tables [4]orderTable
 	orders map[string]map[string]RuleOrder
 
-	// infos describe the realized rules by id, for the audit log; infoMu
-	// is never held across an OVS write, so packet-ins never wait on one.
+	// infos describe the rules by id, for the audit log and the
+	// FlowExporter's denied connections: a rule's info is there before its
+	// flows are written (a packet-in can come as soon as they are) and,
+	// marked released, after they are removed, until its id is reused (a
+	// packet-in sent just before the removal is read after it). infoMu is
+	// never held across an OVS write, so packet-ins never wait on one.
 	infoMu sync.RWMutex
 	infos  map[uint32]realizedRuleInfo
 }
@@ -70,6 +74,9 @@ type realizedRuleInfo struct {
 	action    agentof.RuleAction
 	priority  uint16
 	table     agentof.PolicyTier
+	// released: the rule's flows are gone (or were never written); its id
+	// is free.
+	released bool
 }
 
 // isolationSide is one direction of a policy's isolation: the local ports
@@ -149,10 +156,12 @@ func (r *reconciler) sync(ctx context.Context, name string, want *desiredPolicy)
 		ch.Isolate[d], ch.Release[d], ch.Logged[d] = r.isolationChange(d, r.isolation[name][d], want.isolation[d])
 	}
 	var w agentof.PolicyWrite
+	announced := r.announceInfos(rc.realized, want.infos)
 	if len(ch.Rules)+len(ch.Isolate[0])+len(ch.Isolate[1])+len(ch.Release[0])+len(ch.Release[1]) > 0 {
 		w, err = r.flows.ApplyPolicyChange(ctx, ch)
 	}
 	if err != nil {
+		r.withdrawInfos(announced)
 		for _, id := range rc.allocated {
 			r.ids.release(id)
 		}
@@ -336,19 +345,56 @@ func (r *reconciler) commitOrders(name string, have, realized map[string]*agento
 	}
 }
 
-// recordInfos keeps the audit log's view of the realized rules by id.
-// r.mu is held.
+// realizedInfo is what infos keep of a rule.
+func realizedInfo(rule *agentof.PolicyRule, info ruleInfo) realizedRuleInfo {
+	return realizedRuleInfo{ruleInfo: info, key: rule.Key, direction: rule.Direction, action: rule.Action,
+		priority: rule.Priority, table: rule.Tier}
+}
+
+// announceInfos records the rules about to be written whose ids have no
+// live info (new rules, and those an earlier run left), so that a packet-in
+// their flows send at once is named. It returns their ids. r.mu is held.
+func (r *reconciler) announceInfos(realized map[string]*agentof.PolicyRule, infos map[string]ruleInfo) []uint32 {
+	r.infoMu.Lock()
+	defer r.infoMu.Unlock()
+	var ids []uint32
+	for k, rule := range realized {
+		if info, ok := r.infos[rule.ID]; ok && !info.released {
+			continue
+		}
+		r.infos[rule.ID] = realizedInfo(rule, infos[k])
+		ids = append(ids, rule.ID)
+	}
+	return ids
+}
+
+// withdrawInfos marks the rules announceInfos recorded released: their
+// write failed. r.mu is held.
+func (r *reconciler) withdrawInfos(ids []uint32) {
+	r.infoMu.Lock()
+	defer r.infoMu.Unlock()
+	for _, id := range ids {
+		info := r.infos[id]
+		info.released = true
+		r.infos[id] = info
+	}
+}
+
+// recordInfos keeps the view of the realized rules by id; removed rules
+// stay, released, until their ids are reused. r.mu is held.
 func (r *reconciler) recordInfos(have, realized map[string]*agentof.PolicyRule, moved map[string]map[string]*agentof.PolicyRule, infos map[string]ruleInfo) {
 	r.infoMu.Lock()
 	defer r.infoMu.Unlock()
 	for k, rule := range have {
 		if _, ok := realized[k]; !ok {
-			delete(r.infos, rule.ID)
+			if info, ok := r.infos[rule.ID]; ok && info.key == rule.Key {
+				info.released = true
+				r.infos[rule.ID] = info
+			}
 		}
 	}
 	for k, rule := range realized {
-		r.infos[rule.ID] = realizedRuleInfo{ruleInfo: infos[k], key: rule.Key, direction: rule.Direction, action: rule.Action,
-			priority: rule.Priority, table: rule.Tier}
+		r.infos[rule.ID] = realizedInfo(rule, infos[k])
 	}
 	for _, rules := range moved {
 		for _, rule := range rules {
@@ -419,7 +465,8 @@ func (a *idAllocator) allocate() uint32 {
 
 func (a *idAllocator) release(id uint32) { a.free = append(a.free, id) }
 
-// ruleInfo returns what the audit log says about a realized rule.
+// ruleInfo returns what the audit log says about a rule that is or was
+// realized (released then).
 func (r *reconciler) ruleInfo(id uint32) (realizedRuleInfo, bool) {
 	r.infoMu.RLock()
 	defer r.infoMu.RUnlock()
@@ -434,6 +481,9 @@ func (r *reconciler) realizedRules() map[uint32]stats.Rule {
 	defer r.infoMu.RUnlock()
 	out := make(map[uint32]stats.Rule, len(r.infos))
 	for id, info := range r.infos {
+		if info.released {
+			continue
+		}
 		out[id] = stats.Rule{Policy: info.ref, Name: info.name, Key: info.key}
 	}
 	return out

@@ -236,3 +236,77 @@ func TestAPolicyWithoutRoomMovesTheOthersInTheSameChange(t *testing.T) {
 		t.Fatalf("3 orders stay in use after c is gone, the assigner holds %d", got)
 	}
 }
+
+// lookingFlows reads, in the middle of each write, what a packet-in would
+// find of every rule the change adds or removes (the flows of an added rule
+// may send one as soon as they are written; a removed rule's flows, just
+// before).
+type lookingFlows struct {
+	r    *reconciler
+	fail bool
+	seen map[uint32]string
+}
+
+func (l *lookingFlows) ApplyPolicyChange(_ context.Context, ch agentof.PolicyChange) (agentof.PolicyWrite, error) {
+	for _, rc := range ch.Rules {
+		for _, rule := range []*agentof.PolicyRule{rc.Old, rc.New} {
+			if rule != nil {
+				info, ok := l.r.ruleInfo(rule.ID)
+				l.seen[rule.ID] = fmt.Sprintf("%v %s", ok, info.name)
+			}
+		}
+	}
+	if l.fail {
+		return agentof.PolicyWrite{}, fmt.Errorf("the switch is gone")
+	}
+	return agentof.PolicyWrite{Messages: len(ch.Rules)}, nil
+}
+
+func (l *lookingFlows) FinishPolicyRecovery(context.Context) (int, error) { return 0, nil }
+
+// A packet-in of a rule is named whenever it can come: while the rule's
+// flows are being written, and after they are removed until the id serves
+// another rule. The stats see only the rules in place; a failed write
+// leaves no rule in place.
+func TestPacketInsOfARuleAreNamedFromItsWriteUntilItsIDIsReused(t *testing.T) {
+	l := &lookingFlows{seen: map[uint32]string{}}
+	r := newReconciler(l, nil)
+	l.r = r
+	ctx := context.Background()
+	named := func(name string, peers ...string) *desiredPolicy {
+		d := want([]uint32{10}, peers...)
+		d.infos = map[string]ruleInfo{}
+		for k := range d.rules {
+			d.infos[k] = ruleInfo{name: name}
+		}
+		return d
+	}
+	if _, err := r.sync(ctx, "np1", named("first", "10.0.0.1/32")); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.seen[1]; got != "true first" {
+		t.Fatalf("during the write of rule 1, a packet-in finds %q, want its name", got)
+	}
+	if _, err := r.sync(ctx, "np1", want(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if info, ok := r.ruleInfo(1); !ok || info.name != "first" {
+		t.Fatalf("a packet-in read after rule 1 is removed finds %v %+v, want its name", ok, info)
+	}
+	if _, ok := r.realizedRules()[1]; ok {
+		t.Fatalf("the stats still count removed rule 1")
+	}
+	if _, err := r.sync(ctx, "np2", named("second", "10.0.0.2/32")); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := r.ruleInfo(1); info.name != "second" || l.seen[1] != "true second" {
+		t.Fatalf("reused id 1 names %q (during the write %q), want the rule that holds it now", info.name, l.seen[1])
+	}
+	l.fail = true
+	if _, err := r.sync(ctx, "np3", named("failed", "10.0.0.3/32")); err == nil {
+		t.Fatal("a failed write reported success")
+	}
+	if _, ok := r.realizedRules()[2]; ok {
+		t.Fatalf("the stats count rule 2, whose write failed")
+	}
+}
