@@ -39,7 +39,7 @@ import json, re, sys
 cm = json.load(sys.stdin)
 conf = cm["data"]["antrea-agent.conf"]
 for k, v in (("flowPollInterval", "5s"), ("activeFlowExportTimeout", "5s"), ("idleFlowExportTimeout", "15s")):
-    conf = re.sub(r"(?m)^(\s*)%s:.*$" % k, r"\g<1>%s: \"%s\"" % (k, v), conf)
+    conf = re.sub(r"(?m)^(\s*)%s:.*$" % k, lambda m: "%s%s: \"%s\"" % (m.group(1), k, v), conf)
 cm["data"]["antrea-agent.conf"] = conf
 json.dump(cm, sys.stdout)' | kubectl apply -f - >/dev/null
   kubectl -n kube-system rollout restart ds/antrea-agent >/dev/null
