@@ -58,7 +58,7 @@ metadata: {name: holder, namespace: $ns, labels: {app: flow-bench}}
 spec:
   nodeName: node-2
   containers:
-  - {name: hold, image: $image, imagePullPolicy: IfNotPresent, command: [antrea-testpod, hold, --listen, ":7000"]}
+  - {name: hold, image: $image, imagePullPolicy: IfNotPresent, command: [/antrea-testpod, hold, --listen, ":7000"]}
 YAML
 kubectl -n "$ns" wait --for=condition=Ready pod/holder --timeout=120s >/dev/null
 server=$(kubectl -n "$ns" get pod holder -o jsonpath='{.status.podIP}')
@@ -75,7 +75,7 @@ spec:
   terminationGracePeriodSeconds: 5
   containers:
   - {name: hold, image: $image, imagePullPolicy: IfNotPresent,
-     command: [antrea-testpod, hold, --to, "$server:7000", --connections, "$n", --rate, "1000"]}
+     command: [/antrea-testpod, hold, --to, "$server:7000", --connections, "$n", --rate, "1000"]}
 YAML
     for _ in $(seq 120); do
       kubectl -n "$ns" logs client 2>/dev/null | grep -q "holding $n" && break
@@ -133,7 +133,7 @@ spec:
   restartPolicy: Never
   containers:
   - {name: flood, image: $image, imagePullPolicy: IfNotPresent,
-     command: [antrea-testpod, flood, --to, "$server:7001", --rate, "${FLOOD_RATE:-1000}", --for, "${d}s", --timeout, 1s]}
+     command: [/antrea-testpod, flood, --to, "$server:7001", --rate, "${FLOOD_RATE:-1000}", --for, "${d}s", --timeout, 1s]}
 YAML
   for _ in $(seq $((d + 120))); do
     phase=$(kubectl -n "$ns" get pod flooder -o jsonpath='{.status.phase}' 2>/dev/null)
