@@ -74,8 +74,7 @@ func TestBadValuesFailRenderingNamingTheValue(t *testing.T) {
 		{"an unknown TLS version", "tlsMinVersion=VersionTLS9", "tlsMinVersion"},
 		{"a nodePortAddresses entry that is no IPv4 CIDR", "antreaProxy.nodePortAddresses={fd00::/64}", "antreaProxy.nodePortAddresses"},
 		{"skipServices, not implemented", "antreaProxy.skipServices={kube-system/kube-dns}", "antreaProxy.skipServices"},
-		{"the FlowExporter over upstream's default transport (tls)", "featureGates.FlowExporter=true,flowExporter.enable=true",
-			"flowExporter.flowCollectorAddr"},
+		{"an unknown flow collector transport", "flowExporter.flowCollectorAddr=10.0.0.1:4739:sctp", "flowCollectorAddr"},
 		{"a flow poll interval that is no duration", "flowExporter.flowPollInterval=5", "flowPollInterval"},
 	}
 	for _, tt := range tests {
