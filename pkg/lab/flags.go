@@ -34,6 +34,7 @@ func (o *Options) AddUpFlags(fs *pflag.FlagSet) {
 	// The flag's earlier name, kept as an alias (hidden, never passed on).
 	fs.BoolVar(&o.FlowVisibility, "flow-aggregator", o.FlowVisibility, "the same as --flow-visibility")
 	_ = fs.MarkHidden("flow-aggregator")
+	fs.BoolVar(&o.UI, "ui", o.UI, "deploy the web UI (build/yamls/antrea-ui.yml); open it with antctl ui (docs/ui.md)")
 }
 
 // GlobalArgs are the global flags (AddGlobalFlags) with o's values; they may

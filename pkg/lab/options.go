@@ -90,6 +90,8 @@ type Options struct {
 	// and turns the agents' FlowExporter on, sending to it
 	// (--flow-visibility, alias --flow-aggregator).
 	FlowVisibility bool `json:"flowVisibility,omitempty"`
+	// UI deploys the web UI (build/yamls/antrea-ui.yml).
+	UI bool `json:"ui,omitempty"`
 	// Dir holds the state file, certificates, kubeconfigs, logs and node data.
 	Dir string `json:"dir"`
 	// BinDir holds our binaries (antrea-lab, antrea-testpod, ...).
@@ -206,6 +208,9 @@ func (o *Options) Validate() error {
 	}
 	if o.FlowVisibility && (o.Kubelet != KubeletReal || o.Runtime != RuntimeAntrea) {
 		return fmt.Errorf("--flow-visibility needs --kubelet %s and --runtime %s (it runs as a Deployment, the exporter in the agents)", KubeletReal, RuntimeAntrea)
+	}
+	if o.UI && (o.Kubelet != KubeletReal || o.Runtime != RuntimeAntrea) {
+		return fmt.Errorf("--ui needs --kubelet %s and --runtime %s (it runs as a Deployment)", KubeletReal, RuntimeAntrea)
 	}
 	if o.ImageDir == "" {
 		o.ImageDir = ImageStoreDir()

@@ -71,6 +71,9 @@ const (
 	// FlowAggregatorImage runs the flow-aggregator Deployment
 	// (build/yamls/flow-aggregator.yml, `antrea-lab up --flow-visibility`).
 	FlowAggregatorImage = "docker.io/antrea/flow-aggregator:latest"
+	// UIImage runs the antrea-ui Deployment (build/yamls/antrea-ui.yml,
+	// `antrea-lab up --ui`).
+	UIImage = "docker.io/antrea/antrea-ui:latest"
 )
 
 // AgnhostImage is the agnhost image of e2e.test v1.37.2.
@@ -175,6 +178,18 @@ func (o Options) antreaImageSpecs() ([]images.Spec, error) {
 				{Path: "/tmp", Dir: true, Mode: 0o1777},
 			},
 			Entrypoint: []string{"flow-aggregator"},
+		},
+		{
+			// antrea-ui embeds its frontend: a static binary on an almost
+			// empty base, run as user 65532 with a read-only root.
+			Names: []string{UIImage},
+			Files: []images.File{
+				{Path: "/usr/local/bin/antrea-ui", Source: bin("antrea-ui"), Mode: 0o755},
+				{Path: "/etc/passwd", Content: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+				{Path: "/etc/group", Content: []byte("root:x:0:\nnonroot:x:65532:\n")},
+				{Path: "/tmp", Dir: true, Mode: 0o1777},
+			},
+			Entrypoint: []string{"antrea-ui"},
 		},
 	}, nil
 }

@@ -34,7 +34,7 @@ func fakeCheckout(t *testing.T) Options {
 			t.Fatal(err)
 		}
 	}
-	for _, b := range []string{"antctl", "antrea-agent", "antrea-cni", "antrea-controller", "antrea-pause", "antrea-testpod", "flow-aggregator"} {
+	for _, b := range []string{"antctl", "antrea-agent", "antrea-cni", "antrea-controller", "antrea-pause", "antrea-testpod", "flow-aggregator", "antrea-ui"} {
 		write("bin/"+b, "\x7fELF "+b, 0o755)
 	}
 	for _, s := range []string{"start_ovs", "install_cni"} {
@@ -305,6 +305,7 @@ func TestAntreaImagesAreReproducible(t *testing.T) {
 		{name: "a new start_ovs changes the agent image only", change: filepath.Join(opts.imageScriptsDir(), "start_ovs"), changed: []string{AgentImage}},
 		{name: "a new controller binary changes the controller image only", change: filepath.Join(opts.BinDir, "antrea-controller"), changed: []string{ControllerImage}},
 		{name: "a new flow-aggregator binary changes its image only", change: filepath.Join(opts.BinDir, "flow-aggregator"), changed: []string{FlowAggregatorImage}},
+		{name: "a new antrea-ui binary changes its image only", change: filepath.Join(opts.BinDir, "antrea-ui"), changed: []string{UIImage}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := digests(t, opts)

@@ -216,6 +216,12 @@ func (s *supervisor) start(ctx context.Context) error {
 				return err
 			}
 		}
+		if s.opts.UI {
+			s.logf("installing the web UI: kubectl apply -f %s", filepath.Join(s.opts.manifestDir(), UIManifestName))
+			if err := s.installUI(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	s.logf("waiting for %d nodes to be Ready", len(nodes))
 	if err := s.waitNodesReady(ctx, len(nodes)); err != nil {

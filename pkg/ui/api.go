@@ -54,6 +54,10 @@ type Component struct {
 	Policies int32 `json:"networkPolicies"`
 	// ConnectedAgents: the controller only.
 	ConnectedAgents int32 `json:"connectedAgents,omitempty"`
+	// Pending counts the policies of its Node's span whose current
+	// generation its agent has not realized (agents only): its
+	// realization lag, in policies.
+	Pending *int `json:"pendingPolicies,omitempty"`
 }
 
 // Summary is the Summary page.
@@ -63,8 +67,13 @@ type Summary struct {
 	Agents          []Component         `json:"agents"`
 	FeatureGates    []query.FeatureGate `json:"featureGates,omitempty"`
 	FeatureGatesErr string              `json:"featureGatesError,omitempty"`
-	Time            time.Time           `json:"time"`
-	StaleAfter      int64               `json:"staleAfterSeconds"`
+	// Policies and PendingPolicies: the computed policies, and those not
+	// yet realized in their current generation on every Node of their span.
+	Policies         int       `json:"policies"`
+	PendingPolicies  int       `json:"pendingPolicies"`
+	RealizationError string    `json:"realizationError,omitempty"`
+	Time             time.Time `json:"time"`
+	StaleAfter       int64     `json:"staleAfterSeconds"`
 }
 
 // health fills Healthy, Problem and HeartbeatAge from conditions and the
@@ -102,12 +111,12 @@ func (s *Server) health(c *Component, conds []Condition, beats []metav1.Time) {
 	c.Problem = strings.Join(problems, "; ")
 }
 
-func (s *Server) summary(w http.ResponseWriter, r *http.Request, _ string, _ session) {
+func (s *Server) summary(w http.ResponseWriter, r *http.Request, _ string, sess session) {
 	ctx := r.Context()
 	out := Summary{Time: s.now(), StaleAfter: int64(StaleAfter / time.Second), Agents: []Component{}}
-	agents, err := query.AgentInfos(ctx, s.clients, "")
+	agents, err := query.AgentInfos(ctx, sess.clients, "")
 	if err != nil {
-		s.kubeError(w, "listing AntreaAgentInfos", err)
+		s.kubeError(w, sess, "listing AntreaAgentInfos", err)
 		return
 	}
 	for _, a := range agents {
@@ -128,7 +137,7 @@ func (s *Server) summary(w http.ResponseWriter, r *http.Request, _ string, _ ses
 		s.health(&c, conds, beats)
 		out.Agents = append(out.Agents, c)
 	}
-	ci, err := query.ControllerInfo(ctx, s.clients)
+	ci, err := query.ControllerInfo(ctx, sess.clients)
 	switch {
 	case err == nil:
 		c := Component{Name: ci.Name, Node: ci.NodeRef.Name, Pod: ci.PodRef.Namespace + "/" + ci.PodRef.Name, Version: ci.Version,
@@ -142,12 +151,22 @@ func (s *Server) summary(w http.ResponseWriter, r *http.Request, _ string, _ ses
 		s.health(&c, conds, beats)
 		out.Controller = &c
 	case apierrors.IsForbidden(err):
-		s.kubeError(w, "reading the AntreaControllerInfo", err)
+		s.kubeError(w, sess, "reading the AntreaControllerInfo", err)
 		return
 	default:
 		out.ControllerError = err.Error()
 	}
-	if gates, err := query.ClusterFeatureGates(ctx, s.clients); err != nil {
+	if computed, err := readComputed(ctx, sess.clients); err != nil {
+		out.RealizationError = "realization unavailable: " + apiMessage(err)
+	} else {
+		pending, total := pendingByNode(computed)
+		out.Policies, out.PendingPolicies = len(computed), total
+		for i := range out.Agents {
+			n := pending[out.Agents[i].Node]
+			out.Agents[i].Pending = &n
+		}
+	}
+	if gates, err := query.ClusterFeatureGates(ctx, sess.clients); err != nil {
 		out.FeatureGatesErr = err.Error()
 	} else {
 		out.FeatureGates = gates
@@ -164,11 +183,11 @@ type Endpoint struct {
 	Node      string `json:"node,omitempty"`
 }
 
-func (s *Server) endpoints(w http.ResponseWriter, r *http.Request, _ string, _ session) {
+func (s *Server) endpoints(w http.ResponseWriter, r *http.Request, _ string, sess session) {
 	ctx := r.Context()
-	pods, err := s.clients.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := sess.clients.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		s.kubeError(w, "listing Pods", err)
+		s.kubeError(w, sess, "listing Pods", err)
 		return
 	}
 	out := struct {
@@ -181,9 +200,9 @@ func (s *Server) endpoints(w http.ResponseWriter, r *http.Request, _ string, _ s
 		}
 		out.Pods = append(out.Pods, Endpoint{Namespace: p.Namespace, Name: p.Name, Kind: "Pod", IP: p.Status.PodIP, Node: p.Spec.NodeName})
 	}
-	svcs, err := s.clients.Kube.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	svcs, err := sess.clients.Kube.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		s.kubeError(w, "listing Services", err)
+		s.kubeError(w, sess, "listing Services", err)
 		return
 	}
 	for _, sv := range svcs.Items {
@@ -268,7 +287,7 @@ func splitRef(s string) (ns, name string) {
 // traceflowPoll is how often a running Traceflow is read.
 const traceflowPoll = 500 * time.Millisecond
 
-func (s *Server) traceflow(w http.ResponseWriter, r *http.Request, _ string, _ session) {
+func (s *Server) traceflow(w http.ResponseWriter, r *http.Request, _ string, sess session) {
 	var req TraceflowRequest
 	if !readJSON(w, r, &req) {
 		return
@@ -301,20 +320,20 @@ func (s *Server) traceflow(w http.ResponseWriter, r *http.Request, _ string, _ s
 	qr := query.TraceflowRequest{SourceNamespace: srcNS, SourcePod: src, DestinationNamespace: dstNS, Destination: dst,
 		Packet: packet, LiveTraffic: req.LiveTraffic, DroppedOnly: req.DroppedOnly,
 		Timeout: time.Duration(req.TimeoutSeconds) * time.Second}
-	tf, err := query.NewTraceflow(r.Context(), s.clients, qr)
+	tf, err := query.NewTraceflow(r.Context(), sess.clients, qr)
 	if err != nil {
 		if isAPIError(err) {
-			s.kubeError(w, "checking the Traceflow's endpoints", err)
+			s.kubeError(w, sess, "checking the Traceflow's endpoints", err)
 		} else {
 			writeError(w, http.StatusBadRequest, err.Error())
 		}
 		return
 	}
 	klog.InfoS("Running a Traceflow", "traceflow", tf.Name, "source", req.Source, "destination", req.Destination)
-	got, err := query.RunTraceflow(r.Context(), s.clients, tf, traceflowPoll, false)
+	got, err := query.RunTraceflow(r.Context(), sess.clients, tf, traceflowPoll, false)
 	if err != nil {
 		if isAPIError(err) {
-			s.kubeError(w, "running Traceflow "+tf.Name, err)
+			s.kubeError(w, sess, "running Traceflow "+tf.Name, err)
 			return
 		}
 		if got == nil {

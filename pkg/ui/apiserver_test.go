@@ -164,6 +164,63 @@ func TestTheAPIAnswersEveryPageFromARealAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("Policies: the Pods a policy applies to, its realization Node by Node, hit counts rising after traffic", func(t *testing.T) {
+		np := cl.computedACNP(t)
+		agent := cl.agentClient(t)
+		acnp := func() PolicyView {
+			t.Helper()
+			var p Policies
+			c.get("/api/v1/policies", &p)
+			if p.ComputedError != "" {
+				t.Fatalf("computed: %s", p.ComputedError)
+			}
+			for _, tier := range p.Tiers {
+				for _, pol := range tier.Policies {
+					if pol.Name == denyACNP {
+						return pol
+					}
+				}
+			}
+			t.Fatalf("no ACNP %s", denyACNP)
+			return PolicyView{}
+		}
+		before := acnp()
+		if strings.Join(before.Pods, ",") != demoNS+"/web" {
+			t.Errorf("pods %v, want only demo/web (app=web)", before.Pods)
+		}
+		if len(before.Nodes) != 1 || before.Nodes[0].Node != "node-1" || before.Nodes[0].State != "not reported" {
+			t.Errorf("nodes %+v, want node-1 (web's Node) not reported yet", before.Nodes)
+		}
+		var sum Summary
+		c.get("/api/v1/summary", &sum)
+		if sum.PendingPolicies < 1 || sum.Agents[0].Pending == nil || *sum.Agents[0].Pending < 1 {
+			t.Errorf("summary: %d pending policies, node-1 %v: want the ACNP pending on node-1", sum.PendingPolicies, sum.Agents[0].Pending)
+		}
+		reportRealized(t, cl.ctx, agent, np, "node-1")
+		if after := acnp(); len(after.Nodes) != 1 || after.Nodes[0].State != "realized" {
+			t.Errorf("after node-1's report: %+v, want realized", after.Nodes)
+		}
+		hits := func() int64 {
+			t.Helper()
+			for _, r := range acnp().Rules {
+				if r.Name == denyRule && r.Stats != nil {
+					return r.Stats.Packets
+				}
+			}
+			return -1
+		}
+		start := hits()
+		reportDrops(t, cl.ctx, agent, np, "node-1", 3)
+		mid := hits()
+		reportDrops(t, cl.ctx, agent, np, "node-1", 4)
+		end := hits()
+		if mid != start+3 || end != mid+4 {
+			t.Errorf("rule %s packets %d → %d → %d after reports of 3 and 4 drops, want each read to add them", denyRule, start, mid, end)
+		}
+	})
+
+	t.Run("Policies: a SIG AdminNetworkPolicy at its place, as computed", func(t *testing.T) { checkSIGPolicies(t, cl, c) })
+
 	t.Run("Pipeline: every Node, the flow counts of the one chosen", func(t *testing.T) {
 		var p PipelineView
 		c.get("/api/v1/pipeline?node=node-2", &p)
@@ -178,14 +235,18 @@ func TestTheAPIAnswersEveryPageFromARealAPIServer(t *testing.T) {
 	t.Run("Flows: says how to enable it", func(t *testing.T) {
 		var f FlowsView
 		c.get("/api/v1/flows", &f)
-		if f.Available || len(f.HowTo) == 0 {
-			t.Errorf("flows %+v", f)
+		if f.Available || len(f.HowTo) == 0 || !strings.Contains(f.Message, "No Flow Aggregator") {
+			t.Errorf("flows %+v, want not available, saying how to enable it", f)
 		}
 	})
+
+	t.Run("Flows: the service map from the Flow Aggregator's records, denied in red", func(t *testing.T) { checkFlows(t, cl) })
 
 	t.Run("a service account without rights gets 403 saying what is forbidden, not a stack trace", func(t *testing.T) {
 		checkNoRights(t, cl)
 	})
+
+	t.Run("Kubernetes bearer-token login", func(t *testing.T) { checkTokenLogin(t, cl) })
 }
 
 // checkNoRights: a UI whose service account may read its Secret but

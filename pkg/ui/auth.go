@@ -19,7 +19,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/antctl/query"
 )
 
 // The admin password lives in a Secret, bcrypt-hashed (key passwordHash).
@@ -129,6 +132,15 @@ func (p *passwordStore) set(ctx context.Context, password string) error {
 type session struct {
 	csrf    string
 	expires time.Time
+	// user is adminUser or the token's Kubernetes user.
+	user string
+	// clients act as the session's user: the UI's service account for the
+	// admin, the user's own token for a token login.
+	clients   *query.Clients
+	tokenAuth bool
+	// cfg is the clients' configuration (the agents' APIs are called with
+	// its credentials); nil when unknown.
+	cfg *rest.Config
 }
 
 // sessions are the logged-in browsers, by the SHA-256 of their cookie (a
@@ -161,9 +173,9 @@ func tokenKey(token string) string {
 }
 
 // create starts a session; it returns the cookie value and the CSRF token.
-func (s *sessions) create() (token string, sess session) {
+func (s *sessions) create(user string, cfg *rest.Config, clients *query.Clients, tokenAuth bool) (token string, sess session) {
 	token = randomToken()
-	sess = session{csrf: randomToken(), expires: s.now().Add(s.ttl)}
+	sess = session{csrf: randomToken(), expires: s.now().Add(s.ttl), user: user, cfg: cfg, clients: clients, tokenAuth: tokenAuth}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gcLocked()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -39,7 +40,7 @@ func chromiumPath(t *testing.T) string {
 
 // startBinary builds cmd/antrea-ui and runs it with kubeconfig; it returns
 // its URL and PID, and stops it at cleanup.
-func startBinary(t *testing.T, kubeconfig []byte) (string, int) {
+func startBinary(t *testing.T, kubeconfig []byte, args ...string) (string, int) {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "antrea-ui")
@@ -62,7 +63,7 @@ func startBinary(t *testing.T, kubeconfig []byte) (string, int) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(bin, "--kubeconfig", kc, "--listen", addr, "--v=2")
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", kc, "--listen", addr, "--v=2"}, args...)...)
 	logf, err := os.Create(filepath.Join(dir, "antrea-ui.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -149,8 +150,16 @@ func TestTheUIInARealBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
 	apiservertest.Assets(t)
 	cl := startUICluster(t)
+	// A Flow Aggregator's API holding the records of an allowed and a
+	// denied connection (flows_test.go).
+	t0 := time.Now().Add(-time.Minute)
+	allowed := demoFlow("client", "web", 40000, 8080, 4200, t0)
+	allowed.IngressPolicy = demoNS + "/web-from-client"
+	denied := demoFlow("web", "db", 41000, 5432, 0, t0.Add(time.Second))
+	denied.Denied, denied.EgressPolicy, denied.EgressPolicyRule = true, denyACNP, denyRule
+	agg, _ := aggregatorWith(t, allowed, denied)
 	// The admin Secret holds testPassword (startUICluster).
-	base, pid := startBinary(t, cl.uiKubeconfig)
+	base, pid := startBinary(t, cl.uiKubeconfig, "--flow-aggregator-url", agg.URL)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium),
@@ -322,12 +331,37 @@ func TestTheUIInARealBrowser(t *testing.T) {
 		noErrors(t, "traceflow")
 	})
 
-	t.Run("Policies: the ACNP in its Tier with its rule", func(t *testing.T) {
+	t.Run("Policies: the ACNP in its Tier with its rule, Pods, realization, and hit counts rising after traffic", func(t *testing.T) {
+		np := cl.computedACNP(t)
+		agent := cl.agentClient(t)
+		reportRealized(t, cl.ctx, agent, np, "node-1")
 		run(t, "policies", chromedp.Navigate(base+"/#/policies"),
-			chromedp.WaitVisible(chromedp.CSS(`[data-tier="securityops"] [data-policy="`+denyACNP+`"]`)))
+			chromedp.WaitVisible(chromedp.CSS(`[data-tier="securityops"] [data-policy="`+denyACNP+`"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-policy="`+denyACNP+`"] [data-node="node-1"][data-state="realized"]`)))
 		text := value(t, "policy", chromedp.Text(chromedp.CSS(`[data-policy="`+denyACNP+`"]`)))
-		if !strings.Contains(text, denyRule) || !strings.Contains(text, "Drop") {
-			t.Errorf("policy block %q: want rule %s, Drop", text, denyRule)
+		if !strings.Contains(text, denyRule) || !strings.Contains(text, "Drop") || !strings.Contains(text, "Applies to 1 member: demo/web") {
+			t.Errorf("policy block %q: want rule %s, Drop, applied to demo/web", text, denyRule)
+		}
+		cell := `[data-policy="` + denyACNP + `"] tr[data-rule="` + denyRule + `"] td.packets`
+		packets := func() int {
+			t.Helper()
+			s := value(t, "packets", chromedp.Text(chromedp.CSS(cell)))
+			n, err := strconv.Atoi(strings.ReplaceAll(s, ",", ""))
+			if err != nil {
+				return -1 // "–": no count yet
+			}
+			return n
+		}
+		before := packets()
+		// The agent of node-1 reports 1,500 dropped packets; the page
+		// (which refreshes every 10 s; reloaded here, not to wait) shows
+		// the count rise by as much.
+		reportDrops(t, cl.ctx, agent, np, "node-1", 1500)
+		want := max(before, 0) + 1500
+		run(t, "the count rises", chromedp.Reload(), chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector(%q)?.textContent === %q`, cell,
+			strconv.FormatInt(int64(want)/1000, 10)+","+fmt.Sprintf("%03d", want%1000)), chromedp.WithPollingTimeout(15*time.Second)))
+		if after := packets(); after != want {
+			t.Errorf("rule %s packets %d → %d after 1500 dropped packets, want %d", denyRule, before, after, want)
 		}
 		shot(t, "policies")
 		noErrors(t, "policies")
@@ -347,11 +381,18 @@ func TestTheUIInARealBrowser(t *testing.T) {
 		noErrors(t, "pipeline")
 	})
 
-	t.Run("Flows: how to enable it", func(t *testing.T) {
-		run(t, "flows", chromedp.Navigate(base+"/#/flows"), chromedp.WaitVisible(chromedp.CSS(`[data-page="flows"] ol`)))
-		text := value(t, "flows", chromedp.Text(chromedp.CSS(`[data-page="flows"]`)))
-		if !strings.Contains(text, "Flow Aggregator") {
-			t.Errorf("flows page %q", text)
+	t.Run("Flows: the service map, the denied connection in red", func(t *testing.T) {
+		run(t, "flows", chromedp.Navigate(base+"/#/flows"),
+			chromedp.WaitVisible(chromedp.CSS(`[data-page="flows"] svg g.edge.denied[data-from="demo/web"][data-to="demo/db"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-page="flows"] svg g.edge.allowed[data-from="demo/client"][data-to="demo/web"]`)))
+		stroke := value(t, "stroke", chromedp.Evaluate[string](
+			`getComputedStyle(document.querySelector('[data-page="flows"] g.edge.denied line')).stroke`))
+		if stroke != "rgb(179, 38, 30)" {
+			t.Errorf("the denied edge is drawn in %s, want red (#b3261e)", stroke)
+		}
+		row := value(t, "row", chromedp.Text(chromedp.CSS(`tr.drop[data-from="demo/web"]`)))
+		if !strings.Contains(row, "denied") || !strings.Contains(row, denyRule) {
+			t.Errorf("the denied pair's row %q: want it marked denied, naming rule %s", row, denyRule)
 		}
 		shot(t, "flows")
 		noErrors(t, "flows")

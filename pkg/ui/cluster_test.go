@@ -285,14 +285,19 @@ func (c *uiCluster) startUI(t *testing.T) {
 	}
 }
 
-// serveAs runs a UI server whose clients use cfg.
-func (c *uiCluster) serveAs(t *testing.T, cfg *rest.Config) *httptest.Server {
+// serveAs runs a UI server whose clients use cfg, with token login on;
+// more changes the rest of its Config.
+func (c *uiCluster) serveAs(t *testing.T, cfg *rest.Config, more ...func(*Config)) *httptest.Server {
 	t.Helper()
 	clients, err := query.NewClients(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Clients: clients})
+	conf := Config{Clients: clients, RESTConfig: cfg, TokenLogin: true}
+	for _, m := range more {
+		m(&conf)
+	}
+	s := New(conf)
 	if err := s.Start(c.ctx); err != nil && !apierrors.IsForbidden(err) {
 		t.Fatal(err)
 	}

@@ -3,70 +3,76 @@ package ui
 import (
 	"net/http"
 
+	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/antctl/query"
 	"antrea.io/antrea/pkg/diagram"
 )
 
 // The Pipeline page: the OVS pipeline pkg/agent/openflow declares, drawn
-// by pkg/diagram as antctl get pipeline --declared draws it, with each
-// table's flow count on the chosen Node as its agent reports it in its
-// AntreaAgentInfo. (Packet counts and the node's own edges need the agent
-// API's flow dump: antctl get pipeline in the agent gives them.)
+// by pkg/diagram as antctl get pipeline draws it, for the chosen Node: its
+// flows with their packet counts and the edges they make, read from the
+// Node's agent API (agentapi.go); when that API does not answer, the flow
+// counts per table its agent reports in its AntreaAgentInfo, and a note
+// saying why the packets are missing.
 
 // PipelineView is the page.
 type PipelineView struct {
 	Nodes []string `json:"nodes"`
 	Node  string   `json:"node,omitempty"`
 	SVG   string   `json:"svg"`
-	Note  string   `json:"note,omitempty"`
+	// Live: the counts come from the Node's flows (packets included).
+	Live bool   `json:"live"`
+	Note string `json:"note,omitempty"`
 }
 
-func (s *Server) pipeline(w http.ResponseWriter, r *http.Request, _ string, _ session) {
-	agents, err := query.AgentInfos(r.Context(), s.clients, "")
+func (s *Server) pipeline(w http.ResponseWriter, r *http.Request, _ string, sess session) {
+	ctx := r.Context()
+	agents, err := query.AgentInfos(ctx, sess.clients, "")
 	if err != nil {
-		s.kubeError(w, "listing AntreaAgentInfos", err)
-		return
-	}
-	gr, err := diagram.DeclaredPipeline()
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+		s.kubeError(w, sess, "listing AntreaAgentInfos", err)
 		return
 	}
 	out := PipelineView{Nodes: []string{}}
 	want := r.URL.Query().Get("node")
+	var flowTable map[string]int32
 	for _, a := range agents {
 		out.Nodes = append(out.Nodes, a.Name)
 		if a.Name == want || want == "" && out.Node == "" {
-			out.Node = a.Name
-			gr = diagram.WithFlowCounts(gr, "node "+a.Name, a.OVSInfo.FlowTable)
+			out.Node, flowTable = a.Name, a.OVSInfo.FlowTable
 		}
 	}
-	switch {
-	case want != "" && out.Node != want:
+	if want != "" && out.Node != want {
 		writeError(w, http.StatusNotFound, "no AntreaAgentInfo of node "+want+": its agent has not reported")
 		return
-	case out.Node == "":
-		out.Note = "no agent has reported yet: the declared layout is shown"
-	default:
-		out.Note = "flow counts per table from the agent's AntreaAgentInfo; packet counts: antctl get pipeline inside the agent"
+	}
+	var gr *diagram.Pipeline
+	if out.Node != "" {
+		stats, ferr := agentFlows(ctx, sess.cfg, sess.clients, out.Node)
+		if ferr == nil {
+			c, err := agentof.NewClient(nil, 0)
+			if err != nil {
+				writeError(w, http.StatusInternalServerError, err.Error())
+				return
+			}
+			gr = diagram.LivePipeline(c.Pipeline(), "node "+out.Node, stats, nil)
+			out.Live = true
+			out.Note = "flows and matched packets per table from the agent API of node " + out.Node + " (/ovsflows, as antctl get pipeline --node); group bucket edges are not shown"
+		} else {
+			out.Note = "flow counts per table from the agent's AntreaAgentInfo; packet counts unavailable: " + ferr.Error()
+		}
+	}
+	if gr == nil {
+		gr, err = diagram.DeclaredPipeline()
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		if out.Node == "" {
+			out.Note = "no agent has reported yet: the declared layout is shown"
+		} else {
+			gr = diagram.WithFlowCounts(gr, "node "+out.Node, flowTable)
+		}
 	}
 	out.SVG = string(diagram.PipelineSVG(gr))
 	writeJSON(w, http.StatusOK, out)
-}
-
-// FlowsView is the Flows page.
-type FlowsView struct {
-	Available bool     `json:"available"`
-	Message   string   `json:"message"`
-	HowTo     []string `json:"howTo"`
-}
-
-func (s *Server) flows(w http.ResponseWriter, _ *http.Request, _ string, _ session) {
-	writeJSON(w, http.StatusOK, FlowsView{Available: false,
-		Message: "No Flow Aggregator runs in this cluster: this Antrea does not have one yet, so there are no flows to map.",
-		HowTo: []string{
-			"The agents' FlowExporter reads connections from OVS conntrack: set featureGates.FlowExporter: true and flowExporter.enable: true in antrea-agent.conf (Helm: --set featureGates.FlowExporter=true,flowExporter.enable=true).",
-			"The Flow Aggregator (a Deployment collecting the agents' records, upstream's flow-aggregator) is planned; once it runs, this page shows the service map of who talks to whom, denied connections in red.",
-			"Meanwhile: the Policies page's per-rule counts, and Traceflow for one connection.",
-		}})
 }

@@ -54,6 +54,12 @@ type PolicyView struct {
 	// Realization is "current/desired Nodes (phase)", from the status.
 	Realization string `json:"realization,omitempty"`
 	Stats       *Stats `json:"stats,omitempty"`
+	// Pods are the members of its AppliedToGroups (what it applies to),
+	// Nodes its span with each Node's realization, from the controller.
+	Pods  []string          `json:"pods,omitempty"`
+	Nodes []NodeRealization `json:"nodes,omitempty"`
+	// TierPriority: a SIG policy's place in the order.
+	TierPriority int32 `json:"tierPriority,omitempty"`
 }
 
 // TierView is one Tier (or the K8s NetworkPolicy layer) with its policies.
@@ -70,39 +76,51 @@ type TierView struct {
 type Policies struct {
 	Tiers      []TierView `json:"tiers"`
 	StatsError string     `json:"statsError,omitempty"`
+	// ComputedError says why the Pods and per-Node realization are missing.
+	ComputedError string `json:"computedError,omitempty"`
 }
 
-// k8sLayerPriority places K8s NetworkPolicies between application and
-// baseline.
-const k8sLayerPriority = crdv1beta1.DefaultTierPriority + 1
+// k8sLayerPriority places K8s NetworkPolicies between application (and the
+// SIG AdminNetworkPolicies, 251) and baseline (253).
+const k8sLayerPriority = crdv1beta1.DefaultTierPriority + 2
 
-func (s *Server) policies(w http.ResponseWriter, r *http.Request, _ string, _ session) {
+func (s *Server) policies(w http.ResponseWriter, r *http.Request, _ string, sess session) {
 	ctx := r.Context()
-	crd := s.clients.Antrea.CrdV1beta1()
+	crd := sess.clients.Antrea.CrdV1beta1()
 	tiers, err := crd.Tiers().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		s.kubeError(w, "listing Tiers", err)
+		s.kubeError(w, sess, "listing Tiers", err)
 		return
 	}
 	acnps, err := crd.ClusterNetworkPolicies().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		s.kubeError(w, "listing ClusterNetworkPolicies", err)
+		s.kubeError(w, sess, "listing ClusterNetworkPolicies", err)
 		return
 	}
 	annps, err := crd.NetworkPolicies("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		s.kubeError(w, "listing Antrea NetworkPolicies", err)
+		s.kubeError(w, sess, "listing Antrea NetworkPolicies", err)
 		return
 	}
-	knps, err := s.clients.Kube.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{})
+	knps, err := sess.clients.Kube.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		s.kubeError(w, "listing NetworkPolicies", err)
+		s.kubeError(w, sess, "listing NetworkPolicies", err)
 		return
 	}
-	stats, statsErr := s.readStats(ctx)
+	stats, statsErr := readStats(ctx, sess.clients)
 	out := Policies{}
 	if statsErr != nil {
 		out.StatsError = "traffic counts unavailable: " + apiMessage(statsErr)
+	}
+	computed, err := readComputed(ctx, sess.clients)
+	if err != nil {
+		out.ComputedError = "Pods and per-Node realization unavailable: " + apiMessage(err)
+		computed = map[string]*computedPolicy{}
+	}
+	withComputed := func(v *PolicyView, typ string) {
+		if p := computed[sourceKey(typ, v.Namespace, v.Name)]; p != nil {
+			v.Pods, v.Nodes = p.pods, p.nodes
+		}
 	}
 	byTier := map[string]*TierView{}
 	tierOf := func(name string) *TierView {
@@ -123,23 +141,29 @@ func (s *Server) policies(w http.ResponseWriter, r *http.Request, _ string, _ se
 	for _, p := range acnps.Items {
 		v := antreaPolicy("ClusterNetworkPolicy", "", p.Name, p.Spec.Priority, p.Spec.AppliedTo, p.Spec.Ingress, p.Spec.Egress, p.Status)
 		v.applyStats(stats[statsKey(query.AntreaClusterNetworkPolicyStats, "", p.Name)], true)
+		withComputed(&v, "AntreaClusterNetworkPolicy")
 		t := tierOf(p.Spec.Tier)
 		t.Policies = append(t.Policies, v)
 	}
 	for _, p := range annps.Items {
 		v := antreaPolicy("NetworkPolicy", p.Namespace, p.Name, p.Spec.Priority, p.Spec.AppliedTo, p.Spec.Ingress, p.Spec.Egress, p.Status)
 		v.applyStats(stats[statsKey(query.AntreaNetworkPolicyStats, p.Namespace, p.Name)], true)
+		withComputed(&v, "AntreaNetworkPolicy")
 		t := tierOf(p.Spec.Tier)
 		t.Policies = append(t.Policies, v)
 	}
 	k8s := &TierView{Name: "K8s NetworkPolicies", Priority: k8sLayerPriority, Layer: true,
-		Description: "Kubernetes NetworkPolicies, evaluated after the application Tier and before the baseline Tier", Policies: []PolicyView{}}
+		Description: "Kubernetes NetworkPolicies, evaluated after the application Tier (and the SIG AdminNetworkPolicies) and before the baseline Tier", Policies: []PolicyView{}}
 	for _, p := range knps.Items {
 		v := k8sPolicy(&p)
 		v.applyStats(stats[statsKey(query.NetworkPolicyStats, p.Namespace, p.Name)], false)
+		withComputed(&v, "K8sNetworkPolicy")
 		k8s.Policies = append(k8s.Policies, v)
 	}
 	byTier[""] = k8s
+	if err := addSIGPolicies(ctx, sess.clients, computed, byTier); err != nil && out.ComputedError == "" {
+		out.ComputedError = "SIG policies' peers unavailable: " + apiMessage(err)
+	}
 	for _, t := range byTier {
 		sort.SliceStable(t.Policies, func(i, j int) bool {
 			a, b := t.Policies[i], t.Policies[j]
@@ -164,10 +188,10 @@ func statsKey(kind query.StatsKind, ns, name string) string {
 }
 
 // readStats reads the three stats kinds, by statsKey.
-func (s *Server) readStats(ctx context.Context) (map[string]query.PolicyStats, error) {
+func readStats(ctx context.Context, c *query.Clients) (map[string]query.PolicyStats, error) {
 	out := map[string]query.PolicyStats{}
 	for _, k := range []query.StatsKind{query.NetworkPolicyStats, query.AntreaNetworkPolicyStats, query.AntreaClusterNetworkPolicyStats} {
-		l, err := query.Stats(ctx, s.clients, k, "", "")
+		l, err := query.Stats(ctx, c, k, "", "")
 		if err != nil {
 			return out, err
 		}
@@ -392,4 +416,39 @@ func k8sPolicy(p *networkingv1.NetworkPolicy) PolicyView {
 		}
 	}
 	return v
+}
+
+// addSIGPolicies adds the SIG network-policy-api's policies, from their
+// computed form, each kind and tier priority a layer of the order.
+func addSIGPolicies(ctx context.Context, c *query.Clients, computed map[string]*computedPolicy, byTier map[string]*TierView) error {
+	var sig []*computedPolicy
+	for _, p := range computed {
+		if _, ok := sigTiers[p.np.SourceRef.Type]; ok {
+			sig = append(sig, p)
+		}
+	}
+	if len(sig) == 0 {
+		return nil
+	}
+	ags, err := c.Antrea.ControlplaneV1beta2().AddressGroups().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	agMembers := map[string][]string{}
+	for _, g := range ags.Items {
+		for _, m := range g.GroupMembers {
+			agMembers[g.Name] = append(agMembers[g.Name], query.MemberString(m))
+		}
+	}
+	for _, p := range sig {
+		v := sigPolicyView(p, agMembers)
+		t := sigTiers[p.np.SourceRef.Type]
+		key := fmt.Sprintf("sig/%s/%d", p.np.SourceRef.Type, v.TierPriority)
+		if byTier[key] == nil {
+			byTier[key] = &TierView{Name: fmt.Sprintf("%s (tier priority %d)", t.name, v.TierPriority), Priority: v.TierPriority,
+				Layer: true, Description: t.desc, Policies: []PolicyView{}}
+		}
+		byTier[key].Policies = append(byTier[key].Policies, v)
+	}
+	return nil
 }

@@ -22,6 +22,10 @@ type Options struct {
 	SecretName      string
 	SessionTTL      time.Duration
 	SecureCookie    bool
+	// TokenLogin offers the Kubernetes bearer-token login.
+	TokenLogin bool
+	// FlowAggregatorURL is the Flow Aggregator's API (empty: its Service).
+	FlowAggregatorURL string
 }
 
 // DefaultListen is the port of the antrea-ui Service's target.
@@ -36,6 +40,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SecretNamespace, "secret-namespace", query.AntreaNamespace, "Namespace of the admin password Secret")
 	fs.StringVar(&o.SecretName, "secret-name", DefaultSecretName, "Name of the admin password Secret (created with a random initial password when absent)")
 	fs.DurationVar(&o.SessionTTL, "session-ttl", DefaultSessionTTL, "How long a login lasts")
+	fs.BoolVar(&o.TokenLogin, "token-login", true, "Offer a login with a Kubernetes bearer token, the session then acting with the token's own rights (kube-apiserver reviews it: TokenReview)")
+	fs.StringVar(&o.FlowAggregatorURL, "flow-aggregator-url", "", "The Flow Aggregator's API, e.g. http://127.0.0.1:10348 (empty: the ClusterIP of Service flow-aggregator/flow-aggregator, port api)")
 	fs.BoolVar(&o.SecureCookie, "secure-cookie", false, "Mark the session cookie Secure (set it behind a proxy that terminates TLS; implied by --tls-cert-file)")
 }
 
@@ -60,8 +66,12 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	s := New(Config{Clients: clients, SecretNamespace: o.SecretNamespace, SecretName: o.SecretName, SessionTTL: o.SessionTTL,
-		SecureCookie: o.SecureCookie || o.TLSCertFile != ""})
+	c := Config{Clients: clients, RESTConfig: cfg, TokenLogin: o.TokenLogin, SecretNamespace: o.SecretNamespace,
+		SecretName: o.SecretName, SessionTTL: o.SessionTTL, SecureCookie: o.SecureCookie || o.TLSCertFile != ""}
+	if o.FlowAggregatorURL != "" {
+		c.FlowGetter = urlFlowGetter(o.FlowAggregatorURL)
+	}
+	s := New(c)
 	if err := s.Start(ctx); err != nil {
 		return err
 	}

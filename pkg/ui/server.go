@@ -12,6 +12,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/antctl/query"
@@ -31,6 +32,15 @@ type Config struct {
 	SecureCookie bool
 	// Now is the clock (tests move it); nil is time.Now.
 	Now func() time.Time
+	// RESTConfig is Clients' configuration: the agents' APIs are called
+	// with its credentials, and a token login gets clients of the same API
+	// server carrying the user's token.
+	RESTConfig *rest.Config
+	// TokenLogin offers the Kubernetes bearer-token login (RESTConfig set).
+	TokenLogin bool
+	// FlowGetter reads the Flow Aggregator's API; nil: its Service's
+	// ClusterIP (in the cluster).
+	FlowGetter query.FlowGetter
 }
 
 // Defaults of Config.
@@ -119,7 +129,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// apiHandler serves one API call of a logged-in session.
+// apiHandler serves one API call of a logged-in session; sess.clients act
+// as the session's user.
 type apiHandler func(w http.ResponseWriter, r *http.Request, token string, sess session)
 
 // authed checks the session cookie and, for a state-changing method, the
@@ -146,14 +157,23 @@ func (s *Server) authed(h apiHandler) http.Handler {
 	})
 }
 
+// loginRequest is the admin password, or a Kubernetes bearer token.
 type loginRequest struct {
-	Password string `json:"password"`
+	Password string `json:"password,omitempty"`
+	Token    string `json:"token,omitempty"`
 }
 
 type sessionResponse struct {
-	LoggedIn  bool      `json:"loggedIn"`
-	CSRFToken string    `json:"csrfToken,omitempty"`
-	Expires   time.Time `json:"expires,omitzero"`
+	LoggedIn bool `json:"loggedIn"`
+	// User is who the session acts as: "admin" (the UI's service
+	// account) or the token's Kubernetes user.
+	User      string `json:"user,omitempty"`
+	TokenAuth bool   `json:"tokenLogin,omitempty"`
+	// TokenLogin says the login page offers a token (on the login answer
+	// of a logged-out session).
+	TokenLogin bool      `json:"tokenLoginEnabled,omitempty"`
+	CSRFToken  string    `json:"csrfToken,omitempty"`
+	Expires    time.Time `json:"expires,omitzero"`
 	// Reason says why not logged in.
 	Reason string `json:"reason,omitempty"`
 }
@@ -171,6 +191,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, "too many failed logins: wait a minute")
 		return
 	}
+	if req.Token != "" {
+		s.tokenLogin(w, r, req.Token)
+		return
+	}
 	if err := s.password.check(r.Context(), req.Password); err != nil {
 		if errors.Is(err, errWrongPassword) {
 			s.limiter.failed()
@@ -178,14 +202,23 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusUnauthorized, "wrong password")
 			return
 		}
-		s.kubeError(w, "reading the admin password", err)
+		s.kubeError(w, session{}, "reading the admin password", err)
 		return
 	}
-	token, sess := s.sessions.create()
+	s.startSession(w, r, adminUser, s.cfg.RESTConfig, s.clients, false)
+}
+
+// adminUser is the password session's name: it acts as the UI's service
+// account.
+const adminUser = "admin"
+
+// startSession sets the cookie of a new session acting with clients.
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, user string, cfg *rest.Config, clients *query.Clients, tokenAuth bool) {
+	token, sess := s.sessions.create(user, cfg, clients, tokenAuth)
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: token, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: s.cfg.SecureCookie || r.TLS != nil, Expires: sess.expires})
-	klog.InfoS("Logged in", "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, sessionResponse{LoggedIn: true, CSRFToken: sess.csrf, Expires: sess.expires})
+	klog.InfoS("Logged in", "user", user, "token", tokenAuth, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, sessionResponse{LoggedIn: true, User: user, TokenAuth: tokenAuth, CSRFToken: sess.csrf, Expires: sess.expires})
 }
 
 func (s *Server) logout(w http.ResponseWriter, _ *http.Request, token string, _ session) {
@@ -204,10 +237,10 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	}
 	sess, err := s.sessions.get(token)
 	if err != nil {
-		writeJSON(w, http.StatusOK, sessionResponse{Reason: err.Error()})
+		writeJSON(w, http.StatusOK, sessionResponse{Reason: err.Error(), TokenLogin: s.tokenLoginOn()})
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionResponse{LoggedIn: true, CSRFToken: sess.csrf, Expires: sess.expires})
+	writeJSON(w, http.StatusOK, sessionResponse{LoggedIn: true, User: sess.user, TokenAuth: sess.tokenAuth, CSRFToken: sess.csrf, Expires: sess.expires})
 }
 
 type passwordRequest struct {
@@ -215,9 +248,13 @@ type passwordRequest struct {
 	New     string `json:"new"`
 }
 
-func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, token string, _ session) {
+func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, token string, sess session) {
 	var req passwordRequest
 	if !readJSON(w, r, &req) {
+		return
+	}
+	if sess.tokenAuth {
+		writeError(w, http.StatusForbidden, "logged in with a Kubernetes token: only the admin session changes the admin password")
 		return
 	}
 	if len(req.New) < MinPasswordLength {
@@ -229,11 +266,11 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, token st
 			writeError(w, http.StatusForbidden, "the current password is wrong")
 			return
 		}
-		s.kubeError(w, "reading the admin password", err)
+		s.kubeError(w, session{}, "reading the admin password", err)
 		return
 	}
 	if err := s.password.set(r.Context(), req.New); err != nil {
-		s.kubeError(w, "storing the admin password", err)
+		s.kubeError(w, session{}, "storing the admin password", err)
 		return
 	}
 	s.sessions.deleteAllBut(token)
@@ -277,13 +314,16 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 // kubeError answers for an error of the Kubernetes API: lack of rights is
-// 403 and says what the service account may not do, a missing object 404,
-// a refused input 400, anything else 502 (the UI works, what it reads
-// does not answer).
-func (s *Server) kubeError(w http.ResponseWriter, doing string, err error) {
+// 403 and says who may not do it (the UI's service account, or the user of
+// a token login), a missing object 404, a refused input 400, anything else
+// 502 (the UI works, what it reads does not answer).
+func (s *Server) kubeError(w http.ResponseWriter, sess session, doing string, err error) {
 	var status int
 	msg := doing + ": "
 	switch {
+	case (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)) && sess.tokenAuth:
+		status = http.StatusForbidden
+		msg += fmt.Sprintf("your Kubernetes user %s lacks the rights (ask for a RoleBinding, e.g. to the ClusterRole antrea-ui's rules): ", sess.user)
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
 		status = http.StatusForbidden
 		msg += "the UI's service account lacks the rights (see its ClusterRole antrea-ui): "

@@ -52,6 +52,8 @@ const (
 	// EnvFlowAggregator is its earlier name, still read.
 	EnvFlowVisibility = "ANTREA_LAB_FLOW_VISIBILITY"
 	EnvFlowAggregator = "ANTREA_LAB_FLOW_AGGREGATOR"
+	// EnvUI, when "1", starts the labs with --ui (the web UI deployed).
+	EnvUI = "ANTREA_LAB_UI"
 	// StartTimeout bounds a lab's bring-up: the supervisor's own 5 minutes
 	// plus building the lab's images when their inputs changed.
 	StartTimeout = 7 * time.Minute
@@ -108,6 +110,7 @@ func Options() lab.Options {
 		opts.Proxy = lab.Proxy(p)
 	}
 	opts.FlowVisibility = os.Getenv(EnvFlowVisibility) == "1" || os.Getenv(EnvFlowAggregator) == "1"
+	opts.UI = os.Getenv(EnvUI) == "1"
 	return opts
 }
 

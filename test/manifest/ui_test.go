@@ -1,6 +1,9 @@
 package manifest
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,7 +16,7 @@ import (
 // ui.enable=true adds exactly its Deployment, Service, ServiceAccount and
 // RBAC, strictly decodable, the Pod running as its own ServiceAccount, not
 // as root, and its roles granting no write but Traceflow creation and
-// deletion and its own Secret.
+// deletion, its own Secret and TokenReviews (the token login).
 func TestUIEnableAddsTheUIAndOnlyIt(t *testing.T) {
 	off := decode(t, render(t))
 	on := decode(t, render(t, "ui.enable=true"))
@@ -82,7 +85,10 @@ func TestUIEnableAddsTheUIAndOnlyIt(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]bool{"traceflows:create": true, "traceflows:delete": true, "secrets:update": true, "secrets:create": true}
+	// tokenreviews:create has kube-apiserver check a token pasted at login;
+	// it reveals who a token is, and changes nothing.
+	want := map[string]bool{"traceflows:create": true, "traceflows:delete": true, "secrets:update": true, "secrets:create": true,
+		"tokenreviews:create": true}
 	for w := range writes {
 		if !want[w] {
 			t.Errorf("the antrea-ui roles grant %s", w)
@@ -91,6 +97,36 @@ func TestUIEnableAddsTheUIAndOnlyIt(t *testing.T) {
 	for w := range want {
 		if !writes[w] {
 			t.Errorf("the antrea-ui roles lack %s", w)
+		}
+	}
+}
+
+// build/yamls/antrea-ui.yml (`antrea-lab up --ui`, kubectl apply after
+// antrea.yml) is what make manifests renders: the chart's UI objects alone.
+func TestUIManifestIsFreshAndHoldsOnlyTheUI(t *testing.T) {
+	dir := t.TempDir()
+	_, errOut, err := run(t, nil, repoPath("hack/manifests.sh"), filepath.Join(dir, "antrea.yml"), filepath.Join(dir, "fa.yml"), filepath.Join(dir, "ui.yml"))
+	if err != nil {
+		t.Fatalf("hack/manifests.sh: %v\n%s", err, errOut)
+	}
+	want, err := os.ReadFile(filepath.Join(dir, "ui.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(repoPath("build/yamls/antrea-ui.yml"))
+	if err != nil {
+		t.Fatalf("%v: run `make manifests`", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("build/yamls/antrea-ui.yml is stale: run `make manifests` and commit it")
+	}
+	objs := decode(t, got)
+	if len(objs) != 7 {
+		t.Errorf("antrea-ui.yml holds %d objects, want the UI's 7", len(objs))
+	}
+	for _, o := range objs {
+		if d, ok := o.(*appsv1.Deployment); ok && d.Spec.Template.Spec.Containers[0].Image != "docker.io/antrea/antrea-ui:latest" {
+			t.Errorf("image %s, want docker.io/antrea/antrea-ui:latest (the lab builds it)", d.Spec.Template.Spec.Containers[0].Image)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/egress"
+	"antrea.io/antrea/pkg/agent/nodeinit"
 	"antrea.io/antrea/pkg/agent/serviceexternalip"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
@@ -78,12 +79,16 @@ func setupEgress(ctx context.Context, d *deps) (component, error) {
 	for _, c := range d.podCIDRs {
 		podCIDRs = append(podCIDRs, prefixOf(c))
 	}
-	ips := egress.NewIPAssigner(link)
+	var vlans egress.VLANLinks
+	if d.o.DatapathType == agentconfig.DatapathNetdev {
+		vlans = egress.NewOVSVLANLinks(d.ovsdb, nodeinit.DefaultUplinkBridgeName)
+	}
+	ips := egress.NewIPAssigner(link, vlans)
 	ctrl := egress.NewController(egress.Config{NodeName: d.o.NodeName, PodCIDRs: podCIDRs, Gateway: d.nc.Gateway.Name,
 		Routed: routedPeers(d.o.TrafficEncapMode), Client: crd,
 		Egresses: egresses.Lister(), Pools: pools.Lister(), Nodes: nodes.Lister(),
 		Informers: []cache.SharedIndexInformer{egresses.Informer(), pools.Informer(), nodes.Informer()},
-		Flows:     d.flows, SNAT: d.nodeNet, IPs: ips, IsLocal: ips.IsLocalUnheld, Cluster: d.cluster,
+		Flows:     d.flows, SNAT: d.nodeNet, IPs: ips, Routes: egress.SubnetRouter{}, IsLocal: ips.IsLocalUnheld, Cluster: d.cluster,
 		TrafficShaping: d.o.FeatureGates[agentconfig.EgressTrafficShaping]})
 	d.cluster.AddListener(ctrl.MembershipChanged)
 	d.egress = ctrl

@@ -84,6 +84,12 @@ type Options struct {
 	// the controller (statsCollectionInterval, when the NetworkPolicyStats
 	// gate is on); 0 reports none.
 	StatsInterval time.Duration
+	// FQDNCacheMinTTL is fqdnCacheMinTTL: the shortest time an address
+	// learned for a toFQDN rule is kept.
+	FQDNCacheMinTTL time.Duration
+	// DNSServerOverride is dnsServerOverride as "IP:port" ("" asks the
+	// Service kube-system/kube-dns).
+	DNSServerOverride string
 }
 
 // NewOptions returns the options of the default config file, the node name
@@ -177,6 +183,13 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 		if c.NodePortLocalEnabled() {
 			first, last, _ := agentconfig.ParsePortRange(c.NodePortLocal.PortRange)
 			o.NodePortLocal = &nodeportlocal.PortRange{First: uint16(first), Last: uint16(last)}
+		}
+	})
+	set("", func() { o.FQDNCacheMinTTL = time.Duration(c.FQDNCacheMinTTL) * time.Second })
+	set("", func() {
+		o.DNSServerOverride = ""
+		if c.DNSServerOverride != "" {
+			o.DNSServerOverride, _ = agentconfig.DNSServerAddr(c.DNSServerOverride)
 		}
 	})
 	set("", func() {

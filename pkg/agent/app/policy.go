@@ -2,6 +2,10 @@ package app
 
 import (
 	"context"
+	"net/netip"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/klog/v2"
 
@@ -9,6 +13,7 @@ import (
 	"antrea.io/antrea/pkg/agent/flowexporter"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
+	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/stats"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 )
@@ -44,7 +49,10 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 			}
 		},
 		PacketIns: &npcontroller.PacketIns{IO: d.packets, Parser: d.flows, AuditLogDir: npcontroller.DefaultAuditLogDir},
-		Denied:    denied,
+		// An expired address a live connection still goes to is kept.
+		FQDN: &npcontroller.FQDNOptions{MinTTL: d.o.FQDNCacheMinTTL, Flows: d.flows, DNSServer: clusterDNS(ctx, d),
+			Live: npcontroller.ConntrackLive(&flowexporter.DpctlSource{RunDir: d.o.OVSRunDir, Zones: []uint16{agentof.CtZone}})},
+		Denied: denied,
 	})
 	d.restore.released = purger.Changed
 	d.controlplane, d.policies = controlplane, policies
@@ -65,4 +73,29 @@ func setupPolicyStats(_ context.Context, d *deps) (component, error) {
 	}
 	return loop(stats.NewCollector(d.o.NodeName, d.o.StatsInterval, d.policies, d.flows,
 		stats.ClientReporter{Client: d.controlplane}).Run), nil
+}
+
+// clusterDNS is the DNS server the agent asks for the exact names of
+// toFQDN rules: dnsServerOverride, else the ClusterIP of the Service
+// kube-system/kube-dns (as upstream), else none (names are then learned
+// from the pods' lookups only).
+func clusterDNS(ctx context.Context, d *deps) string {
+	if d.o.DNSServerOverride != "" {
+		return d.o.DNSServerOverride
+	}
+	if d.kube == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	svc, err := d.kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		klog.InfoS("No cluster DNS Service: toFQDN names are learned from the pods' lookups only", "err", err)
+		return ""
+	}
+	ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
+	if err != nil {
+		return ""
+	}
+	return netip.AddrPortFrom(ip, 53).String()
 }

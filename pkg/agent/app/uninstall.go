@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"antrea.io/antrea/pkg/agent/egress"
 	"antrea.io/antrea/pkg/agent/nodenet"
 	"antrea.io/antrea/pkg/agent/route"
 )
@@ -94,6 +95,9 @@ func cleanUpIfUninstalled(c kubernetes.Interface, gateway string) {
 		klog.ErrorS(err, "Cannot remove the node's netfilter table")
 	} else {
 		klog.InfoS("Antrea is being uninstalled: removed the node's netfilter table", "table", string(nodenet.TableFamily)+" "+nodenet.TableName)
+	}
+	if err := (egress.SubnetRouter{}).Sync(nil); err != nil {
+		klog.ErrorS(err, "Cannot remove the ip rules and tables of Egress subnets")
 	}
 	for _, f := range []string{hostCNIConfList, hostCNIPlugin} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -62,6 +62,9 @@ type Config struct {
 	Flows Datapath
 	SNAT  SNAT
 	IPs   *IPAssigner
+	// Routes writes the routing of the subnets of pools with subnetInfo
+	// (SubnetRouter; nil: none).
+	Routes interface{ Sync([]SubnetRoute) error }
 	// IsLocal says whether ip is an address of this node that the
 	// operator configured (an egressIP without a pool).
 	IsLocal func(ip netip.Addr) bool
@@ -105,6 +108,7 @@ type Controller struct {
 type written struct {
 	flows agentof.EgressFlows
 	snat  map[netip.Addr]netip.Addr
+	marks map[netip.Addr]uint32
 }
 
 // NewController makes the controller and adds its event handlers.
@@ -226,6 +230,29 @@ type State struct {
 	// Shaped are the rate limits of the Egresses this node holds that have
 	// a bandwidth (with TrafficShaping), by Egress name.
 	Shaped map[string]agentof.EgressShaping
+	// Subnets are the subnets of the held IPs whose pool has subnetInfo.
+	Subnets map[netip.Addr]Subnet
+}
+
+// routes are the subnets' routing (subnet.go) and the mark of every pod in
+// SNAT whose Egress IP is in one of them.
+func (st *State) routes(link string) ([]SubnetRoute, map[netip.Addr]uint32) {
+	var subnets []Subnet
+	for _, s := range st.Subnets {
+		subnets = append(subnets, s)
+	}
+	routes := subnetRoutes(subnets, link)
+	marks := map[netip.Addr]uint32{}
+	for pod, eip := range st.SNAT {
+		s, ok := st.Subnets[eip]
+		if !ok {
+			continue
+		}
+		if i := slices.IndexFunc(routes, func(r SubnetRoute) bool { return r.Subnet == s }); i >= 0 {
+			marks[pod] = routes[i].Mark
+		}
+	}
+	return routes, marks
 }
 
 // compute decides the state from the listers, the members and the alive
@@ -257,7 +284,7 @@ func (c *Controller) compute(alive []string) (*State, error) {
 		}
 	}
 	st := &State{Owners: map[string]string{}, IPs: map[string]netip.Addr{}, SNAT: map[netip.Addr]netip.Addr{}, Remote: map[netip.Addr]net.IP{},
-		Shaped: map[string]agentof.EgressShaping{}}
+		Shaped: map[string]agentof.EgressShaping{}, Subnets: map[netip.Addr]Subnet{}}
 	taken := map[netip.Addr]bool{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -292,6 +319,9 @@ func (c *Controller) compute(alive []string) (*State, error) {
 			for i, a := range ips {
 				if owner == c.cfg.NodeName && pools[i] != "" && !slices.Contains(st.Hold, a) {
 					st.Hold = append(st.Hold, a)
+					if s, ok := c.subnet(pools[i]); ok && s.Prefix.Contains(a) {
+						st.Subnets[a] = s
+					}
 				}
 			}
 		}
@@ -339,6 +369,15 @@ func (c *Controller) compute(alive []string) (*State, error) {
 	}
 	slices.SortFunc(st.Hold, func(a, b netip.Addr) int { return a.Compare(b) })
 	return st, nil
+}
+
+// subnet is the subnet of pool poolName's subnetInfo (ok false: none).
+func (c *Controller) subnet(poolName string) (Subnet, bool) {
+	pool, err := c.cfg.Pools.Get(poolName)
+	if err != nil {
+		return Subnet{}, false
+	}
+	return SubnetOf(pool.Spec.SubnetInfo)
 }
 
 // candidates are the alive members that the pool poolName allows (every
@@ -400,9 +439,16 @@ func (c *Controller) sync(ctx context.Context) error {
 	// holder before this node stops SNATing it), then the SNAT, then the
 	// IPs this node gave up: no packet leaves masqueraded to the node's
 	// address in between.
+	c.cfg.IPs.SetSubnets(st.Subnets)
 	added, err := c.cfg.IPs.Add(st.Hold)
 	if err != nil {
 		return err
+	}
+	routes, marks := st.routes(c.cfg.IPs.Link())
+	if c.cfg.Routes != nil {
+		if err := c.cfg.Routes.Sync(routes); err != nil {
+			return err
+		}
 	}
 	if c.TakeReannounce() {
 		// Those just added were announced by Add.
@@ -419,13 +465,14 @@ func (c *Controller) sync(ctx context.Context) error {
 			return err
 		}
 	}
-	if c.written == nil || !maps.Equal(c.written.snat, st.SNAT) {
-		if err := c.cfg.SNAT.SetEgressSNAT(ctx, nodenet.EgressSNAT{Gateway: c.cfg.Gateway, Routed: c.cfg.Routed, SNAT: st.SNAT}); err != nil {
+	if c.written == nil || !maps.Equal(c.written.snat, st.SNAT) || !maps.Equal(c.written.marks, marks) {
+		if err := c.cfg.SNAT.SetEgressSNAT(ctx, nodenet.EgressSNAT{Gateway: c.cfg.Gateway, Routed: c.cfg.Routed, SNAT: st.SNAT,
+			Marks: marks}); err != nil {
 			c.written = nil
 			return err
 		}
 	}
-	c.written = &written{flows: flows, snat: st.SNAT}
+	c.written = &written{flows: flows, snat: st.SNAT, marks: marks}
 	if _, err := c.cfg.IPs.Sync(st.Hold); err != nil {
 		return err
 	}

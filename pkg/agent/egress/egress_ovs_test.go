@@ -34,7 +34,7 @@ func newOVSNode(t *testing.T, u *bridgetest.Underlay, cidr, gw, nodeIP string) *
 		GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: br.PodCIDR}); err != nil {
 		t.Fatal(err)
 	}
-	n := &ovsNode{br: br, flows: c, ips: NewIPAssigner("br-phy")}
+	n := &ovsNode{br: br, flows: c, ips: NewIPAssigner("br-phy", nil)}
 	n.do(t, func() error {
 		var err error
 		if n.nft, err = nodenet.New(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"sigs.k8s.io/knftables"
 )
@@ -15,9 +16,26 @@ import (
 // masquerade to the node's address never applies to it.
 const egressPostrouting = "egress-postrouting"
 
+// egressPrerouting (filter, at mangle) marks the packets of the pods whose
+// Egress IP is in a subnet of its own (a pool with subnetInfo): the node's
+// ip rules route packets with such a mark through that subnet's gateway
+// (pkg/agent/egress, subnet.go).
+const egressPrerouting = "egress-prerouting"
+
+// EgressMarkMap is the map, per family, from a pod IP to the mark of its
+// Egress IP's subnet.
+const EgressMarkMap = "egress-mark"
+
 // EgressSNATMap is the map, per family (suffix "-v4" or "-v6"), from a pod
 // IP to the Egress IP its traffic leaving the node takes.
 const EgressSNATMap = "egress-snat"
+
+func egressMarkMap(v6 bool) string {
+	if v6 {
+		return EgressMarkMap + "-v6"
+	}
+	return EgressMarkMap + "-v4"
+}
 
 func egressSNATMap(v6 bool) string {
 	if v6 {
@@ -39,6 +57,9 @@ type EgressSNAT struct {
 	// another) to the Egress IP of the Egress that selects it, held by
 	// this node. A pod not in it is left to the masquerade.
 	SNAT map[netip.Addr]netip.Addr
+	// Marks maps the IP of a pod in SNAT whose Egress IP is in a subnet
+	// of its own to that subnet's packet mark.
+	Marks map[netip.Addr]uint32
 }
 
 // SetEgressSNAT rewrites the Egress feature's chain and maps from the whole
@@ -54,6 +75,9 @@ func (t *Table) SetEgressSNAT(ctx context.Context, want EgressSNAT) error {
 		c := baseChain(egressPostrouting, knftables.NATType, knftables.PostroutingHook, knftables.SNATPriority+"-10")
 		tx.Add(c)
 		tx.Flush(c)
+		pre := baseChain(egressPrerouting, knftables.FilterType, knftables.PreroutingHook, knftables.ManglePriority)
+		tx.Add(pre)
+		tx.Flush(pre)
 		for _, v6 := range []bool{false, true} {
 			fam, nfproto, typ := "ip", "ipv4", "ipv4_addr : ipv4_addr"
 			if v6 {
@@ -81,6 +105,18 @@ func (t *Table) SetEgressSNAT(ctx context.Context, want EgressSNAT) error {
 			rule = append(rule, "oifname !=", quote(want.Gateway), "snat", fam, "to", fam, "saddr map", "@"+m.Name)
 			tx.Add(&knftables.Rule{Chain: egressPostrouting, Rule: knftables.Concat(rule...),
 				Comment: knftables.PtrTo("Antrea: Egress, pod traffic leaving the node takes its Egress IP")})
+
+			mm := &knftables.Map{Name: egressMarkMap(v6), Type: strings.Fields(typ)[0] + " : mark",
+				Comment: knftables.PtrTo("pod IP : the mark of its Egress IP's subnet")}
+			tx.Add(mm)
+			tx.Flush(mm)
+			marked := slices.DeleteFunc(slices.Clone(pods), func(p netip.Addr) bool { _, ok := want.Marks[p]; return !ok })
+			for _, pod := range marked {
+				tx.Add(&knftables.Element{Map: mm.Name, Key: []string{pod.String()}, Value: []string{fmt.Sprintf("0x%08x", want.Marks[pod])}})
+			}
+			tx.Add(&knftables.Rule{Chain: egressPrerouting,
+				Rule:    knftables.Concat("meta nfproto", nfproto, "meta mark set", fam, "saddr map", "@"+mm.Name),
+				Comment: knftables.PtrTo("Antrea: Egress, pod traffic whose Egress IP has a subnet of its own leaves by its gateway")})
 		}
 	})
 	if err != nil {

@@ -53,6 +53,7 @@ type Client struct {
 	*packetCapture
 	*egress
 	*lbSourceRanges
+	*fqdn
 }
 
 // NewClient lays out the pipeline of the registered features and returns a
@@ -86,6 +87,8 @@ func newClient(bridge Bridge, round uint32, register func(*datapath) []Feature) 
 			c.egress = f
 		case *lbSourceRanges:
 			c.lbSourceRanges = f
+		case *fqdn:
+			c.fqdn = f
 		}
 	}
 	return c, nil

@@ -32,6 +32,9 @@ const (
 	cookiePodConnectivity Cookie = 0x1
 	// cookieEgress is the cookie of the Egress feature's flows.
 	cookieEgress Cookie = 0x2
+	// cookieFQDN is the cookie of the DNS interception flows of toFQDN
+	// rules (fqdn.go).
+	cookieFQDN Cookie = 0x3
 	// cookieTraceflow is the cookie of a Traceflow tag's flows, with the
 	// tag in its low byte.
 	cookieTraceflow Cookie = 0x7f000000

@@ -83,6 +83,7 @@ func registeredFeatures(d *datapath) []Feature {
 		newTraceflow(d, pods, policy, sourceRanges),
 		newPacketCapture(d),
 		newEgress(d),
+		newFQDN(d),
 	}
 }
 

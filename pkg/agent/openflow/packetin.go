@@ -2,6 +2,7 @@ package openflow
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"k8s.io/klog/v2"
@@ -27,11 +28,15 @@ const (
 	PacketInTraceflow PacketInKind = 3
 	// PacketInCapture: a packet a PacketCapture takes (pkg/agent/packetcapture).
 	PacketInCapture PacketInKind = 4
+	// PacketInDNS: a DNS answer to a pod a toFQDN rule applies to, paused
+	// until the rule's flows hold the addresses it names
+	// (pkg/agent/controller/networkpolicy, fqdn.go here).
+	PacketInDNS PacketInKind = 5
 )
 
 var packetInKindNames = map[PacketInKind]string{
 	PacketInServiceReject: "ServiceReject", PacketInPolicy: "Policy", PacketInTraceflow: "Traceflow",
-	PacketInCapture: "PacketCapture",
+	PacketInCapture: "PacketCapture", PacketInDNS: "DNS",
 }
 
 func (k PacketInKind) String() string {
@@ -58,6 +63,8 @@ func kindOf(pi *binding.PacketIn) (PacketInKind, bool) {
 type PacketIO interface {
 	PacketIns() <-chan binding.Frame
 	SendPacketOut(ctx context.Context, po *binding.PacketOut) error
+	// Apply sends messages and a barrier (a paused packet's NXT_RESUME).
+	Apply(ctx context.Context, msgs ...binding.Message) error
 }
 
 // PacketInHandler handles one decoded packet-in of the kind it registered for.
@@ -68,6 +75,9 @@ type PacketInHandler func(ctx context.Context, pi *binding.PacketIn)
 type PacketInRouter interface {
 	Handle(kind PacketInKind, h PacketInHandler)
 	SendPacketOut(ctx context.Context, po *binding.PacketOut) error
+	// Resume lets a packet a controller(pause) action sent go on through
+	// the pipeline from where it stopped.
+	Resume(ctx context.Context, pi *binding.PacketIn) error
 }
 
 // packetInQueue is the length of each kind's queue of packet-ins waiting
@@ -143,6 +153,14 @@ func (d *PacketInDispatcher) work(q *kindQueue) {
 		d.mu.Unlock()
 		h(in.ctx, in.pi)
 	}
+}
+
+// Resume sends the switch the NXT_RESUME of a paused packet-in.
+func (d *PacketInDispatcher) Resume(ctx context.Context, pi *binding.PacketIn) error {
+	if len(pi.Continuation) == 0 {
+		return fmt.Errorf("packet-in of table %d has no continuation: it was not paused", pi.TableID)
+	}
+	return d.src.Apply(ctx, pi.Resume())
 }
 
 // SendPacketOut sends a packet-out to the switch.

@@ -17,6 +17,8 @@ type fakePacketIO struct {
 
 func (f *fakePacketIO) PacketIns() <-chan binding.Frame { return f.ins }
 
+func (f *fakePacketIO) Apply(context.Context, ...binding.Message) error { return nil }
+
 func (f *fakePacketIO) SendPacketOut(_ context.Context, po *binding.PacketOut) error {
 	f.out <- po
 	return nil

@@ -106,10 +106,7 @@ func (c *Controller) Owned(alive []string) ([]netip.Addr, error) {
 		}
 		candidates, ranges := c.candidates(pool, alive, byName)
 		if s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
-			// Only a node with a ready endpoint serves the IP (the
-			// others drop outside traffic under Local), as upstream.
-			withEndpoint := c.nodesWithEndpoints(s)
-			candidates = slices.DeleteFunc(candidates, func(n string) bool { return !withEndpoint[n] })
+			candidates = mostEndpoints(candidates, c.endpointsPerNode(s))
 		}
 		for _, in := range s.Status.LoadBalancer.Ingress {
 			ip, err := netip.ParseAddr(in.IP)
@@ -131,9 +128,29 @@ func (c *Controller) Owned(alive []string) ([]netip.Addr, error) {
 	return out, nil
 }
 
-// nodesWithEndpoints are the nodes with a ready endpoint of the Service.
-func (c *Controller) nodesWithEndpoints(svc *corev1.Service) map[string]bool {
-	out := map[string]bool{}
+// mostEndpoints keeps the candidates with the most ready endpoints of a
+// Service under externalTrafficPolicy Local, none when no candidate has one.
+// Only a node with an endpoint may serve the IP (the others drop outside
+// traffic under Local), as upstream; of those, upstream lets the hash pick
+// any. One node answers ARP for the IP and serves only its own endpoints, so
+// picking among the nodes with the most of them lets the most Pods serve
+// (with 3 replicas on 2 nodes, 2 Pods instead of maybe 1). The cost: the IP
+// moves when the Pods move so that its node no longer has the most; ties
+// keep the hash's choice, so equal counts do not move it.
+func mostEndpoints(candidates []string, perNode map[string]int) []string {
+	most := 0
+	for _, n := range candidates {
+		most = max(most, perNode[n])
+	}
+	if most == 0 {
+		return nil
+	}
+	return slices.DeleteFunc(slices.Clone(candidates), func(n string) bool { return perNode[n] < most })
+}
+
+// endpointsPerNode counts the ready endpoints of the Service on each node.
+func (c *Controller) endpointsPerNode(svc *corev1.Service) map[string]int {
+	out := map[string]int{}
 	if c.cfg.EndpointSlices == nil {
 		return out
 	}
@@ -145,7 +162,7 @@ func (c *Controller) nodesWithEndpoints(svc *corev1.Service) map[string]bool {
 	for _, es := range slices_ {
 		for _, ep := range es.Endpoints {
 			if ep.NodeName != nil && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
-				out[*ep.NodeName] = true
+				out[*ep.NodeName]++
 			}
 		}
 	}

@@ -89,3 +89,64 @@ func TestOwnedIPs(t *testing.T) {
 		t.Errorf("the Local Service's IP is not answered by node-1, its only node with an endpoint: %v", owned)
 	}
 }
+
+// TestLocalPrefersTheNodeWithTheMostEndpoints: under Local, the node with
+// the most ready endpoints answers even where the hash alone would pick the
+// other; not-ready endpoints do not count; equal counts leave the choice to
+// the hash; no endpoint anywhere, no node.
+func TestLocalPrefersTheNodeWithTheMostEndpoints(t *testing.T) {
+	alive := []string{"node-1", "node-2"}
+	// An IP of the pool whose rendezvous owner is node-1.
+	var ip string
+	for i := 1; i < 255 && ip == ""; i++ {
+		if s := netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}).String(); egress.Owner(s, alive) == "node-1" {
+			ip = s
+		}
+	}
+	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: crdv1beta1.ExternalIPPoolSpec{IPRanges: []crdv1beta1.IPRange{{CIDR: "10.0.0.0/24"}}}}
+	nodes := corelisters.NewNodeLister(indexer(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-2"}}))
+	svc := lb("local", "p", ip, func(s *corev1.Service) {
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	})
+	ep := func(addr, node string, ready bool) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: []string{addr}, NodeName: &node, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}
+	}
+	holders := func(eps ...discoveryv1.Endpoint) []string {
+		es := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "local-x",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "local"}}, Endpoints: eps}
+		var out []string
+		for _, n := range alive {
+			c := &Controller{cfg: Config{NodeName: n, Services: corelisters.NewServiceLister(indexer(svc)),
+				EndpointSlices: discoverylisters.NewEndpointSliceLister(indexer(es)),
+				Pools:          crdlisters.NewExternalIPPoolLister(indexer(pool)), Nodes: nodes}}
+			ips, err := c.Owned(alive)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(ips, netip.MustParseAddr(ip)) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		eps  []discoveryv1.Endpoint
+		want []string
+	}{
+		{"two of three endpoints on node-2", []discoveryv1.Endpoint{ep("10.10.1.2", "node-1", true),
+			ep("10.10.2.2", "node-2", true), ep("10.10.2.3", "node-2", true)}, []string{"node-2"}},
+		{"node-2's second endpoint not ready", []discoveryv1.Endpoint{ep("10.10.1.2", "node-1", true),
+			ep("10.10.2.2", "node-2", true), ep("10.10.2.3", "node-2", false)}, []string{"node-1"}},
+		{"one each: the hash's owner", []discoveryv1.Endpoint{ep("10.10.1.2", "node-1", true),
+			ep("10.10.2.2", "node-2", true)}, []string{"node-1"}},
+		{"only node-2 has one", []discoveryv1.Endpoint{ep("10.10.2.2", "node-2", true)}, []string{"node-2"}},
+		{"none ready", []discoveryv1.Endpoint{ep("10.10.2.2", "node-2", false)}, nil},
+	} {
+		if got := holders(tc.eps...); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %s is answered by %v, want %v", tc.name, ip, got, tc.want)
+		}
+	}
+}

@@ -937,6 +937,20 @@ func schema_pkg_apis_controlplane_v1beta2_NetworkPolicyPeer(ref common.Reference
 							},
 						},
 					},
+					"fqdns": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FQDNs (egress only) are domain names and \"*\" patterns, lower case without a trailing dot: the agent matches them against the DNS answers its Pods receive and the rule selects the addresses learned.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},

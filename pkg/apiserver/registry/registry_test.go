@@ -198,3 +198,41 @@ func TestStatusesOfDeletedPoliciesDoNotAccumulate(t *testing.T) {
 		t.Fatalf("the live policy p2 lost its status: %d Nodes realized, want 1", r)
 	}
 }
+
+// GET networkpolicies/NAME/status lists every Node of the span with what its
+// agent last reported (Generation 0: not reported; outside the span: not
+// listed), and the policy's current generation.
+func TestGetStatusListsEveryNodeOfTheSpanWithItsReport(t *testing.T) {
+	s := policyStore(t)
+	rest := NewStatusREST(NewStatusStore(s))
+	ctx := context.Background()
+	reports := []controlplane.NetworkPolicyNodeStatus{{NodeName: "n1", Generation: 2}, {NodeName: "n2", Generation: 1},
+		{NodeName: "n9", Generation: 2}, {NodeName: "n3", Generation: 2, RealizationFailure: true, Message: "no port"}}
+	if _, err := rest.Create(ctx, "p1", &controlplane.NetworkPolicyStatus{Nodes: reports}, nil, &metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	obj, err := rest.Get(ctx, "p1", &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj.(*controlplane.NetworkPolicyStatus)
+	want := []controlplane.NetworkPolicyNodeStatus{reports[0], reports[1], reports[3]}
+	if got.Name != "p1" || got.Generation != 2 || len(got.Nodes) != len(want) {
+		t.Fatalf("status %+v: want p1 at generation 2 with n1, n2, n3", got)
+	}
+	for i := range want {
+		if got.Nodes[i] != want[i] {
+			t.Errorf("node %d: %+v, want %+v", i, got.Nodes[i], want[i])
+		}
+	}
+	obj, err = rest.Get(ctx, "p2", &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := obj.(*controlplane.NetworkPolicyStatus); len(got.Nodes) != 1 || got.Nodes[0] != (controlplane.NetworkPolicyNodeStatus{NodeName: "n2"}) {
+		t.Errorf("p2 with no report: %+v, want n2 at generation 0", got.Nodes)
+	}
+	if _, err := rest.Get(ctx, "missing", &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a missing policy: %v, want not found", err)
+	}
+}

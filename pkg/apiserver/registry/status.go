@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/klog/v2"
 
@@ -101,12 +102,49 @@ func (s *StatusStore) Realization(name string) (realized, failed, desired int) {
 	return realized, failed, p.NodeNames.Len()
 }
 
-// StatusREST serves POST networkpolicies/{name}/status.
+// NodeStatuses returns, for every Node of a policy's span, what its agent
+// last reported (a Node that has not reported has Generation 0), sorted
+// by Node, and the policy's current generation.
+func (s *StatusStore) NodeStatuses(name string) (nodes []controlplane.NetworkPolicyNodeStatus, generation int64, exists bool) {
+	obj, exists, _ := s.policies.Get(name)
+	if !exists {
+		return nil, 0, false
+	}
+	p := obj.(*types.NetworkPolicy)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	reported := s.byPolicy[name]
+	for _, node := range sets.List(p.NodeNames) {
+		st, ok := reported[node]
+		if !ok {
+			st = controlplane.NetworkPolicyNodeStatus{NodeName: node}
+		}
+		nodes = append(nodes, st)
+	}
+	return nodes, p.Generation, true
+}
+
+// StatusREST serves POST networkpolicies/{name}/status (an agent's report)
+// and GET (every Node of the span with what it reported: antctl and the
+// web UI show realization per Node).
 type StatusREST struct {
 	statuses *StatusStore
 }
 
-var _ rest.NamedCreater = &StatusREST{}
+var (
+	_ rest.NamedCreater = &StatusREST{}
+	_ rest.Getter       = &StatusREST{}
+)
+
+// Get returns the per-Node realization of the policy: its Generation is the
+// policy's current one, each Node's the one its agent realized.
+func (r *StatusREST) Get(_ context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	nodes, generation, exists := r.statuses.NodeStatuses(name)
+	if !exists {
+		return nil, apierrors.NewNotFound(controlplane.Resource("networkpolicies"), name)
+	}
+	return &controlplane.NetworkPolicyStatus{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: generation}, Nodes: nodes}, nil
+}
 
 // NewStatusREST serves the status subresource into a StatusStore.
 func NewStatusREST(statuses *StatusStore) *StatusREST { return &StatusREST{statuses: statuses} }

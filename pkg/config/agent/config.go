@@ -148,6 +148,14 @@ type AgentConfig struct {
 	// counters and reports them to the controller (NetworkPolicyStats), as a
 	// Go duration. Default 60s (upstream's fixed interval). Not an upstream key.
 	StatsCollectionInterval string `json:"statsCollectionInterval"`
+	// FQDNCacheMinTTL (seconds, upstream's key) is the shortest time an
+	// address learned from a DNS answer for a toFQDN rule is kept, whatever
+	// the answer's TTL; 0 (default): the answer's TTL.
+	FQDNCacheMinTTL int `json:"fqdnCacheMinTTL"`
+	// DNSServerOverride (upstream's key) is the DNS server the agent asks
+	// for the exact names of toFQDN rules, "IP" or "IP:port" (port 53 when
+	// absent); "" (default): the Service kube-system/kube-dns.
+	DNSServerOverride string `json:"dnsServerOverride"`
 }
 
 // AntreaProxyConfig is the antreaProxy section.
@@ -444,6 +452,14 @@ func (c *AgentConfig) validate() []error {
 			fail("antreaProxy.serviceProxyName", "%q is not a label value: %s", c.AntreaProxy.ServiceProxyName, strings.Join(msgs, "; "))
 		}
 	}
+	if c.DNSServerOverride != "" {
+		if _, err := DNSServerAddr(c.DNSServerOverride); err != nil {
+			fail("dnsServerOverride", "%v", err)
+		}
+	}
+	if c.FQDNCacheMinTTL < 0 {
+		fail("fqdnCacheMinTTL", "%d is negative (seconds; 0 keeps each answer's TTL)", c.FQDNCacheMinTTL)
+	}
 	if d, err := time.ParseDuration(c.StatsCollectionInterval); err != nil || d < time.Second {
 		fail("statsCollectionInterval", "%q is not a duration of at least 1s (e.g. 60s)", c.StatsCollectionInterval)
 	}
@@ -504,3 +520,16 @@ func (c *AgentConfig) EncapMode() string {
 
 // EncapModes are the trafficEncapMode values this Antrea realizes.
 var EncapModes = []string{EncapModeEncap, EncapModeNoEncap, EncapModeHybrid}
+
+// DNSServerAddr reads dnsServerOverride: an IP address with or without a
+// port, as "IP:port" (port 53 by default).
+func DNSServerAddr(s string) (string, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.String(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return "", fmt.Errorf("%q is not an IP address, with or without a port", s)
+	}
+	return netip.AddrPortFrom(a, 53).String(), nil
+}

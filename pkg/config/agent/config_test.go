@@ -84,6 +84,10 @@ func TestEveryKeySetsItsField(t *testing.T) {
 			func(c *AgentConfig) { c.AntreaProxy.ServiceProxyName = "antrea" }},
 		{"antreaProxy.proxyLoadBalancerIPs can be turned off", "antreaProxy:\n  proxyLoadBalancerIPs: false\n",
 			func(c *AgentConfig) { c.AntreaProxy.ProxyLoadBalancerIPs = false }},
+		{"fqdnCacheMinTTL sets the shortest time a learned address is kept", "fqdnCacheMinTTL: 30\n",
+			func(c *AgentConfig) { c.FQDNCacheMinTTL = 30 }},
+		{"dnsServerOverride names the DNS server of toFQDN names", "dnsServerOverride: 10.96.0.10\n",
+			func(c *AgentConfig) { c.DNSServerOverride = "10.96.0.10" }},
 		{"an upstream key at its default is accepted", "noSNAT: false\ntunnelPort: 0\ntrafficEncryptionMode: none\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,6 +190,10 @@ func TestBadValuesAreRefusedNamingTheKey(t *testing.T) {
 			`antrea-agent.conf: nodePortLocal.portRange: "65000-70000" is not a port range`},
 		{"a port range overlapping the Service NodePort range is refused", "nodePortLocal:\n  enable: true\n  portRange: 32000-33000\n",
 			`antrea-agent.conf: nodePortLocal.portRange: "32000-33000" overlaps the Service NodePort range 30000-32767`},
+		{"a negative fqdnCacheMinTTL is refused", "fqdnCacheMinTTL: -1\n",
+			`antrea-agent.conf: fqdnCacheMinTTL: -1 is negative`},
+		{"a dnsServerOverride that is a name is refused", "dnsServerOverride: kube-dns.kube-system\n",
+			`antrea-agent.conf: dnsServerOverride: "kube-dns.kube-system" is not an IP address, with or without a port`},
 		{"a bool given as a string is refused", "tunnelCsum: \"true\"\n",
 			`antrea-agent.conf: tunnelCsum: want true or false, got "true"`},
 	} {
@@ -430,5 +438,13 @@ func TestTheFlowExporterRunsWithItsGateAndEnable(t *testing.T) {
 	}
 	if c.FlowExporterEnabled() {
 		t.Fatal("enabled without its feature gate")
+	}
+}
+
+func TestDNSServerOverrideTakesPort53WhenItHasNone(t *testing.T) {
+	for in, want := range map[string]string{"10.96.0.10": "10.96.0.10:53", "10.96.0.10:5353": "10.96.0.10:5353", "fd00::a": "[fd00::a]:53"} {
+		if got, err := DNSServerAddr(in); err != nil || got != want {
+			t.Errorf("DNSServerAddr(%q) = %q, %v; want %q", in, got, err, want)
+		}
 	}
 }

@@ -69,8 +69,6 @@ var spec = strict.Spec{
 		{Key: "activeFlowExportTimeout", AnyValue: true},
 		{Key: "idleFlowExportTimeout", AnyValue: true},
 		{Key: "nplPortRange", AnyValue: true},
-		{Key: "dnsServerOverride", AnyValue: true},
-		{Key: "fqdnCacheMinTTL", AnyValue: true},
 		{Key: "tlsCipherSuites", Accept: []any{""}, Why: "the agent serves no API"},
 		{Key: "tlsMinVersion", Accept: []any{""}, Why: "the agent serves no API"},
 		{Key: "transportInterfaceCIDRs", Why: "use transportInterface"},

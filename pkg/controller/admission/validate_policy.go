@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/util/dnsname"
 )
 
 // policyKind tells the checks that differ between a ClusterNetworkPolicy
@@ -315,7 +316,16 @@ func (v *Validator) validatePeers(ctx context.Context, kind policyKind, path *fi
 			errs = append(errs, validateNamespacedName(p.Child("serviceAccount"), peer.ServiceAccount)...)
 		}
 		if peer.FQDN != "" {
-			errs = append(errs, unsupported(p.Child("fqdn"), "FQDN peers"))
+			switch {
+			case ingress:
+				// Upstream: a name is learned from the answers to the
+				// applied-to Pods' own lookups, so it selects destinations.
+				errs = append(errs, field.Forbidden(p.Child("fqdn"), "fqdn peers are for egress rules (to), not ingress rules (from)"))
+			default:
+				if err := dnsname.Validate(peer.FQDN); err != nil {
+					errs = append(errs, field.Invalid(p.Child("fqdn"), peer.FQDN, "not a domain name nor a \"*\" pattern: "+err.Error()))
+				}
+			}
 		}
 		if peer.ExternalEntitySelector != nil {
 			errs = append(errs, unsupported(p.Child("externalEntitySelector"), "ExternalEntities"))

@@ -235,9 +235,18 @@ func TestInvalidClusterNetworkPoliciesAreRefusedNamingTheField(t *testing.T) {
 			p.Ingress[0].From[0].NodeSelector = selector("a", "b")
 		}, "spec.ingress[0].from[0].nodeSelector", nil},
 		{"two rules with one name", func(p *crdv1beta1.ClusterNetworkPolicySpec) { p.Egress[0].Name = "AllowFromFrontend" }, "spec.egress[0].name", []string{"unique"}},
-		{"an FQDN peer", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
-			p.Egress[0].To[0] = crdv1beta1.NetworkPolicyPeer{FQDN: "*foobar.com"}
-		}, "spec.egress[0].to[0].fqdn", []string{"not supported"}},
+		{"an FQDN peer in an ingress rule", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.Ingress[0].From[0] = crdv1beta1.NetworkPolicyPeer{FQDN: "*foobar.com"}
+		}, "spec.ingress[0].from[0].fqdn", []string{"egress"}},
+		{"an FQDN peer that is a URL", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.Egress[0].To[0] = crdv1beta1.NetworkPolicyPeer{FQDN: "https://foobar.com/"}
+		}, "spec.egress[0].to[0].fqdn", []string{"not allowed"}},
+		{"an FQDN peer with an empty label", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.Egress[0].To[0] = crdv1beta1.NetworkPolicyPeer{FQDN: "api..foobar.com"}
+		}, "spec.egress[0].to[0].fqdn", []string{"empty label"}},
+		{"an FQDN peer with a podSelector", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.Egress[0].To[0].FQDN = "api.foobar.com"
+		}, "spec.egress[0].to[0].fqdn", []string{"other fields"}},
 		{"a layer 7 protocol", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
 			p.Ingress[0].L7Protocols = []crdv1beta1.L7Protocol{{HTTP: &crdv1beta1.HTTPProtocol{Path: "/"}}}
 		}, "spec.ingress[0].l7Protocols", []string{"not supported"}},

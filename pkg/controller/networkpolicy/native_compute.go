@@ -2,6 +2,7 @@ package networkpolicy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,6 +17,7 @@ import (
 	"antrea.io/antrea/pkg/apis/controlplane"
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	"antrea.io/antrea/pkg/controller/grouping"
+	"antrea.io/antrea/pkg/util/dnsname"
 )
 
 // Dependency keys: what a native policy's computation read besides its own
@@ -425,6 +427,15 @@ func (b *nativeBuilder) peer(dir controlplane.Direction, r *crdv1beta1.Rule, nsS
 				addAG(s)
 			}
 			out.IPBlocks = append(out.IPBlocks, blocks...)
+		case p.FQDN != "":
+			// The agents learn the addresses from the DNS answers their
+			// Pods receive; the rule carries the pattern (admission
+			// allows it in egress rules only).
+			if dir == controlplane.DirectionOut {
+				if name := dnsname.Normalize(p.FQDN); !slices.Contains(out.FQDNs, name) {
+					out.FQDNs = append(out.FQDNs, name)
+				}
+			}
 		case p.ServiceAccount != nil:
 			addAG(grouping.NewServiceAccountSelector(p.ServiceAccount.Namespace, p.ServiceAccount.Name))
 		case p.NodeSelector != nil:

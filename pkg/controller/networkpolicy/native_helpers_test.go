@@ -225,6 +225,9 @@ func renderNative(rules []controlplane.NetworkPolicyRule, names map[string]strin
 		for _, s := range peer.ToServices {
 			line += " toService=" + s.Namespace + "/" + s.Name
 		}
+		if len(peer.FQDNs) > 0 {
+			line += " fqdns=[" + strings.Join(peer.FQDNs, " ") + "]"
+		}
 		line += " services=" + svcs
 		if r.Name != "" {
 			line += " name=" + r.Name

@@ -83,6 +83,26 @@ func TestAntreaNativePoliciesComputeWhatUpstreamDocumentationSays(t *testing.T) 
 			},
 		},
 		{
+			name: "fqdn peers reach the rule as patterns in lower case without the trailing dot, once each, beside the other peers",
+			policy: newACNP("p", "securityops", 5, crdv1beta1.ClusterNetworkPolicySpec{
+				AppliedTo: appliedToAppA,
+				Egress: []crdv1beta1.Rule{
+					{Action: action(crdv1beta1.RuleActionAllow), To: []crdv1beta1.NetworkPolicyPeer{{FQDN: "API.Example.Test."}, {FQDN: "*.wild.test"},
+						{FQDN: "api.example.test"}, {IPBlock: &crdv1beta1.IPBlock{CIDR: "10.0.0.0/8"}}}},
+					{Action: action(crdv1beta1.RuleActionDrop), To: []crdv1beta1.NetworkPolicyPeer{{FQDN: "*foobar.com"}}},
+				},
+			}),
+			want: want{
+				tierPriority: 100, priority: 5,
+				appliedTo: []string{"namespaceSelector=<all> podSelector=app=a"},
+				rules: []string{
+					"Out#0 Allow to=[] ips=[10.0.0.0/8] fqdns=[api.example.test *.wild.test] services=all",
+					"Out#1 Drop to=[] ips=[] fqdns=[*foobar.com] services=all",
+				},
+				appliedToMembers: map[string][]string{"namespaceSelector=<all> podSelector=app=a": {"x/a@10.0.0.1", "y/a@10.0.1.1"}},
+			},
+		},
+		{
 			name: "an empty tier is the application Tier, an absent from matches every address, and Pass is kept",
 			policy: newACNP("p", "", 10, crdv1beta1.ClusterNetworkPolicySpec{
 				AppliedTo: []crdv1beta1.AppliedTo{{NamespaceSelector: matchLabels("ns", "x")}},

@@ -108,6 +108,10 @@ type PortConfig struct {
 	MTU int
 	// Options go to the Interface's options column (tunnel parameters).
 	Options map[string]string
+	// VLAN makes the port an access port of that VLAN (the Port's tag
+	// column, 1-4094): frames leave the bridge's trunk ports with the tag
+	// and only frames of that VLAN reach the port. 0 leaves it untagged.
+	VLAN int
 	// ExternalIDs go to the Port's external_ids column: what the agent must
 	// remember about the port across restarts.
 	ExternalIDs map[string]string
@@ -154,6 +158,8 @@ type OVSPortData struct {
 	MAC string
 	// Options are the interface options (tunnel parameters).
 	Options map[string]string
+	// VLAN is the port's tag (0: none).
+	VLAN int
 	// ExternalIDs are the port's external_ids.
 	ExternalIDs map[string]string
 	// Error is the interface's error column ("" when none).

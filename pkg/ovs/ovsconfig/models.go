@@ -37,6 +37,7 @@ type portRow struct {
 	UUID        string            `ovsdb:"_uuid"`
 	Name        string            `ovsdb:"name"`
 	Interfaces  []string          `ovsdb:"interfaces"`
+	Tag         *int              `ovsdb:"tag"`
 	ExternalIDs map[string]string `ovsdb:"external_ids"`
 	OtherConfig map[string]string `ovsdb:"other_config"`
 }

@@ -165,6 +165,15 @@ func TestEveryPortKindIsCreatedReadBackAndDeleted(t *testing.T) {
 			wantCols:   map[string]string{"interface:type": "internal", "interface:mac": `"0a:00:00:00:00:02"`},
 		},
 		{
+			name: "an internal access port carries its VLAN tag",
+			port: "antrea-ext.10",
+			create: func() (string, error) {
+				return br.CreatePortWithConfig(ctx, PortConfig{Name: "antrea-ext.10", Type: InterfaceTypeInternal, VLAN: 10})
+			},
+			wantType: "internal",
+			wantCols: map[string]string{"interface:type": "internal", "port:tag": "10"},
+		},
+		{
 			name: "a flow-based Geneve tunnel gets remote_ip=flow and key=flow",
 			port: "tun-geneve",
 			create: func() (string, error) {
@@ -220,6 +229,9 @@ func TestEveryPortKindIsCreatedReadBackAndDeleted(t *testing.T) {
 			if data.UUID != uuid || data.OFPort != ofPort || data.IFType != tc.wantType || data.IFName != tc.port {
 				t.Errorf("GetPortData = %+v, want uuid %s ofport %d type %q", data, uuid, ofPort, tc.wantType)
 			}
+			if tag := vsctl(t, in, "get", "port", tc.port, "tag"); tag != fmt.Sprint(data.VLAN) && !(tag == "[]" && data.VLAN == 0) {
+				t.Errorf("GetPortData's VLAN = %d, ovs-vsctl says tag %s", data.VLAN, tag)
+			}
 			if err := br.DeletePort(ctx, uuid); err != nil {
 				t.Fatal(err)
 			}
@@ -258,6 +270,14 @@ func TestMistakesAreAnsweredWithAnErrorNamingTheObject(t *testing.T) {
 				return err
 			},
 			wantText: `port p1: bad type "bogus"`,
+		},
+		{
+			name: "a VLAN out of range names the port and the VLAN",
+			call: func() error {
+				_, err := br.CreatePortWithConfig(ctx, PortConfig{Name: "v1", Type: InterfaceTypeInternal, VLAN: 4095})
+				return err
+			},
+			wantText: "port v1: VLAN 4095 out of range 1-4094",
 		},
 		{
 			name:     "a bad tunnel type names the port",

@@ -79,6 +79,9 @@ func (cfg *PortConfig) validate() error {
 	if cfg.OFPortRequest < 0 || cfg.OFPortRequest > 65279 {
 		return fmt.Errorf("port %s: ofport_request %d out of range 1-65279", cfg.Name, cfg.OFPortRequest)
 	}
+	if cfg.VLAN < 0 || cfg.VLAN > 4094 {
+		return fmt.Errorf("port %s: VLAN %d out of range 1-4094", cfg.Name, cfg.VLAN)
+	}
 	return nil
 }
 
@@ -134,11 +137,13 @@ func (b *OVSBridge) createPortOnce(ctx context.Context, what string, cfg PortCon
 	if cfg.MTU > 0 {
 		iface["mtu_request"] = cfg.MTU
 	}
+	port := ovsdb.Row{"name": cfg.Name, "interfaces": uuidSet("new_iface"), "external_ids": stringMap(cfg.ExternalIDs)}
+	if cfg.VLAN > 0 {
+		port["tag"] = cfg.VLAN
+	}
 	ops := []ovsdb.Operation{
 		opInsert(tableInterface, "new_iface", iface),
-		opInsert(tablePort, "new_port", ovsdb.Row{
-			"name": cfg.Name, "interfaces": uuidSet("new_iface"), "external_ids": stringMap(cfg.ExternalIDs),
-		}),
+		opInsert(tablePort, "new_port", port),
 		opMutate(tableBridge, br.UUID,
 			ovsdb.Mutation{Column: "ports", Mutator: ovsdb.MutateOperationInsert, Value: uuidSet("new_port")}),
 	}
@@ -409,6 +414,9 @@ func (c *Connection) portData(ctx context.Context, p *portRow) (*OVSPortData, er
 	d := &OVSPortData{UUID: p.UUID, Name: p.Name, ExternalIDs: maps.Clone(p.ExternalIDs)}
 	if d.ExternalIDs == nil {
 		d.ExternalIDs = map[string]string{}
+	}
+	if p.Tag != nil {
+		d.VLAN = *p.Tag
 	}
 	if len(p.Interfaces) == 0 {
 		return d, nil

@@ -5,7 +5,7 @@
 // server is the SVG pkg/diagram draws, parsed as SVG, not HTML.
 
 import type {
-  Component, Endpoints, Pipeline, Policies, PolicyView, Summary, TraceflowResult, Flows, SessionInfo,
+  Component, Endpoints, Pipeline, Policies, PolicyView, Summary, TraceflowResult, Flows, SessionInfo, NodeRealization,
 } from "./types";
 
 // ---- DOM helpers ----
@@ -48,6 +48,10 @@ class ApiError extends Error {
 }
 
 let csrfToken = "";
+// tokenLogin: the server offers the Kubernetes token login; tokenSession:
+// this session is one (it has no Password page).
+let tokenLogin = false;
+let tokenSession = false;
 
 async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { Accept: "application/json" };
@@ -90,7 +94,7 @@ let refreshTimer: number | undefined;
 function navLinks(current: string) {
   const nav = $("nav");
   nav.hidden = false;
-  nav.replaceChildren(...Object.entries(pages).map(([k, p]) =>
+  nav.replaceChildren(...Object.entries(pages).filter(([k]) => !(tokenSession && k === "password")).map(([k, p]) =>
     h("a", { href: `#/${k}`, "aria-current": k === current ? "page" : undefined }, p.title)));
   $("logout").hidden = false;
 }
@@ -108,11 +112,13 @@ async function route() {
   const key = pages[name] ? name : "summary";
   if (!csrfToken) {
     const s = await api<SessionInfo>("GET", "/api/v1/session");
+    tokenLogin = !!s.tokenLoginEnabled;
     if (!s.loggedIn || !s.csrfToken) {
       showLogin(s.reason === "not logged in" ? "" : s.reason ?? "");
       return;
     }
     csrfToken = s.csrfToken;
+    whoami(s);
   }
   navLinks(key);
   document.title = `${page.title} · Antrea`;
@@ -128,6 +134,21 @@ async function route() {
   } finally {
     body.setAttribute("aria-busy", "false");
   }
+}
+
+// whoami shows who the session acts as.
+function whoami(s: SessionInfo) {
+  tokenSession = !!s.tokenLogin;
+  $("whoami").textContent = s.tokenLogin ? `${s.user} (token)` : (s.user ?? "");
+}
+
+// login posts the admin password or a token, then shows the page asked for.
+async function login(body: { password?: string; token?: string }) {
+  const s = await api<SessionInfo>("POST", "/api/v1/login", body);
+  csrfToken = s.csrfToken ?? "";
+  whoami(s);
+  if (!location.hash || location.hash === "#/") location.hash = "#/summary";
+  else await route();
 }
 
 function showLogin(message = "") {
@@ -152,17 +173,40 @@ function showLogin(message = "") {
     msg.textContent = "";
     msg.className = "";
     try {
-      const s = await api<SessionInfo>("POST", "/api/v1/login", { password: input.value });
-      csrfToken = s.csrfToken ?? "";
-      if (!location.hash || location.hash === "#/") location.hash = "#/summary";
-      else await route();
+      await login({ password: input.value });
     } catch (err) {
       msg.className = "alert";
       msg.textContent = err instanceof Error ? err.message : String(err);
       input.select();
     }
   });
-  $("main").replaceChildren(form);
+  const parts: HTMLElement[] = [form];
+  if (tokenLogin) {
+    const tok = h("input", { id: "token", name: "token", type: "password", autocomplete: "off", spellcheck: "false", required: true }) as HTMLInputElement;
+    const tmsg = h("div", { id: "token-error", role: "alert" });
+    const tform = h("form", { class: "login token", method: "post", "aria-describedby": "token-error" },
+      h("h2", {}, "Or with a Kubernetes token"),
+      h("label", { for: "token" }, "Bearer token"),
+      tok,
+      h("button", { type: "submit" }, "Log in with token"),
+      tmsg,
+      h("p", { class: "hint" }, "The UI then acts with the token's own rights: e.g. kubectl -n NAMESPACE create token SERVICEACCOUNT."),
+    ) as HTMLFormElement;
+    tform.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      tmsg.textContent = "";
+      tmsg.className = "";
+      try {
+        await login({ token: tok.value.trim() });
+      } catch (err) {
+        tmsg.className = "alert";
+        tmsg.textContent = err instanceof Error ? err.message : String(err);
+        tok.select();
+      }
+    });
+    parts.push(tform);
+  }
+  $("main").replaceChildren(...parts);
   input.focus();
 }
 
@@ -220,6 +264,7 @@ function componentRow(c: Component, kind: string): HTMLElement {
     td(c.ovsVersion || "–"),
     td(kind === "agent" ? num(c.podCount) : "–"),
     td(num(c.networkPolicies)),
+    td(c.pendingPolicies === undefined ? "–" : c.pendingPolicies === 0 ? "0" : h("span", { class: "badge warn" }, `${c.pendingPolicies} behind`)),
     td(conditionBadges(c)));
 }
 
@@ -229,10 +274,13 @@ async function renderSummary(root: HTMLElement) {
     const rows: HTMLElement[] = [];
     if (s.controller) rows.push(componentRow(s.controller, "controller"));
     const healthy = s.agents.filter((a) => a.healthy).length;
-    const head = ["Component", "Health", "Heartbeat", "Version", "OVS", "Pods", "Policies", "Conditions"];
+    const head = ["Component", "Health", "Heartbeat", "Version", "OVS", "Pods", "Policies", "Not realized", "Conditions"];
     const parts: Child[] = [
       h("p", { class: "lead" },
         `${healthy} of ${s.agents.length} agents healthy. A component is red when a condition is not True or its last heartbeat is older than ${age(s.staleAfterSeconds)}.`),
+      h("p", { id: "realization" }, s.realizationError ??
+        `Realization: ${s.pendingPolicies} of ${s.policies} computed policies not yet realized in their current version on every Node of their span` +
+        " (per agent: \"Not realized\")."),
       h("h2", {}, "Controller"),
       s.controller ? table(head, rows) : h("div", { class: "alert", role: "alert" }, s.controllerError ?? "no controller report"),
       h("h2", {}, "Agents"),
@@ -337,7 +385,22 @@ function showTraceflow(root: HTMLElement, r: TraceflowResult) {
 // ---- Policies ----
 
 function statsCells(s?: { sessions: number; packets: number; bytes: number }): HTMLElement[] {
-  return [td(num(s?.sessions)), td(num(s?.packets)), td(num(s?.bytes))];
+  return [h("td", { class: "sessions" }, num(s?.sessions)), h("td", { class: "packets" }, num(s?.packets)), h("td", { class: "bytes" }, num(s?.bytes))];
+}
+
+function realizationBadges(nodes?: NodeRealization[]): HTMLElement | null {
+  if (!nodes?.length) return null;
+  return h("p", { class: "nodes" }, "Nodes: ", ...nodes.map((n) =>
+    h("span", { class: n.state === "realized" ? "badge ok" : n.state === "failed" ? "badge bad" : "badge warn",
+      "data-node": n.node, "data-state": n.state, title: n.message || undefined },
+      `${n.state === "realized" ? "✔" : n.state === "failed" ? "✖" : "…"} ${n.node} ${n.state}`)));
+}
+
+function podsLine(pods?: string[]): HTMLElement | null {
+  if (!pods) return null;
+  const shown = pods.slice(0, 12).join(", ");
+  return h("p", { class: "pods", "data-pods": String(pods.length) },
+    `Applies to ${pods.length} ${pods.length === 1 ? "member" : "members"}${pods.length ? ": " + shown : ""}${pods.length > 12 ? ", …" : ""}`);
 }
 
 function policyBlock(p: PolicyView): HTMLElement {
@@ -349,24 +412,32 @@ function policyBlock(p: PolicyView): HTMLElement {
       `applied to ${p.appliedTo || "(per rule)"}`,
       p.realization ? ` · realized on ${p.realization}` : "",
       p.stats ? ` · ${num(p.stats.sessions)} sessions, ${num(p.stats.packets)} packets, ${num(p.stats.bytes)} bytes` : ""),
+    podsLine(p.pods),
+    realizationBadges(p.nodes),
     table(["Direction", "Rule", "Action", "Peers", "Ports", "Sessions", "Packets", "Bytes"], p.rules.map((r) =>
-      h("tr", { class: r.action === "Drop" || r.action === "Reject" ? "drop" : "" },
+      h("tr", { class: r.action === "Drop" || r.action === "Reject" ? "drop" : "", "data-rule": r.name || undefined },
         td(r.direction), td(r.name ?? ""), td(r.action), td(r.peers + (r.appliedTo ? ` → ${r.appliedTo}` : "")), td(r.ports),
         ...statsCells(r.stats)))));
 }
 
 async function renderPolicies(root: HTMLElement) {
-  const p = await api<Policies>("GET", "/api/v1/policies");
-  const parts: Node[] = [h("p", { class: "lead" },
-    "Tiers in evaluation order; in each, policies by priority and rules in order. K8s NetworkPolicies come after the application Tier.")];
-  if (p.statsError) parts.push(h("p", { class: "note" }, p.statsError));
-  for (const t of p.tiers) {
-    parts.push(h("section", { class: "tier", "data-tier": t.name },
-      h("h2", {}, t.layer || t.priority < 0 ? t.name : `${t.name} (priority ${t.priority})`),
-      t.description ? h("p", { class: "hint" }, t.description) : null,
-      ...(t.policies.length ? t.policies.map(policyBlock) : [h("p", { class: "empty" }, "No policies.")])));
-  }
-  root.replaceChildren(...parts);
+  const load = async () => {
+    const p = await api<Policies>("GET", "/api/v1/policies");
+    const parts: Node[] = [h("p", { class: "lead" },
+      "Tiers in evaluation order; in each, policies by priority and rules in order. K8s NetworkPolicies come after the application Tier. Counts refresh every 10 s.")];
+    if (p.statsError) parts.push(h("p", { class: "note" }, p.statsError));
+    if (p.computedError) parts.push(h("p", { class: "note" }, p.computedError));
+    for (const t of p.tiers) {
+      if (t.layer && t.name.startsWith("SIG") && !t.policies.length) continue;
+      parts.push(h("section", { class: "tier", "data-tier": t.name },
+        h("h2", {}, t.layer || t.priority < 0 ? t.name : `${t.name} (priority ${t.priority})`),
+        t.description ? h("p", { class: "hint" }, t.description) : null,
+        ...(t.policies.length ? t.policies.map(policyBlock) : [h("p", { class: "empty" }, "No policies.")])));
+    }
+    root.replaceChildren(...parts);
+  };
+  await load();
+  refreshTimer = window.setInterval(() => { load().catch((e) => status(String(e))); }, 10000);
 }
 
 // ---- Pipeline ----
@@ -387,12 +458,44 @@ async function renderPipeline(root: HTMLElement, node = "") {
 
 // ---- Flows ----
 
+function bytes(n: number): string {
+  if (n >= 1 << 30) return `${(n / (1 << 30)).toFixed(1)} GiB`;
+  if (n >= 1 << 20) return `${(n / (1 << 20)).toFixed(1)} MiB`;
+  if (n >= 1 << 10) return `${(n / (1 << 10)).toFixed(1)} KiB`;
+  return `${n} B`;
+}
+
+function verdictCell(denied: boolean): HTMLElement {
+  return td(denied ? h("span", { class: "badge bad" }, "✖ denied") : h("span", { class: "badge ok" }, "✔ allowed"));
+}
+
 async function renderFlows(root: HTMLElement) {
-  const f = await api<Flows>("GET", "/api/v1/flows");
-  root.replaceChildren(
-    h("p", { class: f.available ? "lead" : "note" }, f.message),
-    h("h2", {}, "How to enable flow visibility"),
-    h("ol", {}, ...f.howTo.map((s) => h("li", {}, s))));
+  const load = async () => {
+    const f = await api<Flows>("GET", "/api/v1/flows");
+    if (!f.available) {
+      window.clearInterval(refreshTimer);
+      fill(root,
+        h("p", { class: "note" }, f.message),
+        h("h2", {}, "How to enable flow visibility"),
+        h("ol", {}, ...(f.howTo ?? []).map((s) => h("li", {}, s))));
+      return;
+    }
+    fill(root,
+      h("p", { class: "lead", id: "flows-summary" }, f.message),
+      f.svg ? h("div", { class: "scroll" }, svgNode(f.svg, "Service map: who talks to whom")) : null,
+      h("h2", {}, "Connections by pair"),
+      table(["Verdict", "From", "To", "Port", "Connections", "Bytes", "Policy rules"], f.edges.map((e) =>
+        h("tr", { class: e.denied ? "drop" : "", "data-from": e.from, "data-to": e.to },
+          verdictCell(e.denied), td(e.from), td(e.to), td(e.port), td(num(e.connections)), td(bytes(e.bytes)), td(e.policies ?? "")))),
+      h("h2", {}, "Newest records"),
+      table(["Verdict", "Source", "Destination", "Protocol", "Service", "Bytes", "Policy rules", "End"], f.recent.map((r) =>
+        h("tr", { class: r.denied ? "drop" : "" },
+          verdictCell(r.denied), td(r.source), td(r.destination), td(r.protocol), td(r.service ?? ""), td(bytes(r.bytes)),
+          td(r.policy ?? ""), td(new Date(r.end).toLocaleTimeString())))),
+      h("p", { class: "hint" }, "From the Flow Aggregator's latest records; refreshes every 5 s."));
+  };
+  await load();
+  refreshTimer = window.setInterval(() => { load().catch((e) => status(String(e))); }, 5000);
 }
 
 // ---- Password ----
@@ -429,6 +532,7 @@ $("logout").addEventListener("click", async () => {
     // logged out anyway
   }
   csrfToken = "";
+  $("whoami").textContent = "";
   showLogin("Logged out.");
 });
 window.addEventListener("hashchange", () => { route().catch((e) => status(String(e))); });

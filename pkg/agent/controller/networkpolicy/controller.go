@@ -62,6 +62,10 @@ type Options struct {
 	// PacketIns, if set, serves the packet-ins of rejecting and logging
 	// rules: rejects answered, audit log lines written.
 	PacketIns *PacketIns
+	// FQDN, if set (with PacketIns), realizes toFQDN rules from the DNS
+	// answers the node's pods receive (fqdn.go). Without it a toFQDN peer
+	// selects no address.
+	FQDN *FQDNOptions
 	// Denied, if set, is given every packet a rule or the isolation of K8s
 	// NetworkPolicies denied whose packet-in says so (the flows report
 	// them with the FlowExporter on: agentof's SetDenyTracking), named with
@@ -77,6 +81,7 @@ type Controller struct {
 	opts     Options
 
 	cache      *ruleCache
+	fqdn       *fqdnState // nil without Options.FQDN
 	reconciler *reconciler
 	status     *statusReporter
 	queue      workqueue.TypedRateLimitingInterface[string]
@@ -99,7 +104,7 @@ type Controller struct {
 
 // NewController makes a controller for this node.
 func NewController(nodeName string, client versioned.Interface, flows PolicyFlows, ifaces Interfaces, opts Options) *Controller {
-	return &Controller{
+	c := &Controller{
 		nodeName:   nodeName,
 		client:     client,
 		ifaces:     ifaces,
@@ -115,6 +120,11 @@ func NewController(nodeName string, client versioned.Interface, flows PolicyFlow
 		watching:   sets.New[string](),
 		recovering: true,
 	}
+	if opts.FQDN != nil && opts.PacketIns != nil {
+		c.fqdn = newFQDNState(*opts.FQDN)
+		c.cache.fqdn = c.fqdn.cache
+	}
+	return c
 }
 
 // Run starts the three watchers, the pod event listener, the reconciler
@@ -132,6 +142,13 @@ func (c *Controller) Run(ctx context.Context) {
 			klog.ErrorS(err, "No audit log: rules with enableLogging are not logged")
 		}
 		p.IO.Handle(agentof.PacketInPolicy, c.policyPacketIn(p, audit))
+		if c.fqdn != nil {
+			p.IO.Handle(agentof.PacketInDNS, c.dnsPacketIn(p.IO))
+			go c.runFQDNExpiry(ctx)
+			if c.fqdn.resolve != nil {
+				go c.runResolver(ctx)
+			}
+		}
 	}
 	for _, w := range c.watchers() {
 		go w.run(ctx)
@@ -273,10 +290,21 @@ func (c *Controller) worker(ctx context.Context) {
 // difference (one bundle, atomic: new rules, changed rules, isolation and
 // removals take effect together).
 func (c *Controller) syncPolicy(ctx context.Context, name string) error {
+	var fqdnVersion uint64
+	if c.fqdn != nil {
+		// Read before the rules: they hold at least what this version does.
+		fqdnVersion = c.fqdn.cache.currentVersion()
+	}
 	want := c.cache.desired(name, c.ifaces)
 	w, err := c.reconciler.sync(ctx, name, want)
 	if err != nil {
 		return err
+	}
+	if c.fqdn != nil {
+		if err := c.syncDNSIntercept(ctx); err != nil {
+			return err
+		}
+		c.fqdn.markRealized(name, fqdnVersion, want.generation == 0)
 	}
 	if w.Messages > 0 {
 		klog.V(2).InfoS("Realized NetworkPolicy", "policy", name, "flowMods", w.Messages, "narrowed", w.Narrowed)

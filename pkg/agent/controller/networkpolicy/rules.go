@@ -249,7 +249,8 @@ func (c *ruleCache) appliedTargetsLocked(names []string, ifaces Interfaces) (app
 }
 
 // peerTargetsLocked are a rule peer's addresses (IPv4 members of its
-// address groups, with their named ports, and its ipBlocks); ok is false
+// address groups, with their named ports, its ipBlocks and the addresses
+// learned for its FQDN patterns); ok is false
 // while one of the groups has not arrived. c.mu is held (read).
 func (c *ruleCache) peerTargetsLocked(peer cpv1beta2.NetworkPolicyPeer) (peers []target, ok bool) {
 	ok = true
@@ -276,6 +277,14 @@ func (c *ruleCache) peerTargetsLocked(peer cpv1beta2.NetworkPolicyPeer) (peers [
 	for _, b := range peer.IPBlocks {
 		for _, pfx := range ipBlockPrefixes(b) {
 			peers = append(peers, target{prefix: pfx})
+		}
+	}
+	if len(peer.FQDNs) > 0 && c.fqdn != nil {
+		// The addresses learned so far for the names the patterns match.
+		for _, a := range c.fqdn.addrs(peer.FQDNs) {
+			if agentof.Realizes(agenttypes.FamilyOf(a)) {
+				peers = append(peers, target{prefix: netip.PrefixFrom(a, a.BitLen())})
+			}
 		}
 	}
 	return peers, ok

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"antrea.io/antrea/pkg/agent/dpcache"
+	"antrea.io/antrea/pkg/agent/flowexporter"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
@@ -35,9 +36,11 @@ type policyNode struct {
 	// narrowed, if set, is called after a narrowing write's datapath purge,
 	// before the policy is reported realized.
 	narrowed func()
-	// flows and ctl are the node's OpenFlow client and policy controller.
+	// flows and ctl are the node's OpenFlow client and policy controller,
+	// store its interface store.
 	flows *agentof.Client
 	ctl   *Controller
+	store interfacestore.InterfaceStore
 }
 
 // newPolicyNode starts a node; each with may change the OpenFlow client
@@ -96,9 +99,14 @@ func newPolicyNode(t *testing.T, with ...func(*agentof.Client, *Options)) *polic
 	for _, w := range with {
 		w(flows, &opts)
 	}
+	if opts.FQDN != nil && opts.FQDN.Flows == nil {
+		opts.FQDN.Flows = flows
+		opts.FQDN.Live = ConntrackLive(&flowexporter.DpctlSource{RunDir: br.Dir(), Datapath: "netdev@ovs-netdev",
+			Zones: []uint16{agentof.CtZone}})
+	}
 	c := NewController("node-1", n.client, flows, store, opts)
 	done := make(chan struct{})
-	n.flows, n.ctl = flows, c
+	n.flows, n.ctl, n.store = flows, c, store
 	go func() { c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	select {

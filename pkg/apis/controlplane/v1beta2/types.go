@@ -178,6 +178,10 @@ type NetworkPolicyPeer struct {
 	// ToServices (egress only) matches traffic to these Services' ClusterIPs
 	// and ports, before AntreaProxy's DNAT.
 	ToServices []ServiceReference `json:"toServices,omitempty"`
+	// FQDNs (egress only) are domain names and "*" patterns, lower case
+	// without a trailing dot: the agent matches them against the DNS
+	// answers its Pods receive and the rule selects the addresses learned.
+	FQDNs []string `json:"fqdns,omitempty"`
 }
 
 // ServiceReference names a Service.

@@ -581,6 +581,11 @@ func (in *NetworkPolicyPeer) DeepCopyInto(out *NetworkPolicyPeer) {
 		*out = make([]ServiceReference, len(*in))
 		copy(*out, *in)
 	}
+	if in.FQDNs != nil {
+		in, out := &in.FQDNs, &out.FQDNs
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

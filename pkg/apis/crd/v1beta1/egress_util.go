@@ -37,6 +37,8 @@ func (b *Bandwidth) Kbits() (rate, burst uint32, err error) {
 // EgressIPSlot is one IP of an Egress and the pool it comes from ("" for an
 // IP the operator placed). IP is the zero Addr while none is given or
 // allocated yet, or when the field does not parse (admission refuses that).
+// Not an API type: no deepcopy.
+// +k8s:deepcopy-gen=false
 type EgressIPSlot struct {
 	Pool string
 	IP   netip.Addr

@@ -297,7 +297,10 @@ type NetworkPolicyPeer struct {
 	// a Group of its Namespace), alone.
 	// +optional
 	Group string `json:"group,omitempty"`
-	// FQDN is upstream's; not supported by this Antrea (refused at admission).
+	// FQDN (egress only, alone) selects the addresses a domain name
+	// resolves to in the DNS answers the applied-to Pods receive: an exact
+	// name ("api.example.com") or a pattern with "*" wildcards
+	// ("*.example.com"), matched case-insensitively, a trailing dot ignored.
 	// +optional
 	FQDN string `json:"fqdn,omitempty"`
 	// ServiceAccount selects the Pods that run as it, alone.

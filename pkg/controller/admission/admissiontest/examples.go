@@ -65,8 +65,6 @@ func UpstreamDocsExamples() ([]Example, error) {
 var Unsupported = map[string]string{
 	"ingress-allow-http-request-to-api-v2": "spec.ingress[0].l7Protocols",
 	"allow-web-access-to-internal-domain":  "spec.egress[1].l7Protocols",
-	"acnp-fqdn-all-foobar":                 "spec.egress[0].to[0].fqdn",
-	"acnp-fqdn-headless-service":           "spec.egress[0].to[0].fqdn",
 }
 
 // RefusedByUpstream are the examples upstream itself refuses (its CRD
