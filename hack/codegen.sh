@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# codegen.sh regenerates every generated file: the CNI gRPC API from its .proto
+# codegen.sh regenerates every generated file: the CNI and flow gRPC APIs from their .proto
 # (hack/codegen-proto.sh) and the Kubernetes API machinery for pkg/apis
 # (hack/codegen-k8s.sh). Tools come from hack/install.sh.
 set -euo pipefail

@@ -3,7 +3,9 @@
 # lab (antrea-lab up --flow-visibility): the CPU time (user + system, from
 # /proc/PID/stat) each antrea-agent uses over SECONDS (default 60) and its RSS
 # (VmRSS), while a Pod on node-1 holds N idle TCP connections to a Pod on
-# node-2 (antrea-testpod hold), for each N of COUNTS (default 0 1000 10000).
+# node-2 (antrea-testpod hold), for each N of COUNTS (default 0 1000 10000);
+# then while it attempts FLOOD_RATE (default 1000; 0: none) connections a
+# second that an ACNP drops (antrea-testpod flood).
 # The agents first get the FlowExporter's default timings (flowPollInterval
 # 5s, activeFlowExportTimeout 5s, idleFlowExportTimeout 15s; the lab's are
 # 1s/2s/5s) and are restarted; TIMINGS=lab keeps the lab's. The figures of
@@ -39,7 +41,7 @@ import json, re, sys
 cm = json.load(sys.stdin)
 conf = cm["data"]["antrea-agent.conf"]
 for k, v in (("flowPollInterval", "5s"), ("activeFlowExportTimeout", "5s"), ("idleFlowExportTimeout", "15s")):
-    conf = re.sub(r"(?m)^(\s*)%s:.*$" % k, r"\g<1>%s: \"%s\"" % (k, v), conf)
+    conf = re.sub(r"(?m)^(\s*)%s:.*$" % k, lambda m: "%s%s: \"%s\"" % (m.group(1), k, v), conf)
 cm["data"]["antrea-agent.conf"] = conf
 json.dump(cm, sys.stdout)' | kubectl apply -f - >/dev/null
   kubectl -n kube-system rollout restart ds/antrea-agent >/dev/null
@@ -56,7 +58,7 @@ metadata: {name: holder, namespace: $ns, labels: {app: flow-bench}}
 spec:
   nodeName: node-2
   containers:
-  - {name: hold, image: $image, imagePullPolicy: IfNotPresent, command: [antrea-testpod, hold, --listen, ":7000"]}
+  - {name: hold, image: $image, imagePullPolicy: IfNotPresent, command: [/antrea-testpod, hold, --listen, ":7000"]}
 YAML
 kubectl -n "$ns" wait --for=condition=Ready pod/holder --timeout=120s >/dev/null
 server=$(kubectl -n "$ns" get pod holder -o jsonpath='{.status.podIP}')
@@ -73,7 +75,7 @@ spec:
   terminationGracePeriodSeconds: 5
   containers:
   - {name: hold, image: $image, imagePullPolicy: IfNotPresent,
-     command: [antrea-testpod, hold, --to, "$server:7000", --connections, "$n", --rate, "1000"]}
+     command: [/antrea-testpod, hold, --to, "$server:7000", --connections, "$n", --rate, "1000"]}
 YAML
     for _ in $(seq 120); do
       kubectl -n "$ns" logs client 2>/dev/null | grep -q "holding $n" && break
@@ -93,4 +95,56 @@ YAML
       'BEGIN {printf "%6d connections: %s antrea-agent: %.2f CPU-s in %ss (%.1f%% of a core), RSS %.0f MiB; conntrack entries %d\n", n, node, (a - b) / t, d, 100 * (a - b) / t / d, rss / 1024, ct}'
   done
 done
+kubectl -n "$ns" delete pod client --ignore-not-found --wait=true >/dev/null
+
+# A flood of denied connections: an ACNP drops TCP 7001 into the holder, a Pod
+# on node-1 attempts FLOOD_RATE connections a second (each from a new source
+# port: a new denied connection) for SECONDS. node-2's agent gets at most the
+# deny meter's 500 packet-ins a second and holds at most 4,096 denied
+# connections; its CPU and the meter's counts say what that costs.
+if [ "${FLOOD_RATE:-1000}" -gt 0 ]; then
+  cat <<YAML | kubectl apply -f - >/dev/null
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: flow-bench-drop}
+spec:
+  priority: 5
+  tier: securityops
+  appliedTo:
+  - podSelector: {matchLabels: {app: flow-bench}}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: $ns}}
+  ingress:
+  - {name: drop-7001, action: Drop, ports: [{protocol: TCP, port: 7001}]}
+YAML
+  for _ in $(seq 60); do
+    [ "$(kubectl get clusternetworkpolicy flow-bench-drop -o jsonpath='{.status.phase}')" = Realized ] && break
+    sleep 1
+  done
+  ovs2=$(kubectl -n kube-system get pod -l app=antrea,component=antrea-agent --field-selector spec.nodeName=node-2 -o name)
+  meter() { kubectl -n kube-system exec "$ovs2" -c antrea-ovs -- ovs-ofctl -O OpenFlow15 meter-stats br-int meter=5 | tr ' ' '\n'; }
+  in0=$(meter | awk -F: '/^packet_in_count/ {print $2}'); drop0=$(meter | awk -F: '/^packet_count/ {print $2; exit}')
+  p2=$(agent_pid node-2); c0=$(cpu "$p2")
+  cat <<YAML | kubectl apply -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata: {name: flooder, namespace: $ns}
+spec:
+  nodeName: node-1
+  restartPolicy: Never
+  containers:
+  - {name: flood, image: $image, imagePullPolicy: IfNotPresent,
+     command: [/antrea-testpod, flood, --to, "$server:7001", --rate, "${FLOOD_RATE:-1000}", --for, "${d}s", --timeout, 1s]}
+YAML
+  for _ in $(seq $((d + 120))); do
+    phase=$(kubectl -n "$ns" get pod flooder -o jsonpath='{.status.phase}' 2>/dev/null)
+    [ "$phase" = Succeeded ] || [ "$phase" = Failed ] && break
+    sleep 1
+  done
+  c1=$(cpu "$p2")
+  in1=$(meter | awk -F: '/^packet_in_count/ {print $2}'); drop1=$(meter | awk -F: '/^packet_count/ {print $2; exit}')
+  echo "denied flood: $(kubectl -n "$ns" logs flooder) at ${FLOOD_RATE:-1000}/s for ${d}s"
+  awk -v a="$c1" -v b="$c0" -v t="$tick" -v d="$d" -v i="$((in1 - in0))" -v x="$((drop1 - drop0))" -v rss="$(rss "$p2")" \
+    'BEGIN {printf "denied flood: node-2 antrea-agent: %.2f CPU-s (%.1f%% of a core), RSS %.0f MiB; deny meter: %d packets in, %d dropped by its band, %d sent to the agent\n", (a - b) / t, 100 * (a - b) / t / d, rss / 1024, i, x, i - x}'
+  kubectl delete clusternetworkpolicy flow-bench-drop >/dev/null
+fi
 kubectl delete namespace "$ns" --wait=false >/dev/null

@@ -150,3 +150,12 @@ func TestEgressDeniedRecordsNeedNoPartner(t *testing.T) {
 		t.Fatalf("the ingress drop was released at once: %+v", got)
 	}
 }
+
+func TestThePolicyFilterMatchesEachIsolatingPolicy(t *testing.T) {
+	f := Flow{IngressPolicy: "ns/a,b", IngressPolicyAction: ipfix.RuleActionDrop, Denied: true}
+	for q, want := range map[string]bool{"a": true, "b": true, "ns/b": true, "ns/a,b": true, "c": false, "other/a": false} {
+		if got := (Filter{Policy: q}).Match(&f); got != want {
+			t.Errorf("policy=%s: %v, want %v", q, got, want)
+		}
+	}
+}

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"antrea.io/antrea/pkg/agent/flowexporter"
 	flowpb "antrea.io/antrea/pkg/apis/flow/v1alpha1"
@@ -147,4 +149,70 @@ func TestAnAgentSendsIPFIXOverTLS(t *testing.T) {
 	if f := got[0]; f.SrcPod != "client" || f.DstPod != "server" || f.SrcLabels["app"] != "client" {
 		t.Errorf("record %+v", f)
 	}
+}
+
+// BenchmarkIngestGRPC is BenchmarkIngestTCP over gRPC with mutual TLS: two
+// agents' streams of inter-node records (batches of 200), timed until every
+// pair is joined.
+func BenchmarkIngestGRPC(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, err := Start(ctx, DefaultConfig(), Listen{GRPC: "127.0.0.1:0", API: "127.0.0.1:0"}, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cancel(); r.Wait() }()
+	tc, err := flowtls.ClientConfig(r.PKI.CACert, r.PKI.ClientCert, r.PKI.Client, flowtls.ServerName("flow-aggregator", ServiceName))
+	if err != nil {
+		b.Fatal(err)
+	}
+	open := func() flowpb.FlowExportService_ExportClient {
+		conn, err := grpc.NewClient("passthrough:///"+r.GRPCAddr.String(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { conn.Close() })
+		s, err := flowpb.NewFlowExportServiceClient(conn).Export(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	s1, s2 := open(), open()
+	record := func(port uint16, src bool) *flowpb.Flow {
+		f := &flowpb.Flow{StartTs: timestamppb.New(t0), EndTs: timestamppb.New(t0.Add(5 * time.Second)), EndReason: 2,
+			Ip:           &flowpb.IP{Version: 4, Source: []byte{10, 10, 0, 2}, Destination: []byte{10, 10, 1, 2}},
+			Transport:    &flowpb.Transport{ProtocolNumber: 6, SourcePort: uint32(port), DestinationPort: 5201},
+			Stats:        &flowpb.Stats{PacketTotalCount: 1, PacketDeltaCount: 1, OctetTotalCount: 100, OctetDeltaCount: 100},
+			ReverseStats: &flowpb.Stats{}, K8S: &flowpb.Kubernetes{}}
+		if src {
+			f.K8S.FlowType, f.K8S.SourcePodName, f.K8S.SourcePodNamespace, f.K8S.SourceNodeName = 3, "a", "ns", "node-1"
+		} else {
+			f.K8S.FlowType, f.K8S.DestinationPodName, f.K8S.DestinationPodNamespace, f.K8S.DestinationNodeName = 4, "b", "ns", "node-2"
+		}
+		return f
+	}
+	const batch = 200
+	b.ResetTimer()
+	sent, port := 0, 0
+	for sent < b.N {
+		src, dst := &flowpb.ExportRequest{}, &flowpb.ExportRequest{}
+		for range batch {
+			port++
+			src.Flows = append(src.Flows, record(uint16(port), true))
+			dst.Flows = append(dst.Flows, record(uint16(port), false))
+		}
+		if err := s1.Send(src); err != nil {
+			b.Fatal(err)
+		}
+		if err := s2.Send(dst); err != nil {
+			b.Fatal(err)
+		}
+		sent += 2 * batch
+	}
+	for testutil.ToFloat64(r.Metrics.Correlated) < float64(sent/2) {
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(sent)/b.Elapsed().Seconds(), "records/s")
 }

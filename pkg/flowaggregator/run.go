@@ -54,7 +54,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 }
 
 // Listen says where a started aggregator listens: IPFIX (TCP and UDP, or
-// TLS), the gRPC collector (empty: none) and the HTTP API.
+// TLS; empty: none), the gRPC collector (empty: none) and the HTTP API.
 type Listen struct{ IPFIX, GRPC, API string }
 
 // Running is a started aggregator: its addresses and parts, for tests.
@@ -174,7 +174,7 @@ func Start(ctx context.Context, cfg Config, l Listen, isPodIP func(netip.Addr) b
 	}
 	var tcpL net.Listener
 	var udpC net.PacketConn
-	if cfg.AggregatorTransportProtocol != "none" {
+	if cfg.AggregatorTransportProtocol != "none" && ipfixAddr != "" {
 		// Both transports listen whatever the key says: an agent's
 		// flowCollectorAddr chooses, and the Service exposes both.
 		var err error

@@ -13,7 +13,8 @@ type Filter struct {
 	// Namespace matches the source or destination Pod's namespace.
 	Namespace string
 	// Policy matches the ingress or egress NetworkPolicy's name (or
-	// "namespace/name").
+	// "namespace/name"), one of the isolating policies of a connection K8s
+	// NetworkPolicy isolation denied.
 	Policy string
 	// Denied keeps only records of denied connections.
 	Denied bool
@@ -42,8 +43,18 @@ func (q Filter) Match(f *Flow) bool {
 			if p == q.Policy {
 				return true
 			}
-			_, name, _ := strings.Cut(p, "/")
-			return name == q.Policy
+			// The isolation of K8s NetworkPolicies names every isolating
+			// policy: "namespace/a,b".
+			ns, names, namespaced := strings.Cut(p, "/")
+			if !namespaced {
+				ns, names = "", p
+			}
+			for _, name := range strings.Split(names, ",") {
+				if name == q.Policy || ns != "" && ns+"/"+name == q.Policy {
+					return true
+				}
+			}
+			return false
 		}
 		if !match(f.IngressPolicy) && !match(f.EgressPolicy) {
 			return false

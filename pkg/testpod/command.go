@@ -34,7 +34,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(serveCommand(ctx), connectCommand(ctx, stdout, &exit), holdCommand(ctx, stdout))
+	root.AddCommand(serveCommand(ctx), connectCommand(ctx, stdout, &exit), holdCommand(ctx, stdout), floodCommand(ctx, stdout))
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(stderr, "antrea-testpod:", err)
 		return ExitCodeError
@@ -93,6 +93,31 @@ func holdCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.To, "to", "", "HOST:PORT to open connections to")
 	cmd.Flags().IntVar(&cfg.Count, "connections", 0, "how many connections to open and hold")
 	cmd.Flags().IntVar(&cfg.Rate, "rate", 500, "connections opened a second at most")
+	return cmd
+}
+
+func floodCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
+	cfg := FloodConfig{Rate: 100, For: 10 * time.Second, Timeout: time.Second}
+	cmd := &cobra.Command{
+		Use:   "flood --to HOST:PORT [--rate 100] [--for 10s] [--timeout 1s]",
+		Short: "Attempt TCP connections to HOST:PORT, --rate a second for --for, each from a new source port; print the counts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.To == "" {
+				return errors.New("flood: --to HOST:PORT is required")
+			}
+			res, err := Flood(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "attempts=%d connected=%d failed=%d\n", res.Attempts, res.Connected, res.Failed)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfg.To, "to", "", "HOST:PORT to attempt connections to")
+	cmd.Flags().IntVar(&cfg.Rate, "rate", cfg.Rate, "attempts a second")
+	cmd.Flags().DurationVar(&cfg.For, "for", cfg.For, "how long to attempt")
+	cmd.Flags().DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "how long an attempt waits")
 	return cmd
 }
 

@@ -105,3 +105,60 @@ func holdClient(ctx context.Context, cfg HoldConfig) error {
 	<-ctx.Done()
 	return nil
 }
+
+// FloodConfig is a stream of TCP connection attempts: Rate a second to To,
+// for For, each from a new source port and given up after Timeout. Against
+// a destination a NetworkPolicy drops, each is a denied connection (the
+// FlowExporter's bounded deny path: docs/flow-export.md).
+type FloodConfig struct {
+	To      string
+	Rate    int
+	For     time.Duration
+	Timeout time.Duration
+}
+
+// FloodResult counts the attempts and how they ended.
+type FloodResult struct{ Attempts, Connected, Failed int }
+
+// Flood runs the attempts and waits for the last to end.
+func Flood(ctx context.Context, cfg FloodConfig) (FloodResult, error) {
+	var res FloodResult
+	if cfg.Rate <= 0 || cfg.For <= 0 {
+		return res, fmt.Errorf("testpod: flood %s: --rate and --for must be positive", cfg.To)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = time.Second
+	}
+	tick := time.NewTicker(time.Second / time.Duration(cfg.Rate))
+	defer tick.Stop()
+	end := time.After(cfg.For)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	d := net.Dialer{Timeout: cfg.Timeout}
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-end:
+			break loop
+		case <-tick.C:
+		}
+		res.Attempts++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := d.DialContext(ctx, "tcp", cfg.To)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				res.Failed++
+				return
+			}
+			res.Connected++
+			c.Close()
+		}()
+	}
+	wg.Wait()
+	return res, nil
+}

@@ -316,3 +316,19 @@ func TestHoldKeepsTheConnectionsOpen(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestFloodAttemptsAtTheRate(t *testing.T) {
+	port := freePort(t, "tcp")
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = Hold(ctx, HoldConfig{Listen: addr}) }()
+	time.Sleep(100 * time.Millisecond)
+	res, err := Flood(ctx, FloodConfig{To: addr, Rate: 200, For: 500 * time.Millisecond, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attempts < 50 || res.Attempts > 110 || res.Connected != res.Attempts {
+		t.Errorf("%+v, want about 100 attempts, all connected", res)
+	}
+}

@@ -74,9 +74,7 @@ func TestBadValuesFailRenderingNamingTheValue(t *testing.T) {
 		{"an unknown TLS version", "tlsMinVersion=VersionTLS9", "tlsMinVersion"},
 		{"a nodePortAddresses entry that is no IPv4 CIDR", "antreaProxy.nodePortAddresses={fd00::/64}", "antreaProxy.nodePortAddresses"},
 		{"skipServices, not implemented", "antreaProxy.skipServices={kube-system/kube-dns}", "antreaProxy.skipServices"},
-		{"a flow export transport not in tcp, udp, tls, grpc",
-			"featureGates.FlowExporter=true,flowExporter.enable=true,flowExporter.flowCollectorAddr=flow-aggregator/flow-aggregator:4739:sctp",
-			"flowExporter.flowCollectorAddr"},
+		{"an unknown flow collector transport", "flowExporter.flowCollectorAddr=10.0.0.1:4739:sctp", "flowCollectorAddr"},
 		{"a flow poll interval that is no duration", "flowExporter.flowPollInterval=5", "flowPollInterval"},
 	}
 	for _, tt := range tests {

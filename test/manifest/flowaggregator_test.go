@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 	"antrea.io/antrea/pkg/flowaggregator"
@@ -46,20 +47,25 @@ func TestFlowAggregatorManifestIsFreshAndMeetsTheAgents(t *testing.T) {
 	if svc.Namespace != def.ServiceNamespace {
 		t.Errorf("Service %s/%s, the agents send to %s/%s", svc.Namespace, svc.Name, def.ServiceNamespace, def.ServiceName)
 	}
-	protos := map[corev1.Protocol]bool{}
+	// The agents' default (gRPC, TCP 14739) and IPFIX (TCP and UDP 4739).
+	protos := map[int32]map[corev1.Protocol]bool{}
 	for _, p := range svc.Spec.Ports {
-		if p.Port == int32(def.Port) {
-			protos[p.Protocol] = true
+		if protos[p.Port] == nil {
+			protos[p.Port] = map[corev1.Protocol]bool{}
 		}
+		protos[p.Port][p.Protocol] = true
 	}
-	// The agents' default transport (grpc, as upstream's) runs over TCP;
-	// only udp needs the port over UDP.
-	wantProto := corev1.ProtocolTCP
-	if def.Transport == "udp" {
-		wantProto = corev1.ProtocolUDP
+	if def.Transport != agentconfig.TransportGRPC || !protos[int32(def.Port)][corev1.ProtocolTCP] {
+		t.Errorf("Service ports %+v: want the agents' default %s (TCP %d)", svc.Spec.Ports, def.Transport, def.Port)
 	}
-	if !protos[wantProto] {
-		t.Errorf("Service ports %+v: want %d over %s (the agents' default transport %s)", svc.Spec.Ports, def.Port, wantProto, def.Transport)
+	if !protos[agentconfig.DefaultCollectorPort][corev1.ProtocolTCP] || !protos[agentconfig.DefaultCollectorPort][corev1.ProtocolUDP] {
+		t.Errorf("Service ports %+v: want IPFIX %d over TCP and UDP", svc.Spec.Ports, agentconfig.DefaultCollectorPort)
+	}
+	// The agents may read the CA and client certificate the aggregator
+	// publishes in its Namespace.
+	rb := one[*rbacv1.RoleBinding](t, objs, "flow-exporter-role-binding")
+	if rb.Namespace != def.ServiceNamespace || len(rb.Subjects) != 1 || rb.Subjects[0].Name != "antrea-agent" || rb.Subjects[0].Namespace != "kube-system" {
+		t.Errorf("RoleBinding %s/%s %+v: want the agents' ServiceAccount kube-system/antrea-agent in %s", rb.Namespace, rb.Name, rb.Subjects, def.ServiceNamespace)
 	}
 	cm := one[*corev1.ConfigMap](t, objs, "flow-aggregator-config")
 	if _, err := flowaggregator.ParseConfig(flowaggregator.ConfigFileName, []byte(cm.Data[flowaggregator.ConfigFileName])); err != nil {

@@ -199,7 +199,18 @@ type BridgeIPFIX struct {
 // Configure points the bridge's IPFIX export at the feed: every packet is
 // sampled at its input to the bridge (not again at a tunnel output), so a
 // packet is counted once per pass through the bridge.
+//
+// The export is cleared first, in a transaction of its own: OVS 3.1 sends
+// its templates at an exporter's first export and then every 10 minutes,
+// and a new target given to an existing exporter (an agent restarted while
+// ovs-vswitchd runs, or ovs-vswitchd restarted with the previous agent's
+// row) keeps that schedule, so the feed would decode nothing for up to 10
+// minutes; a cleared exporter starts afresh and sends them at once (seen on
+// the lab after `kubectl rollout restart ds/antrea-agent`).
 func (b BridgeIPFIX) Configure(ctx context.Context) error {
+	if err := b.Clear(ctx); err != nil {
+		return err
+	}
 	_, err := vsctl(ctx, b.RunDir, "--", "set", "Bridge", b.Bridge, "ipfix=@i", "--", "--id=@i", "create", "IPFIX",
 		fmt.Sprintf("targets=%q", b.Target), "sampling=1",
 		"cache_active_timeout="+strconv.Itoa(max(1, b.CacheActiveTimeout)),

@@ -434,3 +434,64 @@ func BenchmarkDpctlSourceOnOVS1000(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(got)), "conns")
 }
+
+// An agent that restarts while ovs-vswitchd keeps running gives OVS a new
+// target: its feed must decode OVS's records again within seconds (OVS
+// sends its templates to a new exporter at once, but to an existing one
+// only every 10 minutes: Configure clears the export first).
+func TestTheCountsComeBackAfterTheAgentRestarts(t *testing.T) {
+	br, a, b, _ := twoPodNode(t)
+	var ln net.Listener
+	inNetNS(t, b.NS, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", ":5002")
+		return err
+	})
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	// counted waits until feed decoded records of a's connections to b.
+	counted := func(feed *OVSIPFIXFeed, what string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for feed.Records.Load() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the feed decoded no record in 20s", what)
+			}
+			if c, err := a.Dial(t, "tcp4", "10.10.1.3:5002", 5*time.Second); err == nil {
+				_, _ = c.Write([]byte("x"))
+				c.Close()
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	run := func() (*OVSIPFIXFeed, context.CancelFunc) {
+		var feed *OVSIPFIXFeed
+		inNetNS(t, br.NetNS(), func() error {
+			var err error
+			feed, err = ListenOVSIPFIX("127.0.0.1:0", 1000)
+			return err
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); feed.Run(ctx) }()
+		if err := (BridgeIPFIX{RunDir: br.Dir(), Bridge: "br-int", Target: feed.Addr(), CacheActiveTimeout: 1,
+			CacheMaxFlows: 1000}).Configure(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return feed, func() { cancel(); <-done }
+	}
+	first, stop := run()
+	counted(first, "the first agent")
+	stop() // the agent dies without clearing the bridge's export
+	second, stop2 := run()
+	defer stop2()
+	counted(second, "the restarted agent")
+}

@@ -2,6 +2,7 @@ package networkpolicy
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sort"
 	"strings"
@@ -27,13 +28,15 @@ type agentRun struct {
 	stop     func()
 }
 
-func startAgent(t *testing.T, br *bridgetest.Bridge, round uint32, client *fake.Clientset, store interfacestore.InterfaceStore) *agentRun {
+func startAgent(t *testing.T, br *bridgetest.Bridge, round uint32, client *fake.Clientset, store interfacestore.InterfaceStore, deny ...bool) *agentRun {
 	t.Helper()
 	counting := &bridgetest.Counting{Client: br.OF}
 	flows, err := agentof.NewClient(counting, round)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// deny: the FlowExporter runs (its drops send packet-ins).
+	flows.SetDenyTracking(len(deny) > 0 && deny[0])
 	ctx, cancel := context.WithCancel(context.Background())
 	// As the agent starts: pipeline and pods first, then the policy
 	// path, whose writes alone are counted.
@@ -79,9 +82,15 @@ func policyFlows(t *testing.T, br *bridgetest.Bridge) []string {
 
 // A resync that finds nothing changed writes nothing to OVS: neither the
 // same policies synced again, nor a restarted agent with the same state
-// (it adopts the flows its previous run left). Counted at the OpenFlow
-// connection.
+// (it adopts the flows its previous run left), with the FlowExporter's deny
+// tracking or without. Counted at the OpenFlow connection.
 func TestANoOpResyncWritesNoOpenFlowMessage(t *testing.T) {
+	for _, deny := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deny tracking %v", deny), func(t *testing.T) { testNoOpResync(t, deny) })
+	}
+}
+
+func testNoOpResync(t *testing.T, deny bool) {
 	br := bridgetest.New(t)
 	store := interfacestore.NewInterfaceStore()
 	var members []cpv1beta2.GroupMember
@@ -121,7 +130,7 @@ func TestANoOpResyncWritesNoOpenFlowMessage(t *testing.T) {
 		_ = client.Tracker().Add(o)
 	}
 
-	first := startAgent(t, br, 1, client, store)
+	first := startAgent(t, br, 1, client, store, deny)
 	_, msgs := first.counting.Reset()
 	installed := policyFlows(t, br)
 	if msgs == 0 || len(installed) == 0 {
@@ -142,7 +151,7 @@ func TestANoOpResyncWritesNoOpenFlowMessage(t *testing.T) {
 	// The agent restarts with the same state: a new client (next round)
 	// and controller on the same switch.
 	first.stop()
-	second := startAgent(t, br, 2, client, store)
+	second := startAgent(t, br, 2, client, store, deny)
 	time.Sleep(200 * time.Millisecond) // let any late write land
 	if bundles, msgs := second.counting.Reset(); bundles != 0 || msgs != 0 {
 		t.Fatalf("a restarted agent with the same state should write no policy flow, wrote %d bundles with %d messages", bundles, msgs)
