@@ -199,7 +199,7 @@ var unnamedWrites = map[string]string{
 var nonResourceRoles = map[string]string{
 	"ClusterRole antctl":                "the agent API's paths and the controller's non-API paths for antctl users",
 	"ClusterRole antrea-metrics-reader": "/metrics of the agents and the controller for Prometheus",
-	"ClusterRole antrea-agent":          "antctl get bgppolicy|bgppeers|bgproutes inside the agent container asks its own agent's API as the agent",
+	"ClusterRole antrea-agent":          "antctl get bgppolicy|bgppeers|bgproutes|fqdncache inside the agent container asks its own agent's API as the agent",
 }
 
 // secretReaders are the Roles that may read Secrets: each may get only the
