@@ -2,150 +2,13 @@ package openflow
 
 import (
 	"context"
-	"encoding/binary"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
 )
-
-// sniffer counts the IPv4 frames a netns's link receives, by "src>dst"
-// (an AF_PACKET socket opened in that netns), until the test ends.
-type sniffer struct {
-	mu   sync.Mutex
-	seen map[string]int
-}
-
-func sniff(t *testing.T, p *bridgetest.Pod, link string) *sniffer {
-	t.Helper()
-	s := &sniffer{seen: map[string]int{}}
-	var fd int
-	if err := p.Do(t, func() error {
-		var err error
-		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
-		if err != nil {
-			return err
-		}
-		ifc, err := net.InterfaceByName(link)
-		if err != nil {
-			return err
-		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifc.Index})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	tv := unix.NsecToTimeval((100 * time.Millisecond).Nanoseconds())
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	t.Cleanup(func() { close(done); <-stopped; unix.Close(fd) })
-	go func() {
-		defer close(stopped)
-		buf := make([]byte, 65536)
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			n, from, err := unix.Recvfrom(fd, buf, 0)
-			if err != nil {
-				continue
-			}
-			if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-				continue
-			}
-			if n < 34 || binary.BigEndian.Uint16(buf[12:14]) != unix.ETH_P_IP {
-				continue
-			}
-			k := net.IP(buf[26:30]).String() + ">" + net.IP(buf[30:34]).String()
-			s.mu.Lock()
-			s.seen[k]++
-			s.mu.Unlock()
-		}
-	}()
-	return s
-}
-
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
-// count is how many frames src>dst the link received.
-func (s *sniffer) count(src, dst net.IP) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.seen[src.String()+">"+dst.String()]
-}
-
-// forward copies every frame one link of p receives to another (an inline
-// appliance between a redirect's target and return ports) until stop is
-// called; it returns how many it copied.
-func forward(t *testing.T, p *bridgetest.Pod, from, to string) (stop func() int) {
-	t.Helper()
-	var in, out int
-	if err := p.Do(t, func() error {
-		open := func(link string) (int, error) {
-			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
-			if err != nil {
-				return -1, err
-			}
-			ifc, err := net.InterfaceByName(link)
-			if err != nil {
-				return -1, err
-			}
-			return fd, unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifc.Index})
-		}
-		var err error
-		if in, err = open(from); err != nil {
-			return err
-		}
-		out, err = open(to)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	tv := unix.NsecToTimeval((100 * time.Millisecond).Nanoseconds())
-	_ = unix.SetsockoptTimeval(in, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	var mu sync.Mutex
-	copied := 0
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		buf := make([]byte, 65536)
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			n, sa, err := unix.Recvfrom(in, buf, 0)
-			if err != nil {
-				continue
-			}
-			if ll, ok := sa.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-				continue
-			}
-			if _, err := unix.Write(out, buf[:n]); err == nil {
-				mu.Lock()
-				copied++
-				mu.Unlock()
-			}
-		}
-	}()
-	var once sync.Once
-	stop = func() int {
-		once.Do(func() { close(done); <-stopped; unix.Close(in); unix.Close(out) })
-		mu.Lock()
-		defer mu.Unlock()
-		return copied
-	}
-	t.Cleanup(func() { stop() })
-	return stop
-}
 
 // TrafficControl on real OVS: a Mirror of a Pod's egress copies exactly its
 // packets to the target port and its connections still work; a Mirror of
@@ -176,7 +39,7 @@ func TestTrafficControlMirrorsAndRedirectsOnRealOVS(t *testing.T) {
 	web, a, b, mon := pods["web"], pods["a"], pods["b"], pods["mon"]
 	web.ServeWho(t, 8080)
 	addr := net.JoinHostPort(web.IP.String(), "8080")
-	mirror := sniff(t, mon, "eth0")
+	mirror := bridgetest.Sniff(t, mon, "eth0")
 	// As the agent does after each change: the datapath's cached flows,
 	// translated before it, are purged (else packets of a known shape keep
 	// their old path until OVS revalidates them).
@@ -201,11 +64,11 @@ func TestTrafficControlMirrorsAndRedirectsOnRealOVS(t *testing.T) {
 	ask("a's egress mirrored", a)
 	ask("a's egress mirrored", b)
 	time.Sleep(200 * time.Millisecond)
-	if got := mirror.count(a.IP, web.IP); got < 3 {
+	if got := mirror.Count(a.IP, web.IP); got < 3 {
 		t.Errorf("the mirror saw %d of a's packets to web, want its whole exchange (3 or more)", got)
 	}
 	for _, other := range [][2]net.IP{{web.IP, a.IP}, {b.IP, web.IP}, {web.IP, b.IP}} {
-		if got := mirror.count(other[0], other[1]); got != 0 {
+		if got := mirror.Count(other[0], other[1]); got != 0 {
 			t.Errorf("a's egress mirror saw %d packets %s>%s", got, other[0], other[1])
 		}
 	}
@@ -213,15 +76,15 @@ func TestTrafficControlMirrorsAndRedirectsOnRealOVS(t *testing.T) {
 	// Mirror web's ingress instead.
 	set(TrafficControlFlows{Rules: []TrafficControlRule{
 		{Name: "mirror-web", Ports: []uint32{web.OFPort}, Ingress: true, Target: mon.OFPort}}})
-	before := mirror.count(a.IP, web.IP)
+	before := mirror.Count(a.IP, web.IP)
 	ask("web's ingress mirrored", a)
 	ask("web's ingress mirrored", b)
 	time.Sleep(200 * time.Millisecond)
-	if mirror.count(a.IP, web.IP) <= before || mirror.count(b.IP, web.IP) == 0 {
+	if mirror.Count(a.IP, web.IP) <= before || mirror.Count(b.IP, web.IP) == 0 {
 		t.Errorf("web's ingress mirror missed what web received: a>web %d (before %d), b>web %d",
-			mirror.count(a.IP, web.IP), before, mirror.count(b.IP, web.IP))
+			mirror.Count(a.IP, web.IP), before, mirror.Count(b.IP, web.IP))
 	}
-	if got := mirror.count(web.IP, a.IP) + mirror.count(web.IP, b.IP); got != 0 {
+	if got := mirror.Count(web.IP, a.IP) + mirror.Count(web.IP, b.IP); got != 0 {
 		t.Errorf("web's ingress mirror saw %d packets web sent", got)
 	}
 
@@ -243,7 +106,7 @@ func TestTrafficControlMirrorsAndRedirectsOnRealOVS(t *testing.T) {
 	for _, ch := range strings.TrimSpace(out) {
 		ret = ret*10 + uint32(ch-'0')
 	}
-	stop := forward(t, app, "eth0", "ret")
+	stop := bridgetest.Forward(t, app, "eth0", "ret")
 	set(TrafficControlFlows{Rules: []TrafficControlRule{
 		{Name: "redirect-a", Ports: []uint32{a.OFPort}, Egress: true, Redirect: true, Target: app.OFPort}},
 		ReturnPorts: []uint32{ret}})
