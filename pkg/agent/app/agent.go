@@ -72,6 +72,7 @@ func Run(ctx context.Context, o Options) error {
 		{"NetworkPolicy stats", setupPolicyStats},
 		{"Traceflow", setupTraceflow},
 		{"PacketCapture", setupPacketCapture},
+		{"TrafficControl", setupTrafficControl},
 		{"memberlist", setupMemberlist}, // before the features placing external IPs
 		{"Egress", setupEgress},
 		{"ServiceExternalIP", setupServiceExternalIP},

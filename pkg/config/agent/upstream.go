@@ -40,7 +40,7 @@ var spec = strict.Spec{
 		{Name: SupportBundleCollection, Implemented: true},
 		{Name: "TopologyAwareHints", Default: true},
 		{Name: "Traceflow", Default: true},
-		{Name: "TrafficControl"},
+		{Name: TrafficControl, Implemented: true},
 	},
 	Unsupported: []strict.Unsupported{
 		{Key: "clientConnection.acceptContentTypes", Accept: []any{""}},

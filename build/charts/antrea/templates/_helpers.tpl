@@ -20,6 +20,7 @@ ServiceExternalIP: true
 EgressTrafficShaping: false
 NodePortLocal: true
 SupportBundleCollection: false
+TrafficControl: false
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}
