@@ -50,7 +50,7 @@ func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
 	}
 	want := Options{
 		NodeName: "n1", OVSBridge: "br-int", HostGateway: "antrea-gw0", OVSRunDir: "/var/run/openvswitch",
-		DatapathType: "system", TrafficEncapMode: "encap", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
+		DatapathType: "system", TrafficEncapMode: "encap", TrafficEncryptionMode: "none", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
 		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true, ProxyAll: true,
 		ProxyHealthzAddress: netip.MustParseAddrPort("0.0.0.0:10256"),
 		APIPort:             10350, ClusterPort: 10351, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false},
@@ -130,7 +130,7 @@ nodePortLocal:
 				ConfigFile: conf, Kubeconfig: "/etc/antrea/kubeconfig", KubeAPIServerOverride: "https://10.0.0.1:6443",
 				NodeName: "n1", OVSBridge: "br-x", HostGateway: "gw-x", OVSRunDir: "/run/ovs", DatapathType: "netdev",
 				TunnelType: "vxlan", TunnelCsum: true, UplinkName: "eth1", CNISocket: "/run/antrea/cni.sock",
-				TrafficEncapMode: "noEncap", NoSNAT: true,
+				TrafficEncapMode: "noEncap", TrafficEncryptionMode: "none", NoSNAT: true,
 				IPAMDataDir: "/var/lib/antrea/ipam", MTU: 1400, EnableProxy: false,
 				ProxyAll: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")},
 				ProxyHealthzAddress: netip.MustParseAddrPort("127.0.0.1:10257"),

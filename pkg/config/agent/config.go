@@ -118,6 +118,10 @@ type AgentConfig struct {
 	// NoSNAT (noEncap and hybrid, as upstream's) leaves pod traffic to outside
 	// the cluster with the pod's address: the underlay routes the pod CIDRs.
 	NoSNAT bool `json:"noSNAT"`
+	// TrafficEncryptionMode is how inter-node pod traffic is encrypted:
+	// none (default), ipsec or wireGuard (upstream's values). The agent
+	// refuses at start the modes it cannot run (pkg/agent/app, encryption.go).
+	TrafficEncryptionMode string `json:"trafficEncryptionMode"`
 	// TunnelType is geneve (default), vxlan or gre.
 	TunnelType string `json:"tunnelType"`
 	// TunnelCsum asks for outer UDP checksums on the tunnel. Default false.
@@ -280,6 +284,7 @@ func Defaults() *AgentConfig {
 		OVSRunDir:               "/var/run/openvswitch",
 		HostGateway:             "antrea-gw0",
 		TrafficEncapMode:        EncapModeEncap,
+		TrafficEncryptionMode:   EncryptionModeNone,
 		TunnelType:              TunnelGeneve,
 		APIPort:                 10350,
 		ClusterPort:             10351,
@@ -414,6 +419,9 @@ func (c *AgentConfig) validate() []error {
 	default:
 		fail("trafficEncapMode", "%q is not a mode (want encap, noEncap or hybrid; upstream also has networkPolicyOnly)", c.TrafficEncapMode)
 	}
+	if _, ok := encryptionModes[strings.ToLower(c.TrafficEncryptionMode)]; !ok {
+		fail("trafficEncryptionMode", "%q is not a mode (want none, ipsec or wireGuard)", c.TrafficEncryptionMode)
+	}
 	switch c.TunnelType {
 	case TunnelGeneve, TunnelVXLAN, TunnelGRE:
 	case "stt":
@@ -535,4 +543,21 @@ func DNSServerAddr(s string) (string, error) {
 		return "", fmt.Errorf("%q is not an IP address, with or without a port", s)
 	}
 	return netip.AddrPortFrom(a, 53).String(), nil
+}
+
+// Traffic encryption modes, upstream's spellings.
+const (
+	EncryptionModeNone      = "none"
+	EncryptionModeIPsec     = "ipsec"
+	EncryptionModeWireGuard = "wireGuard"
+)
+
+// encryptionModes map the lower-cased modes to their spelling.
+var encryptionModes = map[string]string{"none": EncryptionModeNone, "": EncryptionModeNone,
+	"ipsec": EncryptionModeIPsec, "wireguard": EncryptionModeWireGuard}
+
+// EncryptionMode is TrafficEncryptionMode in its canonical spelling
+// (validated).
+func (c *AgentConfig) EncryptionMode() string {
+	return encryptionModes[strings.ToLower(c.TrafficEncryptionMode)]
 }
