@@ -18,16 +18,8 @@ import (
 // the packets on.
 func TestTrafficControlMirrorsAndRedirectsOnRealOVS(t *testing.T) {
 	br := bridgetest.New(t)
-	c, err := NewClient(br.OF, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := initializedClient(t, br, br.OF)
 	ctx := context.Background()
-	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
-	if err := c.Initialize(ctx, &NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
-		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: br.GatewayMAC, PodCIDR: cidr}); err != nil {
-		t.Fatal(err)
-	}
 	pods := map[string]*bridgetest.Pod{}
 	for i, name := range []string{"web", "a", "b", "mon"} {
 		p := br.AddPod(t, name, strings.Replace(bridgetest.PodCIDR, ".0/24", "", 1)+"."+string(rune('3'+i))+"/24")
