@@ -116,7 +116,7 @@ docs:
 ## reliability: the long reliability suites: 1,000 faulty CNI calls (200 in make test), a real agent killed in the middle of ADDs, datapath cache purge on narrowing policy (pkg/agent/cniserver, pkg/agent/controller/networkpolicy, pkg/agent/dpcache; root, real OVS); on a lab, antrea-controller, kube-apiserver (60 s) and etcd down, a node rebooted, and an upgrade, under NetworkPolicy, and a 10-minute churn soak of pods and policies (test/e2e/datapath TestRestarts, TestChurn and the long cases of TestDatapath); Antrea uninstalled and reinstalled with kubectl, and a lab brought up and down as a user does, leaving nothing (test/e2e TestKubectlDeleteRemovesAntreaAndKubectlApplyBringsItBack, TestUpThenDownLeavesNothing); the Egress holder's agent killed, and three LoadBalancer-IP failovers (TestEgressFromAnOutsideHostsView, TestLoadBalancerIPFromAnOutsideHost).
 reliability: install build
 	ANTREA_RELIABILITY=1 $(GO) test -count=1 -timeout 30m -run 'Fault|Killed|Retried|Thousand|FullPodCIDR|Narrowing|Sync|Changed' ./pkg/agent/cniserver/ ./pkg/agent/controller/networkpolicy/ ./pkg/agent/dpcache/
-	ANTREA_RELIABILITY=1 flock /tmp/antrea-lab.lock $(GO) test -count=1 -p 1 -timeout 60m -run 'TestRestarts|TestDatapath|TestChurn' -v ./test/e2e/datapath/
+	ANTREA_RELIABILITY=1 ANTREA_DATAPATH_ENCAPS=geneve,noEncap flock /tmp/antrea-lab.lock $(GO) test -count=1 -p 1 -timeout 60m -run 'TestRestarts|TestDatapath|TestChurn' -v ./test/e2e/datapath/
 	ANTREA_RELIABILITY=1 ANTREA_LB_FAILOVER_TRIALS=3 flock /tmp/antrea-lab.lock $(GO) test -count=1 -p 1 -timeout 20m -run 'TestKubectlDeleteRemovesAntreaAndKubectlApplyBringsItBack|TestUpThenDownLeavesNothing|TestEgressFromAnOutsideHostsView|TestLoadBalancerIPFromAnOutsideHost' -v ./test/e2e/
 
 bench: install build
