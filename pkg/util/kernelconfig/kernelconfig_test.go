@@ -73,4 +73,3 @@ func TestHasReadsTheConfigThenTheModules(t *testing.T) {
 		t.Errorf("/sys/module/esp4: %+v, %v", a, err)
 	}
 }
-
