@@ -71,6 +71,10 @@ type Options struct {
 	// them with the FlowExporter on: agentof's SetDenyTracking), named with
 	// the rule. It must not block: the packet-in handler calls it.
 	Denied func(flowexporter.DeniedPacket)
+	// NodePolicy, if set, realizes the rules of the policies applied to
+	// this Node itself (nodeSelector appliedTo) in the node's netfilter.
+	// Without it they are left out.
+	NodePolicy NodePolicyWriter
 }
 
 // Controller keeps this node's policy flows equal to the computed policies.
@@ -82,6 +86,7 @@ type Controller struct {
 
 	cache      *ruleCache
 	fqdn       *fqdnState // nil without Options.FQDN
+	node       *nodePolicies // nil without Options.NodePolicy
 	reconciler *reconciler
 	status     *statusReporter
 	queue      workqueue.TypedRateLimitingInterface[string]
@@ -119,6 +124,10 @@ func NewController(nodeName string, client versioned.Interface, flows PolicyFlow
 		listed:     sets.New[string](),
 		watching:   sets.New[string](),
 		recovering: true,
+	}
+	c.cache.nodeName = nodeName
+	if opts.NodePolicy != nil {
+		c.node = &nodePolicies{w: opts.NodePolicy}
 	}
 	if opts.FQDN != nil && opts.PacketIns != nil {
 		c.fqdn = newFQDNState(*opts.FQDN)
@@ -167,6 +176,13 @@ func (c *Controller) Run(ctx context.Context) {
 	c.mu.Unlock()
 	klog.InfoS("NetworkPolicy watchers synced; reconciling", "node", c.nodeName, "policies", n)
 	c.markRealized(ctx, "")
+	if n == 0 && c.node != nil {
+		// No policy to realize: the first write removes the Node rules
+		// an earlier run left.
+		if err := c.node.set(ctx, "", nil, false); err != nil {
+			klog.ErrorS(err, "Failed to clear the Node policy rules of an earlier run")
+		}
+	}
 	go c.worker(ctx)
 	<-ctx.Done()
 }
@@ -305,6 +321,16 @@ func (c *Controller) syncPolicy(ctx context.Context, name string) error {
 			return err
 		}
 		c.fqdn.markRealized(name, fqdnVersion, want.generation == 0)
+	}
+	if c.node != nil {
+		// The Node's rules are written once the policies known at start
+		// are all computed (this one is the last), then on each change.
+		c.mu.Lock()
+		hold := c.initial != nil && !(c.initial.Len() == 1 && c.initial.Has(name))
+		c.mu.Unlock()
+		if err := c.node.set(ctx, name, want.nodeRules, hold); err != nil {
+			return err
+		}
 	}
 	if w.Messages > 0 {
 		klog.V(2).InfoS("Realized NetworkPolicy", "policy", name, "flowMods", w.Messages, "narrowed", w.Narrowed)
