@@ -85,7 +85,7 @@ type Controller struct {
 	opts     Options
 
 	cache      *ruleCache
-	fqdn       *fqdnState // nil without Options.FQDN
+	fqdn       *fqdnState    // nil without Options.FQDN
 	node       *nodePolicies // nil without Options.NodePolicy
 	reconciler *reconciler
 	status     *statusReporter
