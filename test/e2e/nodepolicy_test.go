@@ -1,0 +1,219 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"antrea.io/antrea/pkg/lab"
+	"antrea.io/antrea/test/labtest"
+)
+
+// TestNodeNetworkPolicy applies upstream's first example of
+// docs/antrea-node-network-policy.md (restrict-http-to-node: port 80 of the
+// Node allowed from 10.10.0.0/16, dropped from anywhere else), unchanged but
+// for the Node's hostname, to the lab's first node, whose port 80 a
+// hostNetwork pod serves. The lab's pods are in 10.10.0.0/16: a pod on that
+// node reaches the port from its own address (through the gateway) and
+// stays allowed; a pod on the other node reaches it from that node's
+// address (masqueraded) and is dropped. Then a deny-all Node policy (every
+// packet in and out): the node stays Ready (kubelet renews its Lease),
+// kubectl exec into its pods works, while its own connections to the other
+// node and the other node's pod's to it are dropped. It takes about 40 s
+// (pods, policy realization, a Lease renewal): run with
+// ANTREA_E2E_NODE_POLICY=1 (make conformance does).
+func TestNodeNetworkPolicy(t *testing.T) {
+	if os.Getenv("ANTREA_E2E_NODE_POLICY") != "1" {
+		t.Skip("set ANTREA_E2E_NODE_POLICY=1 (make conformance does): about 40 s")
+	}
+	e := requireReal(t)
+	if len(e.Nodes) < 2 {
+		t.Skip("needs two nodes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	node, other := e.Nodes[0], e.Nodes[1]
+	ns, pods := createPods(t, e, ctx, func(name string) corev1.PodSpec {
+		spec := corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
+			Name: "agnhost", Image: lab.AgnhostImage, ImagePullPolicy: corev1.PullIfNotPresent, Args: []string{"pause"}}}}
+		switch name {
+		case "server":
+			// The Node's own port 80.
+			spec.HostNetwork = true
+			spec.Containers[0].Args = []string{"netexec", "--http-port=80", "--udp-port=-1"}
+		case "remote":
+			spec.NodeName = other
+		}
+		return spec
+	}, "server", "local", "remote")
+	nodeIP, otherIP := pods["server"].Status.HostIP, pods["remote"].Status.HostIP
+
+	// curl runs curl in a pod: "ok" (an HTTP answer), "refused" (exit 7)
+	// or "timeout" (exit 28).
+	curl := func(pod, url string) string {
+		_, stderr, err := e.Kubectl(ctx, "exec", "-n", ns, pod, "--", "curl", "-s", "-k", "-o", "/dev/null", "-m", "2", url)
+		var exitErr *exec.ExitError
+		switch {
+		case err == nil:
+			return "ok"
+		case errors.As(err, &exitErr) && exitErr.ExitCode() == 7:
+			return "refused"
+		case errors.As(err, &exitErr) && exitErr.ExitCode() == 28:
+			return "timeout"
+		}
+		return fmt.Sprintf("error %v: %s", err, stderr)
+	}
+	port80 := "http://" + net.JoinHostPort(nodeIP, "80") + "/hostname"
+	// The node's own connection out: the other node's kubelet answers
+	// (401) when reachable.
+	nodeOut := "https://" + net.JoinHostPort(otherIP, "10250") + "/healthz"
+	expect := func(what string, want map[string]string) {
+		t.Helper()
+		stepCtx, stepCancel := context.WithTimeout(ctx, 60*time.Second)
+		defer stepCancel()
+		start := time.Now()
+		err := labtest.Poll(stepCtx, what, func() error {
+			got := map[string]string{
+				"local pod->node:80":  curl("local", port80),
+				"remote pod->node:80": curl("remote", port80),
+				"node->other kubelet": curl("server", nodeOut),
+			}
+			for k, w := range want {
+				if got[k] != w {
+					return fmt.Errorf("got %v, want %v", got, want)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			out, _ := nodeTable(ctx, node)
+			t.Fatalf("%v\nthe node's table:\n%s", err, out)
+		}
+		t.Logf("%s: as wanted after %v", what, time.Since(start).Round(time.Millisecond))
+	}
+	expect("without policy", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "ok", "node->other kubelet": "ok"})
+
+	apply := func(name, yaml string) {
+		t.Helper()
+		file := filepath.Join(t.TempDir(), name+".yaml")
+		if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _, _ = e.Kubectl(context.Background(), "delete", "acnp", name, "--ignore-not-found") })
+		if stdout, stderr, err := e.Kubectl(ctx, "apply", "-f", file); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s%s", err, stdout, stderr)
+		}
+		labtest.WaitFor(t, ctx, "acnp "+name+" Realized on its node", func() error {
+			stdout, stderr, err := e.Kubectl(ctx, "get", "acnp", name, "-o",
+				"jsonpath={.status.phase} {.status.currentNodesRealized}/{.status.desiredNodesRealized}")
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, stderr)
+			}
+			if stdout != "Realized 1/1" {
+				return fmt.Errorf("status %q, want Realized 1/1 (the one node selected)", stdout)
+			}
+			return nil
+		})
+	}
+	apply("restrict-http-to-node", fmt.Sprintf(`apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata:
+  name: restrict-http-to-node
+spec:
+  priority: 5
+  tier: application
+  appliedTo:
+    - nodeSelector:
+        matchLabels:
+          kubernetes.io/hostname: %s
+  ingress:
+    - name: allow-cidr
+      action: Allow
+      from:
+        - ipBlock:
+            cidr: 10.10.0.0/16
+      ports:
+        - protocol: TCP
+          port: 80
+    - name: drop-other
+      action: Drop
+      ports:
+        - protocol: TCP
+          port: 80
+`, node))
+	expect("restrict-http-to-node", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "timeout", "node->other kubelet": "ok"})
+
+	apply("deny-all-node", fmt.Sprintf(`apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata:
+  name: deny-all-node
+spec:
+  priority: 1
+  tier: securityops
+  appliedTo:
+    - nodeSelector:
+        matchLabels:
+          kubernetes.io/hostname: %s
+  ingress:
+    - name: drop-all-in
+      action: Drop
+  egress:
+    - name: drop-all-out
+      action: Drop
+`, node))
+	realized := time.Now()
+	// kubectl exec reaches the node's kubelet from the API server (always
+	// allowed); the policy denies everything else, the local pod included.
+	expect("deny-all", map[string]string{"local pod->node:80": "timeout", "remote pod->node:80": "timeout", "node->other kubelet": "timeout"})
+
+	// The node stays Ready: kubelet renews its Lease after the deny-all is
+	// in place (every 10 s) and the Ready condition stays true.
+	labtest.WaitFor(t, ctx, "node "+node+" renewing its Lease under the deny-all policy", func() error {
+		l, err := e.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.Spec.RenewTime == nil || !l.Spec.RenewTime.Time.After(realized.Add(time.Second)) {
+			return fmt.Errorf("lease renewed at %v, the policy was realized at %v", l.Spec.RenewTime, realized)
+		}
+		n, err := e.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+				return fmt.Errorf("node %s Ready=%s: %s", node, c.Status, c.Message)
+			}
+		}
+		return nil
+	})
+	if stdout, stderr, err := e.Kubectl(ctx, "exec", "-n", ns, "local", "--", "true"); err != nil {
+		t.Errorf("kubectl exec into a pod of the node under the deny-all policy: %v\n%s%s", err, stdout, stderr)
+	}
+
+	for _, name := range []string{"deny-all-node", "restrict-http-to-node"} {
+		if stdout, stderr, err := e.Kubectl(ctx, "delete", "acnp", name); err != nil {
+			t.Fatalf("kubectl delete acnp: %v\n%s%s", err, stdout, stderr)
+		}
+	}
+	expect("without the policies", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "ok", "node->other kubelet": "ok"})
+	if out, err := nodeTable(ctx, node); err == nil && strings.Contains(out, "drop-all") {
+		t.Errorf("the deleted policies' rules are still in the node's table:\n%s", out)
+	}
+}
+
+// nodeTable lists the node's netfilter table (from its netns).
+func nodeTable(ctx context.Context, node string) (string, error) {
+	out, err := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+lab.NodeNetNS(node), "nft", "list", "table", "inet", "antrea").CombinedOutput()
+	return string(out), err
+}
