@@ -265,3 +265,45 @@ func TestNodePolicyOnARealKernel(t *testing.T) {
 		return nil
 	})
 }
+
+// BenchmarkNodePolicySet writes rules × addresses (set elements) into the
+// table of a fresh netns, the whole list per write: what one policy change
+// costs the agent.
+func BenchmarkNodePolicySet(b *testing.B) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		b.Skip("needs the nft binary")
+	}
+	for _, size := range []struct{ rules, addrs int }{{1, 1}, {10, 100}, {100, 100}} {
+		b.Run(fmt.Sprintf("%d_rules_of_%d_addresses", size.rules, size.addrs), func(b *testing.B) {
+			netns, err := testutils.NewNS()
+			if err != nil {
+				b.Skip("needs root for a network namespace: ", err)
+			}
+			defer func() { _ = netns.Close(); _ = testutils.UnmountNS(netns) }()
+			var rules []NodePolicyRule
+			for i := 0; i < size.rules; i++ {
+				var peers []netip.Prefix
+				for j := 0; j < size.addrs; j++ {
+					peers = append(peers, host(fmt.Sprintf("10.%d.%d.%d", 20+i/50, i%50, j+1)))
+				}
+				rules = append(rules, NodePolicyRule{Name: fmt.Sprintf("p r%d", i), Action: NodePolicyDrop, Peers: peers, Services: tcp(uint16(1000 + i))})
+			}
+			if err := netns.Do(func(ns.NetNS) error {
+				tb, err := New()
+				if err != nil {
+					return err
+				}
+				np := tb.NodePolicy()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := np.Set(context.Background(), NodePolicyAlways{}, rules); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
