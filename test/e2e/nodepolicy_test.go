@@ -50,7 +50,7 @@ func TestNodeNetworkPolicy(t *testing.T) {
 		case "server":
 			// The Node's own port 80.
 			spec.HostNetwork = true
-			spec.Containers[0].Args = []string{"netexec", "--http-port=80", "--udp-port=-1"}
+			spec.Containers[0].Args = []string{"netexec", "--http-port=80"}
 		case "remote":
 			spec.NodeName = other
 		}
