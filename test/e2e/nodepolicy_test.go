@@ -26,10 +26,11 @@ import (
 // hostNetwork pod serves. The lab's pods are in 10.10.0.0/16: a pod on that
 // node reaches the port from its own address (through the gateway) and
 // stays allowed; a pod on the other node reaches it from that node's
-// address (masqueraded) and is dropped. Then a deny-all Node policy (every
+// address (masqueraded) and the lab's outside host from its own: both are
+// dropped. Then a deny-all Node policy (every
 // packet in and out): the node stays Ready (kubelet renews its Lease),
 // kubectl exec into its pods works, while its own connections to the other
-// node and the other node's pod's to it are dropped. It takes about 40 s
+// node and the other node's pod's and the outside host's to it are dropped. It takes about 40 s
 // (pods, policy realization, a Lease renewal): run with
 // ANTREA_E2E_NODE_POLICY=1 (make conformance does).
 func TestNodeNetworkPolicy(t *testing.T) {
@@ -73,6 +74,21 @@ func TestNodeNetworkPolicy(t *testing.T) {
 		}
 		return fmt.Sprintf("error %v: %s", err, stderr)
 	}
+	// fromOutside is curl from the lab's outside host (on the nodes'
+	// network, no node, not the API server).
+	fromOutside := func(url string) string {
+		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", lab.OutsideNetNS, "curl", "-s", "-o", "/dev/null", "-m", "2", url).CombinedOutput()
+		var exitErr *exec.ExitError
+		switch {
+		case err == nil:
+			return "ok"
+		case errors.As(err, &exitErr) && exitErr.ExitCode() == 7:
+			return "refused"
+		case errors.As(err, &exitErr) && exitErr.ExitCode() == 28:
+			return "timeout"
+		}
+		return fmt.Sprintf("error %v: %s", err, out)
+	}
 	port80 := "http://" + net.JoinHostPort(nodeIP, "80") + "/hostname"
 	// The node's own connection out: the other node's kubelet answers
 	// (401) when reachable.
@@ -87,6 +103,7 @@ func TestNodeNetworkPolicy(t *testing.T) {
 				"local pod->node:80":  curl("local", port80),
 				"remote pod->node:80": curl("remote", port80),
 				"node->other kubelet": curl("server", nodeOut),
+				"outside->node:80":    fromOutside(port80),
 			}
 			for k, w := range want {
 				if got[k] != w {
@@ -101,7 +118,7 @@ func TestNodeNetworkPolicy(t *testing.T) {
 		}
 		t.Logf("%s: as wanted after %v", what, time.Since(start).Round(time.Millisecond))
 	}
-	expect("without policy", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "ok", "node->other kubelet": "ok"})
+	expect("without policy", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "ok", "node->other kubelet": "ok", "outside->node:80": "ok"})
 
 	apply := func(name, yaml string) {
 		t.Helper()
@@ -151,7 +168,7 @@ spec:
         - protocol: TCP
           port: 80
 `, node))
-	expect("restrict-http-to-node", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "timeout", "node->other kubelet": "ok"})
+	expect("restrict-http-to-node", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "timeout", "node->other kubelet": "ok", "outside->node:80": "timeout"})
 
 	apply("deny-all-node", fmt.Sprintf(`apiVersion: crd.antrea.io/v1beta1
 kind: ClusterNetworkPolicy
@@ -174,7 +191,7 @@ spec:
 	realized := time.Now()
 	// kubectl exec reaches the node's kubelet from the API server (always
 	// allowed); the policy denies everything else, the local pod included.
-	expect("deny-all", map[string]string{"local pod->node:80": "timeout", "remote pod->node:80": "timeout", "node->other kubelet": "timeout"})
+	expect("deny-all", map[string]string{"local pod->node:80": "timeout", "remote pod->node:80": "timeout", "node->other kubelet": "timeout", "outside->node:80": "timeout"})
 
 	// The node stays Ready: kubelet renews its Lease after the deny-all is
 	// in place (every 10 s) and the Ready condition stays true.
@@ -206,7 +223,7 @@ spec:
 			t.Fatalf("kubectl delete acnp: %v\n%s%s", err, stdout, stderr)
 		}
 	}
-	expect("without the policies", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "ok", "node->other kubelet": "ok"})
+	expect("without the policies", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "ok", "node->other kubelet": "ok", "outside->node:80": "ok"})
 	if out, err := nodeTable(ctx, node); err == nil && strings.Contains(out, "drop-all") {
 		t.Errorf("the deleted policies' rules are still in the node's table:\n%s", out)
 	}
