@@ -16,6 +16,12 @@
 //   - pod events from the CNI server (published once a pod's interface is
 //     recorded, or removed) enqueue the policies applying to that pod.
 //
+// Rules of policies applied to this Node itself (a nodeSelector appliedTo:
+// upstream's NodeNetworkPolicy) are not OVS flows: nodepolicy.go keeps
+// them per policy and writes them, in evaluation order, into the node's
+// netfilter (Options.NodePolicy, pkg/agent/nodenet) after each sync that
+// changed them.
+//
 // Groups arrive as patches (members added/removed), so an agent's work
 // follows what changes on its node, not the cluster size. After a reconnect
 // the watchers list again and only policies whose objects differ are
