@@ -297,7 +297,7 @@ func alwaysRules(a NodePolicyAlways, addSet func(name string, v6 bool, comment s
 		switch {
 		case a.TunnelProtocol == 0:
 		case a.TunnelPort == 0:
-			out = append(out, rule(c.chain, "Antrea: always allowed, the tunnel between nodes", "meta l4proto", a.TunnelProtocol, "accept"))
+			out = append(out, rule(c.chain, "Antrea: always allowed, the tunnel between nodes", "meta l4proto", int(a.TunnelProtocol), "accept"))
 		default:
 			out = append(out, rule(c.chain, "Antrea: always allowed, the tunnel between nodes",
 				"meta l4proto", types.ProtocolName(a.TunnelProtocol), "th dport", a.TunnelPort, "accept"))
@@ -348,10 +348,10 @@ func serviceMatch(s NodePolicyService, v6 bool) []any {
 		}
 		out := []any{"meta l4proto", proto}
 		if s.ICMPType != nil {
-			out = append(out, kw, "type", *s.ICMPType)
+			out = append(out, kw, "type", int(*s.ICMPType))
 		}
 		if s.ICMPCode != nil {
-			out = append(out, kw, "code", *s.ICMPCode)
+			out = append(out, kw, "code", int(*s.ICMPCode))
 		}
 		return out
 	}

@@ -247,6 +247,36 @@ func TestNodePolicyOnARealKernel(t *testing.T) {
 			t.Errorf("deny all: the connection opened before the policy broke: %v", err)
 		}
 
+		// Every match the API has loads into the kernel: ICMP type and
+		// code, IPv6 peers, SCTP and UDP port ranges, source ports,
+		// logging, Reject of UDP; and the ICMP one takes effect.
+		echo, zero := uint8(8), uint8(0)
+		set("every match", NodePolicyAlways{APIServers: []netip.Addr{netip.MustParseAddr("2001:db8::1")}, TunnelProtocol: 47},
+			NodePolicyRule{Name: "p no-ping", Action: NodePolicyDrop, Log: true, Peers: []netip.Prefix{host(peerAddrA), netip.MustParsePrefix("2001:db8::/64")},
+				Services: []NodePolicyService{{Protocol: protocolICMP, ICMPType: &echo, ICMPCode: &zero}}},
+			NodePolicyRule{Name: "p ranges", Action: NodePolicyReject, Peers: []netip.Prefix{anyV4, netip.MustParsePrefix("::/0")},
+				Services: []NodePolicyService{{Protocol: types.ProtocolSCTP, Port: 5000, EndPort: 5010},
+					{Protocol: types.ProtocolUDP, Port: 53, SrcPort: 1000, SrcEndPort: 2000}}},
+			NodePolicyRule{Name: "b v6 only", Baseline: true, Egress: true, Action: NodePolicyDrop, Peers: []netip.Prefix{netip.MustParsePrefix("2001:db8::5/128")}})
+		ping := func(src string) error {
+			return l.peer.Do(func(ns.NetNS) error {
+				out, err := exec.Command("ping", "-c", "1", "-W", "1", "-I", src, nodeAddr).CombinedOutput()
+				if err != nil {
+					return fmt.Errorf("%v: %s", err, out)
+				}
+				return nil
+			})
+		}
+		if _, err := exec.LookPath("ping"); err == nil {
+			if err := ping(peerAddrA); err == nil {
+				t.Errorf("every match: a ping from %s reached the node through the rule dropping ICMP echo from it", peerAddrA)
+			}
+			if err := ping(peerAddrB); err != nil {
+				t.Errorf("every match: a ping from %s, not a peer of the rule, failed: %v", peerAddrB, err)
+			}
+		}
+		l.check("every match", reach{peerAddrA, to8080, ""})
+
 		// Sets follow the rules: the ones no rule uses are gone.
 		set("fewer rules", NodePolicyAlways{}, NodePolicyRule{Name: "p one", Action: NodePolicyDrop, Peers: []netip.Prefix{host(peerAddrB)}, Services: tcp(8080)})
 		out, err := exec.Command("nft", "list", "sets", "inet").CombinedOutput()
