@@ -19,23 +19,24 @@ import (
 	"antrea.io/antrea/test/labtest"
 )
 
-// TestNodeNetworkPolicy applies upstream's first example of
-// docs/antrea-node-network-policy.md (restrict-http-to-node: port 80 of the
-// Node allowed from 10.10.0.0/16, dropped from anywhere else), unchanged but
-// for the Node's hostname, to the lab's first node, whose port 80 a
-// hostNetwork pod serves. The lab's pods are in 10.10.0.0/16: a pod on that
-// node reaches the port from its own address (through the gateway) and
-// stays allowed; a pod on the other node reaches it from that node's
-// address (masqueraded) and the lab's outside host from its own: both are
-// dropped. Then a deny-all Node policy (every
-// packet in and out): the node stays Ready (kubelet renews its Lease),
-// kubectl exec into its pods works, while its own connections to the other
-// node and the other node's pod's and the outside host's to it are dropped. It takes about 40 s
-// (pods, policy realization, a Lease renewal): run with
+// TestNodeNetworkPolicy applies upstream's two examples of
+// docs/antrea-node-network-policy.md, unchanged but for the Nodes'
+// hostnames, to the lab's first node. restrict-http-to-node (port 80 of the
+// Node, which a hostNetwork pod serves, allowed from 10.10.0.0/16, dropped
+// from anywhere else): the lab's pods are in 10.10.0.0/16, so a pod on that
+// node, reaching the port from its own address through the gateway, stays
+// allowed; a pod on the other node (masqueraded to that node's address),
+// the other node itself and the lab's outside host are dropped.
+// egress-drop-node-to-node drops the first node's connections to port 22 of
+// the other node (a hostNetwork pod serves it there), and nothing else.
+// Then a deny-all Node policy (every packet in and out): the node stays
+// Ready (kubelet renews its Lease) and kubectl exec into its pods works,
+// while everything else to and from it is dropped. It takes about a
+// minute (pods, policy realization, a Lease renewal): run with
 // ANTREA_E2E_NODE_POLICY=1 (make conformance does).
 func TestNodeNetworkPolicy(t *testing.T) {
 	if os.Getenv("ANTREA_E2E_NODE_POLICY") != "1" {
-		t.Skip("set ANTREA_E2E_NODE_POLICY=1 (make conformance does): about 40 s")
+		t.Skip("set ANTREA_E2E_NODE_POLICY=1 (make conformance does): about a minute")
 	}
 	e := requireReal(t)
 	if len(e.Nodes) < 2 {
@@ -54,9 +55,14 @@ func TestNodeNetworkPolicy(t *testing.T) {
 			spec.Containers[0].Args = []string{"netexec", "--http-port=80"}
 		case "remote":
 			spec.NodeName = other
+		case "otherhost":
+			// The other Node itself, serving its port 22 (upstream's
+			// second example drops the first Node's connections to it).
+			spec.NodeName, spec.HostNetwork = other, true
+			spec.Containers[0].Args = []string{"netexec", "--http-port=22", "--udp-port=8082"}
 		}
 		return spec
-	}, "server", "local", "remote")
+	}, "server", "local", "remote", "otherhost")
 	nodeIP, otherIP := pods["server"].Status.HostIP, pods["remote"].Status.HostIP
 
 	// curl runs curl in a pod: "ok" (an HTTP answer), "refused" (exit 7)
@@ -93,6 +99,7 @@ func TestNodeNetworkPolicy(t *testing.T) {
 	// The node's own connection out: the other node's kubelet answers
 	// (401) when reachable.
 	nodeOut := "https://" + net.JoinHostPort(otherIP, "10250") + "/healthz"
+	otherSSH := "http://" + net.JoinHostPort(otherIP, "22") + "/hostname"
 	expect := func(what string, want map[string]string) {
 		t.Helper()
 		stepCtx, stepCancel := context.WithTimeout(ctx, 60*time.Second)
@@ -104,6 +111,8 @@ func TestNodeNetworkPolicy(t *testing.T) {
 				"remote pod->node:80": curl("remote", port80),
 				"node->other kubelet": curl("server", nodeOut),
 				"outside->node:80":    fromOutside(port80),
+				"other node->node:80": curl("otherhost", port80),
+				"node->other node:22": curl("server", otherSSH),
 			}
 			for k, w := range want {
 				if got[k] != w {
@@ -118,7 +127,9 @@ func TestNodeNetworkPolicy(t *testing.T) {
 		}
 		t.Logf("%s: as wanted after %v", what, time.Since(start).Round(time.Millisecond))
 	}
-	expect("without policy", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "ok", "node->other kubelet": "ok", "outside->node:80": "ok"})
+	everyone := map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "ok", "node->other kubelet": "ok", "outside->node:80": "ok",
+		"other node->node:80": "ok", "node->other node:22": "ok"}
+	expect("without policy", everyone)
 
 	apply := func(name, yaml string) {
 		t.Helper()
@@ -168,7 +179,39 @@ spec:
         - protocol: TCP
           port: 80
 `, node))
-	expect("restrict-http-to-node", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "timeout", "node->other kubelet": "ok", "outside->node:80": "timeout"})
+	expect("restrict-http-to-node", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "timeout", "node->other kubelet": "ok", "outside->node:80": "timeout",
+		"other node->node:80": "timeout", "node->other node:22": "ok"})
+
+	// Upstream's second example, unchanged but for the hostnames: the
+	// Node's own connections to port 22 of the other Node are dropped,
+	// the rest of its traffic to it is not.
+	apply("egress-drop-node-to-node", fmt.Sprintf(`apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata:
+  name: egress-drop-node-to-node
+spec:
+  priority: 5
+  tier: application
+  appliedTo:
+    - nodeSelector:
+        matchLabels:
+          kubernetes.io/hostname: %s
+  egress:
+    - name: drop-22
+      action: Drop
+      to:
+        - nodeSelector:
+            matchLabels:
+              kubernetes.io/hostname: %s
+        - ipBlock:
+            cidr: 192.168.77.0/24
+        - ipBlock:
+            cidr: 10.10.0.0/24
+      ports:
+        - protocol: TCP
+          port: 22
+`, node, other))
+	expect("egress-drop-node-to-node", map[string]string{"node->other node:22": "timeout", "node->other kubelet": "ok", "local pod->node:80": "ok"})
 
 	apply("deny-all-node", fmt.Sprintf(`apiVersion: crd.antrea.io/v1beta1
 kind: ClusterNetworkPolicy
@@ -191,7 +234,8 @@ spec:
 	realized := time.Now()
 	// kubectl exec reaches the node's kubelet from the API server (always
 	// allowed); the policy denies everything else, the local pod included.
-	expect("deny-all", map[string]string{"local pod->node:80": "timeout", "remote pod->node:80": "timeout", "node->other kubelet": "timeout", "outside->node:80": "timeout"})
+	expect("deny-all", map[string]string{"local pod->node:80": "timeout", "remote pod->node:80": "timeout", "node->other kubelet": "timeout", "outside->node:80": "timeout",
+		"other node->node:80": "timeout", "node->other node:22": "timeout"})
 
 	// The node stays Ready: kubelet renews its Lease after the deny-all is
 	// in place (every 10 s) and the Ready condition stays true.
@@ -218,12 +262,12 @@ spec:
 		t.Errorf("kubectl exec into a pod of the node under the deny-all policy: %v\n%s%s", err, stdout, stderr)
 	}
 
-	for _, name := range []string{"deny-all-node", "restrict-http-to-node"} {
+	for _, name := range []string{"deny-all-node", "restrict-http-to-node", "egress-drop-node-to-node"} {
 		if stdout, stderr, err := e.Kubectl(ctx, "delete", "acnp", name); err != nil {
 			t.Fatalf("kubectl delete acnp: %v\n%s%s", err, stdout, stderr)
 		}
 	}
-	expect("without the policies", map[string]string{"local pod->node:80": "ok", "remote pod->node:80": "ok", "node->other kubelet": "ok", "outside->node:80": "ok"})
+	expect("without the policies", everyone)
 	if out, err := nodeTable(ctx, node); err == nil && strings.Contains(out, "drop-all") {
 		t.Errorf("the deleted policies' rules are still in the node's table:\n%s", out)
 	}
