@@ -76,7 +76,7 @@ const DefaultLBPool = "lab-lb"
 //     DefaultLBPool as the pool of LoadBalancer Services without the
 //     annotation (the pool itself is not created);
 //   - the agents' PacketCapture, NodeLatencyMonitor, NodeNetworkPolicy,
-//     EgressTrafficShaping and BGPPolicy gates on, and SupportBundleCollection in both (upstream: alpha,
+//     EgressTrafficShaping, BGPPolicy and TrafficControl gates on, and SupportBundleCollection in both (upstream: alpha,
 //     off by default), so that they can be tried (BGPPolicy with the lab's
 //     router, router.go).
 //   - NodePortLocal on (nodePortLocal.enable; upstream's default is off),
@@ -98,6 +98,7 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			"nodePortLocal.enable":                 "true",
 			"featureGates.SupportBundleCollection": "true",
 			"featureGates.BGPPolicy":               "true",
+			"featureGates.TrafficControl":          "true",
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,

@@ -57,6 +57,7 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 	})
 	d.restore.released = purger.Changed
 	d.controlplane, d.policies = controlplane, policies
+	d.api.handle(npcontroller.FQDNCachePath, policies.FQDNCacheHandler())
 	d.policyRules.Store(policies)
 	d.api.metrics.Policies = func() agentmetrics.PolicyCounts {
 		c := policies.Counts()

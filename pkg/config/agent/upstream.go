@@ -40,7 +40,7 @@ var spec = strict.Spec{
 		{Name: SupportBundleCollection, Implemented: true},
 		{Name: "TopologyAwareHints", Default: true},
 		{Name: "Traceflow", Default: true},
-		{Name: "TrafficControl"},
+		{Name: TrafficControl, Implemented: true},
 	},
 	Unsupported: []strict.Unsupported{
 		{Key: "clientConnection.acceptContentTypes", Accept: []any{""}},
@@ -52,7 +52,6 @@ var spec = strict.Spec{
 		{Key: "nodeType", Accept: []any{"k8sNode"}, Why: "the agent runs on Kubernetes Nodes only"},
 		{Key: "snatFullyRandomPorts", Accept: []any{false}},
 		{Key: "tunnelPort", Accept: []any{0}, Why: "the tunnel uses its IANA port"},
-		{Key: "trafficEncryptionMode", Accept: []any{"none", ""}, Why: "encryption is not implemented"},
 		{Key: "enableIPSecTunnel", Accept: []any{false}, Why: "encryption is not implemented"},
 		{Key: "wireGuard.port", AnyValue: true},
 		{Key: "ipsec.authenticationMode", AnyValue: true},

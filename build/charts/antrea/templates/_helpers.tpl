@@ -21,6 +21,7 @@ ServiceExternalIP: true
 EgressTrafficShaping: false
 NodePortLocal: true
 SupportBundleCollection: false
+TrafficControl: false
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}
