@@ -47,6 +47,10 @@ const (
 	// NodeLatencyMonitor gates the agent's latency probes of the other Nodes
 	// (pkg/agent/nodelatency; off by default, as upstream).
 	NodeLatencyMonitor = "NodeLatencyMonitor"
+	// NodeNetworkPolicy gates the realization of ClusterNetworkPolicies
+	// applied to Nodes (a nodeSelector appliedTo) in the node's netfilter
+	// (pkg/agent/nodenet, nodepolicy.go; off by default, as upstream).
+	NodeNetworkPolicy = "NodeNetworkPolicy"
 	// BGPPolicy gates the agent's BGP speaker (pkg/agent/bgp; off by default,
 	// as upstream).
 	BGPPolicy = "BGPPolicy"
@@ -277,7 +281,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, BGPPolicy: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true, SupportBundleCollection: false, TrafficControl: false},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, NodeNetworkPolicy: false, BGPPolicy: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true, SupportBundleCollection: false, TrafficControl: false},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,

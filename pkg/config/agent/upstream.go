@@ -31,7 +31,7 @@ var spec = strict.Spec{
 		{Name: "Multicluster"},
 		{Name: NetworkPolicyStats, Default: true, Implemented: true},
 		{Name: NodeLatencyMonitor, Implemented: true},
-		{Name: "NodeNetworkPolicy"},
+		{Name: NodeNetworkPolicy, Implemented: true},
 		{Name: NodePortLocal, Default: true, Implemented: true},
 		{Name: PacketCapture, Implemented: true},
 		{Name: "SecondaryNetwork"},

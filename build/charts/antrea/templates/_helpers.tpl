@@ -14,6 +14,7 @@ AntreaProxy: true
 FlowExporter: false
 PacketCapture: false
 NodeLatencyMonitor: false
+NodeNetworkPolicy: false
 BGPPolicy: false
 Egress: true
 ServiceExternalIP: true
