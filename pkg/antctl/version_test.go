@@ -101,6 +101,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 			{"antrea-agent", "FlowExporter", "Disabled", "-"},
 			{"antrea-agent", "NetworkPolicyStats", "Enabled", "-"},
 			{"antrea-agent", "NodeLatencyMonitor", "Disabled", "-"},
+			{"antrea-agent", "NodeNetworkPolicy", "Disabled", "-"},
 			{"antrea-agent", "NodePortLocal", "Enabled", "-"},
 			{"antrea-agent", "PacketCapture", "Disabled", "-"},
 			{"antrea-agent", "ServiceExternalIP", "Enabled", "-"},
