@@ -67,23 +67,9 @@ func TestNodeNetworkPolicy(t *testing.T) {
 
 	// curl runs curl in a pod: "ok" (an HTTP answer), "refused" (exit 7)
 	// or "timeout" (exit 28).
-	curl := func(pod, url string) string {
-		_, stderr, err := e.Kubectl(ctx, "exec", "-n", ns, pod, "--", "curl", "-s", "-k", "-o", "/dev/null", "-m", "2", url)
-		var exitErr *exec.ExitError
-		switch {
-		case err == nil:
-			return "ok"
-		case errors.As(err, &exitErr) && exitErr.ExitCode() == 7:
-			return "refused"
-		case errors.As(err, &exitErr) && exitErr.ExitCode() == 28:
-			return "timeout"
-		}
-		return fmt.Sprintf("error %v: %s", err, stderr)
-	}
-	// fromOutside is curl from the lab's outside host (on the nodes'
-	// network, no node, not the API server).
-	fromOutside := func(url string) string {
-		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", lab.OutsideNetNS, "curl", "-s", "-o", "/dev/null", "-m", "2", url).CombinedOutput()
+	// curlOutcome names what curl's exit said: ok, refused (7) or
+	// timeout (28).
+	curlOutcome := func(err error, out string) string {
 		var exitErr *exec.ExitError
 		switch {
 		case err == nil:
@@ -94,6 +80,16 @@ func TestNodeNetworkPolicy(t *testing.T) {
 			return "timeout"
 		}
 		return fmt.Sprintf("error %v: %s", err, out)
+	}
+	curl := func(pod, url string) string {
+		_, stderr, err := e.Kubectl(ctx, "exec", "-n", ns, pod, "--", "curl", "-s", "-k", "-o", "/dev/null", "-m", "2", url)
+		return curlOutcome(err, stderr)
+	}
+	// fromOutside is curl from the lab's outside host (on the nodes'
+	// network, no node, not the API server).
+	fromOutside := func(url string) string {
+		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", lab.OutsideNetNS, "curl", "-s", "-o", "/dev/null", "-m", "2", url).CombinedOutput()
+		return curlOutcome(err, string(out))
 	}
 	port80 := "http://" + net.JoinHostPort(nodeIP, "80") + "/hostname"
 	// The node's own connection out: the other node's kubelet answers
