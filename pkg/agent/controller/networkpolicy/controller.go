@@ -29,7 +29,9 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -71,6 +73,19 @@ type Options struct {
 	// them with the FlowExporter on: agentof's SetDenyTracking), named with
 	// the rule. It must not block: the packet-in handler calls it.
 	Denied func(flowexporter.DeniedPacket)
+	// Observe, if set, is called by the watchers with every list they
+	// receive and every watch event (bookmarks aside), before it is applied
+	// to the cache; it must not block. The agent simulator records with it.
+	Observe func(Observation)
+}
+
+// Observation is what a watcher received: a whole list (Listed, possibly
+// empty, after every list) or one watch event.
+type Observation struct {
+	// Kind is the resource: networkpolicies, addressgroups or appliedtogroups.
+	Kind   string
+	Listed []runtime.Object
+	Event  watch.Event
 }
 
 // Controller keeps this node's policy flows equal to the computed policies.
