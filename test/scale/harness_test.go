@@ -113,7 +113,7 @@ func (c *controllerProcess) stop() {
 
 // procStat is a process's CPU seconds (user+system) and RSS, peak RSS.
 type procStat struct {
-	CPUSeconds       float64
+	CPUSeconds      float64
 	RSSMiB, PeakMiB float64
 }
 
@@ -203,4 +203,12 @@ func waitConsistent(ctx context.Context, sim *simulator.Simulator, exp Expectati
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// withRate lifts client-go's default 5 requests/s for the bench's own
+// writes (creating the workload is not what is measured).
+func withRate(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = 2000, 4000
+	return c
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +27,8 @@ import (
 func TestSimulatedAgentsHoldTheirSpan(t *testing.T) {
 	cp := apiservertest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
+	var running sync.WaitGroup
+	t.Cleanup(func() { cancel(); running.Wait() })
 	startControllerInProcess(t, ctx, cp)
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	crd := versioned.NewForConfigOrDie(cp.Config)
@@ -36,7 +38,8 @@ func TestSimulatedAgentsHoldTheirSpan(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubelet := simnodes.NewKubelet(kube)
-	go func() { _ = kubelet.Run(ctx, 2) }()
+	running.Add(1)
+	go func() { defer running.Done(); _ = kubelet.Run(ctx, 2) }()
 
 	// Pods go to sim-node-00000..2 only (placement is random with a seed);
 	// sim-node-00003 gets none.
@@ -66,7 +69,8 @@ func TestSimulatedAgentsHoldTheirSpan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go sim.Run(ctx)
+	running.Add(1)
+	go func() { defer running.Done(); sim.Run(ctx) }()
 	if err := sim.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}

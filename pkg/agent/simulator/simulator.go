@@ -46,7 +46,8 @@ type Record struct {
 	Generation int64
 	// Bytes is the object's JSON size.
 	Bytes int
-	// Added are the pod members (namespace/name) a group patch adds.
+	// Added are the pod members (namespace/name) a group patch adds, or
+	// those of a group the node receives by an ADDED event.
 	Added []string
 }
 
@@ -182,8 +183,16 @@ func record(at time.Time, kind, typ string, obj runtime.Object) Record {
 		r.Name, r.Added = o.Name, podKeys(o.AddedGroupMembers)
 	case *cpv1beta2.AppliedToGroupPatch:
 		r.Name, r.Added = o.Name, podKeys(o.AddedGroupMembers)
-	case interface{ GetName() string }:
-		r.Name = o.GetName()
+	case *cpv1beta2.AddressGroup:
+		r.Name = o.Name
+		if typ == Added {
+			r.Added = podKeys(o.GroupMembers)
+		}
+	case *cpv1beta2.AppliedToGroup:
+		r.Name = o.Name
+		if typ == Added {
+			r.Added = podKeys(o.GroupMembers)
+		}
 	}
 	return r
 }
@@ -216,4 +225,16 @@ func (c *countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.n.Add(int64(n))
 	return n, err
+}
+
+// Since returns the records received at or after t (records are kept in
+// the order they arrived).
+func (a *Agent) Since(t time.Time) []Record {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i := len(a.records)
+	for i > 0 && !a.records[i-1].At.Before(t) {
+		i--
+	}
+	return append([]Record(nil), a.records[i:]...)
 }
