@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +25,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Label marks a simulated Node (value "true").
+// Label marks a simulated Node (value "true"); the same key is its
+// NoSchedule taint, so the scheduler places no pod there: pods reach a
+// simulated Node only bound to it by name (or by a DaemonSet).
 const Label = "antrea.io/simulated-node"
 
 // DefaultCIDR is where the simulated Nodes' /24 pod CIDRs are cut from
@@ -60,7 +63,8 @@ func EnsureNodes(ctx context.Context, client kubernetes.Interface, base netip.Pr
 		name := NodeName(i)
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{Label: "true", corev1.LabelHostname: name}},
-			Spec:       corev1.NodeSpec{PodCIDR: cidr.String(), PodCIDRs: []string{cidr.String()}},
+			Spec: corev1.NodeSpec{PodCIDR: cidr.String(), PodCIDRs: []string{cidr.String()},
+				Taints: []corev1.Taint{{Key: Label, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 		}
 		created, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -70,7 +74,6 @@ func EnsureNodes(ctx context.Context, client kubernetes.Interface, base netip.Pr
 			return fmt.Errorf("node %s: %w", name, err)
 		}
 		now := metav1.Now()
-		// A documentation address (TEST-NET-2) per node: never routed.
 		created.Status = corev1.NodeStatus{
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Simulated",
 				LastHeartbeatTime: now, LastTransitionTime: now}},
@@ -311,6 +314,46 @@ func (k *Kubelet) release(key string) {
 	for _, used := range k.used {
 		if used[ip] == key {
 			delete(used, ip)
+		}
+	}
+}
+
+// Heartbeat renews each simulated Node's Lease (kube-node-lease) every
+// interval, spread over the interval, until ctx ends, so that
+// kube-controller-manager's node lifecycle controller keeps them Ready (and
+// their pods are not evicted). A cluster without that controller (the
+// bench's bare kube-apiserver) needs none.
+func Heartbeat(ctx context.Context, client kubernetes.Interface, n int, interval time.Duration) {
+	leases := client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	secs := int32(interval.Seconds() * 4)
+	renew := func(i int) {
+		name := NodeName(i)
+		now := metav1.NewMicroTime(time.Now())
+		l, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: &name, LeaseDurationSeconds: &secs, RenewTime: &now}}
+			_, err = leases.Create(ctx, l, metav1.CreateOptions{})
+		} else if err == nil {
+			l.Spec.RenewTime, l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &now, &name, &secs
+			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		}
+		if err != nil && ctx.Err() == nil {
+			klog.ErrorS(err, "Could not renew a simulated Node's lease", "node", name)
+		}
+	}
+	if n == 0 {
+		return
+	}
+	step := interval / time.Duration(n)
+	t := time.NewTicker(max(step, time.Millisecond))
+	defer t.Stop()
+	for i := 0; ; i = (i + 1) % n {
+		renew(i)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }
