@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/simulator"
 	"antrea.io/antrea/pkg/apiserver/apiservertest"
@@ -193,13 +196,27 @@ func mismatches(sim *simulator.Simulator, exp Expectation) []string {
 	return out
 }
 
-// waitConsistent waits until every agent holds what it should.
+// waitConsistent waits until every agent holds what it should, logging
+// every 5 s how many agents differ and how long one comparison took.
 func waitConsistent(ctx context.Context, sim *simulator.Simulator, exp Expectation, timeout time.Duration) []string {
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline, logged := start.Add(timeout), start
 	for {
+		t := time.Now()
 		diffs := mismatches(sim, exp)
 		if len(diffs) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
 			return diffs
+		}
+		if time.Since(logged) > 5*time.Second {
+			logged = time.Now()
+			unsynced := 0
+			for _, a := range sim.Agents() {
+				if !a.Synced() {
+					unsynced++
+				}
+			}
+			klog.InfoS("Waiting for the agents to hold their span", "differences", len(diffs), "first", diffs[0],
+				"agentsNotWatching", unsynced, "compareTook", time.Since(t), "waited", time.Since(start))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -211,4 +228,20 @@ func withRate(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = 2000, 4000
 	return c
+}
+
+// waitPodIP waits (at most 30 s) until the simulated kubelet gave a pod
+// its IP.
+func waitPodIP(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && p.Status.PodIP != "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pod %s/%s has no IP after 30 s (last error: %v)", ns, name, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -207,7 +207,7 @@ func TestScale(t *testing.T) {
 				return err
 			}
 			// The pod event is its IP: wait for the simulated kubelet.
-			return simnodes.WaitRunning(ctx, kube, WorkloadLabel+"=true", w.Pods()+i+1, 20*time.Millisecond)
+			return waitPodIP(ctx, kube, pod.Namespace, pod.Name)
 		}, func(rec simulator.Record) bool { return slices.Contains(rec.Added, member) },
 			func(e Expectation) []string {
 				var out []string

@@ -41,7 +41,7 @@ func (s *Simulator) Summarize() Summary {
 		recs := a.Records()
 		st := a.State()
 		as := AgentSummary{Node: a.Node, Messages: len(recs), WireBytes: a.WireBytes(), Policies: len(st.Policies),
-			AddressGroups: st.AddressGroups, AppliedToGroups: st.AppliedToGroups, Synced: a.span.HasSynced() && a.span.Connected() == nil}
+			AddressGroups: st.AddressGroups, AppliedToGroups: st.AppliedToGroups, Synced: a.Synced()}
 		for _, r := range recs {
 			as.Bytes += int64(r.Bytes)
 		}

@@ -121,7 +121,7 @@ func (s *Simulator) WaitSynced(ctx context.Context) error {
 	for {
 		waiting := ""
 		for _, a := range s.agents {
-			if !a.span.HasSynced() || a.span.Connected() != nil {
+			if !a.Synced() {
 				waiting = a.Node
 				break
 			}
@@ -142,6 +142,10 @@ func (s *Simulator) Agents() []*Agent { return s.agents }
 
 // State is the whole state the agent holds now.
 func (a *Agent) State() npcontroller.SpanState { return a.span.State() }
+
+// Synced reports whether the agent has listed every resource once and has
+// its three watches open now.
+func (a *Agent) Synced() bool { return a.span.HasSynced() && a.span.Connected() == nil }
 
 // WireBytes are the bytes read from the agent's connections so far.
 func (a *Agent) WireBytes() int64 { return a.wire.Load() }
