@@ -3,7 +3,9 @@ package scale
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,4 +246,48 @@ func waitPodIP(ctx context.Context, kube kubernetes.Interface, ns, name string) 
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// profile saves a CPU profile of seconds from the pprof endpoint at base
+// (kube-apiserver's, or antrea-controller's own secure port) into
+// dir/name.pprof, with cfg's credentials, in the background; wait for it
+// with the returned function. Nothing is done when dir is "".
+func profile(t testing.TB, cfg *rest.Config, base, dir, name string, seconds int) func() {
+	if dir == "" {
+		return func() {}
+	}
+	c := rest.CopyConfig(cfg)
+	c.Host = base
+	c.Timeout = time.Duration(seconds+30) * time.Second
+	client, err := rest.HTTPClientFor(c)
+	if err != nil {
+		t.Logf("no profile %s: %v", name, err)
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var resp *http.Response
+		for try := 0; try < 20; try++ { // a restarted server listens after a few seconds
+			if resp, err = client.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds)); err == nil {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err != nil {
+			t.Logf("no profile %s: %v", name, err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, name+".pprof"))
+		if err != nil {
+			t.Logf("no profile %s: %v", name, err)
+			return
+		}
+		defer f.Close()
+		if _, err := io.Copy(f, resp.Body); err != nil || resp.StatusCode != 200 {
+			t.Logf("profile %s: status %d, %v", name, resp.StatusCode, err)
+		}
+	}()
+	return func() { <-done }
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"antrea.io/antrea/pkg/agent/simulator"
 	"antrea.io/antrea/pkg/apiserver/apiservertest"
@@ -101,6 +102,16 @@ func TestScale(t *testing.T) {
 	sim, err := simulator.New(agentConfig(cp.Config), names)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// SCALE_PPROF_DIR: CPU profiles of the controller and kube-apiserver
+	// while the agents sync and after the restart.
+	pprofDir := os.Getenv("SCALE_PPROF_DIR")
+	ctrlURL := fmt.Sprintf("https://127.0.0.1:%d", port)
+	adminInsecure := rest.CopyConfig(cp.Config)
+	adminInsecure.TLSClientConfig.Insecure, adminInsecure.TLSClientConfig.CAData, adminInsecure.TLSClientConfig.CAFile = true, nil, ""
+	waitProfiles := []func(){
+		profile(t, adminInsecure, ctrlURL, pprofDir, fmt.Sprintf("controller-sync-%d", nodes), 20),
+		profile(t, cp.Config, cp.Config.Host, pprofDir, fmt.Sprintf("apiserver-sync-%d", nodes), 20),
 	}
 	simStart := time.Now()
 	running.Add(1)
@@ -264,6 +275,13 @@ func TestScale(t *testing.T) {
 	restart := time.Now()
 	ctrl.start(t)
 	time.Sleep(time.Second) // the agents notice the broken watches
+	for _, wait := range waitProfiles {
+		wait()
+	}
+	waitProfiles = []func(){
+		profile(t, adminInsecure, ctrlURL, pprofDir, fmt.Sprintf("controller-restart-%d", nodes), 20),
+		profile(t, cp.Config, cp.Config.Host, pprofDir, fmt.Sprintf("apiserver-restart-%d", nodes), 20),
+	}
 	if err := sim.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -272,6 +290,9 @@ func TestScale(t *testing.T) {
 		t.Errorf("after a controller restart %d differences, first: %s", len(diffs), strings.Join(diffs[:min(5, len(diffs))], "\n"))
 	}
 	res.RestartSyncSeconds = time.Since(restart).Seconds()
+	for _, wait := range waitProfiles {
+		wait()
+	}
 
 	t.Logf("\n%s", Table([]Result{res}))
 	if out := os.Getenv("SCALE_OUT"); out != "" {
