@@ -164,6 +164,9 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 	if err := o.Authorization.ApplyTo(&cfg.Authorization); err != nil {
 		return nil, fmt.Errorf("configuring delegated authorization: %w", err)
 	}
+	if cfg.Authorization.Authorizer != nil {
+		cfg.Authorization.Authorizer = withoutSelectors{cfg.Authorization.Authorizer}
+	}
 
 	generic, err := cfg.Complete().New("antrea-controller", genericapiserver.NewEmptyDelegate())
 	if err != nil {
