@@ -83,10 +83,17 @@ type controllerProcess struct {
 	bin, kubeconfig, certDir, logFile string
 	port                              int
 	cmd                               *exec.Cmd
+	started                           bool
 }
 
 func (c *controllerProcess) start(t testing.TB) {
-	log, err := os.OpenFile(c.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	// The first start of a run empties the log; a restart appends to it.
+	flags := os.O_CREATE | os.O_APPEND | os.O_WRONLY
+	if !c.started {
+		flags |= os.O_TRUNC
+	}
+	c.started = true
+	log, err := os.OpenFile(c.logFile, flags, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
