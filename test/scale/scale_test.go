@@ -290,6 +290,13 @@ func TestScale(t *testing.T) {
 		t.Errorf("after a controller restart %d differences, first: %s", len(diffs), strings.Join(diffs[:min(5, len(diffs))], "\n"))
 	}
 	res.RestartSyncSeconds = time.Since(restart).Seconds()
+	if pprofDir != "" {
+		// kube-apiserver's own counters (API Priority and Fairness: queued,
+		// rejected and executing requests per priority level).
+		if b, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); err == nil {
+			_ = os.WriteFile(filepath.Join(pprofDir, fmt.Sprintf("apiserver-metrics-%d.txt", nodes)), b, 0o644)
+		}
+	}
 	for _, wait := range waitProfiles {
 		wait()
 	}
