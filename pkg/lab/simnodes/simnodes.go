@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
@@ -66,20 +67,28 @@ func EnsureNodes(ctx context.Context, client kubernetes.Interface, base netip.Pr
 			Spec: corev1.NodeSpec{PodCIDR: cidr.String(), PodCIDRs: []string{cidr.String()},
 				Taints: []corev1.Taint{{Key: Label, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 		}
-		created, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		_, err = client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("node %s: %w", name, err)
 		}
-		now := metav1.Now()
-		created.Status = corev1.NodeStatus{
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Simulated",
-				LastHeartbeatTime: now, LastTransitionTime: now}},
-			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}},
-		}
-		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		// kube-controller-manager may change a new Node (taints) before its
+		// status is written: read it again on a conflict.
+		err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			cur, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			now := metav1.Now()
+			cur.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Simulated",
+				LastHeartbeatTime: now, LastTransitionTime: now}}
+			cur.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
+			_, err = client.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("status of node %s: %w", name, err)
 		}
 		return nil
