@@ -245,22 +245,35 @@ func (k *Kubelet) sync(ctx context.Context, key string) error {
 		k.adopt(pod.Spec.NodeName, key, pod.Status.PodIP)
 		return nil
 	}
-	cidr, err := netip.ParsePrefix(nobj.(*corev1.Node).Spec.PodCIDR)
-	if err != nil {
-		return fmt.Errorf("node %s pod CIDR: %w", pod.Spec.NodeName, err)
+	if pod.Spec.HostNetwork && pod.Status.Phase == corev1.PodRunning {
+		return nil
 	}
-	ip, err := k.allocate(pod.Spec.NodeName, cidr, key)
-	if err != nil {
-		return err
+	var podIPs []corev1.PodIP
+	if !pod.Spec.HostNetwork {
+		// A hostNetwork pod (a DaemonSet's, e.g. antrea-agent, which
+		// tolerates the taint) would have the Node's address, and a
+		// simulated Node has none: it runs with no IP.
+		cidr, err := netip.ParsePrefix(nobj.(*corev1.Node).Spec.PodCIDR)
+		if err != nil {
+			return fmt.Errorf("node %s pod CIDR: %w", pod.Spec.NodeName, err)
+		}
+		ip, err := k.allocate(pod.Spec.NodeName, cidr, key)
+		if err != nil {
+			return err
+		}
+		podIPs = []corev1.PodIP{{IP: ip.String()}}
 	}
 	now := metav1.Now()
 	p := pod.DeepCopy()
-	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip.String(), PodIPs: []corev1.PodIP{{IP: ip.String()}},
-		HostIP: "", StartTime: &now, Conditions: []corev1.PodCondition{
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: podIPs,
+		StartTime: &now, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}}
+	if len(podIPs) > 0 {
+		p.Status.PodIP = podIPs[0].IP
+	}
 	for _, c := range p.Spec.Containers {
 		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
 			Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
