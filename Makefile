@@ -67,11 +67,12 @@ lint:
 	$(GO) vet ./...
 	$(OUTPUT)/tools/staticcheck $$($(GO) list ./... | grep -v /pkg/client/)  # pkg/client is generated
 
-## conformance: the agent and controller packages' tests under the race detector, every case of our NetworkPolicy conformance suite, every Service path, the datapath on VXLAN and GRE labs and on a hybrid lab over two subnets, then upstream's e2e NetworkPolicy specs, the other [sig-network] specs and the [Feature:LoadBalancer] specs (conformance-lb).
+## conformance: the agent and controller packages' tests under the race detector, every case of our NetworkPolicy conformance suite, every Service path, Node NetworkPolicy on the lab, the datapath on VXLAN, GRE and noEncap labs and on a hybrid lab over two subnets, then upstream's e2e NetworkPolicy specs, the other [sig-network] specs and the [Feature:LoadBalancer] specs (conformance-lb).
 conformance: install build race
 	ANTREA_CONFORMANCE=all $(GO) test -count=1 -timeout 60m ./test/conformance/...
 	ANTREA_E2E_SERVICE_PATHS=1 $(GO) test -count=1 -timeout 45m -run 'TestEveryServicePathReachesEveryEndpointOverTCPAndUDP' ./test/e2e/
-	ANTREA_DATAPATH_ENCAPS=vxlan,gre $(GO) test -count=1 -timeout 20m -run 'TestDatapath' ./test/e2e/datapath/
+	ANTREA_E2E_NODE_POLICY=1 $(GO) test -count=1 -timeout 15m -run 'TestNodeNetworkPolicy' ./test/e2e/
+	ANTREA_DATAPATH_ENCAPS=vxlan,gre,noEncap $(GO) test -count=1 -timeout 20m -run 'TestDatapath' ./test/e2e/datapath/
 	ANTREA_DATAPATH_HYBRID=1 $(GO) test -count=1 -timeout 20m -run 'TestHybrid' -v ./test/e2e/datapath/
 	./hack/e2e-upstream.sh
 	$(MAKE) conformance-sig-network
@@ -116,7 +117,7 @@ docs:
 ## reliability: the long reliability suites: 1,000 faulty CNI calls (200 in make test), a real agent killed in the middle of ADDs, datapath cache purge on narrowing policy (pkg/agent/cniserver, pkg/agent/controller/networkpolicy, pkg/agent/dpcache; root, real OVS); on a lab, antrea-controller, kube-apiserver (60 s) and etcd down, a node rebooted, and an upgrade, under NetworkPolicy, and a 10-minute churn soak of pods and policies (test/e2e/datapath TestRestarts, TestChurn and the long cases of TestDatapath); Antrea uninstalled and reinstalled with kubectl, and a lab brought up and down as a user does, leaving nothing (test/e2e TestKubectlDeleteRemovesAntreaAndKubectlApplyBringsItBack, TestUpThenDownLeavesNothing); the Egress holder's agent killed, and three LoadBalancer-IP failovers (TestEgressFromAnOutsideHostsView, TestLoadBalancerIPFromAnOutsideHost).
 reliability: install build
 	ANTREA_RELIABILITY=1 $(GO) test -count=1 -timeout 30m -run 'Fault|Killed|Retried|Thousand|FullPodCIDR|Narrowing|Sync|Changed' ./pkg/agent/cniserver/ ./pkg/agent/controller/networkpolicy/ ./pkg/agent/dpcache/
-	ANTREA_RELIABILITY=1 flock /tmp/antrea-lab.lock $(GO) test -count=1 -p 1 -timeout 60m -run 'TestRestarts|TestDatapath|TestChurn' -v ./test/e2e/datapath/
+	ANTREA_RELIABILITY=1 ANTREA_DATAPATH_ENCAPS=geneve,noEncap flock /tmp/antrea-lab.lock $(GO) test -count=1 -p 1 -timeout 60m -run 'TestRestarts|TestDatapath|TestChurn' -v ./test/e2e/datapath/
 	ANTREA_RELIABILITY=1 ANTREA_LB_FAILOVER_TRIALS=3 flock /tmp/antrea-lab.lock $(GO) test -count=1 -p 1 -timeout 20m -run 'TestKubectlDeleteRemovesAntreaAndKubectlApplyBringsItBack|TestUpThenDownLeavesNothing|TestEgressFromAnOutsideHostsView|TestLoadBalancerIPFromAnOutsideHost' -v ./test/e2e/
 
 bench: install build

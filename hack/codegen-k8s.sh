@@ -28,7 +28,7 @@ rm -rf pkg/client/clientset pkg/client/listers pkg/client/informers
 
 echo "[codegen-k8s] deepcopy"
 "$TOOLS/deepcopy-gen" --go-header-file "$HEADER" --output-file zz_generated.deepcopy.go \
-  ./pkg/apis/controlplane ./pkg/apis/controlplane/v1beta2 ./pkg/apis/crd/v1alpha1 ./pkg/apis/crd/v1beta1 ./pkg/apis/stats/v1alpha1
+  ./pkg/apis/controlplane ./pkg/apis/controlplane/v1beta2 ./pkg/apis/crd/v1alpha1 ./pkg/apis/crd/v1alpha2 ./pkg/apis/crd/v1beta1 ./pkg/apis/stats/v1alpha1
 
 echo "[codegen-k8s] conversion"
 "$TOOLS/conversion-gen" --go-header-file "$HEADER" --output-file zz_generated.conversion.go \
@@ -37,20 +37,20 @@ echo "[codegen-k8s] conversion"
 echo "[codegen-k8s] clientset"
 "$TOOLS/client-gen" --go-header-file "$HEADER" \
   --clientset-name versioned \
-  --input-base "$MODULE/pkg/apis" --input controlplane/v1beta2 --input crd/v1alpha1 --input crd/v1beta1 --input stats/v1alpha1 \
+  --input-base "$MODULE/pkg/apis" --input controlplane/v1beta2 --input crd/v1alpha1 --input crd/v1alpha2 --input crd/v1beta1 --input stats/v1alpha1 \
   --output-dir pkg/client/clientset --output-pkg "$MODULE/pkg/client/clientset"
 
 echo "[codegen-k8s] listers"
 "$TOOLS/lister-gen" --go-header-file "$HEADER" \
   --output-dir pkg/client/listers --output-pkg "$MODULE/pkg/client/listers" \
-  "$MODULE/pkg/apis/controlplane/v1beta2" "$MODULE/pkg/apis/crd/v1alpha1" "$MODULE/pkg/apis/crd/v1beta1"
+  "$MODULE/pkg/apis/controlplane/v1beta2" "$MODULE/pkg/apis/crd/v1alpha1" "$MODULE/pkg/apis/crd/v1alpha2" "$MODULE/pkg/apis/crd/v1beta1"
 
 echo "[codegen-k8s] informers"
 "$TOOLS/informer-gen" --go-header-file "$HEADER" \
   --versioned-clientset-package "$MODULE/pkg/client/clientset/versioned" \
   --listers-package "$MODULE/pkg/client/listers" \
   --output-dir pkg/client/informers --output-pkg "$MODULE/pkg/client/informers" \
-  "$MODULE/pkg/apis/controlplane/v1beta2" "$MODULE/pkg/apis/crd/v1alpha1" "$MODULE/pkg/apis/crd/v1beta1"
+  "$MODULE/pkg/apis/controlplane/v1beta2" "$MODULE/pkg/apis/crd/v1alpha1" "$MODULE/pkg/apis/crd/v1alpha2" "$MODULE/pkg/apis/crd/v1beta1"
 
 # OpenAPI definitions: k8s.io/apiserver needs them to install a group (server-
 # side apply type models), and kubectl explain reads them. The model names
@@ -83,5 +83,5 @@ if [ ! -x "$TOOLS/controller-gen" ] || ! "$TOOLS/controller-gen" --version | gre
   (cd / && GOBIN=$TOOLS go install "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION")
 fi
 rm -f build/charts/antrea/crds/crd.antrea.io_*.yaml
-"$TOOLS/controller-gen" crd:allowDangerousTypes=true paths=./pkg/apis/crd/v1alpha1 paths=./pkg/apis/crd/v1beta1 \
+"$TOOLS/controller-gen" crd:allowDangerousTypes=true paths=./pkg/apis/crd/v1alpha1 paths=./pkg/apis/crd/v1alpha2 paths=./pkg/apis/crd/v1beta1 \
   output:crd:dir=build/charts/antrea/crds

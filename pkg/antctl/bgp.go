@@ -19,12 +19,18 @@ import (
 // bgpClient is the agent API of the node of --node, or in local mode of
 // this node.
 func (g *getOptions) bgpClient(cmd *cobra.Command) (*agentClient, error) {
+	return g.nodeAgentAPI(cmd, "a Node's BGP speaker")
+}
+
+// nodeAgentAPI is the agent API of the node of --node, or in local mode of
+// this node, for a command that reads what (in its error).
+func (g *getOptions) nodeAgentAPI(cmd *cobra.Command, what string) (*agentClient, error) {
 	node, _ := cmd.Flags().GetString(nodeFlag)
 	if node == "" && g.local() {
 		node = g.env.NodeName
 	}
 	if node == "" {
-		return nil, fmt.Errorf("%s reads a Node's BGP speaker: give --node NODE", strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "))
+		return nil, fmt.Errorf("%s reads %s: give --node NODE", strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), what)
 	}
 	ac, err := g.agentClientFor(cmd.Context(), node)
 	if err != nil {

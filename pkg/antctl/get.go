@@ -34,6 +34,8 @@ From a node's OVS (local mode; from a laptop through the node's agent API, --nod
   podinterface, ovsflows
 From a node's BGP speaker (its agent API; --node NODE, local mode: this node):
   bgppolicy, bgppeers, bgproutes                BGPPolicy (docs/bgp-policy.md)
+From a node's agent (its agent API; --node NODE, local mode: this node):
+  fqdncache                                     the addresses learned for toFQDN rules' names
 From the Flow Aggregator (a port-forward to its Pod):
   flows                                         the latest flow records, both Nodes' joined (docs/flow-export.md)`,
 		Args: cobra.ArbitraryArgs,
@@ -67,6 +69,7 @@ From the Flow Aggregator (a port-forward to its Pod):
 		newGetBGPPolicyCommand(g),
 		newGetBGPPeersCommand(g),
 		newGetBGPRoutesCommand(g),
+		newGetFQDNCacheCommand(g),
 		newGetFlowsCommand(g),
 	)
 	cmd.AddCommand(newGetStatsCommands(g)...)

@@ -102,7 +102,7 @@ var upstreamAntctl = []upstreamCommand{
 		{name: "ipv4-only"}, {name: "ipv6-only"}, {name: "output", short: "o"}}},
 	{path: "get bgproutes", source: "pkg/antctl/antctl.go (\"bgproutes\")", aliases: []string{"bgproute"}, flags: []upstreamFlag{
 		{name: "ipv4-only"}, {name: "ipv6-only"}, {name: "type", short: "T"}, {name: "output", short: "o"}}},
-	{path: "get fqdncache", source: "pkg/antctl/antctl.go", missing: "toFQDN rules are realized, but the agent API does not serve its cache yet (networkpolicy.Controller.FQDNCache holds it; issue 27 item 5)"},
+	{path: "get fqdncache", source: "pkg/antctl/antctl.go (\"fqdncache\")", flags: []upstreamFlag{{name: "domain", short: "d"}, {name: "output", short: "o"}}},
 	{path: "packetcapture", source: "pkg/antctl/raw/packetcapture/command.go", aliases: []string{"pc", "packetcaptures"}, flags: []upstreamFlag{
 		{name: "source", short: "S"}, {name: "destination", short: "D"}, {name: "flow", short: "f"},
 		{name: "number", short: "n", shortTaken: "-n is the global --namespace here (kubectl's)"},

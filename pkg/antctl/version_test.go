@@ -105,6 +105,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 			{"antrea-agent", "PacketCapture", "Disabled", "-"},
 			{"antrea-agent", "ServiceExternalIP", "Enabled", "-"},
 			{"antrea-agent", "SupportBundleCollection", "Disabled", "-"},
+			{"antrea-agent", "TrafficControl", "Disabled", "-"},
 			{"antrea-agent", "Traceflow", "Not implemented", "set to true; not implemented by this Antrea"},
 			{"antrea-controller", "Egress", "Enabled", "-"},
 			{"antrea-controller", "ServiceExternalIP", "Disabled", "-"},

@@ -75,8 +75,8 @@ const DefaultLBPool = "lab-lb"
 //   - the controller's ServiceExternalIP gate on (LoadBalancer IPs), with
 //     DefaultLBPool as the pool of LoadBalancer Services without the
 //     annotation (the pool itself is not created);
-//   - the agents' PacketCapture, NodeLatencyMonitor, EgressTrafficShaping and
-//     BGPPolicy gates on, and SupportBundleCollection in both (upstream: alpha,
+//   - the agents' PacketCapture, NodeLatencyMonitor, NodeNetworkPolicy,
+//     EgressTrafficShaping, BGPPolicy and TrafficControl gates on, and SupportBundleCollection in both (upstream: alpha,
 //     off by default), so that they can be tried (BGPPolicy with the lab's
 //     router, router.go).
 //   - NodePortLocal on (nodePortLocal.enable; upstream's default is off),
@@ -93,10 +93,12 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			"statsCollectionInterval":              "5s",
 			"featureGates.PacketCapture":           "true",
 			"featureGates.NodeLatencyMonitor":      "true",
+			"featureGates.NodeNetworkPolicy":       "true",
 			"featureGates.EgressTrafficShaping":    "true",
 			"nodePortLocal.enable":                 "true",
 			"featureGates.SupportBundleCollection": "true",
 			"featureGates.BGPPolicy":               "true",
+			"featureGates.TrafficControl":          "true",
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,

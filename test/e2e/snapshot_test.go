@@ -50,7 +50,10 @@ func takeSnapshot(labDir string) snapshot {
 			continue
 		}
 		cmdline := strings.Join(argv, " ")
-		if inCgroup[pid] || strings.Contains(cmdline, labDir) || strings.Contains(cmdline, "antrea-lab ") {
+		// The lab's processes: in its cgroups, started from its directory,
+		// or antrea-lab itself (not every command naming the package
+		// antrea.io/antrea/cmd/antrea-lab, as go test and linters do).
+		if inCgroup[pid] || strings.Contains(cmdline, labDir) || filepath.Base(argv[0]) == "antrea-lab" {
 			s.processes = append(s.processes, fmt.Sprintf("%d(%c) %s", pid, labtest.ProcState(pid), cmdline))
 		}
 	}

@@ -72,6 +72,7 @@ func TestManifestHasEveryObjectOfAnInstall(t *testing.T) {
 		"CustomResourceDefinition supportbundlecollections.crd.antrea.io",
 		"CustomResourceDefinition tiers.crd.antrea.io",
 		"CustomResourceDefinition traceflows.crd.antrea.io",
+		"CustomResourceDefinition trafficcontrols.crd.antrea.io",
 		"DaemonSet antrea-agent",
 		"Deployment antrea-controller",
 		"MutatingWebhookConfiguration crdmutator.antrea.io",
@@ -199,7 +200,7 @@ var unnamedWrites = map[string]string{
 var nonResourceRoles = map[string]string{
 	"ClusterRole antctl":                "the agent API's paths and the controller's non-API paths for antctl users",
 	"ClusterRole antrea-metrics-reader": "/metrics of the agents and the controller for Prometheus",
-	"ClusterRole antrea-agent":          "antctl get bgppolicy|bgppeers|bgproutes inside the agent container asks its own agent's API as the agent",
+	"ClusterRole antrea-agent":          "antctl get bgppolicy|bgppeers|bgproutes|fqdncache inside the agent container asks its own agent's API as the agent",
 }
 
 // secretReaders are the Roles that may read Secrets: each may get only the
@@ -484,7 +485,7 @@ func TestConfFilesAreWhatTheComponentsRead(t *testing.T) {
 	objs := decode(t, render(t, "tunnelType=vxlan", "ovs.datapathType=netdev", "featureGates.AntreaProxy=false", "defaultMTU=1400"))
 	agent := confOf(t, objs, "antrea-agent.conf")
 	for key, want := range map[string]any{"tunnelType": "vxlan", "ovsDatapathType": "netdev", "defaultMTU": 1400.0,
-		"featureGates": map[string]any{"AntreaProxy": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false}} {
+		"featureGates": map[string]any{"AntreaProxy": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "NodeNetworkPolicy": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false}} {
 		if got, _ := json.Marshal(agent[key]); string(got) != mustJSON(t, want) {
 			t.Errorf("antrea-agent.conf: %s is %s, want %s", key, got, mustJSON(t, want))
 		}

@@ -39,6 +39,7 @@ import (
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
+	"antrea.io/antrea/pkg/util/kernelconfig"
 )
 
 // Run runs the agent until ctx ends. The parts start in this order, each
@@ -47,6 +48,9 @@ import (
 // deps.
 func Run(ctx context.Context, o Options) error {
 	if err := o.validate(); err != nil {
+		return err
+	}
+	if err := checkEncryption(o.TrafficEncryptionMode, kernelconfig.Host()); err != nil {
 		return err
 	}
 	return runParts(ctx, &deps{o: o}, []part{
@@ -72,6 +76,7 @@ func Run(ctx context.Context, o Options) error {
 		{"NetworkPolicy stats", setupPolicyStats},
 		{"Traceflow", setupTraceflow},
 		{"PacketCapture", setupPacketCapture},
+		{"TrafficControl", setupTrafficControl},
 		{"memberlist", setupMemberlist}, // before the features placing external IPs
 		{"Egress", setupEgress},
 		{"ServiceExternalIP", setupServiceExternalIP},

@@ -34,6 +34,10 @@ type Options struct {
 	// the underlay) or hybrid (routed inside the transport subnet, through
 	// the tunnel outside it), canonically spelled (agentconfig.EncapMode*).
 	TrafficEncapMode string
+	// TrafficEncryptionMode is trafficEncryptionMode, canonically spelled
+	// (agentconfig.EncryptionMode*): Run refuses what it cannot run
+	// (encryption.go).
+	TrafficEncryptionMode string
 	// NoSNAT (noEncap and hybrid) keeps pod traffic to outside the cluster
 	// unmasqueraded.
 	NoSNAT     bool
@@ -156,6 +160,7 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 	set("ovs-datapath", func() { o.DatapathType = c.OVSDatapathType })
 	set("tunnel-type", func() { o.TunnelType = c.TunnelType })
 	set("traffic-encap-mode", func() { o.TrafficEncapMode = c.EncapMode() })
+	set("", func() { o.TrafficEncryptionMode = c.EncryptionMode() })
 	set("", func() { o.NoSNAT = c.NoSNAT })
 	set("", func() { o.TunnelCsum = c.TunnelCsum })
 	set("uplink", func() { o.UplinkName = c.TransportInterface })

@@ -52,10 +52,12 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 		// An expired address a live connection still goes to is kept.
 		FQDN: &npcontroller.FQDNOptions{MinTTL: d.o.FQDNCacheMinTTL, Flows: d.flows, DNSServer: clusterDNS(ctx, d),
 			Live: npcontroller.ConntrackLive(&flowexporter.DpctlSource{RunDir: d.o.OVSRunDir, Zones: []uint16{agentof.CtZone}})},
-		Denied: denied,
+		Denied:     denied,
+		NodePolicy: setupNodePolicyWriter(ctx, d),
 	})
 	d.restore.released = purger.Changed
 	d.controlplane, d.policies = controlplane, policies
+	d.api.handle(npcontroller.FQDNCachePath, policies.FQDNCacheHandler())
 	d.policyRules.Store(policies)
 	d.api.metrics.Policies = func() agentmetrics.PolicyCounts {
 		c := policies.Counts()

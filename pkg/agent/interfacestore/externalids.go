@@ -127,6 +127,9 @@ func InterfaceConfigFromOVSPort(port ovsconfig.OVSPortData) (*InterfaceConfig, e
 	default:
 		return nil, nil
 	}
+	if t == TrafficControlInterface {
+		return nil, nil // the TrafficControl controller's, found by it
+	}
 	cfg := &InterfaceConfig{
 		Type:          t,
 		InterfaceName: port.Name,

@@ -27,6 +27,10 @@ const (
 	TunnelInterface
 	// UplinkInterface is the node's physical (underlay) interface.
 	UplinkInterface
+	// TrafficControlInterface is a target or return port TrafficControl
+	// made or attached (pkg/agent/trafficcontrol): recorded on its port so
+	// that a restarted agent finds it, kept out of the store.
+	TrafficControlInterface
 )
 
 // String returns the name used in external_ids and logs.
@@ -40,13 +44,15 @@ func (t InterfaceType) String() string {
 		return "tunnel"
 	case UplinkInterface:
 		return "uplink"
+	case TrafficControlInterface:
+		return "traffic-control"
 	}
 	return "unknown"
 }
 
 // parseInterfaceType is the inverse of String; ok is false for unknown names.
 func parseInterfaceType(s string) (InterfaceType, bool) {
-	for _, t := range []InterfaceType{ContainerInterface, GatewayInterface, TunnelInterface, UplinkInterface} {
+	for _, t := range []InterfaceType{ContainerInterface, GatewayInterface, TunnelInterface, UplinkInterface, TrafficControlInterface} {
 		if t.String() == s {
 			return t, true
 		}

@@ -11,8 +11,10 @@
 // hostPorts, including 127.0.0.1, and the masquerade it needs), masquerade
 // (Masquerade: pod traffic leaving the node), nodeport (NodePorts:
 // AntreaProxy's NodePort DNAT, driven by pkg/agent/route's NodePath), egress
-// (SetEgressSNAT) and nodeportlocal (SetNodePortLocal: node ports of
-// annotated Services' Pods, driven by pkg/agent/nodeportlocal);
+// (SetEgressSNAT), nodeportlocal (SetNodePortLocal: node ports of
+// annotated Services' Pods, driven by pkg/agent/nodeportlocal) and
+// nodepolicy (NodePolicy: ClusterNetworkPolicies applied to Nodes, driven
+// by the agent's policy controller);
 // docs/design/node-netfilter.md keeps the map of who writes what.
 package nodenet
 

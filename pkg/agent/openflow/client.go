@@ -54,6 +54,7 @@ type Client struct {
 	*egress
 	*lbSourceRanges
 	*fqdn
+	*trafficControl
 }
 
 // NewClient lays out the pipeline of the registered features and returns a
@@ -89,6 +90,8 @@ func newClient(bridge Bridge, round uint32, register func(*datapath) []Feature) 
 			c.lbSourceRanges = f
 		case *fqdn:
 			c.fqdn = f
+		case *trafficControl:
+			c.trafficControl = f
 		}
 	}
 	return c, nil

@@ -35,6 +35,9 @@ const (
 	// cookieFQDN is the cookie of the DNS interception flows of toFQDN
 	// rules (fqdn.go).
 	cookieFQDN Cookie = 0x3
+	// cookieTrafficControl is the cookie of TrafficControl's flows
+	// (traffic_control.go).
+	cookieTrafficControl Cookie = 0x4
 	// cookieTraceflow is the cookie of a Traceflow tag's flows, with the
 	// tag in its low byte.
 	cookieTraceflow Cookie = 0x7f000000

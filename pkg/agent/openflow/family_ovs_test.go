@@ -2,7 +2,6 @@ package openflow
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -18,16 +17,8 @@ import (
 // bucket's actions to the DNAT, while the IPv4 port keeps reg3.
 func TestTheIPv6EndpointLayoutOnRealOVS(t *testing.T) {
 	br := bridgetest.New(t)
-	c, err := NewClient(br.OF, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := initializedClient(t, br, br.OF)
 	ctx := context.Background()
-	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
-	if err := c.Initialize(ctx, &NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
-		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: br.GatewayMAC, PodCIDR: cidr}); err != nil {
-		t.Fatal(err)
-	}
 	b := &c.b
 	var msgs []binding.Message
 	var v6Bucket []binding.Action

@@ -84,6 +84,7 @@ func registeredFeatures(d *datapath) []Feature {
 		newPacketCapture(d),
 		newEgress(d),
 		newFQDN(d),
+		newTrafficControl(d),
 	}
 }
 

@@ -34,6 +34,10 @@ var (
 	// applies to traffic with this mark, and its Service connections to
 	// endpoints behind the tunnel are source-NATed.
 	FromOutsideField = binding.Reg(0).Range(11, 11)
+	// TrafficControlDoneField (reg0[12]) marks a packet TrafficControl has
+	// mirrored, or one that came back through a return port: Output takes
+	// no TrafficControl action on it again (traffic_control.go).
+	TrafficControlDoneField = binding.Reg(0).Range(12, 12)
 	// TargetOFPortField (reg1) is the port Output sends the packet to.
 	TargetOFPortField = binding.Reg(1).All()
 	// EndpointIPField (reg3) is the IPv4 address of the endpoint chosen by a
@@ -115,6 +119,9 @@ const (
 	FromTunnel  PktSource = 1
 	FromGateway PktSource = 2
 	FromLocal   PktSource = 3
+	// FromTrafficControlReturn: a TrafficControl return port (redirected
+	// traffic coming back).
+	FromTrafficControlReturn PktSource = 4
 )
 
 // Values of PktDestinationField.
@@ -133,8 +140,12 @@ type regValue interface {
 // bit is the value of a one-bit mark.
 type bit uint64
 
-// on sets (or matches) a one-bit mark such as FromOutsideField.
-const on bit = 1
+// on sets (or matches) a one-bit mark such as FromOutsideField; off
+// matches it unset.
+const (
+	on  bit = 1
+	off bit = 0
+)
 
 // Conntrack zones.
 const (

@@ -162,15 +162,8 @@ func (g *gatedBridge) Bundle(ctx context.Context, msgs ...binding.Message) error
 func TestAPodAddCompletesWhileAPolicyBundleIsWritten(t *testing.T) {
 	br := bridgetest.New(t)
 	gate := &gatedBridge{Client: br.OF, gateAbove: 1000, entered: make(chan struct{}), release: make(chan struct{})}
-	c, err := NewClient(gate, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := initializedClient(t, br, gate)
 	ctx := context.Background()
-	if err := c.Initialize(ctx, &NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
-		GatewayMAC: br.GatewayMAC, PodCIDR: br.PodCIDR}); err != nil {
-		t.Fatal(err)
-	}
 	policyDone := make(chan error, 1)
 	go func() {
 		_, err := c.ApplyPolicyChange(ctx, PolicyChange{Rules: []RuleChange{{New: nxmRule(1, 2000, 2000)}}})

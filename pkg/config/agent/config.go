@@ -41,9 +41,16 @@ const (
 	FlowExporter = "FlowExporter"
 	// PacketCapture gates the agent's PacketCapture controller (off by default, as upstream).
 	PacketCapture = "PacketCapture"
+	// TrafficControl gates the agent's TrafficControl controller
+	// (pkg/agent/trafficcontrol; off by default, as upstream).
+	TrafficControl = "TrafficControl"
 	// NodeLatencyMonitor gates the agent's latency probes of the other Nodes
 	// (pkg/agent/nodelatency; off by default, as upstream).
 	NodeLatencyMonitor = "NodeLatencyMonitor"
+	// NodeNetworkPolicy gates the realization of ClusterNetworkPolicies
+	// applied to Nodes (a nodeSelector appliedTo) in the node's netfilter
+	// (pkg/agent/nodenet, nodepolicy.go; off by default, as upstream).
+	NodeNetworkPolicy = "NodeNetworkPolicy"
 	// BGPPolicy gates the agent's BGP speaker (pkg/agent/bgp; off by default,
 	// as upstream).
 	BGPPolicy = "BGPPolicy"
@@ -115,6 +122,10 @@ type AgentConfig struct {
 	// NoSNAT (noEncap and hybrid, as upstream's) leaves pod traffic to outside
 	// the cluster with the pod's address: the underlay routes the pod CIDRs.
 	NoSNAT bool `json:"noSNAT"`
+	// TrafficEncryptionMode is how inter-node pod traffic is encrypted:
+	// none (default), ipsec or wireGuard (upstream's values). The agent
+	// refuses at start the modes it cannot run (pkg/agent/app, encryption.go).
+	TrafficEncryptionMode string `json:"trafficEncryptionMode"`
 	// TunnelType is geneve (default), vxlan or gre.
 	TunnelType string `json:"tunnelType"`
 	// TunnelCsum asks for outer UDP checksums on the tunnel. Default false.
@@ -270,13 +281,14 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, BGPPolicy: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true, SupportBundleCollection: false},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, NodeNetworkPolicy: false, BGPPolicy: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true, SupportBundleCollection: false, TrafficControl: false},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,
 		OVSRunDir:               "/var/run/openvswitch",
 		HostGateway:             "antrea-gw0",
 		TrafficEncapMode:        EncapModeEncap,
+		TrafficEncryptionMode:   EncryptionModeNone,
 		TunnelType:              TunnelGeneve,
 		APIPort:                 10350,
 		ClusterPort:             10351,
@@ -411,6 +423,9 @@ func (c *AgentConfig) validate() []error {
 	default:
 		fail("trafficEncapMode", "%q is not a mode (want encap, noEncap or hybrid; upstream also has networkPolicyOnly)", c.TrafficEncapMode)
 	}
+	if _, ok := encryptionModes[strings.ToLower(c.TrafficEncryptionMode)]; !ok {
+		fail("trafficEncryptionMode", "%q is not a mode (want none, ipsec or wireGuard)", c.TrafficEncryptionMode)
+	}
 	switch c.TunnelType {
 	case TunnelGeneve, TunnelVXLAN, TunnelGRE:
 	case "stt":
@@ -532,4 +547,21 @@ func DNSServerAddr(s string) (string, error) {
 		return "", fmt.Errorf("%q is not an IP address, with or without a port", s)
 	}
 	return netip.AddrPortFrom(a, 53).String(), nil
+}
+
+// Traffic encryption modes, upstream's spellings.
+const (
+	EncryptionModeNone      = "none"
+	EncryptionModeIPsec     = "ipsec"
+	EncryptionModeWireGuard = "wireGuard"
+)
+
+// encryptionModes map the lower-cased modes to their spelling.
+var encryptionModes = map[string]string{"none": EncryptionModeNone, "": EncryptionModeNone,
+	"ipsec": EncryptionModeIPsec, "wireguard": EncryptionModeWireGuard}
+
+// EncryptionMode is TrafficEncryptionMode in its canonical spelling
+// (validated).
+func (c *AgentConfig) EncryptionMode() string {
+	return encryptionModes[strings.ToLower(c.TrafficEncryptionMode)]
 }

@@ -53,6 +53,7 @@ func (v *Validator) validatePolicy(ctx context.Context, kind policyKind, tier st
 	}
 	errs = append(errs, validateAppliedToPlacement(spec, appliedTo, ingress, egress)...)
 	errs = append(errs, v.validateAppliedTos(ctx, kind, spec.Child("appliedTo"), appliedTo, len(egress) > 0)...)
+	errs = append(errs, validateNodePolicy(spec, appliedTo, ingress, egress)...)
 
 	names := map[string]*field.Path{}
 	for _, dir := range []struct {
@@ -122,6 +123,81 @@ func validateAppliedToPlacement(spec *field.Path, appliedTo []crdv1beta1.Applied
 			"appliedTo must be set in every rule or in none of them ("+withRuleAppliedTo[0].String()+" is set)")}
 	}
 	return nil
+}
+
+// appliedToNodes reports whether an appliedTo list selects Nodes.
+func appliedToNodes(a []crdv1beta1.AppliedTo) bool {
+	return slices.ContainsFunc(a, func(a crdv1beta1.AppliedTo) bool { return a.NodeSelector != nil })
+}
+
+// validateNodePolicy checks a ClusterNetworkPolicy applied to Nodes
+// (upstream's NodeNetworkPolicy): it applies to Nodes only, in every rule
+// (a policy is applied to Nodes or to workloads, never both), and its rules
+// use no fqdn peer, toServices nor l7Protocols, which have no meaning for
+// the Node's own traffic. The nodeSelector mixed with other fields in one
+// entry is refused by validateAppliedTos.
+func validateNodePolicy(spec *field.Path, appliedTo []crdv1beta1.AppliedTo, ingress, egress []crdv1beta1.Rule) field.ErrorList {
+	var errs field.ErrorList
+	onNodes := appliedToNodes(appliedTo)
+	var first *field.Path // the first appliedTo list that selects Nodes
+	mixed := func(path *field.Path, list []crdv1beta1.AppliedTo) {
+		for i := range list {
+			if list[i].NodeSelector == nil && appliedToNodes(list) {
+				errs = append(errs, field.Forbidden(path.Index(i),
+					"a policy applied to Nodes (nodeSelector) cannot be applied to other workloads at the same time"))
+			}
+		}
+	}
+	if onNodes {
+		first = spec.Child("appliedTo")
+		mixed(first, appliedTo)
+	}
+	type ruleRef struct {
+		path *field.Path
+		r    *crdv1beta1.Rule
+	}
+	var rules []ruleRef
+	for _, dir := range []struct {
+		name  string
+		rules []crdv1beta1.Rule
+	}{{"ingress", ingress}, {"egress", egress}} {
+		for i := range dir.rules {
+			rules = append(rules, ruleRef{spec.Child(dir.name).Index(i), &dir.rules[i]})
+		}
+	}
+	for _, rr := range rules {
+		if len(rr.r.AppliedTo) == 0 {
+			continue
+		}
+		p := rr.path.Child("appliedTo")
+		mixed(p, rr.r.AppliedTo)
+		switch nodes := appliedToNodes(rr.r.AppliedTo); {
+		case nodes && first == nil:
+			first, onNodes = p, true
+		case first != nil && nodes != onNodes:
+			errs = append(errs, field.Forbidden(p, "a policy applied to Nodes ("+first.String()+") cannot apply other rules to workloads"))
+		}
+	}
+	if !onNodes {
+		return errs
+	}
+	for _, rr := range rules {
+		if len(rr.r.AppliedTo) > 0 && !appliedToNodes(rr.r.AppliedTo) {
+			continue
+		}
+		for i, peer := range rr.r.To {
+			if peer.FQDN != "" {
+				errs = append(errs, field.Forbidden(rr.path.Child("to").Index(i).Child("fqdn"), "fqdn peers are not supported in a policy applied to Nodes"))
+			}
+		}
+		if len(rr.r.ToServices) > 0 {
+			errs = append(errs, field.Forbidden(rr.path.Child("toServices"), "toServices is not supported in a policy applied to Nodes"))
+		}
+		if len(rr.r.L7Protocols) > 0 {
+			errs = append(errs, field.Forbidden(rr.path.Child("l7Protocols"), "layer 7 protocols are not supported in a policy applied to Nodes"))
+		}
+	}
+	return errs
 }
 
 // validateAppliedTos checks each appliedTo entry of a policy or rule.

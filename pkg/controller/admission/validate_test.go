@@ -234,6 +234,25 @@ func TestInvalidClusterNetworkPoliciesAreRefusedNamingTheField(t *testing.T) {
 		{"a nodeSelector with a podSelector", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
 			p.Ingress[0].From[0].NodeSelector = selector("a", "b")
 		}, "spec.ingress[0].from[0].nodeSelector", nil},
+		{"a nodeSelector with a podSelector in one appliedTo", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.AppliedTo[0].NodeSelector = selector("kubernetes.io/hostname", "n1")
+		}, "spec.appliedTo[0].nodeSelector", []string{"other fields"}},
+		{"a nodeSelector beside a podSelector in appliedTo", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.AppliedTo = append(p.AppliedTo, crdv1beta1.AppliedTo{NodeSelector: selector("kubernetes.io/hostname", "n1")})
+		}, "spec.appliedTo[0]", []string{"applied to Nodes"}},
+		{"rules applied to Nodes and to Pods", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.Ingress[0].AppliedTo = []crdv1beta1.AppliedTo{{NodeSelector: selector("kubernetes.io/hostname", "n1")}}
+			p.Egress[0].AppliedTo, p.AppliedTo = p.AppliedTo, nil
+		}, "spec.egress[0].appliedTo", []string{"spec.ingress[0].appliedTo", "applied to Nodes"}},
+		{"an FQDN peer in a policy applied to Nodes", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.AppliedTo = []crdv1beta1.AppliedTo{{NodeSelector: selector("kubernetes.io/hostname", "n1")}}
+			p.Egress[0].To[0] = crdv1beta1.NetworkPolicyPeer{FQDN: "api.foobar.com"}
+		}, "spec.egress[0].to[0].fqdn", []string{"Nodes"}},
+		{"toServices in a policy applied to Nodes", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.AppliedTo = []crdv1beta1.AppliedTo{{NodeSelector: selector("kubernetes.io/hostname", "n1")}}
+			p.Egress[0].To = nil
+			p.Egress[0].ToServices = []crdv1beta1.PeerService{{Name: "svc", Namespace: "ns"}}
+		}, "spec.egress[0].toServices", []string{"Nodes"}},
 		{"two rules with one name", func(p *crdv1beta1.ClusterNetworkPolicySpec) { p.Egress[0].Name = "AllowFromFrontend" }, "spec.egress[0].name", []string{"unique"}},
 		{"an FQDN peer in an ingress rule", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
 			p.Ingress[0].From[0] = crdv1beta1.NetworkPolicyPeer{FQDN: "*foobar.com"}

@@ -24,7 +24,7 @@ func bridgeProtocols() []string { return []string{"OpenFlow13", "OpenFlow15"} }
 func isKnownInterfaceType(t string) bool {
 	switch t {
 	case InterfaceTypeSystem, "system", InterfaceTypeInternal, "tap",
-		InterfaceTypeGeneve, InterfaceTypeVXLAN, InterfaceTypeGRE, "stt", InterfaceTypePatch:
+		InterfaceTypeGeneve, InterfaceTypeVXLAN, InterfaceTypeGRE, InterfaceTypeERSPAN, "stt", InterfaceTypePatch:
 		return true
 	}
 	return false

@@ -82,6 +82,8 @@ const (
 	InterfaceTypeGRE = string(GRETunnel)
 	// InterfaceTypePatch joins two bridges.
 	InterfaceTypePatch = "patch"
+	// InterfaceTypeERSPAN is an ERSPAN tunnel (a TrafficControl target).
+	InterfaceTypeERSPAN = "erspan"
 )
 
 // DefaultTimeout bounds a call whose context has no deadline: a write waiting

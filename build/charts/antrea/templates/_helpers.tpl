@@ -14,12 +14,14 @@ AntreaProxy: true
 FlowExporter: false
 PacketCapture: false
 NodeLatencyMonitor: false
+NodeNetworkPolicy: false
 BGPPolicy: false
 Egress: true
 ServiceExternalIP: true
 EgressTrafficShaping: false
 NodePortLocal: true
 SupportBundleCollection: false
+TrafficControl: false
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}

@@ -5,6 +5,7 @@ package apis
 import (
 	"fmt"
 	"net"
+	"time"
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agenttypes "antrea.io/antrea/pkg/agent/types"
@@ -146,4 +147,14 @@ type BGPRouteState struct {
 	Route     string `json:"route,omitempty"`
 	Type      string `json:"type,omitempty"`
 	K8sObjRef string `json:"k8sObjRef,omitempty"`
+}
+
+// FQDNCacheEntry is one address the agent learned for a name of a toFQDN
+// rule (GET /fqdncache), upstream's fields: the name, the address and when
+// its TTL (at least fqdnCacheMinTTL) runs out. An expired address a live
+// connection still uses stays until that connection ends.
+type FQDNCacheEntry struct {
+	FQDNName       string    `json:"fqdnName"`
+	IPAddress      string    `json:"ipAddress"`
+	ExpirationTime time.Time `json:"expirationTime"`
 }

@@ -28,6 +28,9 @@ type ruleCache struct {
 	byAddressGroup, byAppliedToGroup map[string]sets.Set[string]
 	// byPod: "namespace/name" -> AppliedToGroups holding the pod.
 	byPod map[string]sets.Set[string]
+	// nodeName is this Node's: a policy applies to the Node itself when
+	// one of its applied-to groups holds the member "node:<nodeName>".
+	nodeName string
 	// fqdn, if set, holds the addresses learned for toFQDN rules' names
 	// (its own lock, taken under mu, never the other way).
 	fqdn *fqdnCache

@@ -16,6 +16,12 @@
 //   - pod events from the CNI server (published once a pod's interface is
 //     recorded, or removed) enqueue the policies applying to that pod.
 //
+// Rules of policies applied to this Node itself (a nodeSelector appliedTo:
+// upstream's NodeNetworkPolicy) are not OVS flows: nodepolicy.go keeps
+// them per policy and writes them, in evaluation order, into the node's
+// netfilter (Options.NodePolicy, pkg/agent/nodenet) after each sync that
+// changed them.
+//
 // Groups arrive as patches (members added/removed), so an agent's work
 // follows what changes on its node, not the cluster size. After a reconnect
 // the watchers list again and only policies whose objects differ are
@@ -73,6 +79,10 @@ type Options struct {
 	// them with the FlowExporter on: agentof's SetDenyTracking), named with
 	// the rule. It must not block: the packet-in handler calls it.
 	Denied func(flowexporter.DeniedPacket)
+	// NodePolicy, if set, realizes the rules of the policies applied to
+	// this Node itself (nodeSelector appliedTo) in the node's netfilter.
+	// Without it they are left out.
+	NodePolicy NodePolicyWriter
 	// Observe, if set, is called by the watchers with every list they
 	// receive and every watch event (bookmarks aside), before it is applied
 	// to the cache; it must not block. The agent simulator records with it.
@@ -96,7 +106,8 @@ type Controller struct {
 	opts     Options
 
 	cache      *ruleCache
-	fqdn       *fqdnState // nil without Options.FQDN
+	fqdn       *fqdnState    // nil without Options.FQDN
+	node       *nodePolicies // nil without Options.NodePolicy
 	reconciler *reconciler
 	status     *statusReporter
 	queue      workqueue.TypedRateLimitingInterface[string]
@@ -134,6 +145,10 @@ func NewController(nodeName string, client versioned.Interface, flows PolicyFlow
 		listed:     sets.New[string](),
 		watching:   sets.New[string](),
 		recovering: true,
+	}
+	c.cache.nodeName = nodeName
+	if opts.NodePolicy != nil {
+		c.node = &nodePolicies{w: opts.NodePolicy}
 	}
 	if opts.FQDN != nil && opts.PacketIns != nil {
 		c.fqdn = newFQDNState(*opts.FQDN)
@@ -182,6 +197,13 @@ func (c *Controller) Run(ctx context.Context) {
 	c.mu.Unlock()
 	klog.InfoS("NetworkPolicy watchers synced; reconciling", "node", c.nodeName, "policies", n)
 	c.markRealized(ctx, "")
+	if n == 0 && c.node != nil {
+		// No policy to realize: the first write removes the Node rules
+		// an earlier run left.
+		if err := c.node.set(ctx, "", nil, false); err != nil {
+			klog.ErrorS(err, "Failed to clear the Node policy rules of an earlier run")
+		}
+	}
 	go c.worker(ctx)
 	<-ctx.Done()
 }
@@ -320,6 +342,16 @@ func (c *Controller) syncPolicy(ctx context.Context, name string) error {
 			return err
 		}
 		c.fqdn.markRealized(name, fqdnVersion, want.generation == 0)
+	}
+	if c.node != nil {
+		// The Node's rules are written once the policies known at start
+		// are all computed (this one is the last), then on each change.
+		c.mu.Lock()
+		hold := c.initial != nil && !(c.initial.Len() == 1 && c.initial.Has(name))
+		c.mu.Unlock()
+		if err := c.node.set(ctx, name, want.nodeRules, hold); err != nil {
+			return err
+		}
 	}
 	if w.Messages > 0 {
 		klog.V(2).InfoS("Realized NetworkPolicy", "policy", name, "flowMods", w.Messages, "narrowed", w.Narrowed)

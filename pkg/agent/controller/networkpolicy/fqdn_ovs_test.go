@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"antrea.io/antrea/pkg/agent/apiserver/apis"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
@@ -358,6 +363,10 @@ func TestAToFQDNRuleAllowsTheAddressesThePodLookedUpFromItsFirstConnection(t *te
 		t.Fatalf("a name matching *.wild.test looked up over TCP: the one UDP datagram sent right after was not answered by web3: %q, %v", answer, err)
 	}
 
+	// antctl get fqdncache: the agent API serves the names looked up with
+	// their addresses and the answers' TTL (300 s) as expiry; --domain
+	// takes a wildcard pattern, and refuses one that is not a name.
+	checkFQDNCacheAPI(t, n.ctl, map[string]string{"api.example.test": webs["web1"].IP.String(), "shop.wild.test": webs["web3"].IP.String()}, 300*time.Second)
 	mustResolve("udp4", "www.example.test", "web4")
 	firstConnects("a CNAME of an allowed name to a name no pattern matches", "web4")
 
@@ -497,5 +506,54 @@ func (n *policyNode) expect2(t *testing.T, why string, c, web *bridgetest.Pod, w
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %s from %s got %s, want %s; cache %v", why, web.Name, c.Name, got, want, n.ctl.FQDNCache())
 		}
+	}
+}
+
+// checkFQDNCacheAPI asks the FQDN cache handler as antctl does: every name
+// of want is there with its address, expiring one ttl after its answer
+// (now at the latest, ttl+10 s before now at the earliest); ?domain= with a
+// wildcard keeps only the names it matches; an invalid pattern is refused
+// naming the parameter.
+func checkFQDNCacheAPI(t *testing.T, c *Controller, want map[string]string, ttl time.Duration) {
+	t.Helper()
+	h := c.FQDNCacheHandler()
+	get := func(query string) (int, string, []apis.FQDNCacheEntry) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, FQDNCachePath+query, nil))
+		var out []apis.FQDNCacheEntry
+		if rec.Code == http.StatusOK {
+			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+				t.Fatalf("GET %s%s: %v", FQDNCachePath, query, err)
+			}
+		}
+		return rec.Code, rec.Body.String(), out
+	}
+	now := time.Now()
+	_, _, all := get("")
+	for name, addr := range want {
+		found := false
+		for _, e := range all {
+			if e.FQDNName == name && e.IPAddress == addr {
+				found = true
+				if e.ExpirationTime.After(now.Add(ttl)) || e.ExpirationTime.Before(now.Add(ttl-10*time.Second)) {
+					t.Errorf("fqdncache: %s %s expires at %v, want about %v after its answer (now %v)", name, addr, e.ExpirationTime, ttl, now)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("fqdncache lacks %s -> %s: %+v", name, addr, all)
+		}
+	}
+	_, _, wild := get("?domain=" + url.QueryEscape("*.WILD.test"))
+	for _, e := range wild {
+		if !strings.HasSuffix(e.FQDNName, ".wild.test") {
+			t.Errorf("fqdncache --domain *.wild.test lists %s", e.FQDNName)
+		}
+	}
+	if len(wild) == 0 {
+		t.Errorf("fqdncache --domain *.wild.test lists nothing; all: %+v", all)
+	}
+	if code, body, _ := get("?domain=" + url.QueryEscape("bad name!")); code != http.StatusBadRequest || !strings.Contains(body, "domain") {
+		t.Errorf("fqdncache --domain 'bad name!': %d %q, want 400 naming domain", code, body)
 	}
 }

@@ -45,6 +45,9 @@ type desiredPolicy struct {
 	// enables logging; upstream logs these drops under the name
 	// K8sNetworkPolicy).
 	isolation [2]isolationSide
+	// nodeRules are the policy's rules applied to this Node itself (a
+	// nodeSelector appliedTo), for its netfilter (nodepolicy.go).
+	nodeRules []nodeRule
 	// complete is false while a group the policy references has not arrived.
 	complete bool
 	// generation of the policy computed (0: the policy is gone).
@@ -69,7 +72,7 @@ func (c *ruleCache) desired(name string, ifaces Interfaces) *desiredPolicy {
 	}
 	d := &desiredPolicy{orders: map[string]RuleOrder{}, infos: map[string]ruleInfo{}, generation: p.Generation}
 	var iso [2]sets.Set[uint32]
-	d.rules, iso, d.complete = c.computeRulesLocked(p, ifaces)
+	d.rules, iso, d.nodeRules, d.complete = c.computeRulesLocked(p, ifaces)
 	for dir := range d.isolation {
 		d.isolation[dir].ports = iso[dir]
 	}
@@ -178,8 +181,9 @@ func ruleAction(r *cpv1beta2.NetworkPolicyRule) agentof.RuleAction {
 // stable rule key, and the local ports it isolates per direction. complete
 // is false while a group the policy references has not arrived yet. c.mu
 // is held (read).
-func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interfaces) (map[string]*agentof.PolicyRule, [2]sets.Set[uint32], bool) {
+func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interfaces) (map[string]*agentof.PolicyRule, [2]sets.Set[uint32], []nodeRule, bool) {
 	out := map[string]*agentof.PolicyRule{}
+	var nodeRules []nodeRule
 	iso := [2]sets.Set[uint32]{sets.New[uint32](), sets.New[uint32]()}
 	complete := true
 	for i := range p.Rules {
@@ -201,16 +205,24 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 				}
 			}
 		}
-		if len(applied) == 0 {
+		onNode, ok := c.appliesToNodeLocked(atNames)
+		complete = complete && ok
+		if len(applied) == 0 && !onNode {
 			continue
 		}
 		peers, ok := c.peerTargetsLocked(peer)
 		complete = complete && ok
+		if onNode {
+			nodeRules = append(nodeRules, nodeRulesLocked(p, i, peers)...)
+		}
+		if len(applied) == 0 {
+			continue // the rule applies to this Node only
+		}
 		for k, pr := range bucketRules(r, dir, ruleAction(r), ruleTier(p), applied, peers) {
 			out[fmt.Sprintf("%d/%s", i, k)] = pr
 		}
 	}
-	return out, iso, complete
+	return out, iso, nodeRules, complete
 }
 
 // appliedTargetsLocked are the local pods' ports (with their named ports)

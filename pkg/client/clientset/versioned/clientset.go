@@ -10,6 +10,7 @@ import (
 
 	controlplanev1beta2 "antrea.io/antrea/pkg/client/clientset/versioned/typed/controlplane/v1beta2"
 	crdv1alpha1 "antrea.io/antrea/pkg/client/clientset/versioned/typed/crd/v1alpha1"
+	crdv1alpha2 "antrea.io/antrea/pkg/client/clientset/versioned/typed/crd/v1alpha2"
 	crdv1beta1 "antrea.io/antrea/pkg/client/clientset/versioned/typed/crd/v1beta1"
 	statsv1alpha1 "antrea.io/antrea/pkg/client/clientset/versioned/typed/stats/v1alpha1"
 	discovery "k8s.io/client-go/discovery"
@@ -21,6 +22,7 @@ type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	ControlplaneV1beta2() controlplanev1beta2.ControlplaneV1beta2Interface
 	CrdV1alpha1() crdv1alpha1.CrdV1alpha1Interface
+	CrdV1alpha2() crdv1alpha2.CrdV1alpha2Interface
 	CrdV1beta1() crdv1beta1.CrdV1beta1Interface
 	StatsV1alpha1() statsv1alpha1.StatsV1alpha1Interface
 }
@@ -30,6 +32,7 @@ type Clientset struct {
 	*discovery.DiscoveryClient
 	controlplaneV1beta2 *controlplanev1beta2.ControlplaneV1beta2Client
 	crdV1alpha1         *crdv1alpha1.CrdV1alpha1Client
+	crdV1alpha2         *crdv1alpha2.CrdV1alpha2Client
 	crdV1beta1          *crdv1beta1.CrdV1beta1Client
 	statsV1alpha1       *statsv1alpha1.StatsV1alpha1Client
 }
@@ -42,6 +45,11 @@ func (c *Clientset) ControlplaneV1beta2() controlplanev1beta2.ControlplaneV1beta
 // CrdV1alpha1 retrieves the CrdV1alpha1Client
 func (c *Clientset) CrdV1alpha1() crdv1alpha1.CrdV1alpha1Interface {
 	return c.crdV1alpha1
+}
+
+// CrdV1alpha2 retrieves the CrdV1alpha2Client
+func (c *Clientset) CrdV1alpha2() crdv1alpha2.CrdV1alpha2Interface {
+	return c.crdV1alpha2
 }
 
 // CrdV1beta1 retrieves the CrdV1beta1Client
@@ -106,6 +114,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.crdV1alpha2, err = crdv1alpha2.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.crdV1beta1, err = crdv1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -137,6 +149,7 @@ func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.controlplaneV1beta2 = controlplanev1beta2.New(c)
 	cs.crdV1alpha1 = crdv1alpha1.New(c)
+	cs.crdV1alpha2 = crdv1alpha2.New(c)
 	cs.crdV1beta1 = crdv1beta1.New(c)
 	cs.statsV1alpha1 = statsv1alpha1.New(c)
 

@@ -9,6 +9,7 @@ import (
 
 	v1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 	v1alpha1 "antrea.io/antrea/pkg/apis/crd/v1alpha1"
+	v1alpha2 "antrea.io/antrea/pkg/apis/crd/v1alpha2"
 	v1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
@@ -59,6 +60,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1alpha1().PacketCaptures().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("supportbundlecollections"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1alpha1().SupportBundleCollections().Informer()}, nil
+
+		// Group=crd.antrea.io, Version=v1alpha2
+	case v1alpha2.SchemeGroupVersion.WithResource("trafficcontrols"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Crd().V1alpha2().TrafficControls().Informer()}, nil
 
 		// Group=crd.antrea.io, Version=v1beta1
 	case v1beta1.SchemeGroupVersion.WithResource("antreaagentinfos"):

@@ -7,6 +7,7 @@ package scheme
 import (
 	controlplanev1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 	crdv1alpha1 "antrea.io/antrea/pkg/apis/crd/v1alpha1"
+	crdv1alpha2 "antrea.io/antrea/pkg/apis/crd/v1alpha2"
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	statsv1alpha1 "antrea.io/antrea/pkg/apis/stats/v1alpha1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ var ParameterCodec = runtime.NewParameterCodec(Scheme)
 var localSchemeBuilder = runtime.SchemeBuilder{
 	controlplanev1beta2.AddToScheme,
 	crdv1alpha1.AddToScheme,
+	crdv1alpha2.AddToScheme,
 	crdv1beta1.AddToScheme,
 	statsv1alpha1.AddToScheme,
 }
