@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"antrea.io/antrea/pkg/lab/simnodes"
 )
 
 // ProgressPrefix marks the supervisor's progress lines in its log, so that a
@@ -243,7 +245,17 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 		if err != nil {
 			fmt.Fprintf(out, "API server: unreachable through the relay: %v\n", err)
 		} else {
-			printNodes(out, nodes.Items)
+			// Simulated Nodes (--sim-nodes) are counted, not listed.
+			var real []corev1.Node
+			for _, n := range nodes.Items {
+				if n.Labels[simnodes.Label] != "true" {
+					real = append(real, n)
+				}
+			}
+			printNodes(out, real)
+			if sim := len(nodes.Items) - len(real); sim > 0 {
+				fmt.Fprintf(out, "simulated nodes: %d (label %s=true)\n", sim, simnodes.Label)
+			}
 		}
 	}
 	if a := st.Antrea; !a.AppliedAt.IsZero() {

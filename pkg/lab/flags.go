@@ -35,6 +35,7 @@ func (o *Options) AddUpFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.FlowVisibility, "flow-aggregator", o.FlowVisibility, "the same as --flow-visibility")
 	_ = fs.MarkHidden("flow-aggregator")
 	fs.BoolVar(&o.UI, "ui", o.UI, "deploy the web UI (build/yamls/antrea-ui.yml); open it with antctl ui (docs/ui.md)")
+	fs.IntVar(&o.SimNodes, "sim-nodes", o.SimNodes, "add this many simulated Nodes (sim-node-NNNNN: pod CIDRs from 10.128.0.0/9, tainted NoSchedule; pods bound to them are marked Running by the lab's fake kubelet, no containers) for scale runs with antrea-agent-simulator (docs/scale.md)")
 }
 
 // GlobalArgs are the global flags (AddGlobalFlags) with o's values; they may

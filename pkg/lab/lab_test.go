@@ -101,6 +101,9 @@ func TestOptionsValidation(t *testing.T) {
 		{"stt is not an encap the lab offers", func(o *Options) { o.Encap = "stt" }, true},
 		{"the antrea runtime is accepted", func(o *Options) { o.Runtime = RuntimeAntrea }, false},
 		{"an unknown runtime is refused", func(o *Options) { o.Runtime = "kubenet" }, true},
+		{"5,000 simulated nodes are accepted", func(o *Options) { o.SimNodes = 5000 }, false},
+		{"a negative number of simulated nodes is refused", func(o *Options) { o.SimNodes = -1 }, true},
+		{"more simulated nodes than the bound are refused", func(o *Options) { o.SimNodes = MaxSimNodes + 1 }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -92,6 +92,11 @@ type Options struct {
 	FlowVisibility bool `json:"flowVisibility,omitempty"`
 	// UI deploys the web UI (build/yamls/antrea-ui.yml).
 	UI bool `json:"ui,omitempty"`
+	// SimNodes adds that many simulated Nodes beside the real ones
+	// (pkg/lab/simnodes: Node objects with pod CIDRs, pods bound to them
+	// marked Running by a fake kubelet, no containers), for scale runs
+	// with the agent simulator (docs/scale.md).
+	SimNodes int `json:"simNodes,omitempty"`
 	// Dir holds the state file, certificates, kubeconfigs, logs and node data.
 	Dir string `json:"dir"`
 	// BinDir holds our binaries (antrea-lab, antrea-testpod, ...).
@@ -211,6 +216,9 @@ func (o *Options) Validate() error {
 	}
 	if o.UI && (o.Kubelet != KubeletReal || o.Runtime != RuntimeAntrea) {
 		return fmt.Errorf("--ui needs --kubelet %s and --runtime %s (it runs as a Deployment)", KubeletReal, RuntimeAntrea)
+	}
+	if o.SimNodes < 0 || o.SimNodes > MaxSimNodes {
+		return fmt.Errorf("--sim-nodes must be between 0 and %d, got %d", MaxSimNodes, o.SimNodes)
 	}
 	if o.ImageDir == "" {
 		o.ImageDir = ImageStoreDir()

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/lab/simnodes"
 )
 
 // startTimeout bounds how long `up` waits for every node to become Ready.
@@ -86,6 +88,9 @@ func Supervise(ctx context.Context, opts Options, progress func(format string, a
 		progress("lab failed to start: %v", err)
 		s.teardown(true)
 		return err
+	}
+	if opts.SimNodes > 0 {
+		go s.runSimNodes(ctx)
 	}
 	st := s.store.snapshot()
 	progress("lab ready: %d nodes Ready %.1fs after start", len(st.Nodes), st.ReadyAt.Sub(st.StartedAt).Seconds())
@@ -226,6 +231,12 @@ func (s *supervisor) start(ctx context.Context) error {
 	s.logf("waiting for %d nodes to be Ready", len(nodes))
 	if err := s.waitNodesReady(ctx, len(nodes)); err != nil {
 		return err
+	}
+	if s.opts.SimNodes > 0 {
+		s.logf("adding %d simulated nodes (sim-node-NNNNN, pod CIDRs from %s, no containers)", s.opts.SimNodes, simnodes.DefaultCIDR)
+		if err := s.addSimNodes(ctx); err != nil {
+			return err
+		}
 	}
 	return s.store.update(func(st *State) { st.Phase, st.ReadyAt = PhaseReady, time.Now() })
 }

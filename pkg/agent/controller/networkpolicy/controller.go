@@ -35,7 +35,9 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -81,6 +83,19 @@ type Options struct {
 	// this Node itself (nodeSelector appliedTo) in the node's netfilter.
 	// Without it they are left out.
 	NodePolicy NodePolicyWriter
+	// Observe, if set, is called by the watchers with every list they
+	// receive and every watch event (bookmarks aside), before it is applied
+	// to the cache; it must not block. The agent simulator records with it.
+	Observe func(Observation)
+}
+
+// Observation is what a watcher received: a whole list (Listed, possibly
+// empty, after every list) or one watch event.
+type Observation struct {
+	// Kind is the resource: networkpolicies, addressgroups or appliedtogroups.
+	Kind   string
+	Listed []runtime.Object
+	Event  watch.Event
 }
 
 // Controller keeps this node's policy flows equal to the computed policies.

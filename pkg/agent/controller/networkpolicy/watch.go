@@ -64,6 +64,9 @@ func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) (watched b
 	if err != nil {
 		return false, fmt.Errorf("list %s: %w", w.kind, err)
 	}
+	if obs := w.c.opts.Observe; obs != nil {
+		obs(Observation{Kind: w.kind, Listed: objs})
+	}
 	w.c.enqueue(w.replace(objs))
 	if !*listedOnce {
 		*listedOnce = true
@@ -91,6 +94,9 @@ func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) (watched b
 				continue
 			case watch.Error:
 				return true, fmt.Errorf("watch %s: %v", w.kind, ev.Object)
+			}
+			if obs := w.c.opts.Observe; obs != nil {
+				obs(Observation{Kind: w.kind, Event: ev})
 			}
 			affected, err := w.apply(ev)
 			if err != nil {
