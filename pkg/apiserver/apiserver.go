@@ -161,12 +161,6 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 	if err := o.Authentication.ApplyTo(&cfg.Authentication, cfg.SecureServing, cfg.OpenAPIConfig); err != nil {
 		return nil, fmt.Errorf("configuring delegated authentication: %w", err)
 	}
-	if rh := cfg.Authentication.RequestHeaderConfig; rh != nil && rh.CAContentProvider != nil {
-		build, loaded := cfg.BuildHandlerChainFunc, rh.CAContentProvider.CurrentCABundleContent
-		cfg.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
-			return untilProxyCALoaded(build(h, c), loaded)
-		}
-	}
 	if err := o.Authorization.ApplyTo(&cfg.Authorization); err != nil {
 		return nil, fmt.Errorf("configuring delegated authorization: %w", err)
 	}

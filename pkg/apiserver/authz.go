@@ -2,8 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"net/http"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -41,23 +39,3 @@ type selectorless struct {
 
 func (selectorless) GetFieldSelector() (fields.Requirements, error) { return nil, nil }
 func (selectorless) GetLabelSelector() (labels.Requirements, error) { return nil, nil }
-
-// untilProxyCALoaded answers requests to the API groups with 503 and
-// Retry-After until the request-header CA (which verifies kube-apiserver's
-// proxy, kube-system/extension-apiserver-authentication) is loaded. Before
-// it is, a request kube-apiserver proxies for an agent is taken as
-// system:anonymous and refused (forbidden), and the agent backs off (up to
-// 5 s); a 503 with Retry-After is retried by client-go after a second.
-// Seen for about 2 s after each controller restart at 1,000 agents
-// (docs/scale.md). Health and webhook paths are served as before.
-func untilProxyCALoaded(h http.Handler, loaded func() []byte) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/apis/") && len(loaded()) == 0 {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "antrea-controller is starting: the request-header CA of kube-system/extension-apiserver-authentication is not loaded yet",
-				http.StatusServiceUnavailable)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}

@@ -2,8 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -59,35 +57,5 @@ func TestTheDelegatedAuthorizerIsAskedWithoutTheAgentsNodeSelector(t *testing.T)
 	// The request itself still carries its selector for the storage.
 	if fs, _ := attrs.GetFieldSelector(); len(fs) != 1 || fs[0].Operator != selection.Equals || fs[0].Value != "node-7" {
 		t.Errorf("the request's own selector changed: %v", fs)
-	}
-}
-
-func TestAPIRequestsWaitWithRetryAfterUntilTheProxyCAIsLoaded(t *testing.T) {
-	var ca []byte
-	served := 0
-	h := untilProxyCALoaded(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }), func() []byte { return ca })
-	for _, tt := range []struct {
-		path       string
-		loaded     bool
-		wantStatus int
-		wantServed bool
-	}{
-		{"/apis/controlplane.antrea.io/v1beta2/networkpolicies", false, http.StatusServiceUnavailable, false},
-		{"/healthz", false, http.StatusOK, true},
-		{"/validate/clusternetworkpolicy", false, http.StatusOK, true},
-		{"/apis/controlplane.antrea.io/v1beta2/networkpolicies", true, http.StatusOK, true},
-	} {
-		if tt.loaded {
-			ca = []byte("-----BEGIN CERTIFICATE-----")
-		}
-		served = 0
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
-		if rec.Code != tt.wantStatus || (served == 1) != tt.wantServed {
-			t.Errorf("%s (CA loaded %v): status %d, served %v; want %d, %v", tt.path, tt.loaded, rec.Code, served == 1, tt.wantStatus, tt.wantServed)
-		}
-		if rec.Code == http.StatusServiceUnavailable && rec.Header().Get("Retry-After") != "1" {
-			t.Errorf("%s: a 503 without Retry-After: 1 (%q)", tt.path, rec.Header().Get("Retry-After"))
-		}
 	}
 }
