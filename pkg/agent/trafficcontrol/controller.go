@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -78,6 +79,10 @@ type Config struct {
 type Controller struct {
 	cfg   Config
 	queue workqueue.TypedRateLimitingInterface[string]
+	// written is the state last written (nil before the first write): a
+	// sync that wants the same (most Pod events on the Node) writes no
+	// flow and purges no datapath cache.
+	written *agentof.TrafficControlFlows
 }
 
 const syncKey = "all"
@@ -178,12 +183,16 @@ func (c *Controller) Sync(ctx context.Context) error {
 		}
 		want.Rules = append(want.Rules, rule)
 	}
-	if err := c.cfg.Flows.SetTrafficControlFlows(ctx, want); err != nil {
-		return fmt.Errorf("write TrafficControl flows: %w", err)
-	}
-	if c.cfg.Purge != nil {
-		if err := c.cfg.Purge(ctx); err != nil && ctx.Err() == nil {
-			klog.ErrorS(err, "Could not purge the datapath flow cache after a TrafficControl change")
+	if c.written == nil || !reflect.DeepEqual(*c.written, want) {
+		c.written = nil
+		if err := c.cfg.Flows.SetTrafficControlFlows(ctx, want); err != nil {
+			return fmt.Errorf("write TrafficControl flows: %w", err)
+		}
+		c.written = &want
+		if c.cfg.Purge != nil {
+			if err := c.cfg.Purge(ctx); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Could not purge the datapath flow cache after a TrafficControl change")
+			}
 		}
 	}
 	// The ports no TrafficControl uses any more, once no flow outputs to them.

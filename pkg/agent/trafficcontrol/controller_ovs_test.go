@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,7 +72,8 @@ func TestTheControllerMirrorsTheSelectedPodsToThePortItMakes(t *testing.T) {
 	kf := informers.NewSharedInformerFactory(kube, 0)
 	cf := crdinformers.NewSharedInformerFactory(crd, 0)
 	recorder := record.NewFakeRecorder(16)
-	purge := func(context.Context) error { br.PurgeDatapath(t); return nil }
+	var purges atomic.Int32
+	purge := func(context.Context) error { purges.Add(1); br.PurgeDatapath(t); return nil }
 	c := NewController(Config{TrafficControls: cf.Crd().V1alpha2().TrafficControls().Informer(),
 		Pods: kf.Core().V1().Pods().Informer(), Namespaces: kf.Core().V1().Namespaces().Informer(),
 		Interfaces: store, Bridge: bridge, Flows: flows, Purge: purge, Recorder: recorder})
@@ -124,6 +126,22 @@ func TestTheControllerMirrorsTheSelectedPodsToThePortItMakes(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if got := mirror.Count(b.IP, web.IP) + mirror.Count(web.IP, a.IP) + mirror.Count(web.IP, b.IP); got != 0 {
 		t.Errorf("tap0 saw %d packets that are not a's egress", got)
+	}
+
+	// A Pod event that changes no TrafficControl's ports (b relabelled,
+	// still unselected) writes nothing and purges no datapath cache.
+	before := purges.Load()
+	pb, err := kube.CoreV1().Pods("default").Get(ctx, "b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb.Labels["tier"] = "back"
+	if _, err := kube.CoreV1().Pods("default").Update(ctx, pb, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if got := purges.Load(); got != before {
+		t.Errorf("a Pod event that changes no TrafficControl purged the datapath cache %d times", got-before)
 	}
 
 	// A device that does not exist: a Warning Event naming targetPort, and
