@@ -152,12 +152,17 @@ func (c *Controller) Sync(ctx context.Context) error {
 	for _, p := range existing {
 		byName[p.Name] = p
 	}
+	nsLabels := map[string]labels.Set{}
+	for _, o := range c.cfg.Namespaces.GetStore().List() {
+		ns := o.(*corev1.Namespace)
+		nsLabels[ns.Name] = ns.Labels
+	}
 	var want agentof.TrafficControlFlows
 	used := map[string]bool{}
 	var errs []error
 	for _, o := range tcs {
 		tc := o.(*crdv1alpha2.TrafficControl)
-		ports, err := c.localPorts(tc)
+		ports, err := c.localPorts(tc, nsLabels)
 		if err != nil {
 			c.warn(tc, "InvalidAppliedTo", err.Error())
 			continue
@@ -215,8 +220,9 @@ func (c *Controller) Sync(ctx context.Context) error {
 	return nil
 }
 
-// localPorts are the OVS ports of the Node's Pods tc applies to.
-func (c *Controller) localPorts(tc *crdv1alpha2.TrafficControl) ([]uint32, error) {
+// localPorts are the OVS ports of the Node's Pods tc applies to, given the
+// Namespaces' labels.
+func (c *Controller) localPorts(tc *crdv1alpha2.TrafficControl, nsLabels map[string]labels.Set) ([]uint32, error) {
 	podSel, nsSel := labels.Everything(), labels.Everything()
 	var err error
 	if s := tc.Spec.AppliedTo.PodSelector; s != nil {
@@ -228,11 +234,6 @@ func (c *Controller) localPorts(tc *crdv1alpha2.TrafficControl) ([]uint32, error
 		if nsSel, err = metav1.LabelSelectorAsSelector(s); err != nil {
 			return nil, fmt.Errorf("appliedTo.namespaceSelector: %w", err)
 		}
-	}
-	nsLabels := map[string]labels.Set{}
-	for _, o := range c.cfg.Namespaces.GetStore().List() {
-		ns := o.(*corev1.Namespace)
-		nsLabels[ns.Name] = ns.Labels
 	}
 	var out []uint32
 	for _, o := range c.cfg.Pods.GetStore().List() {
