@@ -29,6 +29,7 @@ type outsideSink struct {
 	ln   net.Listener
 	mu   sync.Mutex
 	seen map[netip.Addr]int
+	open map[net.Conn]bool
 	wg   sync.WaitGroup
 }
 
@@ -39,7 +40,7 @@ func startOutsideSink(t *testing.T, port int) *outsideSink {
 		t.Fatal(err)
 	}
 	defer outside.Close()
-	s := &outsideSink{seen: map[netip.Addr]int{}}
+	s := &outsideSink{seen: map[netip.Addr]int{}, open: map[net.Conn]bool{}}
 	if err := outside.Do(func(ns.NetNS) error {
 		s.ln, err = net.Listen("tcp", net.JoinHostPort(lab.OutsideIP().String(), fmt.Sprint(port)))
 		return err
@@ -54,20 +55,34 @@ func startOutsideSink(t *testing.T, port int) *outsideSink {
 			if err != nil {
 				return
 			}
+			s.mu.Lock()
 			if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
-				s.mu.Lock()
 				s.seen[ap.Addr().Unmap()]++
-				s.mu.Unlock()
 			}
+			s.open[c] = true
+			s.mu.Unlock()
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
-				defer c.Close()
 				_, _ = io.Copy(io.Discard, c)
+				c.Close()
+				s.mu.Lock()
+				delete(s.open, c)
+				s.mu.Unlock()
 			}()
 		}
 	}()
-	t.Cleanup(func() { s.ln.Close(); s.wg.Wait() })
+	// A connection whose client's RST was lost (many are reset at once)
+	// would otherwise hold the clean-up until TCP keepalive gives up.
+	t.Cleanup(func() {
+		s.ln.Close()
+		s.mu.Lock()
+		for c := range s.open {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
 	return s
 }
 
