@@ -15,6 +15,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+
+	"antrea.io/antrea/pkg/testpod"
 )
 
 // Fixed names: one lab per machine. Everything the lab creates in the kernel
@@ -276,6 +278,23 @@ const (
 	OutsidePort     = 80
 	OutsideHTTPPort = 8080
 )
+
+// OutsideZone is the DNS zone the outside host serves (antrea-testpod
+// dns) from OutsideZoneFile, and the lab's CoreDNS forwards to it: toFQDN
+// tests resolve its names and rewrite the file to change their answers
+// (testpod.WriteZone). At start it holds DefaultOutsideZone.
+const OutsideZone = "lab.test"
+
+// DefaultOutsideZone are the records the lab starts with: www.lab.test is
+// the outside host.
+func DefaultOutsideZone() []testpod.ZoneRecord {
+	return []testpod.ZoneRecord{{Name: "www." + OutsideZone, TTL: 30, Addr: OutsideIP()}}
+}
+
+// OutsideZoneFile is the outside host's zone file.
+func (o Options) OutsideZoneFile() string {
+	return filepath.Join(o.Dir, "outside", OutsideZone+".zone")
+}
 
 // ExternalIPRange is a range of underlay addresses that no lab host uses,
 // for ExternalIPPools: an IP from it answers ARP from whichever node holds it.
