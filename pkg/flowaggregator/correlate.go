@@ -24,27 +24,29 @@ type Correlator struct {
 	MaxPending int
 
 	pending map[key]*pendingFlow
-	// denials remembers, per connection, the destination Node's record
-	// that denied it. The source Node keeps exporting a denied
-	// connection while its conntrack entry lives (a SYN_SENT entry
-	// retried, a UDP flow), but the destination Node reports a denial
-	// once, so those later records have no partner; they take the
-	// remembered denial instead of reading as allowed.
+	// denials remembers, per connection, the record that showed it
+	// denied (joined, or one side's alone). A Node keeps exporting a
+	// denied connection while its conntrack entry lives (a SYN_SENT entry
+	// retried, a UDP flow; the source's entry of a connection its own
+	// egress rule dropped after EndpointDNAT committed it), but the denial
+	// is reported once, so those later records have no partner: they take
+	// the remembered denial (its rule, and the other side's Pod) instead
+	// of reading as allowed connections to or from an unknown address.
 	denials map[key]denial
 	// Correlated counts joined pairs; Alone records released without the
-	// partner they waited for; Redenied source records that took a
-	// remembered denial.
+	// partner they waited for; Redenied records that took a remembered
+	// denial.
 	Correlated, Alone, Redenied uint64
 }
 
 type denial struct {
-	dst Flow
-	at  time.Time
+	f  Flow
+	at time.Time
 }
 
-// DenialMemory is how long a connection's denial at its destination is
-// remembered for the source Node's later records of it; maxDenials bounds
-// how many are (beyond, the oldest are forgotten).
+// DenialMemory is how long a connection's denial is remembered for the
+// Nodes' later records of it; maxDenials bounds how many are (beyond, the
+// oldest are forgotten).
 const (
 	DenialMemory = 5 * time.Minute
 	maxDenials   = 16384
@@ -62,6 +64,14 @@ func (c *Correlator) Add(f Flow, now time.Time) []Flow {
 		c.pending = map[key]*pendingFlow{}
 	}
 	fromSrc := f.FromSource != nil
+	k := f.key()
+	if d, ok := c.denials[k]; ok && !f.Denied && (f.FromSource != nil) != (f.FromDestination != nil) {
+		if now.Sub(d.at) < DenialMemory {
+			c.Redenied++
+			return []Flow{withDenial(f, d.f)}
+		}
+		delete(c.denials, k)
+	}
 	switch {
 	case f.FlowType == ipfix.FlowTypeIntraNode || (f.SrcPod != "" && f.DstPod != ""):
 		return []Flow{f}
@@ -74,19 +84,12 @@ func (c *Correlator) Add(f Flow, now time.Time) []Flow {
 		if fromSrc && f.FlowType == ipfix.FlowTypeToExternal && c.IsPodIP != nil && c.IsPodIP(f.DstIP) {
 			f.FlowType = ipfix.FlowTypeInterNode
 		}
+		c.rememberDenial(k, f, now)
 		return []Flow{f}
 	case c.IsPodIP != nil && fromSrc && !c.IsPodIP(f.DstIP):
 		return []Flow{f}
 	case c.IsPodIP != nil && !fromSrc && !c.IsPodIP(f.SrcIP):
 		return []Flow{f}
-	}
-	k := f.key()
-	if d, ok := c.denials[k]; ok && fromSrc {
-		if now.Sub(d.at) < DenialMemory {
-			c.Redenied++
-			return []Flow{withDenial(f, d.dst)}
-		}
-		delete(c.denials, k)
 	}
 	p, ok := c.pending[k]
 	if !ok {
@@ -109,14 +112,15 @@ func (c *Correlator) Add(f Flow, now time.Time) []Flow {
 	if fromSrc {
 		src, dst = f, p.f
 	}
-	if denies(dst.IngressPolicyAction) {
-		c.rememberDenial(k, dst, now)
+	out := join(src, dst)
+	if out.Denied {
+		c.rememberDenial(k, out, now)
 	}
-	return []Flow{join(src, dst)}
+	return []Flow{out}
 }
 
-// rememberDenial records that the destination Node denied connection k.
-func (c *Correlator) rememberDenial(k key, dst Flow, now time.Time) {
+// rememberDenial records f, a record that shows connection k denied.
+func (c *Correlator) rememberDenial(k key, f Flow, now time.Time) {
 	if c.denials == nil {
 		c.denials = map[key]denial{}
 	}
@@ -138,16 +142,36 @@ func (c *Correlator) rememberDenial(k key, dst Flow, now time.Time) {
 			delete(c.denials, oldest)
 		}
 	}
-	c.denials[k] = denial{dst: dst, at: now}
+	c.denials[k] = denial{f: f, at: now}
 }
 
-// withDenial is a source Node's record of a connection its destination
-// Node denied earlier: named and marked as the denial was, with only the
-// source's counts (the destination's were reported with the denial).
-func withDenial(src, dst Flow) Flow {
-	out := join(src, dst)
-	out.FromDestination = nil
+// withDenial is one Node's later record f of a connection that d showed
+// denied: d's rule and the other side's Pod, with only f's counts (d's
+// were reported with it).
+func withDenial(f, d Flow) Flow {
+	var out Flow
+	if f.FromSource != nil {
+		out = join(f, d)
+		out.FromDestination = nil
+	} else {
+		out = join(d, f)
+		out.FromSource = nil
+		// join takes the source side's times and Node's view; f is the
+		// destination's.
+		out.Start, out.End, out.Received = f.Start, f.End, f.Received
+	}
+	if denies(d.IngressPolicyAction) && !denies(out.IngressPolicyAction) {
+		out.IngressPolicy, out.IngressPolicyType, out.IngressPolicyRule, out.IngressPolicyAction =
+			d.IngressPolicy, d.IngressPolicyType, d.IngressPolicyRule, d.IngressPolicyAction
+	}
+	if denies(d.EgressPolicyAction) && !denies(out.EgressPolicyAction) {
+		out.EgressPolicy, out.EgressPolicyType, out.EgressPolicyRule, out.EgressPolicyAction =
+			d.EgressPolicy, d.EgressPolicyType, d.EgressPolicyRule, d.EgressPolicyAction
+	}
+	out.Denied = true
 	out.Correlated = false
+	// d's type: an egress denial's record learned the destination is a Pod.
+	out.FlowType = d.FlowType
 	return out
 }
 
@@ -193,10 +217,10 @@ func (c *Correlator) Expire(now time.Time) []Flow {
 	return out
 }
 
-// rememberAlone remembers the denial of a destination Node's record
-// released without its partner: the source's record may come later.
+// rememberAlone remembers the denial a record released without its
+// partner shows: the other Node's records may come later.
 func (c *Correlator) rememberAlone(k key, f Flow, now time.Time) {
-	if f.FromSource == nil && denies(f.IngressPolicyAction) {
+	if f.Denied {
 		c.rememberDenial(k, f, now)
 	}
 }

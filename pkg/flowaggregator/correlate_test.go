@@ -213,3 +213,39 @@ func TestTheSourcesLaterRecordsOfAConnectionDeniedAtItsDestinationStayDenied(t *
 		})
 	}
 }
+
+// The other Node's lone records of a denied connection take the denial
+// too: the destination's later record of a connection denied at ingress
+// names the source Pod; the source's conntrack record of a connection its
+// own egress rule dropped (EndpointDNAT committed it first) names that
+// rule, typed inter-node as the denial learned.
+func TestEitherNodesLaterRecordsOfADeniedConnectionTakeTheDenial(t *testing.T) {
+	podCIDR := netip.MustParsePrefix("10.10.0.0/16")
+	c := &Correlator{Wait: 10 * time.Second, IsPodIP: podCIDR.Contains}
+	in := destSide(60)
+	in.IngressPolicy, in.IngressPolicyRule, in.IngressPolicyAction, in.Denied = "ns/no-in", "drop-a", ipfix.RuleActionDrop, true
+	c.Add(sourceSide(60), t0)
+	c.Add(in, t0.Add(time.Second))
+	later := destSide(120)
+	got := c.Add(later, t0.Add(20*time.Second))
+	if len(got) != 1 || !got[0].Denied || got[0].SrcPod != "a" || got[0].DstPod != "b" || got[0].IngressPolicyRule != "drop-a" ||
+		got[0].FromSource != nil || got[0].FromDestination == nil || got[0].FromDestination.Delta.Bytes != 120 {
+		t.Errorf("the destination's later record: %+v, want ns/a -> ns/b denied by drop-a with its own 120 bytes only", got)
+	}
+
+	out := sourceSide(60)
+	out.SrcPort = 41000
+	out.EgressPolicy, out.EgressPolicyRule, out.EgressPolicyAction, out.Denied = "no-out", "no-web", ipfix.RuleActionDrop, true
+	if got := c.Add(out, t0); len(got) != 1 || got[0].FlowType != ipfix.FlowTypeInterNode {
+		t.Fatalf("the egress denial: %+v", got)
+	}
+	ct := sourceSide(120) // the source's conntrack record, no rule in it
+	ct.SrcPort = 41000
+	got = c.Add(ct, t0.Add(3*time.Second))
+	if len(got) != 1 || !got[0].Denied || got[0].EgressPolicyRule != "no-web" || got[0].FlowType != ipfix.FlowTypeInterNode || got[0].FromSource.Delta.Bytes != 120 {
+		t.Errorf("the source's conntrack record after its egress denial: %+v, want denied by no-web, inter-node, 120 bytes", got)
+	}
+	if c.Redenied != 2 {
+		t.Errorf("redenied %d, want 2", c.Redenied)
+	}
+}
