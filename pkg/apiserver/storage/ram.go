@@ -97,6 +97,11 @@ type store struct {
 	byNode  map[string]map[int]*watcher
 	anyNode map[int]*watcher
 	nextID  int
+	// spanKeys indexes the objects by the Nodes they span, so that an
+	// agent's list (and a watch from scratch) reads its span's objects
+	// instead of testing every object's span: 1,000 agents listing a
+	// store of 10,000 groups was 10 million span tests.
+	spanKeys map[string]sets.Set[string]
 }
 
 func newStore(res resource, indexers Indexers, opts Options) *store {
@@ -117,6 +122,7 @@ func newStore(res resource, indexers Indexers, opts Options) *store {
 		watchers: map[int]*watcher{},
 		byNode:   map[string]map[int]*watcher{},
 		anyNode:  map[int]*watcher{},
+		spanKeys: map[string]sets.Set[string]{},
 	}
 	// Versions start at the creation time in nanoseconds rather than at 0, so
 	// a version held by a client of a previous controller process is older
@@ -188,6 +194,7 @@ func (s *store) record(key string, prev, cur any) {
 	if prev != nil && cur != nil {
 		h.prepared = s.res.prepare(prev, cur, s.rv)
 	}
+	s.indexSpan(key, h.prevSpan, h.curSpan)
 	idx := (s.head + s.count) % len(s.history)
 	s.history[idx] = h
 	if s.count < len(s.history) {
@@ -227,6 +234,52 @@ func (s *store) record(key string, prev, cur any) {
 				s.dispatch(id, w, e)
 			}
 		}
+	}
+}
+
+// indexSpan moves key from the Nodes of its old span to those of its new
+// one in spanKeys; called with mu held.
+func (s *store) indexSpan(key string, prev, cur sets.Set[string]) {
+	for node := range prev {
+		if !cur.Has(node) {
+			if keys := s.spanKeys[node]; keys != nil {
+				keys.Delete(key)
+				if keys.Len() == 0 {
+					delete(s.spanKeys, node)
+				}
+			}
+		}
+	}
+	for node := range cur {
+		if !prev.Has(node) {
+			if s.spanKeys[node] == nil {
+				s.spanKeys[node] = sets.New[string]()
+			}
+			s.spanKeys[node].Insert(key)
+		}
+	}
+}
+
+// eachInView calls f with each object a selector sees (one key, a Node's
+// span, or all); called with mu held.
+func (s *store) eachInView(sel *Selectors, f func(e entry)) {
+	node, hasNode := sel.NodeName()
+	if key := sel.key(); key != "" {
+		if e, ok := s.objs.get(key); ok && (!hasNode || s.res.inSpan(e.obj, node)) {
+			f(e)
+		}
+		return
+	}
+	if hasNode {
+		for k := range s.spanKeys[node] {
+			if e, ok := s.objs.get(k); ok {
+				f(e)
+			}
+		}
+		return
+	}
+	for _, e := range s.objs.items {
+		f(e)
 	}
 }
 
@@ -310,18 +363,9 @@ func (s *store) GetWatchersNum() int {
 func (s *store) ListObjects(sel *Selectors) ([]runtime.Object, uint64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	node, hasNode := sel.NodeName()
-	key := sel.key()
+	node, _ := sel.NodeName()
 	var objs []runtime.Object
-	for k, e := range s.objs.items {
-		if key != "" && k != key {
-			continue
-		}
-		if hasNode && !s.res.inSpan(e.obj, node) {
-			continue
-		}
-		objs = append(objs, s.res.view(e.obj, node, e.rv))
-	}
+	s.eachInView(sel, func(e entry) { objs = append(objs, s.res.view(e.obj, node, e.rv)) })
 	return objs, s.rv
 }
 
@@ -364,15 +408,9 @@ func (s *store) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, 
 
 	s.mu.Lock()
 	if fromRV == 0 {
-		for k, e := range s.objs.items {
-			if w.key != "" && k != w.key {
-				continue
-			}
-			if hasNode && !s.res.inSpan(e.obj, node) {
-				continue
-			}
+		s.eachInView(opts.Selectors, func(e entry) {
 			w.initial = append(w.initial, watch.Event{Type: watch.Added, Object: s.res.view(e.obj, node, e.rv)})
-		}
+		})
 		w.lastRV = s.rv
 	} else {
 		// Resuming needs every event after fromRV: it must not be older than the

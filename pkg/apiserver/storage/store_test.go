@@ -721,3 +721,76 @@ func TestResumingReplaysDeletionsButListsAgainForNewObjects(t *testing.T) {
 		})
 	}
 }
+
+// A Node's list and a watch from scratch read the span index: after random
+// creates, span changes and deletes, each Node sees exactly the objects
+// whose span holds it (recomputed here from the test's own record), and a
+// by-name selector still sees one object only where it spans.
+func TestANodesListFollowsEverySpanChange(t *testing.T) {
+	s := NewAppliedToGroupStore()
+	rng := rand.New(rand.NewSource(1))
+	nodes := []string{"n0", "n1", "n2", "n3", "n4"}
+	want := map[string]sets.Set[string]{} // group -> span
+	for step := 0; step < 400; step++ {
+		name := fmt.Sprintf("g%d", rng.Intn(30))
+		span := sets.New[string]()
+		for _, n := range nodes {
+			if rng.Intn(3) == 0 {
+				span.Insert(n)
+			}
+		}
+		g := &types.AppliedToGroup{Name: name, SpanMeta: types.SpanMeta{NodeNames: span}}
+		_, exists := want[name]
+		switch {
+		case !exists:
+			if err := s.Create(g); err != nil {
+				t.Fatal(err)
+			}
+			want[name] = span
+		case rng.Intn(4) == 0:
+			if err := s.Delete(name); err != nil {
+				t.Fatal(err)
+			}
+			delete(want, name)
+		default:
+			if err := s.Update(g); err != nil {
+				t.Fatal(err)
+			}
+			want[name] = span
+		}
+	}
+	for _, n := range append(nodes, "elsewhere") {
+		expected := sets.New[string]()
+		for g, span := range want {
+			if span.Has(n) {
+				expected.Insert(g)
+			}
+		}
+		objs, _ := s.ListObjects(onNode(n))
+		got := sets.New[string]()
+		for _, o := range objs {
+			got.Insert(o.(*controlplane.AppliedToGroup).Name)
+		}
+		if !got.Equal(expected) || len(objs) != expected.Len() {
+			t.Errorf("%s lists %v, want %v", n, sets.List(got), sets.List(expected))
+		}
+		w := mustWatch(t, s, WatchOptions{Selectors: onNode(n)})
+		initial := sets.New[string]()
+		for range expected.Len() {
+			ev := <-w.ResultChan()
+			initial.Insert(ev.Object.(*controlplane.AppliedToGroup).Name)
+		}
+		w.Stop()
+		if !initial.Equal(expected) {
+			t.Errorf("%s's watch starts with %v, want %v", n, sets.List(initial), sets.List(expected))
+		}
+		for g := range want {
+			sel := onNode(n)
+			sel.Key = g
+			objs, _ := s.ListObjects(sel)
+			if (len(objs) == 1) != expected.Has(g) || len(objs) > 1 {
+				t.Errorf("%s lists %d objects named %s, want it only if in its span (%v)", n, len(objs), g, expected.Has(g))
+			}
+		}
+	}
+}
