@@ -32,8 +32,14 @@ type Result struct {
 	// RestartSyncSeconds: controller restarted -> every agent's watches
 	// open again and every agent holding its span.
 	RestartSyncSeconds float64
-	Mismatches         int
-	Date               string
+	// Churn (SCALE_CHURN_SECONDS): pod operations per second achieved
+	// (creates, deletes and relabels, plus one ACNP change a second and
+	// a Node joining and leaving), the controller's CPU seconds per
+	// second of churn, and the seconds from the churn's end to every
+	// agent holding its span.
+	ChurnOpsPerSecond, ChurnCPUPerSecond, ChurnSettleSeconds float64
+	Mismatches                                               int
+	Date                                                     string
 }
 
 // Percentiles of a latency in ms, with the number of samples.
@@ -103,7 +109,7 @@ func Table(rs []Result) string {
 	for _, k := range LatencyKinds {
 		fmt.Fprintf(w, "\t%s ms p50/p99", k)
 	}
-	fmt.Fprint(w, "\trestart→synced s\tmismatches\t\n")
+	fmt.Fprint(w, "\trestart→synced s\tchurn ops/s\tchurn ctrl cpu-s/s\tchurn→synced s\tmismatches\t\n")
 	for _, r := range rs {
 		fmt.Fprintf(w, "%d\t%d\t%d+%d\t%.1f\t%.0f (%.0f)\t%.0f\t%.0f\t%d/%d\t%.1f/%.1f\t%.1f/%.1f\t%.1f",
 			r.Nodes, r.Pods, r.K8sPolicies, r.ACNPs, r.ControllerCPUSeconds, r.ControllerRSSMiB, r.ControllerPeakMiB,
@@ -113,7 +119,7 @@ func Table(rs []Result) string {
 			p := r.Latency[k]
 			fmt.Fprintf(w, "\t%.0f/%.0f", p.P50, p.P99)
 		}
-		fmt.Fprintf(w, "\t%.1f\t%d\t\n", r.RestartSyncSeconds, r.Mismatches)
+		fmt.Fprintf(w, "\t%.1f\t%.0f\t%.2f\t%.1f\t%d\t\n", r.RestartSyncSeconds, r.ChurnOpsPerSecond, r.ChurnCPUPerSecond, r.ChurnSettleSeconds, r.Mismatches)
 	}
 	w.Flush()
 	return b.String()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -301,6 +302,10 @@ func TestScale(t *testing.T) {
 		wait()
 	}
 
+	if secs := envInt(t, "SCALE_CHURN_SECONDS", 0); secs > 0 {
+		churn(t, ctx, kube, crd, sim, ctrl, w, &res, secs, envInt(t, "SCALE_CHURN_RATE", 20), r)
+	}
+
 	t.Logf("\n%s", Table([]Result{res}))
 	if out := os.Getenv("SCALE_OUT"); out != "" {
 		b, _ := json.Marshal(res)
@@ -333,4 +338,101 @@ func TestScaleReport(t *testing.T) {
 		}
 		fmt.Println("curves:", out)
 	}
+}
+
+// churn runs secs seconds of changes at rate pod operations a second (a
+// third each: create a pod on a random Node and Namespace, delete one the
+// churn created, flip one's app label between web and client), one ACNP
+// change a second, then a Node joins with 3 pods and leaves; it records the
+// achieved rate, the controller's CPU per second of churn, and the time
+// from the end to every agent holding its span (recomputed from the API).
+func churn(t *testing.T, ctx context.Context, kube kubernetes.Interface, crd versioned.Interface, sim *simulator.Simulator,
+	ctrl *controllerProcess, w Workload, res *Result, secs, rate int, r *rand.Rand) {
+	cpu0, _ := readProc(ctrl.cmd.Process.Pid)
+	var made []Pod
+	ops := 0
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	start := time.Now()
+	for i := 0; time.Since(start) < time.Duration(secs)*time.Second; i++ {
+		<-tick.C
+		var err error
+		switch op := r.Intn(3); {
+		case op == 0 || len(made) == 0:
+			app := []string{"web", "client"}[r.Intn(2)]
+			p := Pod{Namespace: NamespaceName(r.Intn(w.Namespaces())), Name: fmt.Sprintf("churn-%d", i),
+				Node: simnodes.NodeName(r.Intn(w.Nodes)), Labels: map[string]string{"app": app, WorkloadLabel: "true"}}
+			if _, err = kube.CoreV1().Pods(p.Namespace).Create(ctx, PodObject(p), metav1.CreateOptions{}); err == nil {
+				made = append(made, p)
+			}
+		case op == 1:
+			k := r.Intn(len(made))
+			p := made[k]
+			made = append(made[:k], made[k+1:]...)
+			err = kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+		default:
+			p := made[r.Intn(len(made))]
+			app := "web"
+			if p.Labels["app"] == "web" {
+				app = "client"
+			}
+			p.Labels["app"] = app
+			patch := fmt.Sprintf(`{"metadata":{"labels":{"app":%q}}}`, app)
+			_, err = kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, k8stypes.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		}
+		if err != nil {
+			t.Fatalf("churn: %v", err)
+		}
+		ops++
+		if w.ACNPs > 0 && i%rate == 0 {
+			pol, err := crd.CrdV1beta1().ClusterNetworkPolicies().Get(ctx, "scale-acnp-0", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := intstr.FromInt32(int32(20000 + i%1000))
+			pol.Spec.Ingress[0].Ports[0].Port = &port
+			if _, err := crd.CrdV1beta1().ClusterNetworkPolicies().Update(ctx, pol, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	// A Node joins with 3 pods, then leaves (its pods deleted first, as
+	// the pod garbage collector would).
+	if err := simnodes.EnsureNodes(ctx, kube, simnodes.DefaultCIDR, w.Nodes+1); err != nil {
+		t.Fatal(err)
+	}
+	joined := simnodes.NodeName(w.Nodes)
+	for k := 0; k < 3; k++ {
+		p := Pod{Namespace: NamespaceName(k % w.Namespaces()), Name: fmt.Sprintf("joined-%d", k), Node: joined,
+			Labels: map[string]string{"app": "client", WorkloadLabel: "true"}}
+		if _, err := kube.CoreV1().Pods(p.Namespace).Create(ctx, PodObject(p), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitPodIP(ctx, kube, p.Namespace, p.Name); err != nil {
+			t.Fatal(err)
+		}
+		if err := kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kube.CoreV1().Nodes().Delete(ctx, joined, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now()
+	exp, err := Recompute(ctx, kube, crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diffs := waitConsistent(ctx, sim, exp, 5*time.Minute); len(diffs) > 0 {
+		res.Mismatches += len(diffs)
+		t.Errorf("after the churn %d differences, first: %s", len(diffs), strings.Join(diffs[:min(5, len(diffs))], "\n"))
+	}
+	res.ChurnSettleSeconds = time.Since(end).Seconds()
+	res.ChurnOpsPerSecond = float64(ops) / elapsed.Seconds()
+	if cpu1, err := readProc(ctrl.cmd.Process.Pid); err == nil {
+		res.ChurnCPUPerSecond = (cpu1.CPUSeconds - cpu0.CPUSeconds) / time.Since(start).Seconds()
+	}
+	t.Logf("churn: %d pod operations in %s (%.0f/s), a Node joined and left; every agent holds its span %.1fs after the end",
+		ops, elapsed.Round(time.Millisecond), res.ChurnOpsPerSecond, res.ChurnSettleSeconds)
 }
