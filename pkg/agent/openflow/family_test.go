@@ -120,12 +120,12 @@ func TestAnIPv6EndpointIsBuiltInItsOwnFamily(t *testing.T) {
 	}
 }
 
-func TestAnIPv6ServiceIsRefusedNamingItsFamily(t *testing.T) {
+func TestAnIPv6ServiceIsRefusedOnANodeWithoutIPv6NamingItsFamily(t *testing.T) {
 	c, _ := newServiceUnitClient(t)
 	err := c.InstallService(context.Background(), "ns/v6", ServiceState{
 		{IP: netip.MustParseAddr("fd00:10:96::a"), Protocol: binding.IPProtoTCP, Port: 80}: {},
 	})
-	if err == nil || !strings.Contains(err.Error(), "IPv6 is not supported yet") {
+	if err == nil || !strings.Contains(err.Error(), "carries no IPv6") {
 		t.Fatalf("InstallService(IPv6) = %v, want an error naming IPv6", err)
 	}
 	err = c.InstallService(context.Background(), "ns/mixed", ServiceState{
@@ -141,8 +141,12 @@ func TestTheNodeCarriesTheFamiliesOfItsGateway(t *testing.T) {
 	if got := n.families(); len(got) != 1 || got[0] != types.IPv4 {
 		t.Errorf("families of an IPv4 node = %v", got)
 	}
-	n.GatewayIP = net.ParseIP("fd00:10:244:1::1")
-	if got := n.families(); len(got) != 0 {
-		t.Errorf("families of an IPv6 node = %v, want none until the pipeline realizes IPv6", got)
+	n.GatewayIPv6 = net.ParseIP("fd00:10:244:1::1")
+	if got := n.families(); len(got) != 2 || got[0] != types.IPv4 || got[1] != types.IPv6 {
+		t.Errorf("families of a dual-stack node = %v, want [IPv4 IPv6]", got)
+	}
+	n.GatewayIP, n.GatewayIPv6 = net.ParseIP("fd00:10:244:1::1"), nil
+	if got := n.families(); len(got) != 1 || got[0] != types.IPv6 {
+		t.Errorf("families of an IPv6 node = %v, want [IPv6]", got)
 	}
 }
