@@ -37,6 +37,7 @@ func setupRoutes(ctx context.Context, d *deps) (component, error) {
 		return nil, err
 	}
 	routes.SetEncap(encapDecision(o.TrafficEncapMode, nc.NodeIP))
+	routes.SetIPv6(d.gatewayIPv6 != nil)
 	if routedPeers(o.TrafficEncapMode) && !o.NoSNAT {
 		// The masquerade spares the pod CIDRs of the peers: those of
 		// routed peers leave through the node's stack with the pod's
