@@ -151,7 +151,7 @@ func TestTheSpoofGuardDropsIPv6AndNDPThatClaimAnotherPodsAddressOnRealOVS(t *tes
 // IPv4 and not over IPv6; once the rule's peers hold a's IPv6 address (an
 // ipBlock or a pod peer of IPv6), a reaches b over IPv6 too. 3-4 s.
 func TestANetworkPolicyDeniesIPv6AsItDeniesIPv4OnRealOVS(t *testing.T) {
-	_, c, a, b := dualStackNode(t)
+	br, c, a, b := dualStackNode(t)
 	ctx := context.Background()
 	pingEventually(t, a.NS, b.IPv6)
 	rw := NewRuleWriter(c)
@@ -169,6 +169,9 @@ func TestANetworkPolicyDeniesIPv6AsItDeniesIPv4OnRealOVS(t *testing.T) {
 	if err := rw.SetIsolatedPorts(ctx, DirectionIngress, []uint32{b.OFPort}); err != nil {
 		t.Fatal(err)
 	}
+	// The datapath's cached flows of the ping above go, as the agent
+	// purges them after a policy change (pkg/agent/dpcache).
+	br.PurgeDatapath(t)
 	b.ServeWho(t, 8080)
 	b.ServeWho6(t, 8080)
 	if who, _ := bridgetest.Answerer(a.AskWhoEventually(t, "tcp4", net.JoinHostPort(b.IP.String(), "8080"))); who != "b" {
@@ -183,6 +186,7 @@ func TestANetworkPolicyDeniesIPv6AsItDeniesIPv4OnRealOVS(t *testing.T) {
 	if err := rw.Install(ctx, rule(a.IP, a.IPv6)); err != nil {
 		t.Fatal(err)
 	}
+	br.PurgeDatapath(t)
 	if who, client := bridgetest.Answerer(a.AskWhoEventually(t, "tcp6", net.JoinHostPort(b.IPv6.String(), "8080"))); who != "b" ||
 		!strings.HasPrefix(client, "["+a.IPv6.String()+"]:") {
 		t.Errorf("with a's IPv6 address among the rule's peers, a should reach b over IPv6: answered by %q seeing %q", who, client)
