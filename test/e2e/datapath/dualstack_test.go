@@ -29,8 +29,8 @@ const envIPFamily = "ANTREA_E2E_IP_FAMILY"
 // family and its gateway an address of each; pods on two nodes reach each
 // other over IPv6 (ICMPv6 and TCP) as over IPv4; a dual-stack Service's
 // IPv6 ClusterIP answers; a NetworkPolicy that isolates a pod denies IPv6
-// as it denies IPv4, and an ipBlock of the client's IPv6 address lets
-// IPv6 alone through.
+// as it denies IPv4, an ipBlock of the client's IPv6 address lets IPv6
+// alone through, and a pod peer lets both families through.
 func TestDualStack(t *testing.T) {
 	if os.Getenv(envIPFamily) != lab.IPFamilyDual {
 		t.Skipf("the dual-stack lab runs under %s=dual (make conformance)", envIPFamily)
@@ -120,6 +120,18 @@ func TestDualStack(t *testing.T) {
 		}
 		if err := e.denied(ctx, "a1", e.ip("b1")); err != nil {
 			t.Errorf("the ipBlock is IPv6 only: %v", err)
+		}
+		// A pod peer: a1's addresses of both families (its AddressGroup
+		// member carries both), so a1 reaches b1 over each.
+		np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
+			{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a1"}}}}}}
+		if _, err := e.Client.NetworkingV1().NetworkPolicies(namespace).Update(ctx, np, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, to := range []string{e.ip("b1"), b6} {
+			if err := e.probeEventuallyFor(ctx, 20*time.Second, "a1", "tcp", to); err != nil {
+				t.Errorf("a pod peer a1 should let a1 reach b1 at %s: %v", to, err)
+			}
 		}
 	})
 }
