@@ -27,7 +27,8 @@ const envIPFamily = "ANTREA_E2E_IP_FAMILY"
 
 // TestDualStack: on a dual-stack lab every node has a pod CIDR of each
 // family and its gateway an address of each; pods on two nodes reach each
-// other over IPv6 (ICMPv6 and TCP) as over IPv4; a dual-stack Service's
+// other over IPv6 (ICMPv6 and TCP) as over IPv4, and a node reaches its
+// own and a remote pod over IPv6; a dual-stack Service's
 // IPv6 ClusterIP answers; a NetworkPolicy that isolates a pod denies IPv6
 // as it denies IPv4, an ipBlock of the client's IPv6 address lets IPv6
 // alone through, and a pod peer lets both families through.
@@ -73,6 +74,10 @@ func TestDualStack(t *testing.T) {
 		for _, c := range []struct{ from, proto, to string }{
 			{"a1", "icmp", b6}, {"a1", "tcp", b6}, {"b1", "tcp", a6}, {"a1", "udp", b6},
 			{"a1", "tcp", e.ip("b1")},
+			// The node's own IPv6 traffic: to its pod over the gateway's
+			// subnet, to a remote pod by the route via the peer's pinned
+			// IPv6 gateway (pkg/agent/route).
+			{"node-1", "tcp", a6}, {"node-1", "tcp", b6},
 		} {
 			if err := e.probeEventually(ctx, c.from, c.proto, c.to); err != nil {
 				t.Errorf("%s -> %s over %s: %v", c.from, c.to, c.proto, err)
