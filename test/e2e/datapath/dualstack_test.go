@@ -2,6 +2,8 @@ package datapath
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -84,6 +86,18 @@ func TestDualStack(t *testing.T) {
 			}
 		}
 	})
+	// A figure, not a judge (no assertion on it): one TCP stream across
+	// the nodes over IPv4 and over IPv6, same pods, same run.
+	t.Run("figure: a TCP stream across nodes, IPv6 next to IPv4", func(t *testing.T) {
+		e.startIperfServer(t, ctx, "b1")
+		for _, to := range []string{e.ip("b1"), b6} {
+			mbits, err := e.iperfMbits(ctx, "a1", to)
+			if err != nil {
+				t.Fatalf("iperf3 a1 -> %s: %v", to, err)
+			}
+			t.Logf("figure: iperf3 TCP 3 s, a1 (node-1) -> b1 (node-2) at %s: %.0f Mbit/s", to, mbits)
+		}
+	})
 	t.Run("a dual-stack Service's IPv6 ClusterIP answers", func(t *testing.T) {
 		policy := corev1.IPFamilyPolicyRequireDualStack
 		svc, err := e.Client.CoreV1().Services(namespace).Create(ctx, &corev1.Service{
@@ -139,6 +153,31 @@ func TestDualStack(t *testing.T) {
 			}
 		}
 	})
+}
+
+// iperfMbits runs a 3-second iperf3 TCP stream from a pod's network
+// namespace to addr (an iperf3 server there) and returns what the
+// receiver got, in Mbit/s.
+func (e *env) iperfMbits(ctx context.Context, from, addr string) (float64, error) {
+	netns, err := labtest.PodNetNS(e.pods[from])
+	if err != nil {
+		return 0, err
+	}
+	out, err := exec.CommandContext(ctx, "nsenter", "--net="+netns, "--", "iperf3", "-c", addr, "-t", "3", "-J").Output()
+	if err != nil {
+		return 0, fmt.Errorf("%v: %s", err, out)
+	}
+	var r struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return 0, fmt.Errorf("iperf3 -J output: %v", err)
+	}
+	return r.End.SumReceived.BitsPerSecond / 1e6, nil
 }
 
 // probeEventuallyFor probes until it succeeds or d passes (a policy or
