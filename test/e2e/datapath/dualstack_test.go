@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -31,7 +32,8 @@ const envIPFamily = "ANTREA_E2E_IP_FAMILY"
 // family and its gateway an address of each; pods on two nodes reach each
 // other over IPv6 (ICMPv6 and TCP) as over IPv4, and a node reaches its
 // own and a remote pod over IPv6; a dual-stack Service's
-// IPv6 ClusterIP answers; a NetworkPolicy that isolates a pod denies IPv6
+// IPv6 ClusterIP answers, and the cluster DNS answers AAAA for its name
+// with it; a NetworkPolicy that isolates a pod denies IPv6
 // as it denies IPv4, an ipBlock of the client's IPv6 address lets IPv6
 // alone through, and a pod peer lets both families through.
 func TestDualStack(t *testing.T) {
@@ -115,6 +117,19 @@ func TestDualStack(t *testing.T) {
 			if err := e.probeEventuallyFor(ctx, 30*time.Second, "a1", "tcp", vip); err != nil {
 				t.Errorf("a1 -> ClusterIP %s: %v", vip, err)
 			}
+		}
+		// The cluster DNS answers the Service's name with its IPv6
+		// ClusterIP (AAAA), asked from a1's network namespace by the dig
+		// of the agnhost image's root filesystem (the host has none).
+		dns, err := e.Client.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rootfs := filepath.Join(filepath.Dir(e.Opts.KubeBinDir), "rootfs-agnhost")
+		out, err := e.Exec(ctx, namespace, "a1", "chroot", rootfs, "dig", "+short", "+time=3", "@"+dns.Spec.ClusterIP,
+			"web6."+namespace+".svc.cluster.local", "AAAA")
+		if err != nil || !slices.Contains(strings.Fields(out), svc.Spec.ClusterIPs[1]) {
+			t.Errorf("dig AAAA web6 from a pod = %q, %v; want %s", out, err, svc.Spec.ClusterIPs[1])
 		}
 	})
 	t.Run("a NetworkPolicy denies IPv6 as it denies IPv4", func(t *testing.T) {
