@@ -31,6 +31,7 @@
 #   E2E_PROCS  parallel ginkgo processes (default 1; more run e2e.test under
 #              the ginkgo CLI, as upstream's CI does)
 #   E2E_REUSE=1 runs against the lab that is up instead of a new one
+#   E2E_LAB_ARGS  more flags of `antrea-lab up` (e.g. "--ip-family dual")
 #   E2E_NETNS  runs e2e.test inside that network namespace of the lab (e.g.
 #              antrea-lab-client, a host beyond the lab's router), reaching
 #              kube-apiserver at E2E_APISERVER (default
@@ -65,7 +66,8 @@ go build -o "$JUDGE" ./hack/judge
 
 if [ "${E2E_REUSE:-0}" != 1 ]; then
   "$LAB" down >/dev/null
-  "$LAB" up --nodes 2
+  # shellcheck disable=SC2086 # E2E_LAB_ARGS is a list of flags
+  "$LAB" up --nodes 2 ${E2E_LAB_ARGS:-}
   if [ "${E2E_KEEP:-0}" != 1 ]; then trap '"$LAB" down >/dev/null' EXIT; fi
 fi
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cni.sh measures CNI ADD latency (p50/p99) on one node for 100 sequential and
 # 20 concurrent ADDs: antrea (libcni -> antrea-cni -> CNIServer -> veth, OVS
-# port, flows on a real userspace OVS) next to the reference bridge +
-# host-local plugins, in the same run, and prints the ratios. Needs root and
+# port, flows on a real userspace OVS), the same on a dual-stack node (an
+# IPv4 and an IPv6 address per pod; docs/ipv6.md), next to the reference
+# bridge + host-local plugins, in the same run, and prints the ratios. Needs root and
 # Open vSwitch (hack/install.sh). The measurement lives in
 # pkg/agent/cniserver/bench_test.go (TestCNIAddLatencyReport).
 set -euo pipefail

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"k8s.io/klog/v2"
 )
@@ -162,7 +163,11 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 		return err
 	}
 
-	s.logf("starting kube-apiserver (advertise %s, services %s)", controlPlaneIP(), ServiceCIDR)
+	serviceCIDRs := ServiceCIDR
+	if s.opts.dualStack() {
+		serviceCIDRs += "," + ServiceCIDRv6
+	}
+	s.logf("starting kube-apiserver (advertise %s, services %s)", controlPlaneIP(), serviceCIDRs)
 	f := c.files
 	// With real nodes the aggregator dials the endpoints of an APIService's
 	// Service (antrea-controller's node IP: it is hostNetwork) rather than
@@ -174,7 +179,7 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 		"--bind-address=0.0.0.0",
 		fmt.Sprintf("--secure-port=%d", APIServerPort),
 		"--advertise-address="+controlPlaneIP().String(),
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-cluster-ip-range="+serviceCIDRs,
 		"--tls-cert-file="+f.APIServerCert,
 		"--tls-private-key-file="+f.APIServerKey,
 		"--client-ca-file="+f.CACert,
@@ -220,24 +225,33 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 		return err
 	}
 
-	s.logf("starting kube-controller-manager (podCIDRs from %s, /%d per node) and kube-scheduler", ClusterCIDR, NodeCIDRMaskSize)
+	// A dual-stack lab: each node gets a pod CIDR of each family, IPv4
+	// first (the agent's primary family), and Services a ClusterIP range
+	// of each.
+	clusterCIDRs, masks := ClusterCIDR, []string{fmt.Sprintf("--node-cidr-mask-size=%d", NodeCIDRMaskSize)}
+	if s.opts.dualStack() {
+		clusterCIDRs += "," + ClusterCIDRv6
+		masks = []string{fmt.Sprintf("--node-cidr-mask-size-ipv4=%d", NodeCIDRMaskSize), fmt.Sprintf("--node-cidr-mask-size-ipv6=%d", NodeCIDRMaskSizeV6)}
+	}
+	s.logf("starting kube-controller-manager (podCIDRs from %s, %s) and kube-scheduler", clusterCIDRs, strings.Join(masks, " "))
 	cm := c.kubeconfigs["controller-manager"]
-	if _, err := s.startDaemon("kube-controller-manager", "", ControlPlaneNetNS, bin("kube-controller-manager"),
-		"--kubeconfig="+cm,
-		"--authentication-kubeconfig="+cm,
-		"--authorization-kubeconfig="+cm,
+	cmArgs := append([]string{
+		"--kubeconfig=" + cm,
+		"--authentication-kubeconfig=" + cm,
+		"--authorization-kubeconfig=" + cm,
 		"--bind-address=127.0.0.1",
 		"--leader-elect=false",
 		"--allocate-node-cidrs=true",
-		"--cluster-cidr="+ClusterCIDR,
-		fmt.Sprintf("--node-cidr-mask-size=%d", NodeCIDRMaskSize),
-		"--service-cluster-ip-range="+ServiceCIDR,
-		"--service-account-private-key-file="+f.SAKey,
-		"--root-ca-file="+f.CACert,
+		"--cluster-cidr=" + clusterCIDRs,
+		"--service-cluster-ip-range=" + serviceCIDRs,
+		"--service-account-private-key-file=" + f.SAKey,
+		"--root-ca-file=" + f.CACert,
 		"--use-service-account-credentials=true",
 		"--controllers=*",
-		"--cluster-signing-cert-file="+f.CACert,
-		"--cluster-signing-key-file="+f.CAKey); err != nil {
+		"--cluster-signing-cert-file=" + f.CACert,
+		"--cluster-signing-key-file=" + f.CAKey,
+	}, masks...)
+	if _, err := s.startDaemon("kube-controller-manager", "", ControlPlaneNetNS, bin("kube-controller-manager"), cmArgs...); err != nil {
 		return err
 	}
 	sched := c.kubeconfigs["scheduler"]

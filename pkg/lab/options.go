@@ -42,6 +42,12 @@ const (
 	ClusterCIDR = "10.10.0.0/16"
 	// NodeCIDRMaskSize is the prefix length of each node's podCIDR.
 	NodeCIDRMaskSize = 24
+	// ServiceCIDRv6, ClusterCIDRv6 and NodeCIDRMaskSizeV6 are the IPv6
+	// ranges of a dual-stack lab (--ip-family dual): unique local
+	// addresses (fd00::/8), which leave no lab netns.
+	ServiceCIDRv6      = "fd00:10:96::/112"
+	ClusterCIDRv6      = "fd00:10:244::/56"
+	NodeCIDRMaskSizeV6 = 64
 	// PodNetNSAnnotation is where the node simulator records a pod's netns name.
 	PodNetNSAnnotation = "lab.antrea.io/netns"
 )
@@ -77,6 +83,10 @@ type Options struct {
 	// share its subnet) or hybrid (routed within a subnet, through Encap
 	// across the router between subnets).
 	TrafficMode string `json:"trafficMode,omitempty"`
+	// IPFamily is the cluster's IP families: ipv4, or dual (IPv4 and IPv6
+	// pod and Service CIDRs; the underlay stays IPv4 and carries the inner
+	// IPv6 frames in the tunnel). ipv6 (an IPv6 underlay) is not built yet.
+	IPFamily string `json:"ipFamily,omitempty"`
 	// Subnets is the number of underlay subnets the nodes are spread over,
 	// joined by the router (subnets.go); 0 or 1: one subnet.
 	Subnets int `json:"subnets,omitempty"`
@@ -120,6 +130,7 @@ func DefaultOptions() Options {
 		Nodes:       2,
 		Encap:       "geneve",
 		TrafficMode: "encap",
+		IPFamily:    IPFamilyV4,
 		Subnets:     1,
 		Runtime:     RuntimeAntrea,
 		Kubelet:     KubeletReal,
@@ -168,6 +179,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--traffic-mode %s is not built yet (want encap, noEncap or hybrid)", o.TrafficMode)
 	default:
 		return fmt.Errorf("--traffic-mode must be encap, noEncap or hybrid, got %q", o.TrafficMode)
+	}
+	if err := o.validateIPFamily(); err != nil {
+		return err
 	}
 	if o.Subnets == 0 {
 		o.Subnets = 1
@@ -327,6 +341,46 @@ func NodeNetNS(node string) string {
 	}
 	return nodeNetNS(i)
 }
+
+// IP families of a lab (--ip-family), upstream's names.
+const (
+	IPFamilyV4   = "ipv4"
+	IPFamilyDual = "dual"
+	IPFamilyV6   = "ipv6"
+)
+
+// validateIPFamily checks --ip-family against the other options: what
+// upstream Antrea refuses is refused with its reason, what the lab does
+// not build yet says so, and nothing starts half-configured.
+func (o *Options) validateIPFamily() error {
+	switch o.IPFamily {
+	case "":
+		o.IPFamily = IPFamilyV4
+		return nil
+	case IPFamilyV4:
+		return nil
+	case IPFamilyV6:
+		if o.Encap == "gre" {
+			return fmt.Errorf("--ip-family ipv6 with --encap gre: upstream Antrea refuses a GRE tunnel over an IPv6 underlay; use geneve or vxlan")
+		}
+		return fmt.Errorf("--ip-family ipv6 is not built yet (an IPv6 underlay); --ip-family dual runs IPv6 pods and Services over the IPv4 underlay (docs/ipv6.md)")
+	case IPFamilyDual:
+	default:
+		return fmt.Errorf("--ip-family must be ipv4, dual or ipv6, got %q", o.IPFamily)
+	}
+	switch {
+	case o.trafficMode() != "encap":
+		return fmt.Errorf("--ip-family dual needs --traffic-mode encap: with %s the underlay routes pod traffic, and the lab's underlay is IPv4 only (no route to an IPv6 pod CIDR; docs/ipv6.md)", o.TrafficMode)
+	case o.Runtime != RuntimeAntrea || o.Kubelet != KubeletReal:
+		return fmt.Errorf("--ip-family dual needs --runtime %s and --kubelet %s (the reference CNI and the node simulator give pods IPv4 only)", RuntimeAntrea, KubeletReal)
+	case o.Proxy == ProxyKube:
+		return fmt.Errorf("--ip-family dual needs --proxy %s: the nodes route no IPv6 Service traffic into the bridge for kube-proxy (docs/ipv6.md)", ProxyAntrea)
+	}
+	return nil
+}
+
+// dualStack reports whether the lab has IPv6 pod and Service CIDRs.
+func (o Options) dualStack() bool { return o.IPFamily == IPFamilyDual }
 
 // trafficMode is TrafficMode, encap when unset (a lab state file written
 // before the option existed).

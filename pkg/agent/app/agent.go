@@ -128,8 +128,9 @@ type deps struct {
 	// neighbours.
 	repinNow chan struct{}
 
-	gatewayIP net.IP                        // pipeline
-	store     interfacestore.InterfaceStore // pod interfaces
+	gatewayIP   net.IP                        // pipeline
+	gatewayIPv6 net.IP                        // pipeline: a dual-stack node's IPv6 gateway address
+	store       interfacestore.InterfaceStore // pod interfaces
 	// hostPorts is nil when the existing pods' hostPorts could not be
 	// installed (node netfilter).
 	hostPorts   cniserver.HostPortInstaller

@@ -74,7 +74,7 @@ func setupFlowExporter(ctx context.Context, d *deps) (component, error) {
 		}
 		return nil, nil
 	}
-	src := &flowexporter.DpctlSource{RunDir: d.o.OVSRunDir, Zones: []uint16{agentof.CtZone}}
+	src := &flowexporter.DpctlSource{RunDir: d.o.OVSRunDir, Zones: agentof.CtZones()}
 	var feed flowexporter.CounterFeed
 	var ovsFeed *flowexporter.OVSIPFIXFeed
 	if d.o.DatapathType == agentconfig.DatapathNetdev {

@@ -85,9 +85,18 @@ func setupPipeline(ctx context.Context, d *deps) (component, error) {
 	}
 	nc := d.nc
 	d.gatewayIP = route.GatewayIP(d.podCIDRs[0])
+	// A dual-stack node (an IPv6 pod CIDR beside the IPv4 one): the
+	// gateway holds the first address of each, and the pipeline carries
+	// both families (docs/ipv6.md).
+	for _, c := range d.podCIDRs[1:] {
+		if c.IP.To4() == nil && d.gatewayIP.To4() != nil {
+			d.gatewayIPv6 = route.GatewayIP(c)
+		}
+	}
 	return nil, d.flows.Initialize(ctx, &agentof.NodeConfig{
 		GatewayOFPort: uint32(nc.Gateway.OFPort),
 		GatewayIP:     d.gatewayIP,
+		GatewayIPv6:   d.gatewayIPv6,
 		GatewayMAC:    nc.Gateway.MAC,
 		TunnelOFPort:  uint32(nc.TunnelOFPort),
 		PodCIDR:       d.podCIDRs[0],

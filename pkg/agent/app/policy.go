@@ -51,7 +51,7 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 		PacketIns: &npcontroller.PacketIns{IO: d.packets, Parser: d.flows, AuditLogDir: npcontroller.DefaultAuditLogDir},
 		// An expired address a live connection still goes to is kept.
 		FQDN: &npcontroller.FQDNOptions{MinTTL: d.o.FQDNCacheMinTTL, Flows: d.flows, DNSServer: clusterDNS(ctx, d),
-			Live: npcontroller.ConntrackLive(&flowexporter.DpctlSource{RunDir: d.o.OVSRunDir, Zones: []uint16{agentof.CtZone}})},
+			Live: npcontroller.ConntrackLive(&flowexporter.DpctlSource{RunDir: d.o.OVSRunDir, Zones: agentof.CtZones()})},
 		Denied:     denied,
 		NodePolicy: setupNodePolicyWriter(ctx, d),
 		Services:   npcontroller.NewServiceLookup(d.informers.Core().V1().Services()),

@@ -90,7 +90,9 @@ func setupProxy(ctx context.Context, d *deps) (component, error) {
 		Nodes:    d.informers.Core().V1().Nodes(), Zone: d.node.Labels[corev1.LabelTopologyZone],
 		// The health checks of externalTrafficPolicy Local belong to
 		// whoever serves NodePorts: without proxyAll, kube-proxy does.
-		NoHealthChecks: !o.ProxyAll, HealthCheckAddresses: healthCheckAddresses(o.NodePortAddresses)}
+		NoHealthChecks: !o.ProxyAll, HealthCheckAddresses: healthCheckAddresses(o.NodePortAddresses),
+		// A dual-stack node realizes the IPv6 ClusterIPs in the bridge too.
+		IPv6: d.gatewayIPv6 != nil}
 	if o.ProxyAll {
 		pcfg.ProxyAll, pcfg.NodePath, pcfg.ProxyHealth = true, d.nodePath, d.proxyHealth
 	}

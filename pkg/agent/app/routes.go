@@ -37,6 +37,13 @@ func setupRoutes(ctx context.Context, d *deps) (component, error) {
 		return nil, err
 	}
 	routes.SetEncap(encapDecision(o.TrafficEncapMode, nc.NodeIP))
+	routes.SetIPv6(d.gatewayIPv6 != nil)
+	if d.gatewayIPv6 != nil && routedPeers(o.TrafficEncapMode) {
+		// Only tunnelled peers get IPv6 flows and routes (docs/ipv6.md):
+		// a routed peer's IPv6 pods are not reached.
+		klog.InfoS("IPv6 pod traffic to other nodes is tunnelled only; routed peers (noEncap, hybrid within a subnet) are reached over IPv4 alone",
+			"trafficEncapMode", o.TrafficEncapMode)
+	}
 	if routedPeers(o.TrafficEncapMode) && !o.NoSNAT {
 		// The masquerade spares the pod CIDRs of the peers: those of
 		// routed peers leave through the node's stack with the pod's

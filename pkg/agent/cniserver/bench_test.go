@@ -110,6 +110,10 @@ func TestCNIAddLatencyReport(t *testing.T) {
 	}
 	ref := &adder{name: "bridge+host-local", cni: newCNIConfig(refBin, t.TempDir()), list: refList, hostNS: refNS}
 	antrea := &adder{name: "antrea (agent pipeline)", cni: e.cni, list: e.list}
+	// A dual-stack node of its own (its OVS, two pod CIDRs): each ADD
+	// allocates and configures an IPv6 address beside the IPv4 one.
+	e6 := newEnvWith(t, true, withDualStackPipeline)
+	dual := &adder{name: "dual-stack antrea", cni: e6.cni, list: e6.list}
 
 	newPods := func(prefix string, n int) []*pod {
 		out := make([]*pod, n)
@@ -118,7 +122,7 @@ func TestCNIAddLatencyReport(t *testing.T) {
 		}
 		return out
 	}
-	adders := []*adder{ref, antrea}
+	adders := []*adder{ref, antrea, dual}
 	seq := make([]latencies, len(adders))
 	conc := make([]latencies, len(adders))
 	// Warm up both (page cache, first exec of each binary).

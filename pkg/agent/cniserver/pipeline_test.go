@@ -20,7 +20,14 @@ import (
 // withAgentPipeline gives the env the agent's real OpenFlow pipeline: the
 // gateway antrea-gw0 (10.123.1.1/24) and the intent-level client that
 // InstallPodFlows writes through.
-func withAgentPipeline(e *env) PodFlowInstaller {
+func withAgentPipeline(e *env) PodFlowInstaller { return agentPipeline(e, false) }
+
+// withDualStackPipeline is withAgentPipeline on a dual-stack node: the
+// node's second pod CIDR is fd00:10:123:1::/64, antrea-gw0 also holds
+// fd00:10:123:1::1, and the pipeline carries IPv6 (docs/ipv6.md).
+func withDualStackPipeline(e *env) PodFlowInstaller { return agentPipeline(e, true) }
+
+func agentPipeline(e *env, dual bool) PodFlowInstaller {
 	t := e.t
 	ctx := ctxT(t)
 	gwUUID, err := e.ports.CreateInternalPort(ctx, "antrea-gw0", 2, "", nil)
@@ -31,11 +38,19 @@ func withAgentPipeline(e *env) PodFlowInstaller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{
+	cmds := [][]string{
 		{"addr", "add", "10.123.1.1/24", "dev", "antrea-gw0"},
 		{"addr", "add", "10.200.0.1/32", "dev", "antrea-gw0"},
 		{"link", "set", "antrea-gw0", "up"},
-	} {
+	}
+	var gw6 net.IP
+	if dual {
+		_, cidr6, _ := net.ParseCIDR("fd00:10:123:1::/64")
+		e.cfg.PodCIDRs = append(e.cfg.PodCIDRs, cidr6)
+		gw6 = net.ParseIP("fd00:10:123:1::1")
+		cmds = append(cmds, []string{"addr", "add", "fd00:10:123:1::1/64", "dev", "antrea-gw0", "nodad"})
+	}
+	for _, args := range cmds {
 		if out, err := exec.Command("ip", append([]string{"-n", e.ovs.NetNS()}, args...)...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %v: %v: %s", args, err, out)
 		}
@@ -58,7 +73,7 @@ func withAgentPipeline(e *env) PodFlowInstaller {
 	}
 	go ofc.Run(runCtx)
 	if err := c.Initialize(ctx, &agentof.NodeConfig{
-		GatewayOFPort: uint32(gwOFPort), GatewayIP: net.ParseIP("10.123.1.1"), GatewayMAC: gwMAC, PodCIDR: e.cfg.PodCIDRs[0],
+		GatewayOFPort: uint32(gwOFPort), GatewayIP: net.ParseIP("10.123.1.1"), GatewayIPv6: gw6, GatewayMAC: gwMAC, PodCIDR: e.cfg.PodCIDRs[0],
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -176,5 +191,53 @@ func TestWithTheAgentPipelinePodsTalkAndDelLeavesNoFlowOfThePod(t *testing.T) {
 	// The gateway's port stays, it is the node's; nothing else may.
 	if left := e.leftovers(t); len(left) != 1 || left[0] != "OVS port antrea-gw0" {
 		t.Errorf("after DEL: %v", left)
+	}
+}
+
+// TestADualStackADDGivesThePodBothFamiliesAndIPv6Works: on a dual-stack
+// node (two pod CIDRs, the gateway holding an address of each, the
+// pipeline carrying IPv6) a real CNI ADD gives the pod an IPv4 and an IPv6
+// address, each with its gateway, and the agent's flows for both: two pods
+// speak TCP over IPv6 (their neighbour discovery through the pipeline),
+// and DEL leaves no flow of the pod. About 3 s.
+func TestADualStackADDGivesThePodBothFamiliesAndIPv6Works(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	e := newEnvWith(t, true, withDualStackPipeline)
+	ctx := ctxT(t)
+	a, b := e.newPod("client"), e.newPod("server")
+	var v6 []string
+	for _, p := range []*pod{a, b} {
+		r, err := e.cni.AddNetworkList(ctx, e.list, p.rt)
+		if err != nil {
+			t.Fatalf("ADD %s: %v", p.name, err)
+		}
+		res, _ := current.NewResultFromResult(r)
+		if len(res.IPs) != 2 || res.IPs[0].Address.IP.To4() == nil || res.IPs[1].Address.IP.To4() != nil {
+			t.Fatalf("ADD %s: IPs %v, want an IPv4 and an IPv6 address", p.name, res.IPs)
+		}
+		if gw := res.IPs[1].Gateway.String(); gw != "fd00:10:123:1::1" {
+			t.Errorf("ADD %s: IPv6 gateway %s, want fd00:10:123:1::1", p.name, gw)
+		}
+		if !e.cfg.PodCIDRs[1].Contains(res.IPs[1].Address.IP) {
+			t.Errorf("ADD %s: IPv6 address %s outside the node's IPv6 pod CIDR", p.name, res.IPs[1].Address.IP)
+		}
+		v6 = append(v6, res.IPs[1].Address.IP.String())
+	}
+	addr := net.JoinHostPort(v6[1], "8080")
+	served := serveOnce(t, b.netns, addr)
+	reply, err := talk(ctx, a.netns, addr, a.name)
+	if err != nil || reply != "hello client" {
+		t.Fatalf("TCP over IPv6 from %s to %s: reply %q, %v", a.name, addr, reply, err)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("server side: %v", err)
+	}
+	for _, p := range []*pod{a, b} {
+		if err := e.cni.DelNetworkList(ctx, e.list, p.rt); err != nil {
+			t.Fatalf("DEL %s: %v", p.name, err)
+		}
+	}
+	if flows := bridgeFlows(t, e); strings.Contains(flows, v6[0]) || strings.Contains(flows, v6[1]) {
+		t.Errorf("flows of the deleted pods' IPv6 addresses remain:\n%s", flows)
 	}
 }

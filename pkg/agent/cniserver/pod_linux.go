@@ -104,6 +104,9 @@ func configurePodInterface(netnsPath, ifName string, ips []*current.IPConfig, ro
 		if err := disableTXChecksum(ifName); err != nil {
 			return err
 		}
+		if err := skipDAD(ifName, ips); err != nil {
+			return err
+		}
 		if err := ipam.ConfigureIface(ifName, res); err != nil {
 			return fmt.Errorf("configure addresses and routes of %s: %w", ifName, err)
 		}
@@ -111,6 +114,26 @@ func configurePodInterface(netnsPath, ifName string, ips []*current.IPConfig, ro
 	})
 	if err != nil {
 		return fmt.Errorf("in netns %s: %w", netnsPath, err)
+	}
+	return nil
+}
+
+// skipDAD turns IPv6 duplicate address detection off on the pod's
+// interface when it gets an IPv6 address: IPAM allocated the address, so
+// no other pod has it, and the spoof guard drops the probes (their source
+// is ::) anyway; with it on, ConfigureIface waits for the address to
+// leave the tentative state, about 2 s per ADD (hack/bench/cni.sh). A
+// sysctl of the pod's own netns.
+func skipDAD(ifName string, ips []*current.IPConfig) error {
+	for _, c := range ips {
+		if c.Address.IP.To4() != nil {
+			continue
+		}
+		path := "/proc/sys/net/ipv6/conf/" + ifName + "/accept_dad"
+		if err := os.WriteFile(path, []byte("0"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("turn off duplicate address detection on %s: %w", ifName, err)
+		}
+		return nil
 	}
 	return nil
 }

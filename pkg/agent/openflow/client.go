@@ -130,6 +130,7 @@ func withTimeout() (context.Context, context.CancelFunc) {
 // Initialize installs every feature's meters, then the table-miss flows
 // and every feature's fixed flows for this node, in one bundle.
 func (c *Client) Initialize(ctx context.Context, node *NodeConfig) error {
+	c.b.fams = node.families()
 	flows := c.b.missFlows()
 	for _, f := range c.features {
 		flows = append(flows, f.FixedFlows(node)...)

@@ -2,6 +2,7 @@ package openflow
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"net"
 	"net/netip"
@@ -15,19 +16,23 @@ import (
 // binding.Match.IPDst and the like pick the IPv4 or IPv6 field), a fixed
 // flow is built once per family the node carries (NodeConfig.families), and
 // a register that holds an address has a field per family
-// (endpointIPField). The pipeline realizes IPv4 only until dual-stack
-// lands (issue 33): Realizes is the one place that says so.
+// (endpointIPField). The pipeline realizes both families (issue 33); which
+// of them a node carries is the families of its gateway's addresses
+// (NodeConfig.GatewayIP and GatewayIPv6): an IPv4 node's flows are those of
+// IPv4 alone, a dual-stack node's add IPv6's beside them.
 
-// Realizes reports whether the pipeline realizes family f: the one
-// boundary of this package that dual-stack widens. The agent's policy
-// controller asks it too.
-func Realizes(f types.IPFamily) bool { return f == types.IPv4 }
+// Realizes reports whether the pipeline realizes family f: IPv4 and IPv6
+// (a node carries those it has a gateway address of, NodeConfig.families).
+// The agent's policy controller asks it too.
+func Realizes(f types.IPFamily) bool { return f == types.IPv4 || f == types.IPv6 }
 
-// checkRealized refuses an address of a family the pipeline does not
-// realize, naming what it is (what) and the family.
-func checkRealized(what string, a netip.Addr) error {
-	if f := types.FamilyOf(a); !Realizes(f) {
-		return types.ErrFamilyNotSupported(what+" "+a.String(), f)
+// checkCarried refuses an address of a family the node does not carry
+// (its gateway has no address of it; an IPv4 node and an IPv6 Service),
+// naming what it is (what) and the family.
+func (d *datapath) checkCarried(what string, a netip.Addr) error {
+	f := types.FamilyOf(a)
+	if n := d.node.Load(); !Realizes(f) || (n != nil && !n.gatewayIP(f).IsValid()) {
+		return fmt.Errorf("%s %s: this node carries no %s (its gateway has no %s address)", what, a, f, f)
 	}
 	return nil
 }
@@ -35,7 +40,7 @@ func checkRealized(what string, a netip.Addr) error {
 // families are the IP families the node's pipeline carries: those of its
 // gateway addresses that the pipeline realizes.
 func (n *NodeConfig) families() []types.IPFamily {
-	return types.Families(func(f types.IPFamily) bool { return types.FamilyOfIP(n.GatewayIP) == f && Realizes(f) })
+	return types.Families(func(f types.IPFamily) bool { return n.gatewayIP(f).IsValid() && Realizes(f) })
 }
 
 // ethType is the EtherType of family f's packets.
@@ -155,10 +160,12 @@ func addrBits32(a netip.Addr) uint64 {
 
 // gatewayIP is the gateway's address of family f (the zero Addr if none).
 func (n *NodeConfig) gatewayIP(f types.IPFamily) netip.Addr {
-	if types.FamilyOfIP(n.GatewayIP) != f {
-		return netip.Addr{}
+	for _, ip := range []net.IP{n.GatewayIP, n.GatewayIPv6} {
+		if ip != nil && types.FamilyOfIP(ip) == f {
+			return addr(ip)
+		}
 	}
-	return addr(n.GatewayIP)
+	return netip.Addr{}
 }
 
 // nodeIP is the node's transport address of family f, if it has one.
@@ -170,8 +177,19 @@ func (n *NodeConfig) nodeIP(f types.IPFamily) (netip.Addr, bool) {
 }
 
 // realizedFamilies are the families the pipeline realizes, for the flows
-// that serve any family a pod has (policy rules and isolation).
+// that serve any family a pod has (Traceflow before the node is known).
 func realizedFamilies() []types.IPFamily { return types.Families(Realizes) }
+
+// families are the families the node carries, for the flows that serve
+// any family a pod has (policy rules and isolation): IPv4 alone until
+// Initialize says otherwise (a client that has not seen its node builds
+// IPv4 flows, as before dual-stack).
+func (b *flowBuilder) families() []types.IPFamily {
+	if len(b.fams) == 0 {
+		return []types.IPFamily{types.IPv4}
+	}
+	return b.fams
+}
 
 // matchTransport matches the IP protocol proto (0: any) and, for TCP and
 // UDP, the source and destination ports that are not 0.

@@ -120,12 +120,12 @@ func TestAnIPv6EndpointIsBuiltInItsOwnFamily(t *testing.T) {
 	}
 }
 
-func TestAnIPv6ServiceIsRefusedNamingItsFamily(t *testing.T) {
+func TestAnIPv6ServiceIsRefusedOnANodeWithoutIPv6NamingItsFamily(t *testing.T) {
 	c, _ := newServiceUnitClient(t)
 	err := c.InstallService(context.Background(), "ns/v6", ServiceState{
 		{IP: netip.MustParseAddr("fd00:10:96::a"), Protocol: binding.IPProtoTCP, Port: 80}: {},
 	})
-	if err == nil || !strings.Contains(err.Error(), "IPv6 is not supported yet") {
+	if err == nil || !strings.Contains(err.Error(), "carries no IPv6") {
 		t.Fatalf("InstallService(IPv6) = %v, want an error naming IPv6", err)
 	}
 	err = c.InstallService(context.Background(), "ns/mixed", ServiceState{
@@ -141,8 +141,78 @@ func TestTheNodeCarriesTheFamiliesOfItsGateway(t *testing.T) {
 	if got := n.families(); len(got) != 1 || got[0] != types.IPv4 {
 		t.Errorf("families of an IPv4 node = %v", got)
 	}
-	n.GatewayIP = net.ParseIP("fd00:10:244:1::1")
-	if got := n.families(); len(got) != 0 {
-		t.Errorf("families of an IPv6 node = %v, want none until the pipeline realizes IPv6", got)
+	n.GatewayIPv6 = net.ParseIP("fd00:10:244:1::1")
+	if got := n.families(); len(got) != 2 || got[0] != types.IPv4 || got[1] != types.IPv6 {
+		t.Errorf("families of a dual-stack node = %v, want [IPv4 IPv6]", got)
+	}
+	n.GatewayIP, n.GatewayIPv6 = net.ParseIP("fd00:10:244:1::1"), nil
+	if got := n.families(); len(got) != 1 || got[0] != types.IPv6 {
+		t.Errorf("families of an IPv6 node = %v, want [IPv6]", got)
+	}
+}
+
+// TestADualStackNodesIPv4FlowsAreThoseOfAnIPv4Node: adding IPv6 to a node
+// adds flows and changes none: every flow of an IPv4 node (fixed, a pod's
+// with an address of each family, a peer's, a policy rule's and its
+// isolation, a Service's) is among the dual-stack node's, and each flow
+// the dual-stack node has beyond them is about IPv6 (it matches ipv6 or
+// icmp6, tcp6, ..., or names an IPv6 address).
+func TestADualStackNodesIPv4FlowsAreThoseOfAnIPv4Node(t *testing.T) {
+	ctx := context.Background()
+	flowsOf := func(n *NodeConfig) map[string]bool {
+		c, err := NewClient(newGroupBridge(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Initialize(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		mac, _ := net.ParseMAC("0a:00:00:00:00:09")
+		if err := c.InstallPodFlows("pod-a", []net.IP{net.ParseIP("10.10.1.5"), net.ParseIP("fd00:10:244:1::5")}, mac, 5); err != nil {
+			t.Fatal(err)
+		}
+		_, peer, _ := net.ParseCIDR("10.10.2.0/24")
+		if err := c.InstallNodeFlows("n2", peer, net.ParseIP("10.10.2.1"), net.ParseIP("172.30.0.12")); err != nil {
+			t.Fatal(err)
+		}
+		r := &PolicyRule{ID: 3, Direction: DirectionIngress, Peers: hostPrefixes(1, "10.10.2.7"), AppliedTo: []uint32{5},
+			Services: []PolicyPort{{Protocol: binding.IPProtoTCP, Port: 80}}, Priority: PolicyRulePriority}
+		if _, err := c.ApplyPolicyChange(ctx, PolicyChange{Rules: []RuleChange{{New: r}}, Isolate: [2][]uint32{{5}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.InstallService(ctx, "ns/web", ServiceState{webTCP: {Endpoints: []Endpoint{ep1}}}); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, f := range c.Flows() {
+			out[f.String()] = true
+		}
+		return out
+	}
+	v4 := testNode()
+	dual := testNode()
+	dual.GatewayIPv6 = net.ParseIP("fd00:10:244:1::1")
+	v4Flows, dualFlows := flowsOf(v4), flowsOf(dual)
+	for f := range v4Flows {
+		if !dualFlows[f] {
+			t.Errorf("the IPv4 node's flow is not the dual-stack node's: %s", f)
+		}
+	}
+	extra := 0
+	for f := range dualFlows {
+		if v4Flows[f] {
+			continue
+		}
+		extra++
+		ipv6 := false
+		for _, tok := range []string{"ipv6", "icmp6", "tcp6", "udp6", "sctp6", "eth_type=0x86dd", "fd00:"} {
+			ipv6 = ipv6 || strings.Contains(f, tok)
+		}
+		if !ipv6 {
+			t.Errorf("a flow only the dual-stack node has is not about IPv6: %s", f)
+		}
+	}
+	if extra == 0 {
+		t.Error("the dual-stack node has no flow of its own")
 	}
 }

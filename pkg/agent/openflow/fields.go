@@ -156,7 +156,23 @@ const (
 	// leaves through the gateway again (to HairpinIP), a connection from
 	// outside the node to an endpoint behind the tunnel (to the gateway IP).
 	SNATCtZone = 0xfff1
+	// CtZoneV6 and SNATCtZoneV6 are the same zones for IPv6 connections:
+	// each family has its own zones, as upstream Antrea has them (an IPv6
+	// tuple never meets an IPv4 one, and ct flushes and dumps stay per
+	// family).
+	CtZoneV6     = 0xffe6
+	SNATCtZoneV6 = 0xffe7
 )
+
+// ctZone is family f's pod zone (CtZone or CtZoneV6).
+func ctZone(f types.IPFamily) uint16 { return types.ByFamily[uint16](f, CtZone, CtZoneV6) }
+
+// snatCtZone is family f's SNAT zone (SNATCtZone or SNATCtZoneV6).
+func snatCtZone(f types.IPFamily) uint16 { return types.ByFamily[uint16](f, SNATCtZone, SNATCtZoneV6) }
+
+// CtZones are the pod zones of both families, for those who read conntrack
+// (the FlowExporter, the policy controller's live check).
+func CtZones() []uint16 { return []uint16{CtZone, CtZoneV6} }
 
 // The virtual addresses the pipeline and the node's netfilter agree on,
 // declared once in pkg/agent/types (which says what each is for).

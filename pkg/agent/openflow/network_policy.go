@@ -431,16 +431,16 @@ func (b *flowBuilder) policyFixedFlows(n *NodeConfig) []*binding.Flow {
 // clauseMatches returns the matches of each clause of a rule, in clause order.
 // A peer's clause matches its prefix's family; the clauses without an
 // address (applied-to ports, services, the catch-all) have a flow per
-// family the pipeline realizes, so a rule serves both families of a
+// family the node carries, so a rule serves both families of a
 // dual-stack pod.
-func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
+func clauseMatches(r *PolicyRule, fams []types.IPFamily) [][]func(*binding.Match) {
 	var clauses [][]func(*binding.Match)
 	var peers, applied []func(*binding.Match)
-	// perFamily is one match per realized family, each starting with its
+	// perFamily is one match per family of the node, each starting with its
 	// family's eth_type.
 	perFamily := func(match func(m *binding.Match, f types.IPFamily)) []func(*binding.Match) {
 		var out []func(*binding.Match)
-		for _, f := range realizedFamilies() {
+		for _, f := range fams {
 			out = append(out, func(m *binding.Match) { match(m.EthType(ethType(f)), f) })
 		}
 		return out
@@ -643,7 +643,7 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule, metrics, deny bool) (clauses []*b
 	}
 	rt := ruleTable(r.Direction, r.Tier)
 	prio := rulePriority(r)
-	cms := clauseMatches(r)
+	cms := clauseMatches(r, b.families())
 	for i, clause := range cms {
 		for _, mk := range clause {
 			clauses = append(clauses, b.policyFlow(rt, prio, mk))
@@ -651,7 +651,7 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule, metrics, deny bool) (clauses []*b
 		}
 	}
 	var acts []*binding.Flow
-	for _, f := range realizedFamilies() {
+	for _, f := range b.families() {
 		act := b.policyFlow(rt, prio, func(m *binding.Match) { m.EthType(ethType(f)).ConjID(r.ID) }, b.ruleActions(r, deny)...)
 		if r.Action != ActionAllow {
 			act.Cookie |= uint64(cookiePolicyStatsFlag)
@@ -673,7 +673,7 @@ func (b *flowBuilder) ruleFlows(r *PolicyRule, metrics, deny bool) (clauses []*b
 func (b *flowBuilder) metricFlows(r *PolicyRule) []*binding.Flow {
 	mt := metricTable(r.Direction)
 	var out []*binding.Flow
-	for _, f := range realizedFamilies() {
+	for _, f := range b.families() {
 		ip := ethType(f)
 		newFlow := b.policyFlow(mt, priorityNormal, func(m *binding.Match) {
 			m.EthType(ip).CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
@@ -749,7 +749,7 @@ func (b *flowBuilder) defaultDropFlows(d Direction, port uint32, logged, deny bo
 			UserData: PacketInPolicy.userData(flags, byte(d), byte(ActionDrop)), MeterID: meter})
 	}
 	var out []*binding.Flow
-	for _, f := range realizedFamilies() {
+	for _, f := range b.families() {
 		ip := ethType(f)
 		out = append(out, b.policyFlow(defaultRuleTable(d), priorityDefaultDrop, func(m *binding.Match) {
 			if d == DirectionEgress {

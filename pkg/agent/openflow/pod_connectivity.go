@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 
 	"antrea.io/antrea/pkg/agent/types"
@@ -14,7 +15,7 @@ import (
 // gateway and remote nodes' pods through the tunnel.
 var (
 	PipelineRootClassifierTable = &TableSpec{Name: "PipelineRootClassifier", Stage: ClassifierStage, Pipeline: PipelineRoot, Miss: MissDrop,
-		Doc: "Sends ARP packets to the ARP pipeline and IPv4 packets to the IP pipeline; drops everything else."}
+		Doc: "Sends ARP packets to the ARP pipeline and IPv4 and IPv6 packets (those of the families the node carries) to the IP pipeline; drops everything else."}
 	ARPSpoofGuardTable = &TableSpec{Name: "ARPSpoofGuard", Stage: ValidationStage, Pipeline: PipelineARP, Miss: MissDrop,
 		Doc: "Lets through ARP from the gateway and from each pod with its own IP and MAC; drops spoofed ARP."}
 	ARPResponderTable = &TableSpec{Name: "ARPResponder", Stage: OutputStage, Pipeline: PipelineARP, Miss: MissNormal,
@@ -22,7 +23,7 @@ var (
 	ClassifierTable = &TableSpec{Name: "Classifier", Stage: ClassifierStage, Pipeline: PipelineIP, Miss: MissDrop,
 		Doc: "Marks where a packet entered (gateway, tunnel, local pod) in reg0[0..3]; packets from unknown ports are dropped."}
 	SpoofGuardTable = &TableSpec{Name: "SpoofGuard", Stage: ValidationStage, Pipeline: PipelineIP, Miss: MissDrop,
-		Doc: "Lets through IP from each pod port only with the pod's own IP and MAC, and everything from the gateway and tunnel."}
+		Doc: "Lets through IP from each pod port only with the pod's own IP and MAC, and everything from the gateway and tunnel; hands IPv6 neighbour discovery to NORMAL, from a pod only for its own addresses (nd_target), and drops other NDP."}
 	ConntrackZoneTable = &TableSpec{Name: "ConntrackZone", Stage: ConntrackStateStage, Pipeline: PipelineIP, Miss: MissNext,
 		Doc: "Sends IP packets through conntrack in the pod zone, applying the NAT of their connection (Service DNAT, un-DNAT of replies); they come back in ConntrackState."}
 	ConntrackStateTable = &TableSpec{Name: "ConntrackState", Stage: ConntrackStateStage, Pipeline: PipelineIP, Miss: MissNext,
@@ -101,10 +102,14 @@ func (c *podConnectivity) podOutputFlows(t uint8) []*binding.Flow {
 // NodeConfig is what the pipeline needs to know about this node.
 type NodeConfig struct {
 	GatewayOFPort uint32
-	GatewayIP     net.IP
-	GatewayMAC    net.HardwareAddr
-	TunnelOFPort  uint32
-	PodCIDR       *net.IPNet
+	// GatewayIP is the gateway's address (its IPv4 one on a dual-stack
+	// node), GatewayIPv6 its IPv6 address on a dual-stack node (nil
+	// otherwise): the node carries the families of these addresses.
+	GatewayIP    net.IP
+	GatewayIPv6  net.IP
+	GatewayMAC   net.HardwareAddr
+	TunnelOFPort uint32
+	PodCIDR      *net.IPNet
 	// NodeIP is the node's transport address (the InternalIP hostNetwork
 	// endpoints have); nil leaves out the flows that need it.
 	NodeIP net.IP
@@ -121,6 +126,9 @@ const (
 type flowBuilder struct {
 	p      *Pipeline
 	cookie uint64
+	// fams are the families the node carries (set once by Initialize,
+	// before any feature builds a flow); empty: IPv4.
+	fams []types.IPFamily
 }
 
 func (b *flowBuilder) flow(t *TableSpec, priority uint16, match func(*binding.Match), actions ...binding.Action) *binding.Flow {
@@ -209,7 +217,7 @@ func (b *flowBuilder) nodeFamilyFlows(n *NodeConfig, f types.IPFamily) []*bindin
 		// nat: packets of a DNATed (Service) connection are DNATed again, its
 		// replies un-DNATed; other connections pass unchanged.
 		b.flow(ConntrackZoneTable, priorityNormal, func(m *binding.Match) { m.EthType(ip) },
-			&binding.CT{Zone: CtZone, Table: b.p.Table(ConntrackStateTable).ID, Actions: []binding.Action{&binding.NAT{}}}),
+			&binding.CT{Zone: ctZone(f), Table: b.p.Table(ConntrackStateTable).ID, Actions: []binding.Action{&binding.NAT{}}}),
 		b.flow(ConntrackStateTable, priorityNormal, func(m *binding.Match) {
 			m.EthType(ip).CTState(binding.CTStateInv|binding.CTStateTrk, binding.CTStateInv|binding.CTStateTrk)
 		}),
@@ -226,13 +234,13 @@ func (b *flowBuilder) nodeFamilyFlows(n *NodeConfig, f types.IPFamily) []*bindin
 		// connection in its ct_label (NetworkPolicy's metric tables).
 		b.flow(ConntrackCommitTable, priorityNormal, func(m *binding.Match) {
 			m.EthType(ip).CTState(newTrk, newTrk)
-		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID, Actions: ruleLabels()}),
+		}, &binding.CT{Commit: true, Zone: ctZone(f), Table: b.p.Table(ConntrackCommitTable).Next().ID, Actions: ruleLabels()}),
 		// A connection from the gateway is committed with FromGatewayCTMark
 		// (Service connections, committed by EndpointDNAT, are left above).
 		b.flow(ConntrackCommitTable, priorityNormal+1, func(m *binding.Match) {
 			m.EthType(ip).CTState(newTrk, newTrk)
 			matchField(m, PktSourceField, FromGateway)
-		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID,
+		}, &binding.CT{Commit: true, Zone: ctZone(f), Table: b.p.Table(ConntrackCommitTable).Next().ID,
 			Actions: append([]binding.Action{load(FromGatewayCTMark, on)}, ruleLabels()...)}),
 		// ... and its replies return to the gateway, wherever they are
 		// addressed: the node's netfilter un-NATs them and routes them on.
@@ -244,7 +252,64 @@ func (b *flowBuilder) nodeFamilyFlows(n *NodeConfig, f types.IPFamily) []*bindin
 	if tun != 0 {
 		flows = append(flows, b.flow(SpoofGuardTable, priorityNormal, func(m *binding.Match) { m.InPort(tun).EthType(ip) }, b.next(SpoofGuardTable)))
 	}
+	if f == types.IPv6 {
+		flows = append(flows, b.ndpFlows(n)...)
+	}
 	return flows
+}
+
+// IPv6 neighbour discovery (RFC 4861) takes ARP's place: a pod resolves
+// the gateway and the pods of its subnet with Neighbor Solicitations sent
+// to their solicited-node multicast groups, and each answers with a
+// Neighbor Advertisement. The pipeline switches them with NORMAL, as
+// upstream Antrea does; the gateway's kernel answers for the gateway's
+// address, each pod for its own. The spoof guard checks them first: a
+// pod's solicitation must come from its MAC and one of its addresses (or
+// its link-local one), a pod's advertisement must be for one of its
+// addresses (nd_target) or its link-local one, so no pod can claim
+// another's address; the gateway's are trusted, as its ARP is. What fails
+// the checks is dropped (ndpDrop), never sent on into the IP pipeline.
+const (
+	icmp6NeighborSolicitation  = 135
+	icmp6NeighborAdvertisement = 136
+	// priorityNDP is above the pods' and the gateway's spoof guard flows
+	// (priorityNormal), priorityNDPDrop between them.
+	priorityNDP     = priorityHigh
+	priorityNDPDrop = priorityNormal + 5
+)
+
+// ipv6LinkLocal is fe80::/10, the prefix of link-local addresses.
+var ipv6LinkLocal = netip.MustParsePrefix("fe80::/10")
+
+// matchNDP matches ICMPv6 neighbour discovery messages of type typ.
+func matchNDP(m *binding.Match, typ uint8) *binding.Match {
+	return m.EthType(binding.EthTypeIPv6).IPProto(binding.IPProtoICMPv6).ICMPv6Type(typ)
+}
+
+// ndpFlows are the node's neighbour discovery flows: the gateway's NDP
+// goes to NORMAL, any other NDP that no pod's flow lets through drops.
+func (b *flowBuilder) ndpFlows(n *NodeConfig) []*binding.Flow {
+	var out []*binding.Flow
+	for _, typ := range []uint8{icmp6NeighborSolicitation, icmp6NeighborAdvertisement} {
+		out = append(out,
+			b.flow(SpoofGuardTable, priorityNDP, func(m *binding.Match) { matchNDP(m.InPort(n.GatewayOFPort), typ) },
+				&binding.Output{Port: binding.PortNormal}),
+			b.flow(SpoofGuardTable, priorityNDPDrop, func(m *binding.Match) { matchNDP(m, typ) }))
+	}
+	return out
+}
+
+// podNDPFlows let a pod's neighbour discovery for its IPv6 address a
+// (and its link-local address) through to NORMAL.
+func (b *flowBuilder) podNDPFlows(ofPort uint32, a netip.Addr, mac net.HardwareAddr) []*binding.Flow {
+	normal := &binding.Output{Port: binding.PortNormal}
+	from := func(m *binding.Match, typ uint8) *binding.Match { return matchNDP(m.InPort(ofPort).EthSrc(mac), typ) }
+	return []*binding.Flow{
+		b.flow(SpoofGuardTable, priorityNDP, func(m *binding.Match) { from(m, icmp6NeighborSolicitation).IPSrc(a) }, normal),
+		b.flow(SpoofGuardTable, priorityNDP, func(m *binding.Match) { from(m, icmp6NeighborSolicitation).IPSrcPrefix(ipv6LinkLocal) }, normal),
+		b.flow(SpoofGuardTable, priorityNDP, func(m *binding.Match) { from(m, icmp6NeighborAdvertisement).NDTarget(a) }, normal),
+		b.flow(SpoofGuardTable, priorityNDP, func(m *binding.Match) { from(m, icmp6NeighborAdvertisement).NDTargetPrefix(ipv6LinkLocal) }, normal),
+	}
 }
 
 func (b *flowBuilder) outputFlow(port uint32) *binding.Flow {
@@ -265,13 +330,18 @@ func (b *flowBuilder) podFlows(n *NodeConfig, ofPort uint32, ips []net.IP, mac n
 	}
 	for _, ip := range ips {
 		a := addr(ip)
-		if !Realizes(types.FamilyOf(a)) {
-			continue // its family's spoof guard and routing come with dual-stack
+		if !n.gatewayIP(types.FamilyOf(a)).IsValid() {
+			continue // a family the node does not carry
+		}
+		if a.Is6() {
+			flows = append(flows, b.podNDPFlows(ofPort, a, mac)...)
+		}
+		if a.Is4() {
+			flows = append(flows, b.flow(ARPSpoofGuardTable, priorityNormal, func(m *binding.Match) {
+				m.InPort(ofPort).EthType(binding.EthTypeARP).ARPSpa(a).ARPSha(mac)
+			}, b.next(ARPSpoofGuardTable)))
 		}
 		flows = append(flows,
-			b.flow(ARPSpoofGuardTable, priorityNormal, func(m *binding.Match) {
-				m.InPort(ofPort).EthType(binding.EthTypeARP).ARPSpa(a).ARPSha(mac)
-			}, b.next(ARPSpoofGuardTable)),
 			b.flow(SpoofGuardTable, priorityNormal, func(m *binding.Match) {
 				m.InPort(ofPort).EthSrc(mac).EthType(ethTypeOf(a)).IPSrc(a)
 			}, b.next(SpoofGuardTable)),
@@ -295,6 +365,16 @@ func (b *flowBuilder) peerFlows(n *NodeConfig, peerCIDR *net.IPNet, peerGatewayI
 	if tunnelPeerIP == nil {
 		return nil
 	}
+	toTunnel := b.flow(L3ForwardingTable, priorityNormal, func(m *binding.Match) {
+		m.EthType(ethTypeOf(addr(peerCIDR.IP))).IPDstPrefix(prefix(peerCIDR))
+	}, setEthSrc(n.GatewayMAC), setEthDst(GlobalVirtualMAC), setTunDst(tunnelPeerIP),
+		load(PktDestinationField, ToTunnel), load(RewriteMACField, on), b.next(L3ForwardingTable))
+	if peerGatewayIP.To4() == nil {
+		// An IPv6 peer gateway has no ARP: the node's neighbour entry for
+		// it (the global virtual MAC) is the route package's, as upstream
+		// pins it.
+		return []*binding.Flow{toTunnel}
+	}
 	return []*binding.Flow{
 		// The node routes to a remote pod CIDR via the remote gateway IP; answer its ARP
 		// with the global virtual MAC so the packets enter OVS and go to the tunnel.
@@ -309,10 +389,7 @@ func (b *flowBuilder) peerFlows(n *NodeConfig, peerCIDR *net.IPNet, peerGatewayI
 			move(binding.FieldARPSpa.All(), binding.FieldARPTpa.All()),
 			setARPSpa(peerGatewayIP),
 			&binding.Output{Port: binding.PortInPort}),
-		b.flow(L3ForwardingTable, priorityNormal, func(m *binding.Match) {
-			m.EthType(ethTypeOf(addr(peerCIDR.IP))).IPDstPrefix(prefix(peerCIDR))
-		}, setEthSrc(n.GatewayMAC), setEthDst(GlobalVirtualMAC), setTunDst(tunnelPeerIP),
-			load(PktDestinationField, ToTunnel), load(RewriteMACField, on), b.next(L3ForwardingTable)),
+		toTunnel,
 	}
 }
 
@@ -371,16 +448,33 @@ func (c *podConnectivity) PodFlowsInstalled(ifName string) bool {
 	return len(c.pods[ifName]) > 0
 }
 
-// InstallNodeFlows installs the flows towards one remote node's pod CIDR.
+// InstallNodeFlows installs the flows towards one remote node's pod CIDR
+// of one family; a dual-stack peer has one call per family, each family's
+// flows kept apart (peerKey).
 func (c *podConnectivity) InstallNodeFlows(nodeName string, peerPodCIDR *net.IPNet, peerGatewayIP, tunnelPeerIP net.IP) error {
-	return c.install("node "+nodeName, c.peers, nodeName, func(node *NodeConfig) []*binding.Flow {
+	return c.install("node "+nodeName, c.peers, peerKey(nodeName, types.FamilyOfIP(peerPodCIDR.IP)), func(node *NodeConfig) []*binding.Flow {
 		return c.b.peerFlows(node, peerPodCIDR, peerGatewayIP, tunnelPeerIP)
 	})
 }
 
-// UninstallNodeFlows removes the flows towards a remote node.
+// UninstallNodeFlows removes the flows towards a remote node, of both
+// families.
 func (c *podConnectivity) UninstallNodeFlows(nodeName string) error {
-	return c.install("node "+nodeName, c.peers, nodeName, nil)
+	for _, f := range types.IPFamilies {
+		if err := c.install("node "+nodeName, c.peers, peerKey(nodeName, f), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// peerKey is where a peer's flows of family f are recorded: its name for
+// IPv4 (as before dual-stack), "name/IPv6" for IPv6.
+func peerKey(nodeName string, f types.IPFamily) string {
+	if f == types.IPv6 {
+		return nodeName + "/" + f.String()
+	}
+	return nodeName
 }
 
 // install makes the flows recorded in cache under key those build makes

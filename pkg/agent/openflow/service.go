@@ -396,18 +396,18 @@ func (b *flowBuilder) serviceFamilyFlows(n *NodeConfig, f types.IPFamily) []*bin
 			b.flow(ServiceSNATTable, prio, func(m *binding.Match) {
 				m.EthType(ip).CTState(newTrk, newTrk|binding.CTStateRpl)
 				match(m)
-			}, &binding.CT{Commit: true, Zone: SNATCtZone, Table: snatNext, Actions: []binding.Action{&binding.NAT{Src: true, MinAddr: to}}}),
+			}, &binding.CT{Commit: true, Zone: snatCtZone(f), Table: snatNext, Actions: []binding.Action{&binding.NAT{Src: true, MinAddr: to}}}),
 			b.flow(ServiceSNATTable, prio, func(m *binding.Match) {
 				m.EthType(ip).CTState(binding.CTStateTrk, newTrk|binding.CTStateRpl)
 				match(m)
-			}, &binding.CT{Zone: SNATCtZone, Table: snatNext, Actions: []binding.Action{&binding.NAT{}}}),
+			}, &binding.CT{Zone: snatCtZone(f), Table: snatNext, Actions: []binding.Action{&binding.NAT{}}}),
 		}
 	}
 	gwIP := n.gatewayIP(f)
 	flows := []*binding.Flow{
 		b.flow(ConntrackZoneTable, priorityHigh, func(m *binding.Match) {
 			m.EthType(ip).CTState(0, binding.CTStateTrk).IPDst(hairpinIP)
-		}, &binding.CT{Zone: SNATCtZone, Table: b.p.Table(ConntrackZoneTable).ID, Actions: []binding.Action{&binding.NAT{}}}),
+		}, &binding.CT{Zone: snatCtZone(f), Table: b.p.Table(ConntrackZoneTable).ID, Actions: []binding.Action{&binding.NAT{}}}),
 		b.flow(ServiceLBTable, priorityHigh, func(m *binding.Match) {
 			m.EthType(ip).CTState(binding.CTStateTrk, binding.CTStateTrk)
 			matchField(m, HairpinCTMark, 1)
@@ -428,7 +428,7 @@ func (b *flowBuilder) serviceFamilyFlows(n *NodeConfig, f types.IPFamily) []*bin
 		b.flow(ConntrackCommitTable, priorityHigh, func(m *binding.Match) {
 			m.EthType(ip).CTState(newTrk, newTrk)
 			matchField(m, ServiceCTMark, 1)
-		}, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(ConntrackCommitTable).Next().ID, Actions: ruleLabels()}),
+		}, &binding.CT{Commit: true, Zone: ctZone(f), Table: b.p.Table(ConntrackCommitTable).Next().ID, Actions: ruleLabels()}),
 		b.flow(SessionAffinityTable, priorityLow, func(m *binding.Match) {
 			m.EthType(ip)
 			matchField(m, AffinityLookupField, 1)
@@ -481,7 +481,7 @@ func (b *flowBuilder) serviceFamilyFlows(n *NodeConfig, f types.IPFamily) []*bin
 		})...)
 		flows = append(flows, b.flow(ConntrackZoneTable, priorityHigh, func(m *binding.Match) {
 			m.InPort(n.TunnelOFPort).EthType(ip).CTState(0, binding.CTStateTrk).IPDst(gwIP)
-		}, &binding.CT{Zone: SNATCtZone, Table: b.p.Table(ConntrackZoneTable).ID, Actions: []binding.Action{&binding.NAT{}}}))
+		}, &binding.CT{Zone: snatCtZone(f), Table: b.p.Table(ConntrackZoneTable).ID, Actions: []binding.Action{&binding.NAT{}}}))
 	}
 	return flows
 }
@@ -619,7 +619,7 @@ func (b *flowBuilder) endpointFlow(k endpointKey, hairpin bool) *binding.Flow {
 		acts = append(acts, load(HairpinField, 1))
 		prio = priorityHigh
 	}
-	acts = append(acts, &binding.CT{Commit: true, Zone: CtZone, Table: b.p.Table(EndpointDNATTable).Next().ID, Actions: nat})
+	acts = append(acts, &binding.CT{Commit: true, Zone: ctZone(types.FamilyOf(k.IP)), Table: b.p.Table(EndpointDNATTable).Next().ID, Actions: nat})
 	return b.serviceFlow(EndpointDNATTable, prio, match, acts...)
 }
 
@@ -708,12 +708,12 @@ func (c *services) serviceDelta(name string, want ServiceState) (delta, []*bindi
 	return delta{msgs: msgs, apply: pl.apply}, staleUDPFlushes(pl.have, norm, gone), nil
 }
 
-// normalizedWant checks want (families the pipeline realizes; no port
+// normalizedWant checks want (families the node carries; no port
 // another Service holds) and normalizes each port's state.
 func (c *services) normalizedWant(name string, want ServiceState) (ServiceState, error) {
 	norm := ServiceState{}
 	for p, ps := range want {
-		if err := checkRealized(fmt.Sprintf("service %s port %s: address", name, p), p.IP); err != nil {
+		if err := c.checkCarried(fmt.Sprintf("service %s port %s: address", name, p), p.IP); err != nil {
 			return nil, err
 		}
 		if ip := c.svc.ports[p]; ip != nil && ip.owner != name {
@@ -721,7 +721,7 @@ func (c *services) normalizedWant(name string, want ServiceState) (ServiceState,
 		}
 		ps = ps.normalized()
 		for _, e := range ps.Endpoints {
-			if err := checkRealized(fmt.Sprintf("service %s port %s: endpoint", name, p), e.IP); err != nil {
+			if err := c.checkCarried(fmt.Sprintf("service %s port %s: endpoint", name, p), e.IP); err != nil {
 				return nil, err
 			}
 			if types.FamilyOf(e.IP) != types.FamilyOf(p.IP) {

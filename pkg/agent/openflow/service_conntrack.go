@@ -2,10 +2,12 @@ package openflow
 
 import (
 	"context"
+	"net/netip"
 	"sort"
 
 	"k8s.io/klog/v2"
 
+	"antrea.io/antrea/pkg/agent/types"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -16,11 +18,11 @@ import (
 // client goes to a dead address, never through the group again. As
 // kube-proxy does (pkg/proxy/conntrack), the client flushes such entries
 // once OVS has the new state:
-//   - in CtZone, the entries of a UDP Service address and port DNATed to
+//   - in CtZone (CtZoneV6 for IPv6), the entries of a UDP Service address and port DNATed to
 //     an endpoint the port no longer has (original destination the Service
 //     address and port, reply source the endpoint), and every entry to a
 //     UDP Service address and port that is gone;
-//   - in SNATCtZone, the entries to a UDP endpoint no Service port uses any
+//   - in SNATCtZone (SNATCtZoneV6), the entries to a UDP endpoint no Service port uses any
 //     more (original destination the endpoint): the source NATs of the node
 //     path and of hairpin connections.
 //
@@ -40,7 +42,9 @@ type ctFlusher interface {
 // from have to want calls for (both normalized), given the endpoints whose
 // DNAT flows go (no port uses them any more).
 func staleUDPFlushes(have, want ServiceState, endpointsGone []endpointKey) []*binding.CTFlush {
-	ctZone, snatZone := uint16(CtZone), uint16(SNATCtZone)
+	// Each address's entries are in its family's zones.
+	zoneOf := func(a netip.Addr) *uint16 { z := ctZone(types.FamilyOf(a)); return &z }
+	snatZoneOf := func(a netip.Addr) *uint16 { z := snatCtZone(types.FamilyOf(a)); return &z }
 	// What each UDP Service address and port keeps, over its ports (an
 	// address with externalTrafficPolicy Local has two: one for traffic
 	// from outside the node, one for the rest).
@@ -72,14 +76,14 @@ func staleUDPFlushes(have, want ServiceState, endpointsGone []endpointKey) []*bi
 		v := p.vip()
 		keep, ok := kept[v]
 		if !ok {
-			add(&binding.CTFlush{Protocol: binding.IPProtoUDP, Zone: &ctZone, Orig: binding.CTTuple{Dst: v.IP, DstPort: v.Port}})
+			add(&binding.CTFlush{Protocol: binding.IPProtoUDP, Zone: zoneOf(v.IP), Orig: binding.CTTuple{Dst: v.IP, DstPort: v.Port}})
 			continue
 		}
 		for _, e := range have[p].Endpoints {
 			if keep[Endpoint{IP: e.IP, Port: e.Port}] {
 				continue
 			}
-			add(&binding.CTFlush{Protocol: binding.IPProtoUDP, Zone: &ctZone,
+			add(&binding.CTFlush{Protocol: binding.IPProtoUDP, Zone: zoneOf(v.IP),
 				Orig: binding.CTTuple{Dst: v.IP, DstPort: v.Port}, Reply: binding.CTTuple{Src: e.IP, SrcPort: e.Port}})
 		}
 	}
@@ -91,7 +95,7 @@ func staleUDPFlushes(have, want ServiceState, endpointsGone []endpointKey) []*bi
 	})
 	for _, k := range endpointsGone {
 		if k.Protocol == binding.IPProtoUDP {
-			add(&binding.CTFlush{Protocol: binding.IPProtoUDP, Zone: &snatZone, Orig: binding.CTTuple{Dst: k.IP, DstPort: k.Port}})
+			add(&binding.CTFlush{Protocol: binding.IPProtoUDP, Zone: snatZoneOf(k.IP), Orig: binding.CTTuple{Dst: k.IP, DstPort: k.Port}})
 		}
 	}
 	return out

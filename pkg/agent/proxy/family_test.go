@@ -74,6 +74,26 @@ func TestADualStackServiceRealizesItsIPv4PartAndReportsItsIPv6PartUnrealized(t *
 	}
 }
 
+func TestOnADualStackNodeADualStackServiceRealizesBothFamilies(t *testing.T) {
+	svc, slices := dualStackWeb()
+	node := nodeView{name: "node-1", ipv6: true}
+	want := familyState(svc, slices, node, agenttypes.IPv4)
+	for p, ps := range familyState(svc, slices, node, agenttypes.IPv6) {
+		want[p] = ps
+	}
+	got := desiredState(svc, slices, node)
+	if !got.Equal(want) {
+		t.Errorf("desiredState on a dual-stack node =\n%v\nwant both families' parts\n%v", got, want)
+	}
+	if _, ok := got[vipPort("fd00:10:96::a", 6, 80)]; !ok {
+		t.Errorf("desiredState on a dual-stack node lacks the IPv6 ClusterIP's port: %v", got)
+	}
+	// The node path stays IPv4 (route.realizes): its needs are unchanged.
+	if needs := nodeNeeds(svc); len(needs.Addresses) != 2 || !needs.Addresses[0].Is4() || !needs.Addresses[1].Is4() {
+		t.Errorf("nodeNeeds of a dual-stack Service = %v, want its two IPv4 addresses", needs.Addresses)
+	}
+}
+
 func TestAnIPv6OnlyServiceHasNoState(t *testing.T) {
 	svc, slices := dualStackWeb()
 	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "fd00:10:96::a", []string{"fd00:10:96::a"}

@@ -162,6 +162,7 @@ type Proxy struct {
 	queue            workqueue.TypedRateLimitingInterface[string]
 	packets          PacketIO
 	proxyAll         bool
+	ipv6             bool
 	nodePath         NodePath
 	rejected         atomic.Uint64
 	agePeriod        time.Duration
@@ -223,6 +224,11 @@ type Config struct {
 	// ProxyHealth, when set, is told of every change queued and every
 	// drained queue, for kube-proxy's health port (proxyhealth.go).
 	ProxyHealth *ProxyHealthServer
+	// IPv6 says the node carries IPv6 (a dual-stack node: its gateway has
+	// an IPv6 address): the IPv6 ClusterIPs of Services are realized in
+	// the bridge beside the IPv4 ones. The node path (NodePorts, proxyAll)
+	// stays IPv4 (realizes).
+	IPv6 bool
 }
 
 // DefaultAffinityAgingPeriod is Config.AffinityAgingPeriod's default.
@@ -264,6 +270,7 @@ func NewWithConfig(cfg Config, services coreinformers.ServiceInformer, slices di
 		warned:           map[string]*warned{},
 		packets:          cfg.Packets,
 		proxyAll:         cfg.ProxyAll,
+		ipv6:             cfg.IPv6,
 		nodePath:         cfg.NodePath,
 		agePeriod:        cfg.AffinityAgingPeriod,
 		flows:            flows,
@@ -894,11 +901,12 @@ func countEndpoints(s agentof.ServiceState) int {
 // and Services without a ClusterIP have no state. Every port carries the
 // Service's session affinity.
 //
-// It is the join of familyState over the families AntreaProxy realizes; a
-// Service of another family alone has no state.
+// It is the join of familyState over the families AntreaProxy realizes
+// in the bridge on this node (IPv6 on a dual-stack node); a Service of
+// another family alone has no state.
 func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node nodeView) agentof.ServiceState {
 	var out agentof.ServiceState
-	for _, f := range realizedFamilies() {
+	for _, f := range node.families() {
 		for p, ps := range familyState(svc, slices, node, f) {
 			if out == nil {
 				out = agentof.ServiceState{}

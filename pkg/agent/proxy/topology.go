@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	agenttypes "antrea.io/antrea/pkg/agent/types"
 )
 
 // nodeView is what the desired state of a Service depends on about this
@@ -16,6 +18,16 @@ import (
 type nodeView struct {
 	name, zone string
 	proxyAll   bool
+	// ipv6: the node carries IPv6 (dual-stack), Config.IPv6.
+	ipv6 bool
+}
+
+// families are the families whose ClusterIPs the bridge realizes here:
+// those realizes accepts, and IPv6 on a dual-stack node.
+func (n nodeView) families() []agenttypes.IPFamily {
+	return agenttypes.Families(func(f agenttypes.IPFamily) bool {
+		return realizes(f) || (f == agenttypes.IPv6 && n.ipv6)
+	})
 }
 
 // Topology modes (kube-proxy's pkg/proxy/topology.go): which hints narrow
@@ -110,5 +122,5 @@ func (p *Proxy) followNodeZone(obj any) {
 func (p *Proxy) view() nodeView {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return nodeView{name: p.nodeName, zone: p.zone, proxyAll: p.proxyAll}
+	return nodeView{name: p.nodeName, zone: p.zone, proxyAll: p.proxyAll, ipv6: p.ipv6}
 }

@@ -60,10 +60,18 @@ type PeerRoute struct {
 	// underlay routes it, unencapsulated, with NodeIP as the next hop
 	// (trafficEncapMode noEncap).
 	Encap bool
+	// PodCIDRv6 is a dual-stack peer's IPv6 pod CIDR (nil otherwise, and
+	// on a node that carries no IPv6: SetIPv6), GatewayIPv6 its first
+	// address. Its traffic goes through the tunnel to NodeIP (an IPv4
+	// underlay carries the inner IPv6 frames); no host route is made for
+	// it (the node's own IPv6 traffic to remote pods is not built yet).
+	PodCIDRv6   *net.IPNet
+	GatewayIPv6 net.IP
 }
 
 func (r *PeerRoute) equal(o *PeerRoute) bool {
-	return o != nil && r.PodCIDR.String() == o.PodCIDR.String() && r.NodeIP.Equal(o.NodeIP) && r.Encap == o.Encap
+	return o != nil && r.PodCIDR.String() == o.PodCIDR.String() && r.NodeIP.Equal(o.NodeIP) && r.Encap == o.Encap &&
+		r.PodCIDRv6.String() == o.PodCIDRv6.String()
 }
 
 // Controller watches Nodes and keeps the peer routes and flows.
@@ -84,7 +92,15 @@ type Controller struct {
 	// onChange, if set, is told the pod CIDRs of the installed peers after
 	// each change (e.g. the node's masquerade exception, in noEncap).
 	onChange func(peerPodCIDRs []*net.IPNet)
+	// ipv6: this node carries IPv6 (dual-stack), so peers' IPv6 pod
+	// CIDRs get tunnel flows too (SetIPv6).
+	ipv6 bool
 }
+
+// SetIPv6 makes the controller install, for each peer, the tunnel flows
+// of its IPv6 pod CIDR beside its IPv4 one: this node is dual-stack (its
+// gateway has an IPv6 address). Call it before Run.
+func (c *Controller) SetIPv6(on bool) { c.ipv6 = on }
 
 // SetEncap decides per peer, by its node IP, whether its traffic goes
 // through the tunnel or is routed by the underlay (EncapAll, EncapNone,
@@ -100,6 +116,12 @@ func (c *Controller) peerRoute(n *corev1.Node) *PeerRoute {
 	r := peerRoute(n)
 	if r != nil {
 		r.Encap = c.encap == nil || c.encap(r.NodeIP)
+		if c.ipv6 && r.Encap {
+			r.PodCIDRv6 = podCIDROf(n, types.IPv6)
+			if r.PodCIDRv6 != nil {
+				r.GatewayIPv6 = GatewayIP(r.PodCIDRv6)
+			}
+		}
 	}
 	return r
 }
@@ -247,13 +269,18 @@ func (c *Controller) sync(name string) error {
 	if err := c.flows.InstallNodeFlows(name, want.PodCIDR, want.GatewayIP, tunnelPeer); err != nil {
 		return fmt.Errorf("install flows to node %s: %w", name, err)
 	}
+	if want.PodCIDRv6 != nil {
+		if err := c.flows.InstallNodeFlows(name, want.PodCIDRv6, want.GatewayIPv6, tunnelPeer); err != nil {
+			return fmt.Errorf("install IPv6 flows to node %s: %w", name, err)
+		}
+	}
 	if err := c.routes.Add(want); err != nil {
 		return fmt.Errorf("add route to node %s: %w", name, err)
 	}
 	c.mu.Lock()
 	c.installed[name] = want
 	c.mu.Unlock()
-	klog.InfoS("Installed route to node", "node", name, "podCIDR", want.PodCIDR, "nodeIP", want.NodeIP, "encap", want.Encap)
+	klog.InfoS("Installed route to node", "node", name, "podCIDR", want.PodCIDR, "podCIDRv6", want.PodCIDRv6, "nodeIP", want.NodeIP, "encap", want.Encap)
 	c.changed()
 	return nil
 }
@@ -298,6 +325,16 @@ func peerRoute(n *corev1.Node) *PeerRoute {
 		return nil
 	}
 	return &PeerRoute{NodeName: n.Name, PodCIDR: ipnet, GatewayIP: GatewayIP(ipnet), NodeIP: nodeIP}
+}
+
+// podCIDROf is node n's pod CIDR of family f, nil if it has none.
+func podCIDROf(n *corev1.Node, f types.IPFamily) *net.IPNet {
+	for _, c := range n.Spec.PodCIDRs {
+		if _, pn, err := net.ParseCIDR(c); err == nil && types.FamilyOfIP(pn.IP) == f {
+			return pn
+		}
+	}
+	return nil
 }
 
 // GatewayIP is the first address of a pod CIDR, which a node's antrea-gw0

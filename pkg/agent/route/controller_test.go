@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
+// fakeFlows records the flows of each peer as the OpenFlow client does:
+// one entry per peer and family ("n2" for IPv4, "n2/IPv6"), both removed
+// by UninstallNodeFlows.
 type fakeFlows struct {
 	mu    sync.Mutex
 	nodes map[string]string // node -> "cidr tunnelIP"
@@ -22,7 +26,11 @@ type fakeFlows struct {
 func (f *fakeFlows) InstallNodeFlows(node string, cidr *net.IPNet, gw, tun net.IP) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.nodes[node] = fmt.Sprintf("%s via %s tun %s", cidr, gw, tun)
+	key := node
+	if cidr.IP.To4() == nil {
+		key += "/IPv6"
+	}
+	f.nodes[key] = fmt.Sprintf("%s via %s tun %s", cidr, gw, tun)
 	return nil
 }
 
@@ -30,6 +38,7 @@ func (f *fakeFlows) UninstallNodeFlows(node string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.nodes, node)
+	delete(f.nodes, node+"/IPv6")
 	return nil
 }
 
@@ -230,5 +239,49 @@ func TestControllerRoutesPeersUnencapsulatedInNoEncap(t *testing.T) {
 	defer mu.Unlock()
 	if len(pinned) != 0 {
 		t.Errorf("tunnel neighbours pinned in noEncap: %v", pinned)
+	}
+}
+
+// TestADualStackNodeTunnelsEachPeersIPv6PodCIDRBesideItsIPv4One: with
+// SetIPv6 (this node is dual-stack) each peer's IPv6 pod CIDR gets tunnel
+// flows to the peer's IPv4 node IP, with the CIDR's first address as the
+// peer's gateway; a peer's deletion removes both; without SetIPv6 only
+// the IPv4 CIDR is installed, as before.
+func TestADualStackNodeTunnelsEachPeersIPv6PodCIDRBesideItsIPv4One(t *testing.T) {
+	dual := func(name, v4, v6, ip string) *corev1.Node {
+		n := node(name, v4, ip)
+		n.Spec.PodCIDRs = []string{v4, v6}
+		return n
+	}
+	for _, ipv6 := range []bool{true, false} {
+		t.Run(fmt.Sprintf("SetIPv6(%v)", ipv6), func(t *testing.T) {
+			client := fake.NewClientset(
+				dual("n1", "10.10.1.0/24", "fd00:10:244:1::/64", "172.30.0.11"),
+				dual("n2", "10.10.2.0/24", "fd00:10:244:2::/64", "172.30.0.12"))
+			factory := informers.NewSharedInformerFactory(client, 0)
+			flows := &fakeFlows{nodes: map[string]string{}}
+			c, err := NewController("n1", factory.Core().V1().Nodes(), flows, &fakeRoutes{routes: map[string]bool{}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetIPv6(ipv6)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			factory.Start(ctx.Done())
+			go func() { _ = c.Run(ctx) }()
+			// Installed lists n2 once its sync installed everything.
+			eventually(t, "n2 installed", func() bool { _, ok := c.Installed()["n2"]; return ok })
+			want := map[string]string{"n2": "10.10.2.0/24 via 10.10.2.1 tun 172.30.0.12"}
+			if ipv6 {
+				want["n2/IPv6"] = "fd00:10:244:2::/64 via fd00:10:244:2::1 tun 172.30.0.12"
+			}
+			if got := flows.snapshot(); !reflect.DeepEqual(got, want) {
+				t.Errorf("flows = %v, want %v", got, want)
+			}
+			if err := client.CoreV1().Nodes().Delete(ctx, "n2", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "n2's flows of both families removed", func() bool { return len(flows.snapshot()) == 0 })
+		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
+
+	"antrea.io/antrea/pkg/agent/types"
 )
 
 var everything = labels.Everything()
@@ -43,7 +45,22 @@ func (g *GatewayRoutes) route(l netlink.Link, r *PeerRoute) *netlink.Route {
 	}
 }
 
-// Add installs (or replaces) the route to one peer.
+// route6 is the route to a dual-stack peer's IPv6 pod CIDR, via its IPv6
+// gateway address, onlink: there is no ARP for it, so neigh6 pins that
+// address to the global virtual MAC, as upstream Antrea does, and the
+// packets enter OVS addressed to the MAC the tunnel flows route.
+func (g *GatewayRoutes) route6(l netlink.Link, r *PeerRoute) *netlink.Route {
+	return &netlink.Route{LinkIndex: l.Attrs().Index, Dst: r.PodCIDRv6, Gw: r.GatewayIPv6,
+		Flags: int(netlink.FLAG_ONLINK), Protocol: unix.RTPROT_STATIC}
+}
+
+func (g *GatewayRoutes) neigh6(l netlink.Link, r *PeerRoute) *netlink.Neigh {
+	return &netlink.Neigh{LinkIndex: l.Attrs().Index, Family: netlink.FAMILY_V6, State: netlink.NUD_PERMANENT,
+		IP: r.GatewayIPv6, HardwareAddr: types.GlobalVirtualMAC}
+}
+
+// Add installs (or replaces) the route to one peer (and, for a dual-stack
+// peer, its IPv6 route and the neighbour entry of its IPv6 gateway).
 func (g *GatewayRoutes) Add(r *PeerRoute) error {
 	l, err := g.link()
 	if err != nil {
@@ -51,6 +68,15 @@ func (g *GatewayRoutes) Add(r *PeerRoute) error {
 	}
 	if err := netlink.RouteReplace(g.route(l, r)); err != nil {
 		return fmt.Errorf("route %s via %s dev %s: %w", r.PodCIDR, r.GatewayIP, g.GatewayName, err)
+	}
+	if r.PodCIDRv6 == nil {
+		return nil
+	}
+	if err := netlink.NeighSet(g.neigh6(l, r)); err != nil {
+		return fmt.Errorf("neighbour %s lladdr %s dev %s: %w", r.GatewayIPv6, types.GlobalVirtualMAC, g.GatewayName, err)
+	}
+	if err := netlink.RouteReplace(g.route6(l, r)); err != nil {
+		return fmt.Errorf("route %s via %s dev %s: %w", r.PodCIDRv6, r.GatewayIPv6, g.GatewayName, err)
 	}
 	return nil
 }
@@ -64,6 +90,15 @@ func (g *GatewayRoutes) Delete(r *PeerRoute) error {
 	if err := netlink.RouteDel(g.route(l, r)); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("delete route %s dev %s: %w", r.PodCIDR, g.GatewayName, err)
 	}
+	if r.PodCIDRv6 == nil {
+		return nil
+	}
+	if err := netlink.RouteDel(g.route6(l, r)); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("delete route %s dev %s: %w", r.PodCIDRv6, g.GatewayName, err)
+	}
+	if err := netlink.NeighDel(g.neigh6(l, r)); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete neighbour %s dev %s: %w", r.GatewayIPv6, g.GatewayName, err)
+	}
 	return nil
 }
 
@@ -74,13 +109,17 @@ func (g *GatewayRoutes) Reconcile(desired map[string]*PeerRoute) error {
 	if err != nil {
 		return err
 	}
-	routes, err := netlink.RouteList(l, netlink.FAMILY_V4)
+	// Both families: a dual-stack peer has an IPv6 route too.
+	routes, err := netlink.RouteList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("list routes of %s: %w", g.GatewayName, err)
 	}
 	want := map[string]bool{}
 	for _, r := range desired {
 		want[r.PodCIDR.String()] = true
+		if r.PodCIDRv6 != nil {
+			want[r.PodCIDRv6.String()] = true
+		}
 	}
 	for i := range routes {
 		rt := routes[i]

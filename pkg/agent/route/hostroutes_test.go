@@ -8,6 +8,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 func cidr(s string) *net.IPNet {
@@ -75,6 +76,79 @@ func TestGatewayRoutesReconcileRemovesStaleAndKeepsLocal(t *testing.T) {
 		}
 		if err := g.Delete(peer); err != nil {
 			return err
+		}
+		return g.Delete(peer) // twice: not an error
+	})
+}
+
+// TestGatewayRoutesOfADualStackPeerRouteItsIPv6PodCIDRViaAPinnedGateway:
+// a dual-stack peer gets, beside its IPv4 route, a route to its IPv6 pod
+// CIDR via its IPv6 gateway (onlink) and a permanent neighbour entry of
+// that gateway at the global virtual MAC (no ARP answers for IPv6);
+// Reconcile removes a stale IPv6 route, Delete both entries.
+func TestGatewayRoutesOfADualStackPeerRouteItsIPv6PodCIDRViaAPinnedGateway(t *testing.T) {
+	inNewNetNS(t, func() error {
+		gw := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "antrea-gw0"}, PeerName: "gw-peer"}
+		if err := netlink.LinkAdd(gw); err != nil {
+			return err
+		}
+		l, _ := netlink.LinkByName("antrea-gw0")
+		for _, a := range []string{"10.10.1.1/24", "fd00:10:244:1::1/64"} {
+			addr, _ := netlink.ParseAddr(a)
+			addr.Flags = unix.IFA_F_NODAD
+			if err := netlink.AddrAdd(l, addr); err != nil {
+				return err
+			}
+		}
+		if err := netlink.LinkSetUp(l); err != nil {
+			return err
+		}
+		g := &GatewayRoutes{GatewayName: "antrea-gw0", LocalPodCIDR: cidr("10.10.1.0/24")}
+		dual := func(name, v4, gw4, v6, gw6 string) *PeerRoute {
+			return &PeerRoute{NodeName: name, PodCIDR: cidr(v4), GatewayIP: net.ParseIP(gw4), PodCIDRv6: cidr(v6), GatewayIPv6: net.ParseIP(gw6)}
+		}
+		stale := dual("gone", "10.10.9.0/24", "10.10.9.1", "fd00:10:244:9::/64", "fd00:10:244:9::1")
+		peer := dual("n2", "10.10.2.0/24", "10.10.2.1", "fd00:10:244:2::/64", "fd00:10:244:2::1")
+		if err := g.Add(stale); err != nil {
+			return err
+		}
+		if err := g.Reconcile(map[string]*PeerRoute{"n2": peer}); err != nil {
+			return err
+		}
+		v6 := func() map[string]string {
+			routes, err := netlink.RouteList(l, netlink.FAMILY_V6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]string{}
+			for _, r := range routes {
+				if r.Dst != nil && r.Gw != nil {
+					out[r.Dst.String()] = r.Gw.String()
+				}
+			}
+			return out
+		}
+		if got := v6(); len(got) != 1 || got["fd00:10:244:2::/64"] != "fd00:10:244:2::1" {
+			t.Errorf("IPv6 routes via a gateway = %v, want only fd00:10:244:2::/64 via fd00:10:244:2::1", got)
+		}
+		neighs, err := netlink.NeighList(l.Attrs().Index, netlink.FAMILY_V6)
+		if err != nil {
+			return err
+		}
+		pinned := false
+		for _, n := range neighs {
+			if n.IP.Equal(net.ParseIP("fd00:10:244:2::1")) {
+				pinned = n.State == netlink.NUD_PERMANENT && n.HardwareAddr.String() == "aa:bb:cc:dd:ee:ff"
+			}
+		}
+		if !pinned {
+			t.Errorf("the peer's IPv6 gateway is not pinned to the global virtual MAC: %v", neighs)
+		}
+		if err := g.Delete(peer); err != nil {
+			return err
+		}
+		if got := v6(); len(got) != 0 {
+			t.Errorf("after Delete, IPv6 routes via a gateway remain: %v", got)
 		}
 		return g.Delete(peer) // twice: not an error
 	})

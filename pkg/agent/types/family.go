@@ -107,13 +107,14 @@ func (f IPFamily) Of(as []netip.Addr) []netip.Addr {
 // ErrFamilyNotSupported is the error of a component asked for a family it
 // does not realize yet: what names the component and the family.
 func ErrFamilyNotSupported(what string, f IPFamily) error {
-	return fmt.Errorf("%s: %s is not supported yet (IPv4 only until dual-stack lands)", what, f)
+	return fmt.Errorf("%s: %s is not supported yet (docs/ipv6.md says what of IPv6 is built)", what, f)
 }
 
 // The IPv6 virtual addresses, upstream Antrea's VirtualServiceIPv6 and
 // VirtualNodePortDNATIPv6: declared with their IPv4 twins so that a family
-// is one lookup (HairpinIPOf, NodePortVirtualIPOf); nothing realizes them
-// before dual-stack (issue 33).
+// is one lookup (HairpinIPOf, NodePortVirtualIPOf). A dual-stack node's
+// pipeline SNATs IPv6 hairpin connections to HairpinIPv6; the node path
+// that would route NodePortVirtualIPv6 is not built (docs/ipv6.md).
 var (
 	HairpinIPv6         = netip.MustParseAddr("fc01::aabb:ccdd:eeff")
 	NodePortVirtualIPv6 = netip.MustParseAddr("fc01::aabb:ccdd:eefe")

@@ -347,6 +347,15 @@ func (m *Match) ICMPCode(c uint8) *Match { return m.setUint(FieldICMPv4Code, uin
 // ICMPv6Type matches the ICMPv6 type.
 func (m *Match) ICMPv6Type(t uint8) *Match { return m.setUint(FieldICMPv6Type, uint64(t)) }
 
+// NDTarget matches the target address of an IPv6 Neighbor Solicitation or
+// Advertisement (nd_target; needs icmp6 and its ICMPv6 type).
+func (m *Match) NDTarget(a netip.Addr) *Match { return m.Set(FieldNDTarget, addrU128(a)) }
+
+// NDTargetPrefix matches an IPv6 prefix of the neighbour discovery target.
+func (m *Match) NDTargetPrefix(p netip.Prefix) *Match {
+	return m.SetMasked(FieldNDTarget, addrU128(p.Addr()), prefixMask(p))
+}
+
 // ICMPv6Code matches the ICMPv6 code.
 func (m *Match) ICMPv6Code(c uint8) *Match { return m.setUint(FieldICMPv6Code, uint64(c)) }
 

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,7 +154,7 @@ func (e *env) probe(ctx context.Context, from, proto, to string) error {
 	if proto == "icmp" {
 		argv = []string{"ping", "-c", "1", "-W", "2", to}
 	} else {
-		argv = []string{filepath.Join(e.Opts.BinDir, "antrea-testpod"), "connect", "--protocol", proto, "--to", to + ":80", "--timeout", "2s"}
+		argv = []string{filepath.Join(e.Opts.BinDir, "antrea-testpod"), "connect", "--protocol", proto, "--to", net.JoinHostPort(to, "80"), "--timeout", "2s"}
 	}
 	var out []byte
 	var err error

@@ -38,12 +38,15 @@ func TestSubtractKeepsThePrefixFamily(t *testing.T) {
 	}
 }
 
-func TestAnIPBlockOfAFamilyThePipelineDoesNotRealizeHasNoPrefixes(t *testing.T) {
+func TestAnIPBlockKeepsItsFamilyAndItsExceptsOfThatFamily(t *testing.T) {
 	v4 := cpv1beta2.IPBlock{CIDR: ipNet("10.0.0.0/24"), Except: []cpv1beta2.IPNet{ipNet("10.0.0.0/25"), ipNet("fd00::/64")}}
 	if got, want := ipBlockPrefixes(v4), prefixes("10.0.0.128/25"); !reflect.DeepEqual(got, want) {
 		t.Errorf("ipBlockPrefixes(IPv4 block) = %v, want %v", got, want)
 	}
-	if got := ipBlockPrefixes(cpv1beta2.IPBlock{CIDR: ipNet("fd00::/64")}); got != nil {
-		t.Errorf("ipBlockPrefixes(IPv6 block) = %v, want none until the pipeline realizes IPv6", got)
+	// The pipeline realizes IPv6 (dual-stack nodes): an IPv6 ipBlock is
+	// its prefixes, minus its IPv6 excepts.
+	v6 := cpv1beta2.IPBlock{CIDR: ipNet("fd00::/64"), Except: []cpv1beta2.IPNet{ipNet("fd00::/65"), ipNet("10.0.0.0/8")}}
+	if got, want := ipBlockPrefixes(v6), prefixes("fd00::8000:0:0:0/65"); !reflect.DeepEqual(got, want) {
+		t.Errorf("ipBlockPrefixes(IPv6 block) = %v, want %v", got, want)
 	}
 }

@@ -58,6 +58,9 @@ type Bridge struct {
 	// GatewayIP and PodCIDR are the node's (GatewayIP and PodCIDR for New).
 	GatewayIP net.IP
 	PodCIDR   *net.IPNet
+	// GatewayIPv6 and PodCIDRv6 are a dual-stack node's (AddGatewayIPv6).
+	GatewayIPv6 net.IP
+	PodCIDRv6   *net.IPNet
 	// NodeIP is the node's underlay address (on br-phy's internal port) and
 	// PhyMAC br-phy's MAC, for a node made with an underlay; nil otherwise.
 	NodeIP net.IP
@@ -159,8 +162,10 @@ func linkMAC(t testing.TB, netns, link string) net.HardwareAddr {
 type Pod struct {
 	Name, NS, HostIF string
 	IP               net.IP
-	MAC              net.HardwareAddr
-	OFPort           uint32
+	// IPv6 is the pod's IPv6 address on a dual-stack node (AddIPv6).
+	IPv6   net.IP
+	MAC    net.HardwareAddr
+	OFPort uint32
 }
 
 // AddPod makes a pod with address cidr (in the node's pod CIDR) and its OVS port.
@@ -190,6 +195,36 @@ func (b *Bridge) AddPod(t testing.TB, name, cidr string) *Pod {
 	}
 	ip, _, _ := net.ParseCIDR(cidr)
 	return &Pod{Name: name, NS: podNS, HostIF: host, IP: ip, MAC: linkMAC(t, podNS, "eth0"), OFPort: uint32(ofPort)}
+}
+
+// AddGatewayIPv6 makes the node dual-stack: the gateway gets gw (its
+// address with the IPv6 pod CIDR's length, "fd00:10:244:1::1/64"), without
+// duplicate address detection, and the node forwards IPv6 (a sysctl of the
+// node's own netns). It sets GatewayIPv6 and PodCIDRv6.
+func (b *Bridge) AddGatewayIPv6(t testing.TB, gw string) {
+	t.Helper()
+	ip, cidr, err := net.ParseCIDR(gw)
+	if err != nil || ip.To4() != nil {
+		t.Fatalf("gateway IPv6 %q: not an IPv6 address with its prefix length", gw)
+	}
+	Run(t, "ip", "netns", "exec", b.NetNS(), "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+	Run(t, "ip", "-n", b.NetNS(), "addr", "add", gw, "dev", "antrea-gw0", "nodad")
+	b.GatewayIPv6, b.PodCIDRv6 = ip, cidr
+}
+
+// AddIPv6 gives the pod a second address, of IPv6 (cidr, in the node's
+// IPv6 pod CIDR), without duplicate address detection, and a default route
+// through the gateway's IPv6 address, as the agent's CNI does for a
+// dual-stack pod.
+func (p *Pod) AddIPv6(t testing.TB, b *Bridge, cidr string) {
+	t.Helper()
+	ip, _, err := net.ParseCIDR(cidr)
+	if err != nil || ip.To4() != nil || b.GatewayIPv6 == nil {
+		t.Fatalf("pod %s: IPv6 %q: not an IPv6 address with its prefix length, or the node has no IPv6 gateway", p.Name, cidr)
+	}
+	Run(t, "ip", "-n", p.NS, "addr", "add", cidr, "dev", "eth0", "nodad")
+	Run(t, "ip", "-n", p.NS, "-6", "route", "add", "default", "via", b.GatewayIPv6.String())
+	p.IPv6 = ip
 }
 
 // AddOutsideHost makes a host outside the cluster: a netns linked to the
@@ -244,14 +279,25 @@ func (p *Pod) Do(t testing.TB, f func() error) error {
 // address>": the test learns which endpoint answered and whom it saw.
 func (p *Pod) ServeWho(t testing.TB, port int) {
 	t.Helper()
+	p.serveWho(t, "4", port)
+}
+
+// ServeWho6 is ServeWho over IPv6 (tcp6 and udp6).
+func (p *Pod) ServeWho6(t testing.TB, port int) {
+	t.Helper()
+	p.serveWho(t, "6", port)
+}
+
+func (p *Pod) serveWho(t testing.TB, family string, port int) {
+	t.Helper()
 	var ln net.Listener
 	var pc net.PacketConn
 	if err := p.Do(t, func() error {
 		var err error
-		if ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port)); err != nil {
+		if ln, err = net.Listen("tcp"+family, fmt.Sprintf(":%d", port)); err != nil {
 			return err
 		}
-		pc, err = net.ListenPacket("udp4", fmt.Sprintf(":%d", port))
+		pc, err = net.ListenPacket("udp"+family, fmt.Sprintf(":%d", port))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -350,7 +396,7 @@ func (p *Pod) AskWho(t testing.TB, network, addr string, timeout time.Duration) 
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(timeout))
-	if network == "udp4" {
+	if network == "udp4" || network == "udp6" {
 		if _, err := c.Write([]byte("who?")); err != nil {
 			return "", err
 		}
