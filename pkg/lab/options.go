@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Fixed names: one lab per machine. Everything the lab creates in the kernel
@@ -75,6 +76,10 @@ type Options struct {
 	// share its subnet) or hybrid (routed within a subnet, through Encap
 	// across the router between subnets).
 	TrafficMode string `json:"trafficMode,omitempty"`
+	// Encryption is the agents' trafficEncryptionMode: none or wireguard
+	// (WireGuard between the nodes, port 51820; this kernel has no
+	// WireGuard module, so the agents run wireguard-go).
+	Encryption string `json:"encryption,omitempty"`
 	// Subnets is the number of underlay subnets the nodes are spread over,
 	// joined by the router (subnets.go); 0 or 1: one subnet.
 	Subnets int `json:"subnets,omitempty"`
@@ -117,6 +122,7 @@ func DefaultOptions() Options {
 	o := Options{
 		Nodes:       2,
 		Encap:       "geneve",
+		Encryption:  "none",
 		TrafficMode: "encap",
 		Subnets:     1,
 		Runtime:     RuntimeAntrea,
@@ -166,6 +172,19 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--traffic-mode %s is not built yet (want encap, noEncap or hybrid)", o.TrafficMode)
 	default:
 		return fmt.Errorf("--traffic-mode must be encap, noEncap or hybrid, got %q", o.TrafficMode)
+	}
+	switch strings.ToLower(o.Encryption) {
+	case "", "none":
+		o.Encryption = "none"
+	case "wireguard":
+		o.Encryption = "wireguard"
+		if o.Runtime != RuntimeAntrea || o.Kubelet == KubeletSim {
+			return fmt.Errorf("--encryption wireguard needs --runtime %s and --kubelet %s (the agents read it from Antrea's manifest)", RuntimeAntrea, KubeletReal)
+		}
+	case "ipsec":
+		return fmt.Errorf("--encryption ipsec: this kernel has no ESP (CONFIG_INET_ESP), so the agents refuse it (docs/design/ipsec.md); want none or wireguard")
+	default:
+		return fmt.Errorf("--encryption must be none or wireguard, got %q", o.Encryption)
 	}
 	if o.Subnets == 0 {
 		o.Subnets = 1
@@ -307,6 +326,14 @@ func NodeNetNS(node string) string {
 		return ""
 	}
 	return nodeNetNS(i)
+}
+
+// encryptionMode is Encryption as trafficEncryptionMode spells it.
+func (o Options) encryptionMode() string {
+	if strings.EqualFold(o.Encryption, "wireguard") {
+		return "wireGuard"
+	}
+	return "none"
 }
 
 // trafficMode is TrafficMode, encap when unset (a lab state file written
