@@ -74,6 +74,7 @@ conformance: install build race
 	ANTREA_E2E_NODE_POLICY=1 $(GO) test -count=1 -timeout 15m -run 'TestNodeNetworkPolicy' ./test/e2e/
 	ANTREA_DATAPATH_ENCAPS=vxlan,gre,noEncap $(GO) test -count=1 -timeout 20m -run 'TestDatapath' ./test/e2e/datapath/
 	ANTREA_DATAPATH_HYBRID=1 $(GO) test -count=1 -timeout 20m -run 'TestHybrid' -v ./test/e2e/datapath/
+	ANTREA_DATAPATH_WIREGUARD=1 $(GO) test -count=1 -timeout 20m -run 'TestWireGuard' -v ./test/e2e/datapath/
 	./hack/e2e-upstream.sh
 	$(MAKE) conformance-sig-network
 	$(MAKE) conformance-lb
