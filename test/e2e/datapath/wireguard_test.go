@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -100,13 +101,32 @@ func (e *env) wireGuardIsUp(t *testing.T, ctx context.Context) {
 	if keys["node-1"] == keys["node-2"] {
 		t.Errorf("node-1 and node-2 publish the same key %s", keys["node-1"])
 	}
-	out, err := e.Exec(ctx, namespace, "p1", "cat", "/sys/class/net/eth0/mtu")
+	// MTUs by netlink in the right netns (sysfs would show the mounter's
+	// netns: the host's).
+	podOut, err := e.Exec(ctx, namespace, "p1", "ip", "-o", "link", "show", "eth0")
 	if err != nil {
-		t.Fatalf("pod p1's MTU: %v: %s", err, out)
+		t.Fatalf("pod p1's eth0: %v: %s", err, podOut)
 	}
-	if got := strings.TrimSpace(out); got != "1420" {
-		t.Errorf("pod p1's MTU is %s, want 1420 (the uplink's 1500 minus WireGuard's 80)", got)
+	nodeOut, err := exec.CommandContext(ctx, "ip", "netns", "exec", lab.NetNSPrefix+"node-1", "ip", "-o", "link", "show", "eth0").CombinedOutput()
+	if err != nil {
+		t.Fatalf("node-1's eth0: %v: %s", err, nodeOut)
 	}
+	podMTU, uplinkMTU := mtuOf(podOut), mtuOf(string(nodeOut))
+	if podMTU == 0 || uplinkMTU == 0 || podMTU != uplinkMTU-80 {
+		t.Errorf("pod p1's MTU is %d, node-1's uplink's %d: want the uplink's minus WireGuard's 80\n%s\n%s", podMTU, uplinkMTU, podOut, nodeOut)
+	}
+}
+
+// mtuOf reads "mtu N" from `ip -o link show` output, 0 when absent.
+func mtuOf(out string) int {
+	f := strings.Fields(out)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "mtu" {
+			n, _ := strconv.Atoi(f[i+1])
+			return n
+		}
+	}
+	return 0
 }
 
 // markerCrossesTheWire sends a file full of a marker from p1 (node-1) to p2
