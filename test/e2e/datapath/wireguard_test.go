@@ -62,16 +62,27 @@ func TestWireGuard(t *testing.T) {
 				e.wireGuardKeepsConnectivityPolicyAndServices(t, ctx)
 			}
 			t.Run("iperf3 one TCP stream across nodes", func(t *testing.T) {
-				e.startIperfServer(t, ctx, "p2")
-				out, err := e.Exec(ctx, namespace, "p1", "iperf3", "-c", e.ip("p2"), "-t", "5", "-f", "m")
-				if err != nil {
-					t.Fatalf("iperf3 p1 -> p2: %v\n%s", err, out)
-				}
 				path := "Geneve, in the clear"
 				if enc == "wireguard" {
 					path = "WireGuard (userspace: wireguard-go in the agents)"
 				}
-				t.Logf("figure: iperf3 -c %s -t 5, pod p1 (node-1) -> p2 (node-2), %s: %s", e.ip("p2"), path, receiverLine(out))
+				e.startIperfServer(t, ctx, "p2")
+				before, start := e.cpuTicks(t), time.Now()
+				out, err := e.Exec(ctx, namespace, "p1", "iperf3", "-c", e.ip("p2"), "-t", "5", "-f", "m")
+				if err != nil {
+					t.Fatalf("iperf3 p1 -> p2: %v\n%s", err, out)
+				}
+				cpu := cpuPerGbit(before, e.cpuTicks(t), time.Since(start), receiverMbits(out))
+				t.Logf("figure: iperf3 -c %s -t 5, pod p1 (node-1) -> p2 (node-2), %s: %s; CPU (both nodes) per Gbit/s: %s",
+					e.ip("p2"), path, receiverLine(out), cpu)
+				// Connections a second: a bounded flood, new TCP connections
+				// from p1 to p2's port 80 at up to 1000/s for 3 s.
+				flood, err := e.Exec(ctx, namespace, "p1", filepath.Join(e.Opts.BinDir, "antrea-testpod"), "flood",
+					"--to", e.ip("p2")+":80", "--rate", "1000", "--for", "3s", "--timeout", "1s")
+				if err != nil {
+					t.Fatalf("flood p1 -> p2: %v\n%s", err, flood)
+				}
+				t.Logf("figure: antrea-testpod flood --rate 1000 --for 3s, p1 -> p2:80, %s: %s", path, strings.TrimSpace(flood))
 			})
 		})
 	}
@@ -220,4 +231,60 @@ func (e *env) wireGuardKeepsConnectivityPolicyAndServices(t *testing.T, ctx cont
 			t.Errorf("p1 -> p2 once the policy is gone: %v", err)
 		}
 	})
+}
+
+// cpuTicks sums, per command, the CPU time (user + system, clock ticks)
+// of antrea-agent and ovs-vswitchd on both nodes, from /proc/PID/stat.
+func (e *env) cpuTicks(t *testing.T) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, n := range []string{"node-1", "node-2"} {
+		for _, comm := range []string{"antrea-agent", "ovs-vswitchd"} {
+			procs, err := lab.NodeProcesses(e.Opts, n, comm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range procs {
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
+				if err != nil {
+					continue
+				}
+				// The fields after the command's ")": state is the 1st,
+				// utime the 12th, stime the 13th (proc(5)).
+				f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+				if len(f) > 12 {
+					u, _ := strconv.ParseInt(f[11], 10, 64)
+					s, _ := strconv.ParseInt(f[12], 10, 64)
+					out[comm] += u + s
+				}
+			}
+		}
+	}
+	return out
+}
+
+// cpuPerGbit says how many cores each command used per Gbit/s of the
+// stream (USER_HZ is 100 on Linux).
+func cpuPerGbit(before, after map[string]int64, took time.Duration, mbits float64) string {
+	if mbits <= 0 {
+		return "no throughput"
+	}
+	var parts []string
+	for _, comm := range []string{"antrea-agent", "ovs-vswitchd"} {
+		cores := float64(after[comm]-before[comm]) / 100 / took.Seconds()
+		parts = append(parts, fmt.Sprintf("%s %.2f cores (%.2f per Gbit/s)", comm, cores, cores/(mbits/1000)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// receiverMbits is the bitrate of iperf3's receiver line (-f m), 0 if none.
+func receiverMbits(out string) float64 {
+	f := strings.Fields(receiverLine(out))
+	for i := 1; i < len(f); i++ {
+		if f[i] == "Mbits/sec" {
+			v, _ := strconv.ParseFloat(f[i-1], 64)
+			return v
+		}
+	}
+	return 0
 }
