@@ -60,6 +60,7 @@ func TestWireGuard(t *testing.T) {
 			e.markerCrossesTheWire(t, ctx, enc == "wireguard")
 			if enc == "wireguard" {
 				e.wireGuardKeepsConnectivityPolicyAndServices(t, ctx)
+				e.keyRotationKeepsAStream(t, ctx)
 			}
 			t.Run("iperf3 one TCP stream across nodes", func(t *testing.T) {
 				path := "Geneve, in the clear"
@@ -287,4 +288,61 @@ func receiverMbits(out string) float64 {
 		}
 	}
 	return 0
+}
+
+// keyRotationKeepsAStream rotates node-2's key on request (its key file
+// deleted, its agent restarted) under an iperf3 TCP stream from p1 to p2:
+// node-2 publishes a new key, node-1 takes it, and the established stream
+// ends without an error (it stalls while the agent restarts: its traffic
+// is dropped then, not sent in the clear).
+func (e *env) keyRotationKeepsAStream(t *testing.T, ctx context.Context) {
+	t.Run("a key rotated on request keeps an established connection", func(t *testing.T) {
+		keyOf := func(node string) string {
+			n, err := e.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return ""
+			}
+			return n.Annotations[types.NodeWireGuardPublicKeyAnnotation]
+		}
+		old := keyOf("node-2")
+		keyFile := filepath.Join(e.Opts.NodeHostPath("node-2", "/var/lib/antrea"), "wireguard", "private.key")
+		if _, err := os.Stat(keyFile); err != nil {
+			t.Fatalf("node-2's key file: %v", err)
+		}
+		e.startIperfServer(t, ctx, "p2")
+		iperf := exec.CommandContext(ctx, filepath.Join(e.Opts.BinDir, "antrea-lab"), append(labtest.Flags(e.Opts),
+			"exec", "-n", namespace, "p1", "--", "iperf3", "-c", e.ip("p2"), "-t", "20", "-i", "1", "-b", "20M")...)
+		var out bytes.Buffer
+		iperf.Stdout, iperf.Stderr = &out, &out
+		if err := iperf.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		if err := os.Remove(keyFile); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		e.kill(t, "antrea-agent", "node-2")
+		var rotated string
+		labtest.WaitFor(t, ctx, "node-2's new key", func() error {
+			if rotated = keyOf("node-2"); rotated == old || rotated == "" {
+				return fmt.Errorf("node-2 still publishes %q", rotated)
+			}
+			return nil
+		})
+		t.Logf("node-2's key rotated %s -> %s, published %.1fs after its agent was killed", old, rotated, time.Since(start).Seconds())
+		if err := iperf.Wait(); err != nil {
+			t.Fatalf("the TCP stream broke across the key rotation: %v\n%s", err, out.String())
+		}
+		stalled := 0
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.Contains(l, " 0.00 bits/sec") {
+				stalled++
+			}
+		}
+		t.Logf("the stream survived the rotation; %d one-second intervals carried nothing (the agent's restart)", stalled)
+		if err := e.probeEventually(ctx, "p1", "tcp", e.ip("p2")); err != nil {
+			t.Errorf("p1 -> p2 after the rotation: %v", err)
+		}
+	})
 }
