@@ -72,6 +72,7 @@ conformance: install build race
 	ANTREA_CONFORMANCE=all $(GO) test -count=1 -timeout 60m ./test/conformance/...
 	ANTREA_E2E_SERVICE_PATHS=1 $(GO) test -count=1 -timeout 45m -run 'TestEveryServicePathReachesEveryEndpointOverTCPAndUDP' ./test/e2e/
 	ANTREA_E2E_NODE_POLICY=1 $(GO) test -count=1 -timeout 15m -run 'TestNodeNetworkPolicy' ./test/e2e/
+	ANTREA_E2E_FQDN_EXPIRY=1 $(GO) test -count=1 -timeout 10m -run 'TestAToFQDNRuleFollowsTheNamesAnswersOnTheLab' ./test/e2e/
 	ANTREA_DATAPATH_ENCAPS=vxlan,gre,noEncap $(GO) test -count=1 -timeout 20m -run 'TestDatapath' ./test/e2e/datapath/
 	ANTREA_DATAPATH_HYBRID=1 $(GO) test -count=1 -timeout 20m -run 'TestHybrid' -v ./test/e2e/datapath/
 	ANTREA_DATAPATH_WIREGUARD=1 $(GO) test -count=1 -timeout 20m -run 'TestWireGuard' -v ./test/e2e/datapath/

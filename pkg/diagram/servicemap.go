@@ -79,11 +79,11 @@ func ServiceMapSVG(title string, edges []MapEdge) string {
 	for _, e := range edges {
 		labelW = max(labelW, int(float64(len(edgeLabel(e)))*6.6))
 	}
-	middle := max(mapMiddle, labelW+80)
+	middle := max(mapMiddle, labelW+24+160)
 	width := 20 + lw + middle + rw + 20
 	// A client's box grows with its arrows, which leave it mapEdgeGap
-	// apart, each label just above its arrow's start, so labels never
-	// share a line.
+	// apart, each label just above its arrow's level start, so labels
+	// never share a line.
 	out := map[string]int{}
 	for _, e := range edges {
 		out[e.From]++
@@ -124,15 +124,13 @@ func ServiceMapSVG(title string, edges []MapEdge) string {
 		if e.Denied {
 			class, stroke, dash, marker, fill = "edge denied", "#b3261e", ` stroke-dasharray="6,4"`, "map-arrow-denied", "#b3261e"
 		}
-		x1, x2 := left+lw, right
-		fmt.Fprintf(&b, `<g class="%s" data-from="%s" data-to="%s"><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="1.6"%s marker-end="url(#%s)"/>`,
-			class, svgText(e.From), svgText(e.To), x1, y1, x2, y2, stroke, dash, marker)
-		// The label on the side the arrow leaves: below a rising one.
-		ly := y1 - 4
-		if y2 < y1 {
-			ly = y1 + 13
-		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="12" fill="%s">%s</text></g>`+"\n", x1+8, ly, fill, svgText(edgeLabel(e)))
+		// Each arrow runs level in its own lane past the labels (its label
+		// sits just above it), then turns towards its server: no arrow
+		// crosses another one's label.
+		x1, xm, x2 := left+lw, left+lw+labelW+24, right
+		fmt.Fprintf(&b, `<g class="%s" data-from="%s" data-to="%s"><polyline points="%d,%d %d,%d %d,%d" fill="none" stroke="%s" stroke-width="1.6"%s marker-end="url(#%s)"/>`,
+			class, svgText(e.From), svgText(e.To), x1, y1, xm, y1, x2, y2, stroke, dash, marker)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="12" fill="%s">%s</text></g>`+"\n", x1+8, y1-4, fill, svgText(edgeLabel(e)))
 	}
 	b.WriteString("</svg>\n")
 	return b.String()

@@ -24,10 +24,31 @@ type Correlator struct {
 	MaxPending int
 
 	pending map[key]*pendingFlow
+	// denials remembers, per connection, the destination Node's record
+	// that denied it. The source Node keeps exporting a denied
+	// connection while its conntrack entry lives (a SYN_SENT entry
+	// retried, a UDP flow), but the destination Node reports a denial
+	// once, so those later records have no partner; they take the
+	// remembered denial instead of reading as allowed.
+	denials map[key]denial
 	// Correlated counts joined pairs; Alone records released without the
-	// partner they waited for.
-	Correlated, Alone uint64
+	// partner they waited for; Redenied source records that took a
+	// remembered denial.
+	Correlated, Alone, Redenied uint64
 }
+
+type denial struct {
+	dst Flow
+	at  time.Time
+}
+
+// DenialMemory is how long a connection's denial at its destination is
+// remembered for the source Node's later records of it; maxDenials bounds
+// how many are (beyond, the oldest are forgotten).
+const (
+	DenialMemory = 5 * time.Minute
+	maxDenials   = 16384
+)
 
 type pendingFlow struct {
 	f     Flow
@@ -60,6 +81,13 @@ func (c *Correlator) Add(f Flow, now time.Time) []Flow {
 		return []Flow{f}
 	}
 	k := f.key()
+	if d, ok := c.denials[k]; ok && fromSrc {
+		if now.Sub(d.at) < DenialMemory {
+			c.Redenied++
+			return []Flow{withDenial(f, d.dst)}
+		}
+		delete(c.denials, k)
+	}
 	p, ok := c.pending[k]
 	if !ok {
 		var out []Flow
@@ -77,10 +105,50 @@ func (c *Correlator) Add(f Flow, now time.Time) []Flow {
 	}
 	delete(c.pending, k)
 	c.Correlated++
+	src, dst := p.f, f
 	if fromSrc {
-		return []Flow{join(f, p.f)}
+		src, dst = f, p.f
 	}
-	return []Flow{join(p.f, f)}
+	if denies(dst.IngressPolicyAction) {
+		c.rememberDenial(k, dst, now)
+	}
+	return []Flow{join(src, dst)}
+}
+
+// rememberDenial records that the destination Node denied connection k.
+func (c *Correlator) rememberDenial(k key, dst Flow, now time.Time) {
+	if c.denials == nil {
+		c.denials = map[key]denial{}
+	}
+	if _, ok := c.denials[k]; !ok && len(c.denials) >= maxDenials {
+		for dk, d := range c.denials {
+			if now.Sub(d.at) >= DenialMemory {
+				delete(c.denials, dk)
+			}
+		}
+		if len(c.denials) >= maxDenials {
+			var oldest key
+			var at time.Time
+			first := true
+			for dk, d := range c.denials {
+				if first || d.at.Before(at) {
+					oldest, at, first = dk, d.at, false
+				}
+			}
+			delete(c.denials, oldest)
+		}
+	}
+	c.denials[k] = denial{dst: dst, at: now}
+}
+
+// withDenial is a source Node's record of a connection its destination
+// Node denied earlier: named and marked as the denial was, with only the
+// source's counts (the destination's were reported with the denial).
+func withDenial(src, dst Flow) Flow {
+	out := join(src, dst)
+	out.FromDestination = nil
+	out.Correlated = false
+	return out
 }
 
 func (c *Correlator) maxPending() int {
@@ -102,6 +170,7 @@ func (c *Correlator) releaseOldest() Flow {
 	f := c.pending[oldest].f
 	delete(c.pending, oldest)
 	c.Alone++
+	c.rememberAlone(oldest, f, at)
 	return f
 }
 
@@ -113,9 +182,23 @@ func (c *Correlator) Expire(now time.Time) []Flow {
 			out = append(out, p.f)
 			delete(c.pending, k)
 			c.Alone++
+			c.rememberAlone(k, p.f, now)
+		}
+	}
+	for k, d := range c.denials {
+		if now.Sub(d.at) >= DenialMemory {
+			delete(c.denials, k)
 		}
 	}
 	return out
+}
+
+// rememberAlone remembers the denial of a destination Node's record
+// released without its partner: the source's record may come later.
+func (c *Correlator) rememberAlone(k key, f Flow, now time.Time) {
+	if f.FromSource == nil && denies(f.IngressPolicyAction) {
+		c.rememberDenial(k, f, now)
+	}
 }
 
 // Pending is how many records wait for their partner.

@@ -159,3 +159,57 @@ func TestThePolicyFilterMatchesEachIsolatingPolicy(t *testing.T) {
 		}
 	}
 }
+
+// The source Node keeps exporting a connection denied at its destination
+// while its conntrack entry lives (SYN retries), but the destination Node
+// reports the denial once: the later records are that denial, not an
+// allowed connection of an unknown Pod.
+func TestTheSourcesLaterRecordsOfAConnectionDeniedAtItsDestinationStayDenied(t *testing.T) {
+	for name, denialFirst := range map[string]bool{"joined": false, "the denial released alone": true} {
+		t.Run(name, func(t *testing.T) {
+			c := &Correlator{Wait: 10 * time.Second}
+			in := destSide(60)
+			in.IngressPolicy, in.IngressPolicyRule, in.IngressPolicyAction, in.Denied = "ns/no-in", "drop-a", ipfix.RuleActionDrop, true
+			now := t0
+			if denialFirst {
+				c.Add(in, now)
+				if got := c.Expire(now.Add(10 * time.Second)); len(got) != 1 || !got[0].Denied {
+					t.Fatalf("the denial alone: %+v", got)
+				}
+				now = now.Add(10 * time.Second)
+			} else {
+				c.Add(sourceSide(60), now)
+				if got := c.Add(in, now.Add(time.Second)); len(got) != 1 || !got[0].Denied || !got[0].Correlated {
+					t.Fatalf("the pair: %+v", got)
+				}
+			}
+			// The source's next record is released at once, denied, naming
+			// the destination Pod and the rule, with its own counts only.
+			got := c.Add(sourceSide(120), now.Add(30*time.Second))
+			if len(got) != 1 {
+				t.Fatalf("%d records (pending %d), want the source's record at once", len(got), c.Pending())
+			}
+			f := got[0]
+			if !f.Denied || f.IngressPolicy != "ns/no-in" || f.IngressPolicyRule != "drop-a" || f.DstPod != "b" || f.SrcPod != "a" {
+				t.Errorf("%+v, want ns/a -> ns/b denied by ns/no-in rule drop-a", f)
+			}
+			if f.FromDestination != nil || f.FromSource == nil || f.FromSource.Delta.Bytes != 120 || f.Correlated {
+				t.Errorf("counts %+v / %+v correlated %v, want the source's 120 bytes only, not correlated", f.FromSource, f.FromDestination, f.Correlated)
+			}
+			if c.Redenied != 1 {
+				t.Errorf("redenied %d, want 1", c.Redenied)
+			}
+			// Another connection (another source port) is not touched, and
+			// the denial is forgotten after DenialMemory.
+			other := sourceSide(60)
+			other.SrcPort++
+			if got := c.Add(other, now.Add(31*time.Second)); len(got) != 0 {
+				t.Errorf("another connection was released at once: %+v", got)
+			}
+			c.Expire(now.Add(DenialMemory + time.Minute))
+			if got := c.Add(sourceSide(60), now.Add(DenialMemory+time.Minute)); len(got) != 0 {
+				t.Errorf("the denial was still remembered after %v: %+v", DenialMemory, got)
+			}
+		})
+	}
+}

@@ -199,6 +199,8 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 	first, last := ExternalIPRange()
 	fmt.Fprintf(out, "outside host: %s (netns %s; TCP/UDP %d answer \"outside\", http://%s:%d/clientip the client's address); free for external IPs: %s-%s\n",
 		OutsideIP(), OutsideNetNS, OutsidePort, OutsideIP(), OutsideHTTPPort, first, last)
+	fmt.Fprintf(out, "outside host's DNS zone: %s on %s:53 (CoreDNS forwards it; records in %s, read on every query)\n",
+		OutsideZone, OutsideIP(), st.Options.OutsideZoneFile())
 	fmt.Fprintf(out, "outside host's SFTP server: %s (user %s, password %s; uploads land in %s)\n",
 		SFTPURL(), SFTPUser, SFTPPassword, st.Options.SFTPUploadDir())
 	fmt.Fprintf(out, "router: BIRD at %s, AS %d (netns %s), peers with nodes in AS %d; its table: birdc -s %s show route all\n",

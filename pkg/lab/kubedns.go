@@ -42,7 +42,7 @@ func KubeDNSManifest() ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	err = t.Execute(&b, map[string]string{"Image": CoreDNSImage, "ClusterIP": ClusterDNS})
+	err = t.Execute(&b, map[string]string{"Image": CoreDNSImage, "ClusterIP": ClusterDNS, "OutsideZone": OutsideZone, "OutsideIP": OutsideIP().String()})
 	return b.Bytes(), err
 }
 

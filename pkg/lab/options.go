@@ -16,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"antrea.io/antrea/pkg/testpod"
 )
 
 // Fixed names: one lab per machine. Everything the lab creates in the kernel
@@ -295,6 +297,23 @@ const (
 	OutsidePort     = 80
 	OutsideHTTPPort = 8080
 )
+
+// OutsideZone is the DNS zone the outside host serves (antrea-testpod
+// dns) from OutsideZoneFile, and the lab's CoreDNS forwards to it: toFQDN
+// tests resolve its names and rewrite the file to change their answers
+// (testpod.WriteZone). At start it holds DefaultOutsideZone.
+const OutsideZone = "lab.test"
+
+// DefaultOutsideZone are the records the lab starts with: www.lab.test is
+// the outside host.
+func DefaultOutsideZone() []testpod.ZoneRecord {
+	return []testpod.ZoneRecord{{Name: "www." + OutsideZone, TTL: 30, Addr: OutsideIP()}}
+}
+
+// OutsideZoneFile is the outside host's zone file.
+func (o Options) OutsideZoneFile() string {
+	return filepath.Join(o.Dir, "outside", OutsideZone+".zone")
+}
 
 // ExternalIPRange is a range of underlay addresses that no lab host uses,
 // for ExternalIPPools: an IP from it answers ARP from whichever node holds it.

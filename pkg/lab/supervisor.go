@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/lab/simnodes"
+	"antrea.io/antrea/pkg/testpod"
 )
 
 // startTimeout bounds how long `up` waits for every node to become Ready.
@@ -140,6 +141,22 @@ func refuseIfRunning(opts Options) error {
 	return nil
 }
 
+// startOutsideDNS starts the outside host's DNS server for OutsideZone,
+// its zone file written afresh with DefaultOutsideZone.
+func (s *supervisor) startOutsideDNS() error {
+	file := s.opts.OutsideZoneFile()
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	if err := testpod.WriteZone(file, DefaultOutsideZone()); err != nil {
+		return err
+	}
+	s.logf("starting the outside host's DNS server for %s on %s:53 (zone file %s)", OutsideZone, OutsideIP(), file)
+	_, err := s.startDaemon("outside-dns", "", OutsideNetNS, filepath.Join(s.opts.BinDir, "antrea-testpod"),
+		"dns", "--zone", OutsideZone, "--file", file, "--addr", net.JoinHostPort(OutsideIP().String(), "53"))
+	return err
+}
+
 func (s *supervisor) start(ctx context.Context) error {
 	s.logf("creating network namespaces: underlay %s (%d subnet(s)), control plane %s, %d nodes", UnderlayNetNS, s.opts.subnets(), ControlPlaneNetNS, s.opts.Nodes)
 	topo := &topology{store: s.store}
@@ -151,6 +168,9 @@ func (s *supervisor) start(ctx context.Context) error {
 	if _, err := s.startDaemon("outside-server", "", OutsideNetNS, filepath.Join(s.opts.BinDir, "antrea-testpod"),
 		"serve", "--name", "outside", "--tcp", fmt.Sprint(OutsidePort), "--udp", fmt.Sprint(OutsidePort),
 		"--http", fmt.Sprint(OutsideHTTPPort)); err != nil {
+		return err
+	}
+	if err := s.startOutsideDNS(); err != nil {
 		return err
 	}
 	if err := s.startSFTPServer(); err != nil {

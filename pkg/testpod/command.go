@@ -34,7 +34,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(serveCommand(ctx), connectCommand(ctx, stdout, &exit), holdCommand(ctx, stdout), floodCommand(ctx, stdout))
+	root.AddCommand(serveCommand(ctx), dnsCommand(ctx), connectCommand(ctx, stdout, &exit), holdCommand(ctx, stdout), floodCommand(ctx, stdout))
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(stderr, "antrea-testpod:", err)
 		return ExitCodeError
@@ -72,6 +72,24 @@ func serveCommand(ctx context.Context) *cobra.Command {
 	cmd.Flags().IntSliceVar(&cfg.UDPPorts, "udp", nil, "UDP ports to serve, comma-separated")
 	cmd.Flags().IntSliceVar(&cfg.HTTPPorts, "http", nil, "TCP ports to serve HTTP on: GET /clientip answers the client's IP:port, /hostname the name (as agnhost netexec)")
 	cmd.Flags().StringVar(&cfg.Host, "host", "", "address to bind (default every address)")
+	return cmd
+}
+
+func dnsCommand(ctx context.Context) *cobra.Command {
+	cfg := DNSConfig{Addr: ":53"}
+	cmd := &cobra.Command{
+		Use:   "dns --zone ZONE --file FILE [--addr :53]",
+		Short: "Serve the A and AAAA records of ZONE from FILE (\"NAME TTL A|AAAA ADDRESS\" lines, read on every query) over UDP and TCP",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return ServeDNS(ctx, cfg)
+		},
+	}
+	cmd.Flags().StringVar(&cfg.Zone, "zone", "", "the zone served, e.g. lab.test")
+	cmd.Flags().StringVar(&cfg.File, "file", "", "the zone file")
+	cmd.Flags().StringVar(&cfg.Addr, "addr", cfg.Addr, "UDP and TCP address to listen on")
 	return cmd
 }
 

@@ -386,7 +386,7 @@ func TestTheUIInARealBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS(`[data-page="flows"] svg g.edge.denied[data-from="demo/web"][data-to="demo/db"]`)),
 			chromedp.WaitVisible(chromedp.CSS(`[data-page="flows"] svg g.edge.allowed[data-from="demo/client"][data-to="demo/web"]`)))
 		stroke := value(t, "stroke", chromedp.Evaluate[string](
-			`getComputedStyle(document.querySelector('[data-page="flows"] g.edge.denied line')).stroke`))
+			`getComputedStyle(document.querySelector('[data-page="flows"] g.edge.denied polyline')).stroke`))
 		if stroke != "rgb(179, 38, 30)" {
 			t.Errorf("the denied edge is drawn in %s, want red (#b3261e)", stroke)
 		}

@@ -476,11 +476,15 @@ func ovsPortOf(ctx context.Context, e *labEnv, p *corev1.Pod) (string, error) {
 // test and removes it when the test ends: release first (it deletes what
 // holds the pool's IPs: the Services, an Egress), then the pool, retried
 // while the webhook still refuses it (IPs in use). A pool left behind would
-// overlap the next test's and is an error.
-func createExternalIPPool(t *testing.T, ctx context.Context, crd versioned.Interface, name, first, last string, release func()) {
+// overlap the next test's and is an error. A nodeSelector given limits the
+// pool to those Nodes.
+func createExternalIPPool(t *testing.T, ctx context.Context, crd versioned.Interface, name, first, last string, release func(), nodeSelector ...metav1.LabelSelector) {
 	t.Helper()
 	pool := &crdv1beta1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: crdv1beta1.ExternalIPPoolSpec{IPRanges: []crdv1beta1.IPRange{{Start: first, End: last}}}}
+	for _, s := range nodeSelector {
+		pool.Spec.NodeSelector = s
+	}
 	if _, err := crd.CrdV1beta1().ExternalIPPools().Create(ctx, pool, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,7 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 			Live: npcontroller.ConntrackLive(&flowexporter.DpctlSource{RunDir: d.o.OVSRunDir, Zones: []uint16{agentof.CtZone}})},
 		Denied:     denied,
 		NodePolicy: setupNodePolicyWriter(ctx, d),
+		Services:   npcontroller.NewServiceLookup(d.informers.Core().V1().Services()),
 	})
 	d.restore.released = purger.Changed
 	d.controlplane, d.policies = controlplane, policies

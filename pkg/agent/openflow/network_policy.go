@@ -241,6 +241,12 @@ type PolicyRule struct {
 	// to: the rule meets the connections that entered the node through one
 	// of them, whichever endpoint AntreaProxy chose (see nodePortMatch).
 	NodePorts []NodePort
+	// ToServices (egress) are the frontends (ClusterIP, protocol, port) of
+	// the Services an egress rule's toServices names: the rule meets the
+	// connections the pod opened to one of them, whichever endpoint
+	// AntreaProxy chose (see serviceFrontendMatch). They are peers beside
+	// Peers.
+	ToServices []ServiceFrontend
 	// Services restrict protocol and ports; empty means all traffic.
 	Services []PolicyPort
 	Action   RuleAction
@@ -261,13 +267,14 @@ func (r *PolicyRule) Equal(o *PolicyRule) bool {
 	}
 	return r.ID == o.ID && r.Key == o.Key && r.Direction == o.Direction && r.AnyPeer == o.AnyPeer &&
 		r.Action == o.Action && r.Tier == o.Tier && r.Priority == o.Priority && r.Log == o.Log && slices.Equal(r.Peers, o.Peers) &&
-		slices.Equal(r.AppliedTo, o.AppliedTo) && slices.Equal(r.NodePorts, o.NodePorts) && slices.Equal(r.Services, o.Services)
+		slices.Equal(r.AppliedTo, o.AppliedTo) && slices.Equal(r.NodePorts, o.NodePorts) && slices.Equal(r.Services, o.Services) &&
+		slices.Equal(r.ToServices, o.ToServices)
 }
 
 // installs reports whether the rule has flows: a rule without applied-to
 // port or peer matches nothing.
 func (r *PolicyRule) installs() bool {
-	return r != nil && (len(r.AppliedTo) > 0 || len(r.NodePorts) > 0 && r.Direction == DirectionIngress) && (r.AnyPeer || len(r.Peers) > 0)
+	return r != nil && (len(r.AppliedTo) > 0 || len(r.NodePorts) > 0 && r.Direction == DirectionIngress) && (r.AnyPeer || len(r.Peers) > 0 || len(r.ToServices) > 0 && r.Direction == DirectionEgress)
 }
 
 // RuleChange takes one rule (one conjunction id) from Old to New: Old nil
@@ -462,6 +469,11 @@ func clauseMatches(r *PolicyRule) [][]func(*binding.Match) {
 		}
 		clauses = append(clauses, applied)
 	} else {
+		for _, sf := range r.ToServices {
+			if Realizes(types.FamilyOf(sf.IP)) {
+				peers = append(peers, func(m *binding.Match) { serviceFrontendMatch(m, sf) })
+			}
+		}
 		clauses = append(clauses, applied)
 		if !r.AnyPeer {
 			clauses = append(clauses, peers)
@@ -503,6 +515,28 @@ func nodePortMatch(m *binding.Match, f types.IPFamily, np NodePort) {
 	vip := types.NodePortVirtualIPOf(f)
 	m.CTState(binding.CTStateTrk, binding.CTStateTrk|binding.CTStateInv).
 		CTNwProto(np.Protocol).CTNwDst(netip.PrefixFrom(vip, vip.BitLen())).CTTpDst(np.Port)
+}
+
+// ServiceFrontend is one frontend of a Service: its ClusterIP and a port.
+type ServiceFrontend struct {
+	IP       netip.Addr
+	Protocol uint8
+	Port     uint16
+}
+
+func (s ServiceFrontend) String() string {
+	return fmt.Sprintf("%s/%s", types.ProtocolName(s.Protocol), netip.AddrPortFrom(s.IP, s.Port))
+}
+
+// serviceFrontendMatch matches the connections a pod opened to a Service's
+// frontend, as nodePortMatch does for NodePorts: EndpointDNAT committed
+// them with the endpoint AntreaProxy chose, and conntrack's original
+// direction still says the ClusterIP and port. Egress rules see new
+// connections only, right after that commit. Upstream matches the Service
+// group id AntreaProxy loads in a register instead.
+func serviceFrontendMatch(m *binding.Match, s ServiceFrontend) {
+	m.EthType(ethTypeOf(s.IP)).CTState(binding.CTStateTrk, binding.CTStateTrk|binding.CTStateInv).
+		CTNwProto(s.Protocol).CTNwDst(netip.PrefixFrom(s.IP, s.IP.BitLen())).CTTpDst(s.Port)
 }
 
 // portClauseMatch matches a PolicyPort clause's protocol and, for one value/mask pair of

@@ -28,6 +28,10 @@ type ruleCache struct {
 	byAddressGroup, byAppliedToGroup map[string]sets.Set[string]
 	// byPod: "namespace/name" -> AppliedToGroups holding the pod.
 	byPod map[string]sets.Set[string]
+	// byService: "namespace/name" -> policies whose toServices name it.
+	byService map[string]sets.Set[string]
+	// services, if set, resolves toServices (toservices.go).
+	services ServiceLookup
 	// nodeName is this Node's: a policy applies to the Node itself when
 	// one of its applied-to groups holds the member "node:<nodeName>".
 	nodeName string
@@ -44,6 +48,7 @@ func newRuleCache() *ruleCache {
 		byAddressGroup:   map[string]sets.Set[string]{},
 		byAppliedToGroup: map[string]sets.Set[string]{},
 		byPod:            map[string]sets.Set[string]{},
+		byService:        map[string]sets.Set[string]{},
 	}
 }
 
@@ -119,6 +124,9 @@ func (c *ruleCache) setPolicyLocked(name string, p *cpv1beta2.NetworkPolicy) boo
 		for g := range at {
 			indexDel(c.byAppliedToGroup, g, name)
 		}
+		for svc := range policyServices(old) {
+			indexDel(c.byService, svc, name)
+		}
 		delete(c.policies, name)
 	}
 	if p != nil {
@@ -128,6 +136,9 @@ func (c *ruleCache) setPolicyLocked(name string, p *cpv1beta2.NetworkPolicy) boo
 		}
 		for g := range at {
 			indexAdd(c.byAppliedToGroup, g, name)
+		}
+		for svc := range policyServices(p) {
+			indexAdd(c.byService, svc, name)
 		}
 		c.policies[name] = p
 	}

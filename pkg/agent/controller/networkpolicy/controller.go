@@ -83,6 +83,10 @@ type Options struct {
 	// this Node itself (nodeSelector appliedTo) in the node's netfilter.
 	// Without it they are left out.
 	NodePolicy NodePolicyWriter
+	// Services, if set, resolves the Services of toServices rules and
+	// tells which changed (NewServiceLookup). Without it a toServices rule
+	// matches nothing.
+	Services ServiceLookup
 	// Observe, if set, is called by the watchers with every list they
 	// receive and every watch event (bookmarks aside), before it is applied
 	// to the cache; it must not block. The agent simulator records with it.
@@ -149,6 +153,12 @@ func NewController(nodeName string, client versioned.Interface, flows PolicyFlow
 	c.cache.nodeName = nodeName
 	if opts.NodePolicy != nil {
 		c.node = &nodePolicies{w: opts.NodePolicy}
+	}
+	if opts.Services != nil {
+		c.cache.services = opts.Services
+		opts.Services.OnChange(func(namespace, name string) {
+			c.enqueue(c.cache.policiesForService(namespace, name))
+		})
 	}
 	if opts.FQDN != nil && opts.PacketIns != nil {
 		c.fqdn = newFQDNState(*opts.FQDN)

@@ -54,6 +54,10 @@ type nodePathNode struct {
 	store  interfacestore.InterfaceStore
 	web    *bridgetest.Pod
 	hosts  map[string]*bridgetest.Pod
+	// k8s and informers are the Services' and EndpointSlices' clientset
+	// and the informers AntreaProxy runs on.
+	k8s       *k8sfake.Clientset
+	informers informers.SharedInformerFactory
 }
 
 func newNodePathNode(t *testing.T, hosts map[string]string, objects ...runtime.Object) *nodePathNode {
@@ -103,7 +107,9 @@ func newNodePathNode(t *testing.T, hosts map[string]string, objects ...runtime.O
 	}
 	pathDone := make(chan struct{})
 	go func() { defer close(pathDone); _ = inNodeNS(t, br, func() error { return path.Run(ctx) }) }()
-	f := informers.NewSharedInformerFactory(k8sfake.NewClientset(objects...), 0)
+	n.k8s = k8sfake.NewClientset(objects...)
+	f := informers.NewSharedInformerFactory(n.k8s, 0)
+	n.informers = f
 	packets := agentof.NewPacketInDispatcher(br.OF)
 	go packets.Run(ctx)
 	p, err := proxy.NewWithConfig(proxy.Config{NodeName: "node-1", Packets: packets, ProxyAll: true, NodePath: path},

@@ -221,6 +221,18 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 		for k, pr := range bucketRules(r, dir, ruleAction(r), ruleTier(p), applied, peers) {
 			out[fmt.Sprintf("%d/%s", i, k)] = pr
 		}
+		if dir == agentof.DirectionEgress && len(r.To.ToServices) > 0 {
+			// toServices (toservices.go): the Services' frontends are the
+			// peers; admission refuses ports and other peers beside them.
+			if fes := c.toServicesFrontendsLocked(r.To.ToServices); len(fes) > 0 {
+				pr := &agentof.PolicyRule{Direction: dir, Action: ruleAction(r), Tier: ruleTier(p),
+					Priority: agentof.PolicyRulePriority, Log: r.EnableLogging, ToServices: fes}
+				pr.AppliedTo, _ = appliedPorts(applied)
+				if len(pr.AppliedTo) > 0 {
+					out[fmt.Sprintf("%d/toServices", i)] = pr
+				}
+			}
+		}
 	}
 	return out, iso, nodeRules, complete
 }

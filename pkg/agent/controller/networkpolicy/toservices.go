@@ -1,0 +1,142 @@
+package networkpolicy
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	agentof "antrea.io/antrea/pkg/agent/openflow"
+	agenttypes "antrea.io/antrea/pkg/agent/types"
+	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
+)
+
+// toServices: an Antrea-native egress rule's `toServices` (upstream's
+// field) names Services; the rule matches the connections the applied-to
+// pods open to those Services' ClusterIPs and ports, whichever endpoint
+// AntreaProxy picks, and not the same endpoints reached by their pod IPs.
+// The controller sends the Services' names; the agent resolves them here
+// from its Service informer and recomputes a policy when one of its
+// Services changes (a ClusterIP assigned, a port added).
+
+// ServiceLookup resolves the Services of toServices rules (Options.Services).
+type ServiceLookup interface {
+	// Frontends are the ClusterIPs and ports of Service namespace/name:
+	// none while it is unknown or headless.
+	Frontends(namespace, name string) []agentof.ServiceFrontend
+	// OnChange registers f, called with a Service's namespace and name
+	// whenever it is added, changed or deleted.
+	OnChange(f func(namespace, name string))
+}
+
+// informerServices is a ServiceLookup on a Service informer.
+type informerServices struct {
+	lister   corelisters.ServiceLister
+	informer cache.SharedIndexInformer
+}
+
+// NewServiceLookup serves toServices rules from inf (the agent's Service
+// informer, which AntreaProxy shares).
+func NewServiceLookup(inf coreinformers.ServiceInformer) ServiceLookup {
+	return &informerServices{lister: inf.Lister(), informer: inf.Informer()}
+}
+
+func (s *informerServices) Frontends(namespace, name string) []agentof.ServiceFrontend {
+	svc, err := s.lister.Services(namespace).Get(name)
+	if err != nil {
+		return nil
+	}
+	return serviceFrontends(svc)
+}
+
+func (s *informerServices) OnChange(f func(namespace, name string)) {
+	notify := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if svc, ok := obj.(*corev1.Service); ok {
+			f(svc.Namespace, svc.Name)
+		}
+	}
+	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    notify,
+		UpdateFunc: func(_, obj any) { notify(obj) },
+		DeleteFunc: notify,
+	}); err != nil {
+		klog.ErrorS(err, "Cannot watch Services: toServices rules will not follow their changes")
+	}
+}
+
+// serviceFrontends are a Service's ClusterIPs × ports, sorted; none for a
+// headless Service (its clients reach the endpoints by their pod IPs).
+func serviceFrontends(svc *corev1.Service) []agentof.ServiceFrontend {
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	var out []agentof.ServiceFrontend
+	for _, s := range ips {
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			continue // "None": headless
+		}
+		for _, p := range svc.Spec.Ports {
+			proto, ok := protocolNumber(cpv1beta2.Protocol(p.Protocol))
+			if !ok || p.Port <= 0 || p.Port > 0xffff {
+				continue
+			}
+			out = append(out, agentof.ServiceFrontend{IP: ip.Unmap(), Protocol: proto, Port: uint16(p.Port)})
+		}
+	}
+	slices.SortFunc(out, compareFrontends)
+	return out
+}
+
+func compareFrontends(a, b agentof.ServiceFrontend) int {
+	return cmp.Or(a.IP.Compare(b.IP), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
+}
+
+// toServicesFrontendsLocked are the realized frontends of a rule's
+// toServices, sorted and distinct; nil without a ServiceLookup. c.mu is
+// held (read).
+func (c *ruleCache) toServicesFrontendsLocked(refs []cpv1beta2.ServiceReference) []agentof.ServiceFrontend {
+	if c.services == nil {
+		return nil
+	}
+	var out []agentof.ServiceFrontend
+	for _, ref := range refs {
+		for _, f := range c.services.Frontends(ref.Namespace, ref.Name) {
+			if agentof.Realizes(agenttypes.FamilyOf(f.IP)) {
+				out = append(out, f)
+			}
+		}
+	}
+	slices.SortFunc(out, compareFrontends)
+	return slices.Compact(out)
+}
+
+// policyServices are the "namespace/name" of the Services a policy's
+// toServices rules name.
+func policyServices(p *cpv1beta2.NetworkPolicy) sets.Set[string] {
+	out := sets.New[string]()
+	for _, r := range p.Rules {
+		for _, ref := range r.To.ToServices {
+			out.Insert(ref.Namespace + "/" + ref.Name)
+		}
+	}
+	return out
+}
+
+// policiesForService are the policies with a toServices rule naming
+// Service namespace/name.
+func (c *ruleCache) policiesForService(namespace, name string) sets.Set[string] {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.byService[namespace+"/"+name].Clone()
+}
