@@ -76,6 +76,7 @@ conformance: install build race
 	ANTREA_DATAPATH_ENCAPS=vxlan,gre,noEncap $(GO) test -count=1 -timeout 20m -run 'TestDatapath' ./test/e2e/datapath/
 	ANTREA_DATAPATH_HYBRID=1 $(GO) test -count=1 -timeout 20m -run 'TestHybrid' -v ./test/e2e/datapath/
 	ANTREA_E2E_IP_FAMILY=dual $(GO) test -count=1 -timeout 20m -run 'TestDualStack' -v ./test/e2e/datapath/
+	ANTREA_DATAPATH_WIREGUARD=1 $(GO) test -count=1 -timeout 20m -run 'TestWireGuard' -v ./test/e2e/datapath/
 	./hack/e2e-upstream.sh
 	$(MAKE) conformance-sig-network
 	$(MAKE) conformance-lb

@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	agenttypes "antrea.io/antrea/pkg/agent/types"
 )
 
 // antctl check installation: does a running Antrea connect pods? It makes
@@ -59,7 +61,7 @@ type checkInstallOptions struct {
 }
 
 // installChecks are the checks of check installation, in the order they run.
-var installChecks = []string{"pod-to-pod (same node)", "pod-to-pod (across nodes)", "pod-to-Service", "DNS",
+var installChecks = []string{"encryption", "pod-to-pod (same node)", "pod-to-pod (across nodes)", "pod-to-Service", "DNS",
 	"networkpolicy-deny", "networkpolicy-allow"}
 
 func newCheckInstallationCommand(o *options) *cobra.Command {
@@ -185,6 +187,9 @@ func (ic *installCheck) run(ctx context.Context, keep bool) (results []checkResu
 	sort.Strings(ready)
 	if len(ready) == 0 {
 		return nil, errors.New("no Ready, schedulable Node to run the test pods on")
+	}
+	if ic.selected("encryption") {
+		results = append(results, encryptionCheck(nodes.Items))
 	}
 	if _, err := ic.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ic.ns,
 		Labels: map[string]string{"app": "antctl-check"}}}, metav1.CreateOptions{}); err != nil {
@@ -334,6 +339,47 @@ func (ic *installCheck) run(ctx context.Context, keep bool) (results []checkResu
 		return nil, errInterrupted
 	}
 	return results, nil
+}
+
+// encryptionCheck reports how pod traffic between nodes is encrypted, from
+// what each agent publishes in its Node's annotations: with
+// trafficEncryptionMode wireGuard, its public key and the WireGuard backend
+// it chose at start (kernel: the kernel's module; userspace: wireguard-go
+// behind a TUN device, where the kernel has no WireGuard). Every node or
+// none must have a key: a node without one is no peer of the others.
+func encryptionCheck(nodes []corev1.Node) checkResult {
+	r := checkResult{Check: "encryption"}
+	var with, without, parts []string
+	for _, n := range nodes {
+		key := n.Annotations[agenttypes.NodeWireGuardPublicKeyAnnotation]
+		if key == "" {
+			without = append(without, n.Name)
+			continue
+		}
+		with = append(with, n.Name)
+		backend := n.Annotations[agenttypes.NodeWireGuardBackendAnnotation]
+		if backend == "" {
+			backend = "backend not reported"
+		}
+		if len(key) > 8 {
+			key = key[:8] + "…"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (key %s)", n.Name, backend, key))
+	}
+	sort.Strings(parts)
+	sort.Strings(without)
+	switch {
+	case len(with) == 0:
+		r.Verdict, r.Detail = verdictSkip, "pod traffic between nodes is not encrypted (no Node publishes a WireGuard key: trafficEncryptionMode none)"
+	case len(without) == 0:
+		r.Verdict, r.Detail = verdictPass, "WireGuard on every node: "+strings.Join(parts, ", ")
+	default:
+		r.Verdict = verdictFail
+		r.Detail = fmt.Sprintf("WireGuard on %s, but %s publish no key: the others hold their pods' traffic (no peer)",
+			strings.Join(parts, ", "), strings.Join(without, ", "))
+		r.Fix = "check those nodes' antrea-agent logs and their trafficEncryptionMode (every agent must run wireGuard)"
+	}
+	return r
 }
 
 // errInterrupted ends a check cut short (Ctrl-C): the deferred cleanup runs.

@@ -155,3 +155,38 @@ func TestCheckInstallationReportsFailWhereTheDatapathIsBroken(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckInstallationReportsTheWireGuardBackendOfEveryNode(t *testing.T) {
+	node := func(name, key, backend string) corev1.Node {
+		n := corev1.Node{}
+		n.Name = name
+		if key != "" {
+			n.Annotations = map[string]string{"node.antrea.io/wireguard-public-key": key, "node.antrea.io/wireguard-backend": backend}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name    string
+		nodes   []corev1.Node
+		verdict string
+		want    []string
+	}{
+		{"no key anywhere: not encrypted", []corev1.Node{node("n1", "", ""), node("n2", "", "")}, verdictSkip, []string{"not encrypted"}},
+		{"every node's backend", []corev1.Node{node("n2", "bbbbbbbbbbbb=", "kernel"), node("n1", "aaaaaaaaaaaa=", "userspace")}, verdictPass,
+			[]string{"WireGuard on every node", "n1 userspace (key aaaaaaaa…)", "n2 kernel (key bbbbbbbb…)"}},
+		{"a node without a key fails, named", []corev1.Node{node("n1", "aaaaaaaaaaaa=", "userspace"), node("n2", "", "")}, verdictFail,
+			[]string{"n2 publish no key", "n1 userspace"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := encryptionCheck(tc.nodes)
+			if r.Verdict != tc.verdict {
+				t.Errorf("verdict %s, want %s (%s)", r.Verdict, tc.verdict, r.Detail)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.Detail, w) {
+					t.Errorf("detail %q lacks %q", r.Detail, w)
+				}
+			}
+		})
+	}
+}

@@ -187,8 +187,8 @@ func Status(ctx context.Context, opts Options, out io.Writer) error {
 	if !st.Supervisor.Alive() {
 		alive = "GONE (run `antrea-lab down` to clean up)"
 	}
-	fmt.Fprintf(out, "lab: phase %s, supervisor pid %d %s, %d nodes, runtime %s, traffic mode %s, encap %s, proxy %s\n",
-		st.Phase, st.Supervisor.PID, alive, st.Options.Nodes, st.Options.Runtime, st.Options.trafficMode(), st.Options.Encap, st.Options.Proxy)
+	fmt.Fprintf(out, "lab: phase %s, supervisor pid %d %s, %d nodes, runtime %s, traffic mode %s, encap %s, encryption %s, proxy %s\n",
+		st.Phase, st.Supervisor.PID, alive, st.Options.Nodes, st.Options.Runtime, st.Options.trafficMode(), st.Options.Encap, st.Options.encryptionMode(), st.Options.Proxy)
 	fmt.Fprintln(out, underlayLine(st))
 	if st.Message != "" {
 		fmt.Fprintf(out, "message: %s\n", st.Message)

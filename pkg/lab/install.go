@@ -68,7 +68,8 @@ const DefaultLBPool = "lab-lb"
 //     agent and controller, both hostNetwork, are told where it is, as
 //     upstream's docs advise for clusters without kube-proxy;
 //   - the encapsulation chosen with `antrea-lab up --encap` and the
-//     traffic mode chosen with `--traffic-mode`;
+//     traffic mode chosen with `--traffic-mode`, the encryption with
+//     `--encryption` (none or wireguard);
 //   - with `--proxy kube-proxy`, AntreaProxy off (antreaProxy.enable).
 //   - the NetworkPolicy stats reported every 5 s instead of 60 s
 //     (statsCollectionInterval), so that tests see them soon;
@@ -89,6 +90,7 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			"ovsDatapathType":                      "netdev",
 			"tunnelType":                           o.Encap,
 			"trafficEncapMode":                     o.trafficMode(),
+			"trafficEncryptionMode":                o.encryptionMode(),
 			"kubeAPIServerOverride":                apiServer,
 			"statsCollectionInterval":              "5s",
 			"featureGates.PacketCapture":           "true",

@@ -191,6 +191,7 @@ var unnamedWrites = map[string]string{
 	"ClusterRole antctl delete traceflows":                  "antctl traceflow deletes the Traceflow it created once it has the result",
 	"ClusterRole antrea-controller update egresses":         "antrea-controller writes into spec.egressIP the IP it allocated from the Egress's ExternalIPPool, as upstream's does",
 	"ClusterRole antrea-controller patch events":            "the Event recorder counts a repeated Event (a pool still exhausted) by patching it",
+	"ClusterRole antrea-agent patch nodes":                  "trafficEncryptionMode wireGuard: each agent writes its WireGuard public key (and backend) into its own Node's annotations, as upstream's agent does (one ClusterRole serves every node, so the Node cannot be named)",
 	"ClusterRole antrea-agent patch pods":                   "NodePortLocal writes the annotation nodeportlocal.antrea.io on its Node's backend Pods (any Pod), as upstream's agent does",
 	"ClusterRole antrea-controller patch services":          "ServiceExternalIP adds and removes the finalizer service.kubernetes.io/load-balancer-cleanup of the LoadBalancer Services it gives an IP (any Service), as cloud providers' service controllers do, and writes the default pool's annotation",
 }

@@ -36,6 +36,7 @@ import (
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/proxy"
 	"antrea.io/antrea/pkg/agent/route"
+	"antrea.io/antrea/pkg/agent/wireguard"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
@@ -53,10 +54,12 @@ func Run(ctx context.Context, o Options) error {
 	if err := checkEncryption(o.TrafficEncryptionMode, kernelconfig.Host()); err != nil {
 		return err
 	}
+	o = withEncryption(o)
 	return runParts(ctx, &deps{o: o}, []part{
 		{"kubernetes clients", setupClients},
 		{"ovsdb", setupOVSDB},
 		{"node", setupNode},                          // bridges, gateway, tunnel, underlay
+		{"WireGuard", setupWireGuard},                // trafficEncryptionMode wireGuard: antrea-wg0, the key
 		{"uninstall watcher", setupUninstallWatcher}, // stops after the parts below: cleans up after them
 		{"openflow", setupOpenFlow},                  // the connection, replaying flows on reconnect
 		{"pipeline", setupPipeline},                  // br-int held if empty, the node's flows
@@ -127,6 +130,10 @@ type deps struct {
 	// repinNow fires when ovs-vswitchd reconnected: it forgot the tunnel
 	// neighbours.
 	repinNow chan struct{}
+
+	// wireGuard is the node's WireGuard device (nil unless
+	// trafficEncryptionMode wireGuard).
+	wireGuard wireguard.Device
 
 	gatewayIP   net.IP                        // pipeline
 	gatewayIPv6 net.IP                        // pipeline: a dual-stack node's IPv6 gateway address

@@ -58,12 +58,14 @@ func setupNode(ctx context.Context, d *deps) (component, error) {
 		TunnelType:   ovsconfig.TunnelType(o.TunnelType),
 		TunnelCSum:   o.TunnelCsum,
 		NoTunnel:     o.TrafficEncapMode == agentconfig.EncapModeNoEncap,
-		NodeIP:       nodeIP,
-		PodCIDRs:     podCIDRs,
-		UplinkName:   uplink,
-		MTU:          o.MTU,
-		BridgeName:   o.OVSBridge,
-		GatewayName:  o.HostGateway,
+		// WireGuard's overhead (the datapath is noEncap's: see wireguard.go).
+		EncryptionOverhead: encryptionOverhead(o.TrafficEncryptionMode),
+		NodeIP:             nodeIP,
+		PodCIDRs:           podCIDRs,
+		UplinkName:         uplink,
+		MTU:                o.MTU,
+		BridgeName:         o.OVSBridge,
+		GatewayName:        o.HostGateway,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bring up node %s: %w", o.NodeName, err)

@@ -91,7 +91,10 @@ func nodePolicyAlways(ctx context.Context, d *deps) nodenet.NodePolicyAlways {
 			}
 		}
 	}
-	if d.o.TrafficEncapMode != agentconfig.EncapModeNoEncap {
+	if d.o.TrafficEncryptionMode == agentconfig.EncryptionModeWireGuard {
+		// The peers' WireGuard datagrams carry the pod traffic.
+		a.TunnelProtocol, a.TunnelPort = types.ProtocolUDP, uint16(d.o.WireGuardPort)
+	} else if d.o.TrafficEncapMode != agentconfig.EncapModeNoEncap {
 		switch ovsconfig.TunnelType(d.o.TunnelType) {
 		case ovsconfig.GeneveTunnel:
 			a.TunnelProtocol, a.TunnelPort = types.ProtocolUDP, 6081

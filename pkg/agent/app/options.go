@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"antrea.io/antrea/pkg/agent/nodeportlocal"
+	"antrea.io/antrea/pkg/agent/wireguard"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 	"antrea.io/antrea/pkg/ovs/ovsconfig"
 )
@@ -38,6 +39,11 @@ type Options struct {
 	// (agentconfig.EncryptionMode*): Run refuses what it cannot run
 	// (encryption.go).
 	TrafficEncryptionMode string
+	// WireGuardPort is wireGuard.port: WireGuard's UDP port on every node.
+	WireGuardPort int
+	// WireGuardKeyFile holds the node's WireGuard private key
+	// (wireguard.DefaultKeyFile; the lab's per-node path in tests).
+	WireGuardKeyFile string
 	// NoSNAT (noEncap and hybrid) keeps pod traffic to outside the cluster
 	// unmasqueraded.
 	NoSNAT     bool
@@ -100,8 +106,9 @@ type Options struct {
 // from $NODE_NAME.
 func NewOptions() Options {
 	o := Options{
-		NodeName:    os.Getenv("NODE_NAME"),
-		IPAMDataDir: "/var/lib/antrea/ipam",
+		NodeName:         os.Getenv("NODE_NAME"),
+		IPAMDataDir:      "/var/lib/antrea/ipam",
+		WireGuardKeyFile: wireguard.DefaultKeyFile,
 	}
 	o.applyConfig(agentconfig.Defaults(), nil)
 	return o
@@ -120,6 +127,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.CNISocket, "cni-socket", o.CNISocket, "unix socket of the CNI gRPC API [cniSocket]")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", o.CNIConfDir, "directory the CNI conflist is written to (empty: do not write; install-cni does)")
 	fs.StringVar(&o.IPAMDataDir, "ipam-data-dir", o.IPAMDataDir, "host-local IPAM state directory")
+	fs.StringVar(&o.WireGuardKeyFile, "wireguard-key-file", o.WireGuardKeyFile, "the node's WireGuard private key (trafficEncryptionMode wireGuard): read, or made with mode 0600 when absent; delete it and restart the agent to rotate the key")
 	fs.IntVar(&o.MTU, "mtu", o.MTU, "pod MTU (0: the uplink MTU minus the tunnel overhead) [defaultMTU]")
 	fs.BoolVar(&o.EnableProxy, "enable-proxy", o.EnableProxy, "realize ClusterIP Services in OVS (AntreaProxy); off: leave Services to kube-proxy [featureGates.AntreaProxy, antreaProxy.enable]")
 	fs.IntVar(&o.APIPort, "api-port", o.APIPort, "port of the agent API (HTTPS; 0: no API) [apiPort]")
@@ -161,6 +169,7 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 	set("tunnel-type", func() { o.TunnelType = c.TunnelType })
 	set("traffic-encap-mode", func() { o.TrafficEncapMode = c.EncapMode() })
 	set("", func() { o.TrafficEncryptionMode = c.EncryptionMode() })
+	set("", func() { o.WireGuardPort = c.WireGuard.Port })
 	set("", func() { o.NoSNAT = c.NoSNAT })
 	set("", func() { o.TunnelCsum = c.TunnelCsum })
 	set("uplink", func() { o.UplinkName = c.TransportInterface })

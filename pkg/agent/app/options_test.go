@@ -52,6 +52,7 @@ func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
 		NodeName: "n1", OVSBridge: "br-int", HostGateway: "antrea-gw0", OVSRunDir: "/var/run/openvswitch",
 		DatapathType: "system", TrafficEncapMode: "encap", TrafficEncryptionMode: "none", TunnelType: "geneve", CNISocket: "/var/run/antrea/cni.sock",
 		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true, ProxyAll: true,
+		WireGuardPort: 51820, WireGuardKeyFile: "/var/lib/antrea/wireguard/private.key",
 		ProxyHealthzAddress: netip.MustParseAddrPort("0.0.0.0:10256"),
 		APIPort:             10350, ClusterPort: 10351, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "NodeNetworkPolicy": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false},
 		StatsInterval: time.Minute,
@@ -80,6 +81,8 @@ hostGateway: gw-x
 tunnelType: vxlan
 tunnelCsum: true
 trafficEncapMode: NOENCAP
+wireGuard:
+  port: 51999
 noSNAT: true
 defaultMTU: 1400
 transportInterface: eth1
@@ -131,6 +134,7 @@ nodePortLocal:
 				NodeName: "n1", OVSBridge: "br-x", HostGateway: "gw-x", OVSRunDir: "/run/ovs", DatapathType: "netdev",
 				TunnelType: "vxlan", TunnelCsum: true, UplinkName: "eth1", CNISocket: "/run/antrea/cni.sock",
 				TrafficEncapMode: "noEncap", TrafficEncryptionMode: "none", NoSNAT: true,
+				WireGuardPort: 51999, WireGuardKeyFile: "/var/lib/antrea/wireguard/private.key",
 				IPAMDataDir: "/var/lib/antrea/ipam", MTU: 1400, EnableProxy: false,
 				ProxyAll: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")},
 				ProxyHealthzAddress: netip.MustParseAddrPort("127.0.0.1:10257"),

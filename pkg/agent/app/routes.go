@@ -14,6 +14,7 @@ import (
 
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	"antrea.io/antrea/pkg/agent/route"
+	"antrea.io/antrea/pkg/agent/wireguard"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 )
 
@@ -27,11 +28,18 @@ func setupRoutes(ctx context.Context, d *deps) (component, error) {
 	if transport == "" {
 		transport = nc.Uplink.Name
 	}
-	routes, err := route.NewController(o.NodeName, d.informers.Core().V1().Nodes(), d.flows,
-		route.PathRoutes{
-			Tunnel:   &route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: d.podCIDRs[0]},
-			Underlay: &route.UnderlayRoutes{LinkName: transport},
-		},
+	paths := route.PathRoutes{
+		Tunnel:   &route.GatewayRoutes{GatewayName: nc.Gateway.Name, LocalPodCIDR: d.podCIDRs[0]},
+		Underlay: &route.UnderlayRoutes{LinkName: transport},
+	}
+	if d.wireGuard != nil {
+		// trafficEncryptionMode wireGuard: every peer is routed (as in
+		// noEncap), into antrea-wg0 instead of over the underlay; the
+		// node's own packets leave with its gateway IP, which the peers
+		// route back to it.
+		paths.Underlay = &wireguard.Routes{Device: d.wireGuard, Port: o.WireGuardPort, Source: route.GatewayIP(d.podCIDRs[0])}
+	}
+	routes, err := route.NewController(o.NodeName, d.informers.Core().V1().Nodes(), d.flows, paths,
 		func(peer net.IP) { go pinTunnelNeighbor(ctx, o, nc, peer, purger.Changed) })
 	if err != nil {
 		return nil, err

@@ -151,6 +151,7 @@ func Bringup(ctx context.Context, cfg Config) (*NodeConfig, error) {
 		if !cfg.NoTunnel {
 			nc.PodMTU -= tunnelOverhead(cfg.TunnelType)
 		}
+		nc.PodMTU -= cfg.EncryptionOverhead
 	}
 
 	br := ovsconfig.NewOVSBridge(conn, ovsconfig.BridgeConfig{

@@ -65,8 +65,11 @@ type Config struct {
 	// netdev, which moves it into br-phy.
 	UplinkName string
 	// MTU of the gateway and pods; 0 means the uplink's MTU minus the tunnel
-	// overhead.
+	// overhead and EncryptionOverhead.
 	MTU int
+	// EncryptionOverhead is what encryption adds to each packet between
+	// nodes (WireGuard: 80), counted in the default pod MTU.
+	EncryptionOverhead int
 	// BridgeName, UplinkBridgeName, GatewayName, TunnelName override the defaults.
 	BridgeName, UplinkBridgeName, GatewayName, TunnelName string
 }

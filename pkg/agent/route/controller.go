@@ -67,11 +67,21 @@ type PeerRoute struct {
 	// it (the node's own IPv6 traffic to remote pods is not built yet).
 	PodCIDRv6   *net.IPNet
 	GatewayIPv6 net.IP
+	// PublicKey is the peer's WireGuard public key, from its Node
+	// annotation (types.NodeWireGuardPublicKeyAnnotation); "" when it has
+	// none. Only trafficEncryptionMode wireGuard's routes use it.
+	PublicKey string
+}
+
+// samePath says whether o goes the same way as r: only the peer's
+// WireGuard key may differ, which the routes update in place.
+func (r *PeerRoute) samePath(o *PeerRoute) bool {
+	return o != nil && r.PodCIDR.String() == o.PodCIDR.String() && r.NodeIP.Equal(o.NodeIP) && r.Encap == o.Encap &&
+		r.PodCIDRv6.String() == o.PodCIDRv6.String()
 }
 
 func (r *PeerRoute) equal(o *PeerRoute) bool {
-	return o != nil && r.PodCIDR.String() == o.PodCIDR.String() && r.NodeIP.Equal(o.NodeIP) && r.Encap == o.Encap &&
-		r.PodCIDRv6.String() == o.PodCIDRv6.String()
+	return r.samePath(o) && r.PublicKey == o.PublicKey
 }
 
 // Controller watches Nodes and keeps the peer routes and flows.
@@ -244,6 +254,18 @@ func (c *Controller) sync(name string) error {
 	if want != nil && want.equal(have) {
 		return nil
 	}
+	if want != nil && want.samePath(have) {
+		// Only the peer's WireGuard key changed (it rotated): the routes
+		// swap it in place, without a moment with no route to the peer.
+		if err := c.routes.Add(want); err != nil {
+			return fmt.Errorf("update route to node %s: %w", name, err)
+		}
+		c.mu.Lock()
+		c.installed[name] = want
+		c.mu.Unlock()
+		klog.InfoS("Updated the peer's key", "node", name, "publicKey", want.PublicKey)
+		return nil
+	}
 	if have != nil {
 		if err := c.routes.Delete(have); err != nil {
 			return fmt.Errorf("delete route to node %s: %w", name, err)
@@ -324,7 +346,8 @@ func peerRoute(n *corev1.Node) *PeerRoute {
 	if nodeIP == nil {
 		return nil
 	}
-	return &PeerRoute{NodeName: n.Name, PodCIDR: ipnet, GatewayIP: GatewayIP(ipnet), NodeIP: nodeIP}
+	return &PeerRoute{NodeName: n.Name, PodCIDR: ipnet, GatewayIP: GatewayIP(ipnet), NodeIP: nodeIP,
+		PublicKey: n.Annotations[types.NodeWireGuardPublicKeyAnnotation]}
 }
 
 // podCIDROf is node n's pod CIDR of family f, nil if it has none.

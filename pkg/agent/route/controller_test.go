@@ -285,3 +285,64 @@ func TestADualStackNodeTunnelsEachPeersIPv6PodCIDRBesideItsIPv4One(t *testing.T)
 		})
 	}
 }
+
+// keyRoutes records the calls a key change makes: its routes must be
+// updated in place (Add), never deleted first (a moment without a route
+// would let the peer's traffic out by the default route).
+type keyRoutes struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (k *keyRoutes) Reconcile(map[string]*PeerRoute) error { return nil }
+func (k *keyRoutes) Add(r *PeerRoute) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls = append(k.calls, "add "+r.NodeName+" "+r.PublicKey)
+	return nil
+}
+func (k *keyRoutes) Delete(r *PeerRoute) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls = append(k.calls, "delete "+r.NodeName+" "+r.PublicKey)
+	return nil
+}
+func (k *keyRoutes) snapshot() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.calls...)
+}
+
+func TestAPeersNewWireGuardKeyIsSwappedInPlace(t *testing.T) {
+	n2 := node("n2", "10.10.2.0/24", "172.30.0.12")
+	n2.Annotations = map[string]string{"node.antrea.io/wireguard-public-key": "old-key"}
+	client := fake.NewClientset(node("n1", "10.10.1.0/24", "172.30.0.11"), n2)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	flows := &fakeFlows{nodes: map[string]string{}}
+	routes := &keyRoutes{}
+	c, err := NewController("n1", factory.Core().V1().Nodes(), flows, routes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetEncap(EncapNone)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	go func() { _ = c.Run(ctx) }()
+	eventually(t, "n2 added with its key", func() bool {
+		calls := routes.snapshot()
+		return len(calls) == 1 && calls[0] == "add n2 old-key"
+	})
+	n2 = n2.DeepCopy()
+	n2.Annotations["node.antrea.io/wireguard-public-key"] = "new-key"
+	if _, err := client.CoreV1().Nodes().Update(ctx, n2, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new key", func() bool { return c.Installed()["n2"].PublicKey == "new-key" })
+	if calls := routes.snapshot(); len(calls) != 2 || calls[1] != "add n2 new-key" {
+		t.Errorf("calls %q, want the route updated in place (add n2 new-key), no delete", calls)
+	}
+	if f := flows.snapshot(); f["n2"] != "10.10.2.0/24 via 10.10.2.1 tun <nil>" {
+		t.Errorf("flows %v, want n2's (to the gateway) kept", f)
+	}
+}

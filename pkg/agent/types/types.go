@@ -104,3 +104,15 @@ func (m PortMapping) Overlaps(o PortMapping) bool {
 	}
 	return !m.HostIP.IsValid() || !o.HostIP.IsValid() || m.HostIP == o.HostIP
 }
+
+// NodeWireGuardPublicKeyAnnotation is the Node annotation in which an agent
+// running trafficEncryptionMode wireGuard publishes its WireGuard public key
+// (base64, as `wg pubkey` prints it); the other agents configure it as
+// their peer for this Node's pod CIDRs. Upstream's name.
+const NodeWireGuardPublicKeyAnnotation = "node.antrea.io/wireguard-public-key"
+
+// NodeWireGuardBackendAnnotation says which WireGuard implementation the
+// agent runs: "kernel" (the wireguard module) or "userspace" (wireguard-go
+// behind a TUN device). antctl check installation reports it. Not upstream's:
+// upstream runs the kernel module only.
+const NodeWireGuardBackendAnnotation = "node.antrea.io/wireguard-backend"

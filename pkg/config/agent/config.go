@@ -126,6 +126,8 @@ type AgentConfig struct {
 	// none (default), ipsec or wireGuard (upstream's values). The agent
 	// refuses at start the modes it cannot run (pkg/agent/app, encryption.go).
 	TrafficEncryptionMode string `json:"trafficEncryptionMode"`
+	// WireGuard is the configuration of trafficEncryptionMode wireGuard.
+	WireGuard WireGuardConfig `json:"wireGuard"`
 	// TunnelType is geneve (default), vxlan or gre.
 	TunnelType string `json:"tunnelType"`
 	// TunnelCsum asks for outer UDP checksums on the tunnel. Default false.
@@ -289,6 +291,7 @@ func Defaults() *AgentConfig {
 		HostGateway:             "antrea-gw0",
 		TrafficEncapMode:        EncapModeEncap,
 		TrafficEncryptionMode:   EncryptionModeNone,
+		WireGuard:               WireGuardConfig{Port: 51820},
 		TunnelType:              TunnelGeneve,
 		APIPort:                 10350,
 		ClusterPort:             10351,
@@ -447,6 +450,9 @@ func (c *AgentConfig) validate() []error {
 	if c.APIPort < 1 || c.APIPort > 65535 {
 		fail("apiPort", "%d is not a port (want 1 to 65535)", c.APIPort)
 	}
+	if c.WireGuard.Port < 1 || c.WireGuard.Port > 65535 {
+		fail("wireGuard.port", "%d is not a port (want 1 to 65535)", c.WireGuard.Port)
+	}
 	if c.ClusterPort < 1 || c.ClusterPort > 65535 {
 		fail("clusterPort", "%d is not a port (want 1 to 65535)", c.ClusterPort)
 	}
@@ -559,6 +565,13 @@ const (
 // encryptionModes map the lower-cased modes to their spelling.
 var encryptionModes = map[string]string{"none": EncryptionModeNone, "": EncryptionModeNone,
 	"ipsec": EncryptionModeIPsec, "wireguard": EncryptionModeWireGuard}
+
+// WireGuardConfig is upstream's wireGuard section.
+type WireGuardConfig struct {
+	// Port is the UDP port WireGuard listens on and sends to on the peer
+	// nodes. Default 51820.
+	Port int `json:"port"`
+}
 
 // EncryptionMode is TrafficEncryptionMode in its canonical spelling
 // (validated).

@@ -172,6 +172,8 @@ func TestBadValuesAreRefusedNamingTheKey(t *testing.T) {
 			`antrea-agent.conf: snatFullyRandomPorts: true is not supported by this Antrea (only false, upstream's default)`},
 		{"an unknown encryption mode is refused", "trafficEncryptionMode: tls\n",
 			`antrea-agent.conf: trafficEncryptionMode: "tls" is not a mode (want none, ipsec or wireGuard)`},
+		{"a WireGuard port out of range is refused", "wireGuard:\n  port: 70000\n",
+			`antrea-agent.conf: wireGuard.port: 70000 is not a port (want 1 to 65535)`},
 		{"an unparsable collector address is refused", "flowExporter:\n  flowCollectorAddr: \"10.0.0.1:http:udp\"\n",
 			`antrea-agent.conf: flowExporter.flowCollectorAddr: "10.0.0.1:http:udp": "http" is not a port`},
 		{"a collector address without host is refused", "flowExporter:\n  flowCollectorAddr: \":4739:udp\"\n",

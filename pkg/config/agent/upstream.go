@@ -53,7 +53,6 @@ var spec = strict.Spec{
 		{Key: "snatFullyRandomPorts", Accept: []any{false}},
 		{Key: "tunnelPort", Accept: []any{0}, Why: "the tunnel uses its IANA port"},
 		{Key: "enableIPSecTunnel", Accept: []any{false}, Why: "encryption is not implemented"},
-		{Key: "wireGuard.port", AnyValue: true},
 		{Key: "ipsec.authenticationMode", AnyValue: true},
 		{Key: "enableBridgingMode", Accept: []any{false}},
 		{Key: "disableTXChecksumOffload", Accept: []any{false}},
