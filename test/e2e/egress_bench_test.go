@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,60 +94,6 @@ func (s *outsideSink) sources() map[netip.Addr]int {
 	return out
 }
 
-// connectionsPerSecond opens and closes (RST) connections to addr from the
-// Pod's netns for d with 4 workers; a bounded loop.
-func connectionsPerSecond(podNS ns.NetNS, addr string, d time.Duration) float64 {
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = podNS.Do(func(ns.NetNS) error {
-				end := time.Now().Add(d)
-				for time.Now().Before(end) {
-					c, err := net.DialTimeout("tcp", addr, time.Second)
-					if err != nil {
-						continue
-					}
-					if tc, ok := c.(*net.TCPConn); ok {
-						_ = tc.SetLinger(0)
-					}
-					c.Close()
-					n.Add(1)
-				}
-				return nil
-			})
-		}()
-	}
-	wg.Wait()
-	return float64(n.Load()) / d.Seconds()
-}
-
-// streamMbits sends one TCP stream to addr from the Pod's netns for d.
-func streamMbits(podNS ns.NetNS, addr string, d time.Duration) float64 {
-	var sent int64
-	_ = podNS.Do(func(ns.NetNS) error {
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		buf := make([]byte, 64<<10)
-		end := time.Now().Add(d)
-		_ = c.SetWriteDeadline(end)
-		for time.Now().Before(end) {
-			n, err := c.Write(buf)
-			sent += int64(n)
-			if err != nil {
-				break
-			}
-		}
-		return nil
-	})
-	return float64(sent) * 8 / 1e6 / d.Seconds()
-}
-
 // TestEgressSNATCost measures what an Egress costs a Pod's traffic to a
 // host outside the cluster, in one run on one lab: connections per second
 // and one TCP stream from a Pod on the Node holding the Egress IP and from
@@ -211,7 +156,7 @@ func TestEgressSNATCost(t *testing.T) {
 		out := map[string]figure{}
 		for _, pod := range []string{"local", "remote"} {
 			sink.sources()
-			f := figure{cps: connectionsPerSecond(podNS[pod], addr, secs), mbits: streamMbits(podNS[pod], addr, secs)}
+			f := figure{cps: labtest.ConnectionsPerSecond(podNS[pod], addr, secs), mbits: labtest.StreamMbits(podNS[pod], addr, secs)}
 			seen := sink.sources()
 			for src, n := range seen {
 				if src != want(pod) {
@@ -254,7 +199,7 @@ func TestEgressSNATCost(t *testing.T) {
 		eip = netip.MustParseAddr(got.Spec.EgressIP)
 		for _, pod := range []string{"local", "remote"} {
 			sink.sources()
-			if connectionsPerSecond(podNS[pod], addr, 100*time.Millisecond) == 0 {
+			if labtest.ConnectionsPerSecond(podNS[pod], addr, 100*time.Millisecond) == 0 {
 				return fmt.Errorf("pod %s cannot connect", pod)
 			}
 			if seen := sink.sources(); len(seen) != 1 || seen[eip] == 0 {

@@ -336,31 +336,7 @@ func (b *bench) connectTimes(addr string, n int) ([]float64, error) {
 
 // cps counts connections set up and closed in d by 4 clients.
 func (b *bench) cps(addr string, d time.Duration) float64 {
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = b.clientNS.Do(func(ns.NetNS) error {
-				end := time.Now().Add(d)
-				for time.Now().Before(end) {
-					c, err := net.DialTimeout("tcp", addr, time.Second)
-					if err != nil {
-						continue
-					}
-					if tc, ok := c.(*net.TCPConn); ok {
-						_ = tc.SetLinger(0)
-					}
-					c.Close()
-					n.Add(1)
-				}
-				return nil
-			})
-		}()
-	}
-	wg.Wait()
-	return float64(n.Load()) / d.Seconds()
+	return labtest.ConnectionsPerSecond(b.clientNS, addr, d)
 }
 
 // sinkService is a Service to server-2's TCP sink (80 -> 5001).
@@ -379,26 +355,7 @@ func (b *bench) sinkService(ctx context.Context) (string, error) {
 
 // throughput sends one TCP stream to addr for d and returns Mbit/s.
 func (b *bench) throughput(addr string, d time.Duration) float64 {
-	var sent int64
-	_ = b.clientNS.Do(func(ns.NetNS) error {
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		buf := make([]byte, 64<<10)
-		end := time.Now().Add(d)
-		_ = c.SetWriteDeadline(end)
-		for time.Now().Before(end) {
-			n, err := c.Write(buf)
-			sent += int64(n)
-			if err != nil {
-				break
-			}
-		}
-		return nil
-	})
-	return float64(sent) * 8 / 1e6 / d.Seconds()
+	return labtest.StreamMbits(b.clientNS, addr, d)
 }
 
 // createMany creates n Services with a 2-endpoint slice each, 32 at a time,
