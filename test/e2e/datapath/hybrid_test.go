@@ -37,11 +37,7 @@ func TestHybrid(t *testing.T) {
 	if os.Getenv(envHybrid) == "" {
 		t.Skipf("a 4-node lab over two subnets: set %s=1 (make conformance)", envHybrid)
 	}
-	for _, tool := range []string{"tcpdump", "tshark", "iperf3"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is not installed (hack/install.sh installs it)", tool)
-		}
-	}
+	needTools(t, "tcpdump", "tshark", "iperf3")
 	opts := labtest.Options()
 	opts.Nodes, opts.Subnets, opts.TrafficMode = 4, 2, "hybrid"
 	e := upWith(t, opts, "hybrid over 2 subnets")
@@ -290,4 +286,14 @@ func count(rows []row, f func(row) bool) int {
 		}
 	}
 	return n
+}
+
+// needTools fails the test when a tool it runs on the wire is missing.
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed (hack/install.sh installs it)", tool)
+		}
+	}
 }

@@ -41,11 +41,7 @@ func TestWireGuard(t *testing.T) {
 	if os.Getenv(envWireGuard) == "" {
 		t.Skipf("two labs, one with WireGuard: set %s=1 (make conformance)", envWireGuard)
 	}
-	for _, tool := range []string{"tcpdump", "tshark", "iperf3"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is not installed (hack/install.sh installs it)", tool)
-		}
-	}
+	needTools(t, "tcpdump", "tshark", "iperf3")
 	for _, enc := range []string{"none", "wireguard"} {
 		t.Run("encryption "+enc, func(t *testing.T) {
 			opts := labtest.Options()
