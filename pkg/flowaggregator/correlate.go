@@ -33,6 +33,12 @@ type Correlator struct {
 	// the remembered denial (its rule, and the other side's Pod) instead
 	// of reading as allowed connections to or from an unknown address.
 	denials map[key]denial
+	// denialOrder lists the remembered denials oldest first, so that
+	// forgetting the expired ones and the oldest beyond maxDenials costs
+	// what it forgets, not a scan of all (a flood of denied connections
+	// fills the memory); a key remembered again leaves a stale entry,
+	// skipped when it comes up.
+	denialOrder []denialRef
 	// Correlated counts joined pairs; Alone records released without the
 	// partner they waited for; Redenied records that took a remembered
 	// denial.
@@ -41,6 +47,11 @@ type Correlator struct {
 
 type denial struct {
 	f  Flow
+	at time.Time
+}
+
+type denialRef struct {
+	k  key
 	at time.Time
 }
 
@@ -119,30 +130,36 @@ func (c *Correlator) Add(f Flow, now time.Time) []Flow {
 	return []Flow{out}
 }
 
-// rememberDenial records f, a record that shows connection k denied.
+// rememberDenial records f, a record that shows connection k denied,
+// forgetting the oldest denial beyond maxDenials.
 func (c *Correlator) rememberDenial(k key, f Flow, now time.Time) {
 	if c.denials == nil {
 		c.denials = map[key]denial{}
 	}
-	if _, ok := c.denials[k]; !ok && len(c.denials) >= maxDenials {
-		for dk, d := range c.denials {
-			if now.Sub(d.at) >= DenialMemory {
-				delete(c.denials, dk)
-			}
-		}
-		if len(c.denials) >= maxDenials {
-			var oldest key
-			var at time.Time
-			first := true
-			for dk, d := range c.denials {
-				if first || d.at.Before(at) {
-					oldest, at, first = dk, d.at, false
-				}
-			}
-			delete(c.denials, oldest)
-		}
-	}
 	c.denials[k] = denial{f: f, at: now}
+	c.denialOrder = append(c.denialOrder, denialRef{k: k, at: now})
+	c.forgetDenials(func(denialRef) bool { return len(c.denials) > maxDenials })
+}
+
+// forgetDenials forgets the oldest denials while old says so of the
+// oldest; stale entries of denialOrder go on the way.
+func (c *Correlator) forgetDenials(old func(denialRef) bool) {
+	i := 0
+	for ; i < len(c.denialOrder); i++ {
+		r := c.denialOrder[i]
+		d, ok := c.denials[r.k]
+		if ok && !d.at.Equal(r.at) {
+			continue // remembered again later
+		}
+		if ok && !old(r) {
+			break
+		}
+		delete(c.denials, r.k)
+	}
+	c.denialOrder = c.denialOrder[i:]
+	if cap(c.denialOrder) > 64 && len(c.denialOrder) < cap(c.denialOrder)/4 {
+		c.denialOrder = append([]denialRef(nil), c.denialOrder...)
+	}
 }
 
 // withDenial is one Node's later record f of a connection that d showed
@@ -209,11 +226,7 @@ func (c *Correlator) Expire(now time.Time) []Flow {
 			c.rememberAlone(k, p.f, now)
 		}
 	}
-	for k, d := range c.denials {
-		if now.Sub(d.at) >= DenialMemory {
-			delete(c.denials, k)
-		}
-	}
+	c.forgetDenials(func(r denialRef) bool { return now.Sub(r.at) >= DenialMemory })
 	return out
 }
 

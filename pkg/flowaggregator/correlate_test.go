@@ -249,3 +249,38 @@ func TestEitherNodesLaterRecordsOfADeniedConnectionTakeTheDenial(t *testing.T) {
 		t.Errorf("redenied %d, want 2", c.Redenied)
 	}
 }
+
+// The memory of denials is bounded: beyond maxDenials the oldest is
+// forgotten, and one remembered again counts from its new time.
+func TestTheMemoryOfDenialsForgetsTheOldestBeyondItsBound(t *testing.T) {
+	c := &Correlator{Wait: time.Second}
+	denied := func(port uint16) Flow {
+		f := destSide(60)
+		f.SrcPort = port
+		f.IngressPolicyAction, f.Denied = ipfix.RuleActionDrop, true
+		return f
+	}
+	remember := func(port uint16, at time.Time) {
+		f := denied(port)
+		c.rememberDenial(f.key(), f, at)
+	}
+	for i := 0; i < maxDenials; i++ {
+		remember(uint16(i), t0.Add(time.Duration(i)*time.Microsecond))
+	}
+	// Port 0 again: now the newest; port 1 is the oldest.
+	remember(0, t0.Add(time.Second))
+	remember(60000, t0.Add(2*time.Second))
+	if len(c.denials) != maxDenials {
+		t.Fatalf("%d denials remembered, want %d", len(c.denials), maxDenials)
+	}
+	for port, want := range map[uint16]bool{0: true, 1: false, 2: true, 60000: true} {
+		f := denied(port)
+		if _, ok := c.denials[f.key()]; ok != want {
+			t.Errorf("port %d remembered %v, want %v", port, ok, want)
+		}
+	}
+	c.Expire(t0.Add(2*time.Second + DenialMemory))
+	if len(c.denials) != 0 || len(c.denialOrder) != 0 {
+		t.Errorf("after DenialMemory %d denials and %d order entries left, want none", len(c.denials), len(c.denialOrder))
+	}
+}
