@@ -241,12 +241,11 @@ type PolicyRule struct {
 	// to: the rule meets the connections that entered the node through one
 	// of them, whichever endpoint AntreaProxy chose (see nodePortMatch).
 	NodePorts []NodePort
-	// ToServices (egress) are the frontends (ClusterIP, protocol, port) of
-	// the Services an egress rule's toServices names: the rule meets the
-	// connections the pod opened to one of them, whichever endpoint
-	// AntreaProxy chose (see serviceFrontendMatch). They are peers beside
-	// Peers.
-	ToServices []ServiceFrontend
+	// ToServices (egress) are the ClusterIPs and ports of the Services an
+	// egress rule's toServices names: the rule meets the connections the
+	// pod opened to one of them, whichever endpoint AntreaProxy chose (see
+	// serviceFrontendMatch). They are peers beside Peers.
+	ToServices []ServicePort
 	// Services restrict protocol and ports; empty means all traffic.
 	Services []PolicyPort
 	Action   RuleAction
@@ -469,9 +468,9 @@ func clauseMatches(r *PolicyRule, fams []types.IPFamily) [][]func(*binding.Match
 		}
 		clauses = append(clauses, applied)
 	} else {
-		for _, sf := range r.ToServices {
-			if Realizes(types.FamilyOf(sf.IP)) {
-				peers = append(peers, func(m *binding.Match) { serviceFrontendMatch(m, sf) })
+		for _, sp := range r.ToServices {
+			if slices.Contains(fams, types.FamilyOf(sp.IP)) {
+				peers = append(peers, func(m *binding.Match) { serviceFrontendMatch(m, sp) })
 			}
 		}
 		clauses = append(clauses, applied)
@@ -517,24 +516,13 @@ func nodePortMatch(m *binding.Match, f types.IPFamily, np NodePort) {
 		CTNwProto(np.Protocol).CTNwDst(netip.PrefixFrom(vip, vip.BitLen())).CTTpDst(np.Port)
 }
 
-// ServiceFrontend is one frontend of a Service: its ClusterIP and a port.
-type ServiceFrontend struct {
-	IP       netip.Addr
-	Protocol uint8
-	Port     uint16
-}
-
-func (s ServiceFrontend) String() string {
-	return fmt.Sprintf("%s/%s", types.ProtocolName(s.Protocol), netip.AddrPortFrom(s.IP, s.Port))
-}
-
 // serviceFrontendMatch matches the connections a pod opened to a Service's
 // frontend, as nodePortMatch does for NodePorts: EndpointDNAT committed
 // them with the endpoint AntreaProxy chose, and conntrack's original
 // direction still says the ClusterIP and port. Egress rules see new
 // connections only, right after that commit. Upstream matches the Service
 // group id AntreaProxy loads in a register instead.
-func serviceFrontendMatch(m *binding.Match, s ServiceFrontend) {
+func serviceFrontendMatch(m *binding.Match, s ServicePort) {
 	m.EthType(ethTypeOf(s.IP)).CTState(binding.CTStateTrk, binding.CTStateTrk|binding.CTStateInv).
 		CTNwProto(s.Protocol).CTNwDst(netip.PrefixFrom(s.IP, s.IP.BitLen())).CTTpDst(s.Port)
 }

@@ -69,7 +69,7 @@ func unrealized(svc *corev1.Service, datapath string) []warning {
 		clusterIPs = []string{svc.Spec.ClusterIP}
 	}
 	realized := realizedNames()
-	if len(realizedAddrs(serviceClusterIPs(svc))) == 0 {
+	if len(realizedAddrs(agenttypes.ServiceClusterIPs(svc))) == 0 {
 		out = append(out, warning{ReasonIPv6NotSupported, fmt.Sprintf("Service not realized: AntreaProxy realizes %s only, and its ClusterIPs (%s) are not %s", realized, strings.Join(clusterIPs, ", "), realized)})
 		return out
 	}

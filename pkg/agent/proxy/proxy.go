@@ -738,7 +738,7 @@ func (p *Proxy) setNodePath(key string, needs route.ServiceNeeds) {
 // enters the bridge). Services that desiredState skips need nothing.
 func nodeNeeds(svc *corev1.Service) route.ServiceNeeds {
 	var needs route.ServiceNeeds
-	clusterIPs := realizedAddrs(serviceClusterIPs(svc))
+	clusterIPs := realizedAddrs(agenttypes.ServiceClusterIPs(svc))
 	if len(clusterIPs) == 0 {
 		return needs
 	}
@@ -760,8 +760,6 @@ func hasNodePorts(svc *corev1.Service) bool {
 	return svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
 }
 
-// serviceClusterIPs are the Service's ClusterIPs of every family (none
-// when headless or without a ClusterIP).
 // The labels by which a Service asks to be left to another proxy, or to
 // none (kube-proxy's selector: !service.kubernetes.io/service-proxy-name,
 // !service.kubernetes.io/headless).
@@ -783,16 +781,6 @@ func servedBy(labels map[string]string, name string) bool {
 		return !ok
 	}
 	return ok && v == name
-}
-
-func serviceClusterIPs(svc *corev1.Service) []netip.Addr {
-	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
-		return nil
-	}
-	if len(svc.Spec.ClusterIPs) == 0 && svc.Spec.ClusterIP != "" {
-		return parseAddrs([]string{svc.Spec.ClusterIP})
-	}
-	return parseAddrs(svc.Spec.ClusterIPs)
 }
 
 // externalAddresses are the Service's external IPs of every family and, for a
@@ -922,7 +910,7 @@ func desiredState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 // f, and its NodePorts on f's NodePortVirtualIP. Nil when the Service has
 // no ClusterIP of family f.
 func familyState(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node nodeView, f agenttypes.IPFamily) agentof.ServiceState {
-	clusterIPs := f.Of(serviceClusterIPs(svc))
+	clusterIPs := f.Of(agenttypes.ServiceClusterIPs(svc))
 	if len(clusterIPs) == 0 {
 		return nil
 	}

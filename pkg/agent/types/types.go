@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // HairpinIP is the source address a pod sees on a connection it made to
@@ -116,3 +118,23 @@ const NodeWireGuardPublicKeyAnnotation = "node.antrea.io/wireguard-public-key"
 // behind a TUN device). antctl check installation reports it. Not upstream's:
 // upstream runs the kernel module only.
 const NodeWireGuardBackendAnnotation = "node.antrea.io/wireguard-backend"
+
+// ServiceClusterIPs are a Service's ClusterIPs of every family (none when
+// headless or without a ClusterIP); AntreaProxy and toServices rules read
+// them alike.
+func ServiceClusterIPs(svc *corev1.Service) []netip.Addr {
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return nil
+	}
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	var out []netip.Addr
+	for _, s := range ips {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}

@@ -2,7 +2,6 @@ package networkpolicy
 
 import (
 	"cmp"
-	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +28,7 @@ import (
 type ServiceLookup interface {
 	// Frontends are the ClusterIPs and ports of Service namespace/name:
 	// none while it is unknown or headless.
-	Frontends(namespace, name string) []agentof.ServiceFrontend
+	Frontends(namespace, name string) []agentof.ServicePort
 	// OnChange registers f, called with a Service's namespace and name
 	// whenever it is added, changed or deleted.
 	OnChange(f func(namespace, name string))
@@ -47,7 +46,7 @@ func NewServiceLookup(inf coreinformers.ServiceInformer) ServiceLookup {
 	return &informerServices{lister: inf.Lister(), informer: inf.Informer()}
 }
 
-func (s *informerServices) Frontends(namespace, name string) []agentof.ServiceFrontend {
+func (s *informerServices) Frontends(namespace, name string) []agentof.ServicePort {
 	svc, err := s.lister.Services(namespace).Get(name)
 	if err != nil {
 		return nil
@@ -73,49 +72,36 @@ func (s *informerServices) OnChange(f func(namespace, name string)) {
 	}
 }
 
-// serviceFrontends are a Service's ClusterIPs × ports, sorted; none for a
+// serviceFrontends are a Service's ClusterIPs × ports; none for a
 // headless Service (its clients reach the endpoints by their pod IPs).
-func serviceFrontends(svc *corev1.Service) []agentof.ServiceFrontend {
-	ips := svc.Spec.ClusterIPs
-	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-		ips = []string{svc.Spec.ClusterIP}
-	}
-	var out []agentof.ServiceFrontend
-	for _, s := range ips {
-		ip, err := netip.ParseAddr(s)
-		if err != nil {
-			continue // "None": headless
-		}
+func serviceFrontends(svc *corev1.Service) []agentof.ServicePort {
+	var out []agentof.ServicePort
+	for _, ip := range agenttypes.ServiceClusterIPs(svc) {
 		for _, p := range svc.Spec.Ports {
 			proto, ok := protocolNumber(cpv1beta2.Protocol(p.Protocol))
 			if !ok || p.Port <= 0 || p.Port > 0xffff {
 				continue
 			}
-			out = append(out, agentof.ServiceFrontend{IP: ip.Unmap(), Protocol: proto, Port: uint16(p.Port)})
+			out = append(out, agentof.ServicePort{IP: ip, Protocol: proto, Port: uint16(p.Port)})
 		}
 	}
-	slices.SortFunc(out, compareFrontends)
 	return out
 }
 
-func compareFrontends(a, b agentof.ServiceFrontend) int {
+func compareFrontends(a, b agentof.ServicePort) int {
 	return cmp.Or(a.IP.Compare(b.IP), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
 }
 
-// toServicesFrontendsLocked are the realized frontends of a rule's
-// toServices, sorted and distinct; nil without a ServiceLookup. c.mu is
-// held (read).
-func (c *ruleCache) toServicesFrontendsLocked(refs []cpv1beta2.ServiceReference) []agentof.ServiceFrontend {
+// toServicesFrontendsLocked are the frontends of a rule's toServices,
+// sorted and distinct (the pipeline keeps those of the node's families);
+// nil without a ServiceLookup. c.mu is held (read).
+func (c *ruleCache) toServicesFrontendsLocked(refs []cpv1beta2.ServiceReference) []agentof.ServicePort {
 	if c.services == nil {
 		return nil
 	}
-	var out []agentof.ServiceFrontend
+	var out []agentof.ServicePort
 	for _, ref := range refs {
-		for _, f := range c.services.Frontends(ref.Namespace, ref.Name) {
-			if agentof.Realizes(agenttypes.FamilyOf(f.IP)) {
-				out = append(out, f)
-			}
-		}
+		out = append(out, c.services.Frontends(ref.Namespace, ref.Name)...)
 	}
 	slices.SortFunc(out, compareFrontends)
 	return slices.Compact(out)
