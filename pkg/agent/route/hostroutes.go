@@ -144,11 +144,12 @@ func (g *GatewayRoutes) Reconcile(desired map[string]*PeerRoute) error {
 	return nil
 }
 
-// rtprotAntrea marks the routes UnderlayRoutes installs (the route's
-// protocol, as routing daemons mark theirs: bird 12, zebra 11), so that
-// Reconcile removes only its own routes from a link that also carries the
-// node's default and connected routes.
-const rtprotAntrea = 0x8a
+// RTProtAntrea marks the host routes the agent installs (UnderlayRoutes',
+// and those into WireGuard): the route's protocol, as routing daemons mark
+// theirs (bird 12, zebra 11), so that a Reconcile removes only its own
+// routes from a link that also carries the node's default and connected
+// routes.
+const RTProtAntrea = 0x8a
 
 // UnderlayRoutes installs `PODCIDR via NODEIP dev LINK proto 0x8a` routes
 // (trafficEncapMode noEncap): the node routes its own and its pods' traffic
@@ -162,7 +163,7 @@ type UnderlayRoutes struct {
 var _ HostRoutes = (*UnderlayRoutes)(nil)
 
 func (u *UnderlayRoutes) route(l netlink.Link, r *PeerRoute) *netlink.Route {
-	return &netlink.Route{LinkIndex: l.Attrs().Index, Dst: r.PodCIDR, Gw: r.NodeIP, Protocol: rtprotAntrea}
+	return &netlink.Route{LinkIndex: l.Attrs().Index, Dst: r.PodCIDR, Gw: r.NodeIP, Protocol: RTProtAntrea}
 }
 
 func (u *UnderlayRoutes) link() (netlink.Link, error) {
@@ -204,7 +205,7 @@ func (u *UnderlayRoutes) Reconcile(desired map[string]*PeerRoute) error {
 	if err != nil {
 		return err
 	}
-	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{LinkIndex: l.Attrs().Index, Protocol: rtprotAntrea},
+	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{LinkIndex: l.Attrs().Index, Protocol: RTProtAntrea},
 		netlink.RT_FILTER_OIF|netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
 		return fmt.Errorf("list routes of %s: %w", u.LinkName, err)

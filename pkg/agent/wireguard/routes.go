@@ -14,10 +14,6 @@ import (
 	"antrea.io/antrea/pkg/agent/route"
 )
 
-// rtprot marks the routes Routes installs (as route.UnderlayRoutes marks
-// its own), so that Reconcile removes only those.
-const rtprot = 0x8a
-
 // fallbackMetric is the metric of each peer's blackhole route, beside its
 // route into the device (metric 0): when the device goes (a userspace
 // device goes with the agent's process, e.g. while it restarts) the kernel
@@ -56,11 +52,11 @@ func (r *Routes) link() (netlink.Link, error) {
 }
 
 func (r *Routes) route(l netlink.Link, p *route.PeerRoute) *netlink.Route {
-	return &netlink.Route{LinkIndex: l.Attrs().Index, Dst: p.PodCIDR, Src: r.Source, Scope: netlink.SCOPE_LINK, Protocol: rtprot}
+	return &netlink.Route{LinkIndex: l.Attrs().Index, Dst: p.PodCIDR, Src: r.Source, Scope: netlink.SCOPE_LINK, Protocol: route.RTProtAntrea}
 }
 
 func fallback(p *route.PeerRoute) *netlink.Route {
-	return &netlink.Route{Dst: p.PodCIDR, Type: unix.RTN_BLACKHOLE, Priority: fallbackMetric, Protocol: rtprot}
+	return &netlink.Route{Dst: p.PodCIDR, Type: unix.RTN_BLACKHOLE, Priority: fallbackMetric, Protocol: route.RTProtAntrea}
 }
 
 // peerKey is p's public key, or false when it has none that parses.
@@ -174,7 +170,7 @@ func (r *Routes) Reconcile(desired map[string]*route.PeerRoute) error {
 	if err != nil {
 		return err
 	}
-	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{LinkIndex: l.Attrs().Index, Protocol: rtprot},
+	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{LinkIndex: l.Attrs().Index, Protocol: route.RTProtAntrea},
 		netlink.RT_FILTER_OIF|netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
 		return fmt.Errorf("list routes of %s: %w", r.Device.Name(), err)
@@ -188,7 +184,7 @@ func (r *Routes) Reconcile(desired map[string]*route.PeerRoute) error {
 			}
 		}
 	}
-	holes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Type: unix.RTN_BLACKHOLE, Protocol: rtprot},
+	holes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Type: unix.RTN_BLACKHOLE, Protocol: route.RTProtAntrea},
 		netlink.RT_FILTER_TYPE|netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
 		return fmt.Errorf("list blackhole routes: %w", err)
