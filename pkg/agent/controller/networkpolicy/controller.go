@@ -158,6 +158,11 @@ func NewController(nodeName string, client versioned.Interface, flows PolicyFlow
 		c.cache.services = opts.Services
 		opts.Services.OnChange(func(namespace, name string) {
 			c.enqueue(c.cache.policiesForService(namespace, name))
+			if c.cache.fqdn != nil {
+				// A ClusterIP a toFQDN name answered may be this
+				// Service's (fqdnservices.go).
+				c.enqueue(c.cache.fqdnPolicies())
+			}
 		})
 	}
 	if opts.FQDN != nil && opts.PacketIns != nil {

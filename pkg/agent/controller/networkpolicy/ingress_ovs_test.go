@@ -58,6 +58,9 @@ type nodePathNode struct {
 	// and the informers AntreaProxy runs on.
 	k8s       *k8sfake.Clientset
 	informers informers.SharedInformerFactory
+	// packets dispatches the bridge's packet-ins (AntreaProxy's and a
+	// policy controller's).
+	packets *agentof.PacketInDispatcher
 }
 
 func newNodePathNode(t *testing.T, hosts map[string]string, objects ...runtime.Object) *nodePathNode {
@@ -111,6 +114,7 @@ func newNodePathNode(t *testing.T, hosts map[string]string, objects ...runtime.O
 	f := informers.NewSharedInformerFactory(n.k8s, 0)
 	n.informers = f
 	packets := agentof.NewPacketInDispatcher(br.OF)
+	n.packets = packets
 	go packets.Run(ctx)
 	p, err := proxy.NewWithConfig(proxy.Config{NodeName: "node-1", Packets: packets, ProxyAll: true, NodePath: path},
 		f.Core().V1().Services(), f.Discovery().V1().EndpointSlices(), flows)

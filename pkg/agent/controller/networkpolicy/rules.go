@@ -233,6 +233,16 @@ func (c *ruleCache) computeRulesLocked(p *cpv1beta2.NetworkPolicy, ifaces Interf
 				}
 			}
 		}
+		if hasFQDN(r) {
+			// toFQDN names that answered Services' ClusterIPs
+			// (fqdnservices.go).
+			base := agentof.PolicyRule{Direction: dir, Action: ruleAction(r), Tier: ruleTier(p),
+				Priority: agentof.PolicyRulePriority, Log: r.EnableLogging}
+			base.AppliedTo, _ = appliedPorts(applied)
+			for k, pr := range c.fqdnServiceRulesLocked(r, base) {
+				out[fmt.Sprintf("%d/fqdnServices/%s", i, k)] = pr
+			}
+		}
 	}
 	return out, iso, nodeRules, complete
 }

@@ -2,9 +2,12 @@ package networkpolicy
 
 import (
 	"cmp"
+	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -29,21 +32,98 @@ type ServiceLookup interface {
 	// Frontends are the ClusterIPs and ports of Service namespace/name:
 	// none while it is unknown or headless.
 	Frontends(namespace, name string) []agentof.ServicePort
+	// FrontendsAt are the frontends of the Services whose ClusterIP is ip
+	// (a toFQDN rule's name that answered a ClusterIP: fqdnservices.go),
+	// each with the name of the endpoints' port it leads to.
+	FrontendsAt(ip netip.Addr) []ServiceFrontend
 	// OnChange registers f, called with a Service's namespace and name
 	// whenever it is added, changed or deleted.
 	OnChange(f func(namespace, name string))
+}
+
+// ServiceFrontend is a Service's frontend with the name of the endpoints'
+// port it leads to ("" for a numeric targetPort).
+type ServiceFrontend struct {
+	agentof.ServicePort
+	TargetPortName string
 }
 
 // informerServices is a ServiceLookup on a Service informer.
 type informerServices struct {
 	lister   corelisters.ServiceLister
 	informer cache.SharedIndexInformer
+	// byIP says whether the informer has the clusterIPIndex index (it
+	// cannot be added once the informer runs; FrontendsAt then lists).
+	byIP bool
 }
+
+// clusterIPIndex indexes Services by each of their ClusterIPs.
+const clusterIPIndex = "clusterIP"
 
 // NewServiceLookup serves toServices rules from inf (the agent's Service
 // informer, which AntreaProxy shares).
 func NewServiceLookup(inf coreinformers.ServiceInformer) ServiceLookup {
-	return &informerServices{lister: inf.Lister(), informer: inf.Informer()}
+	s := &informerServices{lister: inf.Lister(), informer: inf.Informer()}
+	err := s.informer.AddIndexers(cache.Indexers{clusterIPIndex: func(obj any) ([]string, error) {
+		svc, ok := obj.(*corev1.Service)
+		if !ok {
+			return nil, nil
+		}
+		var keys []string
+		for _, a := range agenttypes.ServiceClusterIPs(svc) {
+			keys = append(keys, a.String())
+		}
+		return keys, nil
+	}})
+	s.byIP = err == nil
+	if err != nil {
+		klog.InfoS("The Service informer runs already: toFQDN rules find Services by ClusterIP by listing them", "reason", err.Error())
+	}
+	return s
+}
+
+func (s *informerServices) FrontendsAt(ip netip.Addr) []ServiceFrontend {
+	var svcs []*corev1.Service
+	if s.byIP {
+		objs, err := s.informer.GetIndexer().ByIndex(clusterIPIndex, ip.Unmap().String())
+		if err != nil {
+			return nil
+		}
+		for _, o := range objs {
+			if svc, ok := o.(*corev1.Service); ok {
+				svcs = append(svcs, svc)
+			}
+		}
+	} else if all, err := s.lister.List(labels.Everything()); err == nil {
+		svcs = all
+	}
+	var out []ServiceFrontend
+	for _, svc := range svcs {
+		out = append(out, frontendsAt(svc, ip)...)
+	}
+	return out
+}
+
+// frontendsAt are the frontends of svc at ClusterIP ip (none if ip is not
+// one of its ClusterIPs).
+func frontendsAt(svc *corev1.Service, ip netip.Addr) []ServiceFrontend {
+	ip = ip.Unmap()
+	if !slices.Contains(agenttypes.ServiceClusterIPs(svc), ip) {
+		return nil
+	}
+	var out []ServiceFrontend
+	for _, p := range svc.Spec.Ports {
+		proto, ok := protocolNumber(cpv1beta2.Protocol(p.Protocol))
+		if !ok || p.Port <= 0 || p.Port > 0xffff {
+			continue
+		}
+		fe := ServiceFrontend{ServicePort: agentof.ServicePort{IP: ip, Protocol: proto, Port: uint16(p.Port)}}
+		if p.TargetPort.Type == intstr.String {
+			fe.TargetPortName = p.TargetPort.StrVal
+		}
+		out = append(out, fe)
+	}
+	return out
 }
 
 func (s *informerServices) Frontends(namespace, name string) []agentof.ServicePort {
@@ -77,12 +157,8 @@ func (s *informerServices) OnChange(f func(namespace, name string)) {
 func serviceFrontends(svc *corev1.Service) []agentof.ServicePort {
 	var out []agentof.ServicePort
 	for _, ip := range agenttypes.ServiceClusterIPs(svc) {
-		for _, p := range svc.Spec.Ports {
-			proto, ok := protocolNumber(cpv1beta2.Protocol(p.Protocol))
-			if !ok || p.Port <= 0 || p.Port > 0xffff {
-				continue
-			}
-			out = append(out, agentof.ServicePort{IP: ip, Protocol: proto, Port: uint16(p.Port)})
+		for _, fe := range frontendsAt(svc, ip) {
+			out = append(out, fe.ServicePort)
 		}
 	}
 	return out
