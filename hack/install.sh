@@ -409,7 +409,7 @@ link_node_runtime() {
 install_cni() {
   go_install_to "$CNIBIN" "github.com/containernetworking/cni/cnitool@$CNI_VERSION"
   local p
-  for p in bridge host-local loopback portmap; do
+  for p in bridge host-local loopback portmap ptp; do
     [ -x "$CNIBIN/$p" ] && continue
     log "go install CNI plugin $p"
     local dir=main

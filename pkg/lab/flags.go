@@ -25,7 +25,7 @@ func (o *Options) AddGlobalFlags(fs *pflag.FlagSet) {
 func (o *Options) AddUpFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "number of nodes")
 	fs.StringVar(&o.Encap, "encap", o.Encap, "tunnel type between nodes: geneve, vxlan or gre (Antrea runtime)")
-	fs.StringVar(&o.TrafficMode, "traffic-mode", o.TrafficMode, "trafficEncapMode of the agents: encap (through --encap), noEncap (the underlay routes pod traffic; one subnet) or hybrid (routed within a subnet, through --encap across subnets); Antrea runtime")
+	fs.StringVar(&o.TrafficMode, "traffic-mode", o.TrafficMode, "trafficEncapMode of the agents: encap (through --encap), noEncap (the underlay routes pod traffic; one subnet), hybrid (routed within a subnet, through --encap across subnets) or networkPolicyOnly (Antrea chained after the reference ptp CNI, which owns pod networking; one subnet; docs/design/traffic-modes.md); Antrea runtime")
 	fs.StringVar(&o.IPFamily, "ip-family", o.IPFamily, "IP families of the cluster: ipv4, or dual (IPv4 and IPv6 pod and Service CIDRs from fd00::/8, over the IPv4 underlay; encap mode, Antrea runtime, real kubelet; docs/ipv6.md); ipv6 (an IPv6 underlay) is not built yet")
 	fs.StringVar(&o.Encryption, "encryption", o.Encryption, "trafficEncryptionMode of the agents: none, or wireguard (WireGuard between the nodes on UDP 51820; wireguard-go in the agents where the kernel has no WireGuard, as here; docs/design/wireguard.md)")
 	fs.IntVar(&o.Subnets, "subnets", o.Subnets, "number of underlay subnets the nodes are spread over, joined by the lab's router (172.30.0.0/24, 172.30.1.0/24, ...; docs/lab.md)")

@@ -181,10 +181,20 @@ func (o *Options) Validate() error {
 	}
 	switch o.TrafficMode {
 	case "", "encap", "noEncap", "hybrid":
-	case "networkPolicyOnly":
-		return fmt.Errorf("--traffic-mode %s is not built yet (want encap, noEncap or hybrid)", o.TrafficMode)
+	case TrafficModeNetworkPolicyOnly:
+		// The primary CNI (ptp) is installed on real nodes before
+		// Antrea's manifest, which chains Antrea after it.
+		if o.Runtime != RuntimeAntrea || o.Kubelet == KubeletSim {
+			return fmt.Errorf("--traffic-mode %s needs --runtime %s and --kubelet %s (Antrea's manifest chains it after the nodes' primary CNI)", o.TrafficMode, RuntimeAntrea, KubeletReal)
+		}
+		if o.Subnets > 1 {
+			return fmt.Errorf("--traffic-mode %s needs every node in one subnet: the lab stands in for the cloud's routes to the pods' addresses on one subnet", o.TrafficMode)
+		}
+		if !strings.EqualFold(o.Encryption, "") && !strings.EqualFold(o.Encryption, "none") {
+			return fmt.Errorf("--traffic-mode %s with --encryption %s: the primary CNI carries pod traffic between nodes, Antrea does not encrypt it (as upstream)", o.TrafficMode, o.Encryption)
+		}
 	default:
-		return fmt.Errorf("--traffic-mode must be encap, noEncap or hybrid, got %q", o.TrafficMode)
+		return fmt.Errorf("--traffic-mode must be encap, noEncap, hybrid or networkPolicyOnly, got %q", o.TrafficMode)
 	}
 	if err := o.validateIPFamily(); err != nil {
 		return err

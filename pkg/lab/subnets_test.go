@@ -71,8 +71,15 @@ func TestSubnetsValidation(t *testing.T) {
 		{"the reference CNI across a router", func(o *Options) {
 			o.Nodes, o.Subnets, o.Runtime, o.Kubelet = 4, 2, RuntimeReferenceCNI, KubeletSim
 		}, "--subnets 2 needs --runtime antrea"},
-		{"networkPolicyOnly is not built", func(o *Options) { o.TrafficMode = "networkPolicyOnly" }, "not built yet"},
-		{"a made-up mode", func(o *Options) { o.TrafficMode = "overlay" }, "--traffic-mode must be encap, noEncap or hybrid"},
+		{"networkPolicyOnly in one subnet", func(o *Options) { o.TrafficMode = "networkPolicyOnly" }, ""},
+		{"networkPolicyOnly across a router", func(o *Options) { o.Nodes, o.Subnets, o.TrafficMode = 4, 2, "networkPolicyOnly" },
+			"--traffic-mode networkPolicyOnly needs every node in one subnet"},
+		{"networkPolicyOnly with simulated kubelets", func(o *Options) {
+			o.TrafficMode, o.Kubelet = "networkPolicyOnly", KubeletSim
+		}, "--traffic-mode networkPolicyOnly needs --runtime antrea and --kubelet real"},
+		{"networkPolicyOnly with WireGuard", func(o *Options) { o.TrafficMode, o.Encryption = "networkPolicyOnly", "wireguard" },
+			"Antrea does not encrypt it"},
+		{"a made-up mode", func(o *Options) { o.TrafficMode = "overlay" }, "--traffic-mode must be encap, noEncap, hybrid or networkPolicyOnly"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()

@@ -220,6 +220,12 @@ func (s *supervisor) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if s.opts.trafficMode() == TrafficModeNetworkPolicyOnly {
+		s.logf("installing the primary CNI (ptp with host-local on each node's pod CIDR) and the network's routes to the pods")
+		if err := s.installPrimaryCNI(ctx, nodes); err != nil {
+			return err
+		}
+	}
 	if s.opts.Runtime == RuntimeAntrea && s.opts.Kubelet == KubeletReal {
 		s.logf("installing Antrea: kubectl apply -f %s (with the lab's overlay)", s.opts.SourceManifest())
 		if err := s.installAntrea(ctx, len(nodes)); err != nil {

@@ -6,6 +6,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/cniserver"
+	agentconfig "antrea.io/antrea/pkg/config/agent"
 )
 
 // setupCNIServer serves the CNI (pkg/agent/cniserver) and reports the agent
@@ -19,6 +20,10 @@ func setupCNIServer(_ context.Context, d *deps) (component, error) {
 		PodCIDRs:    d.podCIDRs,
 		MTU:         d.nc.PodMTU,
 		IPAMDataDir: o.IPAMDataDir,
+		// networkPolicyOnly: chained after the primary CNI, which made
+		// the pod's interface and addresses.
+		Chained:     o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly,
+		GatewayName: d.nc.Gateway.Name,
 	}, cniserver.Deps{OVS: d.bridge, Flows: d.flows, InterfaceStore: d.store, PodEvents: d.podEvents, HostPorts: d.hostPorts})
 	if err != nil {
 		return nil, err

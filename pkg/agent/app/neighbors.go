@@ -17,6 +17,9 @@ import (
 // reconnected, and as soon as a peer's underlay address takes a new MAC.
 func setupNeighbors(_ context.Context, d *deps) (component, error) {
 	o, nc, routes, purger := d.o, d.nc, d.routes, d.purger
+	if routes == nil {
+		return nil, nil // networkPolicyOnly: no tunnel, no peers
+	}
 	peers := func() []net.IP {
 		var ips []net.IP
 		for _, r := range routes.Installed() {

@@ -57,7 +57,10 @@ func setupNode(ctx context.Context, d *deps) (component, error) {
 		DatapathType: ovsconfig.OVSDatapathType(o.DatapathType),
 		TunnelType:   ovsconfig.TunnelType(o.TunnelType),
 		TunnelCSum:   o.TunnelCsum,
-		NoTunnel:     o.TrafficEncapMode == agentconfig.EncapModeNoEncap,
+		NoTunnel:     o.TrafficEncapMode == agentconfig.EncapModeNoEncap || o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly,
+		// networkPolicyOnly: the primary CNI's traffic between nodes goes
+		// through the node's kernel; the uplink stays as it is.
+		NoUnderlayBridge: o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly,
 		// WireGuard's overhead (the datapath is noEncap's: see wireguard.go).
 		EncryptionOverhead: encryptionOverhead(o.TrafficEncryptionMode),
 		NodeIP:             nodeIP,

@@ -9,13 +9,14 @@ import (
 	"antrea.io/antrea/pkg/agent/cniserver"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/agent/nodenet"
+	agentconfig "antrea.io/antrea/pkg/config/agent"
 )
 
 // setupNodeNetfilter sets up the parts of the node's netfilter table
 // (pkg/agent/nodenet) that exist from the start: the masquerade of pod
 // traffic leaving the node (in noEncap and hybrid sparing the other nodes' pods, whose
 // CIDRs the node routes keep in its set; none with noSNAT), and the
-// hostPorts of existing pods.
+// hostPorts of existing pods. In networkPolicyOnly the primary CNI masquerades, if anyone.
 func setupNodeNetfilter(ctx context.Context, d *deps) (component, error) {
 	nodeNet, err := nodenet.New()
 	if err != nil {
@@ -24,6 +25,10 @@ func setupNodeNetfilter(ctx context.Context, d *deps) (component, error) {
 	d.nodeNet = nodeNet
 	podCIDR := prefixOf(d.podCIDRs[0])
 	switch {
+	case d.o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly:
+		// The primary CNI owns pod traffic leaving the node, its SNAT
+		// included (upstream's policy-only mode masquerades nothing).
+		err = nodeNet.NoMasquerade(ctx)
 	case !routedPeers(d.o.TrafficEncapMode):
 		err = nodeNet.Masquerade(ctx, podCIDR, d.nc.Gateway.Name)
 	case d.o.NoSNAT:

@@ -10,6 +10,7 @@ import (
 	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/route"
+	agentconfig "antrea.io/antrea/pkg/config/agent"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -101,6 +102,7 @@ func setupPipeline(ctx context.Context, d *deps) (component, error) {
 		TunnelOFPort:  uint32(nc.TunnelOFPort),
 		PodCIDR:       d.podCIDRs[0],
 		NodeIP:        nc.NodeIP.IP,
+		PolicyOnly:    d.o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly,
 	})
 }
 

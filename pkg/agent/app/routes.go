@@ -22,6 +22,12 @@ import (
 // and pins each new peer's tunnel neighbour.
 func setupRoutes(ctx context.Context, d *deps) (component, error) {
 	o, nc, purger := d.o, d.nc, d.purger
+	if o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly {
+		// The primary CNI and the network route pod traffic between
+		// nodes: no peer flows, no peer routes.
+		klog.InfoS("trafficEncapMode networkPolicyOnly: pod traffic to other nodes is the primary CNI's to route")
+		return nil, nil
+	}
 	// The node's transport interface: br-phy's internal port holds the
 	// node IP with the netdev datapath.
 	transport := nc.Uplink.BridgeName
@@ -96,6 +102,9 @@ func routedPeers(mode string) bool {
 // waitPeerRoutes waits (bounded) until every other node known at start has
 // its route, once the informers started.
 func waitPeerRoutes(ctx context.Context, d *deps) (component, error) {
+	if d.routes == nil {
+		return nil, nil // networkPolicyOnly: no peer routes
+	}
 	if !waitRoutesInstalled(ctx, d.routes, d.informers, d.o.NodeName) {
 		return nil, ctx.Err()
 	}

@@ -20,8 +20,9 @@ import (
 // What the agent pod's install-cni put on the node (build/images/scripts/
 // install_cni), as the agent container sees it.
 const (
-	hostCNIConfList = "/host/etc/cni/net.d/10-antrea.conflist"
-	hostCNIPlugin   = "/host/opt/cni/bin/antrea"
+	hostCNIConfList        = "/host/etc/cni/net.d/10-antrea.conflist"
+	hostChainedCNIConfList = "/host/etc/cni/net.d/05-antrea.conflist" // networkPolicyOnly
+	hostCNIPlugin          = "/host/opt/cni/bin/antrea"
 )
 
 // setupUninstallWatcher cleans the node up (cleanUpIfUninstalled) when the
@@ -99,7 +100,7 @@ func cleanUpIfUninstalled(c kubernetes.Interface, gateway string) {
 	if err := (egress.SubnetRouter{}).Sync(nil); err != nil {
 		klog.ErrorS(err, "Cannot remove the ip rules and tables of Egress subnets")
 	}
-	for _, f := range []string{hostCNIConfList, hostCNIPlugin} {
+	for _, f := range []string{hostCNIConfList, hostChainedCNIConfList, hostCNIPlugin} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			klog.ErrorS(err, "Cannot remove a CNI file of Antrea", "file", f)
 			continue

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/cni"
 )
@@ -29,7 +30,7 @@ const (
 	// minus the Geneve overhead Antrea reserves (50 bytes).
 	DefaultMTU = 1450
 	// ConfListName is the file WriteConfList writes; "10-" sorts it first.
-	ConfListName = "10-antrea.conflist"
+	ConfListName = cni.OwnConfListName
 	// PluginType is the "type" of the plugin in the conflist: the binary name
 	// the runtime looks up in its CNI path is "antrea".
 	PluginType = "antrea"
@@ -65,6 +66,13 @@ type Config struct {
 	// ends go, which must be where ovs-vswitchd runs; empty means the agent's
 	// own namespace (the normal case: the agent runs in the node's netns).
 	HostNetNS string
+	// Chained (trafficEncapMode networkPolicyOnly): Antrea runs after a
+	// primary CNI that made the pod's interface and addresses; ADD takes
+	// the host end of the primary's veth into br-int and the node's route
+	// to the pod onto the gateway (chained.go) and allocates nothing.
+	Chained bool
+	// GatewayName is antrea-gw0, where Chained moves the routes to pods.
+	GatewayName string
 }
 
 func (c *Config) setDefaults() {
@@ -122,7 +130,9 @@ func (s *Server) ConfList() ([]byte, error) {
 
 // WriteConfList writes ConfListName into dir (the runtime's CNI config
 // directory, e.g. /etc/cni/net.d) atomically, so that a runtime reading the
-// directory never sees half a file.
+// directory never sees half a file. Chained, it writes
+// cni.ChainedConfListName instead: the primary's configuration found there
+// with Antrea's plugin after its own.
 func (s *Server) WriteConfList(dir string) error {
 	data, err := s.ConfList()
 	if err != nil {
@@ -131,24 +141,20 @@ func (s *Server) WriteConfList(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create CNI config directory %s: %w", dir, err)
 	}
-	tmp, err := os.CreateTemp(dir, ".antrea-conflist-*")
-	if err != nil {
-		return fmt.Errorf("write CNI conflist in %s: %w", dir, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write CNI conflist %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("chmod CNI conflist %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close CNI conflist %s: %w", tmp.Name(), err)
+	if s.cfg.Chained {
+		var own confList
+		if err := json.Unmarshal(data, &own); err != nil {
+			return err
+		}
+		primary, err := cni.WriteChained(dir, own.Plugins[0], 0)
+		if err != nil {
+			return fmt.Errorf("chain Antrea after the primary CNI in %s: %w", dir, err)
+		}
+		klog.InfoS("Chained Antrea's CNI plugin after the primary's", "primary", primary, "conflist", filepath.Join(dir, cni.ChainedConfListName))
+		return nil
 	}
 	dst := filepath.Join(dir, ConfListName)
-	if err := os.Rename(tmp.Name(), dst); err != nil {
+	if err := cni.WriteFileAtomic(dst, append(data, '\n')); err != nil {
 		return fmt.Errorf("install CNI conflist %s: %w", dst, err)
 	}
 	return nil

@@ -313,6 +313,9 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	}
 	unlock := s.locks.lock(r.ContainerID)
 	defer unlock()
+	if s.cfg.Chained {
+		return s.addChained(ctx, r)
+	}
 	if cfg := s.lookup(r.ContainerID, r.IfName); cfg != nil {
 		// A repeated ADD (the runtime lost our answer) gets the same result,
 		// unless the interface is one an agent that died in the middle of
@@ -571,11 +574,19 @@ func (s *Server) teardown(ctx context.Context, r *request, cfg *interfacestore.I
 				errs = append(errs, fmt.Errorf("delete OVS port %s: %w", host, err))
 			}
 		}
-		if err := inNetNS(s.cfg.HostNetNS, func() error { return deleteHostInterface(host) }); err != nil {
+		if s.cfg.Chained {
+			// The primary's veth is the primary's to delete; the route
+			// to the pod goes back to it.
+			if err := inNetNS(s.cfg.HostNetNS, func() error { return s.returnPodRoutes(host, cfg.IPs) }); err != nil {
+				errs = append(errs, err)
+			}
+		} else if err := inNetNS(s.cfg.HostNetNS, func() error { return deleteHostInterface(host) }); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := s.ipam.Del(ctx, owner(r)); err != nil {
+	if s.cfg.Chained {
+		// The primary's IPAM owns the addresses.
+	} else if err := s.ipam.Del(ctx, owner(r)); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -615,7 +626,10 @@ func (s *Server) check(ctx context.Context, req *cnipb.CniCmdRequest) error {
 	}
 	host := cfg.InterfaceName
 	var problems []string
-	if _, err := s.ipam.Check(ctx, owner(r)); err != nil {
+	if s.cfg.Chained {
+		// The primary's CHECK judges its addresses and the pod's
+		// interface.
+	} else if _, err := s.ipam.Check(ctx, owner(r)); err != nil {
 		problems = append(problems, fmt.Sprintf("IP allocation: %v", err))
 	}
 	var hostProblem string
@@ -629,7 +643,9 @@ func (s *Server) check(ctx context.Context, req *cnipb.CniCmdRequest) error {
 	for _, c := range s.ipConfigs(cfg.IPs) {
 		gws = append(gws, c.Gateway)
 	}
-	problems = append(problems, podInterfaceProblems(r.Netns, r.IfName, cfg.IPs, gws)...)
+	if !s.cfg.Chained {
+		problems = append(problems, podInterfaceProblems(r.Netns, r.IfName, cfg.IPs, gws)...)
+	}
 	p, err := s.ovs.GetPortData(ctx, host)
 	switch {
 	case err != nil:

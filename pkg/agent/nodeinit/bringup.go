@@ -49,7 +49,7 @@ func (c *Config) setDefaults() error {
 	if len(c.PodCIDRs) == 0 {
 		return fmt.Errorf("node %s: no pod CIDR", c.NodeName)
 	}
-	if c.DatapathType == ovsconfig.OVSDatapathNetdev && c.UplinkName == "" {
+	if c.DatapathType == ovsconfig.OVSDatapathNetdev && !c.NoUnderlayBridge && c.UplinkName == "" {
 		return fmt.Errorf("node %s: the netdev datapath needs the uplink name (its IP moves to %s)", c.NodeName, DefaultUplinkBridgeName)
 	}
 	if c.Conn == nil && c.OVSDBEndpoint == "" {
@@ -134,7 +134,7 @@ func Bringup(ctx context.Context, cfg Config) (*NodeConfig, error) {
 		uplinkMTU = up.Attrs().MTU
 		nc.Uplink = UplinkConfig{Name: cfg.UplinkName, MAC: up.Attrs().HardwareAddr, MTU: uplinkMTU}
 	}
-	if cfg.DatapathType == ovsconfig.OVSDatapathNetdev {
+	if cfg.DatapathType == ovsconfig.OVSDatapathNetdev && !cfg.NoUnderlayBridge {
 		if err := bringUpUnderlay(ctx, conn, &cfg, nc); err != nil {
 			return nil, fmt.Errorf("node %s: underlay bridge %s: %w", cfg.NodeName, cfg.UplinkBridgeName, err)
 		}

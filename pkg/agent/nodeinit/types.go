@@ -55,6 +55,11 @@ type Config struct {
 	// between nodes; there is no tunnel port (one left by an earlier run is
 	// removed) and the pod MTU is the uplink's.
 	NoTunnel bool
+	// NoUnderlayBridge (trafficEncapMode networkPolicyOnly): another CNI
+	// carries pod traffic between nodes through the node's kernel, so
+	// nothing is encapsulated in userspace and the uplink keeps its
+	// addresses (no br-phy, even with netdev).
+	NoUnderlayBridge bool
 	// NodeIP is the node's underlay address; nil means the first global IPv4
 	// address of the uplink (or of br-phy, when a previous run moved it).
 	NodeIP net.IP

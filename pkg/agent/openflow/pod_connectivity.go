@@ -113,6 +113,11 @@ type NodeConfig struct {
 	// NodeIP is the node's transport address (the InternalIP hostNetwork
 	// endpoints have); nil leaves out the flows that need it.
 	NodeIP net.IP
+	// PolicyOnly (trafficEncapMode networkPolicyOnly): another CNI gave
+	// the pods their addresses and routes them all through a gateway,
+	// whatever it is; the pipeline answers every pod's ARP with the
+	// gateway's MAC and routes what pods send to it (policy_only.go).
+	PolicyOnly bool
 }
 
 const (
@@ -201,6 +206,9 @@ func (b *flowBuilder) nodeFlows(n *NodeConfig) []*binding.Flow {
 	}
 	for _, f := range n.families() {
 		flows = append(flows, b.nodeFamilyFlows(n, f)...)
+	}
+	if n.PolicyOnly {
+		flows = append(flows, b.policyOnlyNodeFlows(n)...)
 	}
 	return flows
 }
@@ -351,6 +359,9 @@ func (b *flowBuilder) podFlows(n *NodeConfig, ofPort uint32, ips []net.IP, mac n
 				matchField(m, RewriteMACField, on)
 			}, setEthSrc(n.GatewayMAC), setEthDst(mac), load(PktDestinationField, ToLocal), b.next(L3ForwardingTable)),
 		)
+		if n.PolicyOnly {
+			flows = append(flows, b.policyOnlyPodFlow(n, a, mac))
+		}
 	}
 	return flows
 }

@@ -85,9 +85,14 @@ const (
 	// this node's transport subnet and routes it, unencapsulated, to the
 	// others (docs/design/traffic-modes.md).
 	EncapModeHybrid = "hybrid"
-	TunnelGeneve    = "geneve"
-	TunnelVXLAN     = "vxlan"
-	TunnelGRE       = "gre"
+	// EncapModeNetworkPolicyOnly chains Antrea after another CNI that owns
+	// pod networking (addresses, routes between nodes); Antrea enforces
+	// policy and serves Services on the pods' traffic
+	// (docs/design/traffic-modes.md).
+	EncapModeNetworkPolicyOnly = "networkPolicyOnly"
+	TunnelGeneve               = "geneve"
+	TunnelVXLAN                = "vxlan"
+	TunnelGRE                  = "gre"
 	// UplinkBridgeName is the OVS bridge that holds the uplink with the
 	// netdev datapath (pkg/agent/nodeinit); no other bridge may take its name.
 	UplinkBridgeName = "br-phy"
@@ -420,11 +425,9 @@ func (c *AgentConfig) validate() []error {
 		fail("hostGateway", "%q is already the name of a bridge", c.HostGateway)
 	}
 	switch strings.ToLower(c.TrafficEncapMode) {
-	case "encap", "noencap", "hybrid":
-	case "networkpolicyonly":
-		fail("trafficEncapMode", "%q is not supported by this Antrea (want encap, noEncap or hybrid)", c.TrafficEncapMode)
+	case "encap", "noencap", "hybrid", "networkpolicyonly":
 	default:
-		fail("trafficEncapMode", "%q is not a mode (want encap, noEncap or hybrid; upstream also has networkPolicyOnly)", c.TrafficEncapMode)
+		fail("trafficEncapMode", "%q is not a mode (want encap, noEncap, hybrid or networkPolicyOnly)", c.TrafficEncapMode)
 	}
 	if _, ok := encryptionModes[strings.ToLower(c.TrafficEncryptionMode)]; !ok {
 		fail("trafficEncryptionMode", "%q is not a mode (want none, ipsec or wireGuard)", c.TrafficEncryptionMode)
@@ -528,7 +531,7 @@ func checkAbsPath(s string) error {
 }
 
 // EncapMode is TrafficEncapMode in its canonical spelling (EncapModeEncap,
-// EncapModeNoEncap or EncapModeHybrid); the file may spell it in any case,
+// EncapModeNoEncap, EncapModeHybrid or EncapModeNetworkPolicyOnly); the file may spell it in any case,
 // as upstream's.
 func (c *AgentConfig) EncapMode() string {
 	for _, m := range EncapModes {
@@ -540,7 +543,7 @@ func (c *AgentConfig) EncapMode() string {
 }
 
 // EncapModes are the trafficEncapMode values this Antrea realizes.
-var EncapModes = []string{EncapModeEncap, EncapModeNoEncap, EncapModeHybrid}
+var EncapModes = []string{EncapModeEncap, EncapModeNoEncap, EncapModeHybrid, EncapModeNetworkPolicyOnly}
 
 // DNSServerAddr reads dnsServerOverride: an IP address with or without a
 // port, as "IP:port" (port 53 by default).
