@@ -67,13 +67,13 @@ lint:
 	$(GO) vet ./...
 	$(OUTPUT)/tools/staticcheck $$($(GO) list ./... | grep -v /pkg/client/)  # pkg/client is generated
 
-## conformance: the agent and controller packages' tests under the race detector, every case of our NetworkPolicy conformance suite, every Service path, Node NetworkPolicy on the lab, the datapath on VXLAN, GRE and noEncap labs, on a hybrid lab over two subnets and on a dual-stack lab (IPv6 pods and Services over the IPv4 underlay, docs/ipv6.md), then upstream's e2e NetworkPolicy specs, the other [sig-network] specs and the [Feature:LoadBalancer] specs (conformance-lb).
+## conformance: the agent and controller packages' tests under the race detector, every case of our NetworkPolicy conformance suite, every Service path, Node NetworkPolicy on the lab, the datapath on VXLAN, GRE, noEncap and networkPolicyOnly labs (Antrea chained after the reference ptp CNI), on a hybrid lab over two subnets and on a dual-stack lab (IPv6 pods and Services over the IPv4 underlay, docs/ipv6.md), then upstream's e2e NetworkPolicy specs, the other [sig-network] specs and the [Feature:LoadBalancer] specs (conformance-lb).
 conformance: install build race
 	ANTREA_CONFORMANCE=all $(GO) test -count=1 -timeout 60m ./test/conformance/...
 	ANTREA_E2E_SERVICE_PATHS=1 $(GO) test -count=1 -timeout 45m -run 'TestEveryServicePathReachesEveryEndpointOverTCPAndUDP' ./test/e2e/
 	ANTREA_E2E_NODE_POLICY=1 $(GO) test -count=1 -timeout 15m -run 'TestNodeNetworkPolicy' ./test/e2e/
 	ANTREA_E2E_FQDN_EXPIRY=1 $(GO) test -count=1 -timeout 10m -run 'TestAToFQDNRuleFollowsTheNamesAnswersOnTheLab' ./test/e2e/
-	ANTREA_DATAPATH_ENCAPS=vxlan,gre,noEncap $(GO) test -count=1 -timeout 20m -run 'TestDatapath' ./test/e2e/datapath/
+	ANTREA_DATAPATH_ENCAPS=vxlan,gre,noEncap,networkPolicyOnly $(GO) test -count=1 -timeout 20m -run 'TestDatapath' ./test/e2e/datapath/
 	ANTREA_DATAPATH_HYBRID=1 $(GO) test -count=1 -timeout 20m -run 'TestHybrid' -v ./test/e2e/datapath/
 	ANTREA_E2E_IP_FAMILY=dual $(GO) test -count=1 -timeout 20m -run 'TestDualStack' -v ./test/e2e/datapath/
 	ANTREA_DATAPATH_WIREGUARD=1 $(GO) test -count=1 -timeout 20m -run 'TestWireGuard' -v ./test/e2e/datapath/

@@ -105,7 +105,7 @@ func WriteChained(dir string, plugin map[string]any, wait time.Duration) (primar
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(500 * time.Millisecond)
 	}
 	if err != nil {
 		return "", err

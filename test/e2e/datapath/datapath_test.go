@@ -60,8 +60,11 @@ type env struct {
 func up(t *testing.T, encap string) *env {
 	t.Helper()
 	opts := labtest.Options()
-	if encap == "noEncap" {
-		opts.TrafficMode = encap // routed by the underlay, no tunnel
+	if encap == "noEncap" || encap == lab.TrafficModeNetworkPolicyOnly {
+		// noEncap: routed by the underlay, no tunnel; networkPolicyOnly:
+		// chained after the lab's primary CNI (ptp), which the lab's
+		// routes to the pod CIDRs carry between the nodes.
+		opts.TrafficMode = encap
 	} else {
 		opts.Encap = encap
 	}
@@ -208,8 +211,9 @@ func (e *env) addressOf(from string) string {
 func (e *env) ip(pod string) string { return e.pods[pod].Status.PodIP }
 
 // envEncaps lists the tunnel types TestDatapath brings a lab up with, or
-// noEncap for a lab without a tunnel, comma-separated (default "geneve":
-// make test; make conformance runs VXLAN, GRE and noEncap labs, about a
+// noEncap for a lab without a tunnel, or networkPolicyOnly for Antrea
+// chained after the lab's ptp, comma-separated (default "geneve":
+// make test; make conformance runs VXLAN, GRE, noEncap and networkPolicyOnly labs, about a
 // minute each: the tunnels pkg/agent/traceflow's two-node test crosses in
 // make test, and noEncap's routed path, which pkg/agent/route's tests and
 // the datapath's own tests on real OVS check in make test).
