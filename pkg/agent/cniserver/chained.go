@@ -2,7 +2,6 @@ package cniserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -106,18 +105,7 @@ func (s *Server) addChained(ctx context.Context, r *request) (_ []byte, err erro
 	}
 	cfg := interfacestore.NewContainerInterface(p.host, r.ContainerID, r.PodName, r.PodNamespace, r.IfName, p.podMAC, p.ips, 0)
 	cfg.PortMappings = r.PortMappings
-	defer func() {
-		if err == nil {
-			return
-		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-		defer cancel()
-		if derr := s.teardown(rctx, r, cfg); derr != nil {
-			klog.ErrorS(derr, "Rollback of a failed chained ADD left resources behind", "pod", klog.KRef(r.PodNamespace, r.PodName))
-			return
-		}
-		klog.InfoS("Rolled back a failed chained ADD", "pod", klog.KRef(r.PodNamespace, r.PodName), "cause", err)
-	}()
+	defer func() { s.rollback(ctx, r, cfg, err) }()
 	took := stepTimer{last: time.Now()}
 	if err := ns.WithNetNSPath(r.Netns, func(ns.NetNS) error { return disableTXChecksum(r.IfName) }); err != nil {
 		return nil, newError(cnipb.ErrorCode_CONFIG_INTERFACE_FAILURE, err, "configure the interface of %s", r)
@@ -166,17 +154,7 @@ func (s *Server) addChained(ctx context.Context, r *request) (_ []byte, err erro
 }
 
 // chainedResult is the primary's result, in the request's cniVersion.
-func (s *Server) chainedResult(r *request, p *chainedPod) ([]byte, error) {
-	v, err := p.prev.GetAsVersion(r.Conf.CNIVersion)
-	if err != nil {
-		return nil, newError(cnipb.ErrorCode_INCOMPATIBLE_CNI_VERSION, err, "convert the result of %s to cniVersion %s", r, r.Conf.CNIVersion)
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return nil, newError(cnipb.ErrorCode_UNKNOWN, err, "encode the result of %s", r)
-	}
-	return out, nil
-}
+func (s *Server) chainedResult(r *request, p *chainedPod) ([]byte, error) { return encodeResult(r, p.prev) }
 
 // takePodRoutes moves the node's routes to the pod's addresses from the
 // host end of its veth to the gateway (runs in the host netns).

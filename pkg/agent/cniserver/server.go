@@ -337,18 +337,7 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	// installs them again.
 	cfg.PortMappings = r.PortMappings
 	host := cfg.InterfaceName
-	defer func() {
-		if err == nil {
-			return
-		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-		defer cancel()
-		if derr := s.teardown(rctx, r, cfg); derr != nil {
-			klog.ErrorS(derr, "Rollback of a failed ADD left resources behind", "pod", klog.KRef(r.PodNamespace, r.PodName), "container", r.ContainerID)
-			return
-		}
-		klog.InfoS("Rolled back a failed ADD", "pod", klog.KRef(r.PodNamespace, r.PodName), "container", r.ContainerID, "cause", err)
-	}()
+	defer func() { s.rollback(ctx, r, cfg, err) }()
 
 	// Each step's duration goes into the success log: where ADD latency goes.
 	took := stepTimer{last: time.Now()}
@@ -447,6 +436,20 @@ func (s *Server) add(ctx context.Context, req *cnipb.CniCmdRequest) (_ []byte, e
 	return s.result(r, cfg, ips, pi.hostMAC)
 }
 
+// rollback undoes what a failed ADD (err, nil if it succeeded) made.
+func (s *Server) rollback(ctx context.Context, r *request, cfg *interfacestore.InterfaceConfig, err error) {
+	if err == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	if derr := s.teardown(rctx, r, cfg); derr != nil {
+		klog.ErrorS(derr, "Rollback of a failed ADD left resources behind", "pod", klog.KRef(r.PodNamespace, r.PodName), "container", r.ContainerID)
+		return
+	}
+	klog.InfoS("Rolled back a failed ADD", "pod", klog.KRef(r.PodNamespace, r.PodName), "container", r.ContainerID, "cause", err)
+}
+
 // unfinished says what a recorded interface lacks that a finished ADD
 // makes: the pod's addresses on its interface, and the port's flows (the
 // last step).
@@ -500,6 +503,11 @@ func (s *Server) result(r *request, cfg *interfacestore.InterfaceConfig, ips []*
 	if d := r.Conf.DNS; len(d.Nameservers) > 0 || len(d.Search) > 0 || d.Domain != "" || len(d.Options) > 0 {
 		res.DNS = d
 	}
+	return encodeResult(r, res)
+}
+
+// encodeResult is res in the request's cniVersion, as JSON.
+func encodeResult(r *request, res *current.Result) ([]byte, error) {
 	v, err := res.GetAsVersion(r.Conf.CNIVersion)
 	if err != nil {
 		return nil, newError(cnipb.ErrorCode_INCOMPATIBLE_CNI_VERSION, err, "convert the result of %s to cniVersion %s", r, r.Conf.CNIVersion)
