@@ -11,46 +11,13 @@ LAB=$ROOT/bin/antrea-lab
 export KUBECONFIG=$ROOT/_output/lab/kubeconfig PATH=$ROOT/bin:$ROOT/_output/bin:$PATH
 SECS=${SECS:-5}
 PREFIX=tputref-$$
-DIR=$(mktemp -d /tmp/tputref-XXXX)
-PIDS=()
 cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  ip netns del "$PREFIX-a" 2>/dev/null || true
-  ip netns del "$PREFIX-b" 2>/dev/null || true
-  ip netns del "$PREFIX-sw" 2>/dev/null || true
-  rm -rf "$DIR"
   "$LAB" down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
-mbits() { jq -r '.end.sum_received.bits_per_second / 1e6 | floor'; }
-
-# Reference: NORMAL-only OVS (netdev) between two namespaces.
-export OVS_RUNDIR=$DIR OVS_DBDIR=$DIR OVS_LOGDIR=$DIR OVS_SYSCONFDIR=$DIR
-ip netns add "$PREFIX-sw"; ip netns add "$PREFIX-a"; ip netns add "$PREFIX-b"
-ovsdb-tool create "$DIR/conf.db" /usr/share/openvswitch/vswitch.ovsschema
-ovsdb-server "$DIR/conf.db" --remote="punix:$DIR/db.sock" --pidfile="$DIR/db.pid" --unixctl="$DIR/db.ctl" >/dev/null 2>&1 &
-PIDS+=($!)
-sleep 0.5
-ip netns exec "$PREFIX-sw" ovs-vswitchd "unix:$DIR/db.sock" --pidfile="$DIR/vs.pid" --unixctl="$DIR/vs.ctl" >/dev/null 2>&1 &
-PIDS+=($!)
-ovs-vsctl --db="unix:$DIR/db.sock" --timeout=10 add-br br0 -- set bridge br0 datapath_type=netdev
-i=0
-for n in a b; do
-  i=$((i + 1))
-  ip -n "$PREFIX-$n" link add eth0 type veth peer name "v$n" netns "$PREFIX-sw"
-  ip -n "$PREFIX-$n" addr add "192.168.250.$i/24" dev eth0
-  ip -n "$PREFIX-$n" link set eth0 up
-  ip netns exec "$PREFIX-$n" ethtool -K eth0 tx off >/dev/null
-  ip -n "$PREFIX-sw" link set "v$n" up
-  ovs-vsctl --db="unix:$DIR/db.sock" --timeout=10 add-port br0 "v$n"
-done
-ip netns exec "$PREFIX-b" iperf3 -s -1 >/dev/null 2>&1 &
-PIDS+=($!)
-sleep 0.5
-ref=$(ip netns exec "$PREFIX-a" iperf3 -c 192.168.250.2 -t "$SECS" -J | mbits)
-unset OVS_RUNDIR OVS_DBDIR OVS_LOGDIR OVS_SYSCONFDIR
+source "$ROOT/hack/bench/lib/normal-ovs.bash"
+ref=$(normal_ovs_mbits "$SECS")
 
 # Antrea on the lab.
 "$LAB" down >/dev/null 2>&1 || true
