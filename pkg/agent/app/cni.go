@@ -34,7 +34,7 @@ func setupCNIServer(_ context.Context, d *deps) (component, error) {
 		}
 	}
 	cni.SetReady()
-	klog.InfoS("Agent ready", "node", o.NodeName, "podCIDR", d.podCIDRs[0], "gateway", d.gatewayIP, "flowRound", d.round,
+	klog.InfoS("Agent ready", "node", o.NodeName, "podCIDRs", d.podCIDRs, "gateway", d.gatewayIP, "flowRound", d.round,
 		"tunnel", d.nc.TunnelType, "datapath", d.nc.DatapathType, "proxy", o.EnableProxy)
 	return runFunc(cni.Run), nil
 }

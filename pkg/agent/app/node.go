@@ -39,7 +39,10 @@ func setupNode(ctx context.Context, d *deps) (component, error) {
 	if err := prepareNodeNetwork(ctx, d.ovsdb, o.OVSRunDir, nodeinit.DefaultUplinkBridgeName); err != nil {
 		return nil, err
 	}
-	node, podCIDRs, err := waitForNode(ctx, d.kube, o.NodeName)
+	policyOnly := o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly
+	// networkPolicyOnly: the primary CNI allocates pod addresses, maybe
+	// from no Node CIDR at all (EKS, AKS): Antrea needs none.
+	node, podCIDRs, err := waitForNode(ctx, d.kube, o.NodeName, !policyOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +63,8 @@ func setupNode(ctx context.Context, d *deps) (component, error) {
 		NoTunnel:     o.TrafficEncapMode == agentconfig.EncapModeNoEncap || o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly,
 		// networkPolicyOnly: the primary CNI's traffic between nodes goes
 		// through the node's kernel; the uplink stays as it is.
-		NoUnderlayBridge: o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly,
+		NoUnderlayBridge: policyOnly,
+		GatewayHasNodeIP: policyOnly,
 		// WireGuard's overhead (the datapath is noEncap's: see wireguard.go).
 		EncryptionOverhead: encryptionOverhead(o.TrafficEncryptionMode),
 		NodeIP:             nodeIP,
@@ -78,9 +82,9 @@ func setupNode(ctx context.Context, d *deps) (component, error) {
 	return nil, nil
 }
 
-// waitForNode waits until the Node has a pod CIDR (kube-controller-manager
-// allocates it after the node registers).
-func waitForNode(ctx context.Context, c kubernetes.Interface, name string) (*corev1.Node, []*net.IPNet, error) {
+// waitForNode waits until the Node exists and, with needCIDR, has a pod
+// CIDR (kube-controller-manager allocates it after the node registers).
+func waitForNode(ctx context.Context, c kubernetes.Interface, name string, needCIDR bool) (*corev1.Node, []*net.IPNet, error) {
 	var node *corev1.Node
 	var cidrs []*net.IPNet
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
@@ -88,6 +92,10 @@ func waitForNode(ctx context.Context, c kubernetes.Interface, name string) (*cor
 		if err != nil {
 			klog.InfoS("Waiting for Node", "node", name, "err", err)
 			return false, nil
+		}
+		if !needCIDR {
+			node = n
+			return true, nil
 		}
 		specs := n.Spec.PodCIDRs
 		if len(specs) == 0 && n.Spec.PodCIDR != "" {

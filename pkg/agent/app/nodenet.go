@@ -23,7 +23,7 @@ func setupNodeNetfilter(ctx context.Context, d *deps) (component, error) {
 		return nil, err
 	}
 	d.nodeNet = nodeNet
-	podCIDR := prefixOf(d.podCIDRs[0])
+	podCIDR := d.localPodPrefix()
 	switch {
 	case d.o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly:
 		// The primary CNI owns pod traffic leaving the node, its SNAT

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 
@@ -85,11 +87,17 @@ func setupPipeline(ctx context.Context, d *deps) (component, error) {
 		return nil, err
 	}
 	nc := d.nc
-	d.gatewayIP = route.GatewayIP(d.podCIDRs[0])
+	if len(d.podCIDRs) == 0 {
+		// networkPolicyOnly without a pod CIDR of Antrea's: the
+		// gateway holds the node's address (nodeinit.GatewayHasNodeIP).
+		d.gatewayIP = nc.Gateway.IPs[0]
+	} else {
+		d.gatewayIP = route.GatewayIP(d.podCIDRs[0])
+	}
 	// A dual-stack node (an IPv6 pod CIDR beside the IPv4 one): the
 	// gateway holds the first address of each, and the pipeline carries
 	// both families (docs/ipv6.md).
-	for _, c := range d.podCIDRs[1:] {
+	for _, c := range d.podCIDRs[min(1, len(d.podCIDRs)):] {
 		if c.IP.To4() == nil && d.gatewayIP.To4() != nil {
 			d.gatewayIPv6 = route.GatewayIP(c)
 		}
@@ -100,7 +108,7 @@ func setupPipeline(ctx context.Context, d *deps) (component, error) {
 		GatewayIPv6:   d.gatewayIPv6,
 		GatewayMAC:    nc.Gateway.MAC,
 		TunnelOFPort:  uint32(nc.TunnelOFPort),
-		PodCIDR:       d.podCIDRs[0],
+		PodCIDR:       firstOrNil(d.podCIDRs),
 		NodeIP:        nc.NodeIP.IP,
 		PolicyOnly:    d.o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly,
 	})
@@ -113,4 +121,24 @@ func setupPipeline(ctx context.Context, d *deps) (component, error) {
 func setupPacketIns(_ context.Context, d *deps) (component, error) {
 	d.packets = agentof.NewPacketInDispatcher(d.ofc)
 	return loop(d.packets.Run), nil
+}
+
+// firstOrNil is the first of cidrs, nil if there is none.
+func firstOrNil(cidrs []*net.IPNet) *net.IPNet {
+	if len(cidrs) == 0 {
+		return nil
+	}
+	return cidrs[0]
+}
+
+// localPodPrefix is the node's first pod CIDR; without one
+// (networkPolicyOnly, the primary allocating), the gateway's address alone:
+// what needs the node's pods as a prefix (the node path's masquerade of pods
+// reaching their own node's NodePorts) then matches none of them.
+func (d *deps) localPodPrefix() netip.Prefix {
+	if len(d.podCIDRs) == 0 {
+		a := addrOf(d.gatewayIP)
+		return netip.PrefixFrom(a, a.BitLen())
+	}
+	return prefixOf(d.podCIDRs[0])
 }

@@ -30,7 +30,7 @@ func setupNodePath(ctx context.Context, d *deps) (component, error) {
 		return nil, nil
 	}
 	np, err := route.NewNodePath(route.NodePathConfig{GatewayName: nc.Gateway.Name, GatewayIP: addrOf(d.gatewayIP),
-		NodeIP: addrOf(nc.NodeIP.IP), PodCIDR: prefixOf(d.podCIDRs[0]), NodePortAddresses: o.NodePortAddresses})
+		NodeIP: addrOf(nc.NodeIP.IP), PodCIDR: d.localPodPrefix(), NodePortAddresses: o.NodePortAddresses})
 	if err != nil {
 		return nil, err
 	}

@@ -129,7 +129,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		gw[len(gw)-1]++
 		s.gateways = append(s.gateways, gw)
 	}
-	if s.ipam == nil {
+	if s.ipam == nil && !cfg.Chained { // chained: the primary's IPAM allocates
 		hl, err := ipam.NewHostLocal(cfg.NetworkName, cfg.IPAMDataDir, cfg.PodCIDRs)
 		if err != nil {
 			return nil, fmt.Errorf("cniserver on node %s: %w", cfg.NodeName, err)
@@ -719,8 +719,10 @@ func (s *Server) gc(ctx context.Context, req *cnipb.CniCmdRequest) error {
 		}
 		unlock()
 	}
-	if err := s.ipam.GC(ctx, r.Conf.ValidAttachments); err != nil {
-		errs = append(errs, err)
+	if s.ipam != nil { // chained: no IPAM of Antrea's
+		if err := s.ipam.GC(ctx, r.Conf.ValidAttachments); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return newError(cnipb.ErrorCode_UNKNOWN, errors.Join(errs...), "GC")

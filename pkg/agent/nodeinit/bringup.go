@@ -46,7 +46,7 @@ func (c *Config) setDefaults() error {
 	if !c.TunnelType.Valid() {
 		return fmt.Errorf("node %s: bad tunnel type %q (want %s)", c.NodeName, c.TunnelType, ovsconfig.TunnelTypeNames())
 	}
-	if len(c.PodCIDRs) == 0 {
+	if len(c.PodCIDRs) == 0 && !c.GatewayHasNodeIP {
 		return fmt.Errorf("node %s: no pod CIDR", c.NodeName)
 	}
 	if c.DatapathType == ovsconfig.OVSDatapathNetdev && !c.NoUnderlayBridge && c.UplinkName == "" {
@@ -234,6 +234,17 @@ func ensureGateway(ctx context.Context, br *ovsconfig.OVSBridge, cfg *Config, nc
 		ip := firstIP(c)
 		ips = append(ips, ip)
 		addrs = append(addrs, &net.IPNet{IP: ip, Mask: c.Mask})
+	}
+	if cfg.GatewayHasNodeIP {
+		if nc.NodeIP == nil {
+			return fmt.Errorf("the gateway takes the node's address, and the node has none on %s", cfg.UplinkName)
+		}
+		ip := nc.NodeIP.IP
+		bits := 8 * len(ip)
+		if ip4 := ip.To4(); ip4 != nil {
+			ip, bits = ip4, 32
+		}
+		ips, addrs = []net.IP{ip}, []*net.IPNet{{IP: ip, Mask: net.CIDRMask(bits, bits)}}
 	}
 	ids := interfacestore.BuildOVSPortExternalIDs(interfacestore.NewGatewayInterface(cfg.GatewayName, mac, ips))
 	existing, err := br.GetPortData(ctx, cfg.GatewayName)

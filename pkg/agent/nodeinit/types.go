@@ -60,6 +60,12 @@ type Config struct {
 	// nothing is encapsulated in userspace and the uplink keeps its
 	// addresses (no br-phy, even with netdev).
 	NoUnderlayBridge bool
+	// GatewayHasNodeIP (networkPolicyOnly): Antrea has no pod CIDR on the
+	// node (the primary CNI allocates, maybe from none); the gateway gets
+	// the node's transport address as a host address (/32), so that what
+	// the node sends to its pods through it leaves with that address, as
+	// upstream's policy-only mode does. PodCIDRs may then be empty.
+	GatewayHasNodeIP bool
 	// NodeIP is the node's underlay address; nil means the first global IPv4
 	// address of the uplink (or of br-phy, when a previous run moved it).
 	NodeIP net.IP
