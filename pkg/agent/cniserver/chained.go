@@ -154,7 +154,9 @@ func (s *Server) addChained(ctx context.Context, r *request) (_ []byte, err erro
 }
 
 // chainedResult is the primary's result, in the request's cniVersion.
-func (s *Server) chainedResult(r *request, p *chainedPod) ([]byte, error) { return encodeResult(r, p.prev) }
+func (s *Server) chainedResult(r *request, p *chainedPod) ([]byte, error) {
+	return encodeResult(r, p.prev)
+}
 
 // takePodRoutes moves the node's routes to the pod's addresses from the
 // host end of its veth to the gateway (runs in the host netns).
