@@ -57,8 +57,9 @@ YAML
     "$LAB" exec -n bench server -- iperf3 -s -1 >/dev/null 2>&1 &
     local srv=$!
     local got=""
+    sleep 1 # the server listening
     for _ in 1 2 3 4 5 6 7 8 9 10; do
-      if got=$("$LAB" exec -n bench client -- iperf3 -c "$1" -t "$SECS" -J 2>/dev/null | mbits); then break; fi
+      if got=$("$LAB" exec -n bench client -- iperf3 -c "$1" -t "$SECS" -J 2>/dev/null | mbits 2>/dev/null); then break; fi
       sleep 1
     done
     wait "$srv" 2>/dev/null || true
