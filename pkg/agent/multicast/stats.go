@@ -40,7 +40,8 @@ func (c *Controller) PodStats(r *http.Request, ns, pod string) ([]apis.PodMultic
 	return out, nil
 }
 
-// PodStatsHandler serves PodStats (?namespace=&pod=).
+// PodStatsHandler serves PodStats (?namespace=&name=, upstream's
+// parameters).
 func (c *Controller) PodStatsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
@@ -48,7 +49,7 @@ func (c *Controller) PodStatsHandler() http.Handler {
 			return
 		}
 		q := r.URL.Query()
-		out, err := c.PodStats(r, q.Get("namespace"), q.Get("pod"))
+		out, err := c.PodStats(r, q.Get("namespace"), q.Get("name"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
