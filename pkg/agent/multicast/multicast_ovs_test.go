@@ -221,6 +221,15 @@ func TestMulticastAcrossTwoNodesOnRealOVS(t *testing.T) {
 		t.Errorf("the sender, a member, got %d of its own datagrams back (%d read)", got, rSender.got.Load())
 	}
 
+	// What docs/design/ovs-pipeline.md shows of the feature (go test -v).
+	var shown []string
+	for _, f := range n1.br.DumpFlows(t) {
+		if strings.Contains(f, "cookie=0x100000005") {
+			shown = append(shown, f)
+		}
+	}
+	t.Logf("node-1's multicast flows:\n%s\nnode-1's groups:\n%s", strings.Join(shown, "\n"), strings.Join(n1.br.DumpGroups(t), "\n"))
+
 	stats, err := n1.flows.MulticastPodStats(ctx)
 	if err != nil {
 		t.Fatal(err)
