@@ -29,8 +29,8 @@ func (a *agentClient) podMulticastStats(ctx context.Context, ns, pod string) ([]
 func newGetPodMulticastStatsCommand(g *getOptions) *cobra.Command {
 	var all bool
 	cmd := &cobra.Command{
-		Use:     "podmulticaststats [POD] --node NODE [-n NS | -A]",
-		Short:   "Show the multicast packets a Node's Pods received and sent",
+		Use:   "podmulticaststats [POD] --node NODE [-n NS | -A]",
+		Short: "Show the multicast packets a Node's Pods received and sent",
 		Long: `Show, for each Pod of a Node (multicast.enable, docs/multicast.md), the multicast packets
 it received from the groups it joined (INBOUND: its buckets in the groups' OpenFlow groups)
 and the multicast packets it sent (OUTBOUND: its counter flow). POD in the namespace of -n
