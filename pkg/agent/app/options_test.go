@@ -248,3 +248,27 @@ func TestTheFlowExporterIsOffByDefaultAndOnWithItsGateAndKey(t *testing.T) {
 		t.Fatalf("FlowExporter %+v, want %+v", o.FlowExporter, want)
 	}
 }
+
+// Multicast runs with its gate (on by default) and multicast.enable, with
+// the file's query versions and interval; the gate off keeps it off.
+func TestMulticastRunsWithItsGateAndEnable(t *testing.T) {
+	for _, tc := range []struct {
+		name, conf string
+		want       *MulticastOptions
+	}{
+		{"off by default", "", nil},
+		{"on with multicast.enable", "multicast:\n  enable: true\n  igmpQueryVersions: [3]\n  igmpQueryInterval: 30s\n",
+			&MulticastOptions{QueryVersions: []int{3}, QueryInterval: 30 * time.Second}},
+		{"off when the gate is off", "featureGates:\n  Multicast: false\nmulticast:\n  enable: true\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parse(t, "--config", writeConf(t, tc.conf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(o.Multicast, tc.want) {
+				t.Errorf("Multicast = %+v, want %+v", o.Multicast, tc.want)
+			}
+		})
+	}
+}
