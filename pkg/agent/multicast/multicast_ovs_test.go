@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,6 +30,7 @@ type mcastNode struct {
 	flows *agentof.Client
 	store interfacestore.InterfaceStore
 	ctrl  *Controller
+	stop  context.CancelFunc
 }
 
 func newMcastNode(t *testing.T, u *bridgetest.Underlay, name, cidr, gw, nodeIP string) *mcastNode {
@@ -169,8 +171,10 @@ func TestMulticastAcrossTwoNodesOnRealOVS(t *testing.T) {
 			Interfaces: n.store, Flows: n.flows, IO: disp, GatewayIP: br.GatewayIP, GatewayMAC: br.GatewayMAC,
 			QueryInterval: 10 * time.Second, QueryVersions: []int{3},
 			Purge: func(context.Context) error { br.PurgeDatapath(t); return nil }})
-		f.Start(ctx.Done())
-		go n.ctrl.Run(ctx)
+		nctx, stop := context.WithCancel(ctx)
+		n.stop = stop
+		f.Start(nctx.Done())
+		go n.ctrl.Run(nctx)
 	}
 
 	group, port := net.ParseIP("225.1.2.3"), 5001
@@ -271,5 +275,24 @@ func TestMulticastAcrossTwoNodesOnRealOVS(t *testing.T) {
 	}
 	if a, ok := n2Node.Annotations[NodeGroupsAnnotation]; ok {
 		t.Errorf("node-2's annotation %s is %q after its only member left", NodeGroupsAnnotation, a)
+	}
+
+	// node-1's agent restarts (OVS keeps its groups): the new run's first
+	// write replaces the groups of the earlier one.
+	n1.stop()
+	c2, err := agentof.NewClient(n1.br.OF, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Initialize(ctx, &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: n1.br.GatewayIP,
+		GatewayMAC: n1.br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: n1.br.PodCIDR}); err != nil {
+		t.Fatal(err)
+	}
+	want := agentof.MulticastFlows{Groups: []agentof.MulticastGroup{{Group: netip.MustParseAddr("225.1.2.3"), LocalPorts: []uint32{local.OFPort}}}}
+	if err := c2.SetMulticastFlows(ctx, want); err != nil {
+		t.Fatalf("the restarted agent's first multicast write: %v", err)
+	}
+	if gs := n1.br.DumpGroups(t); len(gs) != 2 {
+		t.Errorf("after the restart node-1 holds %d groups, want the new run's 2:\n%s", len(gs), strings.Join(gs, "\n"))
 	}
 }

@@ -85,6 +85,9 @@ type multicast struct {
 	// ids hands out group indexes; freed ones are reused.
 	ids    map[netip.Addr]uint32
 	nextID uint32
+	// cleared is set once the groups an earlier agent run left on the
+	// switch were deleted (the first write does it).
+	cleared bool
 }
 
 // mcastInstalled is what the switch holds of one group.
@@ -185,6 +188,13 @@ func (m *multicast) SetMulticastFlows(ctx context.Context, want MulticastFlows) 
 		wanted[g.Group] = g
 	}
 	var pre, post []binding.Message
+	if !m.cleared {
+		stale, err := m.staleGroups(ctx)
+		if err != nil {
+			return err
+		}
+		pre = append(pre, stale...)
+	}
 	newGroups := map[netip.Addr]*mcastInstalled{}
 	newIDs := map[netip.Addr]uint32{}
 	nextID := m.nextID
@@ -247,13 +257,50 @@ func (m *multicast) SetMulticastFlows(ctx context.Context, want MulticastFlows) 
 	b.add(replaceDelta(m.flows, "groups", groupFlows))
 	b.add(delta{msgs: post, apply: func() func() {
 		oldGroups, oldIDs, oldNext := m.groups, m.ids, m.nextID
-		m.groups, m.ids, m.nextID = newGroups, newIDs, nextID
+		oldCleared := m.cleared
+		m.groups, m.ids, m.nextID, m.cleared = newGroups, newIDs, nextID, true
 		if len(newIDs) == 0 {
 			m.nextID = 0
 		}
-		return func() { m.groups, m.ids, m.nextID = oldGroups, oldIDs, oldNext }
+		return func() { m.groups, m.ids, m.nextID, m.cleared = oldGroups, oldIDs, oldNext, oldCleared }
 	}})
 	return b.commit(ctx, m, "multicast")
+}
+
+// staleGroups deletes the multicast groups an earlier agent run left on
+// the switch (its flows, of an earlier round, go with them or with the
+// round): all groups first, then the local groups they chain to. A bridge
+// that cannot be read (a unit test's fake) has none.
+func (m *multicast) staleGroups(ctx context.Context) ([]binding.Message, error) {
+	r, ok := m.bridge.(switchReader)
+	if !ok {
+		return nil, nil
+	}
+	groups, err := r.GroupStats(ctx, binding.GroupIDAll)
+	if err != nil {
+		return nil, fmt.Errorf("multicast: list the switch's groups: %w", err)
+	}
+	var all, local []binding.Message
+	for _, g := range groups {
+		if !IsMulticastGroupID(g.GroupID) {
+			continue
+		}
+		del := &binding.GroupMod{Command: binding.GroupDelete, Type: binding.GroupAll, GroupID: g.GroupID}
+		if g.GroupID&mcastLocalBit != 0 {
+			local = append(local, del)
+		} else {
+			all = append(all, del)
+		}
+	}
+	return append(all, local...), nil
+}
+
+// SwitchLost implements Feature: a new switch holds no group of an
+// earlier run (Replay writes this run's).
+func (m *multicast) SwitchLost() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cleared = true
 }
 
 // MulticastCounters are one local pod's multicast packets: received
