@@ -117,21 +117,29 @@ func TestMulticastAcrossNodes(t *testing.T) {
 		if got["other"].Frames != 0 {
 			t.Errorf("the non-member's eth0 received %d frames to the group", got["other"].Frames)
 		}
-		// antctl shows the remote member's inbound packets, through
-		// node-2's agent API.
-		out, errOut, err := antctl(ctx, e, "get", "podmulticaststats", "remote", "-n", ns, "--node", e.Nodes[1])
-		if err != nil {
-			t.Fatalf("antctl get podmulticaststats: %v: %s%s", err, out, errOut)
+		// antctl shows the remote member's inbound packets: in node-2's
+		// antrea-agent container (local mode, as upstream's test), and
+		// from the laptop through node-2's agent API.
+		check := func(how, out, errOut string, err error) {
+			t.Helper()
+			if err != nil {
+				t.Errorf("antctl get podmulticaststats (%s): %v: %s%s", how, err, out, errOut)
+				return
+			}
+			fields := strings.Fields(out)
+			inbound := -1
+			if len(fields) == 8 {
+				inbound, _ = strconv.Atoi(fields[6])
+			}
+			if len(fields) != 8 || fields[4] != ns || fields[5] != "remote" || inbound < count-1 {
+				t.Errorf("antctl get podmulticaststats remote (%s): want remote's row with %d or more inbound packets:\n%s", how, count-1, out)
+			}
+			t.Logf("antctl get podmulticaststats remote -n %s (%s):\n%s", ns, how, out)
 		}
-		fields := strings.Fields(out)
-		inbound := -1
-		if len(fields) == 8 {
-			inbound, _ = strconv.Atoi(fields[6])
-		}
-		if len(fields) != 8 || fields[4] != ns || fields[5] != "remote" || inbound < count-1 {
-			t.Errorf("antctl get podmulticaststats remote: want remote's row with %d or more inbound packets:\n%s", count-1, out)
-		}
-		t.Logf("antctl get podmulticaststats remote -n %s --node %s:\n%s", ns, e.Nodes[1], out)
+		out, errOut, err := agentAntctl(ctx, e, e.Nodes[1], "get", "podmulticaststats", "remote", "-n", ns)
+		check("local mode on "+e.Nodes[1], out, errOut, err)
+		out, errOut, err = antctl(ctx, e, "get", "podmulticaststats", "remote", "-n", ns, "--node", e.Nodes[1])
+		check("--node "+e.Nodes[1], out, errOut, err)
 		t.Logf("multicast delivery latency (%d datagrams, 20 ms apart): local member p50 %d µs p99 %d µs; remote member (Geneve) p50 %d µs p99 %d µs",
 			count, got["local"].LatencyP50Micros, got["local"].LatencyP99Micros, got["remote"].LatencyP50Micros, got["remote"].LatencyP99Micros)
 	})
