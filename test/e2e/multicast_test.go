@@ -192,4 +192,43 @@ func TestMulticastAcrossNodes(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("an ACNP dropping a pod's IGMP reports keeps it out of the group", func(t *testing.T) {
+		crd, err := versioned.NewForConfig(e.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := ns + "-drop-join"
+		drop, igmpReportV3 := crdv1beta1.RuleActionDrop, crdv1beta1.IGMPReportV3
+		acnp := &crdv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: crdv1beta1.ClusterNetworkPolicySpec{
+			Tier: "securityops", Priority: 5,
+			AppliedTo: []crdv1beta1.AppliedTo{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "remote"}},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}},
+			Egress: []crdv1beta1.Rule{{Name: "drop-join", Action: &drop,
+				Protocols: []crdv1beta1.NetworkPolicyProtocol{{IGMP: &crdv1beta1.IGMPProtocol{IGMPType: &igmpReportV3, GroupAddress: "225.1.2.3"}}}}},
+		}}
+		if _, err := crd.CrdV1beta1().ClusterNetworkPolicies().Create(ctx, acnp, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = crd.CrdV1beta1().ClusterNetworkPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+		labtest.WaitFor(t, ctx, "ACNP "+name+" realized", func() error {
+			p, err := crd.CrdV1beta1().ClusterNetworkPolicies().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Status.Phase != crdv1beta1.NetworkPolicyRealized || p.Status.CurrentNodesRealized < 1 {
+				return fmt.Errorf("status %+v", p.Status)
+			}
+			return nil
+		})
+		got := round(t, map[string]bool{"local": true, "remote": true})
+		if got["remote"].Datagrams != 0 || got["remote"].Frames != 0 {
+			t.Errorf("remote, whose reports the policy drops, received %d datagrams (%d frames)", got["remote"].Datagrams, got["remote"].Frames)
+		}
+		if got["local"].Datagrams < count-1 {
+			t.Errorf("local, not selected, received %d of %d datagrams", got["local"].Datagrams, count)
+		}
+	})
 }

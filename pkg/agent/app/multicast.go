@@ -31,6 +31,9 @@ func setupMulticast(ctx context.Context, d *deps) (component, error) {
 		QueryInterval: d.o.Multicast.QueryInterval, QueryVersions: d.o.Multicast.QueryVersions,
 		Purge: d.purger.Sync,
 	})
+	if d.policies != nil {
+		c.SetPolicy(d.policies)
+	}
 	d.informers.Start(ctx.Done())
 	d.api.handle(multicast.PodStatsPath, c.PodStatsHandler())
 	return loop(c.Run), nil

@@ -55,6 +55,13 @@ type Flows interface {
 	MulticastPodStats(ctx context.Context) (map[uint32]openflow.MulticastCounters, error)
 }
 
+// Policy decides IGMP policy rules (the policy controller's IGMPAllowed):
+// whether a local pod may send an IGMP report or leave (egress) or receive
+// a query (ingress).
+type Policy interface {
+	IGMPAllowed(namespace, name string, egress bool, igmpType uint8, group netip.Addr) bool
+}
+
 // Config is what the controller works with.
 type Config struct {
 	NodeName   string
@@ -63,6 +70,8 @@ type Config struct {
 	Interfaces interfacestore.InterfaceStore
 	Flows      Flows
 	IO         openflow.PacketInRouter
+	// Policy, if set, decides the IGMP policy rules.
+	Policy Policy
 	// GatewayIP and GatewayMAC are the queries' source.
 	GatewayIP  net.IP
 	GatewayMAC net.HardwareAddr
@@ -98,6 +107,9 @@ func NewController(cfg Config) *Controller {
 	return &Controller{cfg: cfg, now: time.Now, kick: make(chan struct{}, 1),
 		members: map[netip.Addr]map[uint32]time.Time{}}
 }
+
+// SetPolicy makes p decide the IGMP policy rules (before Run).
+func (c *Controller) SetPolicy(p Policy) { c.cfg.Policy = p }
 
 func (c *Controller) trigger() {
 	select {
@@ -161,9 +173,31 @@ func (c *Controller) handleIGMP(_ context.Context, pi *binding.PacketIn) {
 	if err != nil {
 		klog.V(2).InfoS("Ignored an IGMP packet-in", "port", port, "err", err)
 	}
+	ms = c.allowed(port, ms)
 	if c.record(port, ms) {
 		c.trigger()
 	}
+}
+
+// allowed keeps the memberships the IGMP egress rules let port's pod
+// declare (all without a Policy, or for a port that is no pod's).
+func (c *Controller) allowed(port uint32, ms []membership) []membership {
+	if c.cfg.Policy == nil || len(ms) == 0 {
+		return ms
+	}
+	i, ok := c.cfg.Interfaces.GetInterfaceByOFPort(int32(port))
+	if !ok || i.ContainerInterfaceConfig == nil {
+		return ms
+	}
+	var out []membership
+	for _, m := range ms {
+		if c.cfg.Policy.IGMPAllowed(i.PodNamespace, i.PodName, true, m.typ, m.group) {
+			out = append(out, m)
+			continue
+		}
+		klog.InfoS("An IGMP egress rule drops a pod's report", "pod", i.PodNamespace+"/"+i.PodName, "group", m.group, "type", m.typ, "join", m.join)
+	}
+	return out
 }
 
 // record applies memberships of port and says whether a group gained or
@@ -202,8 +236,15 @@ func (c *Controller) record(port uint32, ms []membership) bool {
 // query sends the general queries to every local pod.
 func (c *Controller) query(ctx context.Context) {
 	var acts []binding.Action
-	for _, p := range c.podPorts() {
-		acts = append(acts, &binding.Output{Port: p})
+	for _, i := range c.cfg.Interfaces.GetInterfacesByType(interfacestore.ContainerInterface) {
+		if i.OVSPortConfig == nil || i.OFPort <= 0 {
+			continue
+		}
+		if c.cfg.Policy != nil && i.ContainerInterfaceConfig != nil &&
+			!c.cfg.Policy.IGMPAllowed(i.PodNamespace, i.PodName, false, igmpQuery, netip.IPv4Unspecified()) {
+			continue // an IGMP ingress rule drops the queries to it
+		}
+		acts = append(acts, &binding.Output{Port: uint32(i.OFPort)})
 	}
 	if len(acts) == 0 {
 		return

@@ -37,10 +37,12 @@ const (
 // 5771): no membership is kept for them.
 var linkLocalGroups = netip.MustParsePrefix("224.0.0.0/24")
 
-// membership is what one IGMP message says of one group: joined or left.
+// membership is what one IGMP message says of one group: joined or left,
+// and the message's type (which IGMP policy rules match).
 type membership struct {
 	group netip.Addr
 	join  bool
+	typ   uint8
 }
 
 // parseIGMP reads the memberships an IGMP report or leave in an Ethernet
@@ -70,7 +72,7 @@ func parseIGMP(frame []byte) ([]membership, error) {
 	var out []membership
 	add := func(g netip.Addr, join bool) {
 		if g.IsMulticast() && !linkLocalGroups.Contains(g) {
-			out = append(out, membership{group: g, join: join})
+			out = append(out, membership{group: g, join: join, typ: msg[0]})
 		}
 	}
 	switch msg[0] {

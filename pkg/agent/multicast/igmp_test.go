@@ -46,16 +46,16 @@ func TestParseIGMPReadsJoinsAndLeavesOfEveryVersion(t *testing.T) {
 		msg  []byte
 		want []membership
 	}{
-		{"a v1 report joins its group", []byte{igmpReportV1, 0, 0, 0, 225, 1, 2, 3}, []membership{{g("225.1.2.3"), true}}},
-		{"a v2 report joins its group", []byte{igmpReportV2, 0, 0, 0, 239, 0, 0, 7}, []membership{{g("239.0.0.7"), true}}},
-		{"a v2 leave leaves its group", []byte{igmpLeaveV2, 0, 0, 0, 225, 1, 2, 3}, []membership{{g("225.1.2.3"), false}}},
+		{"a v1 report joins its group", []byte{igmpReportV1, 0, 0, 0, 225, 1, 2, 3}, []membership{{g("225.1.2.3"), true, igmpReportV1}}},
+		{"a v2 report joins its group", []byte{igmpReportV2, 0, 0, 0, 239, 0, 0, 7}, []membership{{g("239.0.0.7"), true, igmpReportV2}}},
+		{"a v2 leave leaves its group", []byte{igmpLeaveV2, 0, 0, 0, 225, 1, 2, 3}, []membership{{g("225.1.2.3"), false, igmpLeaveV2}}},
 		{"a v3 report's EXCLUDE records join, TO_INCLUDE{} leaves, BLOCK changes nothing",
 			v3(v3Record(changeToExclude, "225.1.1.1"), v3Record(modeIsExclude, "225.1.1.2"),
 				v3Record(changeToInclude, "225.1.1.3"), v3Record(blockOldSources, "225.1.1.4", "10.0.0.1")),
-			[]membership{{g("225.1.1.1"), true}, {g("225.1.1.2"), true}, {g("225.1.1.3"), false}}},
+			[]membership{{g("225.1.1.1"), true, igmpReportV3}, {g("225.1.1.2"), true, igmpReportV3}, {g("225.1.1.3"), false, igmpReportV3}}},
 		{"a v3 source-specific join (INCLUDE with sources, ALLOW) joins",
 			v3(v3Record(modeIsInclude, "232.1.1.1", "10.0.0.1"), v3Record(allowNewSources, "232.1.1.2", "10.0.0.2", "10.0.0.3")),
-			[]membership{{g("232.1.1.1"), true}, {g("232.1.1.2"), true}}},
+			[]membership{{g("232.1.1.1"), true, igmpReportV3}, {g("232.1.1.2"), true, igmpReportV3}}},
 		{"link-local groups (224.0.0.0/24) are not kept", []byte{igmpReportV2, 0, 0, 0, 224, 0, 0, 251}, nil},
 		{"a query declares nothing", []byte{igmpQuery, 100, 0, 0, 0, 0, 0, 0}, nil},
 	} {
