@@ -62,7 +62,7 @@ func TestMulticastAcrossNodes(t *testing.T) {
 	// receiver reported.
 	round := func(t *testing.T, join map[string]bool) map[string]testpod.MulticastReport {
 		t.Helper()
-		const window = 10 * time.Second
+		const window = 8 * time.Second
 		var (
 			wg   sync.WaitGroup
 			mu   sync.Mutex
