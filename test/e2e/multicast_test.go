@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,7 +120,8 @@ func TestMulticastAcrossNodes(t *testing.T) {
 		}
 		// antctl shows the remote member's inbound packets: in node-2's
 		// antrea-agent container (local mode, as upstream's test), and
-		// from the laptop through node-2's agent API.
+		// from the control-plane machine through node-2's agent API (the
+		// host's netns must not dial the nodes' addresses).
 		check := func(how, out, errOut string, err error) {
 			t.Helper()
 			if err != nil {
@@ -138,7 +140,8 @@ func TestMulticastAcrossNodes(t *testing.T) {
 		}
 		out, errOut, err := agentAntctl(ctx, e, e.Nodes[1], "get", "podmulticaststats", "remote", "-n", ns)
 		check("local mode on "+e.Nodes[1], out, errOut, err)
-		out, errOut, err = antctl(ctx, e, "get", "podmulticaststats", "remote", "-n", ns, "--node", e.Nodes[1])
+		out, errOut, err = labtest.InControlPlane(ctx, filepath.Join(e.Opts.BinDir, "antctl"), "--kubeconfig", e.Opts.KubeconfigPath(),
+			"get", "podmulticaststats", "remote", "-n", ns, "--node", e.Nodes[1])
 		check("--node "+e.Nodes[1], out, errOut, err)
 		t.Logf("multicast delivery latency (%d datagrams, 20 ms apart): local member p50 %d µs p99 %d µs; remote member (Geneve) p50 %d µs p99 %d µs",
 			count, got["local"].LatencyP50Micros, got["local"].LatencyP99Micros, got["remote"].LatencyP50Micros, got["remote"].LatencyP99Micros)

@@ -244,6 +244,9 @@ func TestMulticastAcrossTwoNodesOnRealOVS(t *testing.T) {
 	if s := stats[local.OFPort]; s.Inbound < burst {
 		t.Errorf("the local member's inbound counter is %d, want at least %d", s.Inbound, burst)
 	}
+	if s := stats[sender.OFPort]; s.Inbound != 0 {
+		t.Errorf("the sender, a member, counted %d of its own packets as inbound", s.Inbound)
+	}
 
 	// remote leaves: its kernel sends an IGMPv3 TO_INCLUDE{} report.
 	if err := rRemote.conn.LeaveGroup(rRemote.ifi, &net.UDPAddr{IP: group}); err != nil {
@@ -275,6 +278,16 @@ func TestMulticastAcrossTwoNodesOnRealOVS(t *testing.T) {
 	}
 	if a, ok := n2Node.Annotations[NodeGroupsAnnotation]; ok {
 		t.Errorf("node-2's annotation %s is %q after its only member left", NodeGroupsAnnotation, a)
+	}
+
+	// remote's inbound counter outlives its membership (the group is gone
+	// from node-2).
+	st2, err := n2.flows.MulticastPodStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := st2[remote.OFPort]; s.Inbound < burst {
+		t.Errorf("after it left, remote's inbound counter is %d, want at least the %d it received", s.Inbound, burst)
 	}
 
 	// node-1's agent restarts (OVS keeps its groups): the new run's first

@@ -30,17 +30,25 @@ import (
 //     per other Node with members (tun_dst, output to the tunnel);
 //     a packet to the group from the tunnel goes to the local group only,
 //     so it never goes back to another Node (mcastGroupPriority);
-//   - the local group has one bucket per local member port, whose
-//     bucket id is the port (its counter is the pod's "inbound" counter).
-//     Output to the packet's in_port is dropped by OpenFlow, so a sender
-//     that is also a member never gets its own packet back.
+//   - the local group has one bucket per local member port (bucket id:
+//     the port), which hands the copy to the member's delivery flow
+//     (reg1 = port, MulticastDeliverField, resubmit to L3Forwarding); that
+//     flow outputs it, and its counter is the pod's "inbound" counter,
+//     kept as long as the pod (a group's buckets come and go with its
+//     members); a copy for the sender itself (a member too) is dropped
+//     above it, so it never gets its own packet back nor counts it
+//     (mcastDeliverPriority, mcastNoEchoPriority).
 //
 // Multicast packets skip IngressSecurity and conntrack commit, as
 // upstream's multicast pipeline does. A group without members has no
 // flow: its packets go on as before (to the gateway, where the node's
 // kernel, which has no multicast routing, drops them).
 const (
-	mcastIGMPPriority  = priorityHigh + 7
+	// mcastNoEchoPriority: the copy for the sender itself is dropped before
+	// its delivery flow counts it.
+	mcastNoEchoPriority  = priorityHigh + 9
+	mcastDeliverPriority = priorityHigh + 8
+	mcastIGMPPriority    = priorityHigh + 7
 	mcastCountPriority = priorityHigh + 6
 	mcastGroupPriority = priorityHigh + 4
 	// ipProtoIGMP is IGMP's IP protocol number (RFC 1112).
@@ -151,8 +159,10 @@ func (m *multicast) groupMods(cmd binding.GroupModCommand, i uint32, g Multicast
 	local = &binding.GroupMod{Command: cmd, Type: binding.GroupAll, GroupID: localID}
 	ports := slices.Clone(g.LocalPorts)
 	slices.Sort(ports)
+	l3 := m.p.Table(L3ForwardingTable).ID
 	for _, p := range slices.Compact(ports) {
-		local.Buckets = append(local.Buckets, binding.Bucket{ID: p, Actions: []binding.Action{&binding.Output{Port: p}}})
+		local.Buckets = append(local.Buckets, binding.Bucket{ID: p, Actions: []binding.Action{
+			load(MulticastDeliverField, on), load(TargetOFPortField, p), binding.ResubmitToTable(l3)}})
 	}
 	all = &binding.GroupMod{Command: cmd, Type: binding.GroupAll, GroupID: allID,
 		Buckets: []binding.Bucket{{ID: 0, Actions: []binding.Action{&binding.Group{ID: localID}}}}}
@@ -244,10 +254,21 @@ func (m *multicast) SetMulticastFlows(ctx context.Context, want MulticastFlows) 
 	ports := slices.Clone(want.PodPorts)
 	slices.Sort(ports)
 	for _, p := range slices.Compact(ports) {
-		count = append(count, m.flow(mcastCountPriority, func(mt *binding.Match) {
-			mt.InPort(p).EthType(binding.EthTypeIPv4).IPDstPrefix(multicastRange)
-			matchField(mt, MulticastCountedField, off)
-		}, load(MulticastCountedField, on), binding.ResubmitToTable(m.p.Table(L3ForwardingTable).ID)))
+		count = append(count,
+			m.flow(mcastCountPriority, func(mt *binding.Match) {
+				mt.InPort(p).EthType(binding.EthTypeIPv4).IPDstPrefix(multicastRange)
+				matchField(mt, MulticastCountedField, off)
+			}, load(MulticastCountedField, on), binding.ResubmitToTable(m.p.Table(L3ForwardingTable).ID)),
+			m.flow(mcastDeliverPriority, func(mt *binding.Match) {
+				mt.EthType(binding.EthTypeIPv4)
+				matchField(mt, MulticastDeliverField, on)
+				matchField(mt, TargetOFPortField, p)
+			}, &binding.Output{Port: p}),
+			m.flow(mcastNoEchoPriority, func(mt *binding.Match) {
+				mt.InPort(p).EthType(binding.EthTypeIPv4)
+				matchField(mt, MulticastDeliverField, on)
+				matchField(mt, TargetOFPortField, p)
+			}))
 	}
 
 	var b deltaBatch
@@ -311,47 +332,33 @@ type MulticastCounters struct {
 }
 
 // MulticastPodStats reads the counters of every local pod port from the
-// switch, by port.
+// switch, by port: its counter flow's (sent) and its delivery flow's
+// (received).
 func (m *multicast) MulticastPodStats(ctx context.Context) (map[uint32]MulticastCounters, error) {
-	r, ok := m.bridge.(switchReader)
+	r, ok := m.bridge.(flowDumper)
 	if !ok {
 		return nil, fmt.Errorf("multicast stats: the bridge cannot be read")
 	}
-	m.mu.Lock()
-	buckets := map[uint32][]uint32{}
-	for _, g := range m.groups {
-		for _, bk := range g.local.Buckets {
-			buckets[g.local.GroupID] = append(buckets[g.local.GroupID], bk.ID)
-		}
-	}
-	m.mu.Unlock()
-	out := map[uint32]MulticastCounters{}
 	flows, err := r.DumpFlows(ctx, m.p.Table(L3ForwardingTable).ID, withRound(m.round, cookieMulticast), ^uint64(0))
 	if err != nil {
 		return nil, fmt.Errorf("multicast stats: %w", err)
 	}
-	for _, f := range flows {
-		if f.Priority != mcastCountPriority {
-			continue
-		}
-		if v, ok := f.Match.Get(binding.FieldInPort); ok {
-			c := out[uint32(v.Value.Lo)]
-			c.Outbound += f.PacketCount
-			out[uint32(v.Value.Lo)] = c
-		}
-	}
-	for id, ports := range buckets {
-		stats, err := r.GroupStats(ctx, id)
-		if err != nil {
-			return nil, fmt.Errorf("multicast stats of group %d: %w", id, err)
-		}
-		for _, st := range stats {
-			for i, bs := range st.Buckets {
-				if i < len(ports) {
-					c := out[ports[i]]
-					c.Inbound += bs.PacketCount
-					out[ports[i]] = c
-				}
+	out := map[uint32]MulticastCounters{}
+	for i := range flows {
+		f := &flows[i]
+		switch f.Priority {
+		case mcastCountPriority:
+			if v, ok := f.Match.Get(binding.FieldInPort); ok {
+				c := out[uint32(v.Value.Lo)]
+				c.Outbound += f.PacketCount
+				out[uint32(v.Value.Lo)] = c
+			}
+		case mcastDeliverPriority:
+			if v, ok := f.Match.Get(TargetOFPortField.Field); ok {
+				port := uint32(v.Value.Lo & 0xffffffff)
+				c := out[port]
+				c.Inbound += f.PacketCount
+				out[port] = c
 			}
 		}
 	}
