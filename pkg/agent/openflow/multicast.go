@@ -49,8 +49,8 @@ const (
 	mcastNoEchoPriority  = priorityHigh + 9
 	mcastDeliverPriority = priorityHigh + 8
 	mcastIGMPPriority    = priorityHigh + 7
-	mcastCountPriority = priorityHigh + 6
-	mcastGroupPriority = priorityHigh + 4
+	mcastCountPriority   = priorityHigh + 6
+	mcastGroupPriority   = priorityHigh + 4
 	// ipProtoIGMP is IGMP's IP protocol number (RFC 1112).
 	ipProtoIGMP = 2
 	// mcastGroupBit marks the ids of the multicast feature's OpenFlow
