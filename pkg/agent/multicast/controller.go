@@ -299,21 +299,6 @@ func (c *Controller) localGroups(pods []uint32) map[netip.Addr][]uint32 {
 	return out
 }
 
-// Groups are the groups with local members and their ports (what
-// antctl and the tests read).
-func (c *Controller) Groups() map[netip.Addr][]uint32 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := map[netip.Addr][]uint32{}
-	for g, ports := range c.members {
-		for p := range ports {
-			out[g] = append(out[g], p)
-		}
-		slices.Sort(out[g])
-	}
-	return out
-}
-
 // remoteGroups are, by group, the transport addresses of the other Nodes
 // whose annotation names it.
 func (c *Controller) remoteGroups() map[netip.Addr][]net.IP {
