@@ -39,3 +39,29 @@ func TestFQDNCacheAsksTheAgentAPIWithTheDomain(t *testing.T) {
 		t.Errorf("the agent was asked for domains %q, want [*.example.test \"\"]", asked)
 	}
 }
+
+// podmulticaststats asks the agent API's /podmulticaststats with upstream's
+// parameters (namespace, name) and prints upstream's columns.
+func TestPodMulticastStatsAsksTheAgentAPIAndPrintsUpstreamsColumns(t *testing.T) {
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/podmulticaststats" {
+			http.NotFound(w, r)
+			return
+		}
+		asked = append(asked, r.URL.Query().Get("namespace")+"/"+r.URL.Query().Get("name"))
+		_ = json.NewEncoder(w).Encode([]apis.PodMulticastStats{{PodName: "recv", PodNamespace: "demo", Inbound: 7, Outbound: 0}})
+	}))
+	defer srv.Close()
+	ac := &agentClient{node: "n1", base: srv.URL, http: srv.Client()}
+	got, err := ac.podMulticastStats(context.Background(), "demo", "recv")
+	if err != nil || len(got) != 1 || got[0].Inbound != 7 || got[0].PodName != "recv" {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	if _, err := ac.podMulticastStats(context.Background(), "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 2 || asked[0] != "demo/recv" || asked[1] != "/" {
+		t.Errorf("the agent was asked for %q, want [demo/recv /]", asked)
+	}
+}

@@ -36,6 +36,7 @@ From a node's BGP speaker (its agent API; --node NODE, local mode: this node):
   bgppolicy, bgppeers, bgproutes                BGPPolicy (docs/bgp-policy.md)
 From a node's agent (its agent API; --node NODE, local mode: this node):
   fqdncache                                     the addresses learned for toFQDN rules' names
+  podmulticaststats                             the multicast packets each Pod received and sent
 From the Flow Aggregator (a port-forward to its Pod):
   flows                                         the latest flow records, both Nodes' joined (docs/flow-export.md)`,
 		Args: cobra.ArbitraryArgs,
@@ -70,6 +71,7 @@ From the Flow Aggregator (a port-forward to its Pod):
 		newGetBGPPeersCommand(g),
 		newGetBGPRoutesCommand(g),
 		newGetFQDNCacheCommand(g),
+		newGetPodMulticastStatsCommand(g),
 		newGetFlowsCommand(g),
 	)
 	cmd.AddCommand(newGetStatsCommands(g)...)

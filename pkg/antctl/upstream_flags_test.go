@@ -92,7 +92,7 @@ var upstreamAntctl = []upstreamCommand{
 	{path: "log-level", source: "pkg/antctl/antctl.go", missing: "the components serve no /loglevel"},
 	{path: "trace-packet", source: "pkg/antctl/antctl.go", missing: "no ofproto/trace endpoint in the agent API"},
 	{path: "query networkpolicyevaluation", source: "pkg/antctl/antctl.go", missing: "the controller serves no NetworkPolicyEvaluation"},
-	{path: "get podmulticaststats", source: "pkg/antctl/antctl.go", missing: "no Multicast"},
+	{path: "get podmulticaststats", source: "pkg/antctl/antctl.go (\"podmulticaststats\")", flags: []upstreamFlag{{name: "output", short: "o"}}},
 	{path: "get flowrecords", source: "pkg/antctl/antctl.go", missing: "no flow aggregator"},
 	{path: "get recordmetrics", source: "pkg/antctl/antctl.go", missing: "no flow aggregator"},
 	{path: "get serviceexternalip", source: "pkg/antctl/antctl.go", missing: "no ServiceExternalIP"},

@@ -99,6 +99,7 @@ func TestFeatureGatesFromTheConfigMapOrTheLocalFiles(t *testing.T) {
 			{"antrea-agent", "Egress", "Disabled", "-"},
 			{"antrea-agent", "EgressTrafficShaping", "Disabled", "-"},
 			{"antrea-agent", "FlowExporter", "Disabled", "-"},
+			{"antrea-agent", "Multicast", "Enabled", "-"},
 			{"antrea-agent", "NetworkPolicyStats", "Enabled", "-"},
 			{"antrea-agent", "NodeLatencyMonitor", "Disabled", "-"},
 			{"antrea-agent", "NodeNetworkPolicy", "Disabled", "-"},

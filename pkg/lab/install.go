@@ -80,6 +80,8 @@ const DefaultLBPool = "lab-lb"
 //     EgressTrafficShaping, BGPPolicy and TrafficControl gates on, and SupportBundleCollection in both (upstream: alpha,
 //     off by default), so that they can be tried (BGPPolicy with the lab's
 //     router, router.go).
+//   - multicast on (multicast.enable; upstream's default is off), with
+//     IGMPv3 queries only, so that the Pods send leaves (docs/multicast.md);
 //   - NodePortLocal on (nodePortLocal.enable; upstream's default is off),
 //     so that the outside host reaches annotated Services' Pods.
 //   - with `--flow-visibility`, the FlowExporter on (flowExporterOverlay).
@@ -101,6 +103,8 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			"featureGates.SupportBundleCollection": "true",
 			"featureGates.BGPPolicy":               "true",
 			"featureGates.TrafficControl":          "true",
+			"multicast.enable":                     "true",
+			"multicast.igmpQueryVersions":          "[3]",
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,
@@ -215,10 +219,11 @@ func splitYAML(src []byte) ([][]byte, error) {
 // line that sets it, or else the first commented-out `#key:` line, becomes
 // `key: "value"`; without either the line is appended. A key
 // "section.key" sets the line of key in the section's block instead; it
-// must be there. Values "true" and "false" are written as YAML booleans.
+// must be there. Values "true" and "false" are written as YAML booleans,
+// values in brackets ("[3]") as YAML flow sequences.
 func setConfKey(conf, key, value string) (string, error) {
 	quoted := fmt.Sprintf("%q", value)
-	if value == "true" || value == "false" {
+	if value == "true" || value == "false" || (strings.HasPrefix(value, "[") && strings.HasSuffix(value, "]")) {
 		quoted = value
 	}
 	if section, sub, ok := strings.Cut(key, "."); ok {

@@ -34,7 +34,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(serveCommand(ctx), dnsCommand(ctx), connectCommand(ctx, stdout, &exit), holdCommand(ctx, stdout), floodCommand(ctx, stdout))
+	root.AddCommand(serveCommand(ctx), dnsCommand(ctx), connectCommand(ctx, stdout, &exit), holdCommand(ctx, stdout), floodCommand(ctx, stdout),
+		mcastSendCommand(ctx, stdout), mcastRecvCommand(ctx, stdout))
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(stderr, "antrea-testpod:", err)
 		return ExitCodeError

@@ -80,6 +80,7 @@ func Run(ctx context.Context, o Options) error {
 		{"Traceflow", setupTraceflow},
 		{"PacketCapture", setupPacketCapture},
 		{"TrafficControl", setupTrafficControl},
+		{"Multicast", setupMulticast},
 		{"memberlist", setupMemberlist}, // before the features placing external IPs
 		{"Egress", setupEgress},
 		{"ServiceExternalIP", setupServiceExternalIP},

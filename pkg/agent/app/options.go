@@ -97,6 +97,9 @@ type Options struct {
 	// FQDNCacheMinTTL is fqdnCacheMinTTL: the shortest time an address
 	// learned for a toFQDN rule is kept.
 	FQDNCacheMinTTL time.Duration
+	// Multicast runs the multicast controller (featureGates.Multicast
+	// and multicast.enable); nil runs none.
+	Multicast *MulticastOptions
 	// DNSServerOverride is dnsServerOverride as "IP:port" ("" asks the
 	// Service kube-system/kube-dns).
 	DNSServerOverride string
@@ -197,6 +200,13 @@ func (o *Options) applyConfig(c *agentconfig.AgentConfig, explicit map[string]bo
 		if c.NodePortLocalEnabled() {
 			first, last, _ := agentconfig.ParsePortRange(c.NodePortLocal.PortRange)
 			o.NodePortLocal = &nodeportlocal.PortRange{First: uint16(first), Last: uint16(last)}
+		}
+	})
+	set("", func() {
+		o.Multicast = nil
+		if c.MulticastEnabled() {
+			o.Multicast = &MulticastOptions{QueryVersions: slices.Clone(c.Multicast.IGMPQueryVersions),
+				QueryInterval: c.Multicast.QueryInterval()}
 		}
 	})
 	set("", func() { o.FQDNCacheMinTTL = time.Duration(c.FQDNCacheMinTTL) * time.Second })

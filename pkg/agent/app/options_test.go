@@ -54,7 +54,7 @@ func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
 		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true, ProxyAll: true,
 		WireGuardPort: 51820, WireGuardKeyFile: "/var/lib/antrea/wireguard/private.key",
 		ProxyHealthzAddress: netip.MustParseAddrPort("0.0.0.0:10256"),
-		APIPort:             10350, ClusterPort: 10351, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "NodeNetworkPolicy": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false},
+		APIPort:             10350, ClusterPort: 10351, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "NodeNetworkPolicy": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false, "Multicast": true},
 		StatsInterval: time.Minute,
 	}
 	if !reflect.DeepEqual(o, want) {
@@ -139,7 +139,7 @@ nodePortLocal:
 				ProxyAll: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")},
 				ProxyHealthzAddress: netip.MustParseAddrPort("127.0.0.1:10257"),
 				NodePortLocal:       &nodeportlocal.PortRange{First: 40000, Last: 40999},
-				APIPort:             10360, ClusterPort: 10361, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false, "NetworkPolicyStats": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "NodeNetworkPolicy": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false},
+				APIPort:             10360, ClusterPort: 10361, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false, "NetworkPolicyStats": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "NodeNetworkPolicy": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false, "Multicast": true},
 			}
 			tc.want(&want)
 			if !reflect.DeepEqual(got, want) {
@@ -246,5 +246,29 @@ func TestTheFlowExporterIsOffByDefaultAndOnWithItsGateAndKey(t *testing.T) {
 		Poll: 2 * time.Second, Active: 5 * time.Second, Idle: 30 * time.Second}
 	if !reflect.DeepEqual(o.FlowExporter, want) {
 		t.Fatalf("FlowExporter %+v, want %+v", o.FlowExporter, want)
+	}
+}
+
+// Multicast runs with its gate (on by default) and multicast.enable, with
+// the file's query versions and interval; the gate off keeps it off.
+func TestMulticastRunsWithItsGateAndEnable(t *testing.T) {
+	for _, tc := range []struct {
+		name, conf string
+		want       *MulticastOptions
+	}{
+		{"off by default", "", nil},
+		{"on with multicast.enable", "multicast:\n  enable: true\n  igmpQueryVersions: [3]\n  igmpQueryInterval: 30s\n",
+			&MulticastOptions{QueryVersions: []int{3}, QueryInterval: 30 * time.Second}},
+		{"off when the gate is off", "featureGates:\n  Multicast: false\nmulticast:\n  enable: true\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parse(t, "--config", writeConf(t, tc.conf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(o.Multicast, tc.want) {
+				t.Errorf("Multicast = %+v, want %+v", o.Multicast, tc.want)
+			}
+		})
 	}
 }

@@ -55,6 +55,7 @@ type Client struct {
 	*lbSourceRanges
 	*fqdn
 	*trafficControl
+	*multicast
 }
 
 // NewClient lays out the pipeline of the registered features and returns a
@@ -92,6 +93,8 @@ func newClient(bridge Bridge, round uint32, register func(*datapath) []Feature) 
 			c.fqdn = f
 		case *trafficControl:
 			c.trafficControl = f
+		case *multicast:
+			c.multicast = f
 		}
 	}
 	return c, nil

@@ -38,6 +38,14 @@ var (
 	// mirrored, or one that came back through a return port: Output takes
 	// no TrafficControl action on it again (traffic_control.go).
 	TrafficControlDoneField = binding.Reg(0).Range(12, 12)
+	// MulticastCountedField (reg0[13]) marks a local pod's multicast packet
+	// whose sender's counter flow has counted it (multicast.go): the flow
+	// resubmits it to L3Forwarding, where it then meets its group's flow.
+	MulticastCountedField = binding.Reg(0).Range(13, 13)
+	// MulticastDeliverField (reg0[14]) marks a copy a multicast group's
+	// bucket hands to its member's delivery flow (the port in reg1), whose
+	// counter is the member's inbound counter (multicast.go).
+	MulticastDeliverField = binding.Reg(0).Range(14, 14)
 	// TargetOFPortField (reg1) is the port Output sends the packet to.
 	TargetOFPortField = binding.Reg(1).All()
 	// EndpointIPField (reg3) is the IPv4 address of the endpoint chosen by a

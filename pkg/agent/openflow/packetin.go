@@ -32,11 +32,14 @@ const (
 	// until the rule's flows hold the addresses it names
 	// (pkg/agent/controller/networkpolicy, fqdn.go here).
 	PacketInDNS PacketInKind = 5
+	// PacketInIGMP: an IGMP message a local pod sent (a report or a
+	// leave; multicast.go here, pkg/agent/multicast reads it).
+	PacketInIGMP PacketInKind = 6
 )
 
 var packetInKindNames = map[PacketInKind]string{
 	PacketInServiceReject: "ServiceReject", PacketInPolicy: "Policy", PacketInTraceflow: "Traceflow",
-	PacketInCapture: "PacketCapture", PacketInDNS: "DNS",
+	PacketInCapture: "PacketCapture", PacketInDNS: "DNS", PacketInIGMP: "IGMP",
 }
 
 func (k PacketInKind) String() string {

@@ -233,7 +233,7 @@ func (c *services) FinishServiceRecovery(ctx context.Context) error {
 	}
 	var unused []binding.Message
 	for _, g := range groups {
-		if !used[g.GroupID] {
+		if !used[g.GroupID] && !IsMulticastGroupID(g.GroupID) {
 			unused = append(unused, &binding.GroupMod{Command: binding.GroupDelete, Type: binding.GroupSelect, GroupID: g.GroupID})
 		}
 	}

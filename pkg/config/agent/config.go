@@ -44,6 +44,9 @@ const (
 	// TrafficControl gates the agent's TrafficControl controller
 	// (pkg/agent/trafficcontrol; off by default, as upstream).
 	TrafficControl = "TrafficControl"
+	// Multicast gates the agent's multicast controller (pkg/agent/multicast);
+	// it runs when multicast.enable is true too (on by default, as upstream).
+	Multicast = "Multicast"
 	// NodeLatencyMonitor gates the agent's latency probes of the other Nodes
 	// (pkg/agent/nodelatency; off by default, as upstream).
 	NodeLatencyMonitor = "NodeLatencyMonitor"
@@ -133,6 +136,9 @@ type AgentConfig struct {
 	TrafficEncryptionMode string `json:"trafficEncryptionMode"`
 	// WireGuard is the configuration of trafficEncryptionMode wireGuard.
 	WireGuard WireGuardConfig `json:"wireGuard"`
+	// Multicast is upstream's multicast section (multicast.enable and
+	// the Multicast gate run pkg/agent/multicast).
+	Multicast MulticastConfig `json:"multicast"`
 	// TunnelType is geneve (default), vxlan or gre.
 	TunnelType string `json:"tunnelType"`
 	// TunnelCsum asks for outer UDP checksums on the tunnel. Default false.
@@ -288,7 +294,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, NodeNetworkPolicy: false, BGPPolicy: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true, SupportBundleCollection: false, TrafficControl: false},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, NodeNetworkPolicy: false, BGPPolicy: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true, SupportBundleCollection: false, TrafficControl: false, Multicast: true},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,
@@ -297,6 +303,7 @@ func Defaults() *AgentConfig {
 		TrafficEncapMode:        EncapModeEncap,
 		TrafficEncryptionMode:   EncryptionModeNone,
 		WireGuard:               WireGuardConfig{Port: 51820},
+		Multicast:               MulticastConfig{IGMPQueryVersions: []int{1, 2, 3}, IGMPQueryInterval: "125s"},
 		TunnelType:              TunnelGeneve,
 		APIPort:                 10350,
 		ClusterPort:             10351,
@@ -456,6 +463,14 @@ func (c *AgentConfig) validate() []error {
 	if c.WireGuard.Port < 1 || c.WireGuard.Port > 65535 {
 		fail("wireGuard.port", "%d is not a port (want 1 to 65535)", c.WireGuard.Port)
 	}
+	for i, v := range c.Multicast.IGMPQueryVersions {
+		if v < 1 || v > 3 {
+			fail(fmt.Sprintf("multicast.igmpQueryVersions[%d]", i), "%d is not an IGMP version (want 1, 2 or 3)", v)
+		}
+	}
+	if d, err := time.ParseDuration(c.Multicast.IGMPQueryInterval); err != nil || d < time.Second {
+		fail("multicast.igmpQueryInterval", "%q is not a duration of 1s or more (such as 125s)", c.Multicast.IGMPQueryInterval)
+	}
 	if c.ClusterPort < 1 || c.ClusterPort > 65535 {
 		fail("clusterPort", "%d is not a port (want 1 to 65535)", c.ClusterPort)
 	}
@@ -568,6 +583,35 @@ const (
 // encryptionModes map the lower-cased modes to their spelling.
 var encryptionModes = map[string]string{"none": EncryptionModeNone, "": EncryptionModeNone,
 	"ipsec": EncryptionModeIPsec, "wireguard": EncryptionModeWireGuard}
+
+// MulticastConfig is upstream's multicast section.
+type MulticastConfig struct {
+	// Enable runs the multicast controller (with the Multicast gate).
+	Enable bool `json:"enable"`
+	// multicastInterfaces, upstream's interfaces for multicast to and
+	// from outside the cluster, is accepted empty only (upstream.go).
+	// IGMPQueryVersions are the versions of the general queries sent to
+	// the Pods. Default [1, 2, 3], as upstream; [3] is enough (a v3 query
+	// is answered by hosts of every version, RFC 3376 §7) and better: a v1
+	// query puts a Linux Pod in IGMPv1 mode for 400 s, in which it sends
+	// no leaves, so its memberships end only when they expire.
+	IGMPQueryVersions []int `json:"igmpQueryVersions"`
+	// IGMPQueryInterval is how often they are sent; a membership not
+	// reported for three intervals expires. Default 125s.
+	IGMPQueryInterval string `json:"igmpQueryInterval"`
+}
+
+// MulticastEnabled says whether multicast runs: its gate and
+// multicast.enable.
+func (c *AgentConfig) MulticastEnabled() bool {
+	return c.FeatureGates[Multicast] && c.Multicast.Enable
+}
+
+// QueryInterval is multicast.igmpQueryInterval (validated).
+func (m MulticastConfig) QueryInterval() time.Duration {
+	d, _ := time.ParseDuration(m.IGMPQueryInterval)
+	return d
+}
 
 // WireGuardConfig is upstream's wireGuard section.
 type WireGuardConfig struct {

@@ -158,3 +158,13 @@ type FQDNCacheEntry struct {
 	IPAddress      string    `json:"ipAddress"`
 	ExpirationTime time.Time `json:"expirationTime"`
 }
+
+// PodMulticastStats is one local Pod's multicast traffic (GET
+// /podmulticaststats), upstream's fields: the packets it received from its
+// groups (inbound) and the multicast packets it sent (outbound).
+type PodMulticastStats struct {
+	PodName      string `json:"name"`
+	PodNamespace string `json:"namespace"`
+	Inbound      uint64 `json:"inbound"`
+	Outbound     uint64 `json:"outbound"`
+}
