@@ -55,6 +55,7 @@ type Client struct {
 	*lbSourceRanges
 	*fqdn
 	*trafficControl
+	*l7Policy
 }
 
 // NewClient lays out the pipeline of the registered features and returns a
@@ -92,6 +93,8 @@ func newClient(bridge Bridge, round uint32, register func(*datapath) []Feature) 
 			c.fqdn = f
 		case *trafficControl:
 			c.trafficControl = f
+		case *l7Policy:
+			c.l7Policy = f
 		}
 	}
 	return c, nil

@@ -38,6 +38,9 @@ const (
 	// cookieTrafficControl is the cookie of TrafficControl's flows
 	// (traffic_control.go).
 	cookieTrafficControl Cookie = 0x4
+	// cookieL7Policy is the cookie of the layer 7 steering flows
+	// (l7_policy.go).
+	cookieL7Policy Cookie = 0x5
 	// cookieTraceflow is the cookie of a Traceflow tag's flows, with the
 	// tag in its low byte.
 	cookieTraceflow Cookie = 0x7f000000

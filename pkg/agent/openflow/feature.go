@@ -85,6 +85,7 @@ func registeredFeatures(d *datapath) []Feature {
 		newEgress(d),
 		newFQDN(d),
 		newTrafficControl(d),
+		newL7Policy(d),
 	}
 }
 
