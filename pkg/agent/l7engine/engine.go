@@ -37,10 +37,12 @@ type connKey struct {
 
 // Engine decides on the packets of layer 7 rules' connections.
 type Engine struct {
-	// Report, if set, is called with each denial and each allowed request
-	// of a rule that logs; it must not block.
+	now func() time.Time
+
+	// Report, if set, is called (under mu) with each denial and each
+	// allowed request of a rule that logs; it must not block. Set it
+	// before Run or with SetReport.
 	Report func(Verdict)
-	now    func() time.Time
 
 	mu    sync.Mutex
 	rules map[uint16]*Rule
@@ -51,6 +53,13 @@ type Engine struct {
 // New returns an engine without rules.
 func New() *Engine {
 	return &Engine{now: time.Now, rules: map[uint16]*Rule{}, conns: map[connKey]*conn{}}
+}
+
+// SetReport sets Report while the engine runs.
+func (e *Engine) SetReport(f func(Verdict)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.Report = f
 }
 
 // SetRules makes rules, by VLAN id, the engine's rules. Connections of a

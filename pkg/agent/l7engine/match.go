@@ -23,8 +23,10 @@ type Rule struct {
 	Policy string
 	// Name is the rule's name in its policy.
 	Name string
-	HTTP []HTTPMatch
-	TLS  []TLSMatch
+	// Direction ("Ingress" or "Egress") and LogLabel are for the audit log.
+	Direction, LogLabel string
+	HTTP                []HTTPMatch
+	TLS                 []TLSMatch
 	// Log asks for an audit line for allowed requests too (denials are
 	// always logged).
 	Log bool
