@@ -77,7 +77,7 @@ const DefaultLBPool = "lab-lb"
 //     DefaultLBPool as the pool of LoadBalancer Services without the
 //     annotation (the pool itself is not created);
 //   - the agents' PacketCapture, NodeLatencyMonitor, NodeNetworkPolicy,
-//     EgressTrafficShaping, BGPPolicy and TrafficControl gates on, and SupportBundleCollection in both (upstream: alpha,
+//     EgressTrafficShaping, BGPPolicy, TrafficControl and L7NetworkPolicy gates on, and SupportBundleCollection in both (upstream: alpha,
 //     off by default), so that they can be tried (BGPPolicy with the lab's
 //     router, router.go).
 //   - NodePortLocal on (nodePortLocal.enable; upstream's default is off),
@@ -101,6 +101,7 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			"featureGates.SupportBundleCollection": "true",
 			"featureGates.BGPPolicy":               "true",
 			"featureGates.TrafficControl":          "true",
+			"featureGates.L7NetworkPolicy":         "true",
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,

@@ -1,0 +1,301 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/client/clientset/versioned"
+	"antrea.io/antrea/test/labtest"
+)
+
+// l7DocExamples are the YAML examples of docs/antrea-l7-network-policy.md
+// (upstream's, unchanged), by metadata.name.
+func l7DocExamples(t *testing.T) map[string][]byte {
+	t.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(self), "..", "..", "docs", "antrea-l7-network-policy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, block := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(data), -1) {
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(block[1]), &meta); err != nil {
+			t.Fatal(err)
+		}
+		if meta.Kind == "NetworkPolicy" || meta.Kind == "ClusterNetworkPolicy" {
+			out[meta.Metadata.Name] = []byte(block[1])
+		}
+	}
+	return out
+}
+
+// docGlob matches s against a host, path or sni pattern as the CRD documents
+// it: "*" is any run of characters, everything else is itself, the whole
+// of s matches. Written here with a regular expression, not the engine's
+// matcher.
+func docGlob(pattern, s string, foldCase bool) bool {
+	expr := "^" + strings.ReplaceAll(regexp.QuoteMeta(pattern), `\*`, ".*") + "$"
+	if foldCase {
+		expr = "(?i)" + expr
+	}
+	return regexp.MustCompile(expr).MatchString(s)
+}
+
+// l7Request is one probe of the table: an HTTP request (method, host,
+// path) or, with sni set, a TLS handshake followed by "GET /".
+type l7Request struct {
+	method, host, path string
+	sni                string
+}
+
+// expectedL7 is the documented verdict of req under a rule's l7Protocols:
+// allowed if one entry matches (http: method exact or unset, host and path
+// globs or unset; tls: sni glob or unset), the request's kind (http or tls)
+// and the entry's kind agreeing.
+func expectedL7(entries []crdv1beta1.L7Protocol, req l7Request) bool {
+	for _, e := range entries {
+		switch {
+		case req.sni == "" && e.HTTP != nil:
+			h := e.HTTP
+			if (h.Method == "" || h.Method == req.method) && (h.Host == "" || docGlob(h.Host, req.host, true)) &&
+				(h.Path == "" || docGlob(h.Path, req.path, false)) {
+				return true
+			}
+		case req.sni != "" && e.TLS != nil:
+			if e.TLS.SNI == "" || docGlob(e.TLS.SNI, req.sni, true) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestL7NetworkPolicyUpstreamExamples: upstream's layer 7 examples, applied
+// unchanged one after the other, decide a table of requests from client
+// Pods on both Nodes (one on the web server's Node, one on the other) as a
+// matcher written here from the CRD's documented semantics says: allowed
+// requests get the server's answer, denied HTTP requests the engine's 403,
+// denied TLS handshakes a reset; the ingress examples drop a Pod that is
+// not a client; the denials are in the web Node's audit log.
+func TestL7NetworkPolicyUpstreamExamples(t *testing.T) {
+	e := requireReal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	crd, err := versioned.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := fmt.Sprintf("e2e-l7-%d", time.Now().UnixNano()%1000000)
+	if err := labtest.CreateNamespace(ctx, e.Client, ns, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	pod := func(name, node string, labels map[string]string, args ...string) *corev1.Pod {
+		c := labtest.TestPodContainer("c", []int{80}, nil)
+		if len(args) > 0 {
+			c.Args = args
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{c}}}
+	}
+	clientLabels := map[string]string{"app": "client", "egress-restriction": "internal-domain-only"}
+	for _, p := range []*corev1.Pod{
+		pod("web", "node-2", map[string]string{"app": "web"}, "serve", "--http", "80", "--https", "443"),
+		pod("client-1", "node-1", clientLabels),
+		pod("client-2", "node-2", clientLabels),
+		pod("outsider", "node-1", nil),
+	} {
+		if _, err := e.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pods, err := labtest.WaitPodsUsable(ctx, e.Client, ns, []string{"web", "client-1", "client-2", "outsider"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := pods["web"].Status.PodIP
+	examples := l7DocExamples(t)
+
+	// ask sends reqs from a Pod on one connection (HTTP) or one each
+	// (TLS) and returns one line per request: "200 <answer>", "403",
+	// "reset" or "error: ...".
+	ask := func(from string, reqs []l7Request) []string {
+		t.Helper()
+		var out []string
+		flush := func(args []string, n int) {
+			lines, err := e.Exec(ctx, ns, from, append([]string{"antrea-testpod", "http", "--timeout", "2s"}, args...)...)
+			if err != nil {
+				t.Fatalf("%s: antrea-testpod http %v: %v: %s", from, args, err, lines)
+			}
+			got := strings.Split(strings.TrimSpace(lines), "\n")
+			if len(got) != n {
+				t.Fatalf("%s: %d answers to %d requests: %s", from, len(got), n, lines)
+			}
+			for _, l := range got {
+				_, verdict, _ := strings.Cut(l, ": ")
+				if strings.HasPrefix(verdict, "403 ") {
+					verdict = "403"
+				}
+				out = append(out, verdict)
+			}
+		}
+		for _, r := range reqs {
+			if r.sni != "" {
+				flush([]string{"--to", net.JoinHostPort(web, "443"), "--tls", "--sni", r.sni, "--host", r.sni, "GET /"}, 1)
+				continue
+			}
+			flush([]string{"--to", net.JoinHostPort(web, "80"), "--host", r.host, r.method + " " + r.path}, 1)
+		}
+		return out
+	}
+	want := func(entries []crdv1beta1.L7Protocol, r l7Request) string {
+		switch {
+		case expectedL7(entries, r) && r.sni != "":
+			return "200 web GET /"
+		case expectedL7(entries, r):
+			return "200 web " + r.method + " " + r.path
+		case r.sni != "":
+			return "reset"
+		}
+		return "403"
+	}
+	httpTable := []l7Request{
+		{method: "GET", host: "foo.bar.com", path: "/api/v2/users"},
+		{method: "POST", host: "foo.bar.com", path: "/api/v2/users"},
+		{method: "GET", host: "foo.bar.com", path: "/api/v1/users"},
+		{method: "GET", host: "foo.bar.com:80", path: "/api/v2/"},
+		{method: "GET", host: "other.example", path: "/api/v2/users"},
+		{method: "DELETE", host: "www.bar.com", path: "/admin"},
+		{method: "GET", host: "a.b.bar.com", path: "/"},
+		{method: "GET", host: "bar.com", path: "/"},
+		{method: "PUT", host: "www.bar.org", path: "/x"},
+	}
+	tlsTable := []l7Request{{sni: "foo.bar.com"}, {sni: "www.bar.com"}, {sni: "bar.com"}, {sni: "evil.example"}}
+
+	for _, tc := range []struct {
+		name  string
+		table []l7Request
+	}{
+		{"ingress-allow-http-request-to-api-v2", httpTable},
+		{"allow-web-access-to-internal-domain", httpTable},
+		{"ingress-allow-tls-handshake", tlsTable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var entries []crdv1beta1.L7Protocol
+			var ingress bool
+			var del func()
+			switch doc := examples[tc.name]; {
+			case strings.Contains(string(doc), "kind: ClusterNetworkPolicy"):
+				var p crdv1beta1.ClusterNetworkPolicy
+				if err := yaml.UnmarshalStrict(doc, &p); err != nil {
+					t.Fatal(err)
+				}
+				entries = p.Spec.Egress[1].L7Protocols
+				if _, err := crd.CrdV1beta1().ClusterNetworkPolicies().Create(ctx, &p, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				del = func() {
+					_ = crd.CrdV1beta1().ClusterNetworkPolicies().Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+				}
+			case doc != nil:
+				var p crdv1beta1.NetworkPolicy
+				if err := yaml.UnmarshalStrict(doc, &p); err != nil {
+					t.Fatal(err)
+				}
+				entries, ingress = p.Spec.Ingress[0].L7Protocols, true
+				if _, err := crd.CrdV1beta1().NetworkPolicies(ns).Create(ctx, &p, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				del = func() {
+					_ = crd.CrdV1beta1().NetworkPolicies(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+				}
+			default:
+				t.Fatalf("docs/antrea-l7-network-policy.md has no example %s", tc.name)
+			}
+			// A denied request of the table shows the rule realized on
+			// each client's path.
+			var denied l7Request
+			for _, r := range tc.table {
+				if !expectedL7(entries, r) {
+					denied = r
+					break
+				}
+			}
+			defer func() {
+				del()
+				// The next example starts without this one's rules.
+				for _, from := range []string{"client-1", "client-2"} {
+					labtest.WaitFor(t, ctx, tc.name+" gone for "+from, func() error {
+						if got := ask(from, []l7Request{denied}); got[0] == "403" || got[0] == "reset" {
+							return fmt.Errorf("%+v still %s", denied, got[0])
+						}
+						return nil
+					})
+				}
+			}()
+			for _, from := range []string{"client-1", "client-2"} {
+				labtest.WaitFor(t, ctx, tc.name+" enforced for "+from, func() error {
+					if got := ask(from, []l7Request{denied}); got[0] != want(entries, denied) {
+						return fmt.Errorf("%+v: %s", denied, got[0])
+					}
+					return nil
+				})
+			}
+			for _, from := range []string{"client-1", "client-2"} {
+				got := ask(from, tc.table)
+				allowed := 0
+				for i, r := range tc.table {
+					if expectedL7(entries, r) {
+						allowed++
+					}
+					if w := want(entries, r); got[i] != w {
+						t.Errorf("%s %s %+v: got %q, want %q", tc.name, from, r, got[i], w)
+					}
+				}
+				t.Logf("%s from %s: %d requests, %d allowed, as documented", tc.name, from, len(tc.table), allowed)
+			}
+			if ingress {
+				// drop-other: a Pod without app=client is dropped.
+				if out, err := e.Exec(ctx, ns, "outsider", "antrea-testpod", "connect", "--protocol", "tcp",
+					"--to", net.JoinHostPort(web, "80"), "--timeout", "1s"); !strings.Contains(out, "timeout") {
+					t.Errorf("outsider to web under %s: %v %s, want a timeout (drop-other)", tc.name, err, out)
+				}
+				logPath := e.NodeHostPath("node-2", "/var/log/antrea/networkpolicy/np.log")
+				labtest.WaitFor(t, ctx, "the denial in node-2's audit log", func() error {
+					f, err := os.Open(logPath)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					sc := bufio.NewScanner(f)
+					for sc.Scan() {
+						if l := sc.Text(); strings.Contains(l, " L7Engine AntreaNetworkPolicy:"+ns+"/"+tc.name+" ") && strings.Contains(l, " Reject ") {
+							return nil
+						}
+					}
+					return fmt.Errorf("no L7Engine Reject line of %s in %s", tc.name, logPath)
+				})
+			}
+		})
+	}
+}
