@@ -219,6 +219,25 @@ func TestL7RulesAreEnforcedByTheEngineOnRealOVS(t *testing.T) {
 			t.Errorf("TLS to %s: %v, want the connection reset", tc.sni, err)
 		}
 	}
+	steering := 0
+	for _, f := range br.DumpFlows(t) {
+		if strings.Contains(f, "cookie=0x100000005,") {
+			steering++
+			t.Log(f)
+		}
+	}
+	if steering != 4 {
+		t.Errorf("%d steering flows on the switch, want 4 (two to the engine, two for what it sends back)", steering)
+	}
+	// Without the engine's port the steering flows go.
+	if err := c.SetL7EnginePort(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range br.DumpFlows(t) {
+		if strings.Contains(f, "cookie=0x100000005,") {
+			t.Errorf("a steering flow stayed: %s", f)
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	denied := 0
