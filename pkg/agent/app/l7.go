@@ -87,11 +87,10 @@ func ensureL7Veth() error {
 		if err := netlink.LinkSetARPOff(link); err != nil {
 			return fmt.Errorf("arp off on %s: %w", name, err)
 		}
-		for _, p := range []string{"/proc/sys/net/ipv6/conf/" + name + "/disable_ipv6", "/proc/sys/net/ipv4/conf/" + name + "/forwarding"} {
-			v := "1"
-			if p[len(p)-len("forwarding"):] == "forwarding" {
-				v = "0"
-			}
+		for p, v := range map[string]string{
+			"/proc/sys/net/ipv6/conf/" + name + "/disable_ipv6": "1",
+			"/proc/sys/net/ipv4/conf/" + name + "/forwarding":   "0",
+		} {
 			if err := os.WriteFile(p, []byte(v), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("%s: %w", p, err)
 			}
