@@ -181,7 +181,7 @@ func connectCommand(ctx context.Context, stdout io.Writer, exit *int) *cobra.Com
 func httpCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
 	var cfg HTTPConfig
 	cmd := &cobra.Command{
-		Use: "http --to HOST:PORT [--host H] [--tls [--sni NAME]] [--repeat N] \"METHOD /path\"...",
+		Use: "http --to HOST:PORT [--host H] [--tls [--sni NAME]] [--repeat N] \"METHOD /path [HOST]\"...",
 		Short: "Send HTTP(S) requests on kept-alive connections; print \"<request>: <status> <first body line>\", \"reset\" or \"error\" for each " +
 			"(with --repeat: the count, rate and p50/p99 latency)",
 		Args: cobra.MinimumNArgs(1),

@@ -76,7 +76,10 @@ func (r HTTPResult) String() string {
 	return fmt.Sprintf("%s: %d %s", r.Request, r.Status, r.Body)
 }
 
-// HTTP sends the requests and returns their results.
+// HTTP sends the requests and returns their results. A request is
+// "METHOD /path" or "METHOD /path HOST": HOST, when given, is that
+// request's Host header (and TLS server name unless cfg.SNI is set); the
+// requests of one host share kept-alive connections.
 func HTTP(ctx context.Context, cfg HTTPConfig) ([]HTTPResult, error) {
 	host, _, err := net.SplitHostPort(cfg.To)
 	if err != nil {
@@ -85,23 +88,40 @@ func HTTP(ctx context.Context, cfg HTTPConfig) ([]HTTPResult, error) {
 	if cfg.Host == "" {
 		cfg.Host = host
 	}
-	sni := cfg.SNI
-	if sni == "" && net.ParseIP(cfg.Host) == nil {
-		sni = cfg.Host
-	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 3 * time.Second
 	}
 	var d net.Dialer
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, network, cfg.To)
-		},
-		TLSClientConfig:     &tls.Config{ServerName: sni, InsecureSkipVerify: true}, //nolint:gosec // a test client: no verification
-		MaxIdleConnsPerHost: 1,
+	clients := map[string]*http.Client{}
+	clientFor := func(h string) *http.Client {
+		if c, ok := clients[h]; ok {
+			return c
+		}
+		sni := cfg.SNI
+		if sni == "" {
+			if name, _, err := net.SplitHostPort(h); err == nil {
+				h = name
+			}
+			if net.ParseIP(h) == nil {
+				sni = h
+			}
+		}
+		tr := &http.Transport{
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return d.DialContext(ctx, network, cfg.To)
+			},
+			TLSClientConfig:     &tls.Config{ServerName: sni, InsecureSkipVerify: true}, //nolint:gosec // a test client: no verification
+			MaxIdleConnsPerHost: 1,
+		}
+		c := &http.Client{Transport: tr, Timeout: cfg.Timeout}
+		clients[h] = c
+		return c
 	}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: cfg.Timeout}
+	defer func() {
+		for _, c := range clients {
+			c.CloseIdleConnections()
+		}
+	}()
 	scheme := "http"
 	if cfg.TLS {
 		scheme = "https"
@@ -109,17 +129,21 @@ func HTTP(ctx context.Context, cfg HTTPConfig) ([]HTTPResult, error) {
 	var out []HTTPResult
 	for i := 0; i < max(cfg.Repeat, 1); i++ {
 		for _, r := range cfg.Requests {
-			method, path, ok := strings.Cut(strings.TrimSpace(r), " ")
-			if !ok || !strings.HasPrefix(path, "/") {
-				return nil, fmt.Errorf("http: request %q: want \"METHOD /path\"", r)
+			fields := strings.Fields(r)
+			if len(fields) < 2 || len(fields) > 3 || !strings.HasPrefix(fields[1], "/") {
+				return nil, fmt.Errorf("http: request %q: want \"METHOD /path [HOST]\"", r)
 			}
-			req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+cfg.Host+path, nil)
+			h := cfg.Host
+			if len(fields) == 3 {
+				h = fields[2]
+			}
+			req, err := http.NewRequestWithContext(ctx, fields[0], scheme+"://"+h+fields[1], nil)
 			if err != nil {
 				return nil, fmt.Errorf("http: request %q: %w", r, err)
 			}
 			res := HTTPResult{Request: r}
 			start := time.Now()
-			resp, err := client.Do(req)
+			resp, err := clientFor(h).Do(req)
 			if err == nil {
 				line, rerr := bufio.NewReader(resp.Body).ReadString('\n')
 				_, _ = io.Copy(io.Discard, resp.Body)

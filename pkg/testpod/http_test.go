@@ -27,11 +27,11 @@ func TestTheHTTPClientSeesWhatTheServerAnswersOverHTTPAndHTTPS(t *testing.T) {
 		tls  bool
 	}{{plain, false}, {secure, true}} {
 		res, err := HTTP(ctx, HTTPConfig{To: "127.0.0.1:" + strconv.Itoa(tc.port), Host: "foo.bar.com", TLS: tc.tls,
-			Requests: []string{"GET /api/v2/x", "DELETE /admin", "GET /hostname"}, Timeout: 2 * time.Second})
+			Requests: []string{"GET /api/v2/x", "DELETE /admin other.example", "GET /hostname"}, Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"GET /api/v2/x: 200 web GET /api/v2/x", "DELETE /admin: 200 web DELETE /admin", "GET /hostname: 200 web"}
+		want := []string{"GET /api/v2/x: 200 web GET /api/v2/x", "DELETE /admin other.example: 200 web DELETE /admin", "GET /hostname: 200 web"}
 		for i, r := range res {
 			if r.String() != want[i] {
 				t.Errorf("tls %v: %q, want %q", tc.tls, r.String(), want[i])

@@ -1,7 +1,12 @@
 package networkpolicy
 
 import (
+	"bytes"
+	"net/netip"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"antrea.io/antrea/pkg/agent/l7engine"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
@@ -80,4 +85,50 @@ func TestLayer7RulesAreLeftOutWithoutAnEngine(t *testing.T) {
 		t.Errorf("without an engine the desired state holds %d rules, %d orders, %d infos; want only the plain rule",
 			len(want.rules), len(want.orders), len(want.infos))
 	}
+}
+
+func TestEngineVerdictsAreAuditLinesNamingPolicyRuleAndRequest(t *testing.T) {
+	rule := &l7engine.Rule{Policy: "AntreaNetworkPolicy:default/ingress-allow-http-request-to-api-v2", Name: "allow-http", Direction: "Ingress"}
+	for _, tc := range []struct {
+		v    l7engine.Verdict
+		want string
+	}{
+		{l7engine.Verdict{Rule: rule, Client: netip.MustParseAddrPort("10.10.1.4:45034"), Server: netip.MustParseAddrPort("10.10.1.3:80"),
+			Protocol: "http", HTTP: &l7engine.HTTPRequest{Method: "POST", Host: "foo.bar.com", Path: "/admin"}},
+			"L7Engine AntreaNetworkPolicy:default/ingress-allow-http-request-to-api-v2 allow-http Ingress Reject <nil> <nil> 10.10.1.4 45034 10.10.1.3 80 TCP <nil> <nil> http POST foo.bar.com /admin"},
+		{l7engine.Verdict{Rule: rule, Allowed: true, Client: netip.MustParseAddrPort("10.10.1.4:1"), Server: netip.MustParseAddrPort("10.10.1.3:443"),
+			Protocol: "tls", SNI: "foo.bar.com"},
+			"L7Engine AntreaNetworkPolicy:default/ingress-allow-http-request-to-api-v2 allow-http Ingress Allow <nil> <nil> 10.10.1.4 1 10.10.1.3 443 TCP <nil> <nil> tls foo.bar.com"},
+	} {
+		buf := &lockedBuffer{}
+		l7Report(newAuditLoggerTo(buf, time.Millisecond))(tc.v)
+		// A Reject line is written when its dedup window ends.
+		deadline := time.Now().Add(5 * time.Second)
+		for buf.String() == "" && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		got := strings.TrimSpace(buf.String())
+		if !strings.HasSuffix(got, tc.want) {
+			t.Errorf("line %q\nwant it to end with %q", got, tc.want)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer the audit logger's timer may write while
+// the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
