@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
@@ -95,8 +96,8 @@ func expectedL7(entries []crdv1beta1.L7Protocol, req l7Request) bool {
 	return false
 }
 
-// TestL7NetworkPolicyUpstreamExamples: upstream's layer 7 examples, applied
-// unchanged one after the other, decide a table of requests from client
+// TestL7NetworkPolicyUpstreamExamples: upstream's layer 7 examples (HTTP
+// and TLS, ingress and egress), applied unchanged one after the other, decide a table of requests from client
 // Pods on both Nodes (one on the web server's Node, one on the other) as a
 // matcher written here from the CRD's documented semantics says: allowed
 // requests get the server's answer, denied HTTP requests the engine's 403,
@@ -223,8 +224,18 @@ func TestL7NetworkPolicyUpstreamExamples(t *testing.T) {
 		{"ingress-allow-http-request-to-api-v2", httpTable},
 		{"allow-web-access-to-internal-domain", httpTable},
 		{"ingress-allow-tls-handshake", tlsTable},
+		{"allow-tls-handshake-to-internal", tlsTable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "allow-tls-handshake-to-internal" {
+				// The example selects egress-restriction=internal-tls-only.
+				for _, c := range []string{"client-1", "client-2"} {
+					patch := []byte(`{"metadata":{"labels":{"egress-restriction":"internal-tls-only"}}}`)
+					if _, err := e.Client.CoreV1().Pods(ns).Patch(ctx, c, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			var entries []crdv1beta1.L7Protocol
 			var ingress bool
 			var del func()
