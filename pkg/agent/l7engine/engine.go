@@ -105,6 +105,11 @@ func (e *Engine) Process(vlan uint16, frame []byte) [][]byte {
 		return nil
 	}
 	c, client := e.lookupLocked(vlan, s)
+	if s.flags&tcpSYN != 0 && s.flags&tcpACK == 0 {
+		// A client's SYN opens a new connection, whatever one of its
+		// address and port (and this rule) left behind.
+		c = nil
+	}
 	if c == nil {
 		if s.flags&tcpSYN == 0 || s.flags&tcpACK != 0 {
 			// A server's packet, or a client's of a connection begun
@@ -134,7 +139,7 @@ func (e *Engine) Process(vlan uint16, frame []byte) [][]byte {
 // lookupLocked finds the connection of a segment and whether it comes
 // from the client.
 func (e *Engine) lookupLocked(vlan uint16, s *segment) (*conn, bool) {
-	if c, ok := e.conns[connKey{vlan, s.src}]; ok && !(s.flags&tcpSYN != 0 && s.flags&tcpACK == 0 && c.synced && c.proto == protoDenied) {
+	if c, ok := e.conns[connKey{vlan, s.src}]; ok {
 		return c, true
 	}
 	if c, ok := e.conns[connKey{vlan, s.dst}]; ok {

@@ -175,3 +175,23 @@ func validChecksums(f []byte) bool {
 	pseudo := append(append(append([]byte{}, ip[12:16]...), ip[16:20]...), 0, protoTCP, byte(len(tcp)>>8), byte(len(tcp)))
 	return checksum(pseudo, tcp) == 0
 }
+
+func TestANewConnectionFromTheSamePortStartsFresh(t *testing.T) {
+	e, _ := engineWith(&Rule{TLS: []TLSMatch{{SNI: "*.bar.com"}}})
+	handshake(t, e)
+	hello := clientHello(t, "www.bar.com", 0)
+	if out := e.Process(vlan, buildSegment(c2sPath, clientISN+1, serverISN+1, tcpACK|tcpPSH, hello)); len(out) != 1 {
+		t.Fatal("the allowed ClientHello did not pass")
+	}
+	// The client reuses its port without the engine seeing the first
+	// connection end: the new one is inspected, not passed on the old one's
+	// verdict.
+	if out := e.Process(vlan, buildSegment(c2sPath, 9000, 0, tcpSYN, nil)); len(out) != 1 {
+		t.Fatal("the new SYN did not pass")
+	}
+	e.Process(vlan, buildSegment(s2cPath, 7000, 9001, tcpSYN|tcpACK, nil))
+	evil := clientHello(t, "evil.example", 0)
+	if out := e.Process(vlan, buildSegment(c2sPath, 9001, 7001, tcpACK|tcpPSH, evil)); len(out) != 2 {
+		t.Fatalf("a denied ClientHello on a reused port got %d frames, want two resets", len(out))
+	}
+}
