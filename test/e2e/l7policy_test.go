@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
@@ -97,12 +98,13 @@ func expectedL7(entries []crdv1beta1.L7Protocol, req l7Request) bool {
 }
 
 // TestL7NetworkPolicyUpstreamExamples: upstream's layer 7 examples (HTTP
-// and TLS, ingress and egress), applied unchanged one after the other, decide a table of requests from client
-// Pods on both Nodes (one on the web server's Node, one on the other) as a
-// matcher written here from the CRD's documented semantics says: allowed
-// requests get the server's answer, denied HTTP requests the engine's 403,
-// denied TLS handshakes a reset; the ingress examples drop a Pod that is
-// not a client; the denials are in the web Node's audit log.
+// and TLS, ingress and egress), applied unchanged one after the other,
+// decide a table of requests from client Pods on both Nodes (one on the web
+// server's Node, one on the other) as a matcher written here from the CRD's
+// documented semantics says: allowed requests get the server's answer,
+// denied HTTP requests the engine's 403 (through a Service's ClusterIP
+// too), denied TLS handshakes a reset; the ingress examples drop a Pod that
+// is not a client; the denials are in the web Node's audit log.
 func TestL7NetworkPolicyUpstreamExamples(t *testing.T) {
 	e := requireReal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -140,13 +142,21 @@ func TestL7NetworkPolicyUpstreamExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	web := pods["web"].Status.PodIP
+	svc, err := e.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{
+			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(80)}, {Name: "https", Port: 443, TargetPort: intstr.FromInt32(443)}}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcIP := svc.Spec.ClusterIP
 	examples := l7DocExamples(t)
 
-	// ask sends reqs from a Pod, the HTTP ones on kept-alive connections
-	// (one per Host), the TLS ones on one connection per server name, and
-	// returns one verdict per request: "200 <answer>", "403", "reset" or
-	// "error: ...".
-	ask := func(from string, reqs []l7Request) []string {
+	// askAt sends reqs from a Pod to address to, the HTTP ones on
+	// kept-alive connections (one per Host), the TLS ones on one connection
+	// per server name, and returns one verdict per request: "200 <answer>",
+	// "403", "reset" or "error: ...".
+	askAt := func(from, to string, reqs []l7Request) []string {
 		t.Helper()
 		var plain, secure []string
 		for _, r := range reqs {
@@ -161,7 +171,7 @@ func TestL7NetworkPolicyUpstreamExamples(t *testing.T) {
 			if len(lines) == 0 {
 				return
 			}
-			args := []string{"antrea-testpod", "http", "--timeout", "2s", "--to", net.JoinHostPort(web, port)}
+			args := []string{"antrea-testpod", "http", "--timeout", "2s", "--to", net.JoinHostPort(to, port)}
 			if tls {
 				args = append(args, "--tls")
 			}
@@ -192,6 +202,10 @@ func TestL7NetworkPolicyUpstreamExamples(t *testing.T) {
 			}
 		}
 		return out
+	}
+	ask := func(from string, reqs []l7Request) []string {
+		t.Helper()
+		return askAt(from, web, reqs)
 	}
 	want := func(entries []crdv1beta1.L7Protocol, r l7Request) string {
 		switch {
@@ -308,6 +322,18 @@ func TestL7NetworkPolicyUpstreamExamples(t *testing.T) {
 					}
 				}
 				t.Logf("%s from %s: %d requests, %d of them allowed by the documented semantics", tc.name, from, len(tc.table), allowed)
+			}
+			if tc.name == "ingress-allow-http-request-to-api-v2" {
+				// Through a Service: the engine's answers reach the client
+				// from the ClusterIP it connected to.
+				for _, from := range []string{"client-1", "client-2"} {
+					got := askAt(from, svcIP, tc.table)
+					for i, r := range tc.table {
+						if w := want(entries, r); got[i] != w {
+							t.Errorf("%s %s via Service %s %+v: got %q, want %q", tc.name, from, svcIP, r, got[i], w)
+						}
+					}
+				}
 			}
 			if ingress {
 				// drop-other: a Pod without app=client is dropped.
