@@ -2,6 +2,7 @@ package networkpolicy
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -70,8 +71,8 @@ func l7Rule(p *cpv1beta2.NetworkPolicy, r *cpv1beta2.NetworkPolicyRule) *l7engin
 
 // apply gives the layer 7 rules of a policy's desired state their ids
 // (freeing those of rules gone), marks their PolicyRules with them and
-// restricts them to TCP, and hands the engine the new rule table before the
-// flows that steer to it are written. Without an engine (l nil) a layer 7
+// restricts them to TCP, and hands the engine the new rule table (when it
+// changed) before the flows that steer to it are written. Without an engine (l nil) a layer 7
 // rule is left out: it matches nothing, and the rules after it decide.
 func (l *l7Rules) apply(name string, want *desiredPolicy) {
 	if l == nil {
@@ -85,10 +86,12 @@ func (l *l7Rules) apply(name string, want *desiredPolicy) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	changed := false
 	for key, id := range l.ids {
 		if key.policy == name && want.l7[key.index] == nil {
 			delete(l.ids, key)
 			delete(l.rules, id)
+			changed = true
 		}
 	}
 	for _, i := range slices.Sorted(maps.Keys(want.l7)) {
@@ -101,7 +104,10 @@ func (l *l7Rules) apply(name string, want *desiredPolicy) {
 			}
 			l.ids[key] = id
 		}
-		l.rules[id] = want.l7[i]
+		if !reflect.DeepEqual(l.rules[id], want.l7[i]) {
+			l.rules[id] = want.l7[i]
+			changed = true
+		}
 	}
 	for k, r := range want.rules {
 		i := ruleIndex(k)
@@ -119,7 +125,9 @@ func (l *l7Rules) apply(name string, want *desiredPolicy) {
 			r.Services = []agentof.PolicyPort{{Protocol: binding.IPProtoTCP}}
 		}
 	}
-	l.engine.SetRules(maps.Clone(l.rules))
+	if changed {
+		l.engine.SetRules(maps.Clone(l.rules))
+	}
 }
 
 // drop leaves a rule out of a desired state.

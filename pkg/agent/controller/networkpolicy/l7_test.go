@@ -14,9 +14,12 @@ import (
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
-type fakeL7Engine struct{ rules map[uint16]*l7engine.Rule }
+type fakeL7Engine struct {
+	rules map[uint16]*l7engine.Rule
+	sets  int
+}
 
-func (f *fakeL7Engine) SetRules(r map[uint16]*l7engine.Rule) { f.rules = r }
+func (f *fakeL7Engine) SetRules(r map[uint16]*l7engine.Rule) { f.rules, f.sets = r, f.sets+1 }
 func (f *fakeL7Engine) SetReport(func(l7engine.Verdict))     {}
 
 // desiredWithL7 is a policy's desired state with rule 0 a layer 7 rule
@@ -66,7 +69,11 @@ func TestLayer7RulesGetAnIdTheEngineKnowsAndOnlyTCP(t *testing.T) {
 	other := desiredWithL7()
 	l.apply("p2", other)
 	again := desiredWithL7()
+	sets := engine.sets
 	l.apply("p1", again)
+	if engine.sets != sets {
+		t.Error("the same rules were handed to the engine again")
+	}
 	if other.rules["0/a"].L7VLAN == a.L7VLAN || again.rules["0/a"].L7VLAN != a.L7VLAN {
 		t.Errorf("ids: p1 %d then %d, p2 %d", a.L7VLAN, again.rules["0/a"].L7VLAN, other.rules["0/a"].L7VLAN)
 	}
