@@ -77,7 +77,7 @@ const DefaultLBPool = "lab-lb"
 //     DefaultLBPool as the pool of LoadBalancer Services without the
 //     annotation (the pool itself is not created);
 //   - the agents' PacketCapture, NodeLatencyMonitor, NodeNetworkPolicy,
-//     EgressTrafficShaping, BGPPolicy and TrafficControl gates on, and SupportBundleCollection in both (upstream: alpha,
+//     EgressTrafficShaping, BGPPolicy, TrafficControl and L7NetworkPolicy gates on, and SupportBundleCollection in both (upstream: alpha,
 //     off by default), so that they can be tried (BGPPolicy with the lab's
 //     router, router.go).
 //   - multicast on (multicast.enable; upstream's default is off), with
@@ -105,6 +105,7 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			"featureGates.TrafficControl":          "true",
 			"multicast.enable":                     "true",
 			"multicast.igmpQueryVersions":          "[3]",
+			"featureGates.L7NetworkPolicy":         "true",
 		},
 		"antrea-controller.conf": {
 			"kubeAPIServerOverride": apiServer,

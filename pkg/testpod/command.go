@@ -34,7 +34,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(serveCommand(ctx), dnsCommand(ctx), connectCommand(ctx, stdout, &exit), holdCommand(ctx, stdout), floodCommand(ctx, stdout),
+	root.AddCommand(serveCommand(ctx), dnsCommand(ctx), connectCommand(ctx, stdout, &exit), httpCommand(ctx, stdout), holdCommand(ctx, stdout), floodCommand(ctx, stdout),
 		mcastSendCommand(ctx, stdout), mcastRecvCommand(ctx, stdout))
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(stderr, "antrea-testpod:", err)
@@ -60,7 +60,7 @@ func serveCommand(ctx context.Context) *cobra.Command {
 				}
 				cfg.Name = h
 			}
-			if !cmd.Flags().Changed("tcp") && !cmd.Flags().Changed("udp") && !cmd.Flags().Changed("http") {
+			if !cmd.Flags().Changed("tcp") && !cmd.Flags().Changed("udp") && !cmd.Flags().Changed("http") && !cmd.Flags().Changed("https") {
 				cfg.TCPPorts, cfg.UDPPorts = defaultPorts, defaultPorts
 			}
 			ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
@@ -71,7 +71,8 @@ func serveCommand(ctx context.Context) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.Name, "name", "", "name to answer with (default $POD_NAME, else the hostname)")
 	cmd.Flags().IntSliceVar(&cfg.TCPPorts, "tcp", nil, "TCP ports to serve, comma-separated")
 	cmd.Flags().IntSliceVar(&cfg.UDPPorts, "udp", nil, "UDP ports to serve, comma-separated")
-	cmd.Flags().IntSliceVar(&cfg.HTTPPorts, "http", nil, "TCP ports to serve HTTP on: GET /clientip answers the client's IP:port, /hostname the name (as agnhost netexec)")
+	cmd.Flags().IntSliceVar(&cfg.HTTPPorts, "http", nil, "TCP ports to serve HTTP on: GET /clientip answers the client's IP:port, /hostname the name (as agnhost netexec), any other request \"NAME METHOD PATH\"")
+	cmd.Flags().IntSliceVar(&cfg.HTTPSPorts, "https", nil, "TCP ports to serve HTTPS on (as --http, self-signed certificate)")
 	cmd.Flags().StringVar(&cfg.Host, "host", "", "address to bind (default every address)")
 	return cmd
 }
@@ -175,5 +176,38 @@ func connectCommand(ctx context.Context, stdout io.Writer, exit *int) *cobra.Com
 	cmd.Flags().DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "how long to wait for an answer")
 	cmd.Flags().DurationVar(&every, "every", 0, "probe repeatedly, one probe every this long (with --for)")
 	cmd.Flags().DurationVar(&duration, "for", 0, "how long to probe repeatedly (with --every)")
+	return cmd
+}
+
+func httpCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
+	var cfg HTTPConfig
+	cmd := &cobra.Command{
+		Use: "http --to HOST:PORT [--host H] [--tls [--sni NAME]] [--repeat N] \"METHOD /path [HOST]\"...",
+		Short: "Send HTTP(S) requests on kept-alive connections; print \"<request>: <status> <first body line>\", \"reset\" or \"error\" for each " +
+			"(with --repeat: the count, rate and p50/p99 latency)",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Requests = args
+			start := time.Now()
+			results, err := HTTP(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if cfg.Repeat > 1 {
+				fmt.Fprintln(stdout, HTTPSummary(results, time.Since(start)))
+				return nil
+			}
+			for _, r := range results {
+				fmt.Fprintln(stdout, r.String())
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfg.To, "to", "", "HOST:PORT to connect to")
+	cmd.Flags().StringVar(&cfg.Host, "host", "", "Host header (default the host of --to)")
+	cmd.Flags().BoolVar(&cfg.TLS, "tls", false, "HTTPS (the certificate is not verified)")
+	cmd.Flags().StringVar(&cfg.SNI, "sni", "", "TLS server name (default --host unless it is an IP address)")
+	cmd.Flags().IntVar(&cfg.Repeat, "repeat", 1, "send the requests this many times and print a summary")
+	cmd.Flags().DurationVar(&cfg.Timeout, "timeout", 3*time.Second, "timeout of each request")
 	return cmd
 }

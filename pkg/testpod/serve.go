@@ -7,6 +7,7 @@ package testpod
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -30,6 +31,9 @@ type ServeConfig struct {
 	// (IP:port), /hostname with Name. Hosts outside the cluster use it to
 	// report which source address a pod's connection arrived from.
 	HTTPPorts []int
+	// HTTPSPorts are served like HTTPPorts over TLS, with a self-signed
+	// certificate made at start.
+	HTTPSPorts []int
 	// Host is the address to bind; empty means every address.
 	Host string
 	// Ready, if set, is closed once every port is bound.
@@ -42,7 +46,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if cfg.Name == "" {
 		return errors.New("testpod: serve needs a name")
 	}
-	if len(cfg.TCPPorts)+len(cfg.UDPPorts)+len(cfg.HTTPPorts) == 0 {
+	if len(cfg.TCPPorts)+len(cfg.UDPPorts)+len(cfg.HTTPPorts)+len(cfg.HTTPSPorts) == 0 {
 		return fmt.Errorf("testpod: serve %s: no ports", cfg.Name)
 	}
 	reply := []byte(cfg.Name + "\n")
@@ -83,7 +87,23 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		listeners = append(listeners, l)
 		servers = append(servers, &http.Server{Handler: httpHandler(cfg.Name), ReadHeaderTimeout: 5 * time.Second})
 	}
-	klog.InfoS("Serving", "name", cfg.Name, "tcp", cfg.TCPPorts, "udp", cfg.UDPPorts, "http", cfg.HTTPPorts)
+	if len(cfg.HTTPSPorts) > 0 {
+		cert, err := selfSignedCert(cfg.Name)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("testpod: serve %s: certificate: %w", cfg.Name, err)
+		}
+		for _, p := range cfg.HTTPSPorts {
+			l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(p)))
+			if err != nil {
+				closeAll()
+				return fmt.Errorf("testpod: serve %s: listen https port %d: %w", cfg.Name, p, err)
+			}
+			listeners = append(listeners, tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}}))
+			servers = append(servers, &http.Server{Handler: httpHandler(cfg.Name), ReadHeaderTimeout: 5 * time.Second})
+		}
+	}
+	klog.InfoS("Serving", "name", cfg.Name, "tcp", cfg.TCPPorts, "udp", cfg.UDPPorts, "http", cfg.HTTPPorts, "https", cfg.HTTPSPorts)
 	if cfg.Ready != nil {
 		close(cfg.Ready)
 	}
@@ -136,9 +156,14 @@ func serveTCP(l net.Listener, reply []byte) {
 	}
 }
 
-// httpHandler answers /clientip and /hostname as agnhost netexec does.
+// httpHandler answers /clientip and /hostname as agnhost netexec does, and
+// every other request with "<name> <method> <path>" (the layer 7 policy
+// tests see which requests reached the server).
 func httpHandler(name string) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s %s\n", name, r.Method, r.URL.Path)
+	})
 	mux.HandleFunc("GET /clientip", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, r.RemoteAddr)
 	})

@@ -486,7 +486,7 @@ func TestConfFilesAreWhatTheComponentsRead(t *testing.T) {
 	objs := decode(t, render(t, "tunnelType=vxlan", "ovs.datapathType=netdev", "featureGates.AntreaProxy=false", "defaultMTU=1400"))
 	agent := confOf(t, objs, "antrea-agent.conf")
 	for key, want := range map[string]any{"tunnelType": "vxlan", "ovsDatapathType": "netdev", "defaultMTU": 1400.0,
-		"featureGates": map[string]any{"AntreaProxy": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "NodeNetworkPolicy": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false}} {
+		"featureGates": map[string]any{"AntreaProxy": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "NodeNetworkPolicy": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false, "L7NetworkPolicy": false}} {
 		if got, _ := json.Marshal(agent[key]); string(got) != mustJSON(t, want) {
 			t.Errorf("antrea-agent.conf: %s is %s, want %s", key, got, mustJSON(t, want))
 		}

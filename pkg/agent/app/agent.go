@@ -31,6 +31,7 @@ import (
 	"antrea.io/antrea/pkg/agent/egress"
 	"antrea.io/antrea/pkg/agent/flowexporter"
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	"antrea.io/antrea/pkg/agent/l7engine"
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	"antrea.io/antrea/pkg/agent/nodenet"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
@@ -73,8 +74,9 @@ func Run(ctx context.Context, o Options) error {
 		{"proxy health", setupProxyHealth},
 		{"AntreaProxy", setupProxy},
 		{"FlowExporter", setupFlowExporter},
-		{"informers", setupInformers},   // of the parts above
-		{"peer routes", waitPeerRoutes}, // before policy recovery
+		{"informers", setupInformers},      // of the parts above
+		{"peer routes", waitPeerRoutes},    // before policy recovery
+		{"L7NetworkPolicy", setupL7Engine}, // the layer 7 engine, before the policies it enforces
 		{"NetworkPolicy", setupPolicy},
 		{"NetworkPolicy stats", setupPolicyStats},
 		{"Traceflow", setupTraceflow},
@@ -156,6 +158,9 @@ type deps struct {
 	// run concurrently with its setup (the FlowExporter names rules).
 	policyRules atomic.Pointer[npcontroller.Controller]
 	podEvents   chan interfacestore.PodEvent
+
+	// l7 is the layer 7 engine (nil without the L7NetworkPolicy gate).
+	l7 *l7engine.Engine
 
 	// exporter is the FlowExporter (nil when it is off): the policy
 	// controller hands it the packets policies deny.

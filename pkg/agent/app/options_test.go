@@ -54,7 +54,7 @@ func TestOptionsWithoutConfigAreUpstreamDefaults(t *testing.T) {
 		IPAMDataDir: "/var/lib/antrea/ipam", EnableProxy: true, ProxyAll: true,
 		WireGuardPort: 51820, WireGuardKeyFile: "/var/lib/antrea/wireguard/private.key",
 		ProxyHealthzAddress: netip.MustParseAddrPort("0.0.0.0:10256"),
-		APIPort:             10350, ClusterPort: 10351, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "NodeNetworkPolicy": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false, "Multicast": true},
+		APIPort:             10350, ClusterPort: 10351, EnablePrometheusMetrics: true, FeatureGates: map[string]bool{"AntreaProxy": true, "NetworkPolicyStats": true, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "NodeNetworkPolicy": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false, "Multicast": true, "L7NetworkPolicy": false},
 		StatsInterval: time.Minute,
 	}
 	if !reflect.DeepEqual(o, want) {
@@ -139,7 +139,7 @@ nodePortLocal:
 				ProxyAll: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")},
 				ProxyHealthzAddress: netip.MustParseAddrPort("127.0.0.1:10257"),
 				NodePortLocal:       &nodeportlocal.PortRange{First: 40000, Last: 40999},
-				APIPort:             10360, ClusterPort: 10361, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false, "NetworkPolicyStats": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "NodeNetworkPolicy": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false, "Multicast": true},
+				APIPort:             10360, ClusterPort: 10361, EnablePrometheusMetrics: false, FeatureGates: map[string]bool{"AntreaProxy": false, "NetworkPolicyStats": false, "FlowExporter": false, "PacketCapture": false, "NodeLatencyMonitor": false, "NodeNetworkPolicy": false, "BGPPolicy": false, "Egress": true, "ServiceExternalIP": true, "EgressTrafficShaping": false, "NodePortLocal": true, "SupportBundleCollection": false, "TrafficControl": false, "Multicast": true, "L7NetworkPolicy": false},
 			}
 			tc.want(&want)
 			if !reflect.DeepEqual(got, want) {

@@ -37,6 +37,10 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 		denied = d.exporter.Deny
 	}
 	d.podEvents = make(chan interfacestore.PodEvent, 64)
+	var l7 npcontroller.L7Engine
+	if d.l7 != nil {
+		l7 = d.l7
+	}
 	policies := npcontroller.NewController(d.o.NodeName, controlplane, d.flows, d.store, npcontroller.Options{
 		Recovered: recovered,
 		PodEvents: d.podEvents,
@@ -55,6 +59,7 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 		Denied:     denied,
 		NodePolicy: setupNodePolicyWriter(ctx, d),
 		Services:   npcontroller.NewServiceLookup(d.informers.Core().V1().Services()),
+		L7:         l7,
 	})
 	d.restore.released = purger.Changed
 	d.controlplane, d.policies = controlplane, policies

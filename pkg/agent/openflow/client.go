@@ -56,6 +56,7 @@ type Client struct {
 	*fqdn
 	*trafficControl
 	*multicast
+	*l7Policy
 }
 
 // NewClient lays out the pipeline of the registered features and returns a
@@ -95,6 +96,8 @@ func newClient(bridge Bridge, round uint32, register func(*datapath) []Feature) 
 			c.trafficControl = f
 		case *multicast:
 			c.multicast = f
+		case *l7Policy:
+			c.l7Policy = f
 		}
 	}
 	return c, nil

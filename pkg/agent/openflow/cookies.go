@@ -41,6 +41,9 @@ const (
 	// cookieMulticast is the cookie of the multicast feature's flows
 	// (multicast.go).
 	cookieMulticast Cookie = 0x5
+	// cookieL7Policy is the cookie of the layer 7 steering flows
+	// (l7_policy.go).
+	cookieL7Policy Cookie = 0x6
 	// cookieTraceflow is the cookie of a Traceflow tag's flows, with the
 	// tag in its low byte.
 	cookieTraceflow Cookie = 0x7f000000

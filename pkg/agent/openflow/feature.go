@@ -86,6 +86,7 @@ func registeredFeatures(d *datapath) []Feature {
 		newFQDN(d),
 		newTrafficControl(d),
 		newMulticast(d),
+		newL7Policy(d),
 	}
 }
 

@@ -46,6 +46,13 @@ var (
 	// bucket hands to its member's delivery flow (the port in reg1), whose
 	// counter is the member's inbound counter (multicast.go).
 	MulticastDeliverField = binding.Reg(0).Range(14, 14)
+	// L7RedirectField (reg0[15]) is set by the conj_id flow of an Allow
+	// rule with l7Protocols: ConntrackCommit stores it in L7RedirectCTMark
+	// and Output sends the packet to the layer 7 engine (l7_policy.go).
+	L7RedirectField = binding.Reg(0).Range(15, 15)
+	// L7RuleVLANField (reg8[0..11]) is that rule's layer 7 id, the VLAN id
+	// the engine reads to know the rule (stored in L7RuleVLANCTMark).
+	L7RuleVLANField = binding.Reg(8).Range(0, 11)
 	// TargetOFPortField (reg1) is the port Output sends the packet to.
 	TargetOFPortField = binding.Reg(1).All()
 	// EndpointIPField (reg3) is the IPv4 address of the endpoint chosen by a
@@ -113,6 +120,11 @@ var (
 	// rewritten the connection (kube-proxy's DNAT when AntreaProxy is off),
 	// sees both directions.
 	FromGatewayCTMark = binding.FieldCTMark.Range(2, 2)
+	// L7RedirectCTMark (ct_mark[3]) marks a connection a layer 7 rule
+	// allowed: every later packet of either direction goes to the layer 7
+	// engine, tagged with L7RuleVLANCTMark (ct_mark[16..27]).
+	L7RedirectCTMark = binding.FieldCTMark.Range(3, 3)
+	L7RuleVLANCTMark = binding.FieldCTMark.Range(16, 27)
 )
 
 // PktSource is a value of PktSourceField: where a packet entered the bridge.
@@ -130,6 +142,9 @@ const (
 	// FromTrafficControlReturn: a TrafficControl return port (redirected
 	// traffic coming back).
 	FromTrafficControlReturn PktSource = 4
+	// FromL7Engine: the layer 7 engine's port (packets it let through or
+	// made, which resume after the policy stage).
+	FromL7Engine PktSource = 5
 )
 
 // Values of PktDestinationField.

@@ -257,6 +257,10 @@ type PolicyRule struct {
 	// Log sends a copy of each packet the rule decides on (new connections
 	// only) to the agent for its audit log, metered.
 	Log bool
+	// L7VLAN, for an Allow rule with l7Protocols, is the rule's layer 7 id
+	// (1 to 4094): the connections it allows are steered through the layer
+	// 7 engine tagged with it (l7_policy.go). 0: a plain rule.
+	L7VLAN uint16
 }
 
 // Equal reports whether two versions of a rule install the same flows.
@@ -267,7 +271,7 @@ func (r *PolicyRule) Equal(o *PolicyRule) bool {
 	return r.ID == o.ID && r.Key == o.Key && r.Direction == o.Direction && r.AnyPeer == o.AnyPeer &&
 		r.Action == o.Action && r.Tier == o.Tier && r.Priority == o.Priority && r.Log == o.Log && slices.Equal(r.Peers, o.Peers) &&
 		slices.Equal(r.AppliedTo, o.AppliedTo) && slices.Equal(r.NodePorts, o.NodePorts) && slices.Equal(r.Services, o.Services) &&
-		slices.Equal(r.ToServices, o.ToServices)
+		slices.Equal(r.ToServices, o.ToServices) && r.L7VLAN == o.L7VLAN
 }
 
 // installs reports whether the rule has flows: a rule without applied-to
@@ -390,11 +394,14 @@ func ruleCTLabel(d Direction) binding.FieldRange {
 
 // ruleLabels are the exec actions of ConntrackCommit's ct(commit): they
 // store the ids of the rules that allowed the connection in its ct_label,
-// where the metric tables find them on its later packets. The commit comes
+// where the metric tables find them on its later packets, and whether a
+// layer 7 rule allowed it (and which) in its ct_mark, where the layer 7
+// steering flows find it (l7_policy.go). The commit comes
 // after both directions' policy: a connection a later table drops is not
 // committed, so its next packet meets the rules again.
 func ruleLabels() []binding.Action {
-	return []binding.Action{move(EgressRuleIDField, EgressRuleCTLabel), move(IngressRuleIDField, IngressRuleCTLabel)}
+	return []binding.Action{move(EgressRuleIDField, EgressRuleCTLabel), move(IngressRuleIDField, IngressRuleCTLabel),
+		move(L7RedirectField, L7RedirectCTMark), move(L7RuleVLANField, L7RuleVLANCTMark)}
 }
 
 func (b *flowBuilder) policyFlow(t *TableSpec, priority uint16, match func(*binding.Match), actions ...binding.Action) *binding.Flow {
@@ -709,6 +716,9 @@ func (b *flowBuilder) ruleActions(r *PolicyRule, deny bool) []binding.Action {
 	}
 	switch r.Action {
 	case ActionAllow:
+		if r.L7VLAN != 0 {
+			acts = append(acts, load(L7RedirectField, on), load(L7RuleVLANField, r.L7VLAN))
+		}
 		acts = append(acts, load(ruleIDField(r.Direction), r.ID), b.pastPolicy(r.Direction))
 	case ActionPass:
 		acts = append(acts, b.next(ruleTable(r.Direction, TierAntrea)))

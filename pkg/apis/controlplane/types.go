@@ -186,6 +186,32 @@ type NetworkPolicyRule struct {
 	Name string
 	// LogLabel is the user's string for the rule's audit log lines.
 	LogLabel string
+	// L7Protocols, when set, make an Allow rule a layer-7 rule: the
+	// agent steers the connections the rule's L3/L4 part matches through
+	// its layer-7 engine, which lets through the requests one of these
+	// matches and denies the rest (HTTP 403, TLS reset).
+	L7Protocols []L7Protocol
+}
+
+// L7Protocol is one layer-7 match of a rule: exactly one of HTTP and TLS.
+type L7Protocol struct {
+	HTTP *HTTPProtocol
+	TLS  *TLSProtocol
+}
+
+// HTTPProtocol matches HTTP requests; an empty field matches everything.
+// Host and Path are globs ("*" matches any run of characters), Method is
+// exact (upper case).
+type HTTPProtocol struct {
+	Host   string
+	Method string
+	Path   string
+}
+
+// TLSProtocol matches a TLS ClientHello's server name (SNI), a glob; empty
+// matches every handshake.
+type TLSProtocol struct {
+	SNI string
 }
 
 // NetworkPolicyPeer selects the other side of a rule.

@@ -30,8 +30,10 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta2.EgressGroupList{}.OpenAPIModelName():                      schema_pkg_apis_controlplane_v1beta2_EgressGroupList(ref),
 		v1beta2.EgressGroupPatch{}.OpenAPIModelName():                     schema_pkg_apis_controlplane_v1beta2_EgressGroupPatch(ref),
 		v1beta2.GroupMember{}.OpenAPIModelName():                          schema_pkg_apis_controlplane_v1beta2_GroupMember(ref),
+		v1beta2.HTTPProtocol{}.OpenAPIModelName():                         schema_pkg_apis_controlplane_v1beta2_HTTPProtocol(ref),
 		v1beta2.IPBlock{}.OpenAPIModelName():                              schema_pkg_apis_controlplane_v1beta2_IPBlock(ref),
 		v1beta2.IPNet{}.OpenAPIModelName():                                schema_pkg_apis_controlplane_v1beta2_IPNet(ref),
+		v1beta2.L7Protocol{}.OpenAPIModelName():                           schema_pkg_apis_controlplane_v1beta2_L7Protocol(ref),
 		v1beta2.NamedPort{}.OpenAPIModelName():                            schema_pkg_apis_controlplane_v1beta2_NamedPort(ref),
 		v1beta2.NetworkPolicy{}.OpenAPIModelName():                        schema_pkg_apis_controlplane_v1beta2_NetworkPolicy(ref),
 		v1beta2.NetworkPolicyList{}.OpenAPIModelName():                    schema_pkg_apis_controlplane_v1beta2_NetworkPolicyList(ref),
@@ -46,6 +48,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta2.PodReference{}.OpenAPIModelName():                         schema_pkg_apis_controlplane_v1beta2_PodReference(ref),
 		v1beta2.Service{}.OpenAPIModelName():                              schema_pkg_apis_controlplane_v1beta2_Service(ref),
 		v1beta2.ServiceReference{}.OpenAPIModelName():                     schema_pkg_apis_controlplane_v1beta2_ServiceReference(ref),
+		v1beta2.TLSProtocol{}.OpenAPIModelName():                          schema_pkg_apis_controlplane_v1beta2_TLSProtocol(ref),
 		v1alpha1.AntreaClusterNetworkPolicyStats{}.OpenAPIModelName():     schema_pkg_apis_stats_v1alpha1_AntreaClusterNetworkPolicyStats(ref),
 		v1alpha1.AntreaClusterNetworkPolicyStatsList{}.OpenAPIModelName(): schema_pkg_apis_stats_v1alpha1_AntreaClusterNetworkPolicyStatsList(ref),
 		v1alpha1.AntreaNetworkPolicyStats{}.OpenAPIModelName():            schema_pkg_apis_stats_v1alpha1_AntreaNetworkPolicyStats(ref),
@@ -634,6 +637,37 @@ func schema_pkg_apis_controlplane_v1beta2_GroupMember(ref common.ReferenceCallba
 	}
 }
 
+func schema_pkg_apis_controlplane_v1beta2_HTTPProtocol(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "HTTPProtocol matches HTTP requests; an empty field matches everything. Host and Path are globs (\"*\" matches any run of characters), Method is exact.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"host": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"method": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"path": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_controlplane_v1beta2_IPBlock(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -690,6 +724,31 @@ func schema_pkg_apis_controlplane_v1beta2_IPNet(ref common.ReferenceCallback) co
 				},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_controlplane_v1beta2_L7Protocol(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "L7Protocol is one layer-7 match of a rule: exactly one of HTTP and TLS.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"http": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1beta2.HTTPProtocol{}.OpenAPIModelName()),
+						},
+					},
+					"tls": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1beta2.TLSProtocol{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1beta2.HTTPProtocol{}.OpenAPIModelName(), v1beta2.TLSProtocol{}.OpenAPIModelName()},
 	}
 }
 
@@ -1078,12 +1137,25 @@ func schema_pkg_apis_controlplane_v1beta2_NetworkPolicyRule(ref common.Reference
 							Format:      "",
 						},
 					},
+					"l7Protocols": {
+						SchemaProps: spec.SchemaProps{
+							Description: "L7Protocols, when set, make an Allow rule a layer-7 rule: the agent's layer-7 engine lets through the requests one of these matches and denies the rest of the traffic the rule matches.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1beta2.L7Protocol{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"direction"},
 			},
 		},
 		Dependencies: []string{
-			v1beta2.NetworkPolicyPeer{}.OpenAPIModelName(), v1beta2.Service{}.OpenAPIModelName()},
+			v1beta2.L7Protocol{}.OpenAPIModelName(), v1beta2.NetworkPolicyPeer{}.OpenAPIModelName(), v1beta2.Service{}.OpenAPIModelName()},
 	}
 }
 
@@ -1375,6 +1447,25 @@ func schema_pkg_apis_controlplane_v1beta2_ServiceReference(ref common.ReferenceC
 						},
 					},
 					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_controlplane_v1beta2_TLSProtocol(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TLSProtocol matches a TLS ClientHello's server name (SNI), a glob; empty matches every handshake.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"sni": {
 						SchemaProps: spec.SchemaProps{
 							Type:   []string{"string"},
 							Format: "",

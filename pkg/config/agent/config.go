@@ -41,6 +41,9 @@ const (
 	FlowExporter = "FlowExporter"
 	// PacketCapture gates the agent's PacketCapture controller (off by default, as upstream).
 	PacketCapture = "PacketCapture"
+	// L7NetworkPolicy gates the agent's layer 7 engine (pkg/agent/l7engine),
+	// which enforces the rules with l7Protocols (off by default, as upstream).
+	L7NetworkPolicy = "L7NetworkPolicy"
 	// TrafficControl gates the agent's TrafficControl controller
 	// (pkg/agent/trafficcontrol; off by default, as upstream).
 	TrafficControl = "TrafficControl"
@@ -294,7 +297,7 @@ const DefaultHealthzBindAddress = "0.0.0.0:10256"
 // Defaults returns upstream's defaults.
 func Defaults() *AgentConfig {
 	return &AgentConfig{
-		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, NodeNetworkPolicy: false, BGPPolicy: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true, SupportBundleCollection: false, TrafficControl: false, Multicast: true},
+		FeatureGates:            map[string]bool{AntreaProxy: true, NetworkPolicyStats: true, FlowExporter: false, PacketCapture: false, NodeLatencyMonitor: false, NodeNetworkPolicy: false, BGPPolicy: false, Egress: true, ServiceExternalIP: true, EgressTrafficShaping: false, NodePortLocal: true, SupportBundleCollection: false, TrafficControl: false, Multicast: true, L7NetworkPolicy: false},
 		CNISocket:               "/var/run/antrea/cni.sock",
 		OVSBridge:               "br-int",
 		OVSDatapathType:         DatapathSystem,

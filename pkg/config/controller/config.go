@@ -39,6 +39,11 @@ const ServiceExternalIP = "ServiceExternalIP"
 // controller (upstream: alpha, off by default).
 const SupportBundleCollection = "SupportBundleCollection"
 
+// L7NetworkPolicy is upstream's gate of layer 7 rules: accepted either way
+// (admission accepts l7Protocols whatever it says; the agents' gate starts
+// their layer 7 engine).
+const L7NetworkPolicy = "L7NetworkPolicy"
+
 // ControllerConfig is antrea-controller.conf. Field comments give
 // upstream's meaning and default; the json tags are upstream's key names.
 type ControllerConfig struct {
@@ -86,7 +91,7 @@ type ServiceExternalIPConfig struct {
 // Defaults returns upstream's defaults.
 func Defaults() *ControllerConfig {
 	return &ControllerConfig{
-		FeatureGates:            map[string]bool{Egress: true, ServiceExternalIP: false, SupportBundleCollection: false},
+		FeatureGates:            map[string]bool{Egress: true, ServiceExternalIP: false, SupportBundleCollection: false, L7NetworkPolicy: false},
 		APIPort:                 10349,
 		EnablePrometheusMetrics: true,
 		SelfSignedCert:          true,
@@ -134,7 +139,7 @@ func (c *ControllerConfig) validate() []error {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.FeatureGates)) {
-		if name != Egress && name != ServiceExternalIP && name != SupportBundleCollection {
+		if name != Egress && name != ServiceExternalIP && name != SupportBundleCollection && name != L7NetworkPolicy {
 			fail("featureGates", "%q is not a feature gate this Antrea implements", name)
 		}
 	}

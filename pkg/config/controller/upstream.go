@@ -18,7 +18,7 @@ var spec = strict.Spec{
 		{Name: Egress, Default: true, Implemented: true},
 		{Name: "ExternalNode"},
 		{Name: "IPsecCertAuth"},
-		{Name: "L7NetworkPolicy"},
+		{Name: L7NetworkPolicy, Implemented: true},
 		{Name: "Multicast"},
 		{Name: "Multicluster"},
 		{Name: "NetworkPolicyStats", Default: true},

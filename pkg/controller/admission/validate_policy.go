@@ -274,9 +274,7 @@ func (v *Validator) validateRule(ctx context.Context, kind policyKind, path *fie
 				[]crdv1beta1.RuleAction{crdv1beta1.RuleActionAllow, crdv1beta1.RuleActionDrop, crdv1beta1.RuleActionReject, crdv1beta1.RuleActionPass}))
 		}
 	}
-	if len(r.L7Protocols) > 0 {
-		errs = append(errs, unsupported(path.Child("l7Protocols"), "layer 7 protocols (upstream needs its L7NetworkPolicy feature gate)"))
-	}
+	errs = append(errs, validateL7Protocols(path, r)...)
 	errs = append(errs, validatePorts(path.Child("ports"), r.Ports)...)
 	errs = append(errs, v.validateAppliedTos(ctx, kind, path.Child("appliedTo"), r.AppliedTo, !ingress)...)
 
@@ -638,6 +636,50 @@ func validateSelector(path *field.Path, s *metav1.LabelSelector) field.ErrorList
 		return nil
 	}
 	return metav1validation.ValidateLabelSelector(s, metav1validation.LabelSelectorValidationOptions{}, path)
+}
+
+// httpMethods are the methods upstream documents for an http match.
+var httpMethods = []string{"GET", "POST", "PUT", "HEAD", "DELETE", "TRACE", "OPTIONS", "CONNECT", "PATCH"}
+
+// validateL7Protocols checks a rule's l7Protocols as upstream does: only in
+// an Allow rule (the engine lets through what matches and denies the rest),
+// not with toServices, and only over TCP (a port's protocol TCP or unset, no
+// protocols entry); each entry sets exactly one of http and tls, an http
+// method is one of upstream's list. Globs in host, path and sni are free
+// text ("*" is the only special character).
+func validateL7Protocols(path *field.Path, r *crdv1beta1.Rule) field.ErrorList {
+	if len(r.L7Protocols) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	l7 := path.Child("l7Protocols")
+	if r.Action != nil && *r.Action != crdv1beta1.RuleActionAllow {
+		errs = append(errs, field.Forbidden(l7, "layer 7 protocols can only be used in a rule whose action is Allow (it is "+string(*r.Action)+")"))
+	}
+	if len(r.ToServices) > 0 {
+		errs = append(errs, field.Forbidden(l7, "layer 7 protocols cannot be used with toServices"))
+	}
+	for i, port := range r.Ports {
+		if port.Protocol != nil && *port.Protocol != corev1.ProtocolTCP {
+			errs = append(errs, field.Forbidden(path.Child("ports").Index(i).Child("protocol"),
+				"layer 7 protocols (l7Protocols) need TCP: the port's protocol must be TCP or unset"))
+		}
+	}
+	if len(r.Protocols) > 0 {
+		errs = append(errs, field.Forbidden(path.Child("protocols"), "layer 7 protocols (l7Protocols) need TCP: protocols cannot be set with them"))
+	}
+	for i, l := range r.L7Protocols {
+		p := l7.Index(i)
+		switch {
+		case l.HTTP == nil && l.TLS == nil:
+			errs = append(errs, field.Required(p, "one of http and tls"))
+		case l.HTTP != nil && l.TLS != nil:
+			errs = append(errs, field.Forbidden(p.Child("tls"), "an entry sets one of http and tls, not both"))
+		case l.HTTP != nil && l.HTTP.Method != "" && !slices.Contains(httpMethods, l.HTTP.Method):
+			errs = append(errs, field.NotSupported(p.Child("http", "method"), l.HTTP.Method, httpMethods))
+		}
+	}
+	return errs
 }
 
 func unsupported(path *field.Path, what string) *field.Error {

@@ -266,9 +266,39 @@ func TestInvalidClusterNetworkPoliciesAreRefusedNamingTheField(t *testing.T) {
 		{"an FQDN peer with a podSelector", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
 			p.Egress[0].To[0].FQDN = "api.foobar.com"
 		}, "spec.egress[0].to[0].fqdn", []string{"other fields"}},
-		{"a layer 7 protocol", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+		{"a layer 7 protocol in a Drop rule", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			drop := crdv1beta1.RuleActionDrop
+			p.Ingress[0].Action = &drop
 			p.Ingress[0].L7Protocols = []crdv1beta1.L7Protocol{{HTTP: &crdv1beta1.HTTPProtocol{Path: "/"}}}
-		}, "spec.ingress[0].l7Protocols", []string{"not supported"}},
+		}, "spec.ingress[0].l7Protocols", []string{"Allow", "Drop"}},
+		{"a layer 7 protocol over UDP", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			udp := corev1.ProtocolUDP
+			p.Ingress[0].Ports = []crdv1beta1.NetworkPolicyPort{{Protocol: &udp, Port: portNum(53)}}
+			p.Ingress[0].L7Protocols = []crdv1beta1.L7Protocol{{HTTP: &crdv1beta1.HTTPProtocol{}}}
+		}, "spec.ingress[0].ports[0].protocol", []string{"TCP"}},
+		{"a layer 7 protocol with ICMP", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.Ingress[0].Protocols = []crdv1beta1.NetworkPolicyProtocol{{ICMP: &crdv1beta1.ICMPProtocol{}}}
+			p.Ingress[0].L7Protocols = []crdv1beta1.L7Protocol{{TLS: &crdv1beta1.TLSProtocol{SNI: "a.b"}}}
+		}, "spec.ingress[0].protocols", []string{"TCP"}},
+		{"a layer 7 protocol with toServices", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.Egress[0].Action = action(crdv1beta1.RuleActionAllow)
+			p.Egress[0].To = nil
+			p.Egress[0].ToServices = []crdv1beta1.PeerService{{Name: "svc", Namespace: "ns"}}
+			p.Egress[0].L7Protocols = []crdv1beta1.L7Protocol{{HTTP: &crdv1beta1.HTTPProtocol{}}}
+		}, "spec.egress[0].l7Protocols", []string{"toServices"}},
+		{"an empty layer 7 protocol entry", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.Ingress[0].L7Protocols = []crdv1beta1.L7Protocol{{}}
+		}, "spec.ingress[0].l7Protocols[0]", []string{"http", "tls"}},
+		{"http and tls in one layer 7 entry", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.Ingress[0].L7Protocols = []crdv1beta1.L7Protocol{{HTTP: &crdv1beta1.HTTPProtocol{}, TLS: &crdv1beta1.TLSProtocol{}}}
+		}, "spec.ingress[0].l7Protocols[0].tls", []string{"not both"}},
+		{"an unknown HTTP method", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.Ingress[0].L7Protocols = []crdv1beta1.L7Protocol{{HTTP: &crdv1beta1.HTTPProtocol{Method: "get"}}}
+		}, "spec.ingress[0].l7Protocols[0].http.method", []string{"GET"}},
+		{"a layer 7 protocol in a policy applied to Nodes", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
+			p.AppliedTo = []crdv1beta1.AppliedTo{{NodeSelector: selector("kubernetes.io/hostname", "n1")}}
+			p.Ingress[0].L7Protocols = []crdv1beta1.L7Protocol{{HTTP: &crdv1beta1.HTTPProtocol{}}}
+		}, "spec.ingress[0].l7Protocols", []string{"Nodes"}},
 		{"an ExternalEntity selector", func(p *crdv1beta1.ClusterNetworkPolicySpec) {
 			p.Ingress[0].From[0].ExternalEntitySelector = selector()
 		}, "spec.ingress[0].from[0].externalEntitySelector", nil},

@@ -144,6 +144,7 @@ func computeNative(l nativeLister, kind controlplane.NetworkPolicyType, namespac
 				EnableLogging: r.EnableLogging,
 				LogLabel:      r.LogLabel,
 				Name:          r.Name,
+				L7Protocols:   l7Protocols(r.L7Protocols),
 			}
 			if b.perNamespace(r) {
 				b.expandPerNamespace(base, r, appliedTo)
@@ -666,4 +667,21 @@ func copyInt32(p *int32) *int32 {
 	}
 	v := *p
 	return &v
+}
+
+// l7Protocols copies a rule's layer 7 matches into the controlplane form
+// (admission has checked them: one of http and tls per entry).
+func l7Protocols(in []crdv1beta1.L7Protocol) []controlplane.L7Protocol {
+	var out []controlplane.L7Protocol
+	for _, l := range in {
+		var p controlplane.L7Protocol
+		if l.HTTP != nil {
+			p.HTTP = &controlplane.HTTPProtocol{Host: l.HTTP.Host, Method: l.HTTP.Method, Path: l.HTTP.Path}
+		}
+		if l.TLS != nil {
+			p.TLS = &controlplane.TLSProtocol{SNI: l.TLS.SNI}
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -22,12 +22,14 @@ EgressTrafficShaping: false
 NodePortLocal: true
 SupportBundleCollection: false
 TrafficControl: false
+L7NetworkPolicy: false
 {{- end -}}
 
 {{- define "antrea.controllerFeatureGates" -}}
 Egress: true
 ServiceExternalIP: false
 SupportBundleCollection: false
+L7NetworkPolicy: false
 {{- end -}}
 
 {{/*

@@ -62,6 +62,9 @@ type auditEntry struct {
 	src, dst                                                    netip.Addr
 	srcPort, dstPort                                            string
 	protocol, length, label                                     string
+	// extra, if set, follows the line's fields (the layer 7 engine's
+	// request: l7.go).
+	extra string
 }
 
 func orNil(s string) string {
@@ -72,9 +75,13 @@ func orNil(s string) string {
 }
 
 func (e *auditEntry) line() string {
-	return strings.Join([]string{orNil(e.table), orNil(e.policy), orNil(e.rule), orNil(e.direction), orNil(e.action),
+	fields := []string{orNil(e.table), orNil(e.policy), orNil(e.rule), orNil(e.direction), orNil(e.action),
 		orNil(e.priority), orNil(e.appliedTo), e.src.String(), orNil(e.srcPort), e.dst.String(), orNil(e.dstPort),
-		orNil(e.protocol), orNil(e.length), orNil(e.label)}, " ")
+		orNil(e.protocol), orNil(e.length), orNil(e.label)}
+	if e.extra != "" {
+		fields = append(fields, e.extra)
+	}
+	return strings.Join(fields, " ")
 }
 
 func (l *auditLogger) log(e *auditEntry) {

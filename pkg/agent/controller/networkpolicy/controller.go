@@ -87,6 +87,9 @@ type Options struct {
 	// tells which changed (NewServiceLookup). Without it a toServices rule
 	// matches nothing.
 	Services ServiceLookup
+	// L7, if set, is the layer 7 engine that enforces the rules with
+	// l7Protocols (l7.go). Without it those rules are left out.
+	L7 L7Engine
 	// Observe, if set, is called by the watchers with every list they
 	// receive and every watch event (bookmarks aside), before it is applied
 	// to the cache; it must not block. The agent simulator records with it.
@@ -112,6 +115,7 @@ type Controller struct {
 	cache      *ruleCache
 	fqdn       *fqdnState    // nil without Options.FQDN
 	node       *nodePolicies // nil without Options.NodePolicy
+	l7         *l7Rules      // nil without Options.L7
 	reconciler *reconciler
 	status     *statusReporter
 	queue      workqueue.TypedRateLimitingInterface[string]
@@ -165,6 +169,9 @@ func NewController(nodeName string, client versioned.Interface, flows PolicyFlow
 			}
 		})
 	}
+	if opts.L7 != nil {
+		c.l7 = newL7Rules(opts.L7)
+	}
 	if opts.FQDN != nil && opts.PacketIns != nil {
 		c.fqdn = newFQDNState(*opts.FQDN)
 		c.cache.fqdn = c.fqdn.cache
@@ -187,6 +194,9 @@ func (c *Controller) Run(ctx context.Context) {
 			klog.ErrorS(err, "No audit log: rules with enableLogging are not logged")
 		}
 		p.IO.Handle(agentof.PacketInPolicy, c.policyPacketIn(p, audit))
+		if c.l7 != nil && audit != nil {
+			c.l7.engine.SetReport(l7Report(audit))
+		}
 		if c.fqdn != nil {
 			p.IO.Handle(agentof.PacketInDNS, c.dnsPacketIn(p.IO))
 			go c.runFQDNExpiry(ctx)
@@ -348,6 +358,7 @@ func (c *Controller) syncPolicy(ctx context.Context, name string) error {
 		fqdnVersion = c.fqdn.cache.currentVersion()
 	}
 	want := c.cache.desired(name, c.ifaces)
+	c.l7.apply(name, want)
 	w, err := c.reconciler.sync(ctx, name, want)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"antrea.io/antrea/pkg/agent/l7engine"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	agenttypes "antrea.io/antrea/pkg/agent/types"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
@@ -52,6 +53,9 @@ type desiredPolicy struct {
 	complete bool
 	// generation of the policy computed (0: the policy is gone).
 	generation int64
+	// l7 are the engine's forms of the rules with l7Protocols, by rule
+	// index (l7.go gives them their ids).
+	l7 map[int]*l7engine.Rule
 }
 
 // noIsolation isolates no port in either direction.
@@ -81,6 +85,14 @@ func (c *ruleCache) desired(name string, ifaces Interfaces) *desiredPolicy {
 			if r := &p.Rules[i]; r.EnableLogging {
 				d.isolation[ruleDirection(r)].logged = true
 			}
+		}
+	}
+	for i := range p.Rules {
+		if l7 := l7Rule(p, &p.Rules[i]); l7 != nil {
+			if d.l7 == nil {
+				d.l7 = map[int]*l7engine.Rule{}
+			}
+			d.l7[i] = l7
 		}
 	}
 	for k, r := range d.rules {

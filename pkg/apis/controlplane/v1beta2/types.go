@@ -169,6 +169,31 @@ type NetworkPolicyRule struct {
 	Name            string            `json:"name,omitempty"`
 	// LogLabel is the user's string for the rule's audit log lines.
 	LogLabel string `json:"logLabel,omitempty"`
+	// L7Protocols, when set, make an Allow rule a layer-7 rule: the
+	// agent's layer-7 engine lets through the requests one of these
+	// matches and denies the rest of the traffic the rule matches.
+	L7Protocols []L7Protocol `json:"l7Protocols,omitempty"`
+}
+
+// L7Protocol is one layer-7 match of a rule: exactly one of HTTP and TLS.
+type L7Protocol struct {
+	HTTP *HTTPProtocol `json:"http,omitempty"`
+	TLS  *TLSProtocol  `json:"tls,omitempty"`
+}
+
+// HTTPProtocol matches HTTP requests; an empty field matches everything.
+// Host and Path are globs ("*" matches any run of characters), Method is
+// exact.
+type HTTPProtocol struct {
+	Host   string `json:"host,omitempty"`
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+}
+
+// TLSProtocol matches a TLS ClientHello's server name (SNI), a glob; empty
+// matches every handshake.
+type TLSProtocol struct {
+	SNI string `json:"sni,omitempty"`
 }
 
 // NetworkPolicyPeer selects the other side of a rule.

@@ -58,6 +58,11 @@ func (in GroupMember) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in HTTPProtocol) OpenAPIModelName() string {
+	return "io.antrea.controlplane.v1beta2.HTTPProtocol"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in IPBlock) OpenAPIModelName() string {
 	return "io.antrea.controlplane.v1beta2.IPBlock"
 }
@@ -65,6 +70,11 @@ func (in IPBlock) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in IPNet) OpenAPIModelName() string {
 	return "io.antrea.controlplane.v1beta2.IPNet"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in L7Protocol) OpenAPIModelName() string {
+	return "io.antrea.controlplane.v1beta2.L7Protocol"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -135,4 +145,9 @@ func (in Service) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ServiceReference) OpenAPIModelName() string {
 	return "io.antrea.controlplane.v1beta2.ServiceReference"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in TLSProtocol) OpenAPIModelName() string {
+	return "io.antrea.controlplane.v1beta2.TLSProtocol"
 }

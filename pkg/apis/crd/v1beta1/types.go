@@ -236,8 +236,10 @@ type Rule struct {
 	// Protocols matches protocols without ports (ICMP, IGMP).
 	// +optional
 	Protocols []NetworkPolicyProtocol `json:"protocols,omitempty"`
-	// L7Protocols is upstream's layer-7 matching; not supported by this
-	// Antrea (refused at admission).
+	// L7Protocols makes an Allow rule a layer 7 rule: of the TCP traffic
+	// its L3/L4 part matches, the agent's layer 7 engine lets through the
+	// HTTP requests and TLS handshakes one entry matches and denies the
+	// rest (HTTP 403, TLS connection reset); other traffic is dropped.
 	// +optional
 	L7Protocols []L7Protocol `json:"l7Protocols,omitempty"`
 	// From are the sources of an ingress rule; empty matches all sources.
@@ -476,7 +478,7 @@ type IGMPProtocol struct {
 	GroupAddress string `json:"groupAddress,omitempty"`
 }
 
-// L7Protocol is upstream's layer-7 match (refused at admission here).
+// L7Protocol is one layer 7 match: http or tls.
 type L7Protocol struct {
 	// +optional
 	HTTP *HTTPProtocol `json:"http,omitempty"`
@@ -484,7 +486,8 @@ type L7Protocol struct {
 	TLS *TLSProtocol `json:"tls,omitempty"`
 }
 
-// HTTPProtocol matches HTTP requests (upstream's; not supported).
+// HTTPProtocol matches HTTP requests: host and path are globs ("*" matches
+// any run of characters), method is exact; an empty field matches all.
 type HTTPProtocol struct {
 	// +optional
 	Host string `json:"host,omitempty"`
@@ -494,7 +497,8 @@ type HTTPProtocol struct {
 	Path string `json:"path,omitempty"`
 }
 
-// TLSProtocol matches a TLS handshake's SNI (upstream's; not supported).
+// TLSProtocol matches a TLS ClientHello's server name (SNI), a glob; empty
+// matches every handshake.
 type TLSProtocol struct {
 	// +optional
 	SNI string `json:"sni,omitempty"`

@@ -61,11 +61,9 @@ func UpstreamDocsExamples() ([]Example, error) {
 }
 
 // Unsupported are the examples this Antrea refuses as not supported, by the
-// field it names.
-var Unsupported = map[string]string{
-	"ingress-allow-http-request-to-api-v2": "spec.ingress[0].l7Protocols",
-	"allow-web-access-to-internal-domain":  "spec.egress[1].l7Protocols",
-}
+// field it names: none since layer 7 rules are enforced (they were the
+// l7Protocols examples).
+var Unsupported = map[string]string{}
 
 // RefusedByUpstream are the examples upstream itself refuses (its CRD
 // schema's action enum has no "Deny": a slip of its docs), by the field named.
