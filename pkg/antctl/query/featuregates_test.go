@@ -14,7 +14,7 @@ import (
 
 func TestClusterFeatureGatesReadTheConfigMap(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: query.AntreaNamespace, Name: query.AntreaConfigMap},
-		Data: map[string]string{"antrea-agent.conf": "featureGates:\n  AntreaProxy: false\n  Multicast: true\n"}}
+		Data: map[string]string{"antrea-agent.conf": "featureGates:\n  AntreaProxy: false\n  TopologyAwareHints: true\n"}}
 	gates, err := query.ClusterFeatureGates(context.Background(), &query.Clients{Kube: kubefake.NewClientset(cm)})
 	if err != nil {
 		t.Fatal(err)
@@ -27,8 +27,8 @@ func TestClusterFeatureGatesReadTheConfigMap(t *testing.T) {
 		g.Source != "configmap kube-system/antrea-config antrea-agent.conf" {
 		t.Errorf("AntreaProxy: %+v, want the agent's, off, implemented, from the ConfigMap", g)
 	}
-	if g := found["Multicast"]; !g.Enabled || g.Implemented || !strings.Contains(g.Note, "not implemented") {
-		t.Errorf("Multicast: %+v, want on but not implemented here", g)
+	if g := found["TopologyAwareHints"]; !g.Enabled || g.Implemented || !strings.Contains(g.Note, "not implemented") {
+		t.Errorf("TopologyAwareHints: %+v, want on but not implemented here", g)
 	}
 	if _, err := query.ClusterFeatureGates(context.Background(), &query.Clients{Kube: kubefake.NewClientset()}); err == nil ||
 		!strings.HasPrefix(err.Error(), "configmap kube-system/antrea-config: ") {
