@@ -221,7 +221,7 @@ func TestL7RulesAreEnforcedByTheEngineOnRealOVS(t *testing.T) {
 	}
 	steering := 0
 	for _, f := range br.DumpFlows(t) {
-		if strings.Contains(f, "cookie=0x100000005,") {
+		if strings.Contains(f, "cookie=0x100000006,") {
 			steering++
 			t.Log(f)
 		}
@@ -234,7 +234,7 @@ func TestL7RulesAreEnforcedByTheEngineOnRealOVS(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range br.DumpFlows(t) {
-		if strings.Contains(f, "cookie=0x100000005,") {
+		if strings.Contains(f, "cookie=0x100000006,") {
 			t.Errorf("a steering flow stayed: %s", f)
 		}
 	}
