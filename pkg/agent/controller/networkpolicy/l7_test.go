@@ -42,7 +42,7 @@ func desiredWithL7() *desiredPolicy {
 	}
 }
 
-func TestLayer7RulesGetAnIdTheEngineKnowsAndOnlyTCP(t *testing.T) {
+func TestLayer7RulesGetAnIdTheEngineKnowsAndKeepTheirPorts(t *testing.T) {
 	engine := &fakeL7Engine{}
 	l := newL7Rules(engine)
 	want := desiredWithL7()
@@ -54,8 +54,8 @@ func TestLayer7RulesGetAnIdTheEngineKnowsAndOnlyTCP(t *testing.T) {
 	if want.rules["1/"].L7VLAN != 0 {
 		t.Error("a plain rule got a layer 7 id")
 	}
-	if len(a.Services) != 1 || a.Services[0].Protocol != binding.IPProtoTCP || a.Services[0].Port != 0 {
-		t.Errorf("a layer 7 rule without ports matches %+v, want all of TCP", a.Services)
+	if len(a.Services) != 0 {
+		t.Errorf("a layer 7 rule without ports matches %+v, want every protocol (what is not TCP is dropped at Output)", a.Services)
 	}
 	if b.Services[0].Port != 8080 {
 		t.Errorf("a layer 7 rule's ports changed: %+v", b.Services)
