@@ -126,3 +126,17 @@ func (l *l7Policy) SetL7EnginePort(ctx context.Context, port uint32) error {
 	b.add(replaceDelta(l.flows, "l7", l.l7Flows(n, port)))
 	return b.commit(ctx, l, "layer 7 steering")
 }
+
+// outputFlows are the feature's flows in Output (to the engine, or the
+// drops of what is not TCP), which Traceflow copies.
+func (l *l7Policy) outputFlows(output uint8) []*binding.Flow {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*binding.Flow
+	for _, f := range l.flows["l7"] {
+		if f.Table == output {
+			out = append(out, f)
+		}
+	}
+	return out
+}

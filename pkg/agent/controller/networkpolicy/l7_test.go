@@ -139,3 +139,21 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Traceflow names the layer 7 rule of a layer 7 id, the one the engine
+// holds under that id; an unknown id, or no engine, names nothing.
+func TestTraceflowNamesTheLayer7RuleOfAnId(t *testing.T) {
+	c := &Controller{l7: newL7Rules(&fakeL7Engine{})}
+	want := desiredWithL7()
+	c.l7.apply("p1", want)
+	id := want.rules["0/a"].L7VLAN
+	if policy, rule, ok := c.TraceflowL7Rule(id); !ok || policy != "AntreaNetworkPolicy:default/allow-only-get" || rule != "allow-http" {
+		t.Errorf("id %d names %q %q %v", id, policy, rule, ok)
+	}
+	if _, _, ok := c.TraceflowL7Rule(id + 1); ok {
+		t.Error("an id no rule has is named")
+	}
+	if _, _, ok := (&Controller{}).TraceflowL7Rule(id); ok {
+		t.Error("without an engine an id is named")
+	}
+}
