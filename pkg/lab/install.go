@@ -77,7 +77,7 @@ const DefaultLBPool = "lab-lb"
 //     DefaultLBPool as the pool of LoadBalancer Services without the
 //     annotation (the pool itself is not created);
 //   - the agents' PacketCapture, NodeLatencyMonitor, NodeNetworkPolicy,
-//     EgressTrafficShaping, BGPPolicy, TrafficControl and L7NetworkPolicy gates on, and SupportBundleCollection in both (upstream: alpha,
+//     EgressTrafficShaping, BGPPolicy, TrafficControl gates on, and SupportBundleCollection and L7NetworkPolicy in both (upstream: alpha,
 //     off by default), so that they can be tried (BGPPolicy with the lab's
 //     router, router.go).
 //   - multicast on (multicast.enable; upstream's default is off), with
@@ -112,6 +112,9 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 			// LoadBalancer IPs from ExternalIPPools (upstream: alpha,
 			// off by default): the lab's outside host reaches them.
 			"featureGates.ServiceExternalIP": "true",
+			// L7NetworkPolicy (upstream: alpha, off by default), on
+			// with the agents' gate: admission accepts l7Protocols.
+			"featureGates.L7NetworkPolicy": "true",
 			// SupportBundleCollection (upstream: alpha, off by
 			// default): the lab's outside host runs an SFTP server.
 			"featureGates.SupportBundleCollection": "true",

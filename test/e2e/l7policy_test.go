@@ -128,7 +128,7 @@ func TestL7NetworkPolicyUpstreamExamples(t *testing.T) {
 	}
 	clientLabels := map[string]string{"app": "client", "egress-restriction": "internal-domain-only"}
 	for _, p := range []*corev1.Pod{
-		pod("web", "node-2", map[string]string{"app": "web"}, "serve", "--http", "80", "--https", "443"),
+		pod("web", "node-2", map[string]string{"app": "web"}, "serve", "--http", "80", "--https", "443", "--udp", "5353"),
 		pod("client-1", "node-1", clientLabels),
 		pod("client-2", "node-2", clientLabels),
 		pod("outsider", "node-1", nil),
@@ -322,6 +322,20 @@ func TestL7NetworkPolicyUpstreamExamples(t *testing.T) {
 					}
 				}
 				t.Logf("%s from %s: %d requests, %d of them allowed by the documented semantics", tc.name, from, len(tc.table), allowed)
+			}
+			if tc.name == "allow-web-access-to-internal-domain" {
+				// The layer 7 rule has no ports: it selects every protocol,
+				// and what is not TCP is dropped (upstream's note: "non-HTTP
+				// requests will be automatically dropped"); a Pod the policy
+				// does not select is answered.
+				udpTo := net.JoinHostPort(web, "5353")
+				for _, from := range []string{"client-1", "client-2", "outsider"} {
+					out, err := e.Exec(ctx, ns, from, "antrea-testpod", "connect", "--protocol", "udp", "--to", udpTo, "--timeout", "2s")
+					answered := err == nil && strings.Contains(out, "web")
+					if answered != (from == "outsider") {
+						t.Errorf("UDP from %s to web:5353 under %s: answered %v (%v: %s), want %v", from, tc.name, answered, err, out, from == "outsider")
+					}
+				}
 			}
 			if tc.name == "ingress-allow-http-request-to-api-v2" {
 				// Through a Service: the engine's answers reach the client

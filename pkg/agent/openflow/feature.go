@@ -74,19 +74,20 @@ func registeredFeatures(d *datapath) []Feature {
 	pods := newPodConnectivity(d)
 	policy := newNetworkPolicy(d)
 	sourceRanges := newLBSourceRanges(d)
+	l7 := newL7Policy(d)
 	return []Feature{
 		pods,
 		policy,
 		// Before the Services: its table comes first in PreRouting.
 		sourceRanges,
 		newServices(d),
-		newTraceflow(d, pods, policy, sourceRanges),
+		newTraceflow(d, pods, policy, sourceRanges, l7),
 		newPacketCapture(d),
 		newEgress(d),
 		newFQDN(d),
 		newTrafficControl(d),
 		newMulticast(d),
-		newL7Policy(d),
+		l7,
 	}
 }
 

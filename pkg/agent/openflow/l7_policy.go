@@ -21,6 +21,9 @@ import (
 //     tracked connection with L7RedirectCTMark (every later packet, both
 //     directions) gets a VLAN header whose id is the rule's layer 7 id and
 //     goes to the engine's port instead of its destination.
+//   - Output (just below): a packet that is not TCP with either mark is
+//     dropped: a layer 7 rule selects its L3/L4 traffic, and what the
+//     engine cannot read (UDP, ICMP) is denied, as upstream's engine does.
 //   - Classifier: what the engine sends back (the packets it lets through,
 //     untagged and unchanged, and the 403 answers and resets it makes) is
 //     marked FromL7Engine and goes to L3Forwarding, which routes it again;
@@ -87,6 +90,18 @@ func (l *l7Policy) l7Flows(n *NodeConfig, port uint32) []*binding.Flow {
 				m.EthType(ip).IPProto(binding.IPProtoTCP).CTState(binding.CTStateTrk, binding.CTStateTrk)
 				matchField(m, L7RedirectCTMark, on)
 			}, &binding.PushVLAN{EtherType: 0x8100}, move(L7RuleVLANCTMark, binding.FieldVlanVID.Range(0, 11)), &binding.Output{Port: port}),
+			// What a layer 7 rule selects that is not TCP (UDP, ICMP
+			// to the same Pods) is dropped, as upstream does: the
+			// rule's "anything else" verdict. ICMP errors of a steered
+			// connection (+rel) still pass.
+			l.flow(OutputTable, l7SteerPriority-1, func(m *binding.Match) {
+				m.EthType(ip)
+				matchField(m, L7RedirectField, on)
+			}),
+			l.flow(OutputTable, l7SteerPriority-2, func(m *binding.Match) {
+				m.EthType(ip).CTState(binding.CTStateTrk, binding.CTStateTrk|binding.CTStateRel)
+				matchField(m, L7RedirectCTMark, on)
+			}),
 			l.flow(ClassifierTable, priorityHigh, func(m *binding.Match) { m.InPort(port).EthType(ip) },
 				load(PktSourceField, FromL7Engine), l.b.gotoTable(L3ForwardingTable)),
 			l.flow(AntreaPolicyIngressRuleTable, l7ReturnPriority, func(m *binding.Match) {
@@ -110,4 +125,18 @@ func (l *l7Policy) SetL7EnginePort(ctx context.Context, port uint32) error {
 	var b deltaBatch
 	b.add(replaceDelta(l.flows, "l7", l.l7Flows(n, port)))
 	return b.commit(ctx, l, "layer 7 steering")
+}
+
+// outputFlows are the feature's flows in Output (to the engine, or the
+// drops of what is not TCP), which Traceflow copies.
+func (l *l7Policy) outputFlows(output uint8) []*binding.Flow {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*binding.Flow
+	for _, f := range l.flows["l7"] {
+		if f.Table == output {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -114,15 +114,16 @@ func TestL7RulesAreEnforcedByTheEngineOnRealOVS(t *testing.T) {
 	c := initializedClient(t, br, br.OF)
 	ctx := context.Background()
 	var pods []*bridgetest.Pod
-	for i, name := range []string{"web", "client", "other"} {
+	for i, name := range []string{"web", "client", "other", "portless"} {
 		p := br.AddPod(t, name, strings.Replace(bridgetest.PodCIDR, ".0/24", "", 1)+"."+string(rune('3'+i))+"/24")
 		if err := c.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
 			t.Fatal(err)
 		}
 		pods = append(pods, p)
 	}
-	web, client, other := pods[0], pods[1], pods[2]
+	web, client, other, portless := pods[0], pods[1], pods[2], pods[3]
 	serveHTTP(t, web)
+	web.ServeWho(t, 5353)
 	engine, ofport := startL7Engine(t, br)
 	var mu sync.Mutex
 	var verdicts []l7engine.Verdict
@@ -131,6 +132,7 @@ func TestL7RulesAreEnforcedByTheEngineOnRealOVS(t *testing.T) {
 		7: {Policy: "AntreaNetworkPolicy:default/allow-only-get-request-to-api-v2", Name: "allow-http",
 			HTTP: []l7engine.HTTPMatch{{Method: "GET", Path: "/api/v2/*"}}},
 		8: {Policy: "AntreaClusterNetworkPolicy:allow-tls", Name: "allow-tls", TLS: []l7engine.TLSMatch{{SNI: "*.bar.com"}}},
+		9: {Policy: "AntreaNetworkPolicy:default/allow-http-only", Name: "http-only", HTTP: []l7engine.HTTPMatch{{}}},
 	})
 	if err := c.SetL7EnginePort(ctx, ofport); err != nil {
 		t.Fatal(err)
@@ -142,6 +144,9 @@ func TestL7RulesAreEnforcedByTheEngineOnRealOVS(t *testing.T) {
 			Services: []PolicyPort{{Protocol: binding.IPProtoTCP, Port: 80}}, Action: ActionAllow, Tier: TierAntrea, Priority: PolicyRulePriority, L7VLAN: 7},
 		{ID: 21, Direction: DirectionEgress, Peers: []netip.Prefix{netip.PrefixFrom(webIP, 32)}, AppliedTo: []uint32{client.OFPort},
 			Services: []PolicyPort{{Protocol: binding.IPProtoTCP, Port: 443}}, Action: ActionAllow, Tier: TierAntrea, Priority: PolicyRulePriority, L7VLAN: 8},
+		// Upstream's "http-only" rule: no ports, so every protocol.
+		{ID: 22, Direction: DirectionEgress, Peers: []netip.Prefix{netip.PrefixFrom(webIP, 32)}, AppliedTo: []uint32{portless.OFPort},
+			Action: ActionAllow, Tier: TierAntrea, Priority: PolicyRulePriority, L7VLAN: 9},
 	} {
 		if err := rw.Install(ctx, r); err != nil {
 			t.Fatal(err)
@@ -189,6 +194,23 @@ func TestL7RulesAreEnforcedByTheEngineOnRealOVS(t *testing.T) {
 		t.Errorf("other's DELETE got %d %q %v, want the server's answer", code, body, err)
 	}
 
+	// What a layer 7 rule selects that is not TCP is dropped (upstream's
+	// engine denies what it cannot read); its TCP goes through the engine.
+	// UDP the layer 7 rules do not select (client's rules are TCP 80 and
+	// 443) is answered.
+	udpAddr := net.JoinHostPort(web.IP.String(), "5353")
+	if who := client.AskWhoEventually(t, "udp4", udpAddr); !strings.HasPrefix(who, "web ") {
+		t.Errorf("UDP the layer 7 rules do not select got %q, want web's answer", who)
+	}
+	for i := 0; i < 3; i++ {
+		if who, err := portless.AskWho(t, "udp4", udpAddr, time.Second); err == nil {
+			t.Fatalf("UDP under a layer 7 rule without ports was answered %q, want it dropped\nflows:\n%s", who, flows())
+		}
+	}
+	if code, body, err := get(httpFrom(t, portless, false), "DELETE", "/anything"); err != nil || code != 200 || body != "web DELETE /anything" {
+		t.Errorf("HTTP under the http-only rule got %d %q %v, want the server's answer", code, body, err)
+	}
+
 	// TLS: the handshake passes or is reset by its server name.
 	for _, tc := range []struct {
 		sni   string
@@ -219,22 +241,24 @@ func TestL7RulesAreEnforcedByTheEngineOnRealOVS(t *testing.T) {
 			t.Errorf("TLS to %s: %v, want the connection reset", tc.sni, err)
 		}
 	}
+	// The feature's flows carry its cookie in round 1 (the first client).
+	l7Cookie := fmt.Sprintf("cookie=%#x,", withRound(1, cookieL7Policy))
 	steering := 0
 	for _, f := range br.DumpFlows(t) {
-		if strings.Contains(f, "cookie=0x100000006,") {
+		if strings.Contains(f, l7Cookie) {
 			steering++
 			t.Log(f)
 		}
 	}
-	if steering != 4 {
-		t.Errorf("%d steering flows on the switch, want 4 (two to the engine, two for what it sends back)", steering)
+	if steering != 6 {
+		t.Errorf("%d steering flows on the switch, want 6 (two to the engine, two drops of what is not TCP, two for what it sends back)", steering)
 	}
 	// Without the engine's port the steering flows go.
 	if err := c.SetL7EnginePort(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range br.DumpFlows(t) {
-		if strings.Contains(f, "cookie=0x100000006,") {
+		if strings.Contains(f, l7Cookie) {
 			t.Errorf("a steering flow stayed: %s", f)
 		}
 	}

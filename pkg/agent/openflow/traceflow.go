@@ -28,6 +28,8 @@ import (
 //	                  is found at the clauses' priority, then the highest
 //	                  conj_id flow matching the packet acts)  TraceflowRule
 //	*DefaultRule      every isolated port's drop            TraceflowIsolation
+//	Output            every layer 7 steering flow (to the engine, or the
+//	                  drop of what is not TCP)              TraceflowL7Engine
 //	LoadBalancerSourceRanges  every drop of a source range  TraceflowTableMiss
 //
 // The packet-in's registers say the rest: where the packet entered
@@ -62,6 +64,11 @@ const (
 	// source, unknown port, invalid connection), or LoadBalancerSourceRanges
 	// dropped it (a source outside a LoadBalancer's ranges).
 	TraceflowTableMiss TraceflowPoint = 5
+	// TraceflowL7Engine: a layer 7 rule sent the packet to the layer 7
+	// engine (Action Allow: the engine sends on what it lets through, and
+	// a later packet-in says where it went) or dropped it (Action Drop:
+	// not TCP); L7VLAN says which rule.
+	TraceflowL7Engine TraceflowPoint = 6
 )
 
 // Priority offsets of the copies above the flows they copy.
@@ -102,11 +109,13 @@ type traceflow struct {
 	policySource *networkPolicy
 	// rangeSource has the drops of LoadBalancer source ranges.
 	rangeSource *lbSourceRanges
-	tf          traceflowState
+	// l7Source has the layer 7 steering flows.
+	l7Source *l7Policy
+	tf       traceflowState
 }
 
-func newTraceflow(d *datapath, pods *podConnectivity, policy *networkPolicy, ranges *lbSourceRanges) *traceflow {
-	return &traceflow{datapath: d, podSource: pods, policySource: policy, rangeSource: ranges}
+func newTraceflow(d *datapath, pods *podConnectivity, policy *networkPolicy, ranges *lbSourceRanges, l7 *l7Policy) *traceflow {
+	return &traceflow{datapath: d, podSource: pods, policySource: policy, rangeSource: ranges, l7Source: l7}
 }
 
 // Name implements Feature.
@@ -214,6 +223,21 @@ func (c *traceflow) traceflowFlows(spec TraceflowFlows) []*binding.Flow {
 	var flows []*binding.Flow
 	for _, f := range outs {
 		flows = append(flows, c.copyForTag(f, tag, traceflowOutputBoost, hard, c.traceflowController(tag, TraceflowOutput))...)
+	}
+	// The layer 7 steering flows sit above the output flows: their copies
+	// (same boost) too, so that a traced packet a layer 7 rule selects goes
+	// to the engine as its connection's packets do, and says so.
+	if c.l7Source != nil {
+		for _, f := range c.l7Source.outputFlows(output) {
+			action := ActionAllow
+			if len(f.Actions) == 0 {
+				action = ActionDrop
+			} else if spec.DroppedOnly {
+				continue
+			}
+			flows = append(flows, c.copyForTag(f, tag, traceflowOutputBoost, hard,
+				c.traceflowController(tag, TraceflowL7Engine, 0, byte(action)))...)
+		}
 	}
 	// Output's miss drops: report it.
 	miss := &binding.Flow{Table: output, Priority: priorityMiss}
@@ -386,7 +410,11 @@ type TraceflowPacketIn struct {
 	Endpoint netip.Addr
 	// TunnelDst is the node the packet is tunnelled to (invalid if none).
 	TunnelDst netip.Addr
-	Packet    *binding.PacketIn
+	// L7VLAN is the layer 7 id of the rule that steered the packet
+	// (TraceflowL7Engine): from the register the rule's conj_id flow set
+	// (a connection's first packet) or from the connection's ct_mark.
+	L7VLAN uint16
+	Packet *binding.PacketIn
 }
 
 func fieldValue(pi *binding.PacketIn, r binding.FieldRange) (uint64, bool) {
@@ -436,6 +464,14 @@ func (c *traceflow) ParseTraceflowPacketIn(pi *binding.PacketIn) (TraceflowPacke
 	if v, ok := fieldValue(pi, EndpointSelectedField); ok && v == 1 {
 		if ip, ok := endpointIPOf(&pi.Match); ok {
 			out.Endpoint = ip
+		}
+	}
+	if out.Point == TraceflowL7Engine {
+		if v, ok := fieldValue(pi, L7RedirectField); ok && v == 1 {
+			id, _ := fieldValue(pi, L7RuleVLANField)
+			out.L7VLAN = uint16(id)
+		} else if id, ok := fieldValue(pi, L7RuleVLANCTMark); ok {
+			out.L7VLAN = uint16(id)
 		}
 	}
 	for _, f := range types.IPFamilies {

@@ -72,6 +72,7 @@ type Flows interface {
 type Rules interface {
 	TraceflowRule(id uint32) (policy, rule string, ok bool)
 	TraceflowIsolation(port uint32, d agentof.Direction) []string
+	TraceflowL7Rule(id uint16) (policy, rule string, ok bool)
 }
 
 // Config is what the controller needs.
@@ -577,6 +578,14 @@ func (c *Controller) Rule(id uint32) (string, string, bool) {
 		return "", "", false
 	}
 	return c.cfg.Rules.TraceflowRule(id)
+}
+
+// L7Rule implements Namer.
+func (c *Controller) L7Rule(id uint16) (string, string, bool) {
+	if c.cfg.Rules == nil {
+		return "", "", false
+	}
+	return c.cfg.Rules.TraceflowL7Rule(id)
 }
 
 // Isolation implements Namer.

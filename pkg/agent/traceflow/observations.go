@@ -13,11 +13,19 @@ import (
 type Namer interface {
 	// Rule names a policy rule by conjunction id.
 	Rule(id uint32) (policy, rule string, ok bool)
+	// L7Rule names a layer 7 rule by its layer 7 id (its VLAN id on the
+	// engine's port).
+	L7Rule(id uint16) (policy, rule string, ok bool)
 	// Isolation names the policies isolating a port in a direction.
 	Isolation(port uint32, d agentof.Direction) []string
 	// PodOfPort is "<namespace>/<name>" of the pod on a port, or "".
 	PodOfPort(port uint32) string
 }
+
+// L7EngineInfo is the ComponentInfo of the observation of a layer 7 rule's
+// steering: the packet was sent to the layer 7 engine (Forwarded) or, not
+// TCP, dropped.
+const L7EngineInfo = "L7Engine"
 
 // Ports are this node's special ports.
 type Ports struct {
@@ -27,7 +35,7 @@ type Ports struct {
 // terminal reports whether a packet-in ends the packet's path on this node.
 func terminal(pi *agentof.TraceflowPacketIn) bool {
 	switch pi.Point {
-	case agentof.TraceflowRule:
+	case agentof.TraceflowRule, agentof.TraceflowL7Engine:
 		return pi.Action == agentof.ActionDrop || pi.Action == agentof.ActionReject
 	case agentof.TraceflowOutput, agentof.TraceflowNoOutput, agentof.TraceflowIsolation, agentof.TraceflowTableMiss:
 		return true
@@ -77,6 +85,19 @@ func Observe(pins []*agentof.TraceflowPacketIn, sender bool, ports Ports, n Name
 				o.Action = crdv1beta1.ActionDropped
 			}
 			if policy, rule, ok := n.Rule(pi.RuleID); ok {
+				o.NetworkPolicy, o.NetworkPolicyRule = policy, rule
+			}
+			obs = append(obs, o)
+		case agentof.TraceflowL7Engine:
+			// "L7Engine" (the audit log's table name for the engine's
+			// verdicts): Forwarded to the engine by the named rule, which
+			// judges the connection's requests; or Dropped, not TCP.
+			o := crdv1beta1.Observation{Component: crdv1beta1.ComponentNetworkPolicy, ComponentInfo: L7EngineInfo,
+				Action: crdv1beta1.ActionForwarded}
+			if pi.Action == agentof.ActionDrop {
+				o.Action = crdv1beta1.ActionDropped
+			}
+			if policy, rule, ok := n.L7Rule(pi.L7VLAN); ok {
 				o.NetworkPolicy, o.NetworkPolicyRule = policy, rule
 			}
 			obs = append(obs, o)

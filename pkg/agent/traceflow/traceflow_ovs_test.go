@@ -14,7 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/containernetworking/plugins/pkg/ns"
+
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	"antrea.io/antrea/pkg/agent/l7engine"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
@@ -29,6 +32,14 @@ type rules map[uint32][2]string
 
 func (r rules) TraceflowRule(id uint32) (string, string, bool) {
 	n, ok := r[id]
+	return n[0], n[1], ok
+}
+
+// l7Key is where rules holds the layer 7 rule of a layer 7 id.
+func l7Key(id uint16) uint32 { return 1<<16 | uint32(id) }
+
+func (r rules) TraceflowL7Rule(id uint16) (string, string, bool) {
+	n, ok := r[l7Key(id)]
 	return n[0], n[1], ok
 }
 
@@ -89,7 +100,8 @@ func startNode(t *testing.T) *ovsNode {
 	n.client = fake.NewSimpleClientset()
 	factory := crdinformers.NewSharedInformerFactory(n.client, 0)
 	n.ctrl = NewController(Config{NodeName: "node-1", Client: n.client, Kube: kube, Informer: factory.Crd().V1beta1().Traceflows(),
-		Flows: c, IO: disp, Interfaces: store, Rules: rules{7: {"AntreaClusterNetworkPolicy:deny-a", "drop-a"}},
+		Flows: c, IO: disp, Interfaces: store, Rules: rules{7: {"AntreaClusterNetworkPolicy:deny-a", "drop-a"},
+			8: {"AntreaNetworkPolicy:default/allow-http-only", "http-only"}, l7Key(9): {"AntreaNetworkPolicy:default/allow-http-only", "http-only"}},
 		Ports: Ports{Gateway: bridgetest.GatewayOFPort, Tunnel: bridgetest.TunnelOFPort}, GatewayMAC: br.GatewayMAC})
 	factory.Start(ctx.Done())
 	go n.ctrl.Run(ctx)
@@ -286,6 +298,44 @@ func TestTraceflowOnRealOVS(t *testing.T) {
 		}
 	})
 
+	t.Run("sent to the layer 7 engine by a named layer 7 rule, or dropped by it when not TCP", func(t *testing.T) {
+		ctx := context.Background()
+		startL7Engine(t, n)
+		a := netip.PrefixFrom(netip.AddrFrom4([4]byte(n.a.IP.To4())), 32)
+		// Upstream's "http-only" rule: an Allow with l7Protocols and no
+		// ports, ingress to b from a.
+		rule := &agentof.PolicyRule{ID: 8, Key: "allow-http-only 0/", Direction: agentof.DirectionIngress, Peers: []netip.Prefix{a},
+			AppliedTo: []uint32{n.b.OFPort}, Action: agentof.ActionAllow, Tier: agentof.TierAntrea, Priority: 30000, L7VLAN: 9}
+		if err := n.writer.Install(ctx, rule); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := n.writer.Uninstall(ctx, 8); err != nil {
+				t.Error(err)
+			}
+		}()
+		tcp := crdv1beta1.TraceflowSpec{Source: crdv1beta1.Source{Namespace: "default", Pod: "tfa"},
+			Destination: crdv1beta1.Destination{Namespace: "default", Pod: "tfb"},
+			Packet:      crdv1beta1.Packet{TransportHeader: crdv1beta1.TransportHeader{TCP: &crdv1beta1.TCPHeader{DstPort: 80}}}}
+		r, _ := n.traceSpec(t, "l7-tcp", 8, tcp, nil)
+		// The rule allows the SYN's L3/L4 part, the SYN goes to the engine
+		// (which judges the requests after it, and lets the handshake
+		// through), then on to b.
+		const allowed = "NetworkPolicy/AntreaPolicyIngressRule/Forwarded policy=AntreaNetworkPolicy:default/allow-http-only rule=http-only"
+		want := "SpoofGuard/SpoofGuard/Forwarded -> " + allowed + " -> NetworkPolicy/L7Engine/Forwarded policy=AntreaNetworkPolicy:default/allow-http-only rule=http-only" +
+			" -> Forwarding/Output/Delivered pod=default/tfb"
+		if got := describe(r.Observations); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+		n.finish(t, "l7-tcp", 8)
+		r = n.trace(t, "l7-icmp", 9, crdv1beta1.Destination{Namespace: "default", Pod: "tfb"})
+		want = "SpoofGuard/SpoofGuard/Forwarded -> " + allowed + " -> NetworkPolicy/L7Engine/Dropped policy=AntreaNetworkPolicy:default/allow-http-only rule=http-only"
+		if got := describe(r.Observations); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+		n.finish(t, "l7-icmp", 9)
+	})
+
 	t.Run("live traffic: the pod's next matching connection is tagged and captured", func(t *testing.T) {
 		n.b.ServeEcho(t, 8080)
 		spec := crdv1beta1.TraceflowSpec{Source: crdv1beta1.Source{Namespace: "default", Pod: "tfa"},
@@ -308,5 +358,60 @@ func TestTraceflowOnRealOVS(t *testing.T) {
 			t.Fatalf("captured packet %+v, want the SYN 10.10.1.2 -> 10.10.1.3:8080", cp)
 		}
 		n.finish(t, "live", 6)
+	})
+}
+
+// startL7Engine runs a layer 7 engine on a veth pair of the node
+// (antrea-l7-tap0 on br-int) and installs the steering flows to it.
+func startL7Engine(t *testing.T, n *ovsNode) {
+	t.Helper()
+	node := n.br.NetNS()
+	bridgetest.Run(t, "ip", "-n", node, "link", "add", "antrea-l7-tap0", "type", "veth", "peer", "name", "l7-engine")
+	for _, l := range []string{"antrea-l7-tap0", "l7-engine"} {
+		bridgetest.Run(t, "ip", "-n", node, "link", "set", l, "arp", "off", "up")
+	}
+	if _, err := n.br.Vsctl("add-port", "br-int", "antrea-l7-tap0"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := n.br.Vsctl("get", "interface", "antrea-l7-tap0", "ofport")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ofport uint32
+	if _, err := fmt.Sscan(strings.TrimSpace(out), &ofport); err != nil {
+		t.Fatal(err)
+	}
+	netns, err := ns.GetNS("/var/run/netns/" + node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer netns.Close()
+	var port *l7engine.Port
+	if err := netns.Do(func(ns.NetNS) error {
+		port, err = l7engine.OpenPort("l7-engine")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e := l7engine.New()
+	e.SetRules(map[uint16]*l7engine.Rule{9: {Policy: "AntreaNetworkPolicy:default/allow-http-only", Name: "http-only",
+		HTTP: []l7engine.HTTPMatch{{}}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, port) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("engine: %v", err)
+		}
+		port.Close()
+	})
+	if err := n.flows.SetL7EnginePort(ctx, ofport); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.flows.SetL7EnginePort(context.Background(), 0); err != nil {
+			t.Error(err)
+		}
 	})
 }

@@ -79,6 +79,9 @@ type names struct{}
 func (names) Rule(id uint32) (string, string, bool) {
 	return "AntreaClusterNetworkPolicy:allow-web", "allow-80", id == 3
 }
+func (names) L7Rule(id uint16) (string, string, bool) {
+	return "AntreaNetworkPolicy:default/allow-http-only", "http-only", id == 9
+}
 func (names) Isolation(uint32, agentof.Direction) []string { return nil }
 func (names) PodOfPort(p uint32) string {
 	if p == 5 {
@@ -119,5 +122,33 @@ func TestObserveAServicePacketAllowedAndDeliveredAndAReceivedOne(t *testing.T) {
 	if len(recv) != 2 || recv[0].Action != crdv1beta1.ActionReceived || recv[0].ComponentInfo != "Classifier" ||
 		recv[1].Action != crdv1beta1.ActionDelivered {
 		t.Fatalf("receiver observations %+v", recv)
+	}
+}
+
+// A packet a layer 7 rule steers is observed as sent to the engine by that
+// rule (not terminal: the engine's packet goes on to Output); one that is
+// not TCP as dropped by it (terminal).
+func TestObserveAPacketSentToTheLayer7EngineAndOneItsRuleDrops(t *testing.T) {
+	frame := packetreply.Frame(net.HardwareAddr{2, 0, 0, 0, 0, 5}, net.HardwareAddr{2, 0, 0, 0, 0, 9},
+		netip.MustParseAddr("10.10.0.2"), netip.MustParseAddr("10.10.0.5"), 1, make([]byte, 8))
+	pkt := &binding.PacketIn{Data: frame}
+	steered := &agentof.TraceflowPacketIn{Point: agentof.TraceflowL7Engine, Table: "Output", Action: agentof.ActionAllow, L7VLAN: 9, Packet: pkt}
+	if terminal(steered) {
+		t.Error("the steering to the engine ends the packet's path; the engine sends it on")
+	}
+	obs := Observe([]*agentof.TraceflowPacketIn{steered,
+		{Point: agentof.TraceflowOutput, Table: "Output", PortFound: true, OutPort: 5, Packet: pkt}}, true, Ports{Gateway: 2, Tunnel: 1}, names{})
+	if len(obs) != 3 || obs[1] != (crdv1beta1.Observation{Component: crdv1beta1.ComponentNetworkPolicy, ComponentInfo: "L7Engine",
+		Action: crdv1beta1.ActionForwarded, NetworkPolicy: "AntreaNetworkPolicy:default/allow-http-only", NetworkPolicyRule: "http-only"}) ||
+		obs[2].Action != crdv1beta1.ActionDelivered {
+		t.Fatalf("observations %+v", obs)
+	}
+	dropped := &agentof.TraceflowPacketIn{Point: agentof.TraceflowL7Engine, Table: "Output", Action: agentof.ActionDrop, L7VLAN: 9, Packet: pkt}
+	if !terminal(dropped) {
+		t.Error("the layer 7 rule's drop does not end the packet's path")
+	}
+	obs = Observe([]*agentof.TraceflowPacketIn{dropped}, true, Ports{}, names{})
+	if len(obs) != 2 || obs[1].Action != crdv1beta1.ActionDropped || obs[1].NetworkPolicyRule != "http-only" {
+		t.Fatalf("observations %+v", obs)
 	}
 }

@@ -39,9 +39,9 @@ const ServiceExternalIP = "ServiceExternalIP"
 // controller (upstream: alpha, off by default).
 const SupportBundleCollection = "SupportBundleCollection"
 
-// L7NetworkPolicy is upstream's gate of layer 7 rules: accepted either way
-// (admission accepts l7Protocols whatever it says; the agents' gate starts
-// their layer 7 engine).
+// L7NetworkPolicy is upstream's gate of layer 7 rules (alpha, off by
+// default): without it the controller's admission refuses l7Protocols; the
+// agents' gate of the same name starts their layer 7 engine.
 const L7NetworkPolicy = "L7NetworkPolicy"
 
 // ControllerConfig is antrea-controller.conf. Field comments give

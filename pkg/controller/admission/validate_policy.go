@@ -274,6 +274,10 @@ func (v *Validator) validateRule(ctx context.Context, kind policyKind, path *fie
 				[]crdv1beta1.RuleAction{crdv1beta1.RuleActionAllow, crdv1beta1.RuleActionDrop, crdv1beta1.RuleActionReject, crdv1beta1.RuleActionPass}))
 		}
 	}
+	if len(r.L7Protocols) > 0 && !v.l7NetworkPolicy {
+		errs = append(errs, field.Forbidden(path.Child("l7Protocols"),
+			"layer 7 protocols need the L7NetworkPolicy feature gate of antrea-controller (featureGates.L7NetworkPolicy in antrea-controller.conf), which is off"))
+	}
 	errs = append(errs, validateL7Protocols(path, r)...)
 	errs = append(errs, validatePorts(path.Child("ports"), r.Ports)...)
 	errs = append(errs, v.validateAppliedTos(ctx, kind, path.Child("appliedTo"), r.AppliedTo, !ingress)...)

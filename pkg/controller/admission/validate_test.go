@@ -351,7 +351,7 @@ func TestInvalidClusterNetworkPoliciesAreRefusedNamingTheField(t *testing.T) {
 		t.Run(tt.name+" is refused", func(t *testing.T) {
 			lookup := newFakeLookup()
 			lookup.addClusterGroup("cg-frontend", crdv1beta1.GroupSpec{PodSelector: selector("role", "frontend")})
-			v := NewValidator(lookup, controllerUser)
+			v := NewValidator(lookup, controllerUser).WithL7NetworkPolicy(true)
 			p := goodACNP()
 			if errs := v.ValidateClusterNetworkPolicy(context.Background(), p); len(errs) != 0 {
 				t.Fatalf("the good policy is refused: %v", errs)
@@ -553,7 +553,9 @@ func TestUpstreamDocsExamplesAreAccepted(t *testing.T) {
 	for _, name := range admissiontest.ReferencedGroups {
 		lookup.addGroup("default", name, crdv1beta1.GroupSpec{PodSelector: selector()})
 	}
-	v := NewValidator(lookup, controllerUser)
+	// The L7 examples' prerequisite (upstream's doc): the controller's
+	// L7NetworkPolicy gate on.
+	v := NewValidator(lookup, controllerUser).WithL7NetworkPolicy(true)
 	ctx := context.Background()
 	examples, err := admissiontest.UpstreamDocsExamples()
 	if err != nil {
@@ -611,5 +613,28 @@ func TestUpstreamDocsExamplesAreAccepted(t *testing.T) {
 				t.Fatalf("refused: %v", errs)
 			}
 		})
+	}
+}
+
+// Upstream's webhook refuses l7Protocols while the controller's
+// L7NetworkPolicy gate is off (its default); with the gate on the same
+// policy (upstream's documented example rule) is accepted.
+func TestLayer7RulesNeedTheControllersL7NetworkPolicyGate(t *testing.T) {
+	p := goodACNP()
+	p.Spec.Ingress[0].Ports = nil
+	p.Spec.Ingress[0].L7Protocols = []crdv1beta1.L7Protocol{{HTTP: &crdv1beta1.HTTPProtocol{Path: "/api/v2/*", Host: "foo.bar.com", Method: "GET"}}}
+	wantRefused(t, NewValidator(newFakeLookup(), controllerUser).ValidateClusterNetworkPolicy(context.Background(), p),
+		"spec.ingress[0].l7Protocols", "L7NetworkPolicy", "featureGates.L7NetworkPolicy")
+	np := &crdv1beta1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "np", Namespace: "ns"}, Spec: crdv1beta1.NetworkPolicySpec{
+		Tier: "application", Priority: 5, AppliedTo: []crdv1beta1.AppliedTo{{PodSelector: selector("app", "web")}},
+		Egress: []crdv1beta1.Rule{{Action: action(crdv1beta1.RuleActionAllow), Name: "allow-tls", L7Protocols: []crdv1beta1.L7Protocol{{TLS: &crdv1beta1.TLSProtocol{SNI: "*.bar.com"}}}}},
+	}}
+	wantRefused(t, NewValidator(newFakeLookup(), controllerUser).ValidateNetworkPolicy(context.Background(), np),
+		"spec.egress[0].l7Protocols", "L7NetworkPolicy")
+	if errs := NewValidator(newFakeLookup(), controllerUser).WithL7NetworkPolicy(true).ValidateClusterNetworkPolicy(context.Background(), p); len(errs) != 0 {
+		t.Errorf("with the gate on the layer 7 rule is refused: %v", errs)
+	}
+	if errs := NewValidator(newFakeLookup(), controllerUser).WithL7NetworkPolicy(true).ValidateNetworkPolicy(context.Background(), np); len(errs) != 0 {
+		t.Errorf("with the gate on the layer 7 NetworkPolicy is refused: %v", errs)
 	}
 }

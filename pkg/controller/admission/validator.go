@@ -41,12 +41,23 @@ type Validator struct {
 	// controllerUser is antrea-controller's user name: it may set the
 	// static Tiers' specs, which nobody else may change.
 	controllerUser string
+	// l7NetworkPolicy is the controller's L7NetworkPolicy gate: without it
+	// l7Protocols are refused, as upstream's webhook does.
+	l7NetworkPolicy bool
 }
 
 // NewValidator returns a validator reading the cluster through lookup.
 // controllerUser is antrea-controller's user name (ControllerUser).
 func NewValidator(lookup Lookup, controllerUser string) *Validator {
 	return &Validator{lookup: lookup, controllerUser: controllerUser}
+}
+
+// WithL7NetworkPolicy sets whether the controller's L7NetworkPolicy gate is
+// on (off by default, as upstream's): only then are rules with l7Protocols
+// accepted.
+func (v *Validator) WithL7NetworkPolicy(on bool) *Validator {
+	v.l7NetworkPolicy = on
+	return v
 }
 
 // ControllerUser is the user name antrea-controller has in the cluster: its

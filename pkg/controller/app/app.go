@@ -96,7 +96,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	for path, h := range admission.Handlers(admission.NewValidator(lookup, admission.ControllerUser())) {
+	for path, h := range admission.Handlers(admission.NewValidator(lookup, admission.ControllerUser()).WithL7NetworkPolicy(o.EnableL7NetworkPolicy)) {
 		server.Handle(path, h)
 	}
 	egressValidator, err := egressAdmission(crdClient, crdInformerFactory, informerFactory)

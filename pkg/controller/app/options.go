@@ -51,6 +51,9 @@ type Options struct {
 	// EnableSupportBundleCollection (featureGates.SupportBundleCollection)
 	// runs the SupportBundleCollection controller.
 	EnableSupportBundleCollection bool
+	// EnableL7NetworkPolicy (featureGates.L7NetworkPolicy) lets admission
+	// accept rules with l7Protocols.
+	EnableL7NetworkPolicy bool
 
 	// caFile is the CA of a provided certificate (SelfSignedCert false).
 	caFile string
@@ -110,6 +113,7 @@ func (o *Options) applyConfig(c *controllerconfig.ControllerConfig, explicit map
 	set("", func() { o.EnableServiceExternalIP = c.FeatureGates[controllerconfig.ServiceExternalIP] })
 	set("", func() { o.DefaultExternalIPPool = c.ServiceExternalIP.DefaultExternalIPPool })
 	set("", func() { o.EnableSupportBundleCollection = c.FeatureGates[controllerconfig.SupportBundleCollection] })
+	set("", func() { o.EnableL7NetworkPolicy = c.FeatureGates[controllerconfig.L7NetworkPolicy] })
 	set("tls-cipher-suites", func() { serving.CipherSuites = c.CipherSuites() })
 	set("tls-min-version", func() { serving.MinTLSVersion = c.TLSMinVersion })
 }

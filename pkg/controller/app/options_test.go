@@ -181,3 +181,20 @@ func TestTheSupportBundleCollectionGateIsOffByDefaultAndReadFromTheFile(t *testi
 		t.Error("featureGates.SupportBundleCollection: true in the file left it off")
 	}
 }
+
+func TestTheL7NetworkPolicyGateIsOffByDefaultAndReadFromTheFile(t *testing.T) {
+	o, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.EnableL7NetworkPolicy {
+		t.Error("L7NetworkPolicy is on by default; upstream's alpha is off")
+	}
+	o, err = parse(t, "--config", writeConf(t, "featureGates:\n  L7NetworkPolicy: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.EnableL7NetworkPolicy {
+		t.Error("featureGates.L7NetworkPolicy: true in the file left it off")
+	}
+}

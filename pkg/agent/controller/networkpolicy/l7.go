@@ -10,9 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"antrea.io/antrea/pkg/agent/l7engine"
-	agentof "antrea.io/antrea/pkg/agent/openflow"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
-	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
 // L7Engine is the layer 7 engine as the policy controller drives it
@@ -70,8 +68,7 @@ func l7Rule(p *cpv1beta2.NetworkPolicy, r *cpv1beta2.NetworkPolicyRule) *l7engin
 }
 
 // apply gives the layer 7 rules of a policy's desired state their ids
-// (freeing those of rules gone), marks their PolicyRules with them and
-// restricts them to TCP, and hands the engine the new rule table (when it
+// (freeing those of rules gone), marks their PolicyRules with them, and hands the engine the new rule table (when it
 // changed) before the flows that steer to it are written. Without an engine (l nil) a layer 7
 // rule is left out: it matches nothing, and the rules after it decide.
 func (l *l7Rules) apply(name string, want *desiredPolicy) {
@@ -119,11 +116,9 @@ func (l *l7Rules) apply(name string, want *desiredPolicy) {
 			want.drop(k)
 			continue
 		}
+		// A rule without ports selects every protocol: its TCP goes to
+		// the engine, the rest is dropped (l7_policy.go), as upstream.
 		r.L7VLAN = id
-		if len(r.Services) == 0 {
-			// The engine reads TCP: the rule's L3/L4 part is its TCP traffic.
-			r.Services = []agentof.PolicyPort{{Protocol: binding.IPProtoTCP}}
-		}
 	}
 	if changed {
 		l.engine.SetRules(maps.Clone(l.rules))

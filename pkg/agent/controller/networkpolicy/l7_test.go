@@ -42,7 +42,7 @@ func desiredWithL7() *desiredPolicy {
 	}
 }
 
-func TestLayer7RulesGetAnIdTheEngineKnowsAndOnlyTCP(t *testing.T) {
+func TestLayer7RulesGetAnIdTheEngineKnowsAndKeepTheirPorts(t *testing.T) {
 	engine := &fakeL7Engine{}
 	l := newL7Rules(engine)
 	want := desiredWithL7()
@@ -54,8 +54,8 @@ func TestLayer7RulesGetAnIdTheEngineKnowsAndOnlyTCP(t *testing.T) {
 	if want.rules["1/"].L7VLAN != 0 {
 		t.Error("a plain rule got a layer 7 id")
 	}
-	if len(a.Services) != 1 || a.Services[0].Protocol != binding.IPProtoTCP || a.Services[0].Port != 0 {
-		t.Errorf("a layer 7 rule without ports matches %+v, want all of TCP", a.Services)
+	if len(a.Services) != 0 {
+		t.Errorf("a layer 7 rule without ports matches %+v, want every protocol (what is not TCP is dropped at Output)", a.Services)
 	}
 	if b.Services[0].Port != 8080 {
 		t.Errorf("a layer 7 rule's ports changed: %+v", b.Services)
@@ -138,4 +138,22 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Traceflow names the layer 7 rule of a layer 7 id, the one the engine
+// holds under that id; an unknown id, or no engine, names nothing.
+func TestTraceflowNamesTheLayer7RuleOfAnId(t *testing.T) {
+	c := &Controller{l7: newL7Rules(&fakeL7Engine{})}
+	want := desiredWithL7()
+	c.l7.apply("p1", want)
+	id := want.rules["0/a"].L7VLAN
+	if policy, rule, ok := c.TraceflowL7Rule(id); !ok || policy != "AntreaNetworkPolicy:default/allow-only-get" || rule != "allow-http" {
+		t.Errorf("id %d names %q %q %v", id, policy, rule, ok)
+	}
+	if _, _, ok := c.TraceflowL7Rule(id + 1); ok {
+		t.Error("an id no rule has is named")
+	}
+	if _, _, ok := (&Controller{}).TraceflowL7Rule(id); ok {
+		t.Error("without an engine an id is named")
+	}
 }

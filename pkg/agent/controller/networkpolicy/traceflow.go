@@ -45,3 +45,18 @@ func (c *Controller) TraceflowIsolation(port uint32, d agentof.Direction) []stri
 	sort.Strings(out)
 	return out
 }
+
+// TraceflowL7Rule names the layer 7 rule with this layer 7 id (the one
+// that sent a traced packet to the engine, or dropped it).
+func (c *Controller) TraceflowL7Rule(id uint16) (policy, rule string, ok bool) {
+	if c.l7 == nil {
+		return "", "", false
+	}
+	c.l7.mu.Lock()
+	defer c.l7.mu.Unlock()
+	r, ok := c.l7.rules[id]
+	if !ok {
+		return "", "", false
+	}
+	return r.Policy, r.Name, true
+}
