@@ -26,7 +26,8 @@ import (
 // non-member on node-2 listens without joining: both members receive
 // them, the non-member's eth0 sees none of them. Then the node-2 member
 // leaves (its socket closes, its kernel sends the leave): its eth0 sees
-// none of the next datagrams while the node-1 member still gets them.
+// none of the next datagrams while the node-1 member still gets them
+// (before that, the controller's multicastgroups lists both members).
 // Then an Antrea ClusterNetworkPolicy drops the sender's egress to the
 // group: no member receives anything. The delivery latency (p50/p99, the
 // nodes share one clock) to the local and the remote member is logged.
@@ -145,6 +146,46 @@ func TestMulticastAcrossNodes(t *testing.T) {
 		check("--node "+e.Nodes[1], out, errOut, err)
 		t.Logf("multicast delivery latency (%d datagrams, 20 ms apart): local member p50 %d µs p99 %d µs; remote member (Geneve) p50 %d µs p99 %d µs",
 			count, got["local"].LatencyP50Micros, got["local"].LatencyP99Micros, got["remote"].LatencyP50Micros, got["remote"].LatencyP99Micros)
+	})
+
+	t.Run("multicastgroups lists the members of both nodes", func(t *testing.T) {
+		// The agents report their groups with the policy stats (every
+		// 5 s on the lab): the members join for up to 20 s while the
+		// group is read from the controller's stats.antrea.io.
+		stats, err := versioned.NewForConfig(e.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recvCtx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, m := range []string{"local", "remote"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = e.Exec(recvCtx, ns, m, "antrea-testpod", "mcast-recv", "--group", group, "--for", "20s")
+			}()
+		}
+		defer wg.Wait()
+		defer stop()
+		want := ns + "/local " + ns + "/remote"
+		var got string
+		labtest.WaitFor(t, recvCtx, "multicastgroups 225.1.2.3 lists "+want, func() error {
+			g, err := stats.StatsV1alpha1().MulticastGroups().Get(recvCtx, "225.1.2.3", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var pods []string
+			for _, p := range g.Pods {
+				if p.Namespace == ns {
+					pods = append(pods, p.Namespace+"/"+p.Name)
+				}
+			}
+			if got = strings.Join(pods, " "); got != want {
+				return fmt.Errorf("pods %q", got)
+			}
+			return nil
+		})
+		t.Logf("multicastgroups 225.1.2.3 (this test's namespace): %s", got)
 	})
 
 	t.Run("a member that left receives nothing more", func(t *testing.T) {

@@ -21,8 +21,8 @@ func TestGroupsNameTheLocalPodsOfEachJoinedGroup(t *testing.T) {
 	c := NewController(Config{Interfaces: store})
 	g1, g2, g3 := netip.MustParseAddr("225.1.2.3"), netip.MustParseAddr("239.0.0.1"), netip.MustParseAddr("224.5.5.5")
 	c.record(10, []membership{{group: g1, join: true}, {group: g2, join: true}}) // b/y
-	c.record(11, []membership{{group: g1, join: true}})                           // a/x
-	c.record(12, []membership{{group: g2, join: true}})                           // a/z, which then leaves
+	c.record(11, []membership{{group: g1, join: true}})                          // a/x
+	c.record(12, []membership{{group: g2, join: true}})                          // a/z, which then leaves
 	c.record(12, []membership{{group: g2, join: false}})
 	c.record(99, []membership{{group: g3, join: true}}) // a port that is no pod's
 	want := []cpv1beta2.MulticastGroupInfo{
