@@ -113,6 +113,11 @@ func TestMulticastGroupsThroughKubeAPIServer(t *testing.T) {
 			t.Errorf("kubectl get multicastgroups printed:\n%s(%v), want 225.1.2.3 with demo/local, demo/remote", out, err)
 		}
 		t.Logf("kubectl get multicastgroups:\n%s", out)
+		out, err = exec.CommandContext(ctx, kubectl, "--kubeconfig", h.cp.Kubeconfig, "get", "multicastgroup", "225.1.2.3", "-o", "yaml").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "group: 225.1.2.3") {
+			t.Errorf("kubectl get multicastgroup 225.1.2.3 -o yaml printed:\n%s(%v), want group: 225.1.2.3", out, err)
+		}
+		t.Logf("kubectl get multicastgroup 225.1.2.3 -o yaml:\n%s", out)
 	}
 
 	post("mc-n1", map[string][]string{"239.1.1.1": {"demo/local"}}) // demo/local left 225.1.2.3

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
@@ -150,29 +151,21 @@ func TestMulticastAcrossNodes(t *testing.T) {
 
 	t.Run("multicastgroups lists the members of both nodes", func(t *testing.T) {
 		// The agents report their groups with the policy stats (every
-		// 5 s on the lab): the members join for up to 20 s while the
-		// group is read from the controller's stats.antrea.io.
+		// 5 s on the lab). The members of the round above left: first
+		// the group lists none of this test's Pods, then both members
+		// join for 12 s and it lists them, read from the controller's
+		// stats.antrea.io.
 		stats, err := versioned.NewForConfig(e.Config)
 		if err != nil {
 			t.Fatal(err)
 		}
-		recvCtx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		for _, m := range []string{"local", "remote"} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, _ = e.Exec(recvCtx, ns, m, "antrea-testpod", "mcast-recv", "--group", group, "--for", "20s")
-			}()
-		}
-		defer wg.Wait()
-		defer stop()
-		want := ns + "/local " + ns + "/remote"
-		var got string
-		labtest.WaitFor(t, recvCtx, "multicastgroups 225.1.2.3 lists "+want, func() error {
-			g, err := stats.StatsV1alpha1().MulticastGroups().Get(recvCtx, "225.1.2.3", metav1.GetOptions{})
+		members := func() (string, error) {
+			g, err := stats.StatsV1alpha1().MulticastGroups().Get(ctx, "225.1.2.3", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return "", nil
+			}
 			if err != nil {
-				return err
+				return "", err
 			}
 			var pods []string
 			for _, p := range g.Pods {
@@ -180,12 +173,33 @@ func TestMulticastAcrossNodes(t *testing.T) {
 					pods = append(pods, p.Namespace+"/"+p.Name)
 				}
 			}
-			if got = strings.Join(pods, " "); got != want {
-				return fmt.Errorf("pods %q", got)
+			return strings.Join(pods, " "), nil
+		}
+		labtest.WaitFor(t, ctx, "multicastgroups 225.1.2.3 without this test's Pods after they left", func() error {
+			if got, err := members(); err != nil || got != "" {
+				return fmt.Errorf("pods %q, %v", got, err)
 			}
 			return nil
 		})
-		t.Logf("multicastgroups 225.1.2.3 (this test's namespace): %s", got)
+		var wg sync.WaitGroup
+		for _, m := range []string{"local", "remote"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = e.Exec(ctx, ns, m, "antrea-testpod", "mcast-recv", "--group", group, "--for", "12s")
+			}()
+		}
+		defer wg.Wait() // the receivers leave when their window ends
+		want := ns + "/local " + ns + "/remote"
+		wctx, cancel := context.WithTimeout(ctx, 12*time.Second)
+		defer cancel()
+		labtest.WaitFor(t, wctx, "multicastgroups 225.1.2.3 lists "+want, func() error {
+			if got, err := members(); err != nil || got != want {
+				return fmt.Errorf("pods %q, %v", got, err)
+			}
+			return nil
+		})
+		t.Logf("multicastgroups 225.1.2.3 lists %s", want)
 	})
 
 	t.Run("a member that left receives nothing more", func(t *testing.T) {
