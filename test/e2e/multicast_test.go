@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -262,7 +263,7 @@ func TestMulticastAcrossNodes(t *testing.T) {
 			Tier: "securityops", Priority: 5,
 			AppliedTo: []crdv1beta1.AppliedTo{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "remote"}},
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}},
-			Egress: []crdv1beta1.Rule{{Name: "drop-join", Action: &drop,
+			Egress: []crdv1beta1.Rule{{Name: "drop-join", Action: &drop, EnableLogging: true,
 				Protocols: []crdv1beta1.NetworkPolicyProtocol{{IGMP: &crdv1beta1.IGMPProtocol{IGMPType: &igmpReportV3, GroupAddress: "225.1.2.3"}}}}},
 		}}
 		if _, err := crd.CrdV1beta1().ClusterNetworkPolicies().Create(ctx, acnp, metav1.CreateOptions{}); err != nil {
@@ -288,5 +289,21 @@ func TestMulticastAcrossNodes(t *testing.T) {
 		if got["local"].Datagrams < count-1 {
 			t.Errorf("local, not selected, received %d of %d datagrams", got["local"].Datagrams, count)
 		}
+		// The rule has enableLogging: node-2's audit log names it.
+		logPath := e.NodeHostPath(e.Nodes[1], "/var/log/antrea/networkpolicy/np.log")
+		want := " MulticastEgressRule AntreaClusterNetworkPolicy:" + name + " drop-join Egress Drop <nil> " + ns + "/remote "
+		labtest.WaitFor(t, ctx, "the dropped report in "+e.Nodes[1]+"'s audit log", func() error {
+			b, err := os.ReadFile(logPath)
+			if err != nil {
+				return err
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, want) && strings.Contains(l, " 225.1.2.3 <nil> IGMP ") {
+					t.Logf("audit log: %s", l)
+					return nil
+				}
+			}
+			return fmt.Errorf("no line with %q and the group in %s", want, logPath)
+		})
 	})
 }
