@@ -3,7 +3,8 @@
 // networkpolicies and networkpolicies/status, and egressgroups from the
 // in-memory stores, and
 // nodestatssummaries, the agents' policy stats reports) and
-// stats.antrea.io/v1alpha1 (the summed policy stats), over
+// stats.antrea.io/v1alpha1 (the summed policy stats, the Nodes' latencies
+// and the multicast groups the Pods joined), over
 // TLS, with authentication and authorization delegated to kube-apiserver.
 package apiserver
 
@@ -201,6 +202,7 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 			m["networkpolicystats"] = registry.NewNetworkPolicyStatsREST(stores.Stats)
 			m["antreanetworkpolicystats"] = registry.NewAntreaNetworkPolicyStatsREST(stores.Stats)
 			m["antreaclusternetworkpolicystats"] = registry.NewAntreaClusterNetworkPolicyStatsREST(stores.Stats)
+			m["multicastgroups"] = registry.NewMulticastGroupREST(stores.Stats)
 		}
 		if stores.NodeLatency != nil {
 			m["nodelatencystats"] = stores.NodeLatency

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
@@ -26,7 +28,8 @@ import (
 // non-member on node-2 listens without joining: both members receive
 // them, the non-member's eth0 sees none of them. Then the node-2 member
 // leaves (its socket closes, its kernel sends the leave): its eth0 sees
-// none of the next datagrams while the node-1 member still gets them.
+// none of the next datagrams while the node-1 member still gets them
+// (before that, the controller's multicastgroups lists both members).
 // Then an Antrea ClusterNetworkPolicy drops the sender's egress to the
 // group: no member receives anything. The delivery latency (p50/p99, the
 // nodes share one clock) to the local and the remote member is logged.
@@ -147,6 +150,59 @@ func TestMulticastAcrossNodes(t *testing.T) {
 			count, got["local"].LatencyP50Micros, got["local"].LatencyP99Micros, got["remote"].LatencyP50Micros, got["remote"].LatencyP99Micros)
 	})
 
+	t.Run("multicastgroups lists the members of both nodes", func(t *testing.T) {
+		// The agents report their groups with the policy stats (every
+		// 5 s on the lab). The members of the round above left: first
+		// the group lists none of this test's Pods, then both members
+		// join for 12 s and it lists them, read from the controller's
+		// stats.antrea.io.
+		stats, err := versioned.NewForConfig(e.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		members := func() (string, error) {
+			g, err := stats.StatsV1alpha1().MulticastGroups().Get(ctx, "225.1.2.3", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return "", nil
+			}
+			if err != nil {
+				return "", err
+			}
+			var pods []string
+			for _, p := range g.Pods {
+				if p.Namespace == ns {
+					pods = append(pods, p.Namespace+"/"+p.Name)
+				}
+			}
+			return strings.Join(pods, " "), nil
+		}
+		labtest.WaitFor(t, ctx, "multicastgroups 225.1.2.3 without this test's Pods after they left", func() error {
+			if got, err := members(); err != nil || got != "" {
+				return fmt.Errorf("pods %q, %v", got, err)
+			}
+			return nil
+		})
+		var wg sync.WaitGroup
+		for _, m := range []string{"local", "remote"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = e.Exec(ctx, ns, m, "antrea-testpod", "mcast-recv", "--group", group, "--for", "12s")
+			}()
+		}
+		defer wg.Wait() // the receivers leave when their window ends
+		want := ns + "/local " + ns + "/remote"
+		wctx, cancel := context.WithTimeout(ctx, 12*time.Second)
+		defer cancel()
+		labtest.WaitFor(t, wctx, "multicastgroups 225.1.2.3 lists "+want, func() error {
+			if got, err := members(); err != nil || got != want {
+				return fmt.Errorf("pods %q, %v", got, err)
+			}
+			return nil
+		})
+		t.Logf("multicastgroups 225.1.2.3 lists %s", want)
+	})
+
 	t.Run("a member that left receives nothing more", func(t *testing.T) {
 		// remote's earlier socket closed: its kernel sent the leave.
 		got := round(t, map[string]bool{"local": true, "remote": false})
@@ -207,7 +263,7 @@ func TestMulticastAcrossNodes(t *testing.T) {
 			Tier: "securityops", Priority: 5,
 			AppliedTo: []crdv1beta1.AppliedTo{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "remote"}},
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}},
-			Egress: []crdv1beta1.Rule{{Name: "drop-join", Action: &drop,
+			Egress: []crdv1beta1.Rule{{Name: "drop-join", Action: &drop, EnableLogging: true,
 				Protocols: []crdv1beta1.NetworkPolicyProtocol{{IGMP: &crdv1beta1.IGMPProtocol{IGMPType: &igmpReportV3, GroupAddress: "225.1.2.3"}}}}},
 		}}
 		if _, err := crd.CrdV1beta1().ClusterNetworkPolicies().Create(ctx, acnp, metav1.CreateOptions{}); err != nil {
@@ -233,5 +289,21 @@ func TestMulticastAcrossNodes(t *testing.T) {
 		if got["local"].Datagrams < count-1 {
 			t.Errorf("local, not selected, received %d of %d datagrams", got["local"].Datagrams, count)
 		}
+		// The rule has enableLogging: node-2's audit log names it.
+		logPath := e.NodeHostPath(e.Nodes[1], "/var/log/antrea/networkpolicy/np.log")
+		want := " MulticastEgressRule AntreaClusterNetworkPolicy:" + name + " drop-join Egress Drop <nil> " + ns + "/remote "
+		labtest.WaitFor(t, ctx, "the dropped report in "+e.Nodes[1]+"'s audit log", func() error {
+			b, err := os.ReadFile(logPath)
+			if err != nil {
+				return err
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, want) && strings.Contains(l, " 225.1.2.3 <nil> IGMP ") {
+					t.Logf("audit log: %s", l)
+					return nil
+				}
+			}
+			return fmt.Errorf("no line with %q and the group in %s", want, logPath)
+		})
 	})
 }

@@ -32,6 +32,7 @@ import (
 	"antrea.io/antrea/pkg/agent/flowexporter"
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	"antrea.io/antrea/pkg/agent/l7engine"
+	"antrea.io/antrea/pkg/agent/multicast"
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	"antrea.io/antrea/pkg/agent/nodenet"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
@@ -78,12 +79,12 @@ func Run(ctx context.Context, o Options) error {
 		{"peer routes", waitPeerRoutes},    // before policy recovery
 		{"L7NetworkPolicy", setupL7Engine}, // the layer 7 engine, before the policies it enforces
 		{"NetworkPolicy", setupPolicy},
-		{"NetworkPolicy stats", setupPolicyStats},
 		{"Traceflow", setupTraceflow},
 		{"PacketCapture", setupPacketCapture},
 		{"TrafficControl", setupTrafficControl},
 		{"Multicast", setupMulticast},
-		{"memberlist", setupMemberlist}, // before the features placing external IPs
+		{"NetworkPolicy stats", setupPolicyStats}, // after Multicast: reports its groups too
+		{"memberlist", setupMemberlist},           // before the features placing external IPs
 		{"Egress", setupEgress},
 		{"ServiceExternalIP", setupServiceExternalIP},
 		{"BGPPolicy", setupBGPPolicy}, // after Egress: advertises its held IPs
@@ -165,6 +166,9 @@ type deps struct {
 	// exporter is the FlowExporter (nil when it is off): the policy
 	// controller hands it the packets policies deny.
 	exporter *flowexporter.Exporter
+
+	// multicast is the multicast controller (nil when multicast is off).
+	multicast *multicast.Controller
 
 	// cluster is the agents' memberlist (nil without Egress).
 	cluster *egress.Cluster

@@ -36,5 +36,6 @@ func setupMulticast(ctx context.Context, d *deps) (component, error) {
 	}
 	d.informers.Start(ctx.Done())
 	d.api.handle(multicast.PodStatsPath, c.PodStatsHandler())
+	d.multicast = c
 	return loop(c.Run), nil
 }

@@ -74,13 +74,18 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 }
 
 // setupPolicyStats reports the policy rules' counters to the controller
-// every statsCollectionInterval (the NetworkPolicyStats gate).
+// every statsCollectionInterval (the NetworkPolicyStats gate), with the
+// multicast groups of the local Pods when multicast is on.
 func setupPolicyStats(_ context.Context, d *deps) (component, error) {
 	if d.o.StatsInterval <= 0 {
 		return nil, nil
 	}
-	return loop(stats.NewCollector(d.o.NodeName, d.o.StatsInterval, d.policies, d.flows,
-		stats.ClientReporter{Client: d.controlplane}).Run), nil
+	c := stats.NewCollector(d.o.NodeName, d.o.StatsInterval, d.policies, d.flows,
+		stats.ClientReporter{Client: d.controlplane})
+	if d.multicast != nil {
+		c.SetMulticastGroups(d.multicast)
+	}
+	return loop(c.Run), nil
 }
 
 // clusterDNS is the DNS server the agent asks for the exact names of

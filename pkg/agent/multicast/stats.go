@@ -1,12 +1,17 @@
 package multicast
 
 import (
+	"cmp"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"net/netip"
+	"slices"
 	"sort"
 
 	"antrea.io/antrea/pkg/agent/apiserver/apis"
 	"antrea.io/antrea/pkg/agent/interfacestore"
+	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 )
 
 // PodStatsPath is where the agent API serves the local Pods' multicast
@@ -57,4 +62,39 @@ func (c *Controller) PodStatsHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
 	})
+}
+
+// Groups are the multicast groups the local Pods joined and, per group,
+// those Pods (sorted), for the controller's multicastgroups: the
+// NetworkPolicy stats collector sends them in its NodeStatsSummary.
+// Members whose port is no longer a Pod's are left out.
+func (c *Controller) Groups() []cpv1beta2.MulticastGroupInfo {
+	c.mu.Lock()
+	byGroup := make(map[netip.Addr][]uint32, len(c.members))
+	for g, ports := range c.members {
+		for p := range ports {
+			byGroup[g] = append(byGroup[g], p)
+		}
+	}
+	c.mu.Unlock()
+	groups := slices.SortedFunc(maps.Keys(byGroup), func(a, b netip.Addr) int { return a.Compare(b) })
+	out := make([]cpv1beta2.MulticastGroupInfo, 0, len(groups))
+	for _, g := range groups {
+		info := cpv1beta2.MulticastGroupInfo{Group: g.String()}
+		for _, p := range byGroup[g] {
+			i, ok := c.cfg.Interfaces.GetInterfaceByOFPort(int32(p))
+			if !ok || i.ContainerInterfaceConfig == nil {
+				continue
+			}
+			info.Pods = append(info.Pods, cpv1beta2.PodReference{Name: i.PodName, Namespace: i.PodNamespace})
+		}
+		if len(info.Pods) == 0 {
+			continue
+		}
+		slices.SortFunc(info.Pods, func(a, b cpv1beta2.PodReference) int {
+			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
+		out = append(out, info)
+	}
+	return out
 }

@@ -9,7 +9,9 @@
 // (pkg/controller/stats). Counters that went down belong to flows that
 // were reinstalled: they count from zero. The first collection after the
 // agent starts is only a baseline, so a restarted agent does not report
-// again what it reported before.
+// again what it reported before. When multicast is on, each report also
+// carries the multicast groups the Node's Pods joined at that moment
+// (MulticastGroups), which the controller serves as multicastgroups.
 package stats
 
 import (
@@ -50,6 +52,12 @@ type Counters interface {
 	PolicyRuleStats(ctx context.Context) (map[uint32]agentof.RuleCounters, error)
 }
 
+// MulticastGroups says which multicast groups the local Pods joined (the
+// multicast controller).
+type MulticastGroups interface {
+	Groups() []cpv1beta2.MulticastGroupInfo
+}
+
 // Reporter sends a summary to the controller.
 type Reporter interface {
 	Report(ctx context.Context, s *cpv1beta2.NodeStatsSummary) error
@@ -70,6 +78,7 @@ type Collector struct {
 	rules    Rules
 	counters Counters
 	reporter Reporter
+	mcast    MulticastGroups // nil: multicast off
 
 	last map[uint32]sample // nil until the baseline is taken
 }
@@ -78,6 +87,9 @@ type Collector struct {
 func NewCollector(node string, interval time.Duration, rules Rules, counters Counters, reporter Reporter) *Collector {
 	return &Collector{node: node, interval: interval, rules: rules, counters: counters, reporter: reporter}
 }
+
+// SetMulticastGroups makes every report carry g's groups (before Run).
+func (c *Collector) SetMulticastGroups(g MulticastGroups) { c.mcast = g }
 
 // Run takes the baseline, then collects and reports every interval until
 // ctx ends. A failed report is logged and its counts are lost (as
@@ -120,7 +132,11 @@ func (c *Collector) Collect(ctx context.Context) (*cpv1beta2.NodeStatsSummary, e
 	if last == nil {
 		return nil, nil
 	}
-	return summarize(c.node, rules, now, last), nil
+	s := summarize(c.node, rules, now, last)
+	if c.mcast != nil {
+		s.Multicast = c.mcast.Groups()
+	}
+	return s, nil
 }
 
 // delta is what a rule counted between two samples.

@@ -162,3 +162,29 @@ func TestCollectorCountsReinstalledFlowsFromZeroWhenOnlyTheSessionsWentDown(t *t
 		t.Errorf("got %+v, want %+v (counted from zero)", got, want)
 	}
 }
+
+type groupsFunc func() []cpv1beta2.MulticastGroupInfo
+
+func (f groupsFunc) Groups() []cpv1beta2.MulticastGroupInfo { return f() }
+
+func TestCollectorReportsTheMulticastGroupsOfTheMomentWithEachSummary(t *testing.T) {
+	sw := &fakeSwitch{counters: map[uint32]agentof.RuleCounters{}, rules: map[uint32]Rule{}}
+	c := NewCollector("n1", 0, sw, sw, nil)
+	groups := []cpv1beta2.MulticastGroupInfo{{Group: "225.1.2.3", Pods: []cpv1beta2.PodReference{{Namespace: "a", Name: "x"}}}}
+	c.SetMulticastGroups(groupsFunc(func() []cpv1beta2.MulticastGroupInfo { return groups }))
+	ctx := context.Background()
+	if _, err := c.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Collect(ctx)
+	if err != nil || s == nil {
+		t.Fatalf("Collect = %+v, %v", s, err)
+	}
+	if s.Name != "n1" || len(s.Multicast) != 1 || s.Multicast[0].Group != "225.1.2.3" || len(s.Multicast[0].Pods) != 1 {
+		t.Errorf("the summary carries %+v, want the group 225.1.2.3 with a/x", s.Multicast)
+	}
+	groups = nil // every member left: the next summary says so
+	if s, err = c.Collect(ctx); err != nil || s == nil || len(s.Multicast) != 0 {
+		t.Errorf("after every member left, Collect = %+v, %v; want a summary without groups", s, err)
+	}
+}

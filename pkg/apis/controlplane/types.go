@@ -322,6 +322,18 @@ type NodeStatsSummary struct {
 	AntreaClusterNetworkPolicies []NetworkPolicyStats
 	// AntreaNetworkPolicies are the Antrea NetworkPolicies' statistics.
 	AntreaNetworkPolicies []NetworkPolicyStats
+	// Multicast are the multicast groups the Node's Pods joined, at the
+	// time of the report (each report replaces the Node's previous one).
+	Multicast []MulticastGroupInfo
+}
+
+// MulticastGroupInfo is a multicast group and the Pods of one Node that
+// joined it.
+type MulticastGroupInfo struct {
+	// Group is the group's IP address.
+	Group string
+	// Pods are the Node's Pods that joined it.
+	Pods []PodReference
 }
 
 // NetworkPolicyStats are one policy's counters on one Node, in total and

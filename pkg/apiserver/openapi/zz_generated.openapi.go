@@ -34,6 +34,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta2.IPBlock{}.OpenAPIModelName():                              schema_pkg_apis_controlplane_v1beta2_IPBlock(ref),
 		v1beta2.IPNet{}.OpenAPIModelName():                                schema_pkg_apis_controlplane_v1beta2_IPNet(ref),
 		v1beta2.L7Protocol{}.OpenAPIModelName():                           schema_pkg_apis_controlplane_v1beta2_L7Protocol(ref),
+		v1beta2.MulticastGroupInfo{}.OpenAPIModelName():                   schema_pkg_apis_controlplane_v1beta2_MulticastGroupInfo(ref),
 		v1beta2.NamedPort{}.OpenAPIModelName():                            schema_pkg_apis_controlplane_v1beta2_NamedPort(ref),
 		v1beta2.NetworkPolicy{}.OpenAPIModelName():                        schema_pkg_apis_controlplane_v1beta2_NetworkPolicy(ref),
 		v1beta2.NetworkPolicyList{}.OpenAPIModelName():                    schema_pkg_apis_controlplane_v1beta2_NetworkPolicyList(ref),
@@ -53,11 +54,14 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.AntreaClusterNetworkPolicyStatsList{}.OpenAPIModelName(): schema_pkg_apis_stats_v1alpha1_AntreaClusterNetworkPolicyStatsList(ref),
 		v1alpha1.AntreaNetworkPolicyStats{}.OpenAPIModelName():            schema_pkg_apis_stats_v1alpha1_AntreaNetworkPolicyStats(ref),
 		v1alpha1.AntreaNetworkPolicyStatsList{}.OpenAPIModelName():        schema_pkg_apis_stats_v1alpha1_AntreaNetworkPolicyStatsList(ref),
+		v1alpha1.MulticastGroup{}.OpenAPIModelName():                      schema_pkg_apis_stats_v1alpha1_MulticastGroup(ref),
+		v1alpha1.MulticastGroupList{}.OpenAPIModelName():                  schema_pkg_apis_stats_v1alpha1_MulticastGroupList(ref),
 		v1alpha1.NetworkPolicyStats{}.OpenAPIModelName():                  schema_pkg_apis_stats_v1alpha1_NetworkPolicyStats(ref),
 		v1alpha1.NetworkPolicyStatsList{}.OpenAPIModelName():              schema_pkg_apis_stats_v1alpha1_NetworkPolicyStatsList(ref),
 		v1alpha1.NodeLatencyStats{}.OpenAPIModelName():                    schema_pkg_apis_stats_v1alpha1_NodeLatencyStats(ref),
 		v1alpha1.NodeLatencyStatsList{}.OpenAPIModelName():                schema_pkg_apis_stats_v1alpha1_NodeLatencyStatsList(ref),
 		v1alpha1.PeerNodeLatencyStats{}.OpenAPIModelName():                schema_pkg_apis_stats_v1alpha1_PeerNodeLatencyStats(ref),
+		v1alpha1.PodReference{}.OpenAPIModelName():                        schema_pkg_apis_stats_v1alpha1_PodReference(ref),
 		v1alpha1.RuleTrafficStats{}.OpenAPIModelName():                    schema_pkg_apis_stats_v1alpha1_RuleTrafficStats(ref),
 		v1alpha1.TargetIPLatencyStats{}.OpenAPIModelName():                schema_pkg_apis_stats_v1alpha1_TargetIPLatencyStats(ref),
 		v1alpha1.TrafficStats{}.OpenAPIModelName():                        schema_pkg_apis_stats_v1alpha1_TrafficStats(ref),
@@ -752,6 +756,41 @@ func schema_pkg_apis_controlplane_v1beta2_L7Protocol(ref common.ReferenceCallbac
 	}
 }
 
+func schema_pkg_apis_controlplane_v1beta2_MulticastGroupInfo(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MulticastGroupInfo is a multicast group and the Pods of one Node that joined it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"group": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Group is the group's IP address.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"pods": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Pods are the Node's Pods that joined it.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1beta2.PodReference{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1beta2.PodReference{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_controlplane_v1beta2_NamedPort(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1330,11 +1369,24 @@ func schema_pkg_apis_controlplane_v1beta2_NodeStatsSummary(ref common.ReferenceC
 							},
 						},
 					},
+					"multicast": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Multicast are the multicast groups the Node's Pods joined, at the time of the report (each report replaces the Node's previous one).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1beta2.MulticastGroupInfo{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1beta2.NetworkPolicyStats{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+			v1beta2.MulticastGroupInfo{}.OpenAPIModelName(), v1beta2.NetworkPolicyStats{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1679,6 +1731,110 @@ func schema_pkg_apis_stats_v1alpha1_AntreaNetworkPolicyStatsList(ref common.Refe
 	}
 }
 
+func schema_pkg_apis_stats_v1alpha1_MulticastGroup(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MulticastGroup is one multicast group joined by Pods of the cluster: its name and Group are the group's IP address, Pods the Pods of every Node that joined it (as upstream's multicastgroups).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"group": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Group is the IP address of the multicast group.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"pods": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Pods are the Pods that joined the group.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.PodReference{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"pods"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.PodReference{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_stats_v1alpha1_MulticastGroupList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MulticastGroupList is a list of MulticastGroup.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.MulticastGroup{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.MulticastGroup{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_stats_v1alpha1_NetworkPolicyStats(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1894,6 +2050,31 @@ func schema_pkg_apis_stats_v1alpha1_PeerNodeLatencyStats(ref common.ReferenceCal
 		},
 		Dependencies: []string{
 			v1alpha1.TargetIPLatencyStats{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_stats_v1alpha1_PodReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PodReference names a Pod by namespace and name.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+				},
+			},
+		},
 	}
 }
 

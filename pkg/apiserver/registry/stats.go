@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +27,8 @@ type StatsProvider interface {
 	GetAntreaNetworkPolicyStats(namespace, name string) (*statsv1alpha1.AntreaNetworkPolicyStats, bool)
 	ListAntreaClusterNetworkPolicyStats() []statsv1alpha1.AntreaClusterNetworkPolicyStats
 	GetAntreaClusterNetworkPolicyStats(name string) (*statsv1alpha1.AntreaClusterNetworkPolicyStats, bool)
+	ListMulticastGroups() []statsv1alpha1.MulticastGroup
+	GetMulticastGroup(name string) (*statsv1alpha1.MulticastGroup, bool)
 }
 
 // NodeStatsSummaryREST serves POST nodestatssummaries: an agent's report,
@@ -207,5 +210,59 @@ func (r *StatsREST) ConvertToTable(_ context.Context, obj runtime.Object, _ runt
 		return nil, err
 	}
 	t.ColumnDefinitions = statsColumns
+	return t, nil
+}
+
+// MulticastGroupREST serves multicastgroups (cluster-scoped): per group
+// address, the Pods of every Node that joined it.
+type MulticastGroupREST struct {
+	*StatsREST
+}
+
+// NewMulticastGroupREST serves multicastgroups.
+func NewMulticastGroupREST(p StatsProvider) *MulticastGroupREST {
+	return &MulticastGroupREST{&StatsREST{resource: "multicastgroups", singular: "multicastgroup",
+		newFunc: func() runtime.Object { return &statsv1alpha1.MulticastGroup{} },
+		newList: func() runtime.Object { return &statsv1alpha1.MulticastGroupList{} },
+		get: func(_, name string) (runtime.Object, bool) {
+			o, ok := p.GetMulticastGroup(name)
+			return o, ok
+		},
+		list: func(string) runtime.Object {
+			return &statsv1alpha1.MulticastGroupList{Items: p.ListMulticastGroups()}
+		},
+	}}
+}
+
+// maxPodsShown is how many members a multicastgroups table row names.
+const maxPodsShown = 3
+
+var multicastGroupColumns = []metav1.TableColumnDefinition{
+	{Name: "Group", Type: "string", Format: "name", Description: "IP address of the multicast group"},
+	{Name: "Count", Type: "integer", Description: "Number of Pods that joined the group"},
+	{Name: "Pods", Type: "string", Description: "Pods that joined the group (namespace/name; the first few)"},
+}
+
+// ConvertToTable renders groups for kubectl get multicastgroups.
+func (r *MulticastGroupREST) ConvertToTable(_ context.Context, obj runtime.Object, _ runtime.Object) (*metav1.Table, error) {
+	t, err := tableRows(obj, func(o runtime.Object) []any {
+		g, ok := o.(*statsv1alpha1.MulticastGroup)
+		if !ok {
+			return []any{"", int64(0), ""}
+		}
+		var names []string
+		for i, p := range g.Pods {
+			if i == maxPodsShown {
+				names = append(names, fmt.Sprintf("+ %d more...", len(g.Pods)-maxPodsShown))
+				break
+			}
+			names = append(names, p.Namespace+"/"+p.Name)
+		}
+		return []any{g.Name, int64(len(g.Pods)), strings.Join(names, ", ")}
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.ColumnDefinitions = multicastGroupColumns
 	return t, nil
 }

@@ -132,6 +132,10 @@ func Run(ctx context.Context, o *Options) error {
 			return fmt.Errorf("watching %s for stats: %w", kind, err)
 		}
 	}
+	// Multicast groups: a deleted Node's members drop out.
+	if err := stores.Stats.WatchNodes(informerFactory.Core().V1().Nodes().Informer()); err != nil {
+		return fmt.Errorf("watching Nodes for multicast groups: %w", err)
+	}
 	if err := stores.NodeLatency.Watch(informerFactory.Core().V1().Nodes().Informer(),
 		crdInformerFactory.Crd().V1alpha1().NodeLatencyMonitors().Informer()); err != nil {
 		return err

@@ -8,6 +8,10 @@
 // and go away when it is deleted; a report on a policy it does not know is
 // dropped. As upstream's, the sums live in memory: a restarted controller
 // counts from zero.
+//
+// The same reports carry the multicast groups each Node's Pods joined;
+// Multicast (multicast.go) keeps the latest per Node and serves them
+// merged as MulticastGroups.
 package stats
 
 import (
@@ -47,11 +51,14 @@ type Aggregator struct {
 	mu sync.RWMutex
 	// policies by kind and UID.
 	policies map[Kind]map[types.UID]*policyStats
+	// Multicast holds the Nodes' multicast groups.
+	*Multicast
 }
 
 // NewAggregator returns an aggregator that knows no policy yet.
 func NewAggregator() *Aggregator {
-	return &Aggregator{policies: map[Kind]map[types.UID]*policyStats{KindK8s: {}, KindANNP: {}, KindACNP: {}}}
+	return &Aggregator{policies: map[Kind]map[types.UID]*policyStats{KindK8s: {}, KindANNP: {}, KindACNP: {}},
+		Multicast: NewMulticast(0)}
 }
 
 // AddPolicy makes a policy's stats exist (zero until reported); adding a
@@ -107,8 +114,10 @@ func add(sum *statsv1alpha1.TrafficStats, d statsv1alpha1.TrafficStats) {
 }
 
 // Collect adds one Node's report. Stats of a policy the aggregator does
-// not know (deleted since, or not yet seen) are dropped.
+// not know (deleted since, or not yet seen) are dropped; the Node's
+// multicast groups replace its previous ones.
 func (a *Aggregator) Collect(s *controlplane.NodeStatsSummary) {
+	a.Multicast.Collect(s)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	dropped := 0

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -112,7 +113,9 @@ type Controller struct {
 	ifaces   Interfaces
 	opts     Options
 
-	cache      *ruleCache
+	cache *ruleCache
+	// audit is the audit log once Run opened it (IGMP rules log through it).
+	audit      atomic.Pointer[auditLogger]
 	fqdn       *fqdnState    // nil without Options.FQDN
 	node       *nodePolicies // nil without Options.NodePolicy
 	l7         *l7Rules      // nil without Options.L7
@@ -192,6 +195,9 @@ func (c *Controller) Run(ctx context.Context) {
 		audit, err := newAuditLogger(dir)
 		if err != nil {
 			klog.ErrorS(err, "No audit log: rules with enableLogging are not logged")
+		}
+		if audit != nil {
+			c.audit.Store(audit)
 		}
 		p.IO.Handle(agentof.PacketInPolicy, c.policyPacketIn(p, audit))
 		if c.l7 != nil && audit != nil {

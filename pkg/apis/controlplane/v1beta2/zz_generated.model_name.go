@@ -78,6 +78,11 @@ func (in L7Protocol) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MulticastGroupInfo) OpenAPIModelName() string {
+	return "io.antrea.controlplane.v1beta2.MulticastGroupInfo"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NamedPort) OpenAPIModelName() string {
 	return "io.antrea.controlplane.v1beta2.NamedPort"
 }

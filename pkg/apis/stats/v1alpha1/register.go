@@ -31,6 +31,7 @@ func knownTypes() []runtime.Object {
 		&AntreaNetworkPolicyStats{}, &AntreaNetworkPolicyStatsList{},
 		&AntreaClusterNetworkPolicyStats{}, &AntreaClusterNetworkPolicyStatsList{},
 		&NodeLatencyStats{}, &NodeLatencyStatsList{},
+		&MulticastGroup{}, &MulticastGroupList{},
 	}
 }
 

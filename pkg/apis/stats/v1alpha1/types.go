@@ -87,3 +87,36 @@ type AntreaClusterNetworkPolicyStatsList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []AntreaClusterNetworkPolicyStats `json:"items"`
 }
+
+// PodReference names a Pod by namespace and name.
+type PodReference struct {
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:onlyVerbs=get,list
+// +resourceName=multicastgroups
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MulticastGroup is one multicast group joined by Pods of the cluster: its
+// name and Group are the group's IP address, Pods the Pods of every Node
+// that joined it (as upstream's multicastgroups).
+type MulticastGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// Group is the IP address of the multicast group.
+	Group string `json:"group,omitempty"`
+	// Pods are the Pods that joined the group.
+	Pods []PodReference `json:"pods"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MulticastGroupList is a list of MulticastGroup.
+type MulticastGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MulticastGroup `json:"items"`
+}

@@ -28,6 +28,16 @@ func (in AntreaNetworkPolicyStatsList) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MulticastGroup) OpenAPIModelName() string {
+	return "io.antrea.stats.v1alpha1.MulticastGroup"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MulticastGroupList) OpenAPIModelName() string {
+	return "io.antrea.stats.v1alpha1.MulticastGroupList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NetworkPolicyStats) OpenAPIModelName() string {
 	return "io.antrea.stats.v1alpha1.NetworkPolicyStats"
 }
@@ -50,6 +60,11 @@ func (in NodeLatencyStatsList) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in PeerNodeLatencyStats) OpenAPIModelName() string {
 	return "io.antrea.stats.v1alpha1.PeerNodeLatencyStats"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PodReference) OpenAPIModelName() string {
+	return "io.antrea.stats.v1alpha1.PodReference"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

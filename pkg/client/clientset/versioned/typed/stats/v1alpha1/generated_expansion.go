@@ -8,6 +8,8 @@ type AntreaClusterNetworkPolicyStatsExpansion interface{}
 
 type AntreaNetworkPolicyStatsExpansion interface{}
 
+type MulticastGroupExpansion interface{}
+
 type NetworkPolicyStatsExpansion interface{}
 
 type NodeLatencyStatsExpansion interface{}

@@ -16,6 +16,7 @@ type StatsV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	AntreaClusterNetworkPolicyStatsesGetter
 	AntreaNetworkPolicyStatsesGetter
+	MulticastGroupsGetter
 	NetworkPolicyStatsesGetter
 	NodeLatencyStatsesGetter
 }
@@ -31,6 +32,10 @@ func (c *StatsV1alpha1Client) AntreaClusterNetworkPolicyStatses() AntreaClusterN
 
 func (c *StatsV1alpha1Client) AntreaNetworkPolicyStatses(namespace string) AntreaNetworkPolicyStatsInterface {
 	return newAntreaNetworkPolicyStatses(c, namespace)
+}
+
+func (c *StatsV1alpha1Client) MulticastGroups() MulticastGroupInterface {
+	return newMulticastGroups(c)
 }
 
 func (c *StatsV1alpha1Client) NetworkPolicyStatses(namespace string) NetworkPolicyStatsInterface {

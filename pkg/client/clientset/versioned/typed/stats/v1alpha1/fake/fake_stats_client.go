@@ -22,6 +22,10 @@ func (c *FakeStatsV1alpha1) AntreaNetworkPolicyStatses(namespace string) v1alpha
 	return newFakeAntreaNetworkPolicyStatses(c, namespace)
 }
 
+func (c *FakeStatsV1alpha1) MulticastGroups() v1alpha1.MulticastGroupInterface {
+	return newFakeMulticastGroups(c)
+}
+
 func (c *FakeStatsV1alpha1) NetworkPolicyStatses(namespace string) v1alpha1.NetworkPolicyStatsInterface {
 	return newFakeNetworkPolicyStatses(c, namespace)
 }
