@@ -65,7 +65,10 @@ func TestMulticastGroupsThroughKubeAPIServer(t *testing.T) {
 		}
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			_, err := agent.ControlplaneV1beta2().NodeStatsSummaries().Create(ctx, s, metav1.CreateOptions{})
-			return err == nil, nil // the group may not answer yet
+			if apierrors.IsServiceUnavailable(err) {
+				return false, nil // kube-apiserver does not route the group yet: the summary never got there
+			}
+			return true, err
 		})
 		if err != nil {
 			t.Fatalf("posting the summary of %s as antrea-agent: %v", node, err)

@@ -85,7 +85,17 @@ func TestNetworkPolicyStatsThroughKubeAPIServer(t *testing.T) {
 					{Name: "drop-rest", TrafficStats: statsv1alpha1.TrafficStats{Packets: drop, Bytes: 60 * drop, Sessions: drop}},
 				}}},
 		}
-		if _, err := agent.ControlplaneV1beta2().NodeStatsSummaries().Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		// kube-apiserver answers 503 while it does not yet route the
+		// group to the server (a loaded machine): the summary never got
+		// there, so it is posted again; any other error fails.
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := agent.ControlplaneV1beta2().NodeStatsSummaries().Create(ctx, s, metav1.CreateOptions{})
+			if apierrors.IsServiceUnavailable(err) {
+				return false, nil
+			}
+			return true, err
+		})
+		if err != nil {
 			t.Fatalf("posting the summary of %s as antrea-agent: %v", node, err)
 		}
 	}
