@@ -90,14 +90,14 @@ func policyGroups(p *cpv1beta2.NetworkPolicy) (address, appliedTo sets.Set[strin
 	return address, appliedTo
 }
 
-func indexAdd(idx map[string]sets.Set[string], key, v string) {
+func indexAdd[K comparable](idx map[K]sets.Set[string], key K, v string) {
 	if idx[key] == nil {
 		idx[key] = sets.New[string]()
 	}
 	idx[key].Insert(v)
 }
 
-func indexDel(idx map[string]sets.Set[string], key, v string) {
+func indexDel[K comparable](idx map[K]sets.Set[string], key K, v string) {
 	if s := idx[key]; s != nil {
 		s.Delete(v)
 		if s.Len() == 0 {

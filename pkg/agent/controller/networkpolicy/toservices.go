@@ -4,9 +4,10 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -52,54 +53,72 @@ type ServiceFrontend struct {
 type informerServices struct {
 	lister   corelisters.ServiceLister
 	informer cache.SharedIndexInformer
-	// byIP says whether the informer has the clusterIPIndex index (it
-	// cannot be added once the informer runs; FrontendsAt then lists).
-	byIP bool
+	// byIP is "namespace/name" of the Services at each ClusterIP, kept by
+	// an event handler (the agent's informer runs already when the policy
+	// controller starts, too late for an indexer).
+	mu   sync.RWMutex
+	byIP map[netip.Addr]sets.Set[string]
 }
-
-// clusterIPIndex indexes Services by each of their ClusterIPs.
-const clusterIPIndex = "clusterIP"
 
 // NewServiceLookup serves toServices rules from inf (the agent's Service
 // informer, which AntreaProxy shares).
 func NewServiceLookup(inf coreinformers.ServiceInformer) ServiceLookup {
-	s := &informerServices{lister: inf.Lister(), informer: inf.Informer()}
-	err := s.informer.AddIndexers(cache.Indexers{clusterIPIndex: func(obj any) ([]string, error) {
-		svc, ok := obj.(*corev1.Service)
-		if !ok {
-			return nil, nil
-		}
-		var keys []string
+	s := &informerServices{lister: inf.Lister(), informer: inf.Informer(), byIP: map[netip.Addr]sets.Set[string]{}}
+	index := func(svc *corev1.Service, add bool) {
+		key := svc.Namespace + "/" + svc.Name
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		for _, a := range agenttypes.ServiceClusterIPs(svc) {
-			keys = append(keys, a.String())
+			if add {
+				indexAdd(s.byIP, a, key)
+			} else {
+				indexDel(s.byIP, a, key)
+			}
 		}
-		return keys, nil
-	}})
-	s.byIP = err == nil
-	if err != nil {
-		klog.InfoS("The Service informer runs already: toFQDN rules find Services by ClusterIP by listing them", "reason", err.Error())
+	}
+	asService := func(obj any) *corev1.Service {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		svc, _ := obj.(*corev1.Service)
+		return svc
+	}
+	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if svc := asService(obj); svc != nil {
+				index(svc, true)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			if svc := asService(old); svc != nil {
+				index(svc, false)
+			}
+			if svc := asService(obj); svc != nil {
+				index(svc, true)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if svc := asService(obj); svc != nil {
+				index(svc, false)
+			}
+		},
+	}); err != nil {
+		klog.ErrorS(err, "Cannot index Services by ClusterIP: toFQDN rules will not match Services' names")
 	}
 	return s
 }
 
 func (s *informerServices) FrontendsAt(ip netip.Addr) []ServiceFrontend {
-	var svcs []*corev1.Service
-	if s.byIP {
-		objs, err := s.informer.GetIndexer().ByIndex(clusterIPIndex, ip.Unmap().String())
-		if err != nil {
-			return nil
-		}
-		for _, o := range objs {
-			if svc, ok := o.(*corev1.Service); ok {
-				svcs = append(svcs, svc)
-			}
-		}
-	} else if all, err := s.lister.List(labels.Everything()); err == nil {
-		svcs = all
-	}
+	ip = ip.Unmap()
+	s.mu.RLock()
+	keys := sets.List(s.byIP[ip])
+	s.mu.RUnlock()
 	var out []ServiceFrontend
-	for _, svc := range svcs {
-		out = append(out, frontendsAt(svc, ip)...)
+	for _, key := range keys {
+		ns, name, _ := strings.Cut(key, "/")
+		if svc, err := s.lister.Services(ns).Get(name); err == nil {
+			out = append(out, frontendsAt(svc, ip)...)
+		}
 	}
 	return out
 }
