@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X antrea.io/antrea/pkg/version.Version=$(VERSION) \
            -X antrea.io/antrea/pkg/version.GitTreeState=$(GIT_TREE_STATE)
 export PATH := $(OUTPUT)/bin:$(OUTPUT)/tools:$(OUTPUT)/cni/bin:$(PATH)
 
-.PHONY: ui all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance conformance-lb conformance-dualstack conformance-native e2e-upstream conformance-sig conformance-sig-network reliability bench clean docs race
+.PHONY: ui all install build images manifests test unit integration e2e demo lab-up lab-down codegen fmt lint conformance conformance-lb conformance-dualstack conformance-ipv6 conformance-native e2e-upstream conformance-sig conformance-sig-network reliability bench clean docs race
 
 all: build
 
@@ -67,7 +67,7 @@ lint:
 	$(GO) vet ./...
 	$(OUTPUT)/tools/staticcheck $$($(GO) list ./... | grep -v /pkg/client/)  # pkg/client is generated
 
-## conformance: the agent and controller packages' tests under the race detector, every case of our NetworkPolicy conformance suite, every Service path, Node NetworkPolicy on the lab, the datapath on VXLAN, GRE, noEncap and networkPolicyOnly labs (Antrea chained after the reference ptp CNI), on a hybrid lab over two subnets and on a dual-stack lab (IPv6 pods and Services over the IPv4 underlay, docs/ipv6.md), then upstream's e2e NetworkPolicy specs, the other [sig-network] specs and the [Feature:LoadBalancer] specs (conformance-lb).
+## conformance: the agent and controller packages' tests under the race detector, every case of our NetworkPolicy conformance suite, every Service path, Node NetworkPolicy on the lab, the datapath on VXLAN, GRE, noEncap and networkPolicyOnly labs (Antrea chained after the reference ptp CNI), on a hybrid lab over two subnets and on a dual-stack lab (dual-stack nodes, IPv6 pods and Services, docs/ipv6.md), then upstream's e2e NetworkPolicy specs, the other [sig-network] specs and the [Feature:LoadBalancer] specs (conformance-lb).
 conformance: install build race
 	ANTREA_CONFORMANCE=all $(GO) test -count=1 -timeout 60m ./test/conformance/...
 	ANTREA_E2E_SERVICE_PATHS=1 $(GO) test -count=1 -timeout 45m -run 'TestEveryServicePathReachesEveryEndpointOverTCPAndUDP' ./test/e2e/
@@ -76,11 +76,18 @@ conformance: install build race
 	ANTREA_DATAPATH_ENCAPS=vxlan,gre,noEncap,networkPolicyOnly $(GO) test -count=1 -timeout 20m -run 'TestDatapath' ./test/e2e/datapath/
 	ANTREA_DATAPATH_HYBRID=1 $(GO) test -count=1 -timeout 20m -run 'TestHybrid' -v ./test/e2e/datapath/
 	ANTREA_E2E_IP_FAMILY=dual $(GO) test -count=1 -timeout 20m -run 'TestDualStack' -v ./test/e2e/datapath/
+	ANTREA_E2E_IP_FAMILY=ipv6 $(GO) test -count=1 -timeout 20m -run 'TestIPv6Only' -v ./test/e2e/datapath/
 	ANTREA_DATAPATH_WIREGUARD=1 $(GO) test -count=1 -timeout 20m -run 'TestWireGuard' -v ./test/e2e/datapath/
 	./hack/e2e-upstream.sh
 	$(MAKE) conformance-sig-network
 	$(MAKE) conformance-lb
 	$(MAKE) conformance-dualstack
+	$(MAKE) conformance-ipv6
+
+## conformance-ipv6: every case of our NetworkPolicy conformance suite (the cyclonus and kube-network-policies oracles)
+## on the pods' IPv6 addresses, ipBlocks of IPv6 ranges, on a dual-stack lab (ANTREA_CONFORMANCE_IP_FAMILY).
+conformance-ipv6: install build
+	ANTREA_CONFORMANCE_IP_FAMILY=dual ANTREA_CONFORMANCE=all $(GO) test -count=1 -timeout 60m ./test/conformance/...
 
 ## conformance-sig-network: every other upstream e2e.test [sig-network] spec a 2-node lab of real nodes can run (Services,
 ## Networking, Conntrack, DNS, EndpointSlice, HostPort, Proxy, ...: about 120 specs, an hour), with no retry. The skip
@@ -92,13 +99,12 @@ conformance-sig-network: install build
 	  E2E_REPORT_DIR=$(OUTPUT)/e2e-sig-network ./hack/e2e-upstream.sh
 
 ## conformance-dualstack: upstream e2e.test v1.37.2's [Feature:IPv6DualStack] specs, unchanged, on a dual-stack lab
-## (antrea-lab up --ip-family dual, docs/ipv6.md), no retry: 13 specs. The skip names the 9 that need what the lab's
-## IPv4 underlay does not give (IPv6 node addresses, and so IPv6 NodePorts and hostNetwork endpoints) and SCTP.
-DUALSTACK_SKIP := Feature:SCTPConnectivity|node-Service|endpoint-Service|pod-Service|using hostNetwork|to host ips|at least one dual-stack node
+## (antrea-lab up --ip-family dual: dual-stack nodes, docs/ipv6.md), no retry: 22 specs; SCTP is skipped (this kernel lacks it).
+DUALSTACK_SKIP := Feature:SCTPConnectivity
 conformance-dualstack: install build
 	E2E_FOCUS='\[Feature:IPv6DualStack\]' E2E_SKIP='$(DUALSTACK_SKIP)' E2E_FLAKE_ATTEMPTS=1 E2E_PROCS=2 \
 	  E2E_LAB_ARGS='--ip-family dual' \
-	  E2E_SKIP_REASON='needs what the dual-stack lab over its IPv4 underlay does not give (docs/ipv6.md, issue 33): IPv6 node addresses ("at least one dual-stack node"; the hostIPs of a hostNetwork pod; hostNetwork endpoints), the IPv6 NodePorts on them ("endpoint-Service" and "pod-Service" pass their IPv6 ClusterIP step, then dial a NodePort on the IPv6 address of a node, which has none), or the node own IPv6 path to Services ("node-Service" dials the IPv6 ClusterIP from a node); or SCTP, which this kernel lacks' \
+	  E2E_SKIP_REASON='SCTP, which this kernel lacks' \
 	  E2E_REPORT_DIR=$(OUTPUT)/e2e-dualstack ./hack/e2e-upstream.sh
 
 ## conformance-lb: upstream e2e.test v1.37.2's [Feature:LoadBalancer] specs (the 17 of "LoadBalancers" and "LoadBalancers ExternalTrafficPolicy: Local") and the Services spec on "Type LoadBalancer", unchanged, run from the lab's client host (antrea-lab-client, behind the router, off the nodes' network) with the lab's default ExternalIPPool lab-lb created on 172.30.0.220-239; no retry.

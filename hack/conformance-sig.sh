@@ -38,6 +38,8 @@
 #   SIG_VERSIONS   which suites (default "v0.2.0 v0.1.7")
 #   SIG_REUSE=1    run against the lab that is up instead of a new one
 #   SIG_KEEP=1     leave the lab up afterwards
+#   SIG_LAB_ARGS   more antrea-lab up flags, e.g. '--ip-family dual' (issue 33
+#                  asks for the suites on a dual-stack lab; docs/sig-network-policy-api.md)
 #   SIG_RUN        a go test -run regex inside the suite (default: all)
 #   SIG_BUILD_ONLY=1  only build the suites' test binaries
 #   SIG_TIMEOUT    go test -test.timeout of each suite (default 60m)
@@ -248,7 +250,8 @@ for v in $VERSIONS; do build "$v"; done
 
 if [ "${SIG_REUSE:-0}" != 1 ]; then
   "$LAB" down >/dev/null
-  "$LAB" up --nodes 2
+  # shellcheck disable=SC2086 # flags, split on purpose
+  "$LAB" up --nodes 2 ${SIG_LAB_ARGS:-}
   if [ "${SIG_KEEP:-0}" != 1 ]; then trap '"$LAB" down >/dev/null' EXIT; fi
 fi
 

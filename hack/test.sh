@@ -19,14 +19,18 @@ bin/antrea-lab down >/dev/null
 # of root is seen, not silent).
 go build -o _output/tools/serialexec ./hack/serialexec
 exec_flag=(-exec "$ROOT/_output/tools/serialexec $ROOT/_output/test/run.lock")
-go test -count=1 -p 3 "${exec_flag[@]}" -timeout 40m -json $(go list ./... | grep -v '/test/conformance$') 2>&1 |
+go test -count=1 -p 3 "${exec_flag[@]}" -timeout 40m -json $(go list ./... | grep -v '/test/conformance$\|/test/e2e/datapath$') 2>&1 |
   _output/tools/judge gotest -o _output/test/go-test.json
-# One lab of real nodes serves two judges in turn (one lab start, about 45 s,
-# instead of two): our NetworkPolicy conformance cases (test/conformance, on
-# the running lab: ANTREA_CONFORMANCE_REUSE_LAB), then, with their namespaces
-# gone, upstream's e2e.test (E2E_REUSE).
+# One lab of real nodes serves three judges in turn (one lab start, about
+# 45 s, instead of three): the datapath's Geneve case (connectivity, an
+# agent and an ovs-vswitchd restart under policy: ANTREA_DATAPATH_REUSE_LAB;
+# its namespace is deleted after it), our NetworkPolicy conformance cases
+# (test/conformance, on the running lab: ANTREA_CONFORMANCE_REUSE_LAB), then,
+# with their namespaces gone, upstream's e2e.test (E2E_REUSE).
 bin/antrea-lab up --nodes 2
 trap 'bin/antrea-lab down >/dev/null' EXIT
+ANTREA_DATAPATH_REUSE_LAB=1 go test -count=1 "${exec_flag[@]}" -timeout 20m -json ./test/e2e/datapath/ 2>&1 |
+  _output/tools/judge gotest -o _output/test/go-test-datapath.json
 ANTREA_CONFORMANCE_REUSE_LAB=1 go test -count=1 "${exec_flag[@]}" -timeout 30m -json ./test/conformance/ 2>&1 |
   _output/tools/judge gotest -o _output/test/go-test-conformance.json
 KUBECONFIG=$ROOT/_output/lab/kubeconfig kubectl delete namespace x y z --ignore-not-found --wait=true --timeout=120s >/dev/null

@@ -1,7 +1,8 @@
 // Command antrea-agent-simulator runs many simulated antrea-agents in one
 // process (pkg/agent/simulator): one per Node named, each watching its span
 // of the controlplane API with the real agent's watchers, as the
-// antrea-agent ServiceAccount. It writes a JSON report (per agent: messages,
+// antrea-agent ServiceAccount; through kube-apiserver unless --direct
+// (the real agents' path: see the flag). It writes a JSON report (per agent: messages,
 // bytes, what it holds; median and max) every --interval and at exit.
 // docs/scale.md shows it beside `antrea-lab up --sim-nodes N`.
 package main
@@ -30,6 +31,7 @@ func main() {
 		kubeconfig, serviceAccount, report string
 		nodes                              []string
 		interval                           time.Duration
+		direct                             bool
 	)
 	cmd := &cobra.Command{
 		Use:          "antrea-agent-simulator",
@@ -65,7 +67,11 @@ func main() {
 			if err != nil {
 				return fmt.Errorf("--service-account: %w", err)
 			}
-			sim, err := simulator.New(agentCfg, nodes)
+			newSim := simulator.NewThroughKubeAPIServer
+			if direct {
+				newSim = simulator.New
+			}
+			sim, err := newSim(agentCfg, nodes)
 			if err != nil {
 				return err
 			}
@@ -102,6 +108,8 @@ func main() {
 	cmd.Flags().StringVar(&serviceAccount, "service-account", "kube-system/antrea-agent", "identity of every simulated agent (namespace/name): the real agents'")
 	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "Nodes to simulate an agent for (default: every Node labelled "+simnodes.Label+"=true)")
 	cmd.Flags().StringVar(&report, "report", "", "JSON report file, rewritten every --interval and at exit")
+	cmd.Flags().BoolVar(&direct, "direct", false, "dial antrea-controller directly as the real agents do (its Service's endpoint, CA from ConfigMap kube-system/antrea-ca); "+
+		"off by default: a lab's controller endpoint is a Node address the host must not dial, so the agents go through kube-apiserver")
 	cmd.Flags().DurationVar(&interval, "interval", 10*time.Second, "how often the report is written")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)

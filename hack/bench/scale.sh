@@ -23,10 +23,17 @@
 #
 # No lab is used (no netns, no real nodes): nothing to lock. Everything runs
 # under nice. Usage: SCALE_NODES=100,1000 hack/bench/scale.sh
+#
+# SCALE_REAL_AGENT=N adds a run with a real agent (TestARealAgentAtScale): a
+# lab of one real node beside N simulated Nodes (antrea-lab up --nodes 1
+# --sim-nodes N; it needs make build and holds /tmp/antrea-lab.lock), the
+# real agent's RSS, flows and policy realization measured in the empty
+# cluster and again with the same workload on the simulated Nodes.
+# SCALE_NODES= (empty) skips the simulated-agent sizes.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
-SCALE_NODES=${SCALE_NODES:-100}
+SCALE_NODES=${SCALE_NODES-100}
 OUT=${SCALE_OUT_DIR:-$ROOT/_output/scale}
 export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$ROOT/_output/bin}
 mkdir -p "$OUT"
@@ -38,6 +45,19 @@ go test -c -o "$OUT/scale.test" ./test/scale/
 export ANTREA_CONTROLLER_BIN=$OUT/antrea-controller
 
 IFS=, read -ra sizes <<<"$SCALE_NODES"
+if [[ -n ${SCALE_REAL_AGENT:-} ]]; then
+  n=$SCALE_REAL_AGENT
+  echo "=== a real agent beside $n simulated nodes (a lab; waiting for /tmp/antrea-lab.lock)" >&2
+  (cd test/scale && SCALE_OUT=$OUT/realagent-$(date -u +%Y%m%dT%H%M%S).jsonl flock /tmp/antrea-lab.lock nice -n 15 \
+    "$OUT/scale.test" -test.run '^TestARealAgentAtScale$' -test.v -test.timeout 100m >"$OUT/realagent-$n.log" 2>&1) ||
+    { tail -30 "$OUT/realagent-$n.log" >&2; echo "!!! the real agent beside $n nodes failed (log: $OUT/realagent-$n.log)" >&2; exit 1; }
+  # A skip (no lab possible here) exits 0: say so instead of printing nothing.
+  if grep -q -- '--- SKIP: TestARealAgentAtScale' "$OUT/realagent-$n.log"; then
+    grep -B1 -- '--- SKIP' "$OUT/realagent-$n.log" >&2; echo "!!! the real agent beside $n nodes was skipped" >&2; exit 1
+  fi
+  sed -n '/the real node.s agent, empty cluster/,/the ACNPs. peers in the real node.s flows:/p' "$OUT/realagent-$n.log" >&2
+fi
+[[ ${#sizes[@]} -gt 0 ]] || exit 0
 for n in "${sizes[@]}"; do
   echo "=== $n simulated nodes" >&2
   # The test binary's own log (klog of the in-process simulator) goes to a file.

@@ -40,7 +40,7 @@ import (
 
 // ServiceDNSName is the name agents and the APIService reach the controller
 // by; the serving certificate always carries it.
-const ServiceDNSName = "antrea.kube-system.svc"
+const ServiceDNSName = controlplane.ControllerServerName
 
 // NewScheme returns a scheme holding the internal and v1beta2 controlplane
 // types, the stats.antrea.io types (their own internal version) and the meta
@@ -134,9 +134,11 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 	}
 	codecs := serializer.NewCodecFactory(scheme)
 
-	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts(ServiceDNSName,
-		[]string{ServiceDNSName, "antrea.kube-system", "antrea", "localhost"},
-		[]net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}); err != nil {
+	names, ips := []string{ServiceDNSName, "antrea.kube-system", "antrea", "localhost"}, []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}
+	if err := writeSelfSignedECDSA(o.SecureServing, ServiceDNSName, names, ips); err != nil {
+		return nil, fmt.Errorf("creating a self-signed serving certificate: %w", err)
+	}
+	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts(ServiceDNSName, names, ips); err != nil {
 		return nil, fmt.Errorf("creating a self-signed serving certificate: %w", err)
 	}
 	if o.Authentication.RemoteKubeConfigFile == "" {
@@ -166,7 +168,7 @@ func New(o *Options, kubeconfig string, stores *Stores, kubeInformers informers.
 		return nil, fmt.Errorf("configuring delegated authorization: %w", err)
 	}
 	if cfg.Authorization.Authorizer != nil {
-		cfg.Authorization.Authorizer = withoutSelectors{cfg.Authorization.Authorizer}
+		cfg.Authorization.Authorizer = newWithoutSelectors(cfg.Authorization.Authorizer)
 	}
 
 	generic, err := cfg.Complete().New("antrea-controller", genericapiserver.NewEmptyDelegate())

@@ -102,6 +102,9 @@ func (s *supervisor) startAntreaNode(ctx context.Context, n NodeInfo, c *credent
 	_, err = s.startDaemonWith("antrea-agent", n.Name, n.NetNS, enter,
 		filepath.Join(s.opts.BinDir, "antrea-agent"),
 		"--kubeconfig="+c.kubeconfigs["antrea-agent"],
+		// The controller listens on the control plane's loopback here,
+		// out of the nodes' reach: through kube-apiserver.
+		"--controlplane-through-kube-apiserver",
 		"--node-name="+n.Name,
 		"--ovs-run-dir="+in.Dir(),
 		"--ovs-datapath=netdev",

@@ -45,6 +45,9 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 	if err := refuseIfRunning(opts); err != nil {
 		return err
 	}
+	if err := checkFreeSpace(opts, freeBytes); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(opts.logDir(), 0o755); err != nil {
 		return fmt.Errorf("create log dir %s: %w", opts.logDir(), err)
 	}
@@ -285,8 +288,10 @@ func printNodes(out io.Writer, nodes []corev1.Node) {
 		}
 		ip := ""
 		for _, a := range n.Status.Addresses {
-			if a.Type == corev1.NodeInternalIP {
-				ip = a.Address
+			if a.Type == corev1.NodeInternalIP && ip == "" {
+				ip = a.Address // the first (IPv4 in a dual-stack lab)
+			} else if a.Type == corev1.NodeInternalIP {
+				ip += "," + a.Address
 			}
 		}
 		age := time.Since(n.CreationTimestamp.Time).Round(time.Second)

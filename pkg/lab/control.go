@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -314,8 +315,13 @@ func (s *supervisor) remakeNodeNetNS(ctx context.Context, n NodeInfo, mac string
 	// The MAC before the link comes up (attach's first command makes it).
 	steps = append(steps, attach[0], []string{"ip", "-n", n.NetNS, "link", "set", "eth0", "address", mac})
 	steps = append(steps, attach[1:]...)
-	steps = append(steps, nodeForwarding(n.NetNS))
+	v6 := n.IPv6 != ""
+	if v6 {
+		steps = append(steps, ipv6AddrCommand(n.NetNS, "eth0", netip.MustParseAddr(n.IP)))
+	}
+	steps = append(steps, nodeForwardingCommands(n.NetNS, v6)...)
 	steps = append(steps, routeCommands(n.NetNS, n.subnet(), s.opts.subnets())...)
+	steps = append(steps, v6RouteCommands(v6, n.NetNS, n.subnet(), s.opts.subnets())...)
 	for _, st := range steps {
 		if err := run(ctx, st[0], st[1:]...); err != nil {
 			return fmt.Errorf("make netns %s of node %s again: %w", n.NetNS, n.Name, err)

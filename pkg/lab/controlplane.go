@@ -33,7 +33,7 @@ func (s *supervisor) kubeconfigDir() string { return filepath.Join(s.opts.Dir, "
 // the cp netns reach the API server on its loopback; nodes on the underlay.
 func (s *supervisor) writeCredentials(nodes []NodeInfo) (*credentials, error) {
 	cpIP := controlPlaneIP()
-	p, err := newPKI(net.IP(cpIP.AsSlice()))
+	p, err := newPKI(net.IP(cpIP.AsSlice()), net.IP(underlayV6(cpIP).AsSlice()))
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func (s *supervisor) writeCredentials(nodes []NodeInfo) (*credentials, error) {
 		return nil, fmt.Errorf("create kubeconfig dir: %w", err)
 	}
 	local := fmt.Sprintf("https://127.0.0.1:%d", APIServerPort)
-	underlay := "https://" + net.JoinHostPort(cpIP.String(), fmt.Sprint(APIServerPort))
+	underlay := s.opts.apiServerURL()
 	c := &credentials{pki: p, files: files, kubeconfigs: map[string]string{}, kubelets: map[string]nodeKubeletFiles{}}
 	if err := s.writeKubeletCredentials(c, nodes); err != nil {
 		return nil, err
@@ -100,8 +100,11 @@ func (s *supervisor) writeKubeletCredentials(c *credentials, nodes []NodeInfo) e
 		return err
 	}
 	for _, n := range nodes {
-		kp, err := c.pki.CA.issue(certSpec{commonName: n.Name, dnsNames: []string{n.Name},
-			ips: []net.IP{net.ParseIP(n.IP)}, server: true})
+		ips := []net.IP{net.ParseIP(n.IP)}
+		if n.IPv6 != "" {
+			ips = append(ips, net.ParseIP(n.IPv6))
+		}
+		kp, err := c.pki.CA.issue(certSpec{commonName: n.Name, dnsNames: []string{n.Name}, ips: ips, server: true})
 		if err != nil {
 			return err
 		}
@@ -163,11 +166,8 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 		return err
 	}
 
-	serviceCIDRs := ServiceCIDR
-	if s.opts.dualStack() {
-		serviceCIDRs += "," + ServiceCIDRv6
-	}
-	s.logf("starting kube-apiserver (advertise %s, services %s)", controlPlaneIP(), serviceCIDRs)
+	serviceCIDRs := s.opts.serviceCIDRs()
+	s.logf("starting kube-apiserver (advertise %s, services %s)", s.opts.apiServerIP(), serviceCIDRs)
 	f := c.files
 	// With real nodes the aggregator dials the endpoints of an APIService's
 	// Service (antrea-controller's node IP: it is hostNetwork) rather than
@@ -176,9 +176,11 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 	// behind an ExternalName Service, which only the default routing takes.
 	apiserver, err := s.startDaemon("kube-apiserver", "", ControlPlaneNetNS, bin("kube-apiserver"),
 		"--etcd-servers=http://127.0.0.1:2379",
-		"--bind-address=0.0.0.0",
+		// "::" takes both families: the nodes of an IPv6-only lab
+		// dial its IPv6 address, the lab's relay its IPv4 one.
+		"--bind-address=::",
 		fmt.Sprintf("--secure-port=%d", APIServerPort),
-		"--advertise-address="+controlPlaneIP().String(),
+		"--advertise-address="+s.opts.apiServerIP().String(),
 		"--service-cluster-ip-range="+serviceCIDRs,
 		"--tls-cert-file="+f.APIServerCert,
 		"--tls-private-key-file="+f.APIServerKey,
@@ -227,13 +229,9 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 
 	// A dual-stack lab: each node gets a pod CIDR of each family, IPv4
 	// first (the agent's primary family), and Services a ClusterIP range
-	// of each.
-	clusterCIDRs, masks := ClusterCIDR, []string{fmt.Sprintf("--node-cidr-mask-size=%d", NodeCIDRMaskSize)}
-	if s.opts.dualStack() {
-		clusterCIDRs += "," + ClusterCIDRv6
-		masks = []string{fmt.Sprintf("--node-cidr-mask-size-ipv4=%d", NodeCIDRMaskSize), fmt.Sprintf("--node-cidr-mask-size-ipv6=%d", NodeCIDRMaskSizeV6)}
-	}
-	s.logf("starting kube-controller-manager (podCIDRs from %s, %s) and kube-scheduler", clusterCIDRs, strings.Join(masks, " "))
+	// of each; an IPv6-only lab: IPv6 ones alone.
+	cidrFlags := s.opts.clusterCIDRFlags()
+	s.logf("starting kube-controller-manager (%s) and kube-scheduler", strings.Join(cidrFlags, " "))
 	cm := c.kubeconfigs["controller-manager"]
 	cmArgs := append([]string{
 		"--kubeconfig=" + cm,
@@ -242,7 +240,6 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 		"--bind-address=127.0.0.1",
 		"--leader-elect=false",
 		"--allocate-node-cidrs=true",
-		"--cluster-cidr=" + clusterCIDRs,
 		"--service-cluster-ip-range=" + serviceCIDRs,
 		"--service-account-private-key-file=" + f.SAKey,
 		"--root-ca-file=" + f.CACert,
@@ -250,7 +247,7 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 		"--controllers=*",
 		"--cluster-signing-cert-file=" + f.CACert,
 		"--cluster-signing-key-file=" + f.CAKey,
-	}, masks...)
+	}, cidrFlags...)
 	if _, err := s.startDaemon("kube-controller-manager", "", ControlPlaneNetNS, bin("kube-controller-manager"), cmArgs...); err != nil {
 		return err
 	}
@@ -263,6 +260,6 @@ func (s *supervisor) startControlPlane(ctx context.Context, c *credentials) erro
 		"--leader-elect=false"); err != nil {
 		return err
 	}
-	klog.InfoS("Control plane started", "apiserver", controlPlaneIP().String())
+	klog.InfoS("Control plane started", "apiserver", s.opts.apiServerIP().String())
 	return nil
 }

@@ -86,7 +86,7 @@ const DefaultLBPool = "lab-lb"
 //     so that the outside host reaches annotated Services' Pods.
 //   - with `--flow-visibility`, the FlowExporter on (flowExporterOverlay).
 func (o Options) labConfOverlay() map[string]map[string]string {
-	apiServer := fmt.Sprintf("https://%s:%d", controlPlaneIP(), APIServerPort)
+	apiServer := o.apiServerURL()
 	overlay := map[string]map[string]string{
 		"antrea-agent.conf": {
 			"ovsDatapathType":                      "netdev",
@@ -126,6 +126,10 @@ func (o Options) labConfOverlay() map[string]map[string]string {
 	}
 	if o.Proxy == ProxyKube {
 		overlay["antrea-agent.conf"]["antreaProxy.enable"] = "false"
+	}
+	if o.ipv6Only() {
+		// Multicast is IPv4 (IGMP) only, here as upstream.
+		overlay["antrea-agent.conf"]["multicast.enable"] = "false"
 	}
 	if o.FlowVisibility {
 		for k, v := range flowExporterOverlay {

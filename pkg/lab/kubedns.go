@@ -5,6 +5,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"text/template"
@@ -35,14 +36,21 @@ const (
 //go:embed addons/coredns.yaml
 var coreDNSManifest string
 
-// KubeDNSManifest is the kube-dns addon with the lab's image and Service IP.
+// KubeDNSManifest is the kube-dns addon with the lab's image and Service IP
+// (of an IPv4 or a dual-stack lab).
 func KubeDNSManifest() ([]byte, error) {
+	return kubeDNSManifest(ClusterDNS, OutsideIP().String())
+}
+
+// kubeDNSManifest is the kube-dns addon whose Service has clusterIP and
+// whose CoreDNS forwards OutsideZone to outsideIP.
+func kubeDNSManifest(clusterIP, outsideIP string) ([]byte, error) {
 	t, err := template.New("coredns.yaml").Option("missingkey=error").Parse(coreDNSManifest)
 	if err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
-	err = t.Execute(&b, map[string]string{"Image": CoreDNSImage, "ClusterIP": ClusterDNS, "OutsideZone": OutsideZone, "OutsideIP": OutsideIP().String()})
+	err = t.Execute(&b, map[string]string{"Image": CoreDNSImage, "ClusterIP": clusterIP, "OutsideZone": OutsideZone, "OutsideIP": outsideIP})
 	return b.Bytes(), err
 }
 
@@ -50,7 +58,7 @@ func KubeDNSManifest() ([]byte, error) {
 // replica is available, i.e. answers its readiness probe (the kubernetes
 // plugin has synced with the API server).
 func (s *supervisor) installKubeDNS(ctx context.Context) error {
-	manifest, err := KubeDNSManifest()
+	manifest, err := kubeDNSManifest(s.opts.clusterDNS(), s.opts.outsideDNSIP().String())
 	if err != nil {
 		return err
 	}
@@ -61,7 +69,7 @@ func (s *supervisor) installKubeDNS(ctx context.Context) error {
 			return false, err.Error()
 		case d.Spec.Replicas != nil && d.Status.ObservedGeneration >= d.Generation &&
 			d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas:
-			return true, fmt.Sprintf("kube-dns %s, %d CoreDNS replicas", ClusterDNS, *d.Spec.Replicas)
+			return true, fmt.Sprintf("kube-dns %s, %d CoreDNS replicas", s.opts.clusterDNS(), *d.Spec.Replicas)
 		}
 		return false, fmt.Sprintf("%d of %d CoreDNS replicas available (kubectl -n kube-system describe pods -l k8s-app=kube-dns)", d.Status.AvailableReplicas, d.Status.Replicas)
 	})
@@ -95,4 +103,13 @@ func (s *supervisor) applyAddon(ctx context.Context, what, file string, manifest
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// outsideDNSIP is where the outside host's DNS server listens: its IPv6
+// address in an IPv6-only lab (CoreDNS, an IPv6-only pod, forwards there).
+func (o Options) outsideDNSIP() netip.Addr {
+	if o.ipv6Only() {
+		return underlayV6(OutsideIP())
+	}
+	return OutsideIP()
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func TestAPIServerCertificateIsValidForEveryNameClientsUse(t *testing.T) {
-	p, err := newPKI(net.ParseIP("172.30.0.2"))
+	p, err := newPKI(net.ParseIP("172.30.0.2"), net.ParseIP("fd00:172:30::2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestAPIServerCertificateIsValidForEveryNameClientsUse(t *testing.T) {
 }
 
 func TestClientCertificatesCarryUserAndGroupsAndChainToTheirCA(t *testing.T) {
-	p, err := newPKI(net.ParseIP("172.30.0.2"))
+	p, err := newPKI(net.ParseIP("172.30.0.2"), net.ParseIP("fd00:172:30::2"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ package lab
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -85,8 +86,11 @@ type Options struct {
 	// across the router between subnets).
 	TrafficMode string `json:"trafficMode,omitempty"`
 	// IPFamily is the cluster's IP families: ipv4, or dual (IPv4 and IPv6
-	// pod and Service CIDRs; the underlay stays IPv4 and carries the inner
-	// IPv6 frames in the tunnel). ipv6 (an IPv6 underlay) is not built yet.
+	// pod and Service CIDRs, dual-stack nodes: the underlay has an IPv6
+	// address beside each IPv4 one, underlay6.go; the tunnel stays IPv4 and
+	// carries the inner IPv6 frames), or ipv6 (an IPv6-only cluster: IPv6
+	// pod and Service CIDRs alone, Nodes with an IPv6 InternalIP alone,
+	// the control plane and the tunnel on the IPv6 underlay).
 	IPFamily string `json:"ipFamily,omitempty"`
 	// Encryption is the agents' trafficEncryptionMode: none or wireguard
 	// (WireGuard between the nodes, port 51820; this kernel has no
@@ -207,8 +211,8 @@ func (o *Options) Validate() error {
 		if o.Runtime != RuntimeAntrea || o.Kubelet == KubeletSim {
 			return fmt.Errorf("--encryption wireguard needs --runtime %s and --kubelet %s (the agents read it from Antrea's manifest)", RuntimeAntrea, KubeletReal)
 		}
-		if o.IPFamily == IPFamilyDual {
-			return fmt.Errorf("--encryption wireguard with --ip-family dual: WireGuard carries IPv4 Pod CIDRs only yet (docs/design/wireguard.md)")
+		if o.IPFamily == IPFamilyDual || o.IPFamily == IPFamilyV6 {
+			return fmt.Errorf("--encryption wireguard with --ip-family %s: WireGuard carries IPv4 Pod CIDRs only yet (docs/design/wireguard.md)", o.IPFamily)
 		}
 	case "ipsec":
 		return fmt.Errorf("--encryption ipsec: this kernel has no ESP (CONFIG_INET_ESP), so the agents refuse it (docs/design/ipsec.md); want none or wireguard")
@@ -395,24 +399,86 @@ func (o *Options) validateIPFamily() error {
 		if o.Encap == "gre" {
 			return fmt.Errorf("--ip-family ipv6 with --encap gre: upstream Antrea refuses a GRE tunnel over an IPv6 underlay; use geneve or vxlan")
 		}
-		return fmt.Errorf("--ip-family ipv6 is not built yet (an IPv6 underlay); --ip-family dual runs IPv6 pods and Services over the IPv4 underlay (docs/ipv6.md)")
 	case IPFamilyDual:
 	default:
 		return fmt.Errorf("--ip-family must be ipv4, dual or ipv6, got %q", o.IPFamily)
 	}
+	f := o.IPFamily
 	switch {
 	case o.trafficMode() != "encap":
-		return fmt.Errorf("--ip-family dual needs --traffic-mode encap: with %s the underlay routes pod traffic, and the lab's underlay is IPv4 only (no route to an IPv6 pod CIDR; docs/ipv6.md)", o.TrafficMode)
+		return fmt.Errorf("--ip-family %s needs --traffic-mode encap: with %s the underlay routes pod traffic, and the agent routes no IPv6 pod CIDR over the underlay yet (docs/ipv6.md)", f, o.TrafficMode)
 	case o.Runtime != RuntimeAntrea || o.Kubelet != KubeletReal:
-		return fmt.Errorf("--ip-family dual needs --runtime %s and --kubelet %s (the reference CNI and the node simulator give pods IPv4 only)", RuntimeAntrea, KubeletReal)
+		return fmt.Errorf("--ip-family %s needs --runtime %s and --kubelet %s (the reference CNI and the node simulator give pods IPv4 only)", f, RuntimeAntrea, KubeletReal)
 	case o.Proxy == ProxyKube:
-		return fmt.Errorf("--ip-family dual needs --proxy %s: the nodes route no IPv6 Service traffic into the bridge for kube-proxy (docs/ipv6.md)", ProxyAntrea)
+		return fmt.Errorf("--ip-family %s needs --proxy %s: the nodes route no IPv6 Service traffic into the bridge for kube-proxy (docs/ipv6.md)", f, ProxyAntrea)
+	case f == IPFamilyV6 && o.Subnets > 1:
+		return fmt.Errorf("--ip-family ipv6 needs --subnets 1: the agent's hybrid and routed paths carry no IPv6 pod CIDR yet (docs/ipv6.md)")
+	case f == IPFamilyV6 && (o.FlowVisibility || o.UI || o.SimNodes > 0):
+		return fmt.Errorf("--ip-family ipv6 with --flow-visibility, --ui or --sim-nodes: their addons and the node simulator are IPv4-only yet (docs/ipv6.md)")
 	}
 	return nil
 }
 
-// dualStack reports whether the lab has IPv6 pod and Service CIDRs.
+// dualStack reports whether the lab has IPv4 and IPv6 pod and Service CIDRs.
 func (o Options) dualStack() bool { return o.IPFamily == IPFamilyDual }
+
+// ipv6Only reports whether the lab is an IPv6-only cluster (--ip-family
+// ipv6): IPv6 pod and Service CIDRs alone, Nodes with an IPv6 InternalIP
+// alone, the control plane on its IPv6 underlay address.
+func (o Options) ipv6Only() bool { return o.IPFamily == IPFamilyV6 }
+
+// ipv6Underlay reports whether the underlay's hosts hold IPv6 addresses
+// (underlay6.go): in a dual-stack and in an IPv6-only lab.
+func (o Options) ipv6Underlay() bool { return o.dualStack() || o.ipv6Only() }
+
+// serviceCIDRs is kube-apiserver's --service-cluster-ip-range.
+func (o Options) serviceCIDRs() string {
+	switch {
+	case o.ipv6Only():
+		return ServiceCIDRv6
+	case o.dualStack():
+		return ServiceCIDR + "," + ServiceCIDRv6
+	}
+	return ServiceCIDR
+}
+
+// clusterCIDRFlags are kube-controller-manager's --cluster-cidr and the
+// node CIDR mask flags that go with it.
+func (o Options) clusterCIDRFlags() []string {
+	switch {
+	case o.ipv6Only():
+		return []string{"--cluster-cidr=" + ClusterCIDRv6, fmt.Sprintf("--node-cidr-mask-size=%d", NodeCIDRMaskSizeV6)}
+	case o.dualStack():
+		return []string{"--cluster-cidr=" + ClusterCIDR + "," + ClusterCIDRv6,
+			fmt.Sprintf("--node-cidr-mask-size-ipv4=%d", NodeCIDRMaskSize), fmt.Sprintf("--node-cidr-mask-size-ipv6=%d", NodeCIDRMaskSizeV6)}
+	}
+	return []string{"--cluster-cidr=" + ClusterCIDR, fmt.Sprintf("--node-cidr-mask-size=%d", NodeCIDRMaskSize)}
+}
+
+// clusterDNS is the kube-dns Service's ClusterIP, which kubelet gives pods.
+func (o Options) clusterDNS() string {
+	if o.ipv6Only() {
+		return ClusterDNSv6
+	}
+	return ClusterDNS
+}
+
+// apiServerIP is the address kube-apiserver advertises on the underlay, and
+// the one the nodes (kubelet, antrea-agent) dial: its IPv6 address in an
+// IPv6-only lab (the kubernetes Service's endpoint is of the Service
+// CIDR's family). The lab's own plumbing (the relay, the supervisor's
+// client, the image registry) keeps the IPv4 address.
+func (o Options) apiServerIP() netip.Addr {
+	if o.ipv6Only() {
+		return underlayV6(controlPlaneIP())
+	}
+	return controlPlaneIP()
+}
+
+// apiServerURL is https://apiServerIP:APIServerPort.
+func (o Options) apiServerURL() string {
+	return "https://" + net.JoinHostPort(o.apiServerIP().String(), fmt.Sprint(APIServerPort))
+}
 
 // encryptionMode is Encryption as trafficEncryptionMode spells it.
 func (o Options) encryptionMode() string {

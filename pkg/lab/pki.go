@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -140,7 +141,7 @@ func randomSerial() (*big.Int, error) {
 // newPKI makes the CA, the API server's serving certificate (valid for every
 // name a client inside or outside the lab uses), the front-proxy CA and client
 // for aggregated APIs, and the service account signing key.
-func newPKI(cpIP net.IP) (*pki, error) {
+func newPKI(cpIP, cpIPv6 net.IP) (*pki, error) {
 	ca, err := newCA("antrea-lab-ca")
 	if err != nil {
 		return nil, err
@@ -157,7 +158,9 @@ func newPKI(cpIP net.IP) (*pki, error) {
 		commonName: "kube-apiserver",
 		dnsNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"},
-		ips:    []net.IP{net.ParseIP("127.0.0.1"), cpIP, kubernetesSvcIP},
+		// The IPv6 addresses serve an IPv6-only lab: its nodes dial
+		// cpIPv6, its pods the kubernetes Service's IPv6 ClusterIP.
+		ips:    []net.IP{net.ParseIP("127.0.0.1"), cpIP, kubernetesSvcIP, cpIPv6, kubernetesSvcIPv6()},
 		server: true,
 	})
 	if err != nil {
@@ -232,4 +235,11 @@ func (p *pki) write(dir string) (pkiFiles, error) {
 		}
 	}
 	return f, nil
+}
+
+// kubernetesSvcIPv6 is the kubernetes Service's ClusterIP in an IPv6-only
+// lab: the first address of ServiceCIDRv6.
+func kubernetesSvcIPv6() net.IP {
+	p := netip.MustParsePrefix(ServiceCIDRv6)
+	return net.IP(p.Addr().Next().AsSlice())
 }

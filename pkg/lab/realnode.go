@@ -53,6 +53,8 @@ const (
 	// ClusterDNS is the address kubelet puts in pods' resolv.conf: the
 	// tenth address of the Service range, as kubeadm and kind do.
 	ClusterDNS = "10.96.0.10"
+	// ClusterDNSv6 is ClusterDNS of an IPv6-only lab (in ServiceCIDRv6).
+	ClusterDNSv6 = "fd00:10:96::a"
 	// KubeletPort is where kubelet serves its API (exec, logs, port-forward).
 	KubeletPort = 10250
 )
@@ -379,7 +381,7 @@ func (o Options) kubeletConfig(n NodeInfo, files nodeKubeletFiles) ([]byte, erro
 		"containerRuntimeEndpoint":     "unix://" + o.ContainerdSocket(n.Name),
 		"podLogsDir":                   filepath.Join(o.kubeletDir(n.Name), "pod-logs"),
 		"staticPodPath":                filepath.Join(o.kubeletDir(n.Name), "manifests"),
-		"address":                      n.IP,
+		"address":                      n.kubeletAddress(),
 		"port":                         KubeletPort,
 		"readOnlyPort":                 0,
 		"healthzBindAddress":           "127.0.0.1",
@@ -391,7 +393,7 @@ func (o Options) kubeletConfig(n NodeInfo, files nodeKubeletFiles) ([]byte, erro
 			"x509":      map[string]any{"clientCAFile": files.clientCA},
 		},
 		"authorization": map[string]any{"mode": "Webhook"},
-		"clusterDNS":    []string{ClusterDNS},
+		"clusterDNS":    []string{o.clusterDNS()},
 		"clusterDomain": "cluster.local",
 		"resolvConf":    files.resolvConf,
 		// false breaks /stats/summary (kubectl top, e2e's resource checks).
@@ -434,7 +436,7 @@ func (s *supervisor) startKubelet(n NodeInfo, c *credentials, enter []string) er
 		"--config="+cfgPath,
 		"--kubeconfig="+c.kubeconfigs[n.Name],
 		"--hostname-override="+n.Name,
-		"--node-ip="+n.IP,
+		"--node-ip="+nodeIPFlag(n),
 		"--root-dir="+filepath.Join(dir, "root"),
 		"--cert-dir="+filepath.Join(dir, "pki"),
 		"--v=1")
@@ -547,4 +549,25 @@ func LabCgroups() []string {
 		}
 	}
 	return out
+}
+
+// nodeIPFlag is kubelet's --node-ip: the node's IPv4 address, and its IPv6
+// one after it in a dual-stack lab (a dual-stack node, IPv4 first as the
+// cluster's families are); its IPv6 address alone in an IPv6-only lab.
+func nodeIPFlag(n NodeInfo) string {
+	if n.IPv6Only {
+		return n.IPv6
+	}
+	if n.IPv6 != "" {
+		return n.IP + "," + n.IPv6
+	}
+	return n.IP
+}
+
+// kubeletAddress is where kubelet serves: the node's InternalIP.
+func (n NodeInfo) kubeletAddress() string {
+	if n.IPv6Only {
+		return n.IPv6
+	}
+	return n.IP
 }

@@ -88,6 +88,13 @@ type NodeInfo struct {
 	Name  string `json:"name"`
 	NetNS string `json:"netns"`
 	IP    string `json:"ip"`
+	// IPv6 is the node's IPv6 underlay address in a dual-stack lab
+	// (underlay6.go), empty otherwise.
+	IPv6 string `json:"ipv6,omitempty"`
+	// IPv6Only: the node is a Node of an IPv6-only lab, whose one
+	// InternalIP is IPv6 (IP stays on its underlay link for the lab's
+	// plumbing: the image registry).
+	IPv6Only bool `json:"ipv6Only,omitempty"`
 	// Subnet is the node's underlay subnet, 1-based (subnets.go); 0 in a
 	// state file written before --subnets: 1.
 	Subnet int `json:"subnet,omitempty"`

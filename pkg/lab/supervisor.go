@@ -151,9 +151,9 @@ func (s *supervisor) startOutsideDNS() error {
 	if err := testpod.WriteZone(file, DefaultOutsideZone()); err != nil {
 		return err
 	}
-	s.logf("starting the outside host's DNS server for %s on %s:53 (zone file %s)", OutsideZone, OutsideIP(), file)
+	s.logf("starting the outside host's DNS server for %s on %s:53 (zone file %s)", OutsideZone, s.opts.outsideDNSIP(), file)
 	_, err := s.startDaemon("outside-dns", "", OutsideNetNS, filepath.Join(s.opts.BinDir, "antrea-testpod"),
-		"dns", "--zone", OutsideZone, "--file", file, "--addr", net.JoinHostPort(OutsideIP().String(), "53"))
+		"dns", "--zone", OutsideZone, "--file", file, "--addr", net.JoinHostPort(s.opts.outsideDNSIP().String(), "53"))
 	return err
 }
 
@@ -237,7 +237,7 @@ func (s *supervisor) start(ctx context.Context) error {
 				return err
 			}
 		}
-		s.logf("installing cluster DNS: CoreDNS as kube-dns (%s)", ClusterDNS)
+		s.logf("installing cluster DNS: CoreDNS as kube-dns (%s)", s.opts.clusterDNS())
 		if err := s.installKubeDNS(ctx); err != nil {
 			return err
 		}
@@ -519,14 +519,18 @@ func removeLabDir(dir string, keepLogs bool) {
 // served by pods too). The node forwards between the underlay and its pods.
 func routePodCIDRsFromControlPlane(ctx context.Context, nodes []corev1.Node) error {
 	for _, n := range nodes {
-		var ip string
+		// The node's first InternalIP of each family: a dual-stack lab's
+		// node has an IPv6 one too (underlay6.go), through which its IPv6
+		// pod CIDR is routed.
+		ips := map[bool]string{}
 		for _, a := range n.Status.Addresses {
-			if a.Type == corev1.NodeInternalIP {
-				ip = a.Address
+			if _, ok := ips[strings.Contains(a.Address, ":")]; a.Type == corev1.NodeInternalIP && !ok {
+				ips[strings.Contains(a.Address, ":")] = a.Address
 			}
 		}
 		for _, cidr := range n.Spec.PodCIDRs {
-			if ip == "" || strings.Contains(cidr, ":") {
+			ip := ips[strings.Contains(cidr, ":")]
+			if ip == "" {
 				continue
 			}
 			if err := run(ctx, "ip", "-n", ControlPlaneNetNS, "route", "replace", cidr, "via", ip); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +33,9 @@ func run(ctx context.Context, name string, args ...string) error {
 // state before it is made so that a crash in between leaves nothing unknown.
 type topology struct {
 	store *stateStore
+	// v6 gives every host of the underlay its IPv6 address too (a
+	// dual-stack lab; underlay6.go).
+	v6 bool
 }
 
 // addNetNS creates a network namespace with lo up.
@@ -64,6 +68,13 @@ func (t *topology) attachTo(ctx context.Context, bridge, netns, bridgePort, peer
 		return err
 	}
 	steps := attachCommands(bridge, netns, bridgePort, peer, addr)
+	if t.v6 {
+		p, err := netip.ParsePrefix(addr)
+		if err != nil {
+			return fmt.Errorf("attach netns %s to the underlay: %w", netns, err)
+		}
+		steps = append(steps, ipv6AddrCommand(netns, peer, p.Addr()))
+	}
 	for _, s := range steps {
 		if err := run(ctx, s[0], s[1:]...); err != nil {
 			return fmt.Errorf("attach netns %s to the underlay: %w", netns, err)
@@ -93,6 +104,7 @@ func attachCommands(bridge, netns, bridgePort, peer, addr string) [][]string {
 // netns per node, each joined to its subnet's bridge (subnets.go).
 func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) {
 	subnets := opts.subnets()
+	t.v6 = opts.ipv6Underlay()
 	if err := t.addNetNS(ctx, UnderlayNetNS); err != nil {
 		return nil, err
 	}
@@ -141,15 +153,20 @@ func (t *topology) build(ctx context.Context, opts Options) ([]NodeInfo, error) 
 		if err := t.attachTo(ctx, subnetBridge(s), n.NetNS, "v-"+n.Name, "eth0", fmt.Sprintf("%s/%d", n.IP, bits)); err != nil {
 			return nil, err
 		}
-		for _, c := range routeCommands(n.NetNS, s, subnets) {
+		if t.v6 {
+			n.IPv6 = underlayV6(nodeIPIn(i, s)).String()
+			n.IPv6Only = opts.ipv6Only()
+		}
+		for _, c := range append(routeCommands(n.NetNS, s, subnets), v6RouteCommands(t.v6, n.NetNS, s, subnets)...) {
 			if err := run(ctx, c[0], c[1:]...); err != nil {
 				return nil, fmt.Errorf("route node %s to the other subnets: %w", n.Name, err)
 			}
 		}
 		// A node routes between its pods and the underlay.
-		fwd := nodeForwarding(n.NetNS)
-		if err := run(ctx, fwd[0], fwd[1:]...); err != nil {
-			return nil, fmt.Errorf("enable forwarding in netns %s: %w", n.NetNS, err)
+		for _, fwd := range nodeForwardingCommands(n.NetNS, t.v6) {
+			if err := run(ctx, fwd[0], fwd[1:]...); err != nil {
+				return nil, fmt.Errorf("enable forwarding in netns %s: %w", n.NetNS, err)
+			}
 		}
 		nodes = append(nodes, n)
 		if err := t.store.update(func(st *State) { st.Nodes = append(st.Nodes, n) }); err != nil {
@@ -185,6 +202,10 @@ func (t *topology) joinSubnets(ctx context.Context, subnets int) error {
 	}
 	cmds := [][]string{routerForwarding()}
 	cmds = append(cmds, routeCommands(OutsideNetNS, 1, subnets)...)
+	if t.v6 {
+		cmds = append(cmds, ipv6ForwardingCommand(RouterNetNS))
+		cmds = append(cmds, v6RouteCommands(true, OutsideNetNS, 1, subnets)...)
+	}
 	for _, c := range cmds {
 		if err := run(ctx, c[0], c[1:]...); err != nil {
 			return fmt.Errorf("join the underlay subnets: %w", err)
@@ -230,4 +251,14 @@ func labNetNS() []string {
 // the underlay.
 func nodeForwarding(netns string) []string {
 	return []string{"ip", "netns", "exec", netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"}
+}
+
+// nodeForwardingCommands are the commands that make a node forward IPv4
+// and, with v6 (a dual-stack lab), IPv6, in its own netns.
+func nodeForwardingCommands(netns string, v6 bool) [][]string {
+	cmds := [][]string{nodeForwarding(netns)}
+	if v6 {
+		cmds = append(cmds, ipv6ForwardingCommand(netns))
+	}
+	return cmds
 }

@@ -72,8 +72,15 @@ func oneStep(name string, policies ...*networkingv1.NetworkPolicy) testCase {
 	return fixed(generator.NewTestCase(name, nil, generator.NewTestStep(generator.ProbeAllAvailable, actions...)))
 }
 
-// cidrAround returns the /prefix network containing ip.
-func cidrAround(ip string, prefix int) string {
+// cidrAround returns the network containing ip whose prefix is the IPv4
+// prefix given: for an IPv6 address (ANTREA_CONFORMANCE_IP_FAMILY), the
+// lab's ranges 40 bits longer (a node's /24 is its /64, the cluster's /16
+// its /56, a host's /32 its /128).
+func cidrAround(ip string, v4prefix int) string {
+	prefix := v4prefix
+	if netip.MustParseAddr(ip).Is6() {
+		prefix += 40
+	}
 	return netip.MustParsePrefix(fmt.Sprintf("%s/%d", ip, prefix)).Masked().String()
 }
 
@@ -153,7 +160,7 @@ func upstreamScenarios() []testCase {
 			b := pods["y/b"]
 			return generator.NewTestCase("ipblock-except", nil, generator.NewTestStep(generator.ProbeAllAvailable, generator.CreatePolicy(
 				policy("x", "ipblock-except", podSel("pod", "a"), ingressOnly, from(networkingv1.NetworkPolicyPeer{
-					IPBlock: &networkingv1.IPBlock{CIDR: cidrAround(b.IP, 24), Except: []string{b.IP + "/32"}}}), nil))))
+					IPBlock: &networkingv1.IPBlock{CIDR: cidrAround(b.IP, 24), Except: []string{cidrAround(b.IP, 32)}}}), nil))))
 		}},
 		testCase{name: "allow egress to an ipBlock with except", build: func(pods map[string]peer) *generator.TestCase {
 			// The whole cluster range but z/c's node's range, plus z/c back in.
@@ -161,7 +168,7 @@ func upstreamScenarios() []testCase {
 			return generator.NewTestCase("egress-ipblock-except", nil, generator.NewTestStep(generator.ProbeAllAvailable, generator.CreatePolicy(
 				policy("x", "egress-ipblock", metav1.LabelSelector{}, egressOnly, nil, to(
 					networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidrAround(c.IP, 16), Except: []string{cidrAround(c.IP, 24)}}},
-					networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c.IP + "/32"}})))))
+					networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidrAround(c.IP, 32)}})))))
 		}},
 	)
 	return cases

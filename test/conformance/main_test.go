@@ -20,6 +20,9 @@ var env *labEnv
 type labEnv struct {
 	*labtest.Lab
 	skip string
+	// probeIPv6: the probes dial, and the oracles judge, the pods' IPv6
+	// addresses (envIPFamily).
+	probeIPv6 bool
 }
 
 // Environment knobs (and labtest's ANTREA_BIN and ANTREA_LAB_KUBELET).
@@ -36,6 +39,10 @@ const (
 	envReuse = "ANTREA_CONFORMANCE_REUSE_LAB"
 	// envCase runs only the cases whose name contains this string.
 	envCase = "ANTREA_CONFORMANCE_CASE"
+	// envIPFamily, ipv6 or dual, brings the lab up with that --ip-family
+	// (when this package starts it) and probes the pods' IPv6 addresses:
+	// every case on IPv6 pods, ipBlocks of IPv6 ranges (make conformance).
+	envIPFamily = "ANTREA_CONFORMANCE_IP_FAMILY"
 	// envNative: see native_test.go.
 )
 
@@ -44,6 +51,14 @@ func TestMain(m *testing.M) {
 	opts := labtest.Options()
 	if r := os.Getenv(envRuntime); r != "" {
 		opts.Runtime = lab.NodeRuntime(r)
+	}
+	switch f := os.Getenv(envIPFamily); f {
+	case "":
+	case lab.IPFamilyDual, lab.IPFamilyV6:
+		opts.IPFamily, env.probeIPv6 = f, true
+	default:
+		fmt.Fprintf(os.Stderr, "conformance: %s must be %s or %s, got %q\n", envIPFamily, lab.IPFamilyDual, lab.IPFamilyV6, f)
+		os.Exit(2)
 	}
 	if reason := labtest.Check(&opts); reason != "" {
 		env.skip = reason

@@ -20,7 +20,7 @@ func block(cidr string, except ...string) networkingv1.NetworkPolicyPeer {
 	return networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr, Except: except}}
 }
 
-func host(p peer) string { return p.IP + "/32" }
+func host(p peer) string { return cidrAround(p.IP, 32) }
 
 // namedPort is a port by name; without a protocol, as in the issue, the API
 // server defaults it to TCP.
@@ -48,14 +48,16 @@ func namedPortIPBlockCases() []testCase {
 			// ipBlock, the port number to it, the named port to every
 			// namespace.
 			name: "egress on a named port to ipBlock 10.0.0.0/8, then on its number, then to every namespace",
-			build: func(map[string]peer) *generator.TestCase {
+			build: func(pods map[string]peer) *generator.TestCase {
+				// 10.0.0.0/8; on IPv6 pods the /48 of the lab's pod ranges.
+				wide := cidrAround(pods["x/a"].IP, 8)
 				rule := func(p networkingv1.NetworkPolicyPort, to networkingv1.NetworkPolicyPeer) *networkingv1.NetworkPolicy {
 					return policy("x", "issue-10", allOfX, egressOnly, nil, []networkingv1.NetworkPolicyEgressRule{egress(ports(p), to)})
 				}
 				eighty := intstr.FromInt32(80)
 				return generator.NewTestCase("issue-10-table", nil,
-					probeAfter(generator.CreatePolicy(rule(namedPort("serve-80-tcp"), block("10.0.0.0/8")))),
-					probeAfter(generator.UpdatePolicy(rule(networkingv1.NetworkPolicyPort{Port: &eighty}, block("10.0.0.0/8")))),
+					probeAfter(generator.CreatePolicy(rule(namedPort("serve-80-tcp"), block(wide)))),
+					probeAfter(generator.UpdatePolicy(rule(networkingv1.NetworkPolicyPort{Port: &eighty}, block(wide)))),
 					probeAfter(generator.UpdatePolicy(rule(namedPort("serve-80-tcp"),
 						networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{}}))))
 			},
@@ -91,7 +93,7 @@ func namedPortIPBlockCases() []testCase {
 							block(cidrAround(yb.IP, 16), cidrAround(yb.IP, 24)), block(cidrAround(yb.IP, 24), host(yb))),
 					})),
 					generator.CreatePolicy(policy("x", "overlap-across-policies", podSel("pod", "a"), egressOnly, nil, []networkingv1.NetworkPolicyEgressRule{
-						egress(ports(port(udp, intstr.FromString("serve-81-udp"))), block("10.0.0.0/8", cidrAround(za.IP, 24)), block(cidrAround(za.IP, 24))),
+						egress(ports(port(udp, intstr.FromString("serve-81-udp"))), block(cidrAround(za.IP, 8), cidrAround(za.IP, 24)), block(cidrAround(za.IP, 24))),
 					})),
 					generator.CreatePolicy(policy("x", "overlap-other-pod", podSel("pod", "c"), egressOnly, nil, []networkingv1.NetworkPolicyEgressRule{
 						egress(ports(port(tcp, intstr.FromString("serve-81-tcp"))), block(cidrAround(za.IP, 24), host(za))),

@@ -115,7 +115,8 @@ func TestMonitoring(t *testing.T) {
 			}
 			ovsVersion := strings.Trim(strings.TrimSpace(string(out)), `"`)
 			var info *crdv1beta1.AntreaAgentInfo
-			// The pod count refreshes with the heartbeat (60 s).
+			// The pod count moved: the agent refreshes within about 10 s
+			// (pkg/agent/monitor), not at the next heartbeat (60 s).
 			labtest.WaitFor(t, ctx, "AntreaAgentInfo "+node+" with its local pods", func() error {
 				i, err := crd.AntreaAgentInfos().Get(ctx, node, metav1.GetOptions{})
 				if err != nil {

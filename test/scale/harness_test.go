@@ -26,13 +26,17 @@ import (
 	"antrea.io/antrea/pkg/controller/app"
 )
 
-// agentConfig acts as the manifest's antrea-agent ServiceAccount (the
-// identity every real agent has), so the chart's RBAC is what allows the
-// simulated agents' lists and watches.
-func agentConfig(cfg *rest.Config) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:antrea-agent",
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+// agentConfig authenticates with a token of the manifest's antrea-agent
+// ServiceAccount (the identity every real agent has; a TokenRequest), so
+// the chart's RBAC is what allows the simulated agents' lists and watches,
+// and antrea-controller checks the token itself (TokenReview) when the
+// agents dial it directly.
+func agentConfig(t testing.TB, ctx context.Context, cfg *rest.Config) *rest.Config {
+	t.Helper()
+	c, err := simulator.AsServiceAccount(ctx, cfg, "kube-system/antrea-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 

@@ -100,7 +100,7 @@ func TestScale(t *testing.T) {
 	for i := range names {
 		names[i] = simnodes.NodeName(i)
 	}
-	sim, err := simulator.New(agentConfig(cp.Config), names)
+	sim, err := simulator.New(agentConfig(t, ctx, cp.Config), names)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func TestSimulatedAgentsHoldTheirSpan(t *testing.T) {
 	for i := range names {
 		names[i] = simnodes.NodeName(i)
 	}
-	sim, err := simulator.New(agentConfig(cp.Config), names)
+	sim, err := simulator.New(agentConfig(t, ctx, cp.Config), names)
 	if err != nil {
 		t.Fatal(err)
 	}

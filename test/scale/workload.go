@@ -11,9 +11,12 @@ import (
 	"fmt"
 	"math/rand"
 	"sort"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -182,10 +185,23 @@ func (w Workload) Create(ctx context.Context, kube kubernetes.Interface, crd ver
 	}
 	pods := w.PodsToCreate()
 	return parallel(ctx, len(pods), workers, func(i int) error {
-		if _, err := kube.CoreV1().Pods(pods[i].Namespace).Create(ctx, PodObject(pods[i]), metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("pod %s/%s: %w", pods[i].Namespace, pods[i].Name, err)
+		// In a lab, kube-apiserver's ServiceAccount admission refuses a
+		// pod until kube-controller-manager has made its namespace's
+		// default ServiceAccount: retried for at most a minute.
+		for end := time.Now().Add(time.Minute); ; {
+			_, err := kube.CoreV1().Pods(pods[i].Namespace).Create(ctx, PodObject(pods[i]), metav1.CreateOptions{})
+			if err == nil {
+				return nil
+			}
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "service account") || time.Now().After(end) {
+				return fmt.Errorf("pod %s/%s: %w", pods[i].Namespace, pods[i].Name, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
-		return nil
 	})
 }
 

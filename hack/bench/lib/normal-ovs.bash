@@ -1,16 +1,22 @@
 # normal-ovs.bash (sourced by hack/bench scripts): the reference a pod-to-pod
-# throughput figure is printed beside, measured in the same run: two network
-# namespaces on one userspace (netdev) OVS bridge with only the NORMAL flow,
-# what OVS does with no pipeline at all.
+# figure is printed beside, measured in the same run: two network namespaces
+# on one userspace (netdev) OVS bridge with only the NORMAL flow, what OVS
+# does with no pipeline at all.
 #
-# normal_ovs_mbits SECS prints the iperf3 TCP Mbit/s between them. It makes
-# its namespaces, OVS instance and directory under the prefix given by the
-# caller's PREFIX and removes them all before returning, also on failure.
+# normal_ovs_mbits SECS prints the iperf3 TCP Mbit/s between them.
+# normal_ovs_mbits_cps SECS CPS_BIN prints that and, after a space, the TCP
+# connections a second (CPS_BIN is hack/bench/cps, dialling for 3 s).
+# Each makes its namespaces, OVS instance and directory under the prefix
+# given by the caller's PREFIX and removes them all before returning, also on
+# failure.
 
 mbits() { jq -r '.end.sum_received.bits_per_second / 1e6 | floor'; }
 
-normal_ovs_mbits() {
-  local secs=$1 dir pids=() out rc=0
+normal_ovs_mbits() { _normal_ovs "$1" ""; }
+normal_ovs_mbits_cps() { _normal_ovs "$1" "$2"; }
+
+_normal_ovs() {
+  local secs=$1 cps=$2 dir pids=() out rc=0
   dir=$(mktemp -d /tmp/normalovs-XXXX)
   (
     set -e
@@ -39,6 +45,15 @@ normal_ovs_mbits() {
     ip netns exec "$PREFIX-b" iperf3 -s -1 >/dev/null 2>&1 &
     pids+=($!)
     sleep 0.5
-    ip netns exec "$PREFIX-a" iperf3 -c 192.168.250.2 -t "$secs" -J | mbits
+    local mb
+    mb=$(ip netns exec "$PREFIX-a" iperf3 -c 192.168.250.2 -t "$secs" -J | mbits)
+    if [[ -z $cps ]]; then
+      echo "$mb"
+      exit 0
+    fi
+    ip netns exec "$PREFIX-b" "$cps" serve 192.168.250.2:8080 -for 60s &
+    pids+=($!)
+    sleep 0.3
+    echo "$mb $(ip netns exec "$PREFIX-a" "$cps" dial 192.168.250.2:8080)"
   )
 }

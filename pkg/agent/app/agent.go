@@ -59,6 +59,7 @@ func Run(ctx context.Context, o Options) error {
 	o = withEncryption(o)
 	return runParts(ctx, &deps{o: o}, []part{
 		{"kubernetes clients", setupClients},
+		{"controller client", setupControllerClient}, // antrea-controller dialed directly
 		{"ovsdb", setupOVSDB},
 		{"node", setupNode},                          // bridges, gateway, tunnel, underlay
 		{"WireGuard", setupWireGuard},                // trafficEncryptionMode wireGuard: antrea-wg0, the key
@@ -152,9 +153,15 @@ type deps struct {
 	nodePath    *route.NodePath             // node path; nil without proxyAll
 	proxyHealth *proxy.ProxyHealthServer    // proxy health; nil without proxyAll or address
 
-	// NetworkPolicy
+	// crd is the clientset of crd.antrea.io (through kube-apiserver).
+	crd versioned.Interface
+	// controlplane reaches antrea-controller directly (package
+	// controllerclient): use it for controlplane.antrea.io and
+	// stats.antrea.io only.
 	controlplane versioned.Interface
-	policies     *npcontroller.Controller
+
+	// NetworkPolicy
+	policies *npcontroller.Controller
 	// policyRules is policies once set, for parts set up before it that
 	// run concurrently with its setup (the FlowExporter names rules).
 	policyRules atomic.Pointer[npcontroller.Controller]

@@ -85,7 +85,7 @@ func setupEgress(ctx context.Context, d *deps) (component, error) {
 	}
 	ips := egress.NewIPAssigner(link, vlans)
 	ctrl := egress.NewController(egress.Config{NodeName: d.o.NodeName, PodCIDRs: podCIDRs, Gateway: d.nc.Gateway.Name,
-		Routed: routedPeers(d.o.TrafficEncapMode), Client: crd,
+		Routed: routedPeers(d.o.TrafficEncapMode), Client: crd, Controlplane: d.controlplane,
 		Egresses: egresses.Lister(), Pools: pools.Lister(), Nodes: nodes.Lister(),
 		Informers: []cache.SharedIndexInformer{egresses.Informer(), pools.Informer(), nodes.Informer()},
 		Flows:     d.flows, SNAT: d.nodeNet, IPs: ips, Routes: egress.SubnetRouter{}, IsLocal: ips.IsLocalUnheld, Cluster: d.cluster,

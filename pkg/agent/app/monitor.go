@@ -25,7 +25,7 @@ func newMonitor(d *deps) *monitor.Monitor {
 	for _, c := range d.podCIDRs {
 		subnets = append(subnets, c.String())
 	}
-	return monitor.New(d.controlplane, monitor.Config{NodeName: o.NodeName, PodName: os.Getenv("POD_NAME"), PodNamespace: os.Getenv("POD_NAMESPACE"),
+	return monitor.New(d.crd, monitor.Config{NodeName: o.NodeName, PodName: os.Getenv("POD_NAME"), PodNamespace: os.Getenv("POD_NAMESPACE"),
 		NodeSubnets: subnets, BridgeName: d.nc.BridgeName, APIPort: o.APIPort}, monitor.Sources{
 		OVSVersion: func(ctx context.Context) (string, error) {
 			if !ovsdb.Connected() {

@@ -114,7 +114,7 @@ func followNeighborChanges(ctx context.Context, linkIndex int, updates <-chan ne
 				return
 			}
 		}
-		if u.Type != unix.RTM_NEWNEIGH || u.LinkIndex != linkIndex || u.IP.To4() == nil || len(u.HardwareAddr) != 6 ||
+		if u.Type != unix.RTM_NEWNEIGH || u.LinkIndex != linkIndex || len(u.HardwareAddr) != 6 ||
 			u.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 || !isPeer(u.IP) {
 			continue
 		}

@@ -27,7 +27,7 @@ func setupNodeLatencyMonitor(ctx context.Context, d *deps) (component, error) {
 	m := nodelatency.NewMonitor(nodelatency.Config{NodeName: d.o.NodeName,
 		Nodes: nodes.Lister(), NodesSynced: nodes.Informer().HasSynced,
 		Monitors: monitors.Lister(), MonitorsSynced: monitors.Informer().HasSynced,
-		Reporter: crd.StatsV1alpha1().NodeLatencyStatses()})
+		Reporter: d.controlplane.StatsV1alpha1().NodeLatencyStatses()}) // antrea-controller, directly
 	f.Start(ctx.Done())
 	return loop(func(ctx context.Context) {
 		m.Run(ctx)

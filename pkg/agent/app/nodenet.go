@@ -30,7 +30,13 @@ func setupNodeNetfilter(ctx context.Context, d *deps) (component, error) {
 		// included (upstream's policy-only mode masquerades nothing).
 		err = nodeNet.NoMasquerade(ctx)
 	case !routedPeers(d.o.TrafficEncapMode):
-		err = nodeNet.Masquerade(ctx, podCIDR, d.nc.Gateway.Name)
+		cidrs := []netip.Prefix{podCIDR}
+		if v6 := d.localPodPrefixV6(); v6.IsValid() {
+			// A dual-stack node: its pods' IPv6 traffic leaving the node
+			// is masqueraded to the node's IPv6 address too.
+			cidrs = append(cidrs, v6)
+		}
+		err = nodeNet.Masquerade(ctx, cidrs, d.nc.Gateway.Name)
 	case d.o.NoSNAT:
 		err = nodeNet.NoMasquerade(ctx)
 	default:

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
@@ -110,6 +111,7 @@ func setupPipeline(ctx context.Context, d *deps) (component, error) {
 		TunnelOFPort:  uint32(nc.TunnelOFPort),
 		PodCIDR:       firstOrNil(d.podCIDRs),
 		NodeIP:        nc.NodeIP.IP,
+		NodeIPv6:      ipOrNil(d.nodeIPv6()),
 		PolicyOnly:    d.o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly,
 	})
 }
@@ -129,6 +131,48 @@ func firstOrNil(cidrs []*net.IPNet) *net.IPNet {
 		return nil
 	}
 	return cidrs[0]
+}
+
+// localPodPrefixV6 is a dual-stack node's IPv6 pod CIDR (the one its
+// gateway's IPv6 address is from), the zero Prefix on any other node.
+func (d *deps) localPodPrefixV6() netip.Prefix {
+	if d.gatewayIPv6 == nil {
+		return netip.Prefix{}
+	}
+	for _, c := range d.podCIDRs {
+		if c.IP.To4() == nil && c.Contains(d.gatewayIPv6) {
+			return prefixOf(c)
+		}
+	}
+	return netip.Prefix{}
+}
+
+// ipv6Only says the node is an IPv6-only node (an IPv6-only cluster's):
+// its one pod CIDR, and so its gateway's address, is IPv6. Its pipeline
+// carries IPv6 alone (NodeConfig.families), its peers are tunnelled to
+// their IPv6 InternalIPs (route.Controller.SetIPv6Only).
+func (d *deps) ipv6Only() bool { return d.gatewayIP != nil && d.gatewayIP.To4() == nil }
+
+// ipOrNil is a as a net.IP, nil for the zero Addr.
+func ipOrNil(a netip.Addr) net.IP {
+	if !a.IsValid() {
+		return nil
+	}
+	return net.IP(a.AsSlice())
+}
+
+// nodeIPv6 is the first IPv6 InternalIP of a dual-stack node's Node (a
+// dual-stack underlay's), the zero Addr when it has none.
+func (d *deps) nodeIPv6() netip.Addr {
+	if d.gatewayIPv6 == nil || d.node == nil {
+		return netip.Addr{}
+	}
+	for _, a := range d.node.Status.Addresses {
+		if ip, err := netip.ParseAddr(a.Address); a.Type == corev1.NodeInternalIP && err == nil && ip.Is6() && !ip.Is4In6() {
+			return ip
+		}
+	}
+	return netip.Addr{}
 }
 
 // localPodPrefix is the node's first pod CIDR; without one

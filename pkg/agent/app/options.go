@@ -26,11 +26,17 @@ type Options struct {
 	// KubeAPIServerOverride replaces kube-apiserver's address (host,
 	// host:port or URL); "" keeps the kubeconfig's or in-cluster one.
 	KubeAPIServerOverride string
-	NodeName              string
-	OVSBridge             string // integration bridge (br-int)
-	HostGateway           string // gateway interface (antrea-gw0)
-	OVSRunDir             string // ovsdb-server and ovs-vswitchd run dir (db.sock, <bridge>.mgmt)
-	DatapathType          string // netdev or system
+	// ControlplaneThroughKubeAPIServer makes the agent reach antrea-controller
+	// through kube-apiserver's aggregation layer instead of dialing it
+	// (package controllerclient): for the node simulator's lab, whose
+	// controller listens on the control plane's loopback, out of the
+	// nodes' reach. Flag only.
+	ControlplaneThroughKubeAPIServer bool
+	NodeName                         string
+	OVSBridge                        string // integration bridge (br-int)
+	HostGateway                      string // gateway interface (antrea-gw0)
+	OVSRunDir                        string // ovsdb-server and ovs-vswitchd run dir (db.sock, <bridge>.mgmt)
+	DatapathType                     string // netdev or system
 	// TrafficEncapMode is encap (through the tunnel), noEncap (routed by
 	// the underlay) or hybrid (routed inside the transport subnet, through
 	// the tunnel outside it), canonically spelled (agentconfig.EncapMode*).
@@ -122,6 +128,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "the agent's config file (antrea-agent.conf); flags given explicitly override its keys")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the cluster (empty: in-cluster config) [clientConnection.kubeconfig]")
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "name of this node (default $NODE_NAME)")
+	fs.BoolVar(&o.ControlplaneThroughKubeAPIServer, "controlplane-through-kube-apiserver", o.ControlplaneThroughKubeAPIServer,
+		"reach antrea-controller through kube-apiserver's aggregation layer instead of dialing its Service's endpoint (the node simulator's lab, where the controller listens on the control plane's loopback)")
 	fs.StringVar(&o.OVSRunDir, "ovs-run-dir", o.OVSRunDir, "run directory of ovsdb-server and ovs-vswitchd [ovsRunDir]")
 	fs.StringVar(&o.DatapathType, "ovs-datapath", o.DatapathType, "OVS datapath type: system (kernel) or netdev (userspace) [ovsDatapathType]")
 	fs.StringVar(&o.TunnelType, "tunnel-type", o.TunnelType, "encapsulation between nodes: geneve, vxlan or gre [tunnelType]")

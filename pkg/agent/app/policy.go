@@ -15,7 +15,6 @@ import (
 	agentmetrics "antrea.io/antrea/pkg/agent/metrics"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/stats"
-	"antrea.io/antrea/pkg/client/clientset/versioned"
 )
 
 // setupPolicy runs the NetworkPolicy controller (pkg/agent/controller/
@@ -23,10 +22,7 @@ import (
 // realizes them. Policy flows of an earlier run stay in place (their cookie
 // has no round): the controller adopts them and writes only what changed.
 func setupPolicy(ctx context.Context, d *deps) (component, error) {
-	controlplane, err := versioned.NewForConfig(d.kubeConfig)
-	if err != nil {
-		return nil, err
-	}
+	controlplane := d.controlplane
 	recovered, err := d.flows.RecoverPolicy(ctx)
 	if err != nil {
 		return nil, err
@@ -62,7 +58,7 @@ func setupPolicy(ctx context.Context, d *deps) (component, error) {
 		L7:         l7,
 	})
 	d.restore.released = purger.Changed
-	d.controlplane, d.policies = controlplane, policies
+	d.policies = policies
 	d.api.handle(npcontroller.FQDNCachePath, policies.FQDNCacheHandler())
 	d.policyRules.Store(policies)
 	d.api.metrics.Policies = func() agentmetrics.PolicyCounts {

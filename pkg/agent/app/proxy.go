@@ -29,8 +29,16 @@ func setupNodePath(ctx context.Context, d *deps) (component, error) {
 		}
 		return nil, nil
 	}
-	np, err := route.NewNodePath(route.NodePathConfig{GatewayName: nc.Gateway.Name, GatewayIP: addrOf(d.gatewayIP),
-		NodeIP: addrOf(nc.NodeIP.IP), PodCIDR: d.localPodPrefix(), NodePortAddresses: o.NodePortAddresses})
+	cfg := route.NodePathConfig{GatewayName: nc.Gateway.Name, GatewayIP: addrOf(d.gatewayIP),
+		NodeIP: addrOf(nc.NodeIP.IP), PodCIDR: d.localPodPrefix(), NodePortAddresses: o.NodePortAddresses,
+		// A dual-stack node: the node path serves IPv6 too (docs/ipv6.md).
+		GatewayIPv6: addrOfEither(d.gatewayIPv6), PodCIDRv6: d.localPodPrefixV6(), NodeIPv6: d.nodeIPv6()}
+	if d.ipv6Only() {
+		// An IPv6-only node: the node path serves IPv6 alone.
+		cfg = route.NodePathConfig{GatewayName: nc.Gateway.Name, NodePortAddresses: o.NodePortAddresses,
+			GatewayIPv6: addrOfEither(d.gatewayIP), PodCIDRv6: prefixOf(d.podCIDRs[0]), NodeIPv6: addrOfEither(nc.NodeIP.IP)}
+	}
+	np, err := route.NewNodePath(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +99,9 @@ func setupProxy(ctx context.Context, d *deps) (component, error) {
 		// The health checks of externalTrafficPolicy Local belong to
 		// whoever serves NodePorts: without proxyAll, kube-proxy does.
 		NoHealthChecks: !o.ProxyAll, HealthCheckAddresses: healthCheckAddresses(o.NodePortAddresses),
-		// A dual-stack node realizes the IPv6 ClusterIPs in the bridge too.
-		IPv6: d.gatewayIPv6 != nil}
+		// A dual-stack node realizes the IPv6 ClusterIPs in the bridge
+		// too, an IPv6-only node them alone.
+		IPv6: d.gatewayIPv6 != nil || d.ipv6Only()}
 	if o.ProxyAll {
 		pcfg.ProxyAll, pcfg.NodePath, pcfg.ProxyHealth = true, d.nodePath, d.proxyHealth
 	}
@@ -146,7 +155,20 @@ func addrOf(ip net.IP) netip.Addr {
 	return a
 }
 
+// addrOfEither is ip as a netip.Addr of its family (addrOf takes IPv4
+// alone), the zero Addr for nil.
+func addrOfEither(ip net.IP) netip.Addr {
+	if ip.To4() != nil {
+		return addrOf(ip)
+	}
+	a, _ := netip.AddrFromSlice(ip)
+	return a
+}
+
+// prefixOf is n as a netip.Prefix of its family: an IPv4 network (even in
+// net.IP's 16-byte form) is 4 bytes, an IPv6 one 16.
 func prefixOf(n *net.IPNet) netip.Prefix {
 	ones, _ := n.Mask.Size()
-	return netip.PrefixFrom(addrOf(n.IP), ones).Masked()
+	a, _ := netip.AddrFromSlice(n.IP)
+	return netip.PrefixFrom(a.Unmap(), ones).Masked()
 }

@@ -14,6 +14,7 @@ import (
 
 	"antrea.io/antrea/pkg/agent/nodeinit"
 	"antrea.io/antrea/pkg/agent/route"
+	"antrea.io/antrea/pkg/agent/types"
 	"antrea.io/antrea/pkg/agent/wireguard"
 	agentconfig "antrea.io/antrea/pkg/config/agent"
 )
@@ -52,6 +53,7 @@ func setupRoutes(ctx context.Context, d *deps) (component, error) {
 	}
 	routes.SetEncap(encapDecision(o.TrafficEncapMode, nc.NodeIP))
 	routes.SetIPv6(d.gatewayIPv6 != nil)
+	routes.SetIPv6Only(d.ipv6Only())
 	if d.gatewayIPv6 != nil && routedPeers(o.TrafficEncapMode) {
 		// Only tunnelled peers get IPv6 flows and routes (docs/ipv6.md):
 		// a routed peer's IPv6 pods are not reached.
@@ -157,7 +159,7 @@ func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, 
 		hop = rs[0].Gw
 	}
 	for i := 0; i < 50 && ctx.Err() == nil; i++ {
-		neighs, _ := netlink.NeighList(link.Attrs().Index, netlink.FAMILY_V4)
+		neighs, _ := netlink.NeighList(link.Attrs().Index, route.NetlinkFamily(types.FamilyOfIP(hop)))
 		for _, n := range neighs {
 			// Only a confirmed entry: a STALE one may hold the MAC of the
 			// peer's uplink from when its address was on the uplink (its
@@ -173,7 +175,7 @@ func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, 
 			}
 		}
 		// Make the kernel resolve the peer: a datagram to the discard port.
-		if c, err := net.Dial("udp4", net.JoinHostPort(peer.String(), "9")); err == nil {
+		if c, err := net.Dial("udp", net.JoinHostPort(peer.String(), "9")); err == nil {
 			_, _ = c.Write([]byte{0})
 			c.Close()
 		}

@@ -75,8 +75,6 @@ func parsePortMappings(entries []portMapEntry) ([]types.PortMapping, error) {
 			ip = ip.Unmap()
 			switch {
 			case ip.IsUnspecified(): // 0.0.0.0 or ::: every address
-			case ip.Is6() && ip.IsLoopback():
-				return nil, bad(i, "hostIP", "%s is not supported: the kernel routes ::1 nowhere but the node itself", ip)
 			case ip.IsMulticast():
 				return nil, bad(i, "hostIP", "%s is a multicast address", ip)
 			default:

@@ -31,7 +31,7 @@ func TestPortMappingsAreParsedOrRefusedNamingTheField(t *testing.T) {
 		{"a container port above 65535", `[{"hostPort":80,"containerPort":70000,"protocol":"tcp"}]`, "runtimeConfig.portMappings[0].containerPort"},
 		{"SCTP", `[{"hostPort":80,"containerPort":80,"protocol":"tcp"},{"hostPort":80,"containerPort":80,"protocol":"sctp"}]`, "runtimeConfig.portMappings[1].protocol"},
 		{"a host IP that is not one", `[{"hostPort":80,"containerPort":80,"protocol":"tcp","hostIP":"node-1"}]`, "runtimeConfig.portMappings[0].hostIP"},
-		{"IPv6 loopback", `[{"hostPort":80,"containerPort":80,"protocol":"tcp","hostIP":"::1"}]`, "runtimeConfig.portMappings[0].hostIP"},
+		{"a multicast host IP", `[{"hostPort":80,"containerPort":80,"protocol":"tcp","hostIP":"ff02::1"}]`, "runtimeConfig.portMappings[0].hostIP"},
 		{"the same port twice, once on every address", `[{"hostPort":80,"containerPort":80,"protocol":"udp","hostIP":"172.30.0.11"},{"hostPort":80,"containerPort":81,"protocol":"udp"}]`,
 			"runtimeConfig.portMappings[1].hostPort"},
 		{"portMappings that are not a list", `{"hostPort":80}`, "network configuration is not valid JSON"},
@@ -50,7 +50,8 @@ func TestPortMappingsAreParsedOrRefusedNamingTheField(t *testing.T) {
 			{"hostPort":54323,"containerPort":8080,"protocol":"TCP","hostIP":"172.30.0.11"},
 			{"hostPort":54323,"containerPort":8081,"protocol":"udp","hostIP":"172.30.0.11"},
 			{"hostPort":54324,"containerPort":8080,"hostIP":"0.0.0.0"},
-			{"hostPort":54324,"containerPort":8080,"hostIP":"0.0.0.0"}]`)), full)
+			{"hostPort":54324,"containerPort":8080,"hostIP":"0.0.0.0"},
+			{"hostPort":54323,"containerPort":8080,"protocol":"tcp","hostIP":"::1"}]`)), full)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,6 +60,8 @@ func TestPortMappingsAreParsedOrRefusedNamingTheField(t *testing.T) {
 			{HostPort: 54323, ContainerPort: 8080, Protocol: types.ProtocolTCP, HostIP: netip.MustParseAddr("172.30.0.11")},
 			{HostPort: 54323, ContainerPort: 8081, Protocol: types.ProtocolUDP, HostIP: netip.MustParseAddr("172.30.0.11")},
 			{HostPort: 54324, ContainerPort: 8080, Protocol: types.ProtocolTCP},
+			// The spec's localhost on an IPv6 cluster.
+			{HostPort: 54323, ContainerPort: 8080, Protocol: types.ProtocolTCP, HostIP: netip.MustParseAddr("::1")},
 		}
 		if fmt.Sprint(r.PortMappings) != fmt.Sprint(want) {
 			t.Errorf("mappings %v, want %v (the repeated one once)", r.PortMappings, want)

@@ -49,12 +49,14 @@ type Config struct {
 	Gateway string
 	Routed  bool
 
-	// Client updates Egress statuses and watches EgressGroups (the
-	// controlplane API through kube-apiserver's aggregation).
-	Client   versioned.Interface
-	Egresses crdlisters.EgressLister
-	Pools    crdlisters.ExternalIPPoolLister
-	Nodes    corelisters.NodeLister
+	// Client updates Egress statuses (crd.antrea.io, kube-apiserver).
+	Client versioned.Interface
+	// Controlplane watches EgressGroups (antrea-controller, dialed
+	// directly: package controllerclient); Client when nil.
+	Controlplane versioned.Interface
+	Egresses     crdlisters.EgressLister
+	Pools        crdlisters.ExternalIPPoolLister
+	Nodes        corelisters.NodeLister
 	// Informers whose events make the controller sync (their handlers are
 	// added by NewController).
 	Informers []cache.SharedIndexInformer
@@ -147,7 +149,11 @@ func (c *Controller) watchGroups(ctx context.Context) {
 }
 
 func (c *Controller) listAndWatchGroups(ctx context.Context) error {
-	cp := c.cfg.Client.ControlplaneV1beta2().EgressGroups()
+	client := c.cfg.Controlplane
+	if client == nil {
+		client = c.cfg.Client
+	}
+	cp := client.ControlplaneV1beta2().EgressGroups()
 	l, err := cp.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list EgressGroups: %w", err)

@@ -40,7 +40,7 @@ func newOVSNode(t *testing.T, u *bridgetest.Underlay, cidr, gw, nodeIP string) *
 		if n.nft, err = nodenet.New(); err != nil {
 			return err
 		}
-		return n.nft.Masquerade(context.Background(), netip.MustParsePrefix(cidr), "antrea-gw0")
+		return n.nft.Masquerade(context.Background(), []netip.Prefix{netip.MustParsePrefix(cidr)}, "antrea-gw0")
 	})
 	return n
 }

@@ -10,7 +10,8 @@
 //	OpenflowConnectionUp    the bridge's OpenFlow channel answered a table-stats request
 //
 // Every refresh (60 s) sets each condition's lastHeartbeatTime: the
-// heartbeat. While a condition is not True the monitor checks again every
+// heartbeat. A change of the local pod count brings the next refresh
+// forward (at most one per 10 s). While a condition is not True the monitor checks again every
 // 10 s, so a connection that comes back (the controller's watches re-opened
 // after a restart) shows within seconds rather than at the next heartbeat. An AntreaAgentInfo whose heartbeat is older than a few
 // intervals belongs to an agent that stopped reporting (kubectl get
@@ -40,6 +41,14 @@ const DefaultInterval = 60 * time.Second
 // DefaultRecheckInterval is the refresh period while a condition is not True.
 const DefaultRecheckInterval = 10 * time.Second
 
+// DefaultPodCountCheck is how often the monitor reads the local pod count
+// (memory only) between refreshes; DefaultMinRefreshGap is how soon after a
+// refresh a moved count may bring the next one forward.
+const (
+	DefaultPodCountCheck = 2 * time.Second
+	DefaultMinRefreshGap = 10 * time.Second
+)
+
 // probeTimeout bounds each condition's check.
 const probeTimeout = 5 * time.Second
 
@@ -63,6 +72,11 @@ type Config struct {
 	// RecheckInterval between refreshes while a condition is not True
 	// (bounded by Interval); 0 means DefaultRecheckInterval.
 	RecheckInterval time.Duration
+	// PodCountCheck and MinRefreshGap: a local pod count that differs from
+	// the one last written refreshes early, at most once per MinRefreshGap
+	// (a write per Node per gap under constant churn, never more); 0 means
+	// DefaultPodCountCheck and DefaultMinRefreshGap.
+	PodCountCheck, MinRefreshGap time.Duration
 }
 
 // PolicyCounts are the Node's slice of the computed policies.
@@ -103,14 +117,25 @@ func New(client versioned.Interface, cfg Config, src Sources) *Monitor {
 		cfg.RecheckInterval = DefaultRecheckInterval
 	}
 	cfg.RecheckInterval = min(cfg.RecheckInterval, cfg.Interval)
+	if cfg.PodCountCheck == 0 {
+		cfg.PodCountCheck = DefaultPodCountCheck
+	}
+	if cfg.MinRefreshGap == 0 {
+		cfg.MinRefreshGap = DefaultMinRefreshGap
+	}
 	return &Monitor{client: client, cfg: cfg, src: src, now: time.Now}
 }
 
 // Run refreshes the AntreaAgentInfo now and every interval (every recheck
-// interval while a condition is not True) until ctx ends.
+// interval while a condition is not True) until ctx ends. A pod created or
+// deleted on the Node brings the next refresh forward (no sooner than
+// MinRefreshGap after the last), so kubectl get antreaagentinfos counts the
+// Node's pods within seconds, not at the next heartbeat.
 func (m *Monitor) Run(ctx context.Context) {
 	t := time.NewTimer(m.cfg.Interval)
 	defer t.Stop()
+	podCheck := time.NewTicker(m.cfg.PodCountCheck)
+	defer podCheck.Stop()
 	for {
 		next := m.cfg.Interval
 		if err := m.Sync(ctx); err != nil && ctx.Err() == nil {
@@ -119,13 +144,32 @@ func (m *Monitor) Run(ctx context.Context) {
 			klog.InfoS("AntreaAgentInfo has conditions not True; checking again soon", "conditions", down, "in", m.cfg.RecheckInterval)
 			next = m.cfg.RecheckInterval
 		}
+		synced := m.now()
 		t.Reset(next)
+	wait:
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-podCheck.C:
+			if m.now().Sub(synced) < m.cfg.MinRefreshGap || !m.podCountMoved() {
+				goto wait
+			}
+			klog.V(2).InfoS("The local pod count moved; refreshing the AntreaAgentInfo early", "name", m.cfg.NodeName)
 		}
 	}
+}
+
+// podCountMoved tells whether the local pod count differs from the one in
+// the last AntreaAgentInfo written.
+func (m *Monitor) podCountMoved() bool {
+	if m.src.LocalPods == nil {
+		return false
+	}
+	n := int32(m.src.LocalPods())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last != nil && m.last.LocalPodNum != n
 }
 
 // conditionsNotTrue names the conditions of the last AntreaAgentInfo written

@@ -206,4 +206,73 @@ func TestAgentInfoHeartbeat(t *testing.T) {
 	if err := controllerUp(corev1.ConditionTrue); err != nil {
 		t.Errorf("node-2's ControllerConnectionUp stayed False after the controller came back (heartbeats an hour apart): %v", err)
 	}
+	t.Run("a pod count that moves refreshes before the heartbeat", func(t *testing.T) { podCountRefreshesEarly(t, ctx, cp) })
+}
+
+// podCountRefreshesEarly: with an hour between
+// heartbeats, a pod created on the Node shows in localPodNum within seconds,
+// and the early refreshes keep their minimum gap: a count that moves every
+// few milliseconds for a while gives a handful of writes, not hundreds.
+func podCountRefreshesEarly(t *testing.T, ctx context.Context, cp *apiservertest.ControlPlane) {
+	var pods atomic.Int32
+	pods.Store(1)
+	m := monitor.New(asAgent(cp.Config), monitor.Config{NodeName: "node-3", BridgeName: "br-int", Interval: time.Hour,
+		PodCountCheck: 50 * time.Millisecond, MinRefreshGap: 500 * time.Millisecond},
+		monitor.Sources{LocalPods: func() int { return int(pods.Load()) }})
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { m.Run(runCtx); close(stopped) }()
+	t.Cleanup(func() { stop(); <-stopped })
+
+	infos := versioned.NewForConfigOrDie(cp.Config).CrdV1beta1().AntreaAgentInfos()
+	count := func(want int32) error {
+		return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			i, err := infos.Get(ctx, "node-3", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			return i.LocalPodNum == want, nil
+		})
+	}
+	if err := count(1); err != nil {
+		t.Fatalf("the first AntreaAgentInfo does not count 1 pod: %v", err)
+	}
+	pods.Store(2)
+	if err := count(2); err != nil {
+		t.Fatalf("a second pod did not show before the next heartbeat (an hour away): %v", err)
+	}
+	// Churn: the count moves every 5 ms for 2 s. At most one write per
+	// gap (500 ms) follows: the resourceVersion counts the writes.
+	i, err := infos.Get(ctx, "node-3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes int
+	w, err := infos.Watch(ctx, metav1.ListOptions{ResourceVersion: i.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range w.ResultChan() {
+			writes++
+		}
+	}()
+	end := time.Now().Add(2 * time.Second)
+	for n := int32(3); time.Now().Before(end); n++ {
+		pods.Store(n)
+		time.Sleep(5 * time.Millisecond)
+	}
+	final := pods.Load()
+	if err := count(final); err != nil {
+		t.Fatalf("localPodNum did not settle on the last count %d: %v", final, err)
+	}
+	w.Stop()
+	<-done
+	// 2 s of churn plus the settling write, one per 500 ms: 6 at most.
+	if writes < 1 || writes > 6 {
+		t.Errorf("%d writes of the AntreaAgentInfo during 2 s of churn with a 500 ms minimum gap, want 1 to 6", writes)
+	}
 }

@@ -20,11 +20,18 @@ import (
 // and the inner Ethernet header 14, plus UDP 8 and the Geneve or VXLAN header
 // 8, or GRE's 4-byte header without a key (upstream's config.GeneveOverhead
 // and VXLANOverhead are 50, GREOverhead 38).
-func tunnelOverhead(t ovsconfig.TunnelType) int {
-	if t == ovsconfig.GRETunnel {
-		return 20 + 14 + 4
+//
+// Over an IPv6 underlay (an IPv6-only node) the outer IP header is 40
+// bytes, 20 more (upstream's config.IPv6ExtraOverhead).
+func tunnelOverhead(t ovsconfig.TunnelType, ipv6Underlay bool) int {
+	outer := 20
+	if ipv6Underlay {
+		outer = 40
 	}
-	return 20 + 14 + 8 + 8
+	if t == ovsconfig.GRETunnel {
+		return outer + 14 + 4
+	}
+	return outer + 14 + 8 + 8
 }
 
 // defaultMTU is used when there is no uplink to read one from.
@@ -149,7 +156,7 @@ func Bringup(ctx context.Context, cfg Config) (*NodeConfig, error) {
 	if nc.PodMTU == 0 {
 		nc.PodMTU = uplinkMTU
 		if !cfg.NoTunnel {
-			nc.PodMTU -= tunnelOverhead(cfg.TunnelType)
+			nc.PodMTU -= tunnelOverhead(cfg.TunnelType, nc.NodeIP != nil && nc.NodeIP.IP.To4() == nil)
 		}
 		nc.PodMTU -= cfg.EncryptionOverhead
 	}

@@ -528,3 +528,36 @@ func TestBringupTellsThePeersTheNodeAddressMovedToBrPhy(t *testing.T) {
 	}
 	t.Errorf("the peer's entry for the node is %q, want br-phy's MAC %s (node %s)", last, nc.Uplink.BridgeMAC, node)
 }
+
+// TestAnIPv6OnlyNodeMovesItsIPv6AddressAndCountsTheLargerOuterHeader: a
+// node whose transport address is IPv6 (an IPv6-only node: an IPv6 pod
+// CIDR alone) gets that address moved to br-phy, the gateway the first
+// address of its IPv6 pod CIDR and no IPv4 address, and a pod MTU 20 bytes
+// smaller than over IPv4 (the outer IPv6 header is 40 bytes, IPv4's 20).
+func TestAnIPv6OnlyNodeMovesItsIPv6AddressAndCountsTheLargerOuterHeader(t *testing.T) {
+	n := newTestNode(t)
+	node := n.in.NetNS()
+	run(t, "ip", "-n", node, "-6", "addr", "add", "fd00:77::1/64", "dev", "eth0", "nodad")
+	cfg := n.config(ovsconfig.GeneveTunnel)
+	_, podCIDR, _ := net.ParseCIDR("fd00:10:244:1::/64")
+	cfg.PodCIDRs, cfg.NodeIP = []*net.IPNet{podCIDR}, net.ParseIP("fd00:77::1")
+	nc := n.bringup(t, cfg)
+	if nc.NodeIP.String() != "fd00:77::1/64" {
+		t.Errorf("node IP = %s, want fd00:77::1/64", nc.NodeIP)
+	}
+	if nc.PodMTU != 1500-70 {
+		t.Errorf("pod MTU over an IPv6 underlay = %d, want %d (Geneve 50 + 20 for the IPv6 header)", nc.PodMTU, 1500-70)
+	}
+	if len(nc.Gateway.IPs) != 1 || nc.Gateway.IPs[0].String() != "fd00:10:244:1::1" {
+		t.Errorf("gateway IPs = %v, want [fd00:10:244:1::1]", nc.Gateway.IPs)
+	}
+	if out := run(t, "ip", "-n", node, "-6", "addr", "show", "dev", "br-phy"); !strings.Contains(out, "fd00:77::1/64") {
+		t.Errorf("br-phy lacks the node's IPv6 address:\n%s", out)
+	}
+	if out := run(t, "ip", "-n", node, "-4", "addr", "show", "dev", "antrea-gw0"); strings.Contains(out, "inet ") {
+		t.Errorf("an IPv6-only node's gateway has an IPv4 address:\n%s", out)
+	}
+	if got, want := tunnelOverhead(ovsconfig.VXLANTunnel, true)-tunnelOverhead(ovsconfig.VXLANTunnel, false), 20; got != want {
+		t.Errorf("VXLAN over IPv6 adds %d bytes more than over IPv4, want %d", got, want)
+	}
+}

@@ -34,9 +34,12 @@ const (
 	hostPortInput = "hostport-input"
 )
 
-// loopbackNet is IPv4's loopback network. IPv6's ::1 cannot be routed out
-// of the node at all (no route_localnet for IPv6), so a hostPort on ::1 is
-// refused by the CNI server.
+// loopbackNet is IPv4's loopback network. IPv6 has no route_localnet: a
+// packet from ::1 never leaves the node, so a hostPort on ::1 is reached
+// by the node's own connections to ::1 from one of its other addresses
+// (as upstream's HostPort Conformance spec connects on IPv6: curl
+// --interface NODE-IP http://[::1]:PORT), which its DNAT carries like any
+// other; no masquerade or input rule is needed for it.
 var loopbackNet = netip.MustParsePrefix("127.0.0.0/8")
 
 // PodHostPorts is one pod attachment's hostPorts.

@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"antrea.io/antrea/pkg/agent/types"
 )
@@ -262,5 +263,111 @@ func TestHostPortsWithTheRealNFT(t *testing.T) {
 	}
 	if got, err := probe(l.node, "tcp", "127.0.0.1:54323"); err == nil {
 		t.Errorf("after DEL, 127.0.0.1:54323 still answered %q", got)
+	}
+}
+
+// TestAHostPortOnIPv6LoopbackWithTheRealNFT: on an IPv6 pod (the node and
+// its gateway with IPv6 addresses), a hostPort on ::1 answers the node's
+// own connection to [::1]:PORT from the node's IPv6 address, as upstream's
+// HostPort Conformance spec makes it on an IPv6 cluster (IPv6 has no
+// route_localnet: a packet from ::1 never leaves the node), and the same
+// port on the node's IPv6 address answers another pod's mapping.
+func TestAHostPortOnIPv6LoopbackWithTheRealNFT(t *testing.T) {
+	const node6, gw6, pod6 = "fd00:172:30::11", "fd00:10:244::1", "fd00:10:244::5"
+	l := newNFTLab(t)
+	add := func(n ns.NetNS, link, a string) error {
+		return n.Do(func(ns.NetNS) error {
+			l, err := netlink.LinkByName(link)
+			if err != nil {
+				return err
+			}
+			addr, _ := netlink.ParseAddr(a)
+			addr.Flags = unix.IFA_F_NODAD
+			return netlink.AddrAdd(l, addr)
+		})
+	}
+	for _, a := range []struct {
+		n          ns.NetNS
+		link, addr string
+	}{{l.node, "antrea-gw0", gw6 + "/64"}, {l.node, "uplink", node6 + "/64"}, {l.pod, "eth0", pod6 + "/64"}} {
+		if err := add(a.n, a.link, a.addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.pod.Do(func(ns.NetNS) error {
+		return netlink.RouteAdd(&netlink.Route{Dst: &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}, Gw: net.ParseIP(gw6)})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for port, name := range map[int]string{8086: "loopback6-tcp", 8087: "nodeip6-tcp"} {
+		err := l.pod.Do(func(ns.NetNS) error {
+			ln, err := net.Listen("tcp6", fmt.Sprintf("[::]:%d", port))
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { ln.Close() })
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					_, _ = c.Write([]byte(name + "\n"))
+					c.Close()
+				}
+			}()
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var table *Table
+	ctx := context.Background()
+	if err := l.node.Do(func(ns.NetNS) error {
+		var err error
+		if table, err = New(); err != nil {
+			return err
+		}
+		return table.HostPorts(HostPortConfig{GatewayName: "antrea-gw0"}).Add(ctx, "c1/eth0", PodHostPorts{Pod: "ns/hp6",
+			IPs: []netip.Addr{netip.MustParseAddr(pod6)}, Mappings: []types.PortMapping{
+				pm(types.ProtocolTCP, "::1", 54323, 8086),
+				pm(types.ProtocolTCP, node6, 54323, 8087),
+			}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = l.node.Do(func(ns.NetNS) error { return table.Remove(context.Background()) })
+	})
+	// Up to 3 tries: the first SYN may be lost while the pod's
+	// neighbour entry resolves in these fresh namespaces.
+	dial := func(src, dst string) (string, error) {
+		var name string
+		var err error
+		for range 3 {
+			err = l.node.Do(func(ns.NetNS) error {
+				d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+				c, err := d.Dial("tcp6", net.JoinHostPort(dst, "54323"))
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+				name, err = bufio.NewReader(c).ReadString('\n')
+				name = strings.TrimSpace(name)
+				return err
+			})
+			if err == nil {
+				break
+			}
+		}
+		return name, err
+	}
+	if got, err := dial(node6, "::1"); err != nil || got != "loopback6-tcp" {
+		t.Errorf("[::1]:54323 from %s answered %q (%v), want loopback6-tcp", node6, got, err)
+	}
+	if got, err := dial(node6, node6); err != nil || got != "nodeip6-tcp" {
+		t.Errorf("[%s]:54323 answered %q (%v), want nodeip6-tcp", node6, got, err)
 	}
 }

@@ -24,9 +24,11 @@ const legacyMasqueradeChain = "ANTREA-POSTROUTING"
 // node instead of being dropped as unexpected pod sources elsewhere.
 // Pod-to-pod traffic never reaches the node's stack and keeps its source.
 // It rewrites the feature's chain (idempotent) and removes the iptables
-// chain of earlier agents.
-func (t *Table) Masquerade(ctx context.Context, podCIDR netip.Prefix, gateway string) error {
-	return t.masquerade(ctx, podCIDR, gateway, false)
+// chain of earlier agents. Each of the node's pod CIDRs gets its rule, in
+// one transaction: a dual-stack node's pods' IPv6 traffic leaving the node
+// is masqueraded to the node's IPv6 address.
+func (t *Table) Masquerade(ctx context.Context, podCIDRs []netip.Prefix, gateway string) error {
+	return t.masquerade(ctx, podCIDRs, gateway, false)
 }
 
 // MasqueradeRouted is Masquerade for a node whose pod traffic to other
@@ -36,7 +38,7 @@ func (t *Table) Masquerade(ctx context.Context, podCIDR netip.Prefix, gateway st
 // destinations in the set ClusterPodCIDRSet (per family), which
 // SetClusterPodCIDRs fills.
 func (t *Table) MasqueradeRouted(ctx context.Context, podCIDR netip.Prefix, gateway string) error {
-	return t.masquerade(ctx, podCIDR, gateway, true)
+	return t.masquerade(ctx, []netip.Prefix{podCIDR}, gateway, true)
 }
 
 // NoMasquerade empties the masquerade chain (noSNAT): pod traffic leaves
@@ -76,30 +78,41 @@ func clusterPodCIDRSetObj(v6 bool) *knftables.Set {
 		Comment: knftables.PtrTo("every node's pod CIDR: pod traffic to them keeps its source")}
 }
 
-func (t *Table) masquerade(ctx context.Context, podCIDR netip.Prefix, gateway string, routed bool) error {
-	fam, nfproto := "ip", "ipv4"
-	if podCIDR.Addr().Is6() {
-		fam, nfproto = "ip6", "ipv6"
+func (t *Table) masquerade(ctx context.Context, podCIDRs []netip.Prefix, gateway string, routed bool) error {
+	var rules []*knftables.Rule
+	var sets []*knftables.Set
+	for _, podCIDR := range podCIDRs {
+		fam, nfproto := "ip", "ipv4"
+		if podCIDR.Addr().Is6() {
+			fam, nfproto = "ip6", "ipv6"
+		}
+		rule := []any{"meta nfproto", nfproto, fam, "saddr", podCIDR.Masked()}
+		set := clusterPodCIDRSet(podCIDR.Addr().Is6())
+		if routed {
+			rule = append(rule, fam, "daddr !=", "@"+set)
+			sets = append(sets, clusterPodCIDRSetObj(podCIDR.Addr().Is6()))
+		}
+		rule = append(rule, "oifname !=", quote(gateway), "masquerade")
+		rules = append(rules, &knftables.Rule{Chain: masqueradePostrouting,
+			Rule:    knftables.Concat(rule...),
+			Comment: knftables.PtrTo("Antrea: masquerade pod traffic leaving the node")})
 	}
-	rule := []any{"meta nfproto", nfproto, fam, "saddr", podCIDR.Masked()}
-	set := clusterPodCIDRSet(podCIDR.Addr().Is6())
-	if routed {
-		rule = append(rule, fam, "daddr !=", "@"+set)
-	}
-	rule = append(rule, "oifname !=", quote(gateway), "masquerade")
 	err := t.run(ctx, func(tx *knftables.Transaction) {
 		c := baseChain(masqueradePostrouting, knftables.NATType, knftables.PostroutingHook, knftables.SNATPriority)
 		tx.Add(c)
 		tx.Flush(c)
-		if routed {
-			tx.Add(clusterPodCIDRSetObj(podCIDR.Addr().Is6()))
+		for _, s := range sets {
+			tx.Add(s)
 		}
-		tx.Add(&knftables.Rule{Chain: masqueradePostrouting,
-			Rule:    knftables.Concat(rule...),
-			Comment: knftables.PtrTo("Antrea: masquerade pod traffic leaving the node")})
+		for _, r := range rules {
+			tx.Add(r)
+		}
 	})
 	if err != nil {
-		return fmt.Errorf("masquerade of pod CIDR %s: %w", podCIDR, err)
+		if len(podCIDRs) == 1 {
+			return fmt.Errorf("masquerade of pod CIDR %s: %w", podCIDRs[0], err)
+		}
+		return fmt.Errorf("masquerade of pod CIDRs %v: %w", podCIDRs, err)
 	}
 	removeLegacyMasquerade()
 	return nil
@@ -138,7 +151,7 @@ func EnsureMasquerade(ctx context.Context, podCIDR netip.Prefix, gateway string)
 	if err != nil {
 		return err
 	}
-	return t.Masquerade(ctx, podCIDR, gateway)
+	return t.Masquerade(ctx, []netip.Prefix{podCIDR}, gateway)
 }
 
 // removeLegacyMasquerade deletes the iptables chain an earlier agent kept

@@ -118,3 +118,31 @@ func TestMasqueradeRoutedSparesTheClusterPodCIDRs(t *testing.T) {
 		return nil
 	})
 }
+
+// TestADualStackNodeMasqueradesEachFamilyOfItsPodsInOneChain: a rule per
+// pod CIDR, in the real nft of a netns of its own, written twice (an agent
+// restart) without duplicates.
+func TestADualStackNodeMasqueradesEachFamilyOfItsPodsInOneChain(t *testing.T) {
+	inNewNetNS(t, func() error {
+		table, err := New()
+		if err != nil {
+			return err
+		}
+		cidrs := []netip.Prefix{netip.MustParsePrefix("10.10.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
+		for i := 0; i < 2; i++ {
+			if err := table.Masquerade(context.Background(), cidrs, "antrea-gw0"); err != nil {
+				return err
+			}
+		}
+		out, err := exec.Command("nft", "list", "chain", "inet", TableName, masqueradePostrouting).CombinedOutput()
+		if err != nil {
+			t.Fatalf("nft list chain: %v: %s", err, out)
+		}
+		for _, want := range []string{`ip saddr 10.10.1.0/24 oifname != "antrea-gw0" masquerade`, `ip6 saddr fd00:10:244:1::/64 oifname != "antrea-gw0" masquerade`} {
+			if strings.Count(string(out), want) != 1 {
+				t.Errorf("want one rule %q:\n%s", want, out)
+			}
+		}
+		return nil
+	})
+}

@@ -337,3 +337,29 @@ func BenchmarkNodePolicySet(b *testing.B) {
 		})
 	}
 }
+
+// TestTheAlwaysRulesOfADualStackNodeLoad: the rules every Node policy
+// starts with, on a dual-stack node (a pod CIDR of each family, the API
+// server, the tunnel), load into a real kernel with no policy rule and with
+// one. Seen on the dual-stack lab: the kernel refused them and no policy
+// was reported realized.
+func TestTheAlwaysRulesOfADualStackNodeLoad(t *testing.T) {
+	inNewNetNS(t, func() error {
+		tb, err := New()
+		if err != nil {
+			return err
+		}
+		always := NodePolicyAlways{APIServers: []netip.Addr{netip.MustParseAddr("172.30.0.2")},
+			TunnelProtocol: types.ProtocolUDP, TunnelPort: 6081, Gateway: "antrea-gw0",
+			PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}}
+		ctx := context.Background()
+		if err := tb.NodePolicy().Set(ctx, always, nil); err != nil {
+			t.Errorf("no rule: %v", err)
+		}
+		if err := tb.NodePolicy().Set(ctx, always, []NodePolicyRule{{Name: "p drop-v6", Action: NodePolicyDrop,
+			Peers: []netip.Prefix{netip.MustParsePrefix("fd00:99::/64")}, Services: tcp(8080)}}); err != nil {
+			t.Errorf("an IPv6 rule: %v", err)
+		}
+		return nil
+	})
+}

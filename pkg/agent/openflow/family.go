@@ -168,12 +168,16 @@ func (n *NodeConfig) gatewayIP(f types.IPFamily) netip.Addr {
 	return netip.Addr{}
 }
 
-// nodeIP is the node's transport address of family f, if it has one.
+// nodeIP is the node's transport address of family f, if it has one
+// (NodeIP, or a dual-stack node's NodeIPv6).
 func (n *NodeConfig) nodeIP(f types.IPFamily) (netip.Addr, bool) {
-	if n.NodeIP == nil || types.FamilyOfIP(n.NodeIP) != f {
-		return netip.Addr{}, false
+	if n.NodeIP != nil && types.FamilyOfIP(n.NodeIP) == f {
+		return addr(n.NodeIP), true
 	}
-	return addr(n.NodeIP), true
+	if n.NodeIPv6 != nil && f == types.IPv6 && types.FamilyOfIP(n.NodeIPv6) == f {
+		return addr(n.NodeIPv6), true
+	}
+	return netip.Addr{}, false
 }
 
 // realizedFamilies are the families the pipeline realizes, for the flows

@@ -29,7 +29,7 @@ func TestTheIPv6EndpointLayoutOnRealOVS(t *testing.T) {
 		g := b.serviceGroup(binding.GroupAdd, id, PortState{Endpoints: []Endpoint{e}})
 		v6Bucket = g.Buckets[0].Actions
 		msgs = append(msgs, g,
-			binding.AddFlow(b.endpointFlow(keyOf(p.Protocol, e), false)),
+			binding.AddFlow(b.endpointFlow(keyOf(p.Protocol, e), false, p.Protocol)),
 			binding.AddFlow(b.serviceLBFlow(p, id, nil)))
 	}
 	if err := br.OF.Bundle(ctx, msgs...); err != nil {

@@ -102,7 +102,7 @@ func TestAnIPv6EndpointIsBuiltInItsOwnFamily(t *testing.T) {
 	if !strings.Contains(bucket, "xxreg3") || !strings.Contains(bucket, "0xfd000010024400010000000000000007") {
 		t.Errorf("IPv6 bucket loads %s, want the whole address into xxreg3", bucket)
 	}
-	dnat := b.endpointFlow(keyOf(vip.Protocol, ep), false).String()
+	dnat := b.endpointFlow(keyOf(vip.Protocol, ep), false, vip.Protocol).String()
 	// Printed, as ovs-ofctl prints it, as the four registers of xxreg3.
 	for _, want := range []string{"tcp6", "reg12=0xfd000010,reg13=0x2440001,reg14=0,reg15=0x7", "nat(dst=[fd00:10:244:1::7]:8080)"} {
 		if !strings.Contains(dnat, want) {

@@ -200,49 +200,7 @@ func TestANetworkPolicyDeniesIPv6AsItDeniesIPv4OnRealOVS(t *testing.T) {
 // frame carried by Geneve over IPv4, and over IPv4 beside it; removing the
 // peer removes both families' flows. 3-4 s.
 func TestIPv6PodsOnTwoNodesReachEachOtherThroughTheTunnelOnRealOVS(t *testing.T) {
-	u := bridgetest.NewUnderlay(t)
-	type node struct {
-		br *bridgetest.Bridge
-		c  *Client
-	}
-	var nodes []node
-	for i := 1; i <= 2; i++ {
-		br := bridgetest.NewNode(t, bridgetest.NodeOptions{PodCIDR: "10.10." + strconv.Itoa(i) + ".0/24", GatewayIP: "10.10." + strconv.Itoa(i) + ".1",
-			Underlay: u, NodeIP: "192.168.77.1" + strconv.Itoa(i) + "/24"})
-		br.AddGatewayIPv6(t, "fd00:10:244:"+strconv.Itoa(i)+"::1/64")
-		c, err := NewClient(br.OF, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Initialize(context.Background(), &NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
-			GatewayIPv6: br.GatewayIPv6, GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: br.PodCIDR}); err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, node{br, c})
-	}
-	for _, p := range [][2]node{{nodes[0], nodes[1]}, {nodes[1], nodes[0]}} {
-		peer := p[1].br
-		name := "node-" + peer.GatewayIP.String()
-		if err := p[0].c.InstallNodeFlows(name, peer.PodCIDR, peer.GatewayIP, peer.NodeIP); err != nil {
-			t.Fatal(err)
-		}
-		if err := p[0].c.InstallNodeFlows(name, peer.PodCIDRv6, peer.GatewayIPv6, peer.NodeIP); err != nil {
-			t.Fatal(err)
-		}
-		p[0].br.ConnectPeer(t, peer)
-	}
-	var pods []*bridgetest.Pod
-	for i, n := range nodes {
-		p := n.br.AddPod(t, "p"+strconv.Itoa(i+1), "10.10."+strconv.Itoa(i+1)+".2/24")
-		p.AddIPv6(t, n.br, "fd00:10:244:"+strconv.Itoa(i+1)+"::2/64")
-		if err := n.c.InstallPodFlows(p.HostIF, []net.IP{p.IP, p.IPv6}, p.MAC, p.OFPort); err != nil {
-			t.Fatal(err)
-		}
-		pods = append(pods, p)
-	}
-	client, web := pods[0], pods[1]
-	pingEventually(t, client.NS, web.IPv6)
-	pingEventually(t, client.NS, web.IP)
+	nodes, client, web := twoDualStackNodes(t, func(i int) string { return "192.168.77.1" + strconv.Itoa(i) + "/24" })
 	web.ServeWho6(t, 8080)
 	who, seen := bridgetest.Answerer(client.AskWhoEventually(t, "tcp6", net.JoinHostPort(web.IPv6.String(), "8080")))
 	if who != "p2" || !strings.HasPrefix(seen, "["+client.IPv6.String()+"]:") {
@@ -307,4 +265,59 @@ func TestAnIPv6ClusterIPIsDNATedToItsEndpointsOnRealOVS(t *testing.T) {
 	if !strings.Contains(out, "dst=fd00:10:96::a") || !strings.Contains(out, "src="+b.IPv6.String()) {
 		t.Errorf("conntrack zone 65510 (CtZoneV6) lacks the DNAT of a's connection to [fd00:10:96::a]:80:\n%s", out)
 	}
+}
+
+// dualNode is a node of twoDualStackNodes: its bridge and its client.
+type dualNode struct {
+	br *bridgetest.Bridge
+	c  *Client
+}
+
+// twoDualStackNodes brings up two dual-stack nodes on one underlay, node i
+// at address nodeIP(i) (IPv4 or IPv6: the tunnel's family), each with the
+// other's IPv4 and IPv6 pod CIDRs installed (InstallNodeFlows once per
+// family) and the tunnel neighbour pinned, and a pod on each (p1, p2) with
+// an address of each family; it returns once p1 pings p2 over both.
+func twoDualStackNodes(t *testing.T, nodeIP func(i int) string) (nodes []dualNode, client, web *bridgetest.Pod) {
+	t.Helper()
+	u := bridgetest.NewUnderlay(t)
+	for i := 1; i <= 2; i++ {
+		br := bridgetest.NewNode(t, bridgetest.NodeOptions{PodCIDR: "10.10." + strconv.Itoa(i) + ".0/24", GatewayIP: "10.10." + strconv.Itoa(i) + ".1",
+			Underlay: u, NodeIP: nodeIP(i)})
+		br.AddGatewayIPv6(t, "fd00:10:244:"+strconv.Itoa(i)+"::1/64")
+		c, err := NewClient(br.OF, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Initialize(context.Background(), &NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
+			GatewayIPv6: br.GatewayIPv6, GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: br.PodCIDR,
+			NodeIP: br.NodeIP}); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, dualNode{br, c})
+	}
+	for _, p := range [][2]dualNode{{nodes[0], nodes[1]}, {nodes[1], nodes[0]}} {
+		peer := p[1].br
+		name := "node-" + peer.GatewayIP.String()
+		if err := p[0].c.InstallNodeFlows(name, peer.PodCIDR, peer.GatewayIP, peer.NodeIP); err != nil {
+			t.Fatal(err)
+		}
+		if err := p[0].c.InstallNodeFlows(name, peer.PodCIDRv6, peer.GatewayIPv6, peer.NodeIP); err != nil {
+			t.Fatal(err)
+		}
+		p[0].br.ConnectPeer(t, peer) // tnl/neigh/set br-phy <the peer's address> <its MAC>
+	}
+	var pods []*bridgetest.Pod
+	for i, n := range nodes {
+		p := n.br.AddPod(t, "p"+strconv.Itoa(i+1), "10.10."+strconv.Itoa(i+1)+".2/24")
+		p.AddIPv6(t, n.br, "fd00:10:244:"+strconv.Itoa(i+1)+"::2/64")
+		if err := n.c.InstallPodFlows(p.HostIF, []net.IP{p.IP, p.IPv6}, p.MAC, p.OFPort); err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, p)
+	}
+	client, web = pods[0], pods[1]
+	pingEventually(t, client.NS, web.IPv6)
+	pingEventually(t, client.NS, web.IP)
+	return nodes, client, web
 }

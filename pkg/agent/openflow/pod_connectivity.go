@@ -113,6 +113,10 @@ type NodeConfig struct {
 	// NodeIP is the node's transport address (the InternalIP hostNetwork
 	// endpoints have); nil leaves out the flows that need it.
 	NodeIP net.IP
+	// NodeIPv6 is a dual-stack node's IPv6 address beside an IPv4 NodeIP
+	// (the IPv6 InternalIP its hostNetwork endpoints have); nil leaves out
+	// the IPv6 flows that need it.
+	NodeIPv6 net.IP
 	// PolicyOnly (trafficEncapMode networkPolicyOnly): another CNI gave
 	// the pods their addresses and routes them all through a gateway,
 	// whatever it is; the pipeline answers every pod's ARP with the

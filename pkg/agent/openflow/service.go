@@ -600,10 +600,12 @@ func (b *flowBuilder) serviceGroup(cmd binding.GroupModCommand, groupID uint32, 
 
 // endpointFlow is the EndpointDNAT flow of one endpoint, the DNAT commit;
 // with hairpin, the one at higher priority for a local endpoint being its
-// own client, which also marks the connection hairpin.
-func (b *flowBuilder) endpointFlow(k endpointKey, hairpin bool) *binding.Flow {
+// own client, which also marks the connection hairpin. proto is the
+// endpoint's protocol, or, for the later fragments of an IPv6 datagram,
+// the fragment header's (endpointFlows).
+func (b *flowBuilder) endpointFlow(k endpointKey, hairpin bool, proto uint8) *binding.Flow {
 	match := func(m *binding.Match) {
-		m.EthType(ethTypeOf(k.IP)).IPProto(k.Protocol)
+		m.EthType(ethTypeOf(k.IP)).IPProto(proto)
 		matchEndpointIP(m, k.IP)
 		matchField(m, EndpointPortField, uint64(k.Port))
 		matchField(m, EndpointSelectedField, 1)
@@ -845,16 +847,19 @@ func (pl *servicePlan) endpointMsgs() (adds, dels []binding.Message, gone []endp
 		}{{false, before.ports, after.ports}, {true, before.local, after.local}} {
 			switch {
 			case f.before == 0 && f.after > 0:
-				ef := pl.c.b.endpointFlow(k, f.hairpin)
-				if rec := pl.st.recovered.endpoints[ef.MatchKey()]; rec != nil {
-					pl.adoptedFlows = append(pl.adoptedFlows, ef.MatchKey())
-					if rec.String() == ef.String() {
-						continue // left by the previous run as it is
+				for _, ef := range pl.c.b.endpointFlows(k, f.hairpin) {
+					if rec := pl.st.recovered.endpoints[ef.MatchKey()]; rec != nil {
+						pl.adoptedFlows = append(pl.adoptedFlows, ef.MatchKey())
+						if rec.String() == ef.String() {
+							continue // left by the previous run as it is
+						}
 					}
+					adds = append(adds, binding.AddFlow(ef))
 				}
-				adds = append(adds, binding.AddFlow(ef))
 			case f.before > 0 && f.after == 0:
-				dels = append(dels, binding.DeleteFlowStrict(pl.c.b.endpointFlow(k, f.hairpin)))
+				for _, ef := range pl.c.b.endpointFlows(k, f.hairpin) {
+					dels = append(dels, binding.DeleteFlowStrict(ef))
+				}
 				if !f.hairpin {
 					gone = append(gone, k)
 				}
@@ -980,7 +985,7 @@ func groupMsgs(gs ...*binding.GroupMod) ([]binding.Message, error) {
 func (c *services) portFlows(p ServicePort, groupID uint32, digest []byte, ps PortState, fragFlow bool) []*binding.Flow {
 	flows := []*binding.Flow{c.b.serviceLBFlow(p, groupID, digest)}
 	if fragFlow {
-		flows = append(flows, c.b.serviceFragLBFlow(p, groupID))
+		flows = append(flows, c.b.serviceFragLBFlows(p, groupID)...)
 	}
 	if ps.AffinityTimeout > 0 {
 		flows = append(flows, c.b.affinityLookupFlow(p), c.b.affinityExactFlow(p))
@@ -1080,9 +1085,9 @@ func (c *services) serviceFlows() []*binding.Flow {
 		out = append(out, ip.flows...)
 	}
 	for k, u := range c.svc.endpoints {
-		out = append(out, c.b.endpointFlow(k, false))
+		out = append(out, c.b.endpointFlows(k, false)...)
 		if u.local > 0 {
-			out = append(out, c.b.endpointFlow(k, true))
+			out = append(out, c.b.endpointFlows(k, true)...)
 		}
 	}
 	return out

@@ -48,6 +48,27 @@ import (
 // endpoint by the client's address alone; once committed, its later
 // datagrams, fragmented or not, follow the conntrack entry. TCP and SCTP
 // avoid fragmentation (MSS, path MTU discovery) and keep one group.
+//
+// IPv6 differs in one way: Open vSwitch extracts a fragment after the
+// first with nw_proto=44 (the fragment header; the UDP header's protocol
+// is in the first fragment only), where an IPv4 fragment keeps its
+// protocol. So for an IPv6 port
+//
+//   - a second ServiceLB flow takes the later fragments
+//     (ipv6,nw_frag=later,nw_proto=44,ipv6_dst=VIP) to the fragment group;
+//   - the fragment group hashes the two addresses alone
+//     (selection_method=hash,fields(ipv6_src,ipv6_dst)): the symmetric L4
+//     hash includes nw_proto and would send the later fragments to
+//     another bucket than the first;
+//   - each UDP endpoint has a second EndpointDNAT flow for nw_proto=44 with
+//     the same DNAT commit: the fragments reach the same ct action at the
+//     same recirculation, so the reassembler completes the datagram and
+//     NATs every fragment with it.
+//
+// Before, the later fragments of every UDP datagram larger than the MTU
+// sent to an IPv6 ClusterIP matched no flow and were dropped (upstream's
+// "[Feature:IPv6DualStack] ... service endpoints using hostNetwork" and
+// "handle large requests: udp" over IPv6; docs/ipv6.md).
 
 // fragGroupBit marks a fragment group's id: a port's group ids come from a
 // counter far below it.
@@ -67,14 +88,31 @@ func isFragGroupID(id uint32) bool { return id&fragGroupBit != 0 }
 // group: UDP, whose datagrams are fragmented.
 func fragmentsApart(p ServicePort) bool { return p.Protocol == binding.IPProtoUDP }
 
-// fragGroup is the fragment group of port group g: the same command and
-// buckets, the hash that leaves UDP ports out.
-func fragGroup(g *binding.GroupMod) *binding.GroupMod {
+// ipProtoFragment is the protocol Open vSwitch gives an IPv6 fragment
+// after the first: the fragment header's.
+const ipProtoFragment uint8 = 44
+
+// laterFragmentsApart reports whether the later fragments of a port's (or
+// an endpoint's) datagrams need flows of their own: IPv6 UDP.
+func laterFragmentsApart(ip netip.Addr, proto uint8) bool {
+	return ip.Is6() && proto == binding.IPProtoUDP
+}
+
+// fragGroup is the fragment group of port group g of a port at ip: the
+// same command and buckets, a hash that leaves UDP ports out (and, for
+// IPv6, the protocol: later fragments carry the fragment header's).
+func fragGroup(g *binding.GroupMod, ip netip.Addr) *binding.GroupMod {
 	f := *g
 	f.GroupID = fragGroupID(g.GroupID)
-	if f.Command != binding.GroupDelete {
-		f.SelectionMethodParam = fragSelectionParam
+	if f.Command == binding.GroupDelete {
+		return &f
 	}
+	if ip.Is6() {
+		f.SelectionMethod, f.SelectionMethodParam = "hash", 0
+		f.Fields = []binding.Field{binding.FieldIPv6Src, binding.FieldIPv6Dst}
+		return &f
+	}
+	f.SelectionMethodParam = fragSelectionParam
 	return &f
 }
 
@@ -85,19 +123,37 @@ func (b *flowBuilder) portGroups(cmd binding.GroupModCommand, id uint32, p Servi
 	if !fragmentsApart(p) {
 		return []*binding.GroupMod{g}
 	}
-	return []*binding.GroupMod{g, fragGroup(g)}
+	return []*binding.GroupMod{g, fragGroup(g, p.IP)}
 }
 
-// serviceFragLBFlow sends the fragments of a new connection to a port's
-// address to the port's fragment group.
-func (b *flowBuilder) serviceFragLBFlow(p ServicePort, groupID uint32) *binding.Flow {
-	return b.serviceFlow(ServiceLBTable, p.priority(priorityNormal), func(m *binding.Match) {
-		m.EthType(ethTypeOf(p.IP)).IPFrag(binding.IPFragAny, binding.IPFragAny).IPProto(p.Protocol).IPDst(p.IP)
-		m.CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
-		if p.External {
-			matchField(m, FromOutsideField, 1)
-		}
-	}, &binding.Group{ID: fragGroupID(groupID)})
+// serviceFragLBFlows send the fragments of a new connection to a port's
+// address to the port's fragment group: one flow, and for IPv6 a second
+// one for the fragments after the first.
+func (b *flowBuilder) serviceFragLBFlows(p ServicePort, groupID uint32) []*binding.Flow {
+	flow := func(frag, fragMask, proto uint8) *binding.Flow {
+		return b.serviceFlow(ServiceLBTable, p.priority(priorityNormal), func(m *binding.Match) {
+			m.EthType(ethTypeOf(p.IP)).IPFrag(frag, fragMask).IPProto(proto).IPDst(p.IP)
+			m.CTState(binding.CTStateNew|binding.CTStateTrk, binding.CTStateNew|binding.CTStateTrk)
+			if p.External {
+				matchField(m, FromOutsideField, 1)
+			}
+		}, &binding.Group{ID: fragGroupID(groupID)})
+	}
+	flows := []*binding.Flow{flow(binding.IPFragAny, binding.IPFragAny, p.Protocol)}
+	if laterFragmentsApart(p.IP, p.Protocol) {
+		flows = append(flows, flow(binding.IPFragLater, binding.IPFragLater, ipProtoFragment))
+	}
+	return flows
+}
+
+// endpointFlows are the EndpointDNAT flows of an endpoint: endpointFlow,
+// and for IPv6 UDP the same commit for the later fragments.
+func (b *flowBuilder) endpointFlows(k endpointKey, hairpin bool) []*binding.Flow {
+	flows := []*binding.Flow{b.endpointFlow(k, hairpin, k.Protocol)}
+	if laterFragmentsApart(k.IP, k.Protocol) {
+		flows = append(flows, b.endpointFlow(k, hairpin, ipProtoFragment))
+	}
+	return flows
 }
 
 // fragFlowPorts are the ports of a Service whose fragments get a flow: UDP

@@ -166,6 +166,15 @@ func (s *sender) send(count, first, batch int, gap time.Duration) int {
 	return sent
 }
 
+// resolveNeighbour pings b from a once and returns after the reply, so a's
+// neighbour entry for b is resolved before a capture starts. A datagram
+// sent before that waits in the kernel's ARP queue and may leave after
+// the capture started, as the first packet in its file.
+func resolveNeighbour(t *testing.T, a, b *bridgetest.Pod) {
+	t.Helper()
+	bridgetest.Run(t, "ip", "netns", "exec", a.NS, "ping", "-c", "1", "-W", "2", b.IP.String())
+}
+
 // listenUDP makes pod p receive on port and returns a counter of the
 // datagrams received.
 func listenUDP(t *testing.T, p *bridgetest.Pod, port int) func() int {
@@ -314,7 +323,7 @@ func TestACaptureStopsAtFirstN(t *testing.T) {
 	listenUDP(t, n.b, 5002)
 	dst := n.b.IP.String() + ":5002"
 	s := dialUDP(t, n.a, dst)
-	s.send(2, 1000, 0, 0) // ARP
+	resolveNeighbour(t, n.a, n.b)
 	n.create(t, udpCapture("first5", 5002, 5, 60))
 	if sent := s.send(10, 0, 0, 0); sent != 10 {
 		t.Fatalf("pca sent %d of 10 datagrams", sent)
@@ -361,7 +370,7 @@ func TestACaptureIsUploadedToTheFileServer(t *testing.T) {
 	}
 	listenUDP(t, n.b, 5003)
 	s := dialUDP(t, n.a, n.b.IP.String()+":5003")
-	s.send(2, 1000, 0, 0) // ARP
+	resolveNeighbour(t, n.a, n.b)
 	uploaded := func(name string) *crdv1alpha1.PacketCapture {
 		t.Helper()
 		pc := udpCapture(name, 5003, 3, 60)
@@ -427,7 +436,7 @@ func TestACaptureOfBothDirectionsHoldsThePingsAndTheirReplies(t *testing.T) {
 	pc.Spec.Direction = crdv1alpha1.CaptureDirectionBoth
 	pc.Spec.Packet = &crdv1alpha1.Packet{Protocol: ptr.To(intstr.FromString("ICMP"))}
 	// ARP first, so that the three pings each get a reply.
-	bridgetest.Run(t, "ip", "netns", "exec", n.a.NS, "ping", "-c", "1", "-W", "2", n.b.IP.String())
+	resolveNeighbour(t, n.a, n.b)
 	n.create(t, pc)
 	bridgetest.Run(t, "ip", "netns", "exec", n.a.NS, "ping", "-c", "3", "-i", "0.2", "-W", "2", n.b.IP.String())
 	got := n.waitFor(t, "both", crdv1alpha1.PacketCaptureComplete, 1000)

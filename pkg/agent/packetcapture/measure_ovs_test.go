@@ -99,7 +99,7 @@ func TestCaptureOf10000PacketsAgainstTcpdump(t *testing.T) {
 	n := startNode(t)
 	received := listenUDP(t, n.b, 5003)
 	s := dialUDP(t, n.a, n.b.IP.String()+":5003")
-	s.send(2, 100000, 0, 0) // ARP
+	resolveNeighbour(t, n.a, n.b)
 
 	// The mirror: the pod port's packets copied to an internal port.
 	if _, err := n.br.Vsctl("add-port", "br-int", "pcapmir", "--", "set", "interface", "pcapmir", "type=internal",

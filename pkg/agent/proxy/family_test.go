@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -69,7 +70,7 @@ func TestADualStackServiceRealizesItsIPv4PartAndReportsItsIPv6PartUnrealized(t *
 			t.Errorf("warning %q does not say %q", ws[0].message, want)
 		}
 	}
-	if needs := nodeNeeds(svc); len(needs.Addresses) != 2 || !needs.Addresses[0].Is4() || !needs.Addresses[1].Is4() {
+	if needs := nodeNeeds(svc, node); len(needs.Addresses) != 2 || !needs.Addresses[0].Is4() || !needs.Addresses[1].Is4() {
 		t.Errorf("nodeNeeds of a dual-stack Service = %v, want its two IPv4 addresses", needs.Addresses)
 	}
 }
@@ -88,9 +89,11 @@ func TestOnADualStackNodeADualStackServiceRealizesBothFamilies(t *testing.T) {
 	if _, ok := got[vipPort("fd00:10:96::a", 6, 80)]; !ok {
 		t.Errorf("desiredState on a dual-stack node lacks the IPv6 ClusterIP's port: %v", got)
 	}
-	// The node path stays IPv4 (route.realizes): its needs are unchanged.
-	if needs := nodeNeeds(svc); len(needs.Addresses) != 2 || !needs.Addresses[0].Is4() || !needs.Addresses[1].Is4() {
-		t.Errorf("nodeNeeds of a dual-stack Service = %v, want its two IPv4 addresses", needs.Addresses)
+	// The node path of a dual-stack node serves IPv6 too: both families'
+	// ClusterIPs and external IPs are routed to the gateway.
+	wantAddrs := "[10.96.0.10 fd00:10:96::a 192.168.100.10 fd00:100::10]"
+	if needs := nodeNeeds(svc, node); fmt.Sprint(needs.Addresses) != wantAddrs {
+		t.Errorf("nodeNeeds of a dual-stack Service on a dual-stack node = %v, want %s", needs.Addresses, wantAddrs)
 	}
 }
 

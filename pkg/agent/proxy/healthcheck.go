@@ -15,6 +15,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	agenttypes "antrea.io/antrea/pkg/agent/types"
 )
 
 // Health checks of externalTrafficPolicy Local. A LoadBalancer Service with
@@ -38,14 +40,18 @@ type healthCheck struct {
 // healthCheckOf is a Service's health check: a LoadBalancer with
 // externalTrafficPolicy Local and a healthCheckNodePort
 // (k8s.io/cloud-provider's NeedsHealthCheck), counting its ready local
-// endpoints of the realized families over all its ports, once per address.
-func healthCheckOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodeName string) healthCheck {
+// endpoints over all its ports, once per address, in the node's family
+// that has the most (an IPv4 node's IPv4 ones; a dual-stack node's pods,
+// which have an address of each family, once; an IPv6-only node's IPv6
+// ones).
+func healthCheckOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodeName string, families []agenttypes.IPFamily) healthCheck {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal ||
 		svc.Spec.HealthCheckNodePort <= 0 || svc.Spec.HealthCheckNodePort > 65535 {
 		return healthCheck{}
 	}
-	local := map[netip.Addr]bool{}
-	for _, f := range realizedFamilies() {
+	most := 0
+	for _, f := range families {
+		local := map[netip.Addr]bool{}
 		for _, sp := range svc.Spec.Ports {
 			for _, c := range portCandidates(sp, slices, nodeName, f) {
 				if c.ready && c.ep.Local {
@@ -53,13 +59,14 @@ func healthCheckOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nod
 				}
 			}
 		}
+		most = max(most, len(local))
 	}
-	return healthCheck{port: uint16(svc.Spec.HealthCheckNodePort), endpoints: len(local)}
+	return healthCheck{port: uint16(svc.Spec.HealthCheckNodePort), endpoints: most}
 }
 
 // healthServer serves the health checks of every Service that has one.
 type healthServer struct {
-	// addrs are the addresses served on; none: every IPv4 address of the
+	// addrs are the addresses served on; none: every address of the
 	// node (0.0.0.0, kube-proxy's default).
 	addrs   []netip.Addr
 	healthy func() bool // the proxy has installed the Services known at start
@@ -124,7 +131,10 @@ func (in *hcInstance) open(h *healthServer) error {
 		addrs = []netip.Addr{netip.IPv4Unspecified()}
 	}
 	for _, a := range addrs {
-		l, err := net.Listen("tcp4", netip.AddrPortFrom(a, in.port).String())
+		// "tcp": Go listens on a wildcard address with a dual-stack
+		// socket where the kernel has one, so an IPv6-only node's
+		// addresses are served too (kube-proxy listens so).
+		l, err := net.Listen("tcp", netip.AddrPortFrom(a, in.port).String())
 		if err != nil {
 			in.close()
 			return fmt.Errorf("health check of service %s: %w", in.key, err)

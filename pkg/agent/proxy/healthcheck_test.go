@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	agenttypes "antrea.io/antrea/pkg/agent/types"
 )
 
 // freePort returns a TCP port free on 127.0.0.1 now.
@@ -140,5 +142,50 @@ func TestHealthCheckBeforeTheProxyInstalledItsServices(t *testing.T) {
 	if err := h2.set("default/other", healthCheck{port: uint16(port), endpoints: 1}); err == nil {
 		h2.closeAll()
 		t.Fatal("a second listener on the same port should fail")
+	}
+}
+
+// TestTheHealthCheckOfAnIPv6OnlyNodeCountsItsIPv6EndpointsAndAnswersOnIPv6:
+// the local endpoints counted are those of the node's families (an
+// IPv6-only node's IPv6 ones; an IPv4 node's IPv4 ones, as before; a
+// dual-stack pod once on a dual-stack node), and a
+// health check served on every address answers on the node's IPv6
+// addresses too (here ::1).
+func TestTheHealthCheckOfAnIPv6OnlyNodeCountsItsIPv6EndpointsAndAnswersOnIPv6(t *testing.T) {
+	svc, slices := dualStackWeb()
+	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	svc.Spec.HealthCheckNodePort = freePort(t)
+	if got := healthCheckOf(svc, slices[1:], "node-1", []agenttypes.IPFamily{agenttypes.IPv6}); got.endpoints != 1 {
+		t.Errorf("an IPv6-only node's health check counts %d local endpoints, want its IPv6 one", got.endpoints)
+	}
+	if got := healthCheckOf(svc, slices, "node-1", []agenttypes.IPFamily{agenttypes.IPv4}); got.endpoints != 1 {
+		t.Errorf("an IPv4 node's health check counts %d local endpoints, want its IPv4 one", got.endpoints)
+	}
+	// A dual-stack node: the pod's two addresses count once.
+	if got := healthCheckOf(svc, slices, "node-1", []agenttypes.IPFamily{agenttypes.IPv4, agenttypes.IPv6}); got.endpoints != 1 {
+		t.Errorf("a dual-stack node's health check counts %d local endpoints, want 1 (one pod, an address of each family)", got.endpoints)
+	}
+	h := newHealthServer(nil, func() bool { return true })
+	defer h.closeAll()
+	port := uint16(svc.Spec.HealthCheckNodePort)
+	if err := h.set("default/web", healthCheck{port: port, endpoints: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c := http.Client{Timeout: time.Second}
+	var resp *http.Response
+	var err error
+	for range 50 {
+		if resp, err = c.Get(fmt.Sprintf("http://[::1]:%d/healthz", port)); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the health check served on every address does not answer on [::1]: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("[::1]: status %d, want 200", resp.StatusCode)
 	}
 }

@@ -137,14 +137,14 @@ func (n *pathNode) nft(t *testing.T) string {
 	return string(out)
 }
 
-// ask connects count times from c to addr and returns who answered and
+// ask connects count times from c to addr (IPv4 or IPv6) and returns who answered and
 // the client addresses they saw (without ports); a failed connection counts
 // under its outcome ("timeout", "refused").
 func ask(t *testing.T, c *bridgetest.Pod, addr string, count int) (who map[string]int, seen map[string]bool) {
 	t.Helper()
 	who, seen = map[string]int{}, map[string]bool{}
 	for i := 0; i < count; i++ {
-		answer, err := c.AskWho(t, "tcp4", addr, 2*time.Second)
+		answer, err := c.AskWho(t, tcpOf(addr), addr, 2*time.Second)
 		if err != nil {
 			who[connectOutcome(t, c, addr)]++
 			continue

@@ -138,7 +138,7 @@ func TestNodeNeedsAreNodePortsAndEveryServiceAddress(t *testing.T) {
 			want: route.ServiceNeeds{NodePorts: []route.NodePort{{Protocol: 6, Port: 30080}}, Addresses: addrs("10.96.0.10", "192.168.100.10", "192.168.100.11")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := nodeNeeds(tc.svc); !reflect.DeepEqual(got, tc.want) {
+			if got := nodeNeeds(tc.svc, nodeView{name: "node-1", proxyAll: true}); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})

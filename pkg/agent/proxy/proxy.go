@@ -653,9 +653,9 @@ func (p *Proxy) plan(key string) (*plan, error) {
 		}
 		pl.want = desiredState(svc, slices, p.view())
 		warnings = unrealized(svc, p.datapath)
-		pl.hc = healthCheckOf(svc, slices, p.nodeName)
+		pl.hc = healthCheckOf(svc, slices, p.nodeName, p.view().families())
 		if p.proxyAll {
-			pl.needs = nodeNeeds(svc)
+			pl.needs = nodeNeeds(svc, p.view())
 		}
 	}
 	pl.svc = svc
@@ -736,13 +736,13 @@ func (p *Proxy) setNodePath(key string, needs route.ServiceNeeds) {
 // LoadBalancer ingress IPs routed to the gateway (so the node's own
 // processes reach them, and traffic from outside for external addresses
 // enters the bridge). Services that desiredState skips need nothing.
-func nodeNeeds(svc *corev1.Service) route.ServiceNeeds {
+func nodeNeeds(svc *corev1.Service, node nodeView) route.ServiceNeeds {
 	var needs route.ServiceNeeds
-	clusterIPs := realizedAddrs(agenttypes.ServiceClusterIPs(svc))
+	clusterIPs := node.addrs(agenttypes.ServiceClusterIPs(svc))
 	if len(clusterIPs) == 0 {
 		return needs
 	}
-	needs.Addresses = append(append(needs.Addresses, clusterIPs...), realizedAddrs(externalAddresses(svc))...)
+	needs.Addresses = append(append(needs.Addresses, clusterIPs...), node.addrs(externalAddresses(svc))...)
 	if hasNodePorts(svc) {
 		for _, sp := range svc.Spec.Ports {
 			if proto, ok := protocolNumber(sp.Protocol); ok && sp.NodePort > 0 && sp.NodePort < 65536 {

@@ -575,11 +575,20 @@ func TestSessionAffinityOnRealOVS(t *testing.T) {
 	}
 }
 
+// tcpOf is the network to dial addr ("host:port") with: tcp6 for an IPv6
+// host, else tcp4.
+func tcpOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil && strings.Contains(h, ":") {
+		return "tcp6"
+	}
+	return "tcp4"
+}
+
 // connectOutcome connects and says how it failed: "refused", "timeout",
 // or the answerer.
 func connectOutcome(t *testing.T, from *bridgetest.Pod, addr string) string {
 	t.Helper()
-	answer, err := from.AskWho(t, "tcp4", addr, time.Second)
+	answer, err := from.AskWho(t, tcpOf(addr), addr, time.Second)
 	switch {
 	case err == nil:
 		who, _ := bridgetest.Answerer(answer)

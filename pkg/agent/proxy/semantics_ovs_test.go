@@ -281,34 +281,7 @@ func TestLargeUDPDatagramsThroughAServiceOnRealOVS(t *testing.T) {
 		return len(g) == 2 && bucketsOf(g) == 4 && strings.Contains(g[1], "selection_method_param=4294967296")
 	})
 	payload := []byte(strings.Repeat("42", 2000)) // 4000 bytes: three fragments at MTU 1500
-	// ask sends the large datagram on a new socket (a new source port) and
-	// returns who answered with the whole datagram back, or why not.
-	ask := func() (string, error) {
-		var who string
-		err := cli.Do(t, func() error {
-			c, err := net.Dial("udp4", "10.96.0.92:90")
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if _, err := c.Write(payload); err != nil {
-				return err
-			}
-			_ = c.SetReadDeadline(time.Now().Add(time.Second))
-			buf := make([]byte, 65536)
-			k, err := c.Read(buf)
-			if err != nil {
-				return err
-			}
-			first, rest, _ := strings.Cut(string(buf[:k]), "\n")
-			if rest != string(payload) {
-				return fmt.Errorf("the answer of %s carried %d bytes of the %d sent", first, len(rest), len(payload))
-			}
-			who, _ = bridgetest.Answerer(first)
-			return nil
-		})
-		return who, err
-	}
+	ask := func() (string, error) { return cli.AskWhoEchoes(t, "udp4", "10.96.0.92:90", payload) }
 	if _, err := ask(); err != nil { // the first may go while ARP resolves
 		t.Logf("first datagram: %v", err)
 	}

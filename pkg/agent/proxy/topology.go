@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,20 @@ func (n nodeView) families() []agenttypes.IPFamily {
 	return agenttypes.Families(func(f agenttypes.IPFamily) bool {
 		return realizes(f) || (f == agenttypes.IPv6 && n.ipv6)
 	})
+}
+
+// addrs keeps the addresses of the node's families (families), in order:
+// what the node path routes to the gateway (an IPv6 ClusterIP on a
+// dual-stack node too, where the node path serves IPv6).
+func (n nodeView) addrs(as []netip.Addr) []netip.Addr {
+	fams := n.families()
+	var out []netip.Addr
+	for _, a := range as {
+		if slices.Contains(fams, agenttypes.FamilyOf(a)) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Topology modes (kube-proxy's pkg/proxy/topology.go): which hints narrow

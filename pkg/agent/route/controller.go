@@ -105,7 +105,17 @@ type Controller struct {
 	// ipv6: this node carries IPv6 (dual-stack), so peers' IPv6 pod
 	// CIDRs get tunnel flows too (SetIPv6).
 	ipv6 bool
+	// ipv6Only: this node is an IPv6-only node (SetIPv6Only): a peer is
+	// reached by its IPv6 pod CIDR, through the tunnel to its IPv6
+	// InternalIP.
+	ipv6Only bool
 }
+
+// SetIPv6Only makes the controller route, for each peer, its IPv6 pod CIDR
+// (the peer's PodCIDR, GatewayIP its first address) through the tunnel to
+// the peer's IPv6 InternalIP: this node's gateway and transport address
+// are IPv6 alone (an IPv6-only cluster). Call it before Run.
+func (c *Controller) SetIPv6Only(on bool) { c.ipv6Only = on }
 
 // SetIPv6 makes the controller install, for each peer, the tunnel flows
 // of its IPv6 pod CIDR beside its IPv4 one: this node is dual-stack (its
@@ -123,10 +133,15 @@ func (c *Controller) OnChange(f func(peerPodCIDRs []*net.IPNet)) { c.onChange = 
 
 // peerRoute is the route to node n as this controller's mode wants it.
 func (c *Controller) peerRoute(n *corev1.Node) *PeerRoute {
-	r := peerRoute(n)
+	var r *PeerRoute
+	if c.ipv6Only {
+		r = peerRouteOf(n, types.IPv6)
+	} else {
+		r = peerRoute(n)
+	}
 	if r != nil {
 		r.Encap = c.encap == nil || c.encap(r.NodeIP)
-		if c.ipv6 && r.Encap {
+		if c.ipv6 && !c.ipv6Only && r.Encap {
 			r.PodCIDRv6 = podCIDROf(n, types.IPv6)
 			if r.PodCIDRv6 != nil {
 				r.GatewayIPv6 = GatewayIP(r.PodCIDRv6)
@@ -347,6 +362,28 @@ func peerRoute(n *corev1.Node) *PeerRoute {
 		return nil
 	}
 	return &PeerRoute{NodeName: n.Name, PodCIDR: ipnet, GatewayIP: GatewayIP(ipnet), NodeIP: nodeIP,
+		PublicKey: n.Annotations[types.NodeWireGuardPublicKeyAnnotation]}
+}
+
+// peerRouteOf derives the route to a node by its pod CIDR and InternalIP of
+// family f (an IPv6-only node's peers: both IPv6), or nil while it lacks
+// either.
+func peerRouteOf(n *corev1.Node, f types.IPFamily) *PeerRoute {
+	cidr := podCIDROf(n, f)
+	if cidr == nil {
+		return nil
+	}
+	var nodeIP net.IP
+	for _, a := range n.Status.Addresses {
+		if ip := net.ParseIP(a.Address); a.Type == corev1.NodeInternalIP && ip != nil && types.FamilyOfIP(ip) == f {
+			nodeIP = ip
+			break
+		}
+	}
+	if nodeIP == nil {
+		return nil
+	}
+	return &PeerRoute{NodeName: n.Name, PodCIDR: cidr, GatewayIP: GatewayIP(cidr), NodeIP: nodeIP,
 		PublicKey: n.Annotations[types.NodeWireGuardPublicKeyAnnotation]}
 }
 

@@ -286,6 +286,72 @@ func TestADualStackNodeTunnelsEachPeersIPv6PodCIDRBesideItsIPv4One(t *testing.T)
 	}
 }
 
+// TestAnIPv6OnlyNodeTunnelsEachPeersIPv6PodCIDRToItsIPv6NodeIP: with
+// SetIPv6Only each peer is routed by its IPv6 pod CIDR (its only one),
+// through the tunnel to its IPv6 InternalIP, whatever else the Node lists
+// first; the pinned tunnel neighbour is that IPv6 address; a peer without
+// an IPv6 InternalIP is not routed until it has one.
+func TestAnIPv6OnlyNodeTunnelsEachPeersIPv6PodCIDRToItsIPv6NodeIP(t *testing.T) {
+	v6only := func(name, cidr string, ips ...string) *corev1.Node {
+		n := node(name, "", "")
+		n.Spec.PodCIDR, n.Spec.PodCIDRs = cidr, []string{cidr}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
+		for _, ip := range ips {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+		}
+		return n
+	}
+	client := fake.NewClientset(
+		v6only("n1", "fd00:10:244:1::/64", "fd00:172:30::11"),
+		// An IPv4 address listed first is not the tunnel's.
+		v6only("n2", "fd00:10:244:2::/64", "172.30.0.12", "fd00:172:30::12"),
+		v6only("n3", "fd00:10:244:3::/64", "172.30.0.13"))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	flows := &fakeFlows{nodes: map[string]string{}}
+	routes := &fakeRoutes{routes: map[string]bool{}}
+	var mu sync.Mutex
+	var pinned []string
+	c, err := NewController("n1", factory.Core().V1().Nodes(), flows, routes, func(ip net.IP) {
+		mu.Lock()
+		defer mu.Unlock()
+		pinned = append(pinned, ip.String())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetIPv6Only(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	go func() { _ = c.Run(ctx) }()
+	eventually(t, "n2 installed", func() bool { _, ok := c.Installed()["n2"]; return ok })
+	want := map[string]string{"n2/IPv6": "fd00:10:244:2::/64 via fd00:10:244:2::1 tun fd00:172:30::12"}
+	if got := flows.snapshot(); !reflect.DeepEqual(got, want) {
+		t.Errorf("flows = %v, want %v (n3 has no IPv6 InternalIP)", got, want)
+	}
+	r := c.Installed()["n2"]
+	if r.PodCIDRv6 != nil || r.GatewayIP.String() != "fd00:10:244:2::1" || r.NodeIP.String() != "fd00:172:30::12" {
+		t.Errorf("n2's route = %+v, want its IPv6 pod CIDR as the PodCIDR, via fd00:10:244:2::1, to fd00:172:30::12", r)
+	}
+	mu.Lock()
+	if !reflect.DeepEqual(pinned, []string{"fd00:172:30::12"}) {
+		t.Errorf("tunnel neighbours pinned: %v, want n2's IPv6 node IP", pinned)
+	}
+	mu.Unlock()
+	n3 := v6only("n3", "fd00:10:244:3::/64", "172.30.0.13", "fd00:172:30::13")
+	if _, err := client.CoreV1().Nodes().Update(ctx, n3, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "n3 installed once it has an IPv6 InternalIP", func() bool { _, ok := c.Installed()["n3"]; return ok })
+	if got := flows.snapshot()["n3/IPv6"]; got != "fd00:10:244:3::/64 via fd00:10:244:3::1 tun fd00:172:30::13" {
+		t.Errorf("n3's flows = %q", got)
+	}
+	if err := client.CoreV1().Nodes().Delete(ctx, "n2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "n2's flows removed", func() bool { _, ok := flows.snapshot()["n2/IPv6"]; return !ok })
+}
+
 // keyRoutes records the calls a key change makes: its routes must be
 // updated in place (Add), never deleted first (a moment without a route
 // would let the peer's traffic out by the default route).

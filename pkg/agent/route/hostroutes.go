@@ -55,8 +55,14 @@ func (g *GatewayRoutes) route6(l netlink.Link, r *PeerRoute) *netlink.Route {
 }
 
 func (g *GatewayRoutes) neigh6(l netlink.Link, r *PeerRoute) *netlink.Neigh {
+	return g.neigh(l, r.GatewayIPv6)
+}
+
+// neigh is the entry pinning IPv6 gateway address ip to the global virtual
+// MAC.
+func (g *GatewayRoutes) neigh(l netlink.Link, ip net.IP) *netlink.Neigh {
 	return &netlink.Neigh{LinkIndex: l.Attrs().Index, Family: netlink.FAMILY_V6, State: netlink.NUD_PERMANENT,
-		IP: r.GatewayIPv6, HardwareAddr: types.GlobalVirtualMAC}
+		IP: ip, HardwareAddr: types.GlobalVirtualMAC}
 }
 
 // Add installs (or replaces) the route to one peer (and, for a dual-stack
@@ -65,6 +71,13 @@ func (g *GatewayRoutes) Add(r *PeerRoute) error {
 	l, err := g.link()
 	if err != nil {
 		return err
+	}
+	if r.GatewayIP.To4() == nil {
+		// An IPv6-only node's peer: its IPv6 gateway has no ARP for the
+		// ARP responder to answer; pinned as a dual-stack peer's is.
+		if err := netlink.NeighSet(g.neigh(l, r.GatewayIP)); err != nil {
+			return fmt.Errorf("neighbour %s lladdr %s dev %s: %w", r.GatewayIP, types.GlobalVirtualMAC, g.GatewayName, err)
+		}
 	}
 	if err := netlink.RouteReplace(g.route(l, r)); err != nil {
 		return fmt.Errorf("route %s via %s dev %s: %w", r.PodCIDR, r.GatewayIP, g.GatewayName, err)
@@ -89,6 +102,11 @@ func (g *GatewayRoutes) Delete(r *PeerRoute) error {
 	}
 	if err := netlink.RouteDel(g.route(l, r)); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("delete route %s dev %s: %w", r.PodCIDR, g.GatewayName, err)
+	}
+	if r.GatewayIP.To4() == nil {
+		if err := netlink.NeighDel(g.neigh(l, r.GatewayIP)); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("delete neighbour %s dev %s: %w", r.GatewayIP, g.GatewayName, err)
+		}
 	}
 	if r.PodCIDRv6 == nil {
 		return nil

@@ -154,6 +154,66 @@ func TestGatewayRoutesOfADualStackPeerRouteItsIPv6PodCIDRViaAPinnedGateway(t *te
 	})
 }
 
+// TestGatewayRoutesOfAnIPv6OnlyPeerPinItsGateway: an IPv6-only node's peer
+// (an IPv6 PodCIDR, no IPv4 one) is routed via its IPv6 gateway address,
+// which is pinned to the global virtual MAC (no ARP answers for it), on a
+// gateway with no IPv4 address; Delete removes the route and the entry.
+func TestGatewayRoutesOfAnIPv6OnlyPeerPinItsGateway(t *testing.T) {
+	inNewNetNS(t, func() error {
+		gw := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "antrea-gw0"}, PeerName: "gw-peer"}
+		if err := netlink.LinkAdd(gw); err != nil {
+			return err
+		}
+		l, _ := netlink.LinkByName("antrea-gw0")
+		addr, _ := netlink.ParseAddr("fd00:10:244:1::1/64")
+		addr.Flags = unix.IFA_F_NODAD
+		if err := netlink.AddrAdd(l, addr); err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(l); err != nil {
+			return err
+		}
+		g := &GatewayRoutes{GatewayName: "antrea-gw0", LocalPodCIDR: cidr("fd00:10:244:1::/64")}
+		peer := &PeerRoute{NodeName: "n2", PodCIDR: cidr("fd00:10:244:2::/64"), GatewayIP: net.ParseIP("fd00:10:244:2::1"),
+			NodeIP: net.ParseIP("fd00:172:30::12"), Encap: true}
+		if err := g.Reconcile(map[string]*PeerRoute{"n2": peer}); err != nil {
+			return err
+		}
+		state := func() (routes map[string]string, pinned bool) {
+			rs, err := netlink.RouteList(l, netlink.FAMILY_V6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			routes = map[string]string{}
+			for _, r := range rs {
+				if r.Dst != nil && r.Gw != nil {
+					routes[r.Dst.String()] = r.Gw.String()
+				}
+			}
+			neighs, err := netlink.NeighList(l.Attrs().Index, netlink.FAMILY_V6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range neighs {
+				if n.IP.Equal(peer.GatewayIP) && n.State == netlink.NUD_PERMANENT && n.HardwareAddr.String() == "aa:bb:cc:dd:ee:ff" {
+					pinned = true
+				}
+			}
+			return routes, pinned
+		}
+		if routes, pinned := state(); len(routes) != 1 || routes["fd00:10:244:2::/64"] != "fd00:10:244:2::1" || !pinned {
+			t.Errorf("routes via a gateway = %v, gateway pinned %t; want fd00:10:244:2::/64 via fd00:10:244:2::1, pinned", routes, pinned)
+		}
+		if err := g.Delete(peer); err != nil {
+			return err
+		}
+		if routes, pinned := state(); len(routes) != 0 || pinned {
+			t.Errorf("after Delete: routes %v, gateway pinned %t; want neither", routes, pinned)
+		}
+		return g.Delete(peer) // twice: not an error
+	})
+}
+
 // TestUnderlayRoutesRouteToTheNodeIPAndReconcileOnlyTheirOwn: noEncap's
 // routes go via the peer's node IP on the transport link, and Reconcile
 // removes a stale one of them but leaves the link's other routes (the

@@ -79,9 +79,18 @@ type NodePathConfig struct {
 	// Service client source-NATed to HairpinIP leave from the address the
 	// client was DNATed to. Unset: the gateway's address.
 	NodeIP netip.Addr
+	// GatewayIPv6 and PodCIDRv6 are a dual-stack node's IPv6 gateway
+	// address and pod CIDR, NodeIPv6 its IPv6 transport address (the
+	// source of the route to HairpinIPv6; unset: GatewayIPv6). With them
+	// the node path serves IPv6 too: the node's IPv6 addresses' NodePorts
+	// are DNATed to NodePortVirtualIPv6, and IPv6 Service addresses are
+	// routed to the gateway via it. Unset: IPv4 only, as before.
+	GatewayIPv6 netip.Addr
+	PodCIDRv6   netip.Prefix
+	NodeIPv6    netip.Addr
 	// NodePortAddresses selects the node addresses NodePorts are served on
-	// (antreaProxy.nodePortAddresses); empty: every IPv4 address of the
-	// node but loopback, link-local ones and the gateway's.
+	// (antreaProxy.nodePortAddresses); empty: every address of the
+	// node's families but loopback, link-local ones and the gateway's.
 	NodePortAddresses []netip.Prefix
 	// ResyncPeriod is how often the node addresses are read again besides
 	// the kernel's address events; default 30 s.
@@ -112,14 +121,26 @@ type NodePath struct {
 
 // NewNodePath makes the node path of this node.
 func NewNodePath(cfg NodePathConfig) (*NodePath, error) {
-	if cfg.GatewayName == "" || !cfg.GatewayIP.IsValid() || !cfg.PodCIDR.IsValid() {
+	v4 := cfg.GatewayIP.IsValid() || cfg.PodCIDR.IsValid()
+	v6 := cfg.GatewayIPv6.IsValid() || cfg.PodCIDRv6.IsValid()
+	if cfg.GatewayName == "" || (!v4 && !v6) {
 		return nil, fmt.Errorf("node path: the gateway name, its address and the pod CIDR are required")
 	}
-	if err := checkRealized("node path: gateway "+cfg.GatewayIP.String(), cfg.GatewayIP); err != nil {
-		return nil, err
+	if v4 {
+		if !cfg.GatewayIP.IsValid() || !cfg.PodCIDR.IsValid() {
+			return nil, fmt.Errorf("node path: the gateway address (%s) and the pod CIDR (%s) go together", cfg.GatewayIP, cfg.PodCIDR)
+		}
+		if err := checkRealized("node path: gateway "+cfg.GatewayIP.String(), cfg.GatewayIP); err != nil {
+			return nil, err
+		}
+		if err := checkRealized("node path: pod CIDR "+cfg.PodCIDR.String(), cfg.PodCIDR.Addr()); err != nil {
+			return nil, err
+		}
 	}
-	if err := checkRealized("node path: pod CIDR "+cfg.PodCIDR.String(), cfg.PodCIDR.Addr()); err != nil {
-		return nil, err
+	if v6 {
+		if !cfg.GatewayIPv6.Is6() || !cfg.PodCIDRv6.Addr().Is6() || cfg.GatewayIPv6.Is4In6() {
+			return nil, fmt.Errorf("node path: the IPv6 gateway address (%s) and IPv6 pod CIDR (%s) go together, both IPv6", cfg.GatewayIPv6, cfg.PodCIDRv6)
+		}
 	}
 	if cfg.ResyncPeriod <= 0 {
 		cfg.ResyncPeriod = 30 * time.Second
@@ -175,6 +196,23 @@ func (n *NodePath) Synced() {
 	n.kick()
 }
 
+// families are the IP families the node path serves: those it has a
+// gateway address of (IPv4 on an IPv4 node, both on a dual-stack node,
+// IPv6 on an IPv6-only node).
+func (c NodePathConfig) families() []types.IPFamily {
+	return types.Families(func(f types.IPFamily) bool { return c.gatewayIP(f).IsValid() })
+}
+
+// gatewayIP is the gateway's address of family f.
+func (c NodePathConfig) gatewayIP(f types.IPFamily) netip.Addr {
+	return types.ByFamily(f, c.GatewayIP, c.GatewayIPv6)
+}
+
+// nodeIP is the node's transport address of family f (possibly unset).
+func (c NodePathConfig) nodeIP(f types.IPFamily) netip.Addr {
+	return types.ByFamily(f, c.NodeIP, c.NodeIPv6)
+}
+
 func (n *NodePath) kick() {
 	select {
 	case n.dirty <- struct{}{}:
@@ -204,7 +242,11 @@ func (n *NodePath) Run(ctx context.Context) error {
 		}); err != nil {
 		return nil // ctx ended
 	}
-	klog.InfoS("Node path set up", "table", string(nodenet.TableFamily)+" "+nodenet.TableName, "gateway", n.cfg.GatewayName, "nodePortVirtualIP", NodePortVirtualIP)
+	var vips []netip.Addr
+	for _, f := range n.cfg.families() {
+		vips = append(vips, types.NodePortVirtualIPOf(f))
+	}
+	klog.InfoS("Node path set up", "table", string(nodenet.TableFamily)+" "+nodenet.TableName, "gateway", n.cfg.GatewayName, "nodePortVirtualIPs", vips)
 	updates := make(chan netlink.AddrUpdate, 64)
 	if err := netlink.AddrSubscribeWithOptions(updates, ctx.Done(), netlink.AddrSubscribeOptions{}); err != nil {
 		klog.ErrorS(err, "Cannot follow the node's address changes; reading them periodically only")
@@ -252,18 +294,30 @@ func (n *NodePath) ensureBase(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway %s: %w", n.cfg.GatewayName, err)
 	}
-	for _, ip := range []netip.Addr{NodePortVirtualIP, HairpinIP} {
-		src := n.cfg.GatewayIP
-		if ip == HairpinIP && n.cfg.NodeIP.IsValid() {
-			src = n.cfg.NodeIP
-		}
-		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
-			IP: ip.AsSlice(), HardwareAddr: types.GlobalVirtualMAC}); err != nil {
-			return fmt.Errorf("neighbour %s on %s: %w", ip, n.cfg.GatewayName, err)
-		}
-		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: hostNet(ip), Scope: netlink.SCOPE_LINK,
-			Src: src.AsSlice(), Protocol: unix.RTPROT_STATIC}); err != nil {
-			return fmt.Errorf("route %s dev %s: %w", ip, n.cfg.GatewayName, err)
+	for _, f := range n.cfg.families() {
+		hairpin := types.HairpinIPOf(f)
+		for _, ip := range []netip.Addr{types.NodePortVirtualIPOf(f), hairpin} {
+			src := n.cfg.gatewayIP(f)
+			if ip == hairpin && n.cfg.nodeIP(f).IsValid() {
+				src = n.cfg.nodeIP(f)
+			}
+			if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: NetlinkFamily(f), State: netlink.NUD_PERMANENT,
+				IP: ip.AsSlice(), HardwareAddr: types.GlobalVirtualMAC}); err != nil {
+				return fmt.Errorf("neighbour %s on %s: %w", ip, n.cfg.GatewayName, err)
+			}
+			r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: hostNet(ip), Scope: netlink.SCOPE_LINK, Src: src.AsSlice(), Protocol: unix.RTPROT_STATIC}
+			err := netlink.RouteReplace(r)
+			if err != nil && f == types.IPv6 && src != n.cfg.GatewayIPv6 {
+				// The Node's IPv6 InternalIP is not (yet) usable as a
+				// source here (still tentative, or on no link of this
+				// node): the gateway's address serves, as without it.
+				klog.InfoS("Node IPv6 address not usable as the hairpin route's source; using the gateway's", "address", src, "err", err)
+				r.Src = n.cfg.GatewayIPv6.AsSlice()
+				err = netlink.RouteReplace(r)
+			}
+			if err != nil {
+				return fmt.Errorf("route %s dev %s: %w", ip, n.cfg.GatewayName, err)
+			}
 		}
 	}
 	if n.nodePorts == nil {
@@ -273,7 +327,8 @@ func (n *NodePath) ensureBase(ctx context.Context) error {
 		}
 		n.nodePorts = t.NodePorts()
 	}
-	return n.nodePorts.Setup(ctx, nodenet.NodePortConfig{GatewayName: n.cfg.GatewayName, GatewayIP: n.cfg.GatewayIP, PodCIDR: n.cfg.PodCIDR})
+	return n.nodePorts.Setup(ctx, nodenet.NodePortConfig{GatewayName: n.cfg.GatewayName, GatewayIP: n.cfg.GatewayIP, PodCIDR: n.cfg.PodCIDR,
+		GatewayIPv6: n.cfg.GatewayIPv6, PodCIDRv6: n.cfg.PodCIDRv6})
 }
 
 // nodePortTable is what the node path writes of the node's netfilter
@@ -284,7 +339,12 @@ type nodePortTable interface {
 }
 
 func hostNet(a netip.Addr) *net.IPNet {
-	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)}
+	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+}
+
+// NetlinkFamily is netlink's name of family f.
+func NetlinkFamily(f types.IPFamily) int {
+	return types.ByFamily(f, netlink.FAMILY_V4, netlink.FAMILY_V6)
 }
 
 // apply writes what changed since the last apply: node addresses, NodePorts
@@ -311,6 +371,7 @@ func (n *NodePath) apply(ctx context.Context) error {
 	}
 
 	change, ports := nftDiff(addrs, haveAddr, wantPorts, havePort, full, synced)
+	change.V6 = n.cfg.GatewayIPv6.IsValid()
 	if !change.Empty() {
 		if err := n.nodePorts.Apply(ctx, change); err != nil {
 			return err
@@ -408,28 +469,35 @@ func (n *NodePath) applyRoutes(want, have map[netip.Addr]bool, full, synced bool
 		return after, fmt.Errorf("gateway %s: %w", n.cfg.GatewayName, err)
 	}
 	route := func(a netip.Addr) *netlink.Route {
-		return &netlink.Route{LinkIndex: link.Attrs().Index, Dst: hostNet(a), Gw: NodePortVirtualIP.AsSlice(), Flags: int(netlink.FLAG_ONLINK),
-			Src: n.cfg.GatewayIP.AsSlice(), Protocol: unix.RTPROT_STATIC}
+		f := types.FamilyOf(a)
+		return &netlink.Route{LinkIndex: link.Attrs().Index, Dst: hostNet(a), Gw: types.NodePortVirtualIPOf(f).AsSlice(), Flags: int(netlink.FLAG_ONLINK),
+			Src: n.cfg.gatewayIP(f).AsSlice(), Protocol: unix.RTPROT_STATIC}
 	}
 	if full {
 		// What is on the gateway via the virtual IP (an earlier run's).
-		routes, err := netlink.RouteList(link, netlink.FAMILY_V4)
-		if err != nil {
-			return after, fmt.Errorf("list routes of %s: %w", n.cfg.GatewayName, err)
-		}
 		after = map[netip.Addr]bool{}
-		for _, r := range routes {
-			if r.Dst == nil || !r.Gw.Equal(NodePortVirtualIP.AsSlice()) {
-				continue
+		for _, f := range n.cfg.families() {
+			routes, err := netlink.RouteList(link, NetlinkFamily(f))
+			if err != nil {
+				return after, fmt.Errorf("list routes of %s: %w", n.cfg.GatewayName, err)
 			}
-			if a := types.Addr(r.Dst.IP); a.IsValid() {
-				if ones, _ := r.Dst.Mask.Size(); ones == a.BitLen() {
-					after[a] = true
+			for _, r := range routes {
+				if r.Dst == nil || !r.Gw.Equal(types.NodePortVirtualIPOf(f).AsSlice()) {
+					continue
+				}
+				if a := types.Addr(r.Dst.IP); a.IsValid() {
+					if ones, _ := r.Dst.Mask.Size(); ones == a.BitLen() {
+						after[a] = true
+					}
 				}
 			}
 		}
 	}
+	families := n.cfg.families()
 	for a := range want {
+		if !slices.Contains(families, types.FamilyOf(a)) {
+			continue // a family this node path does not serve
+		}
 		if after[a] && !full {
 			continue
 		}
@@ -463,17 +531,23 @@ func (n *NodePath) nodePortAddresses() ([]netip.Addr, error) {
 		if l.Attrs().Name == n.cfg.GatewayName {
 			continue
 		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
-		if err != nil {
-			return nil, fmt.Errorf("addresses of %s: %w", l.Attrs().Name, err)
-		}
-		for _, a := range addrs {
-			if ip := types.Addr(a.IP); ip.IsValid() {
-				all = append(all, ip)
+		for _, f := range n.cfg.families() {
+			addrs, err := netlink.AddrList(l, NetlinkFamily(f))
+			if err != nil {
+				return nil, fmt.Errorf("addresses of %s: %w", l.Attrs().Name, err)
+			}
+			for _, a := range addrs {
+				if ip := types.Addr(a.IP); ip.IsValid() {
+					all = append(all, ip)
+				}
 			}
 		}
 	}
-	return SelectNodePortAddresses(all, n.cfg.NodePortAddresses, n.cfg.GatewayIP), nil
+	var out []netip.Addr
+	for _, f := range n.cfg.families() {
+		out = append(out, selectNodePortAddresses(all, n.cfg.NodePortAddresses, n.cfg.gatewayIP(f), f)...)
+	}
+	return uniq(out, func(a, b netip.Addr) int { return a.Compare(b) }), nil
 }
 
 // SelectNodePortAddresses picks, sorted and once each, the addresses of
@@ -482,9 +556,14 @@ func (n *NodePath) nodePortAddresses() ([]netip.Addr, error) {
 // gateway's (kube-proxy serves NodePorts on every local address; the
 // gateway's belongs to the pod network, link-local ones to the node path).
 func SelectNodePortAddresses(node []netip.Addr, prefixes []netip.Prefix, gatewayIP netip.Addr) []netip.Addr {
+	return selectNodePortAddresses(node, prefixes, gatewayIP, types.Families(realizes)...)
+}
+
+// selectNodePortAddresses is SelectNodePortAddresses of the given families.
+func selectNodePortAddresses(node []netip.Addr, prefixes []netip.Prefix, gatewayIP netip.Addr, families ...types.IPFamily) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range node {
-		if !realizes(types.FamilyOf(a)) || a.IsLoopback() || a.IsLinkLocalUnicast() || a == gatewayIP {
+		if !slices.Contains(families, types.FamilyOf(a)) || a.IsLoopback() || a.IsLinkLocalUnicast() || a == gatewayIP {
 			continue
 		}
 		if len(prefixes) > 0 && !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(a) }) {
@@ -516,26 +595,31 @@ func RemoveNodePath(ctx context.Context, gatewayName string) error {
 		}
 		return errors.Join(append(errs, fmt.Errorf("gateway %s: %w", gatewayName, err))...)
 	}
-	routes, err := netlink.RouteList(link, netlink.FAMILY_V4)
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	for i := range routes {
-		r := routes[i]
-		if r.Dst == nil {
+	for _, f := range []types.IPFamily{types.IPv4, types.IPv6} {
+		vip, hairpin := types.NodePortVirtualIPOf(f), types.HairpinIPOf(f)
+		routes, err := netlink.RouteList(link, NetlinkFamily(f))
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		virtual := r.Dst.IP.Equal(NodePortVirtualIP.AsSlice()) || r.Dst.IP.Equal(HairpinIP.AsSlice())
-		if ones, _ := r.Dst.Mask.Size(); ones == 32 && (virtual || r.Gw.Equal(NodePortVirtualIP.AsSlice())) {
-			if err := netlink.RouteDel(&r); err != nil && !errors.Is(err, unix.ESRCH) {
-				errs = append(errs, fmt.Errorf("delete route %s: %w", r.Dst, err))
+		for i := range routes {
+			r := routes[i]
+			if r.Dst == nil {
+				continue
+			}
+			virtual := r.Dst.IP.Equal(vip.AsSlice()) || r.Dst.IP.Equal(hairpin.AsSlice())
+			if ones, _ := r.Dst.Mask.Size(); ones == vip.BitLen() && (virtual || r.Gw.Equal(vip.AsSlice())) {
+				if err := netlink.RouteDel(&r); err != nil && !errors.Is(err, unix.ESRCH) {
+					errs = append(errs, fmt.Errorf("delete route %s: %w", r.Dst, err))
+				}
 			}
 		}
-	}
-	for _, ip := range []netip.Addr{NodePortVirtualIP, HairpinIP} {
-		if err := netlink.NeighDel(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: netlink.FAMILY_V4, IP: ip.AsSlice()}); err != nil &&
-			!errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("delete neighbour %s: %w", ip, err))
+		for _, ip := range []netip.Addr{vip, hairpin} {
+			// A gateway without IPv6 (an IPv4 node) has no IPv6 neighbour table.
+			if err := netlink.NeighDel(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: NetlinkFamily(f), IP: ip.AsSlice()}); err != nil &&
+				!errors.Is(err, unix.ENOENT) && !(f == types.IPv6 && (errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EADDRNOTAVAIL))) {
+				errs = append(errs, fmt.Errorf("delete neighbour %s: %w", ip, err))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -88,3 +88,36 @@ func TestNodePathTransactionsWriteOnlyTheDifference(t *testing.T) {
 		})
 	}
 }
+
+// TestTheNodePathServesTheFamiliesOfItsGatewayAddresses: an IPv6-only
+// node's node path (an IPv6 gateway address and pod CIDR, no IPv4 ones)
+// serves IPv6 alone, a dual-stack one both, an IPv4 one IPv4; a half-given
+// family, or none, is refused.
+func TestTheNodePathServesTheFamiliesOfItsGatewayAddresses(t *testing.T) {
+	gw4, cidr4 := netip.MustParseAddr("10.10.1.1"), netip.MustParsePrefix("10.10.1.0/24")
+	gw6, cidr6 := netip.MustParseAddr("fd00:10:244:1::1"), netip.MustParsePrefix("fd00:10:244:1::/64")
+	for _, tc := range []struct {
+		name string
+		cfg  NodePathConfig
+		want string // families, or "refused"
+	}{
+		{"IPv4", NodePathConfig{GatewayIP: gw4, PodCIDR: cidr4}, "[IPv4]"},
+		{"dual-stack", NodePathConfig{GatewayIP: gw4, PodCIDR: cidr4, GatewayIPv6: gw6, PodCIDRv6: cidr6}, "[IPv4 IPv6]"},
+		{"IPv6-only", NodePathConfig{GatewayIPv6: gw6, PodCIDRv6: cidr6}, "[IPv6]"},
+		{"no family", NodePathConfig{}, "refused"},
+		{"an IPv4 gateway without its pod CIDR", NodePathConfig{GatewayIP: gw4, GatewayIPv6: gw6, PodCIDRv6: cidr6}, "refused"},
+		{"an IPv6 gateway in the IPv4 fields", NodePathConfig{GatewayIP: gw6, PodCIDR: cidr6}, "refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.GatewayName = "antrea-gw0"
+			np, err := NewNodePath(tc.cfg)
+			got := "refused"
+			if err == nil {
+				got = fmt.Sprint(np.cfg.families())
+			}
+			if got != tc.want {
+				t.Errorf("families = %s (err %v), want %s", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -3,7 +3,8 @@
 // policy watchers exactly as the real agent runs them
 // (networkpolicy.Span: the agent's own list/watch code with
 // nodeName=<node>, its own rule cache), on its own client and its own TCP
-// connection to kube-apiserver, with the identity it is given (the
+// connection to antrea-controller (dialed directly, as the real agent:
+// package controllerclient), with the identity it is given (the
 // antrea-agent ServiceAccount, as the real agent). There is no datapath:
 // nothing is realized, nothing is reported back.
 //
@@ -24,10 +25,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	npcontroller "antrea.io/antrea/pkg/agent/controller/networkpolicy"
+	"antrea.io/antrea/pkg/agent/controllerclient"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
 	"antrea.io/antrea/pkg/client/clientset/versioned"
 )
@@ -64,13 +67,37 @@ type Agent struct {
 
 // Simulator holds the agents.
 type Simulator struct {
+	src    *controllerclient.Source
 	agents []*Agent
 }
 
 // New makes one agent per node, each with its own client built from cfg
-// (which carries the agents' identity) and its own connections.
+// (which carries the agents' identity) and its own connections. The
+// clients dial antrea-controller directly, as the real agent's
+// (package controllerclient): one Source, read with cfg's identity, tells
+// them all where the controller is and which CA verifies it.
 func New(cfg *rest.Config, nodes []string) (*Simulator, error) {
+	return newSimulator(cfg, nodes, true)
+}
+
+// NewThroughKubeAPIServer is New with agents that reach the controller
+// through kube-apiserver's aggregation layer (the path agents took before
+// they dialed the controller): for a host from which the controller's
+// endpoint is not reachable (a lab's Nodes are netns whose addresses the
+// host must not dial), and to compare both paths.
+func NewThroughKubeAPIServer(cfg *rest.Config, nodes []string) (*Simulator, error) {
+	return newSimulator(cfg, nodes, false)
+}
+
+func newSimulator(cfg *rest.Config, nodes []string, direct bool) (*Simulator, error) {
 	s := &Simulator{}
+	if direct {
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.src = controllerclient.NewSource(kube)
+	}
 	seen := map[string]bool{}
 	for _, n := range nodes {
 		if n == "" || seen[n] {
@@ -80,19 +107,29 @@ func New(cfg *rest.Config, nodes []string) (*Simulator, error) {
 		a := &Agent{Node: n}
 		c := rest.CopyConfig(cfg)
 		c.UserAgent = "antrea-agent-simulator/" + n
-		// A dialer of its own: client-go then gives the agent its own
-		// transport (not the shared cached one), so each agent has its own
-		// connection, as real agents on separate nodes do.
+		c.QPS, c.Burst = -1, 0 // the agent's three lists are not throttled
+		// A transport of its own: each agent has its own connection, as
+		// real agents on separate nodes do.
 		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-		c.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 			conn, err := d.DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
 			return &countingConn{Conn: conn, n: &a.wire}, nil
 		}
-		c.QPS, c.Burst = -1, 0 // the agent's three lists are not throttled
-		client, err := versioned.NewForConfig(c)
+		cc := c
+		if direct {
+			var err error
+			if cc, err = s.src.Config(c, dial); err != nil {
+				return nil, fmt.Errorf("client of node %s: %w", n, err)
+			}
+		} else {
+			// A dialer of its own: client-go then gives the agent its own
+			// transport, not the shared cached one.
+			cc.Dial = dial
+		}
+		client, err := versioned.NewForConfig(cc)
 		if err != nil {
 			return nil, fmt.Errorf("client of node %s: %w", n, err)
 		}
@@ -102,9 +139,14 @@ func New(cfg *rest.Config, nodes []string) (*Simulator, error) {
 	return s, nil
 }
 
-// Run runs every agent until ctx ends.
+// Run runs every agent, and the Source of their controller address, until
+// ctx ends.
 func (s *Simulator) Run(ctx context.Context) {
 	var wg sync.WaitGroup
+	if s.src != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.src.Run(ctx) }()
+	}
 	for _, a := range s.agents {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.span.Run(ctx) }()

@@ -113,8 +113,9 @@ func ErrFamilyNotSupported(what string, f IPFamily) error {
 // The IPv6 virtual addresses, upstream Antrea's VirtualServiceIPv6 and
 // VirtualNodePortDNATIPv6: declared with their IPv4 twins so that a family
 // is one lookup (HairpinIPOf, NodePortVirtualIPOf). A dual-stack node's
-// pipeline SNATs IPv6 hairpin connections to HairpinIPv6; the node path
-// that would route NodePortVirtualIPv6 is not built (docs/ipv6.md).
+// pipeline SNATs IPv6 hairpin connections to HairpinIPv6, and its node
+// path DNATs NodePorts on the node's IPv6 addresses to NodePortVirtualIPv6
+// and routes both to the gateway (pkg/agent/route, docs/ipv6.md).
 var (
 	HairpinIPv6         = netip.MustParseAddr("fc01::aabb:ccdd:eeff")
 	NodePortVirtualIPv6 = netip.MustParseAddr("fc01::aabb:ccdd:eefe")

@@ -51,8 +51,15 @@ type Options struct {
 }
 
 const (
-	defaultHistorySize      = 10000
-	defaultWatcherBuffer    = 10000
+	defaultHistorySize   = 10000
+	defaultWatcherBuffer = 10000
+	// resultBuffer is how many encoded-to-be events a watcher queues for
+	// the HTTP handler, which flushes the response only when its channel is
+	// empty: with an unbuffered channel every event of a watch-list's
+	// initial state was a flush of its own (a TLS record and a write each,
+	// about 50 per agent and resource at 1,000 Nodes); queued, they go out
+	// in a few writes.
+	resultBuffer            = 128
 	defaultBookmarkInterval = time.Minute
 )
 
@@ -409,7 +416,7 @@ func (s *store) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, 
 		listEnd:   opts.SendInitialEvents,
 		interval:  s.opts.BookmarkInterval,
 		input:     make(chan *event, s.opts.WatcherBuffer),
-		result:    make(chan watch.Event),
+		result:    make(chan watch.Event, resultBuffer),
 		done:      make(chan struct{}),
 	}
 

@@ -675,6 +675,36 @@ func TestWatchListEndsTheInitialEventsWithAnAnnotatedBookmark(t *testing.T) {
 	}
 }
 
+// The initial events of a watch are queued for the HTTP handler without
+// waiting for it to take each one: the handler flushes the response only
+// when nothing is queued, so with one event at a time every event was a
+// write of its own.
+func TestAWatchQueuesItsInitialStateForTheHandler(t *testing.T) {
+	s := NewNetworkPolicyStore()
+	for i := 0; i < 40; i++ {
+		if err := s.Create(policy(fmt.Sprintf("p%d", i), 1, []string{"n1"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := mustWatch(t, s, WatchOptions{Selectors: onNode("n1"), AllowBookmarks: true, SendInitialEvents: true})
+	// 40 ADDED and the bookmark ending them, all queued before any is read.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(w.ResultChan()) < 41 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events queued, want the 40 ADDED and the bookmark before any is read", len(w.ResultChan()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := 0; i < 40; i++ {
+		if ev := next(t, w); ev.Type != watch.Added {
+			t.Fatalf("event %d is %s, want ADDED", i, ev.Type)
+		}
+	}
+	if ev := next(t, w); ev.Type != watch.Bookmark {
+		t.Fatalf("event 41 is %s, want the BOOKMARK", ev.Type)
+	}
+}
+
 func TestResumingReplaysDeletionsButListsAgainForNewObjects(t *testing.T) {
 	s := NewAddressGroupStore()
 	for _, name := range []string{"kept", "gone"} {

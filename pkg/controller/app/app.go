@@ -161,16 +161,18 @@ func Run(ctx context.Context, o *Options) error {
 	tfController := traceflow.NewController(tfClient, crd.Traceflows(), informerFactory.Core().V1().Pods().Informer(),
 		informerFactory.Core().V1().Namespaces().Informer(), informerFactory.Core().V1().Services().Informer())
 
+	if _, err := o.caBundle(server); err != nil {
+		return err
+	}
+	caBundle := func() ([]byte, error) { return o.caBundle(server) }
+	// The agents verify the controller with the CA it publishes.
+	go publishCA(ctx, kubeClient, caBundle)
 	if o.SyncAPIServiceCA {
 		aggClient, err := aggregatorclient.NewForConfig(cfg)
 		if err != nil {
 			return fmt.Errorf("creating the aggregator client: %w", err)
 		}
-		ca, err := o.caBundle(server)
-		if err != nil {
-			return err
-		}
-		go syncCABundles(ctx, aggClient, kubeClient, ca)
+		go syncCABundles(ctx, aggClient, kubeClient, caBundle)
 	}
 
 	informerFactory.Start(ctx.Done())
@@ -196,8 +198,13 @@ func Run(ctx context.Context, o *Options) error {
 // configurations equal to the serving CA: they may be created after the
 // controller starts (and a self-signed CA changes whenever the cert dir is
 // fresh), so it retries.
-func syncCABundles(ctx context.Context, agg aggregatorclient.Interface, kube kubernetes.Interface, ca []byte) {
+func syncCABundles(ctx context.Context, agg aggregatorclient.Interface, kube kubernetes.Interface, caBundle func() ([]byte, error)) {
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		ca, err := caBundle()
+		if err != nil {
+			klog.ErrorS(err, "Could not read the serving CA")
+			return
+		}
 		for _, name := range []string{APIServiceName, StatsAPIServiceName} {
 			if err := SetAPIServiceCABundle(ctx, agg, name, ca); err != nil {
 				klog.ErrorS(err, "Could not set the APIService CA bundle", "apiservice", name)

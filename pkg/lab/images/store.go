@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -249,10 +250,12 @@ func specFingerprint(spec Spec) (string, error) {
 }
 
 // Prune deletes every blob no image name reaches, and leftovers of
-// interrupted writes. Call it only while nothing writes to the store (no
-// build, no push in flight): a pushed layer is unreachable until its
-// manifest arrives.
-func (s *Store) Prune() (freed int64, err error) {
+// interrupted writes, that are older than minAge. A blob a build or a push
+// in flight wrote is unreachable until its manifest is tagged, and every
+// write renames a fresh file into place, so with a minAge longer than any
+// build (EnsureImages uses an hour) Prune may run beside other writers;
+// with 0 it must run alone.
+func (s *Store) Prune(minAge time.Duration) (freed int64, err error) {
 	idx, err := s.readIndex()
 	if err != nil {
 		return 0, err
@@ -271,9 +274,14 @@ func (s *Store) Prune() (freed int64, err error) {
 			if dir == blobs && keep[e.Name()] {
 				continue
 			}
-			if fi, err := e.Info(); err == nil {
-				freed += fi.Size()
+			fi, err := e.Info()
+			if err != nil {
+				continue // removed meanwhile
 			}
+			if time.Since(fi.ModTime()) < minAge {
+				continue
+			}
+			freed += fi.Size()
 			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 				return freed, err
 			}

@@ -33,6 +33,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -80,6 +81,9 @@ func upWith(t *testing.T, opts lab.Options, encap string) *env {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), labtest.StartTimeout)
 	defer cancel()
+	if l := reuseLab(t, ctx, opts, encap); l != nil {
+		return envOf(t, ctx, l)
+	}
 	// A lab left running (e.g. by make demo) holds the fixed namespaces.
 	if out, err := labtest.Run(ctx, opts, "down"); err != nil {
 		t.Fatalf("antrea-lab down: %v\n%s", err, out)
@@ -98,6 +102,66 @@ func upWith(t *testing.T, opts lab.Options, encap string) *env {
 		t.Fatalf("lab (encap %s, kubelet %s) did not come up: %v", encap, opts.Kubelet, err)
 	}
 	t.Logf("lab (Antrea, %s, kubelet %s) Ready %.1fs after antrea-lab up", encap, l.Opts.Kubelet, l.UpDuration.Seconds())
+	return envOf(t, ctx, l)
+}
+
+// envReuse set to 1 makes TestDatapath's Geneve case use a running Ready lab
+// of 2 real Geneve nodes (hack/test.sh's, which our conformance suite and
+// upstream's e2e.test use after it: one lab start instead of two in make
+// test) and leave it running, its namespace deleted.
+const envReuse = "ANTREA_DATAPATH_REUSE_LAB"
+
+// reuseLab attaches to the running lab under envReuse, or returns nil when
+// none runs. A running lab of other options fails the test: the case would
+// not test what it says.
+func reuseLab(t *testing.T, ctx context.Context, opts lab.Options, encap string) *labtest.Lab {
+	t.Helper()
+	if os.Getenv(envReuse) != "1" || encap != "geneve" {
+		return nil
+	}
+	st, err := labtest.WaitForNoLab(ctx, opts, true, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st == nil {
+		return nil
+	}
+	l, err := labtest.Attach(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := st.Options
+	if ran.Encap != "geneve" || ran.TrafficMode != opts.TrafficMode || ran.IPFamily != opts.IPFamily || ran.Encryption != opts.Encryption ||
+		l.Opts.Kubelet != lab.KubeletReal || len(l.Nodes) < 2 {
+		t.Fatalf("%s: the running lab is encap %q, traffic mode %q, IP family %q, encryption %q, kubelet %s, %d nodes; this case needs 2 real Geneve nodes as labtest.Options() makes them",
+			envReuse, ran.Encap, ran.TrafficMode, ran.IPFamily, ran.Encryption, l.Opts.Kubelet, len(l.Nodes))
+	}
+	t.Logf("reusing the running lab (%d real nodes, Geneve); it stays up", len(l.Nodes))
+	e := &env{Lab: l}
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.dumpForFailure(t)
+		}
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := l.Client.CoreV1().Namespaces().Delete(dctx, namespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+			return
+		}
+		if err := labtest.WaitGone(dctx, "namespace "+namespace, func() error {
+			_, err := l.Client.CoreV1().Namespaces().Get(dctx, namespace, metav1.GetOptions{})
+			return err
+		}); err != nil {
+			t.Error(err)
+		}
+	})
+	return l
+}
+
+// envOf reads the lab's node and gateway addresses.
+func envOf(t *testing.T, ctx context.Context, l *labtest.Lab) *env {
+	t.Helper()
+	e := &env{Lab: l}
 	st, err := lab.LoadState(l.Opts.StatePath())
 	if err != nil || st == nil {
 		t.Fatalf("lab state: %v", err)

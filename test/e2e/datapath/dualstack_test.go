@@ -25,13 +25,17 @@ import (
 // envIPFamily, set to "dual", brings TestDualStack's lab up (make
 // conformance): `antrea-lab up --ip-family dual`, two real nodes whose
 // pods have an IPv4 and an IPv6 address, over the IPv4 underlay
-// (docs/ipv6.md). About two minutes.
+// (docs/ipv6.md); set to "ipv6", TestIPv6Only's: `antrea-lab up
+// --ip-family ipv6`, an IPv6-only cluster. About two minutes each.
 const envIPFamily = "ANTREA_E2E_IP_FAMILY"
 
 // TestDualStack: on a dual-stack lab every node has a pod CIDR of each
 // family and its gateway an address of each; pods on two nodes reach each
 // other over IPv6 (ICMPv6 and TCP) as over IPv4, and a node reaches its
-// own and a remote pod over IPv6; a dual-stack Service's
+// own and a remote pod over IPv6; the nodes are dual-stack (an IPv4 and
+// an IPv6 InternalIP), a NodePort answers on each node's IPv6 address
+// from a pod and from a node, and a pod's IPv6 traffic to a host outside
+// the cluster leaves from its node's IPv6 address; a dual-stack Service's
 // IPv6 ClusterIP answers, and the cluster DNS answers AAAA for its name
 // with it; a NetworkPolicy that isolates a pod denies IPv6
 // as it denies IPv4, an ipBlock of the client's IPv6 address lets IPv6
@@ -132,6 +136,56 @@ func TestDualStack(t *testing.T) {
 			t.Errorf("dig AAAA web6 from a pod = %q, %v; want %s", out, err, svc.Spec.ClusterIPs[1])
 		}
 	})
+	t.Run("the nodes are dual-stack: NodePorts on their IPv6 addresses, pods' IPv6 traffic leaving from them", func(t *testing.T) {
+		// Each node's InternalIPs: its IPv4 underlay address first, then
+		// its IPv6 one (docs/ipv6.md: fd00:172:30:C::D for 172.30.C.D).
+		node6 := map[string]string{}
+		for _, name := range e.Nodes {
+			node, err := e.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var internal []string
+			for _, a := range node.Status.Addresses {
+				if a.Type == corev1.NodeInternalIP {
+					internal = append(internal, a.Address)
+				}
+			}
+			if len(internal) != 2 || net.ParseIP(internal[0]).To4() == nil || internal[1] != lab.UnderlayIPv6(internal[0]).String() {
+				t.Fatalf("node %s: InternalIPs %v, want its IPv4 underlay address and then its IPv6 one", name, internal)
+			}
+			node6[name] = internal[1]
+		}
+		// A dual-stack NodePort Service whose endpoint is b1 (node-2),
+		// reached on each node's IPv6 address: from a pod (to its own
+		// node, and to the other node, where it arrives masqueraded) and
+		// from a node (the node path's IPv6 DNAT).
+		policy := corev1.IPFamilyPolicyRequireDualStack
+		svc, err := e.Client.CoreV1().Services(namespace).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "np6"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"pod": "b1"}, IPFamilyPolicy: &policy,
+				Ports: []corev1.ServicePort{{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(80)}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := fmt.Sprint(svc.Spec.Ports[0].NodePort)
+		for _, c := range []struct{ from, to string }{
+			{"a1", node6["node-1"]}, {"a1", node6["node-2"]}, {"node-1", node6["node-1"]}, {"node-1", node6["node-2"]},
+		} {
+			if err := e.connectEventually(ctx, 30*time.Second, c.from, net.JoinHostPort(c.to, port)); err != nil {
+				t.Errorf("%s -> the NodePort on %s: %v", c.from, c.to, err)
+			}
+		}
+		// The outside host (not in the cluster) sees a pod's IPv6
+		// connection come from the pod's node's IPv6 address.
+		url := fmt.Sprintf("http://%s/clientip", net.JoinHostPort(lab.UnderlayIPv6(lab.OutsideIP().String()).String(), fmt.Sprint(lab.OutsideHTTPPort)))
+		out, err := e.Exec(ctx, namespace, "a1", "curl", "-sS", "-g", "-m", "5", url)
+		host, _, _ := net.SplitHostPort(strings.TrimSpace(out))
+		if err != nil || host != node6["node-1"] {
+			t.Errorf("curl %s from a1 (node-1): the outside host saw %q (%v), want node-1's IPv6 address %s", url, out, err, node6["node-1"])
+		}
+	})
 	t.Run("a NetworkPolicy denies IPv6 as it denies IPv4", func(t *testing.T) {
 		np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "b1-from-a1-ipv6-only"},
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b1"}},
@@ -168,6 +222,31 @@ func TestDualStack(t *testing.T) {
 			}
 		}
 	})
+}
+
+// connectEventually connects over TCP from a pod, or from a node's network
+// namespace ("node-N"), to addr (host:port) until it succeeds or d passes.
+func (e *env) connectEventually(ctx context.Context, d time.Duration, from, addr string) error {
+	argv := []string{filepath.Join(e.Opts.BinDir, "antrea-testpod"), "connect", "--protocol", "tcp", "--to", addr, "--timeout", "2s"}
+	deadline := time.Now().Add(d)
+	for {
+		var out []byte
+		var err error
+		if strings.HasPrefix(from, "node-") {
+			out, err = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", lab.NetNSPrefix + from}, argv...)...).CombinedOutput()
+		} else {
+			var s string
+			s, err = e.Exec(ctx, namespace, from, argv...)
+			out = []byte(s)
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s -> %s: %v: %s", from, addr, err, strings.TrimSpace(string(out)))
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // iperfMbits runs a 3-second iperf3 TCP stream from a pod's network

@@ -13,14 +13,13 @@ import (
 
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
-	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
 )
 
 // TestControllerConnectedFollowsTheWatches: the agent counts as connected to
 // the controller (AntreaAgentInfo's ControllerConnectionUp) exactly while
 // every policy watch is open; a failing watch is named in the error.
 func TestControllerConnectedFollowsTheWatches(t *testing.T) {
-	client := fake.NewSimpleClientset()
+	client := newClient()
 	var refuse atomic.Bool
 	refuse.Store(true)
 	client.PrependWatchReactor("addressgroups", func(k8stesting.Action) (bool, watch.Interface, error) {

@@ -18,7 +18,6 @@ import (
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
-	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
 )
 
 // fakeFlows records the rules and isolation the controller asks for.
@@ -133,7 +132,7 @@ func TestPolicyBecomesRulesForLocalPodsAndFollowsGroupChanges(t *testing.T) {
 			// Egress isolation only: an empty peer matches nothing.
 			{Direction: cpv1beta2.DirectionOut},
 		}}
-	client := fake.NewSimpleClientset(atg, ag, np)
+	client := newClient(atg, ag, np)
 	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
 	c := NewController("n1", client, flows, store, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -208,7 +207,7 @@ func TestEgressNamedPortToAnIPBlockResolvesOnThePodsOfTheBlock(t *testing.T) {
 			To: cpv1beta2.NetworkPolicyPeer{AddressGroups: []string{"block"}, IPBlocks: []cpv1beta2.IPBlock{{
 				CIDR: cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.ParseIP("10.0.0.0").To4()), PrefixLength: 8}}}},
 			Services: []cpv1beta2.Service{{Protocol: tcp(), Port: &http}, {Protocol: tcp(), Port: &https}}}}}
-	client := fake.NewSimpleClientset(atg, block, np)
+	client := newClient(atg, block, np)
 	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
 	c := NewController("n1", client, flows, store, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -241,7 +240,7 @@ func TestAPodEventRealizesThePoliciesOfThePod(t *testing.T) {
 		Rules: []cpv1beta2.NetworkPolicyRule{{Direction: cpv1beta2.DirectionIn, From: cpv1beta2.NetworkPolicyPeer{AddressGroups: []string{"ag1"}}}}}
 	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
 	events := make(chan interfacestore.PodEvent)
-	c := NewController("n1", fake.NewSimpleClientset(atg, ag, np), flows, store, Options{PodEvents: events})
+	c := NewController("n1", newClient(atg, ag, np), flows, store, Options{PodEvents: events})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Run(ctx)
@@ -274,7 +273,7 @@ func TestAnAntreaNativePolicyDoesNotIsolateItsPods(t *testing.T) {
 				CIDR: cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.ParseIP("10.0.0.0").To4()), PrefixLength: 8}}}}},
 		}}
 	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
-	c := NewController("n1", fake.NewSimpleClientset(atg, ag, np), flows, store, Options{})
+	c := NewController("n1", newClient(atg, ag, np), flows, store, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Run(ctx)

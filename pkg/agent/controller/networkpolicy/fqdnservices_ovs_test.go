@@ -18,7 +18,6 @@ import (
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
-	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
 )
 
 // A toFQDN rule naming a Service (issue 27: upstream's toFQDN misses
@@ -61,7 +60,7 @@ func TestAToFQDNRuleNamingAServiceMatchesItsClusterIP(t *testing.T) {
 		"other.default.svc.cluster.local": {addrs: []net.IP{net.ParseIP("10.96.0.11")}, ttl: 300},
 	})
 
-	n := &policyNode{br: br, client: fake.NewSimpleClientset(&cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg-client"},
+	n := &policyNode{br: br, client: newClient(&cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg-client"},
 		GroupMembers: []cpv1beta2.GroupMember{member("default", "client", "10.10.1.4")}})}
 	// As the agent does: the datapath cache is purged before a held DNS
 	// answer goes on.

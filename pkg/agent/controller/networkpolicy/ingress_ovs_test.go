@@ -24,7 +24,6 @@ import (
 	"antrea.io/antrea/pkg/agent/proxy"
 	"antrea.io/antrea/pkg/agent/route"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
-	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 )
 
@@ -187,7 +186,7 @@ func TestIngressPolicyMatchesOutsideClientsOfANodePort(t *testing.T) {
 	// policy left megaflows that would otherwise forward the next SYN of
 	// the same client until the revalidators catch up.
 	purged := make(chan struct{}, 1)
-	c := NewController("node-1", fake.NewSimpleClientset(atg, np), flows, store, Options{OnNarrowed: func() {
+	c := NewController("node-1", newClient(atg, np), flows, store, Options{OnNarrowed: func() {
 		if _, err := br.Appctl("revalidator/purge"); err != nil {
 			t.Errorf("purge the datapath flows: %v", err)
 		}

@@ -16,7 +16,6 @@ import (
 	"antrea.io/antrea/pkg/agent/nodenet"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
-	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
 )
 
 // recordingNodePolicy stands in for nodenet.NodePolicy (tested on a real
@@ -112,7 +111,7 @@ func TestPoliciesAppliedToThisNodeBecomeItsNetfilterRulesInEvaluationOrder(t *te
 
 	flows := &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}}
 	node := &recordingNodePolicy{}
-	c := NewController("n1", fake.NewSimpleClientset(atgHere, atgThere, ag, low, high, base, other), flows,
+	c := NewController("n1", newClient(atgHere, atgThere, ag, low, high, base, other), flows,
 		interfacestore.NewInterfaceStore(), Options{NodePolicy: node})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -151,7 +150,7 @@ func TestPoliciesAppliedToThisNodeBecomeItsNetfilterRulesInEvaluationOrder(t *te
 // list once: what an earlier run left goes.
 func TestNoPolicyClearsTheNodeRulesOfAnEarlierRun(t *testing.T) {
 	node := &recordingNodePolicy{rules: []nodenet.NodePolicyRule{{Name: "left by an earlier run"}}}
-	c := NewController("n1", fake.NewSimpleClientset(), &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}},
+	c := NewController("n1", newClient(), &fakeFlows{rules: map[uint32]*agentof.PolicyRule{}},
 		interfacestore.NewInterfaceStore(), Options{NodePolicy: node})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

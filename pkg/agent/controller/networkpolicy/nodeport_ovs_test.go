@@ -16,7 +16,6 @@ import (
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
-	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
 )
 
 // serviceMember is what antrea-controller sends for a policy applied to a
@@ -57,7 +56,7 @@ func TestPolicyAppliedToANodePortServiceOnARealNode(t *testing.T) {
 
 	// The policy controller, as newPolicyNode runs it: a narrowing write
 	// purges the datapath cache; Reject answers through packet-in.
-	n := &policyNode{br: br, client: fake.NewSimpleClientset(&cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg-svc-web"},
+	n := &policyNode{br: br, client: newClient(&cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg-svc-web"},
 		GroupMembers: []cpv1beta2.GroupMember{serviceMember("default", "web", 30080)}})}
 	packets := agentof.NewPacketInDispatcher(br.OF)
 	go packets.Run(ctx)

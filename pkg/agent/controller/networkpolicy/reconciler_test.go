@@ -13,7 +13,6 @@ import (
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
-	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
 )
 
 // changeLog records the changes a reconciler sends.
@@ -133,7 +132,7 @@ func TestWatchersDoNotWaitForAPolicyWrite(t *testing.T) {
 	atg := &cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg1"}, GroupMembers: []cpv1beta2.GroupMember{member("x", "a", "10.10.1.2")}}
 	np := &cpv1beta2.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "np1", Generation: 1}, AppliedToGroups: []string{"atg1"},
 		Rules: []cpv1beta2.NetworkPolicyRule{{Direction: cpv1beta2.DirectionIn, From: cpv1beta2.NetworkPolicyPeer{AddressGroups: []string{"ag1"}}}}}
-	client := fake.NewSimpleClientset(atg, np)
+	client := newClient(atg, np)
 	flows := &blockingFlows{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	c := NewController("n1", client, flows, store, Options{})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -119,7 +119,7 @@ func testNoOpResync(t *testing.T, deny bool) {
 					CIDR: cpv1beta2.IPNet{IP: cpv1beta2.IPAddress(net.ParseIP("10.0.0.0").To4()), PrefixLength: 8}}}}},
 			}},
 	}
-	client := fake.NewSimpleClientset()
+	client := newClient()
 	for _, o := range objs {
 		_ = client.Tracker().Add(o)
 	}

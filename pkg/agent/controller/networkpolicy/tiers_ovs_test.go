@@ -58,7 +58,7 @@ func newPolicyNode(t *testing.T, with ...func(*agentof.Client, *Options)) *polic
 		GatewayMAC: br.GatewayMAC, PodCIDR: br.PodCIDR}); err != nil {
 		t.Fatal(err)
 	}
-	n := &policyNode{br: br, client: fake.NewSimpleClientset(), auditDir: t.TempDir()}
+	n := &policyNode{br: br, client: newClient(), auditDir: t.TempDir()}
 	store := interfacestore.NewInterfaceStore()
 	for i, p := range []**bridgetest.Pod{&n.web, &n.a, &n.b} {
 		name := []string{"web", "a", "b"}[i]

@@ -15,7 +15,6 @@ import (
 	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	cpv1beta2 "antrea.io/antrea/pkg/apis/controlplane/v1beta2"
-	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
 )
 
 // An egress rule's toServices (upstream's ACNP field, "toServices: [{name,
@@ -40,7 +39,7 @@ func TestAToServicesRuleMatchesTheServicesClusterIPsOnly(t *testing.T) {
 	iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(client.OFPort)}
 	nn.store.AddInterface(iface)
 
-	n := &policyNode{br: br, client: fake.NewSimpleClientset(&cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg-client"},
+	n := &policyNode{br: br, client: newClient(&cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg-client"},
 		GroupMembers: []cpv1beta2.GroupMember{member("default", "client", "10.10.1.4")}})}
 	c := NewController("node-1", n.client, flows, nn.store, Options{Services: NewServiceLookup(nn.informers.Core().V1().Services())})
 	done := make(chan struct{})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,14 +14,19 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// watcher lists and watches one resource with nodeName=<this node>, applying
-// events to the cache and enqueueing the policies they affect. After an error
-// it lists again and replaces its part of the cache, which marks as changed
-// only what differs.
+// watcher watches one resource with nodeName=<this node>, applying events to
+// the cache and enqueueing the policies they affect. Each watch is a
+// watch-list (sendInitialEvents): the controller sends the current state as
+// ADDED events, then a bookmark marking its end, then the changes, all on one
+// stream. The watcher replaces its part of the cache with that state, which
+// marks as changed only what differs. A list followed by a watch from the
+// list's version had a gap between the two: while the controller recomputes
+// (its first minutes after a restart) more than its watch history changed in
+// that gap, the watch was refused as too old, and the agent listed again
+// (issue 31, bottleneck 2; docs/scale.md).
 type watcher struct {
 	c       *Controller
 	kind    string
-	list    func(ctx context.Context, opts metav1.ListOptions) ([]runtime.Object, string, error)
 	watch   func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	replace func(objs []runtime.Object) sets.Set[string]
 	apply   func(ev watch.Event) (sets.Set[string], error)
@@ -32,15 +38,16 @@ func (w *watcher) run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	listedOnce := false
 	for ctx.Err() == nil {
-		watched, err := w.listAndWatch(ctx, &listedOnce)
-		if watched {
-			// The list and the watch worked: the back-off starts over, so
-			// that a watch the server ended (a timeout, a restart) is followed
-			// by a prompt list, however many ended before it.
+		opened, err := w.watchList(ctx, &listedOnce)
+		if opened {
+			// The controller took the watch: the back-off starts over, so
+			// that a watch the server ended (a timeout, a restart, a new CA
+			// closing the connections) is followed by a prompt new one,
+			// however many failed before it.
 			backoff = 100 * time.Millisecond
 		}
 		if err != nil && ctx.Err() == nil {
-			klog.InfoS("Watch of controlplane resource ended; listing again", "resource", w.kind, "err", err, "in", backoff)
+			klog.InfoS("Watch of controlplane resource ended; watching again", "resource", w.kind, "err", err, "in", backoff)
 			after := w.after
 			if after == nil {
 				after = time.After
@@ -56,24 +63,16 @@ func (w *watcher) run(ctx context.Context) {
 	}
 }
 
-// listAndWatch lists, then watches until the watch ends; watched tells
-// whether the watch was opened.
-func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) (watched bool, err error) {
-	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("nodeName", w.c.nodeName).String()}
-	objs, rv, err := w.list(ctx, opts)
-	if err != nil {
-		return false, fmt.Errorf("list %s: %w", w.kind, err)
+// watchList opens a watch-list and follows it until it ends; opened tells
+// whether the controller took the watch.
+func (w *watcher) watchList(ctx context.Context, listedOnce *bool) (opened bool, err error) {
+	sendInitialEvents := true
+	opts := metav1.ListOptions{
+		FieldSelector:        fields.OneTermEqualSelector("nodeName", w.c.nodeName).String(),
+		SendInitialEvents:    &sendInitialEvents,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		AllowWatchBookmarks:  true,
 	}
-	if obs := w.c.opts.Observe; obs != nil {
-		obs(Observation{Kind: w.kind, Listed: objs})
-	}
-	w.c.enqueue(w.replace(objs))
-	if !*listedOnce {
-		*listedOnce = true
-		w.c.markListed(w.kind)
-	}
-	opts.ResourceVersion = rv
-	opts.AllowWatchBookmarks = true
 	wi, err := w.watch(ctx, opts)
 	if err != nil {
 		return false, fmt.Errorf("watch %s: %w", w.kind, err)
@@ -81,6 +80,8 @@ func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) (watched b
 	defer wi.Stop()
 	w.c.markWatching(w.kind, true)
 	defer w.c.markWatching(w.kind, false)
+	var initial []runtime.Object
+	synced := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -91,9 +92,28 @@ func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) (watched b
 			}
 			switch ev.Type {
 			case watch.Bookmark:
+				if !synced && initialEventsEnd(ev.Object) {
+					synced = true
+					if obs := w.c.opts.Observe; obs != nil {
+						obs(Observation{Kind: w.kind, Listed: initial})
+					}
+					w.c.enqueue(w.replace(initial))
+					initial = nil
+					if !*listedOnce {
+						*listedOnce = true
+						w.c.markListed(w.kind)
+					}
+				}
 				continue
 			case watch.Error:
 				return true, fmt.Errorf("watch %s: %v", w.kind, ev.Object)
+			}
+			if !synced {
+				if ev.Type != watch.Added {
+					return true, fmt.Errorf("watch %s: a %s event before the end of the initial state", w.kind, ev.Type)
+				}
+				initial = append(initial, ev.Object)
+				continue
 			}
 			if obs := w.c.opts.Observe; obs != nil {
 				obs(Observation{Kind: w.kind, Event: ev})
@@ -108,6 +128,12 @@ func (w *watcher) listAndWatch(ctx context.Context, listedOnce *bool) (watched b
 	}
 }
 
+// initialEventsEnd tells whether a bookmark ends a watch-list's initial state.
+func initialEventsEnd(obj runtime.Object) bool {
+	m, err := meta.Accessor(obj)
+	return err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
+}
+
 // watcherKinds names the controlplane resources the agent watches.
 var watcherKinds = []string{"networkpolicies", "addressgroups", "appliedtogroups"}
 
@@ -116,13 +142,6 @@ func (c *Controller) watchers() []*watcher {
 	return []*watcher{
 		{
 			c: c, kind: watcherKinds[0],
-			list: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
-				l, err := cp.NetworkPolicies().List(ctx, o)
-				if err != nil {
-					return nil, "", err
-				}
-				return objects(l.Items), l.ResourceVersion, nil
-			},
 			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return cp.NetworkPolicies().Watch(ctx, o)
 			},
@@ -131,13 +150,6 @@ func (c *Controller) watchers() []*watcher {
 		},
 		{
 			c: c, kind: watcherKinds[1],
-			list: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
-				l, err := cp.AddressGroups().List(ctx, o)
-				if err != nil {
-					return nil, "", err
-				}
-				return objects(l.Items), l.ResourceVersion, nil
-			},
 			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return cp.AddressGroups().Watch(ctx, o)
 			},
@@ -146,13 +158,6 @@ func (c *Controller) watchers() []*watcher {
 		},
 		{
 			c: c, kind: watcherKinds[2],
-			list: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
-				l, err := cp.AppliedToGroups().List(ctx, o)
-				if err != nil {
-					return nil, "", err
-				}
-				return objects(l.Items), l.ResourceVersion, nil
-			},
 			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return cp.AppliedToGroups().Watch(ctx, o)
 			},
@@ -160,16 +165,4 @@ func (c *Controller) watchers() []*watcher {
 			apply:   func(ev watch.Event) (sets.Set[string], error) { return c.cache.applyGroup(false, ev) },
 		},
 	}
-}
-
-// objects returns pointers to a list's items as runtime.Objects.
-func objects[T any, PT interface {
-	*T
-	runtime.Object
-}](items []T) []runtime.Object {
-	out := make([]runtime.Object, len(items))
-	for i := range items {
-		out[i] = PT(&items[i])
-	}
-	return out
 }

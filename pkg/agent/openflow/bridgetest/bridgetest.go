@@ -63,6 +63,8 @@ type Bridge struct {
 	PodCIDRv6   *net.IPNet
 	// NodeIP is the node's underlay address (on br-phy's internal port) and
 	// PhyMAC br-phy's MAC, for a node made with an underlay; nil otherwise.
+	// An IPv6 NodeIP makes an IPv6 underlay (the tunnel's outer packets
+	// are IPv6).
 	NodeIP net.IP
 	PhyMAC net.HardwareAddr
 	// OF is the OpenFlow channel to br-int (with packet-ins enabled).
@@ -387,6 +389,37 @@ func (p *Pod) Dial(t testing.TB, network, addr string, timeout time.Duration) (n
 	return c, err
 }
 
+// AskWhoEchoes sends payload from the pod as one datagram (network udp4 or
+// udp6, a new socket: a new source port) to addr, and returns who answered
+// (ServeWho's first line) once the whole payload came back with it within
+// a second, or why not.
+func (p *Pod) AskWhoEchoes(t testing.TB, network, addr string, payload []byte) (string, error) {
+	var who string
+	err := p.Do(t, func() error {
+		conn, err := net.Dial(network, addr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if _, err := conn.Write(payload); err != nil {
+			return err
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		buf := make([]byte, 65536)
+		k, err := conn.Read(buf)
+		if err != nil {
+			return err
+		}
+		first, rest, _ := strings.Cut(string(buf[:k]), "\n")
+		if rest != string(payload) {
+			return fmt.Errorf("the answer of %s carried %d bytes of the %d sent", first, len(rest), len(payload))
+		}
+		who, _ = Answerer(first)
+		return nil
+	})
+	return who, err
+}
+
 // AskWho connects from the pod to addr and returns the answer of ServeWho.
 func (p *Pod) AskWho(t testing.TB, network, addr string, timeout time.Duration) (string, error) {
 	t.Helper()
@@ -588,8 +621,9 @@ func (b *Bridge) joinUnderlay(t testing.TB, u *Underlay, nodeIP string, tunnel o
 	if err != nil {
 		t.Fatalf("node IP %q: %v", nodeIP, err)
 	}
-	b.NodeIP = net.IP(types.Addr(ip).AsSlice()) // 4 bytes: PhyMAC takes the last three
-	b.PhyMAC = net.HardwareAddr{0x0a, 0x00, 0x00, b.NodeIP[1], b.NodeIP[2], b.NodeIP[3]}
+	b.NodeIP = net.IP(types.Addr(ip).AsSlice()) // 4 bytes for IPv4, 16 for IPv6: PhyMAC takes the last three
+	last := b.NodeIP[len(b.NodeIP)-3:]
+	b.PhyMAC = net.HardwareAddr{0x0a, 0x00, 0x00, last[0], last[1], last[2]}
 	if tunnel == "" {
 		tunnel = ovsconfig.GeneveTunnel
 	}
@@ -607,7 +641,13 @@ func (b *Bridge) joinUnderlay(t testing.TB, u *Underlay, nodeIP string, tunnel o
 	// The uplink is only a port of br-phy: no kernel ARP nor IPv6 on it.
 	Run(t, "ip", "netns", "exec", node, "sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=1")
 	Run(t, "ip", "-n", node, "link", "set", "eth0", "arp", "off", "up")
-	Run(t, "ip", "-n", node, "addr", "add", nodeIP, "dev", "br-phy")
+	if ip.To4() != nil {
+		Run(t, "ip", "-n", node, "addr", "add", nodeIP, "dev", "br-phy")
+	} else {
+		// An IPv6 underlay: the node's address without duplicate address
+		// detection (the test made it unique), so it is usable at once.
+		Run(t, "ip", "-n", node, "addr", "add", nodeIP, "dev", "br-phy", "nodad")
+	}
 	Run(t, "ip", "-n", node, "link", "set", "br-phy", "up")
 	// Best effort: a tap may not offer the feature.
 	_ = exec.Command("ip", "netns", "exec", node, "ethtool", "-K", "br-phy", "tx", "off").Run()
