@@ -13,7 +13,7 @@ package traceflow
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -32,6 +32,7 @@ import (
 	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions/crd/v1beta1"
 	crdlisters "antrea.io/antrea/pkg/client/listers/crd/v1beta1"
 	"antrea.io/antrea/pkg/util/suggest"
+	"antrea.io/antrea/pkg/util/traceflowip"
 )
 
 // ClientQPS and ClientBurst are the rate limit of the Traceflow clients of
@@ -300,12 +301,22 @@ func (c *Controller) validate(tf *crdv1beta1.Traceflow) string {
 	if s.Pod == "" && !(tf.Spec.LiveTraffic && s.IP != "" && d.Pod != "") {
 		return "spec.source.pod is required (or, for live traffic to a Pod, spec.source.ip)"
 	}
+	if reason := traceflowip.HeaderError(&tf.Spec.Packet); reason != "" {
+		return reason
+	}
+	var src, dst traceflowip.End
 	if s.Pod != "" {
-		if _, reason := c.pod("source", s.Namespace, s.Pod); reason != "" {
+		pod, reason := c.pod("source", s.Namespace, s.Pod)
+		if reason != "" {
 			return reason
 		}
-	} else if net.ParseIP(s.IP).To4() == nil {
-		return fmt.Sprintf("spec.source.ip %q is not an IPv4 address", s.IP)
+		src = traceflowip.End{What: fmt.Sprintf("source Pod %s/%s", s.Namespace, s.Pod), Addrs: podAddrs(pod)}
+	} else {
+		ip, err := netip.ParseAddr(s.IP)
+		if err != nil {
+			return fmt.Sprintf("spec.source.ip %q is not an IP address", s.IP)
+		}
+		src = traceflowip.End{What: "spec.source.ip", Addrs: []netip.Addr{ip.Unmap()}, Given: true}
 	}
 	n := 0
 	for _, v := range []string{d.Pod, d.Service, d.IP} {
@@ -318,9 +329,11 @@ func (c *Controller) validate(tf *crdv1beta1.Traceflow) string {
 	}
 	switch {
 	case d.Pod != "":
-		if _, reason := c.pod("destination", d.Namespace, d.Pod); reason != "" {
+		pod, reason := c.pod("destination", d.Namespace, d.Pod)
+		if reason != "" {
 			return reason
 		}
+		dst = traceflowip.End{What: fmt.Sprintf("destination Pod %s/%s", d.Namespace, d.Pod), Addrs: podAddrs(pod)}
 	case d.Service != "":
 		if reason := c.namespace("destination", d.Namespace); reason != "" {
 			return reason
@@ -330,16 +343,31 @@ func (c *Controller) validate(tf *crdv1beta1.Traceflow) string {
 			return fmt.Sprintf("destination Service %s/%s not found%s", d.Namespace, d.Service,
 				suggest.DidYouMean(d.Service, c.serviceNames(d.Namespace), 3))
 		}
-		if net.ParseIP(svc.Spec.ClusterIP).To4() == nil {
-			return fmt.Sprintf("destination Service %s/%s has no IPv4 ClusterIP", d.Namespace, d.Service)
+		dst = traceflowip.End{What: fmt.Sprintf("destination Service %s/%s", d.Namespace, d.Service),
+			Addrs: traceflowip.Addrs(append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...)...)}
+		if len(dst.Addrs) == 0 {
+			return fmt.Sprintf("destination Service %s/%s has no ClusterIP", d.Namespace, d.Service)
 		}
 	default:
-		if net.ParseIP(d.IP).To4() == nil {
-			return fmt.Sprintf("spec.destination.ip %q is not an IPv4 address", d.IP)
+		ip, err := netip.ParseAddr(d.IP)
+		if err != nil {
+			return fmt.Sprintf("spec.destination.ip %q is not an IP address", d.IP)
 		}
+		dst = traceflowip.End{What: "spec.destination.ip", Addrs: []netip.Addr{ip.Unmap()}, Given: true}
+	}
+	if _, _, _, err := traceflowip.Pick(&tf.Spec.Packet, src, dst); err != nil {
+		return err.Error()
 	}
 	if tf.Spec.DroppedOnly && !tf.Spec.LiveTraffic {
 		return "spec.droppedOnly applies to live traffic only (spec.liveTraffic)"
+	}
+	if h := tf.Spec.Packet.IPv6Header; h != nil {
+		if nh := h.NextHeader; nh != nil && *nh != protoTCP && *nh != protoUDP && *nh != protoICMPv6 {
+			return fmt.Sprintf("spec.packet.ipv6Header.nextHeader %d: an IPv6 Traceflow packet is TCP (6), UDP (17) or ICMPv6 (58)", *nh)
+		}
+		if h.HopLimit < 0 || h.HopLimit > 255 {
+			return fmt.Sprintf("spec.packet.ipv6Header.hopLimit %d: want 0..255 (0: the default, 64)", h.HopLimit)
+		}
 	}
 	h := tf.Spec.Packet.TransportHeader
 	n = 0
@@ -352,6 +380,22 @@ func (c *Controller) validate(tf *crdv1beta1.Traceflow) string {
 		return "spec.packet.transportHeader needs at most one of icmp, udp, tcp"
 	}
 	return ""
+}
+
+// IP protocols of an IPv6 Traceflow packet (IANA).
+const (
+	protoTCP    = 6
+	protoUDP    = 17
+	protoICMPv6 = 58
+)
+
+// podAddrs are a Pod's addresses (status.podIPs, else status.podIP).
+func podAddrs(pod *corev1.Pod) []netip.Addr {
+	ips := []string{pod.Status.PodIP}
+	for _, ip := range pod.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	return traceflowip.Addrs(ips...)
 }
 
 func (c *Controller) namespace(role, ns string) string {

@@ -272,7 +272,7 @@ func TestInvalidTraceflowsFailNamingWhatIsWrong(t *testing.T) {
 		{crdv1beta1.TraceflowSpec{Source: crdv1beta1.Source{Namespace: "demo", Pod: "client"}, Destination: crdv1beta1.Destination{Namespace: "demo", Service: "web-scv"}},
 			`destination Service demo/web-scv not found (did you mean "web-svc"?)`},
 		{crdv1beta1.TraceflowSpec{Source: crdv1beta1.Source{Namespace: "demo", Pod: "client"}, Destination: crdv1beta1.Destination{IP: "10.0.0"}},
-			`spec.destination.ip "10.0.0" is not an IPv4 address`},
+			`spec.destination.ip "10.0.0" is not an IP address`},
 		{crdv1beta1.TraceflowSpec{Source: crdv1beta1.Source{Namespace: "demo", Pod: "client"}, Destination: crdv1beta1.Destination{IP: "10.0.0.1", Namespace: "demo", Pod: "web"}},
 			`exactly one of pod, service, ip`},
 	} {
@@ -312,5 +312,87 @@ func TestADeletedTraceflowFreesItsTag(t *testing.T) {
 	}
 	if e.c.tags.InUse() != 0 {
 		t.Fatal("a deleted Traceflow's tag is still in use")
+	}
+}
+
+func dualPod(ns, name, node string, ips ...string) *corev1.Pod {
+	p := pod(ns, name, node, ips[0])
+	for _, ip := range ips {
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+	}
+	return p
+}
+
+func TestIPv6TraceflowsRunBetweenDualStackAndIPv6OnlyEnds(t *testing.T) {
+	e := newEnv(t, ns("demo"), dualPod("demo", "client", "node-1", "10.10.0.2", "fd00:10:244::2"),
+		dualPod("demo", "web", "node-2", "10.10.1.2", "fd00:10:244:1::2"),
+		dualPod("demo", "v6client", "node-1", "fd00:10:244::3"),
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web-svc"}, Spec: corev1.ServiceSpec{
+			ClusterIP: "10.96.0.20", ClusterIPs: []string{"10.96.0.20", "fd00:10:96::20"}}})
+	ctx := context.Background()
+	nh := int32(6)
+	client := crdv1beta1.Source{Namespace: "demo", Pod: "client"}
+	for i, spec := range []crdv1beta1.TraceflowSpec{
+		{Source: client, Destination: crdv1beta1.Destination{Namespace: "demo", Pod: "web"}, Packet: crdv1beta1.Packet{IPv6Header: &crdv1beta1.IPv6Header{}}},
+		{Source: client, Destination: crdv1beta1.Destination{Namespace: "demo", Service: "web-svc"},
+			Packet: crdv1beta1.Packet{IPv6Header: &crdv1beta1.IPv6Header{NextHeader: &nh, HopLimit: 3}}},
+		{Source: client, Destination: crdv1beta1.Destination{IP: "fd00:10:244:1::9"}},
+		{Source: crdv1beta1.Source{Namespace: "demo", Pod: "v6client"}, Destination: crdv1beta1.Destination{Namespace: "demo", Pod: "web"}},
+		{Source: crdv1beta1.Source{IP: "fd00::7"}, Destination: crdv1beta1.Destination{Namespace: "demo", Pod: "web"}, LiveTraffic: true},
+	} {
+		name := "v6-" + string(rune('a'+i))
+		e.create(t, &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec})
+		if _, err := e.c.sync(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if st := e.get(t, name).Status; st.Phase != crdv1beta1.TraceflowRunning {
+			t.Errorf("%+v: status %+v, want Running", spec, st)
+		}
+	}
+}
+
+func TestIPv6TraceflowsOfTheWrongFamilyFailNamingTheFields(t *testing.T) {
+	e := newEnv(t, ns("demo"), dualPod("demo", "client", "node-1", "10.10.0.2", "fd00:10:244::2"),
+		pod("demo", "v4web", "node-2", "10.10.1.3"),
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "v4svc"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.21"}})
+	ctx := context.Background()
+	client := crdv1beta1.Source{Namespace: "demo", Pod: "client"}
+	v6 := crdv1beta1.Packet{IPv6Header: &crdv1beta1.IPv6Header{}}
+	one := int32(1)
+	for i, tc := range []struct {
+		spec crdv1beta1.TraceflowSpec
+		want string
+	}{
+		{crdv1beta1.TraceflowSpec{Source: client, Destination: crdv1beta1.Destination{IP: "10.0.0.1"},
+			Packet: crdv1beta1.Packet{IPHeader: &crdv1beta1.IPHeader{Protocol: 6}, IPv6Header: &crdv1beta1.IPv6Header{}}},
+			"spec.packet.ipHeader and spec.packet.ipv6Header are exclusive"},
+		{crdv1beta1.TraceflowSpec{Source: client, Destination: crdv1beta1.Destination{IP: "10.0.0.1"}, Packet: v6},
+			"spec.destination.ip 10.0.0.1 is IPv4, but spec.packet.ipv6Header makes the packet IPv6"},
+		{crdv1beta1.TraceflowSpec{Source: client, Destination: crdv1beta1.Destination{IP: "fd00::1"},
+			Packet: crdv1beta1.Packet{IPHeader: &crdv1beta1.IPHeader{Protocol: 6}}},
+			"spec.destination.ip fd00::1 is IPv6, but spec.packet.ipHeader makes the packet IPv4"},
+		{crdv1beta1.TraceflowSpec{Source: crdv1beta1.Source{IP: "10.0.0.9"}, Destination: crdv1beta1.Destination{Namespace: "demo", Pod: "client"},
+			LiveTraffic: true, Packet: v6}, "spec.source.ip 10.0.0.9 is IPv4, but spec.packet.ipv6Header makes the packet IPv6"},
+		{crdv1beta1.TraceflowSpec{Source: client, Destination: crdv1beta1.Destination{Namespace: "demo", Pod: "v4web"}, Packet: v6},
+			"destination Pod demo/v4web has no IPv6 address (it has 10.10.1.3), but spec.packet.ipv6Header makes the packet IPv6"},
+		{crdv1beta1.TraceflowSpec{Source: client, Destination: crdv1beta1.Destination{Namespace: "demo", Service: "v4svc"}, Packet: v6},
+			"destination Service demo/v4svc has no IPv6 address"},
+		{crdv1beta1.TraceflowSpec{Source: client, Destination: crdv1beta1.Destination{IP: "fd00::1"},
+			Packet: crdv1beta1.Packet{IPv6Header: &crdv1beta1.IPv6Header{NextHeader: &one}}}, "spec.packet.ipv6Header.nextHeader 1"},
+		{crdv1beta1.TraceflowSpec{Source: client, Destination: crdv1beta1.Destination{IP: "fd00::1"},
+			Packet: crdv1beta1.Packet{IPv6Header: &crdv1beta1.IPv6Header{HopLimit: 256}}}, "spec.packet.ipv6Header.hopLimit 256"},
+	} {
+		name := "v6bad-" + string(rune('a'+i))
+		e.create(t, &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: tc.spec})
+		if _, err := e.c.sync(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		st := e.get(t, name).Status
+		if st.Phase != crdv1beta1.TraceflowFailed || !strings.Contains(st.Reason, tc.want) {
+			t.Errorf("%+v: status %+v, want Failed with a reason containing %q", tc.spec, st, tc.want)
+		}
+	}
+	if e.c.tags.InUse() != 0 {
+		t.Fatal("an invalid Traceflow holds a tag")
 	}
 }

@@ -86,6 +86,19 @@ type IPHeader struct {
 	Flags int32 `json:"flags,omitempty"`
 }
 
+// IPv6Header are the IPv6 header fields of the packet: a Traceflow with
+// it traces an IPv6 packet (to the IPv6 address of a dual-stack destination
+// Pod or Service).
+type IPv6Header struct {
+	// NextHeader is the protocol of the header after the IPv6 header (6 TCP,
+	// 17 UDP, 58 ICMPv6; default 58, or the transport header's).
+	// +optional
+	NextHeader *int32 `json:"nextHeader,omitempty"`
+	// HopLimit of the packet (default 64).
+	// +optional
+	HopLimit int32 `json:"hopLimit,omitempty"`
+}
+
 // TransportHeader is the transport header: one of ICMP, UDP, TCP.
 type TransportHeader struct {
 	ICMP *ICMPEchoRequestHeader `json:"icmp,omitempty"`
@@ -93,7 +106,8 @@ type TransportHeader struct {
 	TCP  *TCPHeader             `json:"tcp,omitempty"`
 }
 
-// ICMPEchoRequestHeader is an ICMP echo request.
+// ICMPEchoRequestHeader is an ICMP echo request (ICMPv6's in an IPv6
+// packet).
 type ICMPEchoRequestHeader struct {
 	ID       int32 `json:"id,omitempty"`
 	Sequence int32 `json:"sequence,omitempty"`
@@ -122,8 +136,14 @@ type Packet struct {
 	// Length is the IP packet's total length.
 	// +optional
 	Length int32 `json:"length,omitempty"`
+	// IPHeader makes the packet IPv4; it and IPv6Header are exclusive.
 	// +optional
 	IPHeader *IPHeader `json:"ipHeader,omitempty"`
+	// IPv6Header makes the packet IPv6. Without either, the packet is of
+	// the destination IP's family, else IPv4 when the source and the
+	// destination have an IPv4 address (dual-stack), else IPv6.
+	// +optional
+	IPv6Header *IPv6Header `json:"ipv6Header,omitempty"`
 	// +optional
 	TransportHeader TransportHeader `json:"transportHeader,omitempty"`
 }
