@@ -130,6 +130,7 @@ type TCPHeader struct {
 
 // Packet describes a packet: the one to inject (spec) or the one captured
 // (status, live traffic).
+// +kubebuilder:validation:XValidation:rule="!(has(self.ipHeader) && has(self.ipv6Header))",message="ipHeader and ipv6Header are exclusive (ipHeader makes the packet IPv4, ipv6Header IPv6): give one"
 type Packet struct {
 	SrcIP string `json:"srcIP,omitempty"`
 	DstIP string `json:"dstIP,omitempty"`
@@ -204,8 +205,9 @@ type TraceflowStatus struct {
 	// StartTime is when the controller started it.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
-	// DataplaneTag is the tag (6 bits of the IP DSCP field, 1..59) the
-	// traced packet carries.
+	// DataplaneTag is the tag (6 bits of the IP DSCP field, 1..59: the
+	// high bits of IPv4's TOS or of IPv6's traffic class) the traced
+	// packet carries.
 	// +optional
 	DataplaneTag int8 `json:"dataplaneTag,omitempty"`
 	// Results are the observations of each Node, one entry per Node.
