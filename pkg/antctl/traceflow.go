@@ -51,19 +51,26 @@ antctl prints the path Node by Node, then deletes the Traceflow (unless
 
 A destination NS/NAME is a Pod if one of that name exists, else a Service.
 -f gives the packet's headers as ovs-ofctl spells them: a protocol (tcp,
-udp, icmp) and fields tcp_src, tcp_dst, tcp_flags, udp_src, udp_dst,
-icmp_id, icmp_seq, nw_ttl, nw_proto.`,
+udp, icmp; tcp6, udp6, icmp6 or ipv6 for IPv6) and fields tcp_src,
+tcp_dst, tcp_flags, udp_src, udp_dst, icmp_id, icmp_seq, nw_ttl (the hop
+limit in IPv6), nw_proto.
+
+The packet is IPv6 with -f ipv6 (or tcp6, udp6, icmp6), or to an IPv6
+address; else IPv4 when the source and the destination have an IPv4
+address (dual-stack), else IPv6 (IPv6-only).`,
 		Example: `  antctl traceflow -S demo/client -D demo/web-0
   antctl traceflow -S demo/client -D demo/web -f tcp,tcp_dst=80
   antctl traceflow -S demo/client -D 10.10.1.5 -o svg > path.svg
+  antctl traceflow -S demo/client -D demo/web-0 -f ipv6,tcp,tcp_dst=80
+  antctl traceflow -S demo/client -D fd00:10:96::a -f udp,udp_dst=53
   antctl traceflow -S demo/client -D demo/web-0 --live-traffic --dropped-only -t 60s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return t.run(cmd.Context(), cmd.OutOrStdout()) },
 	}
 	f := cmd.Flags()
 	f.StringVarP(&t.source, "source", "S", "", "Source Pod: NS/POD (or POD in the current namespace); with --live-traffic to a Pod, an IP")
-	f.StringVarP(&t.destination, "destination", "D", "", "Destination: NS/POD, NS/SERVICE or an IPv4 address")
-	f.StringVarP(&t.flow, "flow", "f", "", "Packet headers, e.g. tcp,tcp_dst=80 (default: an ICMP echo request; a Service's first port)")
+	f.StringVarP(&t.destination, "destination", "D", "", "Destination: NS/POD, NS/SERVICE or an IP address (IPv4 or IPv6)")
+	f.StringVarP(&t.flow, "flow", "f", "", "Packet headers, e.g. tcp,tcp_dst=80 or ipv6,udp,udp_dst=53 (default: an ICMP echo request; a Service's first port)")
 	f.BoolVarP(&t.live, "live-traffic", "L", false, "Trace the source Pod's next real packet that matches instead of injecting one")
 	f.BoolVar(&t.droppedOnly, "dropped-only", false, "With --live-traffic: report only a packet that is dropped")
 	f.DurationVarP(&t.timeout, "timeout", "t", 20*time.Second, "How long the trace may take (whole seconds, up to 5m)")
@@ -98,7 +105,7 @@ func (t *traceflowOptions) run(ctx context.Context, w io.Writer) error {
 	if t.droppedOnly && !t.live {
 		return fmt.Errorf("--dropped-only needs --live-traffic")
 	}
-	packet, err := parseFlow(t.flow)
+	packet, ipv6, err := parseFlow(t.flow)
 	if err != nil {
 		return err
 	}
@@ -106,7 +113,7 @@ func (t *traceflowOptions) run(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	req := query.TraceflowRequest{Packet: packet, LiveTraffic: t.live, DroppedOnly: t.droppedOnly, Timeout: t.timeout}
+	req := query.TraceflowRequest{Packet: packet, IPv6: ipv6, LiveTraffic: t.live, DroppedOnly: t.droppedOnly, Timeout: t.timeout}
 	req.SourceNamespace, req.SourcePod = t.splitRef(t.source)
 	req.DestinationNamespace, req.Destination = t.splitRef(t.destination)
 	tf, err := query.NewTraceflow(ctx, cl, req)
@@ -146,11 +153,16 @@ func contains(list []string, s string) bool {
 // flowKeys are the fields -f accepts.
 var flowKeys = []string{"tcp_src", "tcp_dst", "tcp_flags", "udp_src", "udp_dst", "icmp_id", "icmp_seq", "nw_ttl", "nw_proto"}
 
-// parseFlow reads -f: "tcp,tcp_dst=80", "udp,udp_dst=53", "icmp".
-func parseFlow(s string) (crdv1beta1.Packet, error) {
-	var p crdv1beta1.Packet
+// flowProtocols are the protocols -f names, IPv6's as ovs-ofctl spells
+// them too (tcp6, udp6, icmp6; ipv6 alone: ICMPv6).
+var flowProtocols = []string{"tcp", "udp", "icmp", "tcp6", "udp6", "icmp6", "ipv6"}
+
+// parseFlow reads -f: "tcp,tcp_dst=80", "udp,udp_dst=53", "icmp",
+// "ipv6,tcp,tcp_dst=80" (ipv6: the packet is IPv6; its header's fields
+// are still read into ipHeader, which query.NewTraceflow moves).
+func parseFlow(s string) (p crdv1beta1.Packet, ipv6 bool, err error) {
 	if strings.TrimSpace(s) == "" {
-		return p, nil
+		return p, false, nil
 	}
 	th := &p.TransportHeader
 	ip := func() *crdv1beta1.IPHeader {
@@ -163,6 +175,9 @@ func parseFlow(s string) (crdv1beta1.Packet, error) {
 		tok = strings.TrimSpace(tok)
 		key, val, hasVal := strings.Cut(tok, "=")
 		if !hasVal {
+			if key != "ipv6" && strings.HasSuffix(key, "6") && contains(flowProtocols, key) {
+				key, ipv6 = strings.TrimSuffix(key, "6"), true
+			}
 			switch key {
 			case "tcp":
 				if th.TCP == nil {
@@ -179,19 +194,21 @@ func parseFlow(s string) (crdv1beta1.Packet, error) {
 					th.ICMP = &crdv1beta1.ICMPEchoRequestHeader{}
 				}
 				ip().Protocol = 1
+			case "ipv6":
+				ipv6 = true
 			case "":
 			default:
-				return p, fmt.Errorf("-f: unknown protocol %q%s; want tcp, udp or icmp", key,
-					didYouMean(key, []string{"tcp", "udp", "icmp"}))
+				return p, false, fmt.Errorf("-f: unknown protocol %q%s; want one of %s", key,
+					didYouMean(key, flowProtocols), strings.Join(flowProtocols, ", "))
 			}
 			continue
 		}
 		if !contains(flowKeys, key) {
-			return p, fmt.Errorf("-f: unknown field %q%s; want one of %s", key, didYouMean(key, flowKeys), strings.Join(flowKeys, ", "))
+			return p, false, fmt.Errorf("-f: unknown field %q%s; want one of %s", key, didYouMean(key, flowKeys), strings.Join(flowKeys, ", "))
 		}
 		n, err := strconv.ParseUint(val, 0, 16)
 		if err != nil {
-			return p, fmt.Errorf("-f: %s=%q is not a number", key, val)
+			return p, false, fmt.Errorf("-f: %s=%q is not a number", key, val)
 		}
 		v := int32(n)
 		switch key {
@@ -230,7 +247,7 @@ func parseFlow(s string) (crdv1beta1.Packet, error) {
 			}
 		case "nw_ttl":
 			if v == 0 || v > 255 {
-				return p, fmt.Errorf("-f: nw_ttl=%d: want 1..255", v)
+				return p, false, fmt.Errorf("-f: nw_ttl=%d: want 1..255", v)
 			}
 			ip().TTL = v
 		case "nw_proto":
@@ -244,9 +261,9 @@ func parseFlow(s string) (crdv1beta1.Packet, error) {
 		}
 	}
 	if n > 1 {
-		return p, fmt.Errorf("-f %q: give one protocol", s)
+		return p, false, fmt.Errorf("-f %q: give one protocol", s)
 	}
-	return p, nil
+	return p, ipv6, nil
 }
 
 // writeTraceflow prints a finished Traceflow.
@@ -268,11 +285,20 @@ func writeTraceflow(w io.Writer, format string, tf *crdv1beta1.Traceflow) error 
 func writeTraceflowText(w io.Writer, tf *crdv1beta1.Traceflow) error {
 	s, d := tf.Spec.Source, tf.Spec.Destination
 	dst := d.IP
+	var notes []string
 	switch {
 	case d.Pod != "":
 		dst = d.Namespace + "/" + d.Pod
 	case d.Service != "":
-		dst = d.Namespace + "/" + d.Service + " (Service)"
+		dst = d.Namespace + "/" + d.Service
+		notes = append(notes, "Service")
+	}
+	if tf.Spec.Packet.IPv6Header != nil && d.IP == "" {
+		// Which of a dual-stack destination's addresses was traced.
+		notes = append(notes, "IPv6")
+	}
+	if len(notes) > 0 {
+		dst += " (" + strings.Join(notes, ", ") + ")"
 	}
 	fmt.Fprintf(w, "name: %s\nphase: %s\n", tf.Name, tf.Status.Phase)
 	if tf.Status.Reason != "" {

@@ -160,16 +160,24 @@ func TestTraceflowDOTMatchesTheObservations(t *testing.T) {
 }
 
 func TestParseFlow(t *testing.T) {
-	p, err := parseFlow("tcp,tcp_dst=80,tcp_flags=2,nw_ttl=9")
+	p, v6, err := parseFlow("tcp,tcp_dst=80,tcp_flags=2,nw_ttl=9")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.TransportHeader.TCP == nil || p.TransportHeader.TCP.DstPort != 80 || *p.TransportHeader.TCP.Flags != 2 ||
+	if v6 || p.TransportHeader.TCP == nil || p.TransportHeader.TCP.DstPort != 80 || *p.TransportHeader.TCP.Flags != 2 ||
 		p.IPHeader.Protocol != 6 || p.IPHeader.TTL != 9 {
-		t.Fatalf("parsed %+v %+v", p.IPHeader, p.TransportHeader.TCP)
+		t.Fatalf("parsed %+v %+v (IPv6 %v)", p.IPHeader, p.TransportHeader.TCP, v6)
 	}
-	if p, err := parseFlow("udp_dst=53"); err != nil || p.TransportHeader.UDP.DstPort != 53 || p.IPHeader.Protocol != 17 {
+	if p, _, err := parseFlow("udp_dst=53"); err != nil || p.TransportHeader.UDP.DstPort != 53 || p.IPHeader.Protocol != 17 {
 		t.Fatalf("udp_dst=53: %+v %v", p, err)
+	}
+	// IPv6: the ipv6 keyword (upstream's) or a protocol as ovs-ofctl spells
+	// IPv6's; the fields stay in ipHeader for NewTraceflow to move.
+	for in, proto := range map[string]int32{"ipv6": 0, "ipv6,tcp,tcp_dst=80": 6, "udp6,udp_dst=53": 17, "icmp6,icmp_id=7": 1} {
+		p, v6, err := parseFlow(in)
+		if err != nil || !v6 || proto != 0 && p.IPHeader.Protocol != proto {
+			t.Errorf("-f %s: %+v IPv6 %v (%v), want IPv6 of protocol %d", in, p, v6, err, proto)
+		}
 	}
 	for in, want := range map[string]string{
 		"tcp,tcp_dts=80": `unknown field "tcp_dts" (did you mean "tcp_dst"?)`,
@@ -177,7 +185,7 @@ func TestParseFlow(t *testing.T) {
 		"tcp,udp":        "give one protocol",
 		"tcp_dst=http":   `tcp_dst="http" is not a number`,
 	} {
-		if _, err := parseFlow(in); err == nil || !strings.Contains(err.Error(), want) {
+		if _, _, err := parseFlow(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("-f %q: error %v, want %q", in, err, want)
 		}
 	}
@@ -269,5 +277,89 @@ func TestTraceflowCommandFailedSaysWhy(t *testing.T) {
 	}
 	if created[0].Spec.Destination.IP != "10.10.9.9" {
 		t.Errorf("destination %+v", created[0].Spec.Destination)
+	}
+}
+
+// dualStackClients is a dual-stack cluster (demo/client and demo/web-0 with
+// an address of each family, Service demo/web with a ClusterIP of each)
+// and an IPv4-only Pod demo/v4, whose Traceflows end as they are created.
+func dualStackClients(created *[]*crdv1beta1.Traceflow) *Clients {
+	dual := func(name, v4, v6 string) *corev1.Pod {
+		p := pod("demo", name, "node-1", v4)
+		p.Status.PodIPs = []corev1.PodIP{{IP: v4}, {IP: v6}}
+		return p
+	}
+	kube := kubefake.NewClientset(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}},
+		dual("client", "10.10.1.3", "fd00:10:244:1::3"), dual("web-0", "10.10.1.2", "fd00:10:244:1::2"), pod("demo", "v4", "node-1", "10.10.1.4"),
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.20",
+			ClusterIPs: []string{"10.96.0.20", "fd00:10:96::20"}}})
+	antrea := antreafake.NewSimpleClientset()
+	antrea.PrependReactor("create", "traceflows", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		tf := a.(k8stesting.CreateAction).GetObject().(*crdv1beta1.Traceflow)
+		*created = append(*created, tf.DeepCopy())
+		tf.Status = crossNode().Status
+		return false, nil, nil
+	})
+	return &Clients{Kube: kube, Antrea: antrea}
+}
+
+func TestTraceflowCommandTracesIPv6ToAnAddressOrWithIPv6(t *testing.T) {
+	var created []*crdv1beta1.Traceflow
+	cl := dualStackClients(&created)
+	for _, tc := range []struct {
+		args     string
+		v6       bool
+		next     int32 // 0: none given
+		hopLimit int32
+		header   string // the destination line antctl prints
+	}{
+		{"-S demo/client -D fd00::1", true, 0, 0, "destination: fd00::1\n"},
+		{"-S demo/client -D fd00:10:96::20 -f udp,udp_dst=53,nw_ttl=9", true, 17, 9, "destination: fd00:10:96::20\n"},
+		{"-S demo/client -D demo/web-0 -f ipv6", true, 0, 0, "destination: demo/web-0 (IPv6)\n"},
+		{"-S demo/client -D demo/web -f ipv6,tcp,tcp_dst=80", true, 6, 0, "destination: demo/web (Service, IPv6)\n"},
+		{"-S demo/client -D demo/web-0 -f icmp6", true, 58, 0, "destination: demo/web-0 (IPv6)\n"},
+		{"-S demo/client -D demo/web-0 -f tcp,tcp_dst=80", false, 6, 0, "destination: demo/web-0\n"}, // dual-stack: IPv4 first
+	} {
+		r := runAntctlWith(t, cl, append([]string{"traceflow"}, strings.Fields(tc.args)...)...)
+		if r.runErr != nil {
+			t.Errorf("antctl traceflow %s: %v", tc.args, r.runErr)
+			continue
+		}
+		p := created[len(created)-1].Spec.Packet
+		if tc.v6 {
+			h := p.IPv6Header
+			if h == nil || p.IPHeader != nil || (tc.next == 0) != (h.NextHeader == nil) || h.NextHeader != nil && *h.NextHeader != tc.next ||
+				h.HopLimit != tc.hopLimit {
+				t.Errorf("antctl traceflow %s: packet %+v %+v, want ipv6Header{nextHeader %d, hopLimit %d} alone", tc.args, p.IPHeader, h, tc.next, tc.hopLimit)
+			}
+		} else if p.IPv6Header != nil || p.IPHeader == nil || p.IPHeader.Protocol != tc.next {
+			t.Errorf("antctl traceflow %s: packet %+v %+v, want IPv4 of protocol %d", tc.args, p.IPHeader, p.IPv6Header, tc.next)
+		}
+		if !strings.Contains(r.out, tc.header) {
+			t.Errorf("antctl traceflow %s printed no %q:\n%s", tc.args, tc.header, r.out)
+		}
+	}
+	n := len(created)
+	for args, want := range map[string]string{
+		"-S demo/client -D 10.0.0.1 -f ipv6":                     "destination 10.0.0.1 is IPv4, but spec.packet.ipv6Header makes the packet IPv6",
+		"-S demo/v4 -D fd00::1":                                  "source Pod demo/v4 has no IPv6 address (it has 10.10.1.4), but destination fd00::1 makes the packet IPv6",
+		"-S demo/v4 -D demo/web-0 -f ipv6":                       "source Pod demo/v4 has no IPv6 address (it has 10.10.1.4), but spec.packet.ipv6Header makes the packet IPv6",
+		"-S demo/client -D fd00::1 -f tcp,tcp_dst=80,nw_proto=6": "",
+	} {
+		r := runAntctlWith(t, cl, append([]string{"traceflow"}, strings.Fields(args)...)...)
+		if want == "" {
+			if r.runErr != nil {
+				t.Errorf("antctl traceflow %s: %v", args, r.runErr)
+			}
+			n++
+			continue
+		}
+		if r.runErr == nil || r.runErr.Error() != want {
+			t.Errorf("antctl traceflow %s: error %v, want %q", args, r.runErr, want)
+		}
+	}
+	if len(created) != n {
+		t.Errorf("refused input created %d Traceflows", len(created)-n)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 	"antrea.io/antrea/pkg/util/suggest"
+	"antrea.io/antrea/pkg/util/traceflowip"
 )
 
 // A Traceflow (crd.antrea.io/v1beta1, docs/traceflow.md): the source Pod's
@@ -26,12 +27,19 @@ import (
 // TraceflowRequest is what to trace.
 type TraceflowRequest struct {
 	// SourceNamespace and SourcePod name the Pod the packet leaves; for
-	// live traffic to a Pod, SourcePod may be an IPv4 address instead.
+	// live traffic to a Pod, SourcePod may be an IP address instead.
 	SourceNamespace, SourcePod string
-	// Destination is an IPv4 address, or with DestinationNamespace the name
+	// Destination is an IP address, or with DestinationNamespace the name
 	// of a Pod or, when no Pod has it, a Service.
 	DestinationNamespace, Destination string
-	Packet                            crdv1beta1.Packet
+	// Packet gives the headers as IPv4's (IPHeader); NewTraceflow moves
+	// them to IPv6Header when the packet is IPv6.
+	Packet crdv1beta1.Packet
+	// IPv6 makes the packet IPv6 (to a dual-stack Pod's or Service's IPv6
+	// address). Without it the packet is of the destination IP's family,
+	// else IPv4 when the source and the destination have an IPv4 address,
+	// else IPv6 (pkg/util/traceflowip).
+	IPv6 bool
 	// LiveTraffic traces the source's next real packet that matches;
 	// DroppedOnly then reports only a dropped one.
 	LiveTraffic, DroppedOnly bool
@@ -48,11 +56,12 @@ func NewTraceflow(ctx context.Context, c *Clients, r TraceflowRequest) (*crdv1be
 	}
 	spec := crdv1beta1.TraceflowSpec{Packet: r.Packet, LiveTraffic: r.LiveTraffic, DroppedOnly: r.DroppedOnly,
 		Timeout: int32(r.Timeout / time.Second)}
-	dest, err := traceflowDestination(ctx, c, r.DestinationNamespace, r.Destination)
+	dest, dstEnd, err := traceflowDestination(ctx, c, r.DestinationNamespace, r.Destination)
 	if err != nil {
 		return nil, err
 	}
 	spec.Destination = dest
+	var srcEnd traceflowip.End
 	if ip, err := netip.ParseAddr(r.SourcePod); err == nil {
 		// Live traffic from an address to a Pod: the controller takes it
 		// (the destination Pod's agent tags the packet).
@@ -60,11 +69,13 @@ func NewTraceflow(ctx context.Context, c *Clients, r TraceflowRequest) (*crdv1be
 			return nil, fmt.Errorf("source %s: an address is a source only of live traffic to a Pod (--live-traffic, -D NS/POD)", ip)
 		}
 		spec.Source = crdv1beta1.Source{IP: ip.String()}
+		srcEnd = traceflowip.End{What: "source", Addrs: []netip.Addr{ip.Unmap()}, Given: true}
 	} else {
 		if err := checkRole(ctx, c, "source", r.SourceNamespace); err != nil {
 			return nil, err
 		}
-		if _, err := c.Kube.CoreV1().Pods(r.SourceNamespace).Get(ctx, r.SourcePod, metav1.GetOptions{}); err != nil {
+		pod, err := c.Kube.CoreV1().Pods(r.SourceNamespace).Get(ctx, r.SourcePod, metav1.GetOptions{})
+		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, fmt.Errorf("source Pod %s/%s not found%s", r.SourceNamespace, r.SourcePod,
 					suggest.Hint(r.SourcePod, podNames(ctx, c, r.SourceNamespace)))
@@ -72,36 +83,96 @@ func NewTraceflow(ctx context.Context, c *Clients, r TraceflowRequest) (*crdv1be
 			return nil, err
 		}
 		spec.Source = crdv1beta1.Source{Namespace: r.SourceNamespace, Pod: r.SourcePod}
+		srcEnd = traceflowip.End{What: fmt.Sprintf("source Pod %s/%s", r.SourceNamespace, r.SourcePod), Addrs: podAddrs(pod)}
+	}
+	if spec.Packet, err = packetOfFamily(r.Packet, r.IPv6, srcEnd, dstEnd); err != nil {
+		return nil, err
 	}
 	return &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: traceflowName(r.SourcePod, dest)}, Spec: spec}, nil
 }
 
-// traceflowDestination is an IP, else a Pod, else a Service.
-func traceflowDestination(ctx context.Context, c *Clients, ns, name string) (crdv1beta1.Destination, error) {
+// traceflowDestination is an IP, else a Pod, else a Service, with its
+// addresses.
+func traceflowDestination(ctx context.Context, c *Clients, ns, name string) (crdv1beta1.Destination, traceflowip.End, error) {
+	none := traceflowip.End{}
 	if ip, err := netip.ParseAddr(name); err == nil {
-		if !ip.Is4() {
-			return crdv1beta1.Destination{}, fmt.Errorf("destination %s: Traceflow traces IPv4 only", ip)
-		}
-		return crdv1beta1.Destination{IP: ip.String()}, nil
+		ip = ip.Unmap()
+		return crdv1beta1.Destination{IP: ip.String()}, traceflowip.End{What: "destination", Addrs: []netip.Addr{ip}, Given: true}, nil
 	}
 	if err := checkRole(ctx, c, "destination", ns); err != nil {
-		return crdv1beta1.Destination{}, err
+		return crdv1beta1.Destination{}, none, err
 	}
-	_, perr := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	pod, perr := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case perr == nil:
-		return crdv1beta1.Destination{Namespace: ns, Pod: name}, nil
+		return crdv1beta1.Destination{Namespace: ns, Pod: name},
+			traceflowip.End{What: fmt.Sprintf("destination Pod %s/%s", ns, name), Addrs: podAddrs(pod)}, nil
 	case !apierrors.IsNotFound(perr):
-		return crdv1beta1.Destination{}, perr
+		return crdv1beta1.Destination{}, none, perr
 	}
-	if _, err := c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+	svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			names := append(podNames(ctx, c, ns), serviceNames(ctx, c, ns)...)
-			return crdv1beta1.Destination{}, fmt.Errorf("destination %s/%s: no Pod or Service of that name%s", ns, name, suggest.Hint(name, names))
+			return crdv1beta1.Destination{}, none, fmt.Errorf("destination %s/%s: no Pod or Service of that name%s", ns, name, suggest.Hint(name, names))
 		}
-		return crdv1beta1.Destination{}, err
+		return crdv1beta1.Destination{}, none, err
 	}
-	return crdv1beta1.Destination{Namespace: ns, Service: name}, nil
+	return crdv1beta1.Destination{Namespace: ns, Service: name}, traceflowip.End{What: fmt.Sprintf("destination Service %s/%s", ns, name),
+		Addrs: traceflowip.Addrs(append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...)...)}, nil
+}
+
+// podAddrs are a Pod's addresses (status.podIPs, else status.podIP).
+func podAddrs(pod *corev1.Pod) []netip.Addr {
+	ips := []string{pod.Status.PodIP}
+	for _, ip := range pod.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	return traceflowip.Addrs(ips...)
+}
+
+// packetOfFamily gives the packet the header of its family: it stays as
+// parsed (ipHeader, or none) when IPv4; when IPv6 (v6, or so the
+// addresses decide) the fields go to ipv6Header (protocol 1, ICMP, as 58,
+// ICMPv6; the TTL as the hop limit), which is set even when empty, as
+// upstream's Traceflow needs it to trace IPv6 to a dual-stack Pod. A
+// source and destination of no common family are refused here, as the
+// controller would.
+func packetOfFamily(p crdv1beta1.Packet, v6 bool, src, dst traceflowip.End) (crdv1beta1.Packet, error) {
+	family := traceflowip.IPv4
+	if v6 {
+		family = traceflowip.IPv6
+	} else if len(dst.Addrs) > 0 {
+		f, _, _, err := traceflowip.Pick(&crdv1beta1.Packet{}, src, dst)
+		if err != nil {
+			return p, err
+		}
+		family = f
+	}
+	if family == traceflowip.IPv4 {
+		return p, nil
+	}
+	h := &crdv1beta1.IPv6Header{}
+	if ih := p.IPHeader; ih != nil {
+		if ih.Flags != 0 {
+			return p, fmt.Errorf("IPv4 flags %d in an IPv6 packet: IPv6 has no such flags", ih.Flags)
+		}
+		h.HopLimit = ih.TTL
+		if ih.Protocol != 0 {
+			next := ih.Protocol
+			if next == 1 {
+				next = 58
+			}
+			h.NextHeader = &next
+		}
+	}
+	p.IPHeader, p.IPv6Header = nil, h
+	if len(dst.Addrs) > 0 {
+		if _, _, _, err := traceflowip.Pick(&p, src, dst); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
 }
 
 // RunTraceflow creates tf, waits (polling every poll) until the controller
