@@ -129,7 +129,7 @@ func newPolicyNodeOf(t *testing.T, dual bool, with ...func(*agentof.Client, *Opt
 	if opts.FQDN != nil && opts.FQDN.Flows == nil {
 		opts.FQDN.Flows = flows
 		opts.FQDN.Live = ConntrackLive(&flowexporter.DpctlSource{RunDir: br.Dir(), Datapath: "netdev@ovs-netdev",
-			Zones: []uint16{agentof.CtZone}})
+			Zones: agentof.CtZones()}) // the agent's: both families'
 	}
 	c := NewController("node-1", n.client, flows, store, opts)
 	done := make(chan struct{})
