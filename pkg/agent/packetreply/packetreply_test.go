@@ -74,7 +74,7 @@ func TestAResetComesFromTheAddressAndPortTheCallerNames(t *testing.T) {
 
 func TestAnICMPErrorQuotesThePacketAsTheClientSentIt(t *testing.T) {
 	in := frame(endpoint, ProtoUDP, ports(udpLen+4, 40000, 5353))
-	_, ip, icmp := mustReply(t, in, Answer{From: service, FromPort: 53, ICMPCode: CodeHostProhibited})
+	_, ip, icmp := mustReply(t, in, Answer{From: service, FromPort: 53, Reason: AdminProhibited})
 	if ip[9] != ProtoICMP || icmp[0] != icmpDestUnreachable || icmp[1] != CodeHostProhibited || Checksum(nil, icmp) != 0 {
 		t.Fatalf("want ICMP host administratively prohibited, got % x", icmp)
 	}
@@ -106,7 +106,7 @@ func TestWhatIsAnsweredWithICMP(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = Reply(p, Answer{From: p.Dst, ICMPCode: CodeHostProhibited, UDPOnly: tc.udpOnly})
+			_, err = Reply(p, Answer{From: p.Dst, Reason: AdminProhibited, UDPOnly: tc.udpOnly})
 			if tc.answered && err != nil || !tc.answered && !errors.Is(err, ErrNoReply) {
 				t.Fatalf("answered %v, got err %v", tc.answered, err)
 			}

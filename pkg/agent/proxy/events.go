@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -43,10 +44,11 @@ type warned struct {
 }
 
 // unrealized lists what of a Service the data path does not realize, for
-// reasons of the Service itself: SCTP ports, IPv6 addresses. Headless
+// reasons of the Service itself: SCTP ports, addresses of a family the node
+// does not carry (fams: nodeView.families; IPv6 on an IPv4 node). Headless
 // Services, ExternalName Services and LoadBalancer ingress IPs whose ipMode
 // is Proxy are not realized by design and warn nothing.
-func unrealized(svc *corev1.Service, datapath string) []warning {
+func unrealized(svc *corev1.Service, datapath string, fams []agenttypes.IPFamily) []warning {
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone || (svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) == 0) {
 		return nil
 	}
@@ -68,9 +70,10 @@ func unrealized(svc *corev1.Service, datapath string) []warning {
 	if len(clusterIPs) == 0 {
 		clusterIPs = []string{svc.Spec.ClusterIP}
 	}
-	realized := realizedNames()
-	if len(realizedAddrs(agenttypes.ServiceClusterIPs(svc))) == 0 {
-		out = append(out, warning{ReasonIPv6NotSupported, fmt.Sprintf("Service not realized: AntreaProxy realizes %s only, and its ClusterIPs (%s) are not %s", realized, strings.Join(clusterIPs, ", "), realized)})
+	realized := familyNames(fams)
+	carried := func(a netip.Addr) bool { return slices.Contains(fams, agenttypes.FamilyOf(a)) }
+	if !slices.ContainsFunc(agenttypes.ServiceClusterIPs(svc), carried) {
+		out = append(out, warning{ReasonIPv6NotSupported, fmt.Sprintf("Service not realized: this node carries %s only, and its ClusterIPs (%s) are not %s", realized, strings.Join(clusterIPs, ", "), realized)})
 		return out
 	}
 	// The addresses of the families familyState computes but desiredState
@@ -78,7 +81,7 @@ func unrealized(svc *corev1.Service, datapath string) []warning {
 	var other []string
 	unrealizedOf := func(kind string, ss ...string) {
 		for _, s := range ss {
-			if a, err := netip.ParseAddr(s); err == nil && !realizes(agenttypes.FamilyOf(a)) {
+			if a, err := netip.ParseAddr(s); err == nil && !carried(a) {
 				other = append(other, kind+" "+s)
 			}
 		}
@@ -94,7 +97,7 @@ func unrealized(svc *corev1.Service, datapath string) []warning {
 		}
 	}
 	if len(other) > 0 {
-		out = append(out, warning{ReasonIPv6NotSupported, fmt.Sprintf("%s not realized: AntreaProxy realizes %s only; the %s addresses work", strings.Join(other, ", "), realized, realized)})
+		out = append(out, warning{ReasonIPv6NotSupported, fmt.Sprintf("%s not realized: this node carries %s only; the %s addresses work", strings.Join(other, ", "), realized, realized)})
 	}
 	return out
 }

@@ -51,7 +51,7 @@ func TestUnrealizableServicesGetOneWarningEvent(t *testing.T) {
 	got := events(rec)
 	want := []string{
 		"Warning SCTPNotSupported SCTP port(s) sig (3868/SCTP) not realized: the OVS userspace datapath's conntrack keeps no SCTP ports",
-		"Warning IPv6NotSupported Service not realized: AntreaProxy realizes IPv4 only, and its ClusterIPs (fd00::10) are not IPv4",
+		"Warning IPv6NotSupported Service not realized: this node carries IPv4 only, and its ClusterIPs (fd00::10) are not IPv4",
 		"Warning IPv6NotSupported ClusterIP fd00::12, external IP 2001:db8::12 not realized",
 	}
 	if len(got) != len(want) {
@@ -114,7 +114,7 @@ func TestUnrealizableServicesGetOneWarningEvent(t *testing.T) {
 // SCTP, but AntreaProxy does not realize it yet, and says so.
 func TestSCTPWarningOnTheSystemDatapath(t *testing.T) {
 	svc := service("sig", "10.96.0.10", svcPort("", corev1.ProtocolSCTP, 3868, 3868))
-	ws := unrealized(svc, "system")
+	ws := unrealized(svc, "system", ipv4Node)
 	if len(ws) != 1 || ws[0].reason != ReasonSCTPNotSupported || !strings.Contains(ws[0].message, "AntreaProxy does not realize SCTP ports yet") {
 		t.Fatalf("got %v", ws)
 	}
@@ -122,7 +122,7 @@ func TestSCTPWarningOnTheSystemDatapath(t *testing.T) {
 		service("headless", corev1.ClusterIPNone, svcPort("", corev1.ProtocolSCTP, 3868, 3868)),
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ext"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}},
 	} {
-		if ws := unrealized(s, "netdev"); len(ws) != 0 {
+		if ws := unrealized(s, "netdev", ipv4Node); len(ws) != 0 {
 			t.Errorf("%s is not realized by design and should warn nothing, got %v", s.Name, ws)
 		}
 	}

@@ -12,34 +12,21 @@ import (
 // The proxy computes a Service's desired state per IP family
 // (familyState), as kube-proxy runs one proxier per family, and joins the
 // families it realizes (desiredState), as kube-proxy's metaproxier joins
-// its two proxiers. realizes is the one place that says which: IPv4 until
-// dual-stack lands (issue 33); the other family's part of a Service is left
+// its two proxiers. realizes says IPv4 always; a node that carries IPv6
+// (Config.IPv6: dual-stack or IPv6-only) realizes IPv6 too
+// (nodeView.families). On an IPv4 node a Service's IPv6 part is left
 // unrealized with a Warning Event (events.go).
 
 // realizes reports whether AntreaProxy realizes Services of family f.
 func realizes(f agenttypes.IPFamily) bool { return f == agenttypes.IPv4 }
 
-// realizedFamilies are the families realizes accepts, IPv4 first.
-func realizedFamilies() []agenttypes.IPFamily { return agenttypes.Families(realizes) }
-
-// realizedNames names the realized families for messages ("IPv4").
-func realizedNames() string {
+// familyNames names families for messages ("IPv4", "IPv4 and IPv6").
+func familyNames(fams []agenttypes.IPFamily) string {
 	var names []string
-	for _, f := range realizedFamilies() {
+	for _, f := range fams {
 		names = append(names, f.String())
 	}
 	return strings.Join(names, " and ")
-}
-
-// realizedAddrs keeps the addresses of the families AntreaProxy realizes.
-func realizedAddrs(as []netip.Addr) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range as {
-		if realizes(agenttypes.FamilyOf(a)) {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // parseAddrs parses the addresses of a list, of either family (an

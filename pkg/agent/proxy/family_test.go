@@ -61,17 +61,39 @@ func TestADualStackServiceRealizesItsIPv4PartAndReportsItsIPv6PartUnrealized(t *
 	if got, want := desiredState(svc, slices, node), familyState(svc, slices, node, agenttypes.IPv4); !got.Equal(want) {
 		t.Errorf("desiredState of a dual-stack Service =\n%v\nwant its IPv4 part alone\n%v", got, want)
 	}
-	ws := unrealized(svc, "netdev")
+	ws := unrealized(svc, "netdev", node.families())
 	if len(ws) != 1 || ws[0].reason != ReasonIPv6NotSupported {
 		t.Fatalf("unrealized = %+v, want one %s warning", ws, ReasonIPv6NotSupported)
 	}
-	for _, want := range []string{"ClusterIP fd00:10:96::a", "external IP fd00:100::10", "realizes IPv4 only"} {
+	for _, want := range []string{"ClusterIP fd00:10:96::a", "external IP fd00:100::10", "this node carries IPv4 only"} {
 		if !strings.Contains(ws[0].message, want) {
 			t.Errorf("warning %q does not say %q", ws[0].message, want)
 		}
 	}
 	if needs := nodeNeeds(svc, node); len(needs.Addresses) != 2 || !needs.Addresses[0].Is4() || !needs.Addresses[1].Is4() {
 		t.Errorf("nodeNeeds of a dual-stack Service = %v, want its two IPv4 addresses", needs.Addresses)
+	}
+}
+
+// ipv4Node is the families of an IPv4 node.
+var ipv4Node = nodeView{}.families()
+
+// TestADualStackNodeWarnsNothingOfADualStackService: the Warning Event an
+// IPv4 node posts about a Service's IPv6 part is not posted where the node
+// carries IPv6 (dual-stack or IPv6-only), and an IPv6-only Service is
+// realized there too.
+func TestADualStackNodeWarnsNothingOfADualStackService(t *testing.T) {
+	svc, _ := dualStackWeb()
+	dual := nodeView{name: "node-1", ipv6: true}.families()
+	if ws := unrealized(svc, "netdev", dual); len(ws) != 0 {
+		t.Fatalf("a dual-stack node warned of a dual-stack Service: %+v", ws)
+	}
+	v6 := withSpec(service("v6", "fd00:10:96::b", svcPort("http", corev1.ProtocolTCP, 80, 8080)), func(s *corev1.Service) {})
+	if ws := unrealized(v6, "netdev", dual); len(ws) != 0 {
+		t.Fatalf("a dual-stack node warned of an IPv6 Service: %+v", ws)
+	}
+	if ws := unrealized(v6, "netdev", ipv4Node); len(ws) != 1 || !strings.Contains(ws[0].message, "its ClusterIPs (fd00:10:96::b) are not IPv4") {
+		t.Fatalf("an IPv4 node should warn once that an IPv6 Service is not realized, got %+v", ws)
 	}
 }
 

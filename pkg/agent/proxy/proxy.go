@@ -652,7 +652,7 @@ func (p *Proxy) plan(key string) (*plan, error) {
 			}
 		}
 		pl.want = desiredState(svc, slices, p.view())
-		warnings = unrealized(svc, p.datapath)
+		warnings = unrealized(svc, p.datapath, p.view().families())
 		pl.hc = healthCheckOf(svc, slices, p.nodeName, p.view().families())
 		if p.proxyAll {
 			pl.needs = nodeNeeds(svc, p.view())

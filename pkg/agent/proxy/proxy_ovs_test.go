@@ -61,8 +61,10 @@ func newOVSNodeOn(t *testing.T, br *bridgetest.Bridge, cfg Config, objs ...any) 
 	}
 	br.SetReplay(func(ctx context.Context, conn *openflow.Conn) error { return flows.Replay(ctx, conn) })
 	_, cidr, _ := net.ParseCIDR(bridgetest.PodCIDR)
+	// A bridge the caller made dual-stack (AddGatewayIPv6) gives a
+	// dual-stack node.
 	if err := flows.Initialize(context.Background(), &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort,
-		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayMAC: br.GatewayMAC, PodCIDR: cidr}); err != nil {
+		GatewayIP: net.ParseIP(bridgetest.GatewayIP), GatewayIPv6: br.GatewayIPv6, GatewayMAC: br.GatewayMAC, PodCIDR: cidr}); err != nil {
 		t.Fatal(err)
 	}
 	n := &ovsNode{Bridge: br, client: fake.NewClientset(), flows: flows}

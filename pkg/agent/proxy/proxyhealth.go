@@ -47,7 +47,7 @@ type ProxyHealth struct {
 	// NodeEligible is set on /healthz answers only.
 	NodeEligible *bool `json:"nodeEligible,omitempty"`
 	Healthy      bool  `json:"healthy"`
-	// Status is per IP family; AntreaProxy realizes IPv4 only.
+	// Status is per IP family (kube-proxy's form).
 	Status map[corev1.IPFamily]ProxierHealth `json:"status,omitempty"`
 }
 

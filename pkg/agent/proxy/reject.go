@@ -79,5 +79,5 @@ func rejectReply(frame []byte) ([]byte, error) {
 		return nil, err
 	}
 	return packetreply.Reply(p, packetreply.Answer{From: p.Dst, FromPort: p.DstPort,
-		ICMPCode: packetreply.CodePortUnreachable, UDPOnly: true})
+		Reason: packetreply.PortUnreachable, UDPOnly: true})
 }

@@ -3,6 +3,7 @@ package openflow
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 )
 
 // U128 is a 128-bit value (IPv6 addresses, ct_label, xxreg). Narrower fields
@@ -16,6 +17,16 @@ func U64(v uint64) U128 { return U128{Lo: v} }
 
 // IsZero reports whether every bit is zero.
 func (u U128) IsZero() bool { return u.Hi == 0 && u.Lo == 0 }
+
+// IPv4 reads the value's low 32 bits as an IPv4 address (nw_src,
+// ct_nw_dst, tun_dst, ...).
+func (u U128) IPv4() netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(u.Lo >> 24), byte(u.Lo >> 16), byte(u.Lo >> 8), byte(u.Lo)})
+}
+
+// IPv6 reads the value as an IPv6 address (ipv6_src, ct_ipv6_dst,
+// tun_ipv6_dst, ...).
+func (u U128) IPv6() netip.Addr { return u128Addr6(u) }
 
 func (u U128) and(v U128) U128 { return U128{u.Hi & v.Hi, u.Lo & v.Lo} }
 func (u U128) or(v U128) U128  { return U128{u.Hi | v.Hi, u.Lo | v.Lo} }

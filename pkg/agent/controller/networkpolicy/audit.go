@@ -123,6 +123,8 @@ func protocolName(p byte) string {
 		return "UDP"
 	case packetreply.ProtoSCTP:
 		return "SCTP"
+	case packetreply.ProtoICMPv6:
+		return "IPv6-ICMP" // IANA's keyword
 	}
 	return "UnknownProtocol"
 }

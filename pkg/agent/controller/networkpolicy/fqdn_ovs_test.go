@@ -31,7 +31,8 @@ import (
 )
 
 // zoneRecord is what the test's DNS server answers for a name: a CNAME to
-// another name of the zone, or A records, with a TTL.
+// another name of the zone, or addresses (A records of the IPv4 ones, AAAA
+// of the IPv6 ones), with a TTL.
 type zoneRecord struct {
 	cname string
 	addrs []net.IP
@@ -56,7 +57,8 @@ func (z *testZone) answer(query []byte) ([]byte, error) {
 	return dnsAnswerFor(z.m, query)
 }
 
-// serveDNS runs a DNS server (UDP and TCP port 53) in pod p answering from
+// serveDNS runs a DNS server (UDP and TCP port 53, on the pod's addresses
+// of both families) in pod p answering from
 // zone (names in lower case, without the trailing dot): the DNS server at
 // the process boundary, written on golang.org/x/net/dns/dnsmessage.
 func serveDNS(t *testing.T, p *bridgetest.Pod, records map[string]zoneRecord) *testZone {
@@ -66,10 +68,10 @@ func serveDNS(t *testing.T, p *bridgetest.Pod, records map[string]zoneRecord) *t
 	var pc net.PacketConn
 	if err := p.Do(t, func() error {
 		var err error
-		if ln, err = net.Listen("tcp4", ":53"); err != nil {
+		if ln, err = net.Listen("tcp", ":53"); err != nil {
 			return err
 		}
-		pc, err = net.ListenPacket("udp4", ":53")
+		pc, err = net.ListenPacket("udp", ":53")
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -164,11 +166,16 @@ func dnsAnswerFor(zone map[string]zoneRecord, query []byte) ([]byte, error) {
 			name = r.cname
 			continue
 		}
-		if q.Type == dnsmessage.TypeA {
-			for _, a := range r.addrs {
-				if err := b.AResource(rh, dnsmessage.AResource{A: [4]byte(a.To4())}); err != nil {
-					return nil, err
-				}
+		for _, a := range r.addrs {
+			var err error
+			switch {
+			case q.Type == dnsmessage.TypeA && a.To4() != nil:
+				err = b.AResource(rh, dnsmessage.AResource{A: [4]byte(a.To4())})
+			case q.Type == dnsmessage.TypeAAAA && a.To4() == nil:
+				err = b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: [16]byte(a.To16())})
+			}
+			if err != nil {
+				return nil, err
 			}
 		}
 		break
@@ -181,9 +188,15 @@ func dnsAnswerFor(zone map[string]zoneRecord, query []byte) ([]byte, error) {
 // addresses of the answer.
 func lookup(t *testing.T, p *bridgetest.Pod, server net.IP, network, name string) []netip.Addr {
 	t.Helper()
+	return lookupType(t, p, server, network, name, dnsmessage.TypeA)
+}
+
+// lookupType is lookup of records of type qtype (A or AAAA).
+func lookupType(t *testing.T, p *bridgetest.Pod, server net.IP, network, name string, qtype dnsmessage.Type) []netip.Addr {
+	t.Helper()
 	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 0x4242, RecursionDesired: true})
 	_ = b.StartQuestions()
-	_ = b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name + "."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+	_ = b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name + "."), Type: qtype, Class: dnsmessage.ClassINET})
 	query, err := b.Finish()
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +208,7 @@ func lookup(t *testing.T, p *bridgetest.Pod, server net.IP, network, name string
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
 	var answer []byte
-	if network == "udp4" {
+	if strings.HasPrefix(network, "udp") {
 		if _, err := c.Write(query); err != nil {
 			t.Fatal(err)
 		}
@@ -224,15 +237,22 @@ func lookup(t *testing.T, p *bridgetest.Pod, server net.IP, network, name string
 		if err != nil {
 			break
 		}
-		if h.Type != dnsmessage.TypeA {
+		switch h.Type {
+		case dnsmessage.TypeA:
+			r, err := ps.AResource()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, netip.AddrFrom4(r.A))
+		case dnsmessage.TypeAAAA:
+			r, err := ps.AAAAResource()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, netip.AddrFrom16(r.AAAA))
+		default:
 			_ = ps.SkipAnswer()
-			continue
 		}
-		r, err := ps.AResource()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, netip.AddrFrom4(r.A))
 	}
 	return out
 }
@@ -242,7 +262,7 @@ func lookup(t *testing.T, p *bridgetest.Pod, server net.IP, network, name string
 // connection (the SYN included): 0 means the very first SYN got through.
 func firstTCP(t *testing.T, p *bridgetest.Pod, addr string) (who string, retrans uint32, err error) {
 	t.Helper()
-	c, err := p.Dial(t, "tcp4", addr, 3*time.Second)
+	c, err := p.Dial(t, "tcp", addr, 3*time.Second)
 	if err != nil {
 		return "", 0, err
 	}
@@ -268,18 +288,26 @@ func firstTCP(t *testing.T, p *bridgetest.Pod, addr string) (who string, retrans
 	return who, info.Total_retrans, nil
 }
 
-// addPod adds a pod with its flows, interface and address group ag-<name>.
-func (n *policyNode) addPod(t *testing.T, name, cidr string) *bridgetest.Pod {
+// addPod adds a pod with its flows, interface and address group ag-<name>;
+// on a dual-stack node, cidr6 gives it an IPv6 address too.
+func (n *policyNode) addPod(t *testing.T, name, cidr string, cidr6 ...string) *bridgetest.Pod {
 	t.Helper()
 	p := n.br.AddPod(t, name, cidr)
-	if err := n.flows.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+	ips := []net.IP{p.IP}
+	m := member("default", name, p.IP.String())
+	for _, c := range cidr6 {
+		p.AddIPv6(t, n.br, c)
+		ips = append(ips, p.IPv6)
+		m.IPs = append(m.IPs, cpv1beta2.IPAddress(p.IPv6))
+	}
+	if err := n.flows.InstallPodFlows(p.HostIF, ips, p.MAC, p.OFPort); err != nil {
 		t.Fatal(err)
 	}
-	iface := interfacestore.NewContainerInterface(p.HostIF, "c-"+name, name, "default", "eth0", p.MAC, []net.IP{p.IP}, 0)
+	iface := interfacestore.NewContainerInterface(p.HostIF, "c-"+name, name, "default", "eth0", p.MAC, ips, 0)
 	iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(p.OFPort)}
 	n.store.AddInterface(iface)
 	if err := n.client.Tracker().Add(&cpv1beta2.AddressGroup{ObjectMeta: metav1.ObjectMeta{Name: "ag-" + name},
-		GroupMembers: []cpv1beta2.GroupMember{member("default", name, p.IP.String())}}); err != nil {
+		GroupMembers: []cpv1beta2.GroupMember{m}}); err != nil {
 		t.Fatal(err)
 	}
 	return p

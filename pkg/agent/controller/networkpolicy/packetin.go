@@ -171,8 +171,11 @@ func (c *Controller) reject(ctx context.Context, io agentof.PacketInRouter, pi *
 	}
 	from, fromPort := pkt.Dst, pkt.DstPort
 	if v, ok := pi.Match.Get(agentof.ServiceCTMark.Field); ok && v.Value.Lo&1 != 0 {
-		if d, ok := pi.Match.Get(binding.FieldCTNwDst); ok {
-			from = netip.AddrFrom4([4]byte{byte(d.Value.Lo >> 24), byte(d.Value.Lo >> 16), byte(d.Value.Lo >> 8), byte(d.Value.Lo)})
+		if d, ok := pi.Match.Get(binding.FieldCTNwDst); ok && !pkt.IPv6 {
+			from = d.Value.IPv4()
+		}
+		if d, ok := pi.Match.Get(binding.FieldCTIPv6Dst); ok && pkt.IPv6 {
+			from = d.Value.IPv6()
 		}
 		if p, ok := pi.Match.Get(binding.FieldCTTpDst); ok {
 			fromPort = uint16(p.Value.Lo)
@@ -187,13 +190,16 @@ func (c *Controller) reject(ctx context.Context, io agentof.PacketInRouter, pi *
 		dstMAC = iface.MAC
 	}
 	reply, err := packetreply.Reply(pkt, packetreply.Answer{From: from, FromPort: fromPort, DstMAC: dstMAC,
-		ICMPCode: packetreply.CodeHostProhibited})
+		Reason: packetreply.AdminProhibited})
 	if err != nil {
 		return err
 	}
 	var acts []binding.Action
-	if tun, ok := pi.Match.Get(binding.FieldTunSrc); ok && tun.Value.Lo != 0 {
-		acts = append(acts, &binding.SetField{Field: binding.FieldTunDst, Value: tun.Value})
+	// Back to the tunnel peer it came from, over the underlay's family.
+	for _, f := range [][2]binding.Field{{binding.FieldTunSrc, binding.FieldTunDst}, {binding.FieldTunIPv6Src, binding.FieldTunIPv6Dst}} {
+		if tun, ok := pi.Match.Get(f[0]); ok && !tun.Value.IsZero() {
+			acts = append(acts, &binding.SetField{Field: f[1], Value: tun.Value})
+		}
 	}
 	acts = append(acts, &binding.Output{Port: binding.PortInPort})
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -46,7 +46,22 @@ type policyNode struct {
 // newPolicyNode starts a node; each with may change the OpenFlow client
 // and the controller's options before they start.
 func newPolicyNode(t *testing.T, with ...func(*agentof.Client, *Options)) *policyNode {
+	return newPolicyNodeOf(t, false, with...)
+}
+
+// newDualStackPolicyNode is newPolicyNode on a dual-stack node: the pods
+// also have IPv6 addresses (fd00:10:244:1::3, ::4, ::5), members of their
+// groups with both, and web answers on both families.
+func newDualStackPolicyNode(t *testing.T, with ...func(*agentof.Client, *Options)) *policyNode {
+	return newPolicyNodeOf(t, true, with...)
+}
+
+func newPolicyNodeOf(t *testing.T, dual bool, with ...func(*agentof.Client, *Options)) *policyNode {
+	t.Helper()
 	br := bridgetest.New(t)
+	if dual {
+		br.AddGatewayIPv6(t, "fd00:10:244:1::1/64")
+	}
 	flows, err := agentof.NewClient(br.OF, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +70,7 @@ func newPolicyNode(t *testing.T, with ...func(*agentof.Client, *Options)) *polic
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := flows.Initialize(ctx, &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
-		GatewayMAC: br.GatewayMAC, PodCIDR: br.PodCIDR}); err != nil {
+		GatewayIPv6: br.GatewayIPv6, GatewayMAC: br.GatewayMAC, PodCIDR: br.PodCIDR}); err != nil {
 		t.Fatal(err)
 	}
 	n := &policyNode{br: br, client: newClient(), auditDir: t.TempDir()}
@@ -64,22 +79,34 @@ func newPolicyNode(t *testing.T, with ...func(*agentof.Client, *Options)) *polic
 		name := []string{"web", "a", "b"}[i]
 		*p = br.AddPod(t, name, fmt.Sprintf("10.10.1.%d/24", 3+i))
 		pod := *p
-		if err := flows.InstallPodFlows(pod.HostIF, []net.IP{pod.IP}, pod.MAC, pod.OFPort); err != nil {
+		ips := []net.IP{pod.IP}
+		if dual {
+			pod.AddIPv6(t, br, fmt.Sprintf("fd00:10:244:1::%d/64", 3+i))
+			ips = append(ips, pod.IPv6)
+		}
+		if err := flows.InstallPodFlows(pod.HostIF, ips, pod.MAC, pod.OFPort); err != nil {
 			t.Fatal(err)
 		}
-		iface := interfacestore.NewContainerInterface(pod.HostIF, "c-"+name, name, "default", "eth0", pod.MAC, []net.IP{pod.IP}, 0)
+		iface := interfacestore.NewContainerInterface(pod.HostIF, "c-"+name, name, "default", "eth0", pod.MAC, ips, 0)
 		iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(pod.OFPort)}
 		store.AddInterface(iface)
+		m := member("default", name, pod.IP.String())
+		if dual {
+			m.IPs = append(m.IPs, cpv1beta2.IPAddress(pod.IPv6))
+		}
 		if err := n.client.Tracker().Add(&cpv1beta2.AddressGroup{ObjectMeta: metav1.ObjectMeta{Name: "ag-" + name},
-			GroupMembers: []cpv1beta2.GroupMember{member("default", name, pod.IP.String())}}); err != nil {
+			GroupMembers: []cpv1beta2.GroupMember{m}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := n.client.Tracker().Add(&cpv1beta2.AppliedToGroup{ObjectMeta: metav1.ObjectMeta{Name: "atg-" + name},
-			GroupMembers: []cpv1beta2.GroupMember{member("default", name, pod.IP.String())}}); err != nil {
+			GroupMembers: []cpv1beta2.GroupMember{m}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	n.web.ServeWho(t, 8080)
+	if dual {
+		n.web.ServeWho6(t, 8080)
+	}
 	packets := agentof.NewPacketInDispatcher(br.OF)
 	go packets.Run(ctx)
 	// As the agent does: a narrowing write purges the datapath cache
@@ -102,7 +129,7 @@ func newPolicyNode(t *testing.T, with ...func(*agentof.Client, *Options)) *polic
 	if opts.FQDN != nil && opts.FQDN.Flows == nil {
 		opts.FQDN.Flows = flows
 		opts.FQDN.Live = ConntrackLive(&flowexporter.DpctlSource{RunDir: br.Dir(), Datapath: "netdev@ovs-netdev",
-			Zones: []uint16{agentof.CtZone}})
+			Zones: agentof.CtZones()}) // the agent's: both families'
 	}
 	c := NewController("node-1", n.client, flows, store, opts)
 	done := make(chan struct{})
@@ -159,7 +186,7 @@ func (n *policyNode) tcpOutcome(t *testing.T, c *bridgetest.Pod) string {
 // "timeout" (after timeout).
 func dialOutcome(t *testing.T, c *bridgetest.Pod, addr string, timeout time.Duration) string {
 	t.Helper()
-	answer, err := c.AskWho(t, "tcp4", addr, timeout)
+	answer, err := c.AskWho(t, "tcp", addr, timeout) // the family of addr
 	switch {
 	case err == nil:
 		who, _ := bridgetest.Answerer(answer)
@@ -174,12 +201,19 @@ func dialOutcome(t *testing.T, c *bridgetest.Pod, addr string, timeout time.Dura
 // policies are realized asynchronously.
 func (n *policyNode) expect(t *testing.T, why string, want map[*bridgetest.Pod]string) {
 	t.Helper()
+	n.expectAt(t, why, net.JoinHostPort(n.web.IP.String(), "8080"), want)
+}
+
+// expectAt is expect with the clients connecting to addr (web's IPv6
+// address and port, on a dual-stack node).
+func (n *policyNode) expectAt(t *testing.T, why, addr string, want map[*bridgetest.Pod]string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got := map[string]string{}
 		ok := true
 		for c, w := range want {
-			got[c.Name] = n.tcpOutcome(t, c)
+			got[c.Name] = dialOutcome(t, c, addr, 400*time.Millisecond)
 			ok = ok && got[c.Name] == w
 		}
 		if ok {
@@ -303,7 +337,13 @@ func TestAntreaNativePoliciesAreEvaluatedByTierPriorityAndRuleOrder(t *testing.T
 // or a timeout).
 func udpOutcome(t *testing.T, c, to *bridgetest.Pod) error {
 	t.Helper()
-	conn, err := c.Dial(t, "udp4", net.JoinHostPort(to.IP.String(), "9999"), time.Second)
+	return udpOutcomeTo(t, c, to.IP)
+}
+
+// udpOutcomeTo is udpOutcome to an address of either family.
+func udpOutcomeTo(t *testing.T, c *bridgetest.Pod, to net.IP) error {
+	t.Helper()
+	conn, err := c.Dial(t, "udp", net.JoinHostPort(to.String(), "9999"), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
