@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +45,7 @@ import (
 	crdlisters "antrea.io/antrea/pkg/client/listers/crd/v1beta1"
 	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/util/namequeue"
+	"antrea.io/antrea/pkg/util/traceflowip"
 )
 
 // DefaultReinjectInterval is how often the sender injects the packet again
@@ -112,10 +114,11 @@ type running struct {
 	// captured is set once a live packet was reported (under the
 	// Controller's mu).
 	captured bool
-	// src is the traced packet's source address: packet-ins of other
-	// packets with the tag (a pod's echo reply copies the request's DSCP)
-	// are not the traced packet's.
-	src netip.Addr
+	// srcs are the traced packet's source's addresses (it is of one of
+	// them): packet-ins of other packets with the tag (a pod's echo reply
+	// copies the request's DSCP, or traffic class) are not the traced
+	// packet's.
+	srcs []netip.Addr
 }
 
 // Controller traces the running Traceflows on this node.
@@ -215,11 +218,15 @@ func (c *Controller) start(ctx context.Context, tf *crdv1beta1.Traceflow) error 
 	}
 	r := &running{name: tf.Name, uid: tf.UID, tag: tag, sender: srcIface != nil, live: tf.Spec.LiveTraffic,
 		droppedOnly: tf.Spec.DroppedOnly}
-	r.src = c.sourceIP(ctx, tf, srcIface)
+	r.srcs = c.sourceAddrs(ctx, tf, srcIface)
 	spec := agentof.TraceflowFlows{Tag: tag, Timeout: timeout(tf), DroppedOnly: tf.Spec.DroppedOnly}
 	var dst *destination
 	if r.sender || r.live {
-		d, err := c.destination(ctx, tf)
+		src := traceflowip.End{What: "spec.source.ip", Addrs: r.srcs, Given: true}
+		if tf.Spec.Source.Pod != "" {
+			src = traceflowip.End{What: fmt.Sprintf("source Pod %s/%s", tf.Spec.Source.Namespace, tf.Spec.Source.Pod), Addrs: r.srcs}
+		}
+		d, err := c.destination(ctx, tf, src)
 		if err != nil {
 			return err
 		}
@@ -240,37 +247,49 @@ func (c *Controller) start(ctx context.Context, tf *crdv1beta1.Traceflow) error 
 	c.mu.Lock()
 	c.byName[tf.Name], c.byTag[tag] = r, r
 	c.mu.Unlock()
-	klog.InfoS("Tracing", "traceflow", tf.Name, "tag", tag, "sender", r.sender, "live", r.live)
 	if r.sender && !r.live {
-		frame := &Frame{SrcMAC: srcIface.MAC, DstMAC: dst.mac, Dst: dst.ip, Tag: tag, Packet: tf.Spec.Packet,
+		klog.InfoS("Tracing", "traceflow", tf.Name, "tag", tag, "sender", r.sender, "live", r.live, "src", dst.src, "dst", dst.ip)
+		frame := &Frame{SrcMAC: srcIface.MAC, DstMAC: dst.mac, Src: dst.src, Dst: dst.ip, Tag: tag, Packet: tf.Spec.Packet,
 			ServicePort: dst.port, ServiceProto: dst.proto}
-		frame.Src = addrOfFamily(srcIface.IPs, agenttypes.FamilyOf(dst.ip))
 		go c.inject(injectCtx, tf.Name, uint32(srcIface.OFPort), frame)
+	} else {
+		klog.InfoS("Tracing", "traceflow", tf.Name, "tag", tag, "sender", r.sender, "live", r.live)
 	}
 	return nil
 }
 
-// sourceIP is the address the traced packet comes from.
-func (c *Controller) sourceIP(ctx context.Context, tf *crdv1beta1.Traceflow, local *interfacestore.InterfaceConfig) netip.Addr {
-	var ip string
+// sourceAddrs are the addresses the traced packet may come from: the
+// local source Pod's, spec.source.ip, or the source Pod's PodIPs.
+func (c *Controller) sourceAddrs(ctx context.Context, tf *crdv1beta1.Traceflow, local *interfacestore.InterfaceConfig) []netip.Addr {
 	switch s := tf.Spec.Source; {
 	case local != nil:
-		ip = firstTraced(local.IPs).String()
+		var out []netip.Addr
+		for _, ip := range local.IPs {
+			if a := agenttypes.Addr(ip); a.IsValid() {
+				out = append(out, a)
+			}
+		}
+		return out
 	case s.IP != "":
-		ip = s.IP
+		return traceflowip.Addrs(s.IP)
 	case s.Pod != "":
 		pod, err := c.cfg.Kube.CoreV1().Pods(s.Namespace).Get(ctx, s.Pod, metav1.GetOptions{})
 		if err != nil {
 			klog.ErrorS(err, "Cannot read the Traceflow's source Pod", "traceflow", tf.Name)
-			return netip.Addr{}
+			return nil
 		}
-		ip = pod.Status.PodIP
+		return podAddrs(pod)
 	}
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return netip.Addr{}
+	return nil
+}
+
+// podAddrs are a Pod's addresses (status.podIPs, else status.podIP).
+func podAddrs(pod *corev1.Pod) []netip.Addr {
+	ips := []string{pod.Status.PodIP}
+	for _, ip := range pod.Status.PodIPs {
+		ips = append(ips, ip.IP)
 	}
-	return a
+	return traceflowip.Addrs(ips...)
 }
 
 func timeout(tf *crdv1beta1.Traceflow) time.Duration {
@@ -280,69 +299,33 @@ func timeout(tf *crdv1beta1.Traceflow) time.Duration {
 	return 20 * time.Second
 }
 
-// traces reports whether Traceflow traces packets of family f: the one
-// boundary of this package that dual-stack widens (Frame.Build makes
-// IPv4 packets only).
-func traces(f agenttypes.IPFamily) bool { return f == agenttypes.IPv4 }
-
-// checkTraced refuses an address of a family Traceflow does not trace.
-func checkTraced(what string, a netip.Addr) error {
-	if f := agenttypes.FamilyOf(a); !traces(f) {
-		return agenttypes.ErrFamilyNotSupported(what, f)
-	}
-	return nil
-}
-
-// addrOfFamily is the first of a pod's addresses of family f (the zero
-// Addr if it has none).
-func addrOfFamily(ips []net.IP, f agenttypes.IPFamily) netip.Addr {
-	for _, ip := range ips {
-		if a := agenttypes.Addr(ip); agenttypes.FamilyOf(a) == f {
-			return a
-		}
-	}
-	return netip.Addr{}
-}
-
-// firstTraced is the first of a pod's addresses of a family Traceflow
-// traces (the zero Addr if none).
-func firstTraced(ips []net.IP) netip.Addr {
-	for _, ip := range ips {
-		if a := agenttypes.Addr(ip); traces(agenttypes.FamilyOf(a)) {
-			return a
-		}
-	}
-	return netip.Addr{}
-}
-
-// destination is where the traced packet goes.
+// destination is where the traced packet goes, and from which of the
+// source's addresses (traceflowip.Pick: of the packet's family).
 type destination struct {
-	ip    netip.Addr
-	mac   net.HardwareAddr
-	port  uint16
-	proto uint8
+	ip, src netip.Addr
+	mac     net.HardwareAddr
+	port    uint16
+	proto   uint8
 }
 
-func (c *Controller) destination(ctx context.Context, tf *crdv1beta1.Traceflow) (*destination, error) {
+func (c *Controller) destination(ctx context.Context, tf *crdv1beta1.Traceflow, src traceflowip.End) (*destination, error) {
 	d := tf.Spec.Destination
 	out := &destination{mac: c.cfg.GatewayMAC}
-	var ipStr string
+	var dst traceflowip.End
 	switch {
 	case d.Pod != "":
 		pod, err := c.cfg.Kube.CoreV1().Pods(d.Namespace).Get(ctx, d.Pod, metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("destination Pod %s/%s: %w", d.Namespace, d.Pod, err)
 		}
-		ipStr = pod.Status.PodIP
-		if iface, ok := c.cfg.Interfaces.GetInterfaceByIP(ipStr); ok && iface.MAC != nil {
-			out.mac = iface.MAC
-		}
+		dst = traceflowip.End{What: fmt.Sprintf("destination Pod %s/%s", d.Namespace, d.Pod), Addrs: podAddrs(pod)}
 	case d.Service != "":
 		svc, err := c.cfg.Kube.CoreV1().Services(d.Namespace).Get(ctx, d.Service, metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("destination Service %s/%s: %w", d.Namespace, d.Service, err)
 		}
-		ipStr = svc.Spec.ClusterIP
+		dst = traceflowip.End{What: fmt.Sprintf("destination Service %s/%s", d.Namespace, d.Service),
+			Addrs: traceflowip.Addrs(append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...)...)}
 		if len(svc.Spec.Ports) > 0 {
 			p := svc.Spec.Ports[0]
 			out.port = uint16(p.Port)
@@ -354,19 +337,21 @@ func (c *Controller) destination(ctx context.Context, tf *crdv1beta1.Traceflow) 
 			}
 		}
 	default:
-		ipStr = d.IP
-		if iface, ok := c.cfg.Interfaces.GetInterfaceByIP(ipStr); ok && iface.MAC != nil {
+		dst = traceflowip.End{What: "spec.destination.ip", Addrs: traceflowip.Addrs(d.IP), Given: true}
+	}
+	if len(dst.Addrs) == 0 {
+		return nil, fmt.Errorf("destination of Traceflow %s has no IP address", tf.Name)
+	}
+	_, srcIP, dstIP, err := traceflowip.Pick(&tf.Spec.Packet, src, dst)
+	if err != nil {
+		return nil, fmt.Errorf("traceflow %s: %w", tf.Name, err)
+	}
+	out.ip, out.src = dstIP, srcIP
+	if d.Service == "" {
+		if iface, ok := c.cfg.Interfaces.GetInterfaceByIP(dstIP.String()); ok && iface.MAC != nil {
 			out.mac = iface.MAC
 		}
 	}
-	ip, err := netip.ParseAddr(ipStr)
-	if err != nil {
-		return nil, fmt.Errorf("destination of Traceflow %s has no IP address (%q)", tf.Name, ipStr)
-	}
-	if err := checkTraced(fmt.Sprintf("destination %s of Traceflow %s", ipStr, tf.Name), ip); err != nil {
-		return nil, err
-	}
-	out.ip = ip
 	return out, nil
 }
 
@@ -376,17 +361,23 @@ func (c *Controller) liveMatch(tf *crdv1beta1.Traceflow, srcIface *interfacestor
 	l := &agentof.TraceflowLive{Dst: dst.ip}
 	switch {
 	case srcIface != nil:
-		l.Src = addrOfFamily(srcIface.IPs, agenttypes.FamilyOf(dst.ip))
+		l.Src = dst.src
 	case tf.Spec.Source.IP != "":
 		if _, local := c.cfg.Interfaces.GetInterfaceByIP(dst.ip.String()); !local {
 			return nil, false
 		}
-		l.Src, _ = netip.ParseAddr(tf.Spec.Source.IP)
+		l.Src = dst.src
 	default:
 		return nil, false
 	}
 	p := tf.Spec.Packet
-	if p.IPHeader != nil {
+	icmp := uint8(protoICMP)
+	if dst.ip.Is6() {
+		icmp = protoICMPv6
+		if h := p.IPv6Header; h != nil && h.NextHeader != nil {
+			l.Proto = uint8(*h.NextHeader)
+		}
+	} else if p.IPHeader != nil {
 		l.Proto = uint8(p.IPHeader.Protocol)
 	}
 	switch th := p.TransportHeader; {
@@ -395,7 +386,7 @@ func (c *Controller) liveMatch(tf *crdv1beta1.Traceflow, srcIface *interfacestor
 	case th.UDP != nil:
 		l.Proto, l.SrcPort, l.DstPort = protoUDP, uint16(th.UDP.SrcPort), uint16(th.UDP.DstPort)
 	case th.ICMP != nil:
-		l.Proto = protoICMP
+		l.Proto = icmp
 	}
 	return l, true
 }
@@ -468,7 +459,7 @@ func (c *Controller) handle(ctx context.Context, pi *agentof.TraceflowPacketIn) 
 		c.mu.Unlock()
 		return
 	}
-	if p, err := packetreply.Parse(pi.Packet.Data); err != nil || r.src.IsValid() && p.Src != r.src {
+	if p, err := packetreply.Parse(pi.Packet.Data); err != nil || len(r.srcs) > 0 && !slices.Contains(r.srcs, p.Src) {
 		c.mu.Unlock()
 		return
 	}

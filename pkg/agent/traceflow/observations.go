@@ -129,7 +129,7 @@ func Observe(pins []*agentof.TraceflowPacketIn, sender bool, ports Ports, n Name
 func output(pi *agentof.TraceflowPacketIn, ports Ports, n Namer) crdv1beta1.Observation {
 	o := crdv1beta1.Observation{Component: crdv1beta1.ComponentForwarding, ComponentInfo: pi.Table}
 	if p, err := packetreply.Parse(pi.Packet.Data); err == nil {
-		o.TTL = int32(p.IP[8])
+		o.TTL = int32(p.TTL)
 		o.DstMAC = net.HardwareAddr(p.Frame[0:6]).String()
 	}
 	port := pi.OutPort

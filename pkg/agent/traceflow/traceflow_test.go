@@ -1,6 +1,7 @@
 package traceflow
 
 import (
+	"bytes"
 	"net"
 	"net/netip"
 	"testing"
@@ -150,5 +151,158 @@ func TestObserveAPacketSentToTheLayer7EngineAndOneItsRuleDrops(t *testing.T) {
 	obs = Observe([]*agentof.TraceflowPacketIn{dropped}, true, Ports{}, names{})
 	if len(obs) != 2 || obs[1].Action != crdv1beta1.ActionDropped || obs[1].NetworkPolicyRule != "http-only" {
 		t.Fatalf("observations %+v", obs)
+	}
+}
+
+// onesSum is the Internet checksum of the concatenated parts (RFC 1071),
+// written here apart from packetreply's so that the test checks Build's
+// checksums against a second reading of the RFC.
+func onesSum(parts ...[]byte) uint16 {
+	var all []byte
+	for _, p := range parts {
+		all = append(all, p...)
+	}
+	if len(all)%2 == 1 {
+		all = append(all, 0)
+	}
+	var sum uint64
+	for i := 0; i < len(all); i += 2 {
+		sum += uint64(all[i])<<8 | uint64(all[i+1])
+	}
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	return ^uint16(sum)
+}
+
+// ipv6Frame is an IPv6 frame read field by field (RFC 8200 3), not with
+// packetreply.
+type ipv6Frame struct {
+	etherType           uint16
+	version, dscp, ecn  byte
+	flowLabel           uint32
+	payloadLen          int
+	nextHeader, hop     byte
+	src, dst            netip.Addr
+	payload, pseudoHead []byte
+}
+
+func readIPv6(t *testing.T, frame []byte) ipv6Frame {
+	t.Helper()
+	if len(frame) < 14+40 {
+		t.Fatalf("frame of %d bytes: too short for IPv6", len(frame))
+	}
+	ip := frame[14:]
+	tc := ip[0]<<4 | ip[1]>>4
+	f := ipv6Frame{etherType: uint16(frame[12])<<8 | uint16(frame[13]), version: ip[0] >> 4, dscp: tc >> 2, ecn: tc & 3,
+		flowLabel: uint32(ip[1]&0x0f)<<16 | uint32(ip[2])<<8 | uint32(ip[3]), payloadLen: int(ip[4])<<8 | int(ip[5]),
+		nextHeader: ip[6], hop: ip[7], src: netip.AddrFrom16([16]byte(ip[8:24])), dst: netip.AddrFrom16([16]byte(ip[24:40])),
+		payload: ip[40:]}
+	// The pseudo-header of upper-layer checksums (RFC 8200 8.1).
+	n := len(f.payload)
+	f.pseudoHead = append(append(append([]byte{}, ip[8:40]...), byte(n>>24), byte(n>>16), byte(n>>8), byte(n)), 0, 0, 0, f.nextHeader)
+	return f
+}
+
+func TestAnIPv6FrameCarriesTheTagInItsTrafficClassAndTheRequestedHeaders(t *testing.T) {
+	src, dst := netip.MustParseAddr("fd00:10:244:1::2"), netip.MustParseAddr("fd00:10:244:2::3")
+	mac1, mac2 := net.HardwareAddr{2, 0, 0, 0, 0, 1}, net.HardwareAddr{2, 0, 0, 0, 0, 2}
+	flags := int32(0x12)
+	f := &Frame{SrcMAC: mac1, DstMAC: mac2, Src: src, Dst: dst, Tag: 33,
+		Packet: crdv1beta1.Packet{IPv6Header: &crdv1beta1.IPv6Header{HopLimit: 9},
+			TransportHeader: crdv1beta1.TransportHeader{TCP: &crdv1beta1.TCPHeader{SrcPort: 1234, DstPort: 8080, Flags: &flags}}}}
+	data, err := f.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(data[0:6], mac2) || !bytes.Equal(data[6:12], mac1) {
+		t.Fatalf("MACs %x -> %x, want %s -> %s", data[6:12], data[0:6], mac1, mac2)
+	}
+	p := readIPv6(t, data)
+	tcp := p.payload
+	if p.etherType != 0x86dd || p.version != 6 || p.dscp != 33 || p.ecn != 0 || p.flowLabel != 0 || p.payloadLen != 20 ||
+		p.nextHeader != 6 || p.hop != 9 || p.src != src || p.dst != dst || len(tcp) != 20 {
+		t.Fatalf("IPv6 header %+v, want 0x86dd v6 DSCP 33 next header 6 hop limit 9 %s -> %s with 20 bytes of TCP", p, src, dst)
+	}
+	if sport, dport := int(tcp[0])<<8|int(tcp[1]), int(tcp[2])<<8|int(tcp[3]); sport != 1234 || dport != 8080 || tcp[13] != 0x12 || tcp[12]>>4 != 5 {
+		t.Fatalf("TCP %d -> %d flags %#x offset %d", sport, dport, tcp[13], tcp[12]>>4)
+	}
+	if onesSum(p.pseudoHead, tcp) != 0 {
+		t.Fatal("the TCP checksum does not cover the IPv6 pseudo-header")
+	}
+	c, err := Captured(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.IPHeader != nil || c.IPv6Header == nil || c.IPv6Header.NextHeader == nil || *c.IPv6Header.NextHeader != 6 ||
+		c.IPv6Header.HopLimit != 9 || c.Length != 60 || c.SrcIP != src.String() || c.DstIP != dst.String() ||
+		c.TransportHeader.TCP == nil || c.TransportHeader.TCP.SrcPort != 1234 || c.TransportHeader.TCP.DstPort != 8080 ||
+		*c.TransportHeader.TCP.Flags != 0x12 {
+		t.Fatalf("captured %+v %+v %+v", c, c.IPv6Header, c.TransportHeader.TCP)
+	}
+
+	// Defaults: an ICMPv6 echo request (type 128, its checksum over the
+	// pseudo-header too), hop limit 64; a UDP Service's port makes UDP.
+	def := &Frame{SrcMAC: mac1, DstMAC: mac2, Src: src, Dst: dst, Tag: 1,
+		Packet: crdv1beta1.Packet{TransportHeader: crdv1beta1.TransportHeader{ICMP: &crdv1beta1.ICMPEchoRequestHeader{ID: 77, Sequence: 5}}}}
+	data, err = def.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = readIPv6(t, data)
+	icmp := p.payload
+	if p.nextHeader != 58 || p.hop != 64 || p.dscp != 1 || len(icmp) != 8 || icmp[0] != 128 || icmp[1] != 0 ||
+		int(icmp[4])<<8|int(icmp[5]) != 77 || int(icmp[6])<<8|int(icmp[7]) != 5 {
+		t.Fatalf("default IPv6 packet: next header %d hop limit %d DSCP %d ICMPv6 % x", p.nextHeader, p.hop, p.dscp, icmp)
+	}
+	if onesSum(p.pseudoHead, icmp) != 0 {
+		t.Fatal("the ICMPv6 checksum does not cover the IPv6 pseudo-header (RFC 4443 2.3)")
+	}
+	if c, err := Captured(data); err != nil || c.TransportHeader.ICMP == nil || c.TransportHeader.ICMP.ID != 77 || c.TransportHeader.ICMP.Sequence != 5 ||
+		*c.IPv6Header.NextHeader != 58 {
+		t.Fatalf("captured echo request %+v (%v)", c, err)
+	}
+	def.Packet, def.ServicePort, def.ServiceProto = crdv1beta1.Packet{}, 53, 17
+	data, _ = def.Build()
+	p = readIPv6(t, data)
+	if udp := p.payload; p.nextHeader != 17 || len(udp) != 8 || int(udp[2])<<8|int(udp[3]) != 53 || int(udp[4])<<8|int(udp[5]) != 8 ||
+		onesSum(p.pseudoHead, udp) != 0 {
+		t.Fatalf("packet to a UDP Service port: next header %d UDP % x", p.nextHeader, p.payload)
+	}
+}
+
+func TestAnIPv6FrameOfAnotherProtocolOrOfMixedFamiliesIsRefused(t *testing.T) {
+	one := int32(1)
+	for _, f := range []*Frame{
+		{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"), Packet: crdv1beta1.Packet{IPv6Header: &crdv1beta1.IPv6Header{NextHeader: &one}}},
+		{Src: netip.MustParseAddr("10.10.0.1"), Dst: netip.MustParseAddr("fd00::2")},
+		{Src: netip.MustParseAddr("fd00::1")},
+	} {
+		if _, err := f.Build(); err == nil {
+			t.Errorf("Build(%s -> %s, %+v) made a frame, want an error", f.Src, f.Dst, f.Packet.IPv6Header)
+		}
+	}
+}
+
+func TestCapturedReadsAnIPv6PacketPastItsExtensionHeaders(t *testing.T) {
+	src, dst := netip.MustParseAddr("fd00:10:244:1::2"), netip.MustParseAddr("fd00:10:244:1::3")
+	udp := []byte{0x30, 0x39, 0x00, 0x35, 0, 8, 0, 0} // 12345 -> 53
+	hopByHop := []byte{17, 0, 1, 4, 0, 0, 0, 0}       // next header UDP, PadN
+	payload := append(append([]byte{}, hopByHop...), udp...)
+	frame := make([]byte, 14+40)
+	frame[12], frame[13] = 0x86, 0xdd
+	ip := frame[14:]
+	ip[0], ip[1] = 0x63, 0x80 // traffic class 0x38: DSCP 14, as a tagged live packet carries
+	ip[4], ip[5], ip[6], ip[7] = 0, byte(len(payload)), 0, 61
+	copy(ip[8:24], src.AsSlice())
+	copy(ip[24:40], dst.AsSlice())
+	frame = append(frame, payload...)
+	c, err := Captured(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.IPv6Header == nil || *c.IPv6Header.NextHeader != 17 || c.IPv6Header.HopLimit != 61 || c.Length != 40+16 ||
+		c.TransportHeader.UDP == nil || c.TransportHeader.UDP.SrcPort != 12345 || c.TransportHeader.UDP.DstPort != 53 {
+		t.Fatalf("captured %+v %+v %+v", c, c.IPv6Header, c.TransportHeader.UDP)
 	}
 }
