@@ -72,10 +72,15 @@ func TestTraceflowWithAnAPIServerAndAntctl(t *testing.T) {
 	defer cancel()
 
 	u := bridgetest.NewUnderlay(t)
-	n1 := newAgentNode(t, u, "node-1", "10.10.1.0/24", "10.10.1.1", "192.168.77.11/24", ovsconfig.GeneveTunnel)
-	n2 := newAgentNode(t, u, "node-2", "10.10.2.0/24", "10.10.2.1", "192.168.77.12/24", ovsconfig.GeneveTunnel)
+	// Dual-stack nodes and pods: Traceflows without a header trace IPv4,
+	// with -f ipv6 (or to an IPv6 address) IPv6.
+	n1 := newAgentNode(t, u, "node-1", "10.10.1.0/24", "10.10.1.1", "fd00:10:244:1::1/64", "192.168.77.11/24", ovsconfig.GeneveTunnel)
+	n2 := newAgentNode(t, u, "node-2", "10.10.2.0/24", "10.10.2.1", "fd00:10:244:2::1/64", "192.168.77.12/24", ovsconfig.GeneveTunnel)
 	for _, p := range [][2]*agentNode{{n1, n2}, {n2, n1}} {
 		if err := p[0].flows.InstallNodeFlows(p[1].name, p[1].br.PodCIDR, p[1].br.GatewayIP, p[1].br.NodeIP); err != nil {
+			t.Fatal(err)
+		}
+		if err := p[0].flows.InstallNodeFlows(p[1].name, p[1].br.PodCIDRv6, p[1].br.GatewayIPv6, p[1].br.NodeIP); err != nil {
 			t.Fatal(err)
 		}
 		p[0].br.ConnectPeer(t, p[1].br)
@@ -83,8 +88,8 @@ func TestTraceflowWithAnAPIServerAndAntctl(t *testing.T) {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	addPod := func(n *agentNode, name, cidr string) *bridgetest.Pod {
-		p, obj := n.addPod(t, "demo", name, cidr)
+	addPod := func(n *agentNode, name, cidr, cidr6 string) *bridgetest.Pod {
+		p, obj := n.addPod(t, "demo", name, cidr, cidr6)
 		obj.Spec.Containers = []corev1.Container{{Name: "c", Image: "agnhost"}}
 		created, err := kube.CoreV1().Pods("demo").Create(ctx, obj, metav1.CreateOptions{})
 		if err != nil {
@@ -96,9 +101,9 @@ func TestTraceflowWithAnAPIServerAndAntctl(t *testing.T) {
 		}
 		return p
 	}
-	addPod(n1, "client", "10.10.1.2/24")
-	addPod(n1, "web-0", "10.10.1.3/24")
-	web1 := addPod(n2, "web-1", "10.10.2.3/24")
+	addPod(n1, "client", "10.10.1.2/24", "fd00:10:244:1::2/64")
+	addPod(n1, "web-0", "10.10.1.3/24", "fd00:10:244:1::3/64")
+	web1 := addPod(n2, "web-1", "10.10.2.3/24", "fd00:10:244:2::3/64")
 
 	names := rules{11: {"AntreaClusterNetworkPolicy:deny-client", "drop-client"}}
 	for _, n := range []*agentNode{n1, n2} {
@@ -185,6 +190,64 @@ func TestTraceflowWithAnAPIServerAndAntctl(t *testing.T) {
 		}
 		if err := n2.writer.Uninstall(ctx, 11); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("over IPv6 across nodes", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"traceflow", "-S", "demo/client", "-D", "demo/web-1", "-f", "ipv6,tcp,tcp_dst=80"},
+			{"traceflow", "-S", "demo/client", "-D", "fd00:10:244:2::3"},
+		} {
+			out, err := antctlRun(args...)
+			t.Logf("$ antctl %s\n%s", strings.Join(args, " "), out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"phase: Succeeded", "node-1 (Sender)", "tunnel to 192.168.77.12", "node-2 (Receiver)",
+				"Delivered   pod demo/web-1, ttl 62"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q", want)
+				}
+			}
+		}
+	})
+
+	t.Run("IPv6 refused naming the fields", func(t *testing.T) {
+		out, err := antctlRun("traceflow", "-S", "demo/client", "-D", "10.10.2.3", "-f", "ipv6")
+		t.Logf("$ antctl traceflow -S demo/client -D 10.10.2.3 -f ipv6\n%s", out)
+		if err == nil || !strings.Contains(out, "destination 10.10.2.3 is IPv4, but spec.packet.ipv6Header makes the packet IPv6") {
+			t.Fatalf("%v: %s", err, out)
+		}
+		// The API server refuses both headers (the CRD's CEL rule); the
+		// controller a destination IP of the other family.
+		tfs := crd.CrdV1beta1().Traceflows()
+		both := &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: "both-headers"}, Spec: crdv1beta1.TraceflowSpec{
+			Source: crdv1beta1.Source{Namespace: "demo", Pod: "client"}, Destination: crdv1beta1.Destination{IP: "fd00:10:244:2::3"},
+			Packet: crdv1beta1.Packet{IPHeader: &crdv1beta1.IPHeader{Protocol: 6}, IPv6Header: &crdv1beta1.IPv6Header{}}}}
+		if _, err := tfs.Create(ctx, both, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "ipHeader and ipv6Header are exclusive") {
+			t.Fatalf("both headers: %v, want the API server's refusal", err)
+		} else {
+			t.Logf("kubectl create of a Traceflow with both headers: %v", err)
+		}
+		other := &crdv1beta1.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: "other-family"}, Spec: crdv1beta1.TraceflowSpec{
+			Source: crdv1beta1.Source{Namespace: "demo", Pod: "client"}, Destination: crdv1beta1.Destination{IP: "10.10.2.3"},
+			Packet: crdv1beta1.Packet{IPv6Header: &crdv1beta1.IPv6Header{}}}}
+		if _, err := tfs.Create(ctx, other, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tfs.Delete(ctx, other.Name, metav1.DeleteOptions{}) }()
+		for i := 0; ; i++ {
+			got, err := tfs.Get(ctx, other.Name, metav1.GetOptions{})
+			if err == nil && got.Status.Phase == crdv1beta1.TraceflowFailed {
+				if want := "spec.destination.ip 10.10.2.3 is IPv4, but spec.packet.ipv6Header makes the packet IPv6"; got.Status.Reason != want {
+					t.Fatalf("reason %q, want %q", got.Status.Reason, want)
+				}
+				break
+			}
+			if i > 250 {
+				t.Fatalf("the controller did not fail the Traceflow: %+v", got.Status)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 

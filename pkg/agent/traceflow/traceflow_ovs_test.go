@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 
@@ -58,45 +59,67 @@ type ovsNode struct {
 	a, b   *bridgetest.Pod
 }
 
-func startNode(t *testing.T) *ovsNode {
+func startNode(t *testing.T) *ovsNode { return startNodeOf(t, false) }
+
+// startNodeOf starts an IPv4 node, or with dual a dual-stack one: its
+// gateway has fd00:10:244:1::1 beside 10.10.1.1 (bridgetest.AddGatewayIPv6),
+// pods a and b fd00:10:244:1::2 and ::3 beside their IPv4 addresses, the
+// peer node-2 both its pod CIDRs (10.10.2.0/24, fd00:10:244:2::/64), and
+// the Pods' PodIPs say so.
+func startNodeOf(t *testing.T, dual bool) *ovsNode {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	u := bridgetest.NewUnderlay(t)
 	br := bridgetest.NewNode(t, bridgetest.NodeOptions{PodCIDR: "10.10.1.0/24", GatewayIP: "10.10.1.1", Underlay: u,
 		NodeIP: "192.168.77.11/24"})
+	if dual {
+		br.AddGatewayIPv6(t, "fd00:10:244:1::1/64")
+	}
 	c, err := agentof.NewClient(br.OF, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, cidr, _ := net.ParseCIDR("10.10.1.0/24")
 	if err := c.Initialize(ctx, &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
-		GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: cidr}); err != nil {
+		GatewayIPv6: br.GatewayIPv6, GatewayMAC: br.GatewayMAC, TunnelOFPort: bridgetest.TunnelOFPort, PodCIDR: cidr}); err != nil {
 		t.Fatal(err)
 	}
 	store := interfacestore.NewInterfaceStore()
 	n := &ovsNode{br: br, flows: c, writer: agentof.NewRuleWriter(c)}
 	n.a = br.AddPod(t, "tfa", "10.10.1.2/24")
 	n.b = br.AddPod(t, "tfb", "10.10.1.3/24")
-	for _, p := range []*bridgetest.Pod{n.a, n.b} {
-		if err := c.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+	var kubePods []runtime.Object
+	for i, p := range []*bridgetest.Pod{n.a, n.b} {
+		ips := []net.IP{p.IP}
+		if dual {
+			p.AddIPv6(t, br, []string{"fd00:10:244:1::2/64", "fd00:10:244:1::3/64"}[i])
+			ips = append(ips, p.IPv6)
+		}
+		if err := c.InstallPodFlows(p.HostIF, ips, p.MAC, p.OFPort); err != nil {
 			t.Fatal(err)
 		}
-		iface := interfacestore.NewContainerInterface(p.HostIF, "c-"+p.Name, p.Name, "default", "eth0", p.MAC, []net.IP{p.IP}, 0)
+		iface := interfacestore.NewContainerInterface(p.HostIF, "c-"+p.Name, p.Name, "default", "eth0", p.MAC, ips, 0)
 		iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(p.OFPort)}
 		store.AddInterface(iface)
+		kubePods = append(kubePods, kubePod("default", p.Name, ips...))
 	}
 	_, peer, _ := net.ParseCIDR("10.10.2.0/24")
 	if err := c.InstallNodeFlows("node-2", peer, net.ParseIP("10.10.2.1"), net.ParseIP("192.168.77.12")); err != nil {
 		t.Fatal(err)
 	}
+	remote := []net.IP{net.ParseIP("10.10.2.5")}
+	if dual {
+		_, peer6, _ := net.ParseCIDR("fd00:10:244:2::/64")
+		if err := c.InstallNodeFlows("node-2", peer6, net.ParseIP("fd00:10:244:2::1"), net.ParseIP("192.168.77.12")); err != nil {
+			t.Fatal(err)
+		}
+		remote = append(remote, net.ParseIP("fd00:10:244:2::5"))
+	}
 	disp := agentof.NewPacketInDispatcher(br.OF)
 	go disp.Run(ctx)
 
-	kube := k8sfake.NewClientset(
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tfa"}, Status: corev1.PodStatus{PodIP: "10.10.1.2"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tfb"}, Status: corev1.PodStatus{PodIP: "10.10.1.3"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "remote"}, Status: corev1.PodStatus{PodIP: "10.10.2.5"}})
+	kube := k8sfake.NewClientset(append(kubePods, kubePod("default", "remote", remote...))...)
 	n.client = fake.NewSimpleClientset()
 	factory := crdinformers.NewSharedInformerFactory(n.client, 0)
 	n.ctrl = NewController(Config{NodeName: "node-1", Client: n.client, Kube: kube, Informer: factory.Crd().V1beta1().Traceflows(),
@@ -106,6 +129,15 @@ func startNode(t *testing.T) *ovsNode {
 	factory.Start(ctx.Done())
 	go n.ctrl.Run(ctx)
 	return n
+}
+
+// kubePod is a Pod object with these addresses (PodIP the first).
+func kubePod(ns, name string, ips ...net.IP) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Status: corev1.PodStatus{PodIP: ips[0].String()}}
+	for _, ip := range ips {
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip.String()})
+	}
+	return p
 }
 
 // trace creates a running Traceflow (as the controller leaves it) from pod
