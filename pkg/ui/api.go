@@ -218,9 +218,10 @@ func (s *Server) endpoints(w http.ResponseWriter, r *http.Request, _ string, ses
 
 // TraceflowRequest is the Traceflow form.
 type TraceflowRequest struct {
-	// Source is "namespace/pod", or an IPv4 address for live traffic.
+	// Source is "namespace/pod", or an IP address for live traffic.
 	Source string `json:"source"`
-	// Destination is "namespace/pod", "namespace/service" or an IPv4 address.
+	// Destination is "namespace/pod", "namespace/service" or an IP address
+	// (an IPv6 one makes the packet IPv6: query.NewTraceflow).
 	Destination string `json:"destination"`
 	// Protocol is TCP, UDP or ICMP (the default, an echo request); Port
 	// the destination port.

@@ -134,3 +134,24 @@ func TestTheLiveTrafficFlowTagsThePacketsOfItsAddressesFamily(t *testing.T) {
 		}
 	}
 }
+
+func TestAnIPv6OnlyNodesTraceflowFlowsMatchIPv6TagsOnly(t *testing.T) {
+	ctx := context.Background()
+	n := testNode()
+	n.GatewayIP = net.ParseIP("fd00:10:244:1::1")
+	c, err := NewClient(newGroupBridge(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Initialize(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	mac, _ := net.ParseMAC("0a:00:00:00:00:09")
+	if err := c.InstallPodFlows("pod-a", []net.IP{net.ParseIP("fd00:10:244:1::5")}, mac, 5); err != nil {
+		t.Fatal(err)
+	}
+	got := ethTypes(t, c.traceflowFlows(TraceflowFlows{Tag: 5}))
+	if got[binding.EthTypeIPv4] != 0 || got[binding.EthTypeIPv6] == 0 {
+		t.Fatalf("an IPv6-only node's tag flows by EtherType: %v, want IPv6's only", got)
+	}
+}
