@@ -9,9 +9,15 @@ import (
 	"testing"
 	"time"
 
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+
+	"antrea.io/antrea/pkg/agent/interfacestore"
 	agentof "antrea.io/antrea/pkg/agent/openflow"
 	"antrea.io/antrea/pkg/agent/openflow/bridgetest"
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
+	"antrea.io/antrea/pkg/client/clientset/versioned/fake"
+	crdinformers "antrea.io/antrea/pkg/client/informers/externalversions"
+	binding "antrea.io/antrea/pkg/ovs/openflow"
 	"antrea.io/antrea/pkg/ovs/ovsinstance"
 )
 
@@ -174,4 +180,97 @@ func TestIPv6TraceflowOnARealDualStackNode(t *testing.T) {
 		}
 		n.finish(t, "live6", 18)
 	})
+}
+
+// TestIPv6TraceflowOnARealIPv6OnlyNode: a node whose gateway has an IPv6
+// address alone (its pipeline carries IPv6 alone) and pods with one IPv6
+// address: a Traceflow without any header is IPv6's (the Pods have no
+// IPv4 address), delivered to pod b, whose kernel takes the echo request;
+// and dropped by isolation.
+func TestIPv6TraceflowOnARealIPv6OnlyNode(t *testing.T) {
+	ovsinstance.RequireRoot(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	br := bridgetest.NewNode(t, bridgetest.NodeOptions{PodCIDR: "fd00:10:244:1::/64", GatewayIP: "fd00:10:244:1::1"})
+	c, err := agentof.NewClient(br.OF, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Initialize(ctx, &agentof.NodeConfig{GatewayOFPort: bridgetest.GatewayOFPort, GatewayIP: br.GatewayIP,
+		GatewayMAC: br.GatewayMAC, PodCIDR: br.PodCIDR}); err != nil {
+		t.Fatal(err)
+	}
+	n := &ovsNode{br: br, flows: c, writer: agentof.NewRuleWriter(c)}
+	store := addIPv6OnlyPods(t, c, br, n, "fd00:10:244:1::2/64", "fd00:10:244:1::3/64")
+	disp := agentof.NewPacketInDispatcher(br.OF)
+	go disp.Run(ctx)
+	n.client = fake.NewSimpleClientset()
+	factory := crdinformers.NewSharedInformerFactory(n.client, 0)
+	kube := k8sfake.NewClientset(kubePod("default", "tfa", n.a.IP), kubePod("default", "tfb", n.b.IP))
+	n.ctrl = NewController(Config{NodeName: "node-1", Client: n.client, Kube: kube, Informer: factory.Crd().V1beta1().Traceflows(),
+		Flows: c, IO: disp, Interfaces: store, Rules: rules{}, Ports: Ports{Gateway: bridgetest.GatewayOFPort}, GatewayMAC: br.GatewayMAC})
+	factory.Start(ctx.Done())
+	go n.ctrl.Run(ctx)
+
+	t.Run("delivered without a header", func(t *testing.T) {
+		before := snmp6(t, n.b, "Icmp6InEchos")
+		r, _ := n.traceSpec(t, "v6only", 21, crdv1beta1.TraceflowSpec{Source: from("tfa"), Destination: toPod("tfb")}, nil)
+		if got, want := describe(r.Observations), "SpoofGuard/SpoofGuard/Forwarded -> Forwarding/Output/Delivered pod=default/tfb"; got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+		flows := c.TraceflowFlowsOf(21)
+		for _, f := range flows {
+			if v, ok := f.Match.Get(binding.FieldEthType); !ok || uint16(v.Value.Lo) != binding.EthTypeIPv6 {
+				t.Errorf("an IPv6-only node's tag flow is not IPv6's: %s", f)
+			}
+		}
+		if len(flows) == 0 {
+			t.Error("no flows of tag 21")
+		}
+		for i := 0; snmp6(t, n.b, "Icmp6InEchos") == before; i++ {
+			if i > 200 {
+				t.Fatal("pod b's kernel never took the traced ICMPv6 echo request")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		n.finish(t, "v6only", 21)
+	})
+
+	t.Run("dropped by isolation", func(t *testing.T) {
+		if err := n.writer.SetIsolatedPorts(ctx, agentof.DirectionIngress, []uint32{n.b.OFPort}); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := n.traceSpec(t, "v6only-isolated", 22, crdv1beta1.TraceflowSpec{Source: from("tfa"), Destination: toPod("tfb")}, nil)
+		want := "SpoofGuard/SpoofGuard/Forwarded -> NetworkPolicy/IngressDefaultRule/Dropped policy=K8sNetworkPolicy:default/isolate-b"
+		if got := describe(r.Observations); got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+		n.finish(t, "v6only-isolated", 22)
+	})
+}
+
+// addIPv6OnlyPods adds pods a and b of these IPv6 addresses (made usable
+// at once: no duplicate address detection) to the node, their flows
+// installed, and returns the interface store holding them.
+func addIPv6OnlyPods(t *testing.T, c *agentof.Client, br *bridgetest.Bridge, n *ovsNode, a, b string) interfacestore.InterfaceStore {
+	t.Helper()
+	store := interfacestore.NewInterfaceStore()
+	for i, cidr := range []string{a, b} {
+		p := br.AddPod(t, []string{"tfa", "tfb"}[i], cidr)
+		bridgetest.Run(t, "ip", "-n", p.NS, "addr", "del", cidr, "dev", "eth0")
+		bridgetest.Run(t, "ip", "-n", p.NS, "addr", "add", cidr, "dev", "eth0", "nodad")
+		bridgetest.Run(t, "ip", "-n", p.NS, "-6", "route", "replace", "default", "via", br.GatewayIP.String())
+		if err := c.InstallPodFlows(p.HostIF, []net.IP{p.IP}, p.MAC, p.OFPort); err != nil {
+			t.Fatal(err)
+		}
+		iface := interfacestore.NewContainerInterface(p.HostIF, "c-"+p.Name, p.Name, "default", "eth0", p.MAC, []net.IP{p.IP}, 0)
+		iface.OVSPortConfig = &interfacestore.OVSPortConfig{OFPort: int32(p.OFPort)}
+		store.AddInterface(iface)
+		if i == 0 {
+			n.a = p
+		} else {
+			n.b = p
+		}
+	}
+	return store
 }
