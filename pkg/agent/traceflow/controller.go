@@ -5,7 +5,8 @@
 // the agent a packet-in when a packet carrying the tag meets them. The agent
 // of the source Pod's Node then injects the traced packet at the Pod's OVS
 // port (a packet-out built from spec.packet, the Pod's IP and MAC and the
-// destination's IP: the Pod's, the Service's ClusterIP, or spec.destination.ip),
+// destination's IP: the Pod's, the Service's ClusterIP, or spec.destination.ip;
+// IPv4 or IPv6 as pkg/util/traceflowip picks, the tag in the DSCP bits of either),
 // or, with spec.liveTraffic, tags the Pod's next matching packet. Each agent
 // collects the packet-ins of the tagged packet until one ends its path on
 // that Node (output to a Pod, the gateway or the tunnel, or a drop), turns

@@ -1,6 +1,7 @@
 // Package traceflow is the antrea-controller's side of Traceflow
 // (crd.antrea.io/v1beta1): it validates each new Traceflow (its source Pod,
-// its destination Pod, Service or IP), gives it a data-plane tag (6 bits of
+// its destination Pod, Service or IP, the IP family of its packet:
+// pkg/util/traceflowip), gives it a data-plane tag (6 bits of
 // the IP DSCP field, 1..59, unique among running Traceflows) and the phase
 // Running; the agents then trace the tagged packet and write what their
 // Node saw into status.results. The controller alone decides the end: it
