@@ -92,6 +92,10 @@ func TestDualStack(t *testing.T) {
 			}
 		}
 	})
+	t.Run("an IPv6 Traceflow across the nodes is delivered, the IPv4 one beside it", func(t *testing.T) {
+		e.traceflowDelivered(t, ctx, "a1", "b1", "ipv6,tcp,tcp_dst=80", true)
+		e.traceflowDelivered(t, ctx, "a1", "b1", "tcp,tcp_dst=80", false)
+	})
 	// A figure, not a judge (no assertion on it): one TCP stream across
 	// the nodes over IPv4 and over IPv6, same pods, same run.
 	t.Run("figure: a TCP stream across nodes, IPv6 next to IPv4", func(t *testing.T) {
@@ -222,6 +226,32 @@ func TestDualStack(t *testing.T) {
 			}
 		}
 	})
+}
+
+// traceflowDelivered runs bin/antctl traceflow from pod src to pod dst
+// (of namespace) with -f flow, as a user does, and fails unless it
+// Succeeded with the packet tunnelled from src's node and delivered to dst,
+// traced over IPv6 when v6 (antctl says "(IPv6)" after the destination).
+func (e *env) traceflowDelivered(t *testing.T, ctx context.Context, src, dst, flow string, v6 bool) {
+	t.Helper()
+	args := []string{"--kubeconfig", e.Opts.KubeconfigPath(), "traceflow", "-S", namespace + "/" + src, "-D", namespace + "/" + dst}
+	if flow != "" {
+		args = append(args, "-f", flow)
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(e.Opts.BinDir, "antctl"), args...).CombinedOutput()
+	t.Logf("$ antctl %s\n%s", strings.Join(args[2:], " "), out)
+	if err != nil {
+		t.Fatalf("antctl traceflow: %v", err)
+	}
+	dest := "destination: " + namespace + "/" + dst + "\n"
+	if v6 {
+		dest = "destination: " + namespace + "/" + dst + " (IPv6)\n"
+	}
+	for _, want := range []string{"phase: Succeeded", dest, "Forwarded   tunnel to ", "Delivered   pod " + namespace + "/" + dst} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("antctl traceflow -f %q: the output lacks %q", flow, want)
+		}
+	}
 }
 
 // connectEventually connects over TCP from a pod, or from a node's network

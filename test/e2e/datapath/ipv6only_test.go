@@ -91,6 +91,9 @@ func TestIPv6Only(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a Traceflow between IPv6-only pods is IPv6's without -f ipv6, delivered", func(t *testing.T) {
+		e.traceflowDelivered(t, ctx, "a1", "b1", "", true)
+	})
 	// A figure, not a judge: one TCP stream across the nodes.
 	t.Run("figure: a TCP stream across nodes over the IPv6 tunnel", func(t *testing.T) {
 		e.startIperfServer(t, ctx, "b1")
