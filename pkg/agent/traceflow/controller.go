@@ -279,18 +279,9 @@ func (c *Controller) sourceAddrs(ctx context.Context, tf *crdv1beta1.Traceflow, 
 			klog.ErrorS(err, "Cannot read the Traceflow's source Pod", "traceflow", tf.Name)
 			return nil
 		}
-		return podAddrs(pod)
+		return traceflowip.PodAddrs(pod)
 	}
 	return nil
-}
-
-// podAddrs are a Pod's addresses (status.podIPs, else status.podIP).
-func podAddrs(pod *corev1.Pod) []netip.Addr {
-	ips := []string{pod.Status.PodIP}
-	for _, ip := range pod.Status.PodIPs {
-		ips = append(ips, ip.IP)
-	}
-	return traceflowip.Addrs(ips...)
 }
 
 func timeout(tf *crdv1beta1.Traceflow) time.Duration {
@@ -319,14 +310,14 @@ func (c *Controller) destination(ctx context.Context, tf *crdv1beta1.Traceflow, 
 		if err != nil {
 			return nil, fmt.Errorf("destination Pod %s/%s: %w", d.Namespace, d.Pod, err)
 		}
-		dst = traceflowip.End{What: fmt.Sprintf("destination Pod %s/%s", d.Namespace, d.Pod), Addrs: podAddrs(pod)}
+		dst = traceflowip.End{What: fmt.Sprintf("destination Pod %s/%s", d.Namespace, d.Pod), Addrs: traceflowip.PodAddrs(pod)}
 	case d.Service != "":
 		svc, err := c.cfg.Kube.CoreV1().Services(d.Namespace).Get(ctx, d.Service, metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("destination Service %s/%s: %w", d.Namespace, d.Service, err)
 		}
 		dst = traceflowip.End{What: fmt.Sprintf("destination Service %s/%s", d.Namespace, d.Service),
-			Addrs: traceflowip.Addrs(append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...)...)}
+			Addrs: traceflowip.ServiceAddrs(svc)}
 		if len(svc.Spec.Ports) > 0 {
 			p := svc.Spec.Ports[0]
 			out.port = uint16(p.Port)

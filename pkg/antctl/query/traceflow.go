@@ -83,7 +83,7 @@ func NewTraceflow(ctx context.Context, c *Clients, r TraceflowRequest) (*crdv1be
 			return nil, err
 		}
 		spec.Source = crdv1beta1.Source{Namespace: r.SourceNamespace, Pod: r.SourcePod}
-		srcEnd = traceflowip.End{What: fmt.Sprintf("source Pod %s/%s", r.SourceNamespace, r.SourcePod), Addrs: podAddrs(pod)}
+		srcEnd = traceflowip.End{What: fmt.Sprintf("source Pod %s/%s", r.SourceNamespace, r.SourcePod), Addrs: traceflowip.PodAddrs(pod)}
 	}
 	if spec.Packet, err = packetOfFamily(r.Packet, r.IPv6, srcEnd, dstEnd); err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func traceflowDestination(ctx context.Context, c *Clients, ns, name string) (crd
 	switch {
 	case perr == nil:
 		return crdv1beta1.Destination{Namespace: ns, Pod: name},
-			traceflowip.End{What: fmt.Sprintf("destination Pod %s/%s", ns, name), Addrs: podAddrs(pod)}, nil
+			traceflowip.End{What: fmt.Sprintf("destination Pod %s/%s", ns, name), Addrs: traceflowip.PodAddrs(pod)}, nil
 	case !apierrors.IsNotFound(perr):
 		return crdv1beta1.Destination{}, none, perr
 	}
@@ -119,16 +119,7 @@ func traceflowDestination(ctx context.Context, c *Clients, ns, name string) (crd
 		return crdv1beta1.Destination{}, none, err
 	}
 	return crdv1beta1.Destination{Namespace: ns, Service: name}, traceflowip.End{What: fmt.Sprintf("destination Service %s/%s", ns, name),
-		Addrs: traceflowip.Addrs(append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...)...)}, nil
-}
-
-// podAddrs are a Pod's addresses (status.podIPs, else status.podIP).
-func podAddrs(pod *corev1.Pod) []netip.Addr {
-	ips := []string{pod.Status.PodIP}
-	for _, ip := range pod.Status.PodIPs {
-		ips = append(ips, ip.IP)
-	}
-	return traceflowip.Addrs(ips...)
+		Addrs: traceflowip.ServiceAddrs(svc)}, nil
 }
 
 // packetOfFamily gives the packet the header of its family: it stays as

@@ -311,7 +311,7 @@ func (c *Controller) validate(tf *crdv1beta1.Traceflow) string {
 		if reason != "" {
 			return reason
 		}
-		src = traceflowip.End{What: fmt.Sprintf("source Pod %s/%s", s.Namespace, s.Pod), Addrs: podAddrs(pod)}
+		src = traceflowip.End{What: fmt.Sprintf("source Pod %s/%s", s.Namespace, s.Pod), Addrs: traceflowip.PodAddrs(pod)}
 	} else {
 		ip, err := netip.ParseAddr(s.IP)
 		if err != nil {
@@ -334,7 +334,7 @@ func (c *Controller) validate(tf *crdv1beta1.Traceflow) string {
 		if reason != "" {
 			return reason
 		}
-		dst = traceflowip.End{What: fmt.Sprintf("destination Pod %s/%s", d.Namespace, d.Pod), Addrs: podAddrs(pod)}
+		dst = traceflowip.End{What: fmt.Sprintf("destination Pod %s/%s", d.Namespace, d.Pod), Addrs: traceflowip.PodAddrs(pod)}
 	case d.Service != "":
 		if reason := c.namespace("destination", d.Namespace); reason != "" {
 			return reason
@@ -345,7 +345,7 @@ func (c *Controller) validate(tf *crdv1beta1.Traceflow) string {
 				suggest.DidYouMean(d.Service, c.serviceNames(d.Namespace), 3))
 		}
 		dst = traceflowip.End{What: fmt.Sprintf("destination Service %s/%s", d.Namespace, d.Service),
-			Addrs: traceflowip.Addrs(append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...)...)}
+			Addrs: traceflowip.ServiceAddrs(svc)}
 		if len(dst.Addrs) == 0 {
 			return fmt.Sprintf("destination Service %s/%s has no ClusterIP", d.Namespace, d.Service)
 		}
@@ -389,15 +389,6 @@ const (
 	protoUDP    = 17
 	protoICMPv6 = 58
 )
-
-// podAddrs are a Pod's addresses (status.podIPs, else status.podIP).
-func podAddrs(pod *corev1.Pod) []netip.Addr {
-	ips := []string{pod.Status.PodIP}
-	for _, ip := range pod.Status.PodIPs {
-		ips = append(ips, ip.IP)
-	}
-	return traceflowip.Addrs(ips...)
-}
 
 func (c *Controller) namespace(role, ns string) string {
 	if ns == "" {

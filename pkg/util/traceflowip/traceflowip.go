@@ -19,6 +19,8 @@ import (
 	"net/netip"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 )
 
@@ -95,6 +97,21 @@ func Pick(p *crdv1beta1.Packet, src, dst End) (family string, srcIP, dstIP netip
 		return "", netip.Addr{}, netip.Addr{}, fmt.Errorf("%s has no %s address (it has %s), but %s", e.What, family, list(e.Addrs), why)
 	}
 	return family, first(src.Addrs, family), first(dst.Addrs, family), nil
+}
+
+// PodAddrs are a Pod's addresses (status.podIPs, else status.podIP).
+func PodAddrs(pod *corev1.Pod) []netip.Addr {
+	ips := []string{pod.Status.PodIP}
+	for _, ip := range pod.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	return Addrs(ips...)
+}
+
+// ServiceAddrs are a Service's ClusterIPs (spec.clusterIPs, else
+// spec.clusterIP; none for a headless Service).
+func ServiceAddrs(svc *corev1.Service) []netip.Addr {
+	return Addrs(append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...)...)
 }
 
 // Addrs parses the addresses of a Pod's or a Service's status or spec

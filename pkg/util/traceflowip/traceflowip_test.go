@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	crdv1beta1 "antrea.io/antrea/pkg/apis/crd/v1beta1"
 )
 
@@ -93,5 +95,22 @@ func TestAddrsSkipsWhatIsNoAddressAndUnmapsIPv4(t *testing.T) {
 	want := []netip.Addr{netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("fd00:10:96::a")}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("Addrs = %v, want %v", got, want)
+	}
+}
+
+func TestAPodsAndAServicesAddressesAreThoseOfBothFamilies(t *testing.T) {
+	pod := &corev1.Pod{Status: corev1.PodStatus{PodIP: "10.10.0.5", PodIPs: []corev1.PodIP{{IP: "10.10.0.5"}, {IP: "fd00:10:244::5"}}}}
+	if got := PodAddrs(pod); len(got) != 2 || got[0].String() != "10.10.0.5" || got[1].String() != "fd00:10:244::5" {
+		t.Errorf("PodAddrs = %v", got)
+	}
+	if got := PodAddrs(&corev1.Pod{Status: corev1.PodStatus{PodIP: "fd00::5"}}); len(got) != 1 || !got[0].Is6() {
+		t.Errorf("PodAddrs of a Pod with status.podIP alone = %v", got)
+	}
+	svc := &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "fd00:10:96::a", ClusterIPs: []string{"fd00:10:96::a", "10.96.0.10"}}}
+	if got := ServiceAddrs(svc); len(got) != 2 || got[0].String() != "fd00:10:96::a" || got[1].String() != "10.96.0.10" {
+		t.Errorf("ServiceAddrs = %v", got)
+	}
+	if got := ServiceAddrs(&corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "None", ClusterIPs: []string{"None"}}}); len(got) != 0 {
+		t.Errorf("ServiceAddrs of a headless Service = %v", got)
 	}
 }
