@@ -158,8 +158,8 @@ func TestADualStackNodePicksOnePathPerPeerForBothFamilies(t *testing.T) {
 				"fd00:10:244:2::/64", "fd00:10:244:3::/64", "fd00:10:244:4::/64", "fd00:10:244:5::/64"},
 		},
 		{
-			mode:      "noEncap",
-			encap:     EncapNone,
+			mode:  "noEncap",
+			encap: EncapNone,
 			wantFlows: map[string]string{
 				"n2": "10.10.2.0/24 via 10.10.2.1 tun <nil>", "n2/IPv6": "fd00:10:244:2::/64 via fd00:10:244:2::1 tun <nil>",
 				"n3": "10.10.3.0/24 via 10.10.3.1 tun <nil>", "n3/IPv6": "fd00:10:244:3::/64 via fd00:10:244:3::1 tun <nil>",
