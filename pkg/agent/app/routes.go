@@ -199,6 +199,17 @@ func waitRoutesInstalled(ctx context.Context, routes *route.Controller, f inform
 	return ctx.Err() == nil
 }
 
+// tunnelNextHop is the address whose neighbour ovs-vswitchd's native
+// tunnelling looks up for peer: the peer itself on the node's subnet, the
+// gateway of the node's route to it when it is in another subnet (hybrid,
+// or encap across a router), of either family.
+func tunnelNextHop(peer net.IP) net.IP {
+	if rs, err := netlink.RouteGet(peer); err == nil && len(rs) > 0 && rs[0].Gw != nil {
+		return rs[0].Gw
+	}
+	return peer
+}
+
 // pinTunnelNeighbor resolves a peer node's underlay MAC through the kernel
 // and pins it in OVS's tunnel neighbour cache, against the userspace
 // datapath's neighbour black hole (ENVIRONMENT.md). Only the netdev datapath
@@ -212,13 +223,7 @@ func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, 
 		klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
 		return
 	}
-	// A peer in another subnet (hybrid, or encap across a router) is
-	// reached through a gateway: ovs-vswitchd's native tunnelling looks up
-	// the neighbour of that next hop, not of the peer.
-	hop := peer
-	if rs, err := netlink.RouteGet(peer); err == nil && len(rs) > 0 && rs[0].Gw != nil {
-		hop = rs[0].Gw
-	}
+	hop := tunnelNextHop(peer)
 	for i := 0; i < 50 && ctx.Err() == nil; i++ {
 		neighs, _ := netlink.NeighList(link.Attrs().Index, route.NetlinkFamily(types.FamilyOfIP(hop)))
 		for _, n := range neighs {

@@ -107,3 +107,60 @@ func TestTheRoutedPathTurnsOnIPv6ForwardingInTheNodesNetNSOnly(t *testing.T) {
 		t.Errorf("the transport prefix = %v, want fd00:172:30::11/64", prefix)
 	}
 }
+
+// TestATunnelledIPv6PeerBehindTheRouterIsPinnedByTheRoutersAddress: in a
+// netns of the test's own with an IPv6-only node's underlay (its address
+// on br-phy, the other subnets via the router), the next hop whose tunnel
+// neighbour is pinned is the peer itself on the node's subnet and the
+// router's IPv6 address for a peer behind it; IPv4 the same.
+func TestATunnelledIPv6PeerBehindTheRouterIsPinnedByTheRoutersAddress(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	netns, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netns.Close(); _ = testutils.UnmountNS(netns) })
+	got := map[string]string{}
+	err = netns.Do(func(ns.NetNS) error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "br-phy"}, PeerName: "phy-peer"}); err != nil {
+			return err
+		}
+		l, err := netlink.LinkByName("br-phy")
+		if err != nil {
+			return err
+		}
+		for _, a := range []string{"172.30.0.11/24", "fd00:172:30::11/64"} {
+			addr, _ := netlink.ParseAddr(a)
+			addr.Flags = unix.IFA_F_NODAD
+			if err := netlink.AddrAdd(l, addr); err != nil {
+				return err
+			}
+		}
+		if err := netlink.LinkSetUp(l); err != nil {
+			return err
+		}
+		for _, r := range []struct{ dst, via string }{{"172.30.0.0/16", "172.30.0.4"}, {"fd00:172:30::/48", "fd00:172:30::4"}} {
+			if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: mustCIDR(r.dst), Gw: net.ParseIP(r.via)}); err != nil {
+				return err
+			}
+		}
+		for _, peer := range []string{"fd00:172:30::12", "fd00:172:30:1::13", "172.30.0.12", "172.30.1.13"} {
+			got[peer] = tunnelNextHop(net.ParseIP(peer)).String()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"fd00:172:30::12": "fd00:172:30::12", "fd00:172:30:1::13": "fd00:172:30::4",
+		"172.30.0.12": "172.30.0.12", "172.30.1.13": "172.30.0.4",
+	}
+	for peer, hop := range want {
+		if got[peer] != hop {
+			t.Errorf("the tunnel next hop of %s = %s, want %s", peer, got[peer], hop)
+		}
+	}
+}
