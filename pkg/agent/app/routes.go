@@ -60,7 +60,7 @@ func setupRoutes(ctx context.Context, d *deps) (component, error) {
 	if d.gatewayIPv6 != nil && o.TrafficEncapMode == agentconfig.EncapModeHybrid {
 		transport6 = transportPrefix(transport, d.nodeIPv6())
 		if transport6 == nil {
-			klog.InfoS("The node's IPv6 InternalIP is not on the transport interface: peers are tunnelled for both families",
+			klog.InfoS("No IPv6 InternalIP of this node on the transport interface: hybrid tunnels every peer for both families",
 				"interface", transport, "nodeIPv6", d.nodeIPv6())
 		}
 	}
