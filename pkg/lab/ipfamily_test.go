@@ -6,8 +6,9 @@ import (
 )
 
 // TestTheIPFamilyIsCheckedAgainstTheOtherOptions: dual and ipv6 are
-// accepted where they are built (encap, the Antrea runtime, real kubelets,
-// AntreaProxy; ipv6 on one subnet, without WireGuard and the addons), and
+// accepted where they are built (encap, noEncap on one subnet, hybrid
+// across subnets; the Antrea runtime, real kubelets, AntreaProxy; ipv6
+// without WireGuard and the addons), and
 // every other combination is refused naming why, before anything starts.
 func TestTheIPFamilyIsCheckedAgainstTheOtherOptions(t *testing.T) {
 	tests := []struct {
@@ -21,15 +22,20 @@ func TestTheIPFamilyIsCheckedAgainstTheOtherOptions(t *testing.T) {
 		{"dual over vxlan", func(o *Options) { o.IPFamily, o.Encap = IPFamilyDual, "vxlan" }, ""},
 		{"ipv6 over geneve", func(o *Options) { o.IPFamily = IPFamilyV6 }, ""},
 		{"ipv6 over vxlan", func(o *Options) { o.IPFamily, o.Encap = IPFamilyV6, "vxlan" }, ""},
-		{"ipv6 with noEncap", func(o *Options) { o.IPFamily, o.TrafficMode = IPFamilyV6, "noEncap" }, "--ip-family ipv6 needs --traffic-mode encap"},
-		{"ipv6 across subnets", func(o *Options) { o.IPFamily, o.Nodes, o.Subnets = IPFamilyV6, 4, 2 }, "--ip-family ipv6 needs --subnets 1"},
+		{"ipv6 with noEncap", func(o *Options) { o.IPFamily, o.TrafficMode = IPFamilyV6, "noEncap" }, ""},
+		{"ipv6 with hybrid across subnets", func(o *Options) { o.IPFamily, o.TrafficMode, o.Nodes, o.Subnets = IPFamilyV6, "hybrid", 4, 2 }, ""},
+		{"ipv6 across subnets, tunnelled through the router", func(o *Options) { o.IPFamily, o.Nodes, o.Subnets = IPFamilyV6, 4, 2 }, ""},
+		{"ipv6 with noEncap across subnets: the router routes no pod CIDR", func(o *Options) { o.IPFamily, o.TrafficMode, o.Nodes, o.Subnets = IPFamilyV6, "noEncap", 4, 2 },
+			"--traffic-mode noEncap needs every node in one subnet"},
+		{"ipv6 with networkPolicyOnly", func(o *Options) { o.IPFamily, o.TrafficMode = IPFamilyV6, TrafficModeNetworkPolicyOnly }, "--ip-family ipv6 with --traffic-mode networkPolicyOnly"},
 		{"ipv6 with the node simulator", func(o *Options) { o.IPFamily, o.Kubelet = IPFamilyV6, KubeletSim }, "--ip-family ipv6 needs --runtime antrea and --kubelet real"},
 		{"ipv6 with kube-proxy", func(o *Options) { o.IPFamily, o.Proxy = IPFamilyV6, ProxyKube }, "--ip-family ipv6 needs --proxy antrea"},
 		{"ipv6 with WireGuard", func(o *Options) { o.IPFamily, o.Encryption = IPFamilyV6, "wireguard" }, "WireGuard carries IPv4 Pod CIDRs only"},
 		{"ipv6 with the Flow Aggregator", func(o *Options) { o.IPFamily, o.FlowVisibility = IPFamilyV6, true }, "--ip-family ipv6 with --flow-visibility"},
 		{"GRE over an IPv6 underlay is refused as upstream refuses it", func(o *Options) { o.IPFamily, o.Encap = IPFamilyV6, "gre" }, "refuses a GRE tunnel over an IPv6 underlay"},
-		{"dual with noEncap", func(o *Options) { o.IPFamily, o.TrafficMode = IPFamilyDual, "noEncap" }, "--ip-family dual needs --traffic-mode encap"},
-		{"dual with hybrid", func(o *Options) { o.IPFamily, o.TrafficMode, o.Nodes, o.Subnets = IPFamilyDual, "hybrid", 4, 2 }, "--ip-family dual needs --traffic-mode encap"},
+		{"dual with noEncap", func(o *Options) { o.IPFamily, o.TrafficMode = IPFamilyDual, "noEncap" }, ""},
+		{"dual with hybrid", func(o *Options) { o.IPFamily, o.TrafficMode, o.Nodes, o.Subnets = IPFamilyDual, "hybrid", 4, 2 }, ""},
+		{"dual with networkPolicyOnly", func(o *Options) { o.IPFamily, o.TrafficMode = IPFamilyDual, TrafficModeNetworkPolicyOnly }, "--ip-family dual with --traffic-mode networkPolicyOnly"},
 		{"dual with the node simulator", func(o *Options) { o.IPFamily, o.Kubelet = IPFamilyDual, KubeletSim }, "--ip-family dual needs --runtime antrea and --kubelet real"},
 		{"dual with kube-proxy", func(o *Options) { o.IPFamily, o.Proxy = IPFamilyDual, ProxyKube }, "--ip-family dual needs --proxy antrea"},
 		{"a made-up family", func(o *Options) { o.IPFamily = "ipv5" }, `--ip-family must be ipv4, dual or ipv6, got "ipv5"`},

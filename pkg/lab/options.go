@@ -405,14 +405,12 @@ func (o *Options) validateIPFamily() error {
 	}
 	f := o.IPFamily
 	switch {
-	case o.trafficMode() != "encap":
-		return fmt.Errorf("--ip-family %s needs --traffic-mode encap: with %s the underlay routes pod traffic, and the agent routes no IPv6 pod CIDR over the underlay yet (docs/ipv6.md)", f, o.TrafficMode)
+	case o.trafficMode() == TrafficModeNetworkPolicyOnly:
+		return fmt.Errorf("--ip-family %s with --traffic-mode %s: the lab's primary CNI (ptp on host-local) and its routes to the pods stand in for the cloud over IPv4 only (docs/ipv6.md)", f, o.TrafficMode)
 	case o.Runtime != RuntimeAntrea || o.Kubelet != KubeletReal:
 		return fmt.Errorf("--ip-family %s needs --runtime %s and --kubelet %s (the reference CNI and the node simulator give pods IPv4 only)", f, RuntimeAntrea, KubeletReal)
 	case o.Proxy == ProxyKube:
 		return fmt.Errorf("--ip-family %s needs --proxy %s: the nodes route no IPv6 Service traffic into the bridge for kube-proxy (docs/ipv6.md)", f, ProxyAntrea)
-	case f == IPFamilyV6 && o.Subnets > 1:
-		return fmt.Errorf("--ip-family ipv6 needs --subnets 1: the agent's hybrid and routed paths carry no IPv6 pod CIDR yet (docs/ipv6.md)")
 	case f == IPFamilyV6 && (o.FlowVisibility || o.UI || o.SimNodes > 0):
 		return fmt.Errorf("--ip-family ipv6 with --flow-visibility, --ui or --sim-nodes: their addons and the node simulator are IPv4-only yet (docs/ipv6.md)")
 	}

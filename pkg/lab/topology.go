@@ -200,18 +200,27 @@ func (t *topology) joinSubnets(ctx context.Context, subnets int) error {
 			return err
 		}
 	}
-	cmds := [][]string{routerForwarding()}
-	cmds = append(cmds, routeCommands(OutsideNetNS, 1, subnets)...)
-	if t.v6 {
-		cmds = append(cmds, ipv6ForwardingCommand(RouterNetNS))
-		cmds = append(cmds, v6RouteCommands(true, OutsideNetNS, 1, subnets)...)
-	}
-	for _, c := range cmds {
+	for _, c := range routerCommands(t.v6, subnets) {
 		if err := run(ctx, c[0], c[1:]...); err != nil {
 			return fmt.Errorf("join the underlay subnets: %w", err)
 		}
 	}
 	return nil
+}
+
+// routerCommands are the commands that make the lab's router forward
+// between the subnets (IPv6 too with v6: a dual-stack or IPv6-only lab,
+// whose hybrid and encap peers across subnets are reached over the IPv6
+// underlay), in its own netns only, and route the outside host (subnet 1)
+// to the other subnets via the router.
+func routerCommands(v6 bool, subnets int) [][]string {
+	cmds := [][]string{routerForwarding()}
+	cmds = append(cmds, routeCommands(OutsideNetNS, 1, subnets)...)
+	if v6 {
+		cmds = append(cmds, ipv6ForwardingCommand(RouterNetNS))
+		cmds = append(cmds, v6RouteCommands(true, OutsideNetNS, 1, subnets)...)
+	}
+	return cmds
 }
 
 // routerForwarding is the command that makes the lab's router forward

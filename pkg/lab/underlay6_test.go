@@ -2,6 +2,7 @@ package lab
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -52,5 +53,40 @@ func TestADualStackLabsUnderlayAddressesEachHostInBothFamilies(t *testing.T) {
 	}
 	if got := nodeIPFlag(NodeInfo{IP: "172.30.0.11"}); got != "172.30.0.11" {
 		t.Errorf("--node-ip of an IPv4 node = %q", got)
+	}
+}
+
+// TestTheRouterForwardsIPv6BetweenTheSubnetsOfAnIPv6Underlay: with an
+// IPv6 underlay and two subnets the router forwards IPv6 as IPv4, each
+// inside the router's netns (never the host's), and the outside host is
+// routed to the other subnets in both families; an IPv4 lab's router
+// forwards IPv4 alone.
+func TestTheRouterForwardsIPv6BetweenTheSubnetsOfAnIPv6Underlay(t *testing.T) {
+	joined := func(cmds [][]string) []string {
+		var out []string
+		for _, c := range cmds {
+			out = append(out, strings.Join(c, " "))
+		}
+		return out
+	}
+	v6 := joined(routerCommands(true, 2))
+	for _, want := range []string{
+		"ip netns exec " + RouterNetNS + " sysctl -q -w net.ipv4.ip_forward=1",
+		"ip netns exec " + RouterNetNS + " sysctl -q -w net.ipv6.conf.all.forwarding=1",
+		"ip -n " + OutsideNetNS + " -6 route replace fd00:172:30::/48 via fd00:172:30::4 dev eth0",
+	} {
+		if !slices.Contains(v6, want) {
+			t.Errorf("the router's commands with an IPv6 underlay %q lack %q", v6, want)
+		}
+	}
+	for _, c := range v6 {
+		if strings.Contains(c, "sysctl") && !strings.HasPrefix(c, "ip netns exec "+RouterNetNS+" ") {
+			t.Errorf("a sysctl outside the router's netns: %q", c)
+		}
+	}
+	for _, c := range joined(routerCommands(false, 2)) {
+		if strings.Contains(c, "ipv6") || strings.Contains(c, "-6") {
+			t.Errorf("an IPv4 lab's router got an IPv6 command: %q", c)
+		}
 	}
 }

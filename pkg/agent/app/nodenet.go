@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"net/netip"
 
 	"k8s.io/klog/v2"
 
@@ -23,25 +22,22 @@ func setupNodeNetfilter(ctx context.Context, d *deps) (component, error) {
 		return nil, err
 	}
 	d.nodeNet = nodeNet
-	podCIDR := d.localPodPrefix()
 	switch {
 	case d.o.TrafficEncapMode == agentconfig.EncapModeNetworkPolicyOnly:
 		// The primary CNI owns pod traffic leaving the node, its SNAT
 		// included (upstream's policy-only mode masquerades nothing).
 		err = nodeNet.NoMasquerade(ctx)
 	case !routedPeers(d.o.TrafficEncapMode):
-		cidrs := []netip.Prefix{podCIDR}
-		if v6 := d.localPodPrefixV6(); v6.IsValid() {
-			// A dual-stack node: its pods' IPv6 traffic leaving the node
-			// is masqueraded to the node's IPv6 address too.
-			cidrs = append(cidrs, v6)
-		}
-		err = nodeNet.Masquerade(ctx, cidrs, d.nc.Gateway.Name)
+		err = nodeNet.Masquerade(ctx, d.localPodPrefixes(), d.nc.Gateway.Name)
 	case d.o.NoSNAT:
+		// Both families: pod traffic leaves with its pod address.
 		err = nodeNet.NoMasquerade(ctx)
 	default:
-		if err = nodeNet.MasqueradeRouted(ctx, podCIDR, d.nc.Gateway.Name); err == nil {
-			err = nodeNet.SetClusterPodCIDRs(ctx, []netip.Prefix{podCIDR})
+		// Each family's rule spares its set of the cluster's pod CIDRs,
+		// which the route controller fills as peers come and go.
+		cidrs := d.localPodPrefixes()
+		if err = nodeNet.MasqueradeRouted(ctx, cidrs, d.nc.Gateway.Name); err == nil {
+			err = nodeNet.SetClusterPodCIDRs(ctx, cidrs)
 		}
 	}
 	if err != nil {

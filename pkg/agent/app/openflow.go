@@ -147,6 +147,18 @@ func (d *deps) localPodPrefixV6() netip.Prefix {
 	return netip.Prefix{}
 }
 
+// localPodPrefixes are the node's pod CIDRs the masquerade names: the
+// first one (IPv6 on an IPv6-only node) and a dual-stack node's IPv6 one.
+func (d *deps) localPodPrefixes() []netip.Prefix {
+	cidrs := []netip.Prefix{d.localPodPrefix()}
+	if v6 := d.localPodPrefixV6(); v6.IsValid() && v6 != cidrs[0] {
+		// A dual-stack node: its pods' IPv6 traffic leaving the node is
+		// masqueraded to the node's IPv6 address too.
+		cidrs = append(cidrs, v6)
+	}
+	return cidrs
+}
+
 // ipv6Only says the node is an IPv6-only node (an IPv6-only cluster's):
 // its one pod CIDR, and so its gateway's address, is IPv6. Its pipeline
 // carries IPv6 alone (NodeConfig.families), its peers are tunnelled to

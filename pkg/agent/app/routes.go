@@ -2,8 +2,11 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -51,24 +54,37 @@ func setupRoutes(ctx context.Context, d *deps) (component, error) {
 	if err != nil {
 		return nil, err
 	}
-	routes.SetEncap(encapDecision(o.TrafficEncapMode, nc.NodeIP))
-	routes.SetIPv6(d.gatewayIPv6 != nil)
+	// A dual-stack node's hybrid decision has its IPv6 transport prefix
+	// too (an IPv6-only node's NodeIP is IPv6 already).
+	var transport6 *net.IPNet
+	if d.gatewayIPv6 != nil && o.TrafficEncapMode == agentconfig.EncapModeHybrid {
+		transport6 = transportPrefix(transport, d.nodeIPv6())
+		if transport6 == nil {
+			klog.InfoS("No IPv6 InternalIP of this node on the transport interface: hybrid tunnels every peer for both families",
+				"interface", transport, "nodeIPv6", d.nodeIPv6())
+		}
+	}
+	routes.SetEncap(encapDecision(o.TrafficEncapMode, nc.NodeIP, transport6))
+	// WireGuard carries IPv4 pod CIDRs alone (docs/design/wireguard.md):
+	// its peers get no IPv6 path.
+	routes.SetIPv6(d.gatewayIPv6 != nil && d.wireGuard == nil)
 	routes.SetIPv6Only(d.ipv6Only())
-	if d.gatewayIPv6 != nil && routedPeers(o.TrafficEncapMode) {
-		// Only tunnelled peers get IPv6 flows and routes (docs/ipv6.md):
-		// a routed peer's IPv6 pods are not reached.
-		klog.InfoS("IPv6 pod traffic to other nodes is tunnelled only; routed peers (noEncap, hybrid within a subnet) are reached over IPv4 alone",
-			"trafficEncapMode", o.TrafficEncapMode)
+	if routedPeers(o.TrafficEncapMode) && d.wireGuard == nil && (d.gatewayIPv6 != nil || d.ipv6Only()) {
+		// Routed peers' IPv6 pod traffic crosses the node's stack, between
+		// the transport interface and the gateway.
+		if err := ensureIPv6Forwarding(); err != nil {
+			return nil, err
+		}
 	}
 	if routedPeers(o.TrafficEncapMode) && !o.NoSNAT {
-		// The masquerade spares the pod CIDRs of the peers: those of
-		// routed peers leave through the node's stack with the pod's
-		// address (the tunnelled ones never meet the masquerade; sparing
-		// them too costs nothing and keeps the set independent of the
-		// decision).
-		local := prefixOf(d.podCIDRs[0])
+		// The masquerade spares the pod CIDRs of the peers, of each
+		// family: those of routed peers leave through the node's stack
+		// with the pod's address (the tunnelled ones never meet the
+		// masquerade; sparing them too costs nothing and keeps the set
+		// independent of the decision).
+		local := d.localPodPrefixes()
 		routes.OnChange(func(peers []*net.IPNet) {
-			cidrs := []netip.Prefix{local}
+			cidrs := append([]netip.Prefix(nil), local...)
 			for _, p := range peers {
 				cidrs = append(cidrs, prefixOf(p))
 			}
@@ -82,16 +98,61 @@ func setupRoutes(ctx context.Context, d *deps) (component, error) {
 }
 
 // encapDecision is the per-peer decision of trafficEncapMode mode
-// (route.Encap), given this node's underlay address with its prefix: the
-// one function that picks both a peer's flows and its host route.
-func encapDecision(mode string, nodeIP *net.IPNet) route.Encap {
+// (route.Encap), given this node's underlay addresses with their prefixes
+// (a dual-stack node's IPv6 one beside nodeIP, nil otherwise): the one
+// function that picks both a peer's flows and its host route.
+func encapDecision(mode string, nodeIP, nodeIPv6 *net.IPNet) route.Encap {
 	switch mode {
 	case agentconfig.EncapModeNoEncap:
 		return route.EncapNone
 	case agentconfig.EncapModeHybrid:
-		return route.EncapOutside(nodeIP)
+		return route.EncapOutside(nodeIP, nodeIPv6)
 	}
 	return route.EncapAll
+}
+
+// transportPrefix is ip with its prefix as the transport interface link
+// holds it, nil when ip is not valid or not there.
+func transportPrefix(link string, ip netip.Addr) *net.IPNet {
+	if !ip.IsValid() {
+		return nil
+	}
+	l, err := netlink.LinkByName(link)
+	if err != nil {
+		klog.ErrorS(err, "Cannot read the transport interface's addresses", "interface", link)
+		return nil
+	}
+	addrs, err := netlink.AddrList(l, route.NetlinkFamily(types.FamilyOf(ip)))
+	if err != nil {
+		klog.ErrorS(err, "Cannot read the transport interface's addresses", "interface", link)
+		return nil
+	}
+	for _, a := range addrs {
+		if a.IPNet != nil && a.IP.Equal(net.IP(ip.AsSlice())) {
+			return a.IPNet
+		}
+	}
+	return nil
+}
+
+// ipv6ForwardingPath is where the agent's network namespace (the node's)
+// says whether it forwards IPv6.
+const ipv6ForwardingPath = "/proc/sys/net/ipv6/conf/all/forwarding"
+
+// ensureIPv6Forwarding makes the node forward IPv6, in the agent's own
+// network namespace (the node's; /proc/sys/net is per namespace), as the
+// routed path needs: a routed peer's IPv6 pod packets come in on the
+// transport interface and leave through the gateway, and the reverse.
+// Nothing is written when it already does.
+func ensureIPv6Forwarding() error {
+	if b, err := os.ReadFile(ipv6ForwardingPath); err == nil && strings.TrimSpace(string(b)) == "1" {
+		return nil
+	}
+	if err := os.WriteFile(ipv6ForwardingPath, []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("IPv6 forwarding for the routed path (%s): %w", ipv6ForwardingPath, err)
+	}
+	klog.InfoS("Turned on IPv6 forwarding for the routed path", "path", ipv6ForwardingPath)
+	return nil
 }
 
 // routedPeers says whether mode routes the traffic to some peers through
@@ -138,6 +199,17 @@ func waitRoutesInstalled(ctx context.Context, routes *route.Controller, f inform
 	return ctx.Err() == nil
 }
 
+// tunnelNextHop is the address whose neighbour ovs-vswitchd's native
+// tunnelling looks up for peer: the peer itself on the node's subnet, the
+// gateway of the node's route to it when it is in another subnet (hybrid,
+// or encap across a router), of either family.
+func tunnelNextHop(peer net.IP) net.IP {
+	if rs, err := netlink.RouteGet(peer); err == nil && len(rs) > 0 && rs[0].Gw != nil {
+		return rs[0].Gw
+	}
+	return peer
+}
+
 // pinTunnelNeighbor resolves a peer node's underlay MAC through the kernel
 // and pins it in OVS's tunnel neighbour cache, against the userspace
 // datapath's neighbour black hole (ENVIRONMENT.md). Only the netdev datapath
@@ -151,13 +223,7 @@ func pinTunnelNeighbor(ctx context.Context, o Options, nc *nodeinit.NodeConfig, 
 		klog.ErrorS(err, "Cannot pin tunnel neighbour", "peer", peer)
 		return
 	}
-	// A peer in another subnet (hybrid, or encap across a router) is
-	// reached through a gateway: ovs-vswitchd's native tunnelling looks up
-	// the neighbour of that next hop, not of the peer.
-	hop := peer
-	if rs, err := netlink.RouteGet(peer); err == nil && len(rs) > 0 && rs[0].Gw != nil {
-		hop = rs[0].Gw
-	}
+	hop := tunnelNextHop(peer)
 	for i := 0; i < 50 && ctx.Err() == nil; i++ {
 		neighs, _ := netlink.NeighList(link.Attrs().Index, route.NetlinkFamily(types.FamilyOfIP(hop)))
 		for _, n := range neighs {

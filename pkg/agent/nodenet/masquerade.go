@@ -36,9 +36,11 @@ func (t *Table) Masquerade(ctx context.Context, podCIDRs []netip.Prefix, gateway
 // traffic leaves through the uplink too, and must keep its pod source
 // (NetworkPolicy on the receiving node matches it), so the rule spares the
 // destinations in the set ClusterPodCIDRSet (per family), which
-// SetClusterPodCIDRs fills.
-func (t *Table) MasqueradeRouted(ctx context.Context, podCIDR netip.Prefix, gateway string) error {
-	return t.masquerade(ctx, []netip.Prefix{podCIDR}, gateway, true)
+// SetClusterPodCIDRs fills. Each of the node's pod CIDRs gets its rule
+// and its family's set: a dual-stack node's pods keep their IPv6 source to
+// other nodes' IPv6 pods too.
+func (t *Table) MasqueradeRouted(ctx context.Context, podCIDRs []netip.Prefix, gateway string) error {
+	return t.masquerade(ctx, podCIDRs, gateway, true)
 }
 
 // NoMasquerade empties the masquerade chain (noSNAT): pod traffic leaves

@@ -80,7 +80,7 @@ func TestMasqueradeRoutedSparesTheClusterPodCIDRs(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := tb.MasqueradeRouted(ctx, netip.MustParsePrefix("10.10.1.0/24"), "antrea-gw0"); err != nil {
+		if err := tb.MasqueradeRouted(ctx, []netip.Prefix{netip.MustParsePrefix("10.10.1.0/24")}, "antrea-gw0"); err != nil {
 			return err
 		}
 		list := func(what ...string) string {
@@ -142,6 +142,66 @@ func TestADualStackNodeMasqueradesEachFamilyOfItsPodsInOneChain(t *testing.T) {
 			if strings.Count(string(out), want) != 1 {
 				t.Errorf("want one rule %q:\n%s", want, out)
 			}
+		}
+		return nil
+	})
+}
+
+// TestARoutedDualStackNodeSparesTheClusterPodCIDRsOfEachFamily: in noEncap
+// and hybrid on a dual-stack node each family's rule spares its own set,
+// in the real nft; SetClusterPodCIDRs fills both sets from one list (a
+// peer gone from it leaves both), and noSNAT (NoMasquerade) leaves no
+// rule of either family.
+func TestARoutedDualStackNodeSparesTheClusterPodCIDRsOfEachFamily(t *testing.T) {
+	inNewNetNS(t, func() error {
+		ctx := context.Background()
+		tb, err := New()
+		if err != nil {
+			return err
+		}
+		local := []netip.Prefix{netip.MustParsePrefix("10.10.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
+		for i := 0; i < 2; i++ { // an agent restart writes it again
+			if err := tb.MasqueradeRouted(ctx, local, "antrea-gw0"); err != nil {
+				return err
+			}
+		}
+		list := func(what ...string) string {
+			out, err := exec.Command("nft", append([]string{"list"}, what...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("nft list %v: %v: %s", what, err, out)
+			}
+			return string(out)
+		}
+		chain := list("chain", "inet", TableName, masqueradePostrouting)
+		for _, want := range []string{
+			`ip saddr 10.10.1.0/24 ip daddr != @cluster-pod-cidrs-v4 oifname != "antrea-gw0" masquerade`,
+			`ip6 saddr fd00:10:244:1::/64 ip6 daddr != @cluster-pod-cidrs-v6 oifname != "antrea-gw0" masquerade`,
+		} {
+			if strings.Count(chain, want) != 1 {
+				t.Errorf("want the rule %q once:\n%s", want, chain)
+			}
+		}
+		all := []string{"10.10.1.0/24", "10.10.2.0/24", "fd00:10:244:1::/64", "fd00:10:244:2::/64", "fd00:10:244:3::/64"}
+		for _, cidrs := range [][]string{all, {"10.10.1.0/24", "fd00:10:244:1::/64", "fd00:10:244:3::/64"}} {
+			var ps []netip.Prefix
+			for _, c := range cidrs {
+				ps = append(ps, netip.MustParsePrefix(c))
+			}
+			if err := tb.SetClusterPodCIDRs(ctx, ps); err != nil {
+				return err
+			}
+			sets := list("set", "inet", TableName, "cluster-pod-cidrs-v4") + list("set", "inet", TableName, "cluster-pod-cidrs-v6")
+			for _, c := range all {
+				if want := slices.Contains(cidrs, c); strings.Contains(sets, c) != want {
+					t.Errorf("after setting %v, %s in the sets is %t:\n%s", cidrs, c, !want, sets)
+				}
+			}
+		}
+		if err := tb.NoMasquerade(ctx); err != nil {
+			return err
+		}
+		if out := list("chain", "inet", TableName, masqueradePostrouting); strings.Contains(out, "masquerade") && strings.Contains(out, "saddr") {
+			t.Errorf("noSNAT left a masquerade rule:\n%s", out)
 		}
 		return nil
 	})

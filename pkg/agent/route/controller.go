@@ -62,11 +62,15 @@ type PeerRoute struct {
 	Encap bool
 	// PodCIDRv6 is a dual-stack peer's IPv6 pod CIDR (nil otherwise, and
 	// on a node that carries no IPv6: SetIPv6), GatewayIPv6 its first
-	// address. Its traffic goes through the tunnel to NodeIP (an IPv4
-	// underlay carries the inner IPv6 frames); no host route is made for
-	// it (the node's own IPv6 traffic to remote pods is not built yet).
+	// address. It takes the peer's one path (Encap): through the tunnel
+	// to NodeIP (an IPv4 underlay carries the inner IPv6 frames), or
+	// routed by the underlay via NodeIPv6.
 	PodCIDRv6   *net.IPNet
 	GatewayIPv6 net.IP
+	// NodeIPv6 is a routed dual-stack peer's IPv6 InternalIP, the next
+	// hop of PodCIDRv6 over the underlay; nil when the peer is
+	// tunnelled.
+	NodeIPv6 net.IP
 	// PublicKey is the peer's WireGuard public key, from its Node
 	// annotation (types.NodeWireGuardPublicKeyAnnotation); "" when it has
 	// none. Only trafficEncryptionMode wireGuard's routes use it.
@@ -77,7 +81,7 @@ type PeerRoute struct {
 // WireGuard key may differ, which the routes update in place.
 func (r *PeerRoute) samePath(o *PeerRoute) bool {
 	return o != nil && r.PodCIDR.String() == o.PodCIDR.String() && r.NodeIP.Equal(o.NodeIP) && r.Encap == o.Encap &&
-		r.PodCIDRv6.String() == o.PodCIDRv6.String()
+		r.PodCIDRv6.String() == o.PodCIDRv6.String() && r.NodeIPv6.Equal(o.NodeIPv6)
 }
 
 func (r *PeerRoute) equal(o *PeerRoute) bool {
@@ -103,7 +107,7 @@ type Controller struct {
 	// each change (e.g. the node's masquerade exception, in noEncap).
 	onChange func(peerPodCIDRs []*net.IPNet)
 	// ipv6: this node carries IPv6 (dual-stack), so peers' IPv6 pod
-	// CIDRs get tunnel flows too (SetIPv6).
+	// CIDRs get flows and routes too (SetIPv6).
 	ipv6 bool
 	// ipv6Only: this node is an IPv6-only node (SetIPv6Only): a peer is
 	// reached by its IPv6 pod CIDR, through the tunnel to its IPv6
@@ -117,9 +121,11 @@ type Controller struct {
 // are IPv6 alone (an IPv6-only cluster). Call it before Run.
 func (c *Controller) SetIPv6Only(on bool) { c.ipv6Only = on }
 
-// SetIPv6 makes the controller install, for each peer, the tunnel flows
-// of its IPv6 pod CIDR beside its IPv4 one: this node is dual-stack (its
-// gateway has an IPv6 address). Call it before Run.
+// SetIPv6 makes the controller install, for each peer, the path of its
+// IPv6 pod CIDR beside its IPv4 one: this node is dual-stack (its gateway
+// has an IPv6 address). A tunnelled peer's IPv6 pod CIDR goes through the
+// tunnel to its IPv4 node IP; a routed peer's is routed via its IPv6
+// InternalIP (dualStackPath). Call it before Run.
 func (c *Controller) SetIPv6(on bool) { c.ipv6 = on }
 
 // SetEncap decides per peer, by its node IP, whether its traffic goes
@@ -139,16 +145,45 @@ func (c *Controller) peerRoute(n *corev1.Node) *PeerRoute {
 	} else {
 		r = peerRoute(n)
 	}
-	if r != nil {
-		r.Encap = c.encap == nil || c.encap(r.NodeIP)
-		if c.ipv6 && !c.ipv6Only && r.Encap {
-			r.PodCIDRv6 = podCIDROf(n, types.IPv6)
-			if r.PodCIDRv6 != nil {
-				r.GatewayIPv6 = GatewayIP(r.PodCIDRv6)
-			}
-		}
+	if r == nil {
+		return nil
+	}
+	encap := c.encap
+	if encap == nil {
+		encap = EncapAll
+	}
+	r.Encap = encap(r.NodeIP)
+	if c.ipv6 && !c.ipv6Only {
+		dualStackPath(n, r, encap)
 	}
 	return r
+}
+
+// dualStackPath adds peer n's IPv6 pod CIDR to r, its route on a
+// dual-stack node, on the one path both families of a peer take. The
+// peer is routed only when both its node IPs are: when its IPv6
+// InternalIP is outside this node's IPv6 transport subnet (hybrid), or it
+// has none, both families go through the tunnel to its IPv4 node IP,
+// which carries IPv6 frames on any underlay. In noEncap (no tunnel) a peer
+// without an IPv6 InternalIP has no next hop for its IPv6 pods: they are
+// not reached.
+func dualStackPath(n *corev1.Node, r *PeerRoute, encap Encap) {
+	cidr := podCIDROf(n, types.IPv6)
+	if cidr == nil {
+		return
+	}
+	ip6 := internalIPOf(n, types.IPv6)
+	if !r.Encap && encap(ip6) {
+		r.Encap = true
+	}
+	if !r.Encap {
+		if ip6 == nil {
+			klog.InfoS("Peer has no IPv6 InternalIP to route its IPv6 pod CIDR to: its IPv6 pods are not reached", "node", n.Name, "podCIDRv6", cidr)
+			return
+		}
+		r.NodeIPv6 = ip6
+	}
+	r.PodCIDRv6, r.GatewayIPv6 = cidr, GatewayIP(cidr)
 }
 
 // changed tells onChange the installed peers' pod CIDRs.
@@ -160,6 +195,9 @@ func (c *Controller) changed() {
 	cidrs := make([]*net.IPNet, 0, len(c.installed))
 	for _, r := range c.installed {
 		cidrs = append(cidrs, r.PodCIDR)
+		if r.PodCIDRv6 != nil {
+			cidrs = append(cidrs, r.PodCIDRv6)
+		}
 	}
 	c.mu.Unlock()
 	c.onChange(cidrs)
@@ -317,7 +355,7 @@ func (c *Controller) sync(name string) error {
 	c.mu.Lock()
 	c.installed[name] = want
 	c.mu.Unlock()
-	klog.InfoS("Installed route to node", "node", name, "podCIDR", want.PodCIDR, "podCIDRv6", want.PodCIDRv6, "nodeIP", want.NodeIP, "encap", want.Encap)
+	klog.InfoS("Installed route to node", "node", name, "podCIDR", want.PodCIDR, "podCIDRv6", want.PodCIDRv6, "nodeIP", want.NodeIP, "nodeIPv6", want.NodeIPv6, "encap", want.Encap)
 	c.changed()
 	return nil
 }
@@ -373,18 +411,23 @@ func peerRouteOf(n *corev1.Node, f types.IPFamily) *PeerRoute {
 	if cidr == nil {
 		return nil
 	}
-	var nodeIP net.IP
-	for _, a := range n.Status.Addresses {
-		if ip := net.ParseIP(a.Address); a.Type == corev1.NodeInternalIP && ip != nil && types.FamilyOfIP(ip) == f {
-			nodeIP = ip
-			break
-		}
-	}
+	nodeIP := internalIPOf(n, f)
 	if nodeIP == nil {
 		return nil
 	}
 	return &PeerRoute{NodeName: n.Name, PodCIDR: cidr, GatewayIP: GatewayIP(cidr), NodeIP: nodeIP,
 		PublicKey: n.Annotations[types.NodeWireGuardPublicKeyAnnotation]}
+}
+
+// internalIPOf is node n's first InternalIP of family f, nil if it has
+// none.
+func internalIPOf(n *corev1.Node, f types.IPFamily) net.IP {
+	for _, a := range n.Status.Addresses {
+		if ip := net.ParseIP(a.Address); a.Type == corev1.NodeInternalIP && ip != nil && types.FamilyOfIP(ip) == f {
+			return ip
+		}
+	}
+	return nil
 }
 
 // podCIDROf is node n's pod CIDR of family f, nil if it has none.

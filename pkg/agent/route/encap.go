@@ -16,20 +16,34 @@ func EncapAll(net.IP) bool { return true }
 func EncapNone(net.IP) bool { return false }
 
 // EncapOutside is trafficEncapMode hybrid: a peer whose node IP is inside
-// transport (this node's underlay address with its prefix) shares this
-// node's subnet, so the underlay delivers to it directly and its traffic is
-// routed unencapsulated; a peer outside it, behind a router that knows
-// nothing of pod CIDRs, is reached through the tunnel. A nil transport (no
-// known subnet) encapsulates everything, which works on any underlay.
-func EncapOutside(transport *net.IPNet) Encap {
-	if transport == nil {
+// one of transport (this node's underlay addresses with their prefixes,
+// one per family: an IPv4 one, an IPv6 one, or both on a dual-stack node)
+// shares this node's subnet, so the underlay delivers to it directly and
+// its traffic is routed unencapsulated; a peer outside it, behind a router
+// that knows nothing of pod CIDRs, is reached through the tunnel. A peer
+// address of a family with no transport prefix (or none at all) is
+// tunnelled, which works on any underlay; so is a nil peer address.
+func EncapOutside(transport ...*net.IPNet) Encap {
+	var locals []*net.IPNet
+	for _, t := range transport {
+		if t != nil {
+			locals = append(locals, &net.IPNet{IP: t.IP.Mask(t.Mask), Mask: t.Mask})
+		}
+	}
+	if len(locals) == 0 {
 		return EncapAll
 	}
-	local := &net.IPNet{IP: transport.IP.Mask(transport.Mask), Mask: transport.Mask}
 	return func(peer net.IP) bool {
 		if peer == nil {
 			return true
 		}
-		return !local.Contains(peer)
+		for _, l := range locals {
+			// Contains compares within one family: an IPv4 peer is
+			// never inside an IPv6 prefix, nor the reverse.
+			if l.Contains(peer) {
+				return false
+			}
+		}
+		return true
 	}
 }

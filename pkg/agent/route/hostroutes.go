@@ -173,15 +173,25 @@ const RTProtAntrea = 0x8a
 // (trafficEncapMode noEncap): the node routes its own and its pods' traffic
 // to a peer's pods over the underlay, to the peer's node IP, unencapsulated.
 // LINK is the transport interface: br-phy with the netdev datapath (its
-// internal port holds the node IP), the uplink otherwise.
+// internal port holds the node IP), the uplink otherwise. A dual-stack
+// peer's IPv6 pod CIDR gets its own route, via the peer's IPv6 InternalIP
+// (`PODCIDRv6 via NODEIPv6 dev LINK proto 0x8a`); on an IPv6-only node the
+// one route is IPv6. The node must forward each family it routes
+// (net.ipv6.conf.all.forwarding for IPv6).
 type UnderlayRoutes struct {
 	LinkName string
 }
 
 var _ HostRoutes = (*UnderlayRoutes)(nil)
 
-func (u *UnderlayRoutes) route(l netlink.Link, r *PeerRoute) *netlink.Route {
-	return &netlink.Route{LinkIndex: l.Attrs().Index, Dst: r.PodCIDR, Gw: r.NodeIP, Protocol: RTProtAntrea}
+// routes are the routes of peer r: its pod CIDR's, and a routed
+// dual-stack peer's IPv6 one.
+func (u *UnderlayRoutes) routes(l netlink.Link, r *PeerRoute) []*netlink.Route {
+	out := []*netlink.Route{{LinkIndex: l.Attrs().Index, Dst: r.PodCIDR, Gw: r.NodeIP, Protocol: RTProtAntrea}}
+	if r.PodCIDRv6 != nil && r.NodeIPv6 != nil {
+		out = append(out, &netlink.Route{LinkIndex: l.Attrs().Index, Dst: r.PodCIDRv6, Gw: r.NodeIPv6, Protocol: RTProtAntrea})
+	}
+	return out
 }
 
 func (u *UnderlayRoutes) link() (netlink.Link, error) {
@@ -198,8 +208,10 @@ func (u *UnderlayRoutes) Add(r *PeerRoute) error {
 	if err != nil {
 		return err
 	}
-	if err := netlink.RouteReplace(u.route(l, r)); err != nil {
-		return fmt.Errorf("route %s via %s dev %s: %w", r.PodCIDR, r.NodeIP, u.LinkName, err)
+	for _, rt := range u.routes(l, r) {
+		if err := netlink.RouteReplace(rt); err != nil {
+			return fmt.Errorf("route %s via %s dev %s: %w", rt.Dst, rt.Gw, u.LinkName, err)
+		}
 	}
 	return nil
 }
@@ -210,8 +222,10 @@ func (u *UnderlayRoutes) Delete(r *PeerRoute) error {
 	if err != nil {
 		return err
 	}
-	if err := netlink.RouteDel(u.route(l, r)); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("delete route %s dev %s: %w", r.PodCIDR, u.LinkName, err)
+	for _, rt := range u.routes(l, r) {
+		if err := netlink.RouteDel(rt); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("delete route %s dev %s: %w", rt.Dst, u.LinkName, err)
+		}
 	}
 	return nil
 }
@@ -223,14 +237,17 @@ func (u *UnderlayRoutes) Reconcile(desired map[string]*PeerRoute) error {
 	if err != nil {
 		return err
 	}
-	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{LinkIndex: l.Attrs().Index, Protocol: RTProtAntrea},
+	// Both families: a dual-stack peer's IPv6 route, an IPv6-only node's.
+	routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: l.Attrs().Index, Protocol: RTProtAntrea},
 		netlink.RT_FILTER_OIF|netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
 		return fmt.Errorf("list routes of %s: %w", u.LinkName, err)
 	}
 	want := map[string]bool{}
 	for _, r := range desired {
-		want[r.PodCIDR.String()+" "+r.NodeIP.String()] = true
+		for _, rt := range u.routes(l, r) {
+			want[rt.Dst.String()+" "+rt.Gw.String()] = true
+		}
 	}
 	for i := range routes {
 		rt := routes[i]
