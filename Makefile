@@ -75,6 +75,8 @@ conformance: install build race
 	ANTREA_E2E_FQDN_EXPIRY=1 $(GO) test -count=1 -timeout 10m -run 'TestAToFQDNRuleFollowsTheNamesAnswersOnTheLab' ./test/e2e/
 	ANTREA_DATAPATH_ENCAPS=vxlan,gre,noEncap,networkPolicyOnly $(GO) test -count=1 -timeout 20m -run 'TestDatapath' ./test/e2e/datapath/
 	ANTREA_DATAPATH_HYBRID=1 $(GO) test -count=1 -timeout 20m -run 'TestHybrid' -v ./test/e2e/datapath/
+	ANTREA_DATAPATH_HYBRID=1 ANTREA_E2E_IP_FAMILY=dual $(GO) test -count=1 -timeout 20m -run 'TestHybridIPv6' -v ./test/e2e/datapath/
+	ANTREA_DATAPATH_HYBRID=1 ANTREA_E2E_IP_FAMILY=ipv6 $(GO) test -count=1 -timeout 20m -run 'TestHybridIPv6' -v ./test/e2e/datapath/
 	ANTREA_E2E_IP_FAMILY=dual $(GO) test -count=1 -timeout 20m -run 'TestDualStack' -v ./test/e2e/datapath/
 	ANTREA_E2E_IP_FAMILY=ipv6 $(GO) test -count=1 -timeout 20m -run 'TestIPv6Only' -v ./test/e2e/datapath/
 	ANTREA_DATAPATH_WIREGUARD=1 $(GO) test -count=1 -timeout 20m -run 'TestWireGuard' -v ./test/e2e/datapath/
