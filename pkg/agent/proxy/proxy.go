@@ -651,11 +651,13 @@ func (p *Proxy) plan(key string) (*plan, error) {
 				slices = append(slices, s)
 			}
 		}
-		pl.want = desiredState(svc, slices, p.view())
-		warnings = unrealized(svc, p.datapath, p.view().families())
-		pl.hc = healthCheckOf(svc, slices, p.nodeName, p.view().families())
+		node := p.view() // one reading of the node for the whole sync
+		fams := node.families()
+		pl.want = desiredState(svc, slices, node)
+		warnings = unrealized(svc, p.datapath, fams)
+		pl.hc = healthCheckOf(svc, slices, p.nodeName, fams)
 		if p.proxyAll {
-			pl.needs = nodeNeeds(svc, p.view())
+			pl.needs = nodeNeeds(svc, node)
 		}
 	}
 	pl.svc = svc
